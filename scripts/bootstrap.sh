@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Makes a fresh Debian/Ubuntu machine ready for dtrain: the Debian packages the native
+# library links against, and a pinned Deno from the npm registry in .tools/ when none is on PATH.
+# Prints the path of the deno binary to use on its last line.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DENO_VERSION=2.9.6
+APT_PACKAGES=(build-essential libopenblas-dev libgloo-dev dataset-fashion-mnist xz-utils)
+
+missing=()
+for pkg in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if ((${#missing[@]})); then
+  if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
+    echo "bootstrap: installing ${missing[*]}" >&2
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}") >&2
+  else
+    echo "bootstrap: missing Debian packages: ${missing[*]}" >&2
+    echo "bootstrap: run: sudo apt-get install -y ${missing[*]}" >&2
+    exit 1
+  fi
+fi
+
+if command -v deno >/dev/null && deno --version | grep -q "^deno 2\."; then
+  command -v deno
+  exit 0
+fi
+if [[ ! -x .tools/node_modules/.bin/deno ]] || ! .tools/node_modules/.bin/deno --version | grep -q "^deno $DENO_VERSION"; then
+  command -v npm >/dev/null || { echo "bootstrap: neither deno nor npm is on PATH; install Node.js (npm) or Deno $DENO_VERSION" >&2; exit 1; }
+  echo "bootstrap: installing deno $DENO_VERSION from the npm registry into .tools/" >&2
+  mkdir -p .tools
+  npm install --prefix .tools --no-audit --no-fund --loglevel=error "deno@$DENO_VERSION" >&2
+fi
+echo "$PWD/.tools/node_modules/.bin/deno"

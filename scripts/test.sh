@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The whole test suite: static checks, then `deno test`, ending with one summary line
+# ("N passed, N failed") that CI reads.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+DENO=${DENO:-$(scripts/bootstrap.sh | tail -n 1)}
+mkdir -p build
+log=build/test.log
+
+static_failed=0
+for check in "fmt --check" "lint" "check mod.ts src/ ffi/ tests/ bench/ scripts/"; do
+  echo "== deno $check"
+  # shellcheck disable=SC2086
+  "$DENO" $check || static_failed=$((static_failed + 1))
+done
+
+echo "== deno test"
+"$DENO" test -A --v8-flags=--expose-gc tests/ "$@" 2>&1 | tee "$log"
+test_rc=${PIPESTATUS[0]}
+
+summary=$(grep -E '^(ok|FAILED) \| ' "$log" | tail -n 1)
+passed=$(sed -nE 's/.*\| ([0-9]+) passed.*/\1/p' <<<"$summary")
+failed=$(sed -nE 's/.*\| ([0-9]+) failed.*/\1/p' <<<"$summary")
+ignored=$(sed -nE 's/.*\| ([0-9]+) ignored.*/\1/p' <<<"$summary")
+passed=${passed:-0}
+failed=$(( ${failed:-0} + static_failed ))
+if [[ -z "$summary" && $test_rc -ne 0 ]]; then failed=$((failed + 1)); fi
+echo "${passed} passed, ${failed} failed, ${ignored:-0} skipped"
+[[ $failed -eq 0 && $test_rc -eq 0 ]]
