@@ -1,0 +1,203 @@
+/* Neural-network kernels, each a forward/backward pair: softmax, log-softmax, fused cross-entropy,
+ * MSE, layer norm, embedding and dropout. Rows are the last dimension of a contiguous tensor. */
+#include <math.h>
+#include <string.h>
+
+#include "dtrain.h"
+
+/* ---------------------------------------------------------------- softmax */
+
+/* y = softmax(x) (or log_softmax when log != 0) over each row of cols elements. */
+int dt_softmax(const float *x, float *y, int64_t rows, int64_t cols, int32_t log) {
+  CHECK_PTR(x); CHECK_PTR(y);
+  CHECK(rows >= 0 && cols > 0, "dt_softmax: bad shape [%lld, %lld]", (long long)rows, (long long)cols);
+  for (int64_t r = 0; r < rows; r++) {
+    const float *in = x + r * cols;
+    float *out = y + r * cols;
+    float max = in[0];
+    for (int64_t c = 1; c < cols; c++) if (in[c] > max) max = in[c];
+    double sum = 0.0;
+    for (int64_t c = 0; c < cols; c++) sum += expf(in[c] - max);
+    if (log) {
+      float lse = max + (float)logf((float)sum);
+      for (int64_t c = 0; c < cols; c++) out[c] = in[c] - lse;
+    } else {
+      float inv = (float)(1.0 / sum);
+      for (int64_t c = 0; c < cols; c++) out[c] = expf(in[c] - max) * inv;
+    }
+  }
+  return DT_OK;
+}
+
+/* gx from the output y and gy: softmax gx = y * (gy - <gy, y>); log_softmax gx = gy - exp(y) * sum(gy). */
+int dt_softmax_backward(const float *y, const float *gy, float *gx, int64_t rows, int64_t cols, int32_t log) {
+  CHECK_PTR(y); CHECK_PTR(gy); CHECK_PTR(gx);
+  CHECK(rows >= 0 && cols > 0, "dt_softmax_backward: bad shape");
+  for (int64_t r = 0; r < rows; r++) {
+    const float *yr = y + r * cols, *gr = gy + r * cols;
+    float *out = gx + r * cols;
+    double acc = 0.0;
+    if (log) {
+      for (int64_t c = 0; c < cols; c++) acc += gr[c];
+      for (int64_t c = 0; c < cols; c++) out[c] = gr[c] - expf(yr[c]) * (float)acc;
+    } else {
+      for (int64_t c = 0; c < cols; c++) acc += (double)gr[c] * yr[c];
+      for (int64_t c = 0; c < cols; c++) out[c] = yr[c] * (gr[c] - (float)acc);
+    }
+  }
+  return DT_OK;
+}
+
+/* ---------------------------------------------------------------- cross-entropy */
+
+/* Mean cross-entropy of logits[rows, cols] against integer targets, rows whose target equals
+ * ignore_index left out of the mean (NaN when every row is ignored, like PyTorch). Writes the loss
+ * and, when grad is not NULL, d loss / d logits in the same pass. */
+int dt_cross_entropy(const float *logits, const int32_t *targets, int64_t rows, int64_t cols,
+                     int32_t ignore_index, float *loss, float *grad) {
+  CHECK_PTR(logits); CHECK_PTR(targets); CHECK_PTR(loss);
+  CHECK(rows >= 0 && cols > 0, "dt_cross_entropy: bad shape [%lld, %lld]", (long long)rows, (long long)cols);
+  int64_t count = 0;
+  for (int64_t r = 0; r < rows; r++) {
+    int32_t t = targets[r];
+    if (t == ignore_index) continue;
+    CHECK(t >= 0 && t < cols, "crossEntropy: target %d at row %lld is out of range [0, %lld)", t,
+          (long long)r, (long long)cols);
+    count++;
+  }
+  double total = 0.0;
+  float inv_count = count ? 1.0f / (float)count : NAN;
+  for (int64_t r = 0; r < rows; r++) {
+    const float *row = logits + r * cols;
+    float *g = grad ? grad + r * cols : NULL;
+    int32_t t = targets[r];
+    if (t == ignore_index) {
+      if (g) memset(g, 0, (size_t)cols * sizeof(float));
+      continue;
+    }
+    float max = row[0];
+    for (int64_t c = 1; c < cols; c++) if (row[c] > max) max = row[c];
+    double sum = 0.0;
+    for (int64_t c = 0; c < cols; c++) sum += expf(row[c] - max);
+    float lse = max + logf((float)sum);
+    total += lse - row[t];
+    if (g) {
+      float inv_sum = (float)(1.0 / sum);
+      for (int64_t c = 0; c < cols; c++) g[c] = expf(row[c] - max) * inv_sum * inv_count;
+      g[t] -= inv_count;
+    }
+  }
+  *loss = count ? (float)(total / (double)count) : NAN;
+  return DT_OK;
+}
+
+/* ---------------------------------------------------------------- MSE */
+
+/* loss = mean((a - b)^2); when ga is not NULL also d loss / d a (d loss / d b is its negative). */
+int dt_mse(const float *a, const float *b, int64_t n, float *loss, float *ga) {
+  CHECK_PTR(a); CHECK_PTR(b); CHECK_PTR(loss); CHECK_COUNT(n);
+  double total = 0.0;
+  float scale = n ? 2.0f / (float)n : NAN;
+  for (int64_t i = 0; i < n; i++) {
+    float d = a[i] - b[i];
+    total += (double)d * d;
+    if (ga) ga[i] = scale * d;
+  }
+  *loss = n ? (float)(total / (double)n) : NAN;
+  return DT_OK;
+}
+
+/* ---------------------------------------------------------------- layer norm */
+
+/* y = (x - mean) * rstd * w + b over rows of cols elements (biased variance, like PyTorch); saves
+ * mean[rows] and rstd[rows] for the backward. w and b may be NULL (no affine). */
+int dt_layernorm(const float *x, const float *w, const float *b, float *y, float *mean, float *rstd,
+                 int64_t rows, int64_t cols, float eps) {
+  CHECK_PTR(x); CHECK_PTR(y); CHECK_PTR(mean); CHECK_PTR(rstd);
+  CHECK(rows >= 0 && cols > 0, "dt_layernorm: bad shape [%lld, %lld]", (long long)rows, (long long)cols);
+  for (int64_t r = 0; r < rows; r++) {
+    const float *in = x + r * cols;
+    float *out = y + r * cols;
+    double s = 0.0, s2 = 0.0;
+    for (int64_t c = 0; c < cols; c++) s += in[c];
+    double mu = s / (double)cols;
+    for (int64_t c = 0; c < cols; c++) { double d = in[c] - mu; s2 += d * d; }
+    float m = (float)mu, rs = (float)(1.0 / sqrt(s2 / (double)cols + eps));
+    mean[r] = m;
+    rstd[r] = rs;
+    for (int64_t c = 0; c < cols; c++) {
+      float v = (in[c] - m) * rs;
+      out[c] = (w ? v * w[c] : v) + (b ? b[c] : 0.0f);
+    }
+  }
+  return DT_OK;
+}
+
+/* dx (may be NULL) and dw, db accumulated (+=; either may be NULL) from dy and the saved stats. */
+int dt_layernorm_backward(const float *dy, const float *x, const float *w, const float *mean,
+                          const float *rstd, float *dx, float *dw, float *db, int64_t rows, int64_t cols) {
+  CHECK_PTR(dy); CHECK_PTR(x); CHECK_PTR(mean); CHECK_PTR(rstd);
+  CHECK(rows >= 0 && cols > 0, "dt_layernorm_backward: bad shape");
+  for (int64_t r = 0; r < rows; r++) {
+    const float *g = dy + r * cols, *in = x + r * cols;
+    float m = mean[r], rs = rstd[r];
+    double sum_dxhat = 0.0, sum_dxhat_xhat = 0.0;
+    for (int64_t c = 0; c < cols; c++) {
+      float xhat = (in[c] - m) * rs;
+      float dxhat = w ? g[c] * w[c] : g[c];
+      sum_dxhat += dxhat;
+      sum_dxhat_xhat += (double)dxhat * xhat;
+      if (dw) dw[c] += g[c] * xhat;
+      if (db) db[c] += g[c];
+    }
+    if (!dx) continue;
+    float mean_dxhat = (float)(sum_dxhat / (double)cols), mean_dxhat_xhat = (float)(sum_dxhat_xhat / (double)cols);
+    float *out = dx + r * cols;
+    for (int64_t c = 0; c < cols; c++) {
+      float xhat = (in[c] - m) * rs;
+      float dxhat = w ? g[c] * w[c] : g[c];
+      out[c] = rs * (dxhat - mean_dxhat - xhat * mean_dxhat_xhat);
+    }
+  }
+  return DT_OK;
+}
+
+/* ---------------------------------------------------------------- embedding */
+
+/* y[i, :] = weight[indices[i], :] for n indices into a [num, dim] table. */
+int dt_embedding(const float *weight, const int32_t *indices, float *y, int64_t n, int64_t num, int64_t dim) {
+  CHECK_PTR(weight); CHECK_PTR(indices); CHECK_PTR(y);
+  CHECK(n >= 0 && num >= 0 && dim >= 0, "dt_embedding: negative size");
+  for (int64_t i = 0; i < n; i++) {
+    int32_t k = indices[i];
+    CHECK(k >= 0 && k < num, "embedding: index %d at position %lld is out of range [0, %lld)", k,
+          (long long)i, (long long)num);
+    memcpy(y + i * dim, weight + (int64_t)k * dim, (size_t)dim * sizeof(float));
+  }
+  return DT_OK;
+}
+
+/* gweight[indices[i], :] += gy[i, :]: scatter-add, so repeated indices sum. */
+int dt_embedding_backward(const float *gy, const int32_t *indices, float *gweight, int64_t n, int64_t num, int64_t dim) {
+  CHECK_PTR(gy); CHECK_PTR(indices); CHECK_PTR(gweight);
+  for (int64_t i = 0; i < n; i++) {
+    int32_t k = indices[i];
+    CHECK(k >= 0 && k < num, "embedding: index %d out of range [0, %lld)", k, (long long)num);
+    float *dst = gweight + (int64_t)k * dim;
+    const float *src = gy + i * dim;
+    for (int64_t d = 0; d < dim; d++) dst[d] += src[d];
+  }
+  return DT_OK;
+}
+
+/* ---------------------------------------------------------------- dropout */
+
+/* y = x * keep / (1 - p), keep drawn from the counter RNG at (seed, offset + i). The backward is
+ * the same call on the upstream gradient with the same seed and offset, so no mask is stored. */
+int dt_dropout(const float *x, float *y, int64_t n, float p, uint64_t seed, uint64_t offset) {
+  CHECK_PTR(x); CHECK_PTR(y); CHECK_COUNT(n);
+  CHECK(p >= 0.0f && p < 1.0f, "dropout: probability %g is outside [0, 1)", (double)p);
+  float scale = 1.0f / (1.0f - p);
+  for (int64_t i = 0; i < n; i++) y[i] = dt_uniform01(seed, offset + (uint64_t)i) >= p ? x[i] * scale : 0.0f;
+  return DT_OK;
+}

@@ -1,0 +1,23 @@
+/* Seeded initialisation from the counter-based RNG in dtrain.h. */
+#include <math.h>
+
+#include "dtrain.h"
+
+/* dst[i] = lo + (hi - lo) * U(seed, offset + i). */
+int dt_rand_uniform(float *dst, int64_t n, float lo, float hi, uint64_t seed, uint64_t offset) {
+  CHECK_PTR(dst); CHECK_COUNT(n);
+  CHECK(lo <= hi, "rand: low %g is above high %g", (double)lo, (double)hi);
+  for (int64_t i = 0; i < n; i++) dst[i] = lo + (hi - lo) * dt_uniform01(seed, offset + (uint64_t)i);
+  return DT_OK;
+}
+
+/* dst[i] = mean + std * N(0, 1), by Box-Muller over the counters offset + 2i and offset + 2i + 1. */
+int dt_randn(float *dst, int64_t n, float mean, float std, uint64_t seed, uint64_t offset) {
+  CHECK_PTR(dst); CHECK_COUNT(n);
+  for (int64_t i = 0; i < n; i++) {
+    uint64_t c = offset + 2 * (uint64_t)i;
+    float u1 = 1.0f - dt_uniform01(seed, c), u2 = dt_uniform01(seed, c + 1);
+    dst[i] = mean + std * sqrtf(-2.0f * logf(u1)) * cosf(6.283185307179586f * u2);
+  }
+  return DT_OK;
+}

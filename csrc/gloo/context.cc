@@ -1,0 +1,181 @@
+// Context lifecycle and error reporting for the C ABI: creation, rendezvous through the
+// dtrain store, the peer address table, and the exception-to-status boundary.
+#include <gloo/allgather.h>
+#include <gloo/common/error.h>
+#include <gloo/transport/tcp/device.h>
+#include <string.h>
+
+#include <new>
+
+#include "internal.h"
+#include "store.h"
+
+namespace {
+
+// Error of the last failed dt_gloo_ctx_new, which has no context to hold it.
+thread_local std::string g_new_error;
+
+// Wide enough for "[ipv6 address]:port" as Gloo prints it.
+constexpr size_t kAddrLen = 96;
+
+void setError(dt_gloo_ctx* ctx, const std::string& message) {
+  std::lock_guard<std::mutex> lock(ctx->error_mu);
+  ctx->error = message;
+}
+
+// Every rank publishes how Gloo prints its end of each pair; rank i's entry for us is the
+// address our transport errors will name when rank i goes away.
+void exchangePeerAddresses(dt_gloo_ctx* ctx) {
+  auto& g = *ctx->gloo;
+  const size_t n = static_cast<size_t>(g.size);
+  std::vector<char> mine(n * kAddrLen, 0);
+  for (int i = 0; i < g.size; i++) {
+    if (i == g.rank) continue;
+    auto s = g.getPair(i)->address().str();
+    strncpy(&mine[i * kAddrLen], s.c_str(), kAddrLen - 1);
+  }
+  std::vector<char> all(n * n * kAddrLen, 0);
+  gloo::AllgatherOptions opts(ctx->gloo);
+  opts.setInput(mine.data(), mine.size());
+  opts.setOutput(all.data(), all.size());
+  opts.setTimeout(ctx->timeout);
+  gloo::allgather(opts);
+  ctx->peer_addr.assign(n, "");
+  for (size_t i = 0; i < n; i++) {
+    if (static_cast<int>(i) == g.rank) continue;
+    const char* entry = &all[(i * n + g.rank) * kAddrLen];
+    ctx->peer_addr[i] = std::string(entry, strnlen(entry, kAddrLen));
+  }
+}
+
+}  // namespace
+
+namespace dtrain {
+
+int guard(dt_gloo_ctx* ctx, const std::function<void()>& body) {
+  try {
+    body();
+    return DT_OK;
+  } catch (const Failure& e) {
+    setError(ctx, e.what());
+    return e.status;
+  } catch (const StoreError& e) {
+    setError(ctx, e.what());
+    return DT_ESTORE;
+  } catch (const std::bad_alloc&) {
+    setError(ctx, "out of memory");
+    return DT_EINTERNAL;
+  } catch (const std::exception& e) {
+    setError(ctx, std::string("gloo: ") + e.what());
+    return DT_EINTERNAL;
+  } catch (...) {
+    setError(ctx, "unknown C++ exception");
+    return DT_EINTERNAL;
+  }
+}
+
+size_t dtypeSize(int dtype) {
+  return dtype == DT_F32 || dtype == DT_I32 ? 4 : 0;
+}
+
+const char* dtypeName(int dtype) {
+  switch (dtype) {
+    case DT_F32:
+      return "f32";
+    case DT_I32:
+      return "i32";
+    default:
+      return "?";
+  }
+}
+
+const char* reduceOpName(int op) {
+  static const char* names[] = {"sum", "avg", "min", "max", "prod"};
+  return op >= 0 && op <= DT_PROD ? names[op] : "?";
+}
+
+}  // namespace dtrain
+
+extern "C" {
+
+int dt_gloo_ctx_new(dt_gloo_ctx** out) {
+  if (out == nullptr) return DT_EINVAL;
+  *out = new (std::nothrow) dt_gloo_ctx();
+  if (*out == nullptr) {
+    g_new_error = "out of memory allocating a Gloo context";
+    return DT_EINTERNAL;
+  }
+  return DT_OK;
+}
+
+int dt_gloo_last_error(dt_gloo_ctx* ctx, char* buf, size_t len) {
+  std::string message;
+  if (ctx == nullptr) {
+    message = g_new_error;
+  } else {
+    std::lock_guard<std::mutex> lock(ctx->error_mu);
+    message = ctx->error;
+  }
+  if (buf != nullptr && len > 0) {
+    size_t n = message.size() < len - 1 ? message.size() : len - 1;
+    memcpy(buf, message.data(), n);
+    buf[n] = '\0';
+  }
+  return static_cast<int>(message.size());
+}
+
+int dt_gloo_ctx_connect(dt_gloo_ctx* ctx, const char* store_host, int store_port,
+                        const char* token, const char* prefix, int rank, int size,
+                        const char* host, const char* iface, int64_t timeout_ms) {
+  if (ctx == nullptr) return DT_EINVAL;
+  std::lock_guard<std::mutex> lock(ctx->call_mu);
+  return dtrain::guard(ctx, [&] {
+    using dtrain::Failure;
+    if (ctx->gloo) throw Failure(DT_EINVAL, "context is already connected");
+    if (size < 1 || rank < 0 || rank >= size) {
+      throw Failure(DT_EINVAL, "rank " + std::to_string(rank) + " is outside world size " +
+                                   std::to_string(size));
+    }
+    if (timeout_ms <= 0) {
+      throw Failure(DT_EINVAL, "timeout must be positive, got " + std::to_string(timeout_ms));
+    }
+    ctx->timeout = std::chrono::milliseconds(timeout_ms);
+
+    gloo::transport::tcp::attr attr;
+    if (iface != nullptr && iface[0] != '\0') {
+      attr.iface = iface;
+    } else {
+      attr.hostname = host;
+    }
+    try {
+      ctx->device = gloo::transport::tcp::CreateDevice(attr);
+    } catch (const std::exception& e) {
+      throw Failure(DT_EINVAL, std::string("cannot bind Gloo to ") +
+                                   (attr.iface.empty() ? "host " + attr.hostname
+                                                       : "interface " + attr.iface) +
+                                   ": " + e.what());
+    }
+    dtrain::StoreClient store(store_host, store_port, token, prefix, rank, ctx->timeout);
+    auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
+    context->setTimeout(ctx->timeout);
+    try {
+      context->connectFullMesh(store, ctx->device);
+    } catch (const gloo::IoException& e) {
+      throw Failure(DT_ETIMEOUT, std::string("connecting to the other ranks failed: ") +
+                                     e.what());
+    }
+    ctx->gloo = context;
+    exchangePeerAddresses(ctx);
+  });
+}
+
+int dt_gloo_ctx_free(dt_gloo_ctx* ctx) {
+  if (ctx == nullptr) return DT_OK;
+  // A plain close (FIN, not Gloo's closeConnections() reset) so that a peer still reading
+  // our last message of a finished collective gets all of it.
+  { std::lock_guard<std::mutex> lock(ctx->call_mu); }
+  delete ctx;
+  return DT_OK;
+}
+
+}  // extern "C"

@@ -1,0 +1,66 @@
+// dtrain_gloo: the C ABI over Gloo that ffi/gloo.ts binds. Every function returns a
+// dt_status; on failure the message is kept on the handle and read with dt_gloo_last_error.
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+  DT_OK = 0,
+  DT_EINVAL = 1,     // bad argument, caught before anything was sent
+  DT_ETIMEOUT = 2,   // a peer did not answer within the context timeout
+  DT_EPEER = 3,      // a connection to a peer failed (peer died or reset)
+  DT_EMISMATCH = 4,  // ranks called different collectives (fingerprint check)
+  DT_ESTORE = 5,     // the rendezvous store refused or failed
+  DT_EBROKEN = 6,    // the context failed earlier and can no longer be used
+  DT_EINTERNAL = 7,  // anything else (an exception from Gloo or the C++ runtime)
+} dt_status;
+
+typedef enum { DT_F32 = 0, DT_I32 = 1 } dt_dtype;
+
+typedef enum { DT_SUM = 0, DT_AVG = 1, DT_MIN = 2, DT_MAX = 3, DT_PROD = 4 } dt_reduce_op;
+
+typedef struct dt_gloo_ctx dt_gloo_ctx;
+
+// Allocates an unconnected context; its error slot exists from here on.
+int dt_gloo_ctx_new(dt_gloo_ctx** out);
+
+// Copies the last error message of `ctx` (NUL-terminated, truncated to `len`) and
+// returns its full length. A NULL ctx reads the error of the last failed dt_gloo_ctx_new.
+int dt_gloo_last_error(dt_gloo_ctx* ctx, char* buf, size_t len);
+
+// Rendezvous through the dtrain store at store_host:store_port (presenting `token`, keys
+// under `prefix`), then connects a full mesh of TCP pairs. Binds to interface `iface` if
+// non-empty, else to `host`. Blocks up to timeout_ms; the same timeout bounds each collective.
+int dt_gloo_ctx_connect(dt_gloo_ctx* ctx, const char* store_host, int store_port,
+                        const char* token, const char* prefix, int rank, int size,
+                        const char* host, const char* iface, int64_t timeout_ms);
+
+// Closes the connections and frees the context. Safe on NULL.
+int dt_gloo_ctx_free(dt_gloo_ctx* ctx);
+
+// In place over `count` elements.
+int dt_gloo_allreduce(dt_gloo_ctx* ctx, void* buf, uint64_t count, int dtype, int op);
+
+// In place; `root` sends its `count` elements to every rank.
+int dt_gloo_broadcast(dt_gloo_ctx* ctx, void* buf, uint64_t count, int dtype, int root);
+
+// Gathers `count` elements from every rank. `outs` holds `nouts` pointers: either one
+// flat buffer of size * count elements, or one buffer of `count` elements per rank.
+int dt_gloo_allgather(dt_gloo_ctx* ctx, const void* in, uint64_t count, int dtype,
+                      void* const* outs, uint64_t nouts);
+
+// Reduces size * out_count input elements across ranks; rank r receives chunk r.
+// `out` must not overlap `in`.
+int dt_gloo_reduce_scatter(dt_gloo_ctx* ctx, void* out, const void* in, uint64_t out_count,
+                           int dtype, int op);
+
+int dt_gloo_barrier(dt_gloo_ctx* ctx);
+
+#ifdef __cplusplus
+}
+#endif

@@ -1,0 +1,56 @@
+// Shared between the shim's translation units: the context behind dt_gloo_ctx, the
+// Failure type that carries a status to the C ABI, and the reduction kernels.
+#pragma once
+
+#include <gloo/rendezvous/context.h>
+#include <gloo/transport/device.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "dtrain_gloo.h"
+
+struct dt_gloo_ctx {
+  std::mutex call_mu;  // one native call at a time per context
+  std::mutex error_mu;
+  std::string error;
+
+  std::shared_ptr<gloo::transport::Device> device;
+  std::shared_ptr<gloo::rendezvous::Context> gloo;
+  std::chrono::milliseconds timeout{0};
+  // peer_addr[i] is how Gloo prints rank i's end of our connection ("[10.0.0.2]:41234");
+  // it lets a transport error name the rank instead of a socket address.
+  std::vector<std::string> peer_addr;
+  uint64_t seq = 0;    // collectives issued so far; the fingerprint carries it as "op #N"
+  std::string broken;  // set after a transport failure: the pairs are in an unknown state
+};
+
+namespace dtrain {
+
+// An error with a status, thrown inside the shim and caught at the C ABI.
+struct Failure : std::runtime_error {
+  Failure(dt_status status, const std::string& message)
+      : std::runtime_error(message), status(status) {}
+  dt_status status;
+};
+
+// Runs `body`, turning any exception into a status and the context's error message.
+int guard(dt_gloo_ctx* ctx, const std::function<void()>& body);
+
+size_t dtypeSize(int dtype);
+const char* dtypeName(int dtype);
+const char* reduceOpName(int op);
+
+// Elementwise out[i] = a[i] (op) b[i]; out may alias a or b. AVG reduces as a sum.
+using ReduceFn = void (*)(void* out, const void* a, const void* b, size_t n);
+ReduceFn reduceFn(int dtype, int op);
+// buf[i] /= divisor: the second half of AVG, which is defined for f32 only.
+void divideInPlace(float* buf, size_t n, int divisor);
+
+}  // namespace dtrain

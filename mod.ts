@@ -1,0 +1,28 @@
+/**
+ * dtrain: train neural networks on one or many machines, from Deno.
+ *
+ * Tensors with autograd run their arithmetic in a native library (OpenBLAS for matrix products)
+ * loaded with `Deno.dlopen`; `nn`, `optim` and `data` follow PyTorch's names and semantics.
+ *
+ * @example Train a step
+ * ```ts
+ * import { F, nn, optim, tensor } from "./mod.ts";
+ * const model = new nn.Sequential(new nn.Linear(4, 8), new nn.ReLU(), new nn.Linear(8, 3));
+ * const opt = new optim.AdamW(model.parameters(), { lr: 1e-3, weightDecay: 0.01 });
+ * const x = tensor([[0.1, 0.2, 0.3, 0.4]]);
+ * const y = tensor([2], [1], { dtype: "i32" });
+ * const loss = F.crossEntropy(model.forward(x), y);
+ * loss.backward();
+ * opt.step();
+ * opt.zeroGrad();
+ * ```
+ * @module
+ */
+
+export { type DType, Tensor, type TensorOptions } from "./src/tensor/tensor.ts";
+export { allocatedBytes, type Device } from "./src/tensor/storage.ts";
+export { arange, full, ones, rand, randn, tensor, zeros, zerosLike } from "./src/tensor/creation.ts";
+export { getRngState, manualSeed, setRngState } from "./src/tensor/random.ts";
+export { isGradEnabled, noGrad } from "./src/tensor/autograd.ts";
+export { keep, tidy } from "./src/tensor/scope.ts";
+export { NativeError } from "./src/tensor/native.ts";

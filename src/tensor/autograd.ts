@@ -1,0 +1,261 @@
+/**
+ * Reverse-mode automatic differentiation, micrograd-style: each op records a {@linkcode Node} with
+ * a closure that turns the output's gradient into its inputs' gradients; `backward()` walks the
+ * nodes in reverse creation order (a valid reverse topological order) and frees every temporary
+ * as soon as it is consumed.
+ *
+ * [Note: gradient-ready hooks]
+ * A leaf's gradient is complete when every node that consumed it has run. The engine counts the
+ * consumers of each leaf before the walk and, when the count reaches zero, accumulates into
+ * `leaf.grad` and runs the leaf's post-accumulate hooks at once, while the rest of backward still
+ * runs. DDP starts a bucket's all-reduce from these hooks, FSDP its reduce-scatter.
+ * @module
+ */
+
+import { lib } from "../../ffi/dtrain.ts";
+import { unwrap } from "./native.ts";
+import { copyInto, formatShape, Tensor } from "./tensor.ts";
+
+/** Turns the output's gradient into one gradient per input (null where none flows). */
+export type BackwardFn = (gradOutput: Tensor) => (Tensor | null)[];
+
+let nextSeq = 0;
+let gradEnabled = true;
+
+/** One recorded operation of the autograd graph. */
+export class Node {
+  /** Creation order; later nodes run first in backward. */
+  readonly seq = nextSeq++;
+  #backward: BackwardFn | null;
+  #saved: Tensor[];
+
+  /**
+   * @param name The op's name, for error messages (`MatmulBackward`).
+   * @param inputs The op's tensor inputs, in the order the backward returns gradients.
+   * @param backward The gradient closure.
+   * @param saved Buffers owned by this node (statistics, masks), freed when the graph is.
+   */
+  constructor(
+    readonly name: string,
+    readonly inputs: readonly Tensor[],
+    backward: BackwardFn,
+    saved: Tensor[] = [],
+  ) {
+    this.#backward = backward;
+    this.#saved = saved;
+  }
+
+  /** Runs the gradient closure. */
+  apply(gradOutput: Tensor): (Tensor | null)[] {
+    if (this.#backward === null) {
+      throw new Error(
+        `${this.name}: trying to backward through the graph a second time; its buffers were ` +
+          `freed (pass { retainGraph: true } to the first backward)`,
+      );
+    }
+    return this.#backward(gradOutput);
+  }
+
+  /** Frees the node's buffers and closure after a backward pass. */
+  release(): void {
+    this.#backward = null;
+    for (const t of this.#saved) t.dispose();
+    this.#saved = [];
+  }
+}
+
+/** Whether operations are being recorded (false inside `noGrad`). */
+export function isGradEnabled(): boolean {
+  return gradEnabled;
+}
+
+/**
+ * Runs `fn` without recording operations for autograd (PyTorch's `torch.no_grad()`).
+ *
+ * @example Evaluation without a graph
+ * ```ts
+ * import { noGrad, tensor } from "../../mod.ts";
+ * const w = tensor([1, 2], [2], { requiresGrad: true });
+ * const y = noGrad(() => w.mul(2));
+ * y.requiresGrad; // false
+ * ```
+ */
+export function noGrad<R>(fn: () => R): R {
+  const previous = gradEnabled;
+  gradEnabled = false;
+  try {
+    return fn();
+  } finally {
+    gradEnabled = previous;
+  }
+}
+
+/**
+ * Records `out` as the result of an op on `inputs` when any input requires a gradient and grad
+ * mode is on; otherwise frees `saved` at once. Returns `out`.
+ */
+export function record(
+  out: Tensor,
+  name: string,
+  inputs: readonly Tensor[],
+  backward: BackwardFn,
+  saved: Tensor[] = [],
+): Tensor {
+  if (gradEnabled && inputs.some((t) => t.requiresGrad)) {
+    out.requiresGrad = true;
+    out.gradFn = new Node(name, inputs, backward, saved);
+  } else {
+    for (const t of saved) t.dispose();
+  }
+  return out;
+}
+
+/** Options of {@linkcode backward}. */
+export interface BackwardOptions {
+  /** Keep the graph's buffers so that backward can run through it again. */
+  retainGraph?: boolean;
+}
+
+/**
+ * Computes the gradients of `root` with respect to every leaf that requires them and accumulates
+ * them into the leaves' `.grad`.
+ *
+ * @param root The tensor to differentiate (a scalar unless `gradient` is given).
+ * @param gradient d(something)/d(root); ones for a scalar root.
+ * @param options See {@linkcode BackwardOptions}.
+ */
+export function backward(root: Tensor, gradient?: Tensor, options: BackwardOptions = {}): void {
+  if (!root.requiresGrad) {
+    throw new Error("backward: the tensor does not require grad and has no grad_fn");
+  }
+  let seed: Tensor;
+  if (gradient === undefined) {
+    if (root.numel() !== 1) {
+      throw new RangeError(
+        `backward: grad can be implicitly created only for scalar outputs, not ${
+          formatShape(root.shape)
+        }`,
+      );
+    }
+    seed = Tensor.empty(root.shape);
+    lib.dt_fill_f32(seed.ptr, 1, 1);
+  } else {
+    if (gradient.shape.join() !== root.shape.join()) {
+      throw new RangeError(
+        `backward: gradient shape ${formatShape(gradient.shape)} does not match ${
+          formatShape(root.shape)
+        }`,
+      );
+    }
+    seed = cloneContiguous(gradient);
+  }
+  if (root.gradFn === null) {
+    accumulateLeaf(root, seed);
+    runHooks(root);
+    return;
+  }
+
+  // Collect the graph and count how many nodes consume each leaf.
+  const nodes: Node[] = [];
+  const pendingConsumers = new Map<Tensor, number>();
+  const seen = new Set<Node>([root.gradFn]);
+  const stack = [root.gradFn];
+  while (stack.length > 0) {
+    const node = stack.pop()!;
+    nodes.push(node);
+    for (const input of node.inputs) {
+      if (!input.requiresGrad) continue;
+      if (input.gradFn === null) {
+        pendingConsumers.set(input, (pendingConsumers.get(input) ?? 0) + 1);
+      } else if (!seen.has(input.gradFn)) {
+        seen.add(input.gradFn);
+        stack.push(input.gradFn);
+      }
+    }
+  }
+  nodes.sort((a, b) => b.seq - a.seq);
+
+  const nodeGrads = new Map<Node, Tensor>([[root.gradFn, seed]]);
+  const touchedLeaves = new Set<Tensor>();
+  for (const node of nodes) {
+    let gy = nodeGrads.get(node);
+    nodeGrads.delete(node);
+    let inputGrads: (Tensor | null)[] = [];
+    if (gy !== undefined) {
+      if (!gy.isContiguous()) {
+        const c = cloneContiguous(gy);
+        gy.dispose();
+        gy = c;
+      }
+      inputGrads = node.apply(gy);
+      gy.dispose();
+    }
+    node.inputs.forEach((input, i) => {
+      const g = inputGrads[i] ?? null;
+      if (!input.requiresGrad) {
+        g?.dispose();
+        return;
+      }
+      if (input.gradFn !== null) {
+        if (g !== null) nodeGrads.set(input.gradFn, sumGrads(nodeGrads.get(input.gradFn), g));
+        return;
+      }
+      if (g !== null) {
+        accumulateLeaf(input, g);
+        touchedLeaves.add(input);
+      }
+      const left = pendingConsumers.get(input)! - 1;
+      pendingConsumers.set(input, left);
+      if (left === 0 && touchedLeaves.has(input)) runHooks(input);
+    });
+    if (!options.retainGraph) node.release();
+  }
+  for (const g of nodeGrads.values()) g.dispose();
+}
+
+function runHooks(leaf: Tensor): void {
+  for (const hook of leaf.postAccumulateGradHooks) hook(leaf);
+}
+
+function cloneContiguous(t: Tensor): Tensor {
+  const out = Tensor.empty(t.shape, t.dtype);
+  copyInto(out, t);
+  return out;
+}
+
+/** Sum of two gradient contributions, out of place (either may share storage with a sibling). */
+function sumGrads(existing: Tensor | undefined, g: Tensor): Tensor {
+  if (existing === undefined) return g;
+  const out = cloneContiguous(existing);
+  const gc = g.isContiguous() ? g : cloneContiguous(g);
+  unwrap(lib.dt_axpy(out.ptr, gc.ptr, out.numel(), 1));
+  if (gc !== g) gc.dispose();
+  existing.dispose();
+  g.dispose();
+  return out;
+}
+
+/** leaf.grad += g; the first gradient is taken over (copied when it shares memory). */
+function accumulateLeaf(leaf: Tensor, g: Tensor): void {
+  if (g.shape.join() !== leaf.shape.join()) {
+    throw new Error(
+      `backward: gradient of shape ${formatShape(g.shape)} for a leaf of shape ${
+        formatShape(leaf.shape)
+      }`,
+    );
+  }
+  if (leaf.grad === null || leaf.grad.disposed) {
+    let owned = g;
+    if (!g.isContiguous() || g.storage.refs > 1) {
+      owned = cloneContiguous(g);
+      g.dispose();
+    }
+    owned.persistent = true;
+    leaf.grad = owned;
+    return;
+  }
+  const gc = g.isContiguous() ? g : cloneContiguous(g);
+  unwrap(lib.dt_axpy(leaf.grad.ptr, gc.ptr, g.numel(), 1));
+  if (gc !== g) gc.dispose();
+  g.dispose();
+}

@@ -1,0 +1,37 @@
+/** Helpers shared by the op families: input checks and contiguous copies. @module */
+
+import { formatShape, Tensor } from "../tensor.ts";
+
+/** Throws unless every tensor is f32 (the dtype the float kernels take). */
+export function expectF32(op: string, ...tensors: Tensor[]): void {
+  for (const t of tensors) {
+    if (t.dtype !== "f32") {
+      throw new TypeError(`${op}: expected an f32 tensor, got ${t.dtype} ${formatShape(t.shape)}`);
+    }
+  }
+}
+
+/** Throws unless the tensors are on the same device. */
+export function expectSameDevice(op: string, ...tensors: Tensor[]): void {
+  const device = tensors[0].device;
+  for (const t of tensors) {
+    if (t.device !== device) {
+      throw new Error(`${op}: tensors on different devices (${device} and ${t.device})`);
+    }
+  }
+}
+
+/** A view of `t`'s memory as a new tensor object (shares the storage). */
+export function alias(
+  t: Tensor,
+  shape: readonly number[] = t.shape,
+  strides?: readonly number[],
+  offset = t.offset,
+): Tensor {
+  return new Tensor(t.storage, shape, t.dtype, strides, offset);
+}
+
+/** Whether two shapes are equal. */
+export function sameShape(a: readonly number[], b: readonly number[]): boolean {
+  return a.length === b.length && a.every((d, i) => d === b[i]);
+}

@@ -1,0 +1,177 @@
+/** Elementwise arithmetic with PyTorch broadcasting, and the unary maps. @module */
+
+import { BinaryOp, lib, UnaryOp } from "../../../ffi/dtrain.ts";
+import { record } from "../autograd.ts";
+import { unwrap } from "../native.ts";
+import { formatShape, Tensor } from "../tensor.ts";
+import { expectF32, expectSameDevice, sameShape } from "./_util.ts";
+import { contiguous, expand } from "./shape.ts";
+
+type BinaryName = keyof typeof BinaryOp;
+
+/** The broadcast shape of a and b (numpy rules), or an error naming both. */
+export function broadcastShapes(op: string, a: readonly number[], b: readonly number[]): number[] {
+  const n = Math.max(a.length, b.length);
+  const out: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const da = a[a.length - n + i] ?? 1, db = b[b.length - n + i] ?? 1;
+    if (da !== db && da !== 1 && db !== 1) {
+      throw new RangeError(
+        `${op}: shapes ${formatShape(a)} and ${formatShape(b)} cannot be broadcast together`,
+      );
+    }
+    out.push(da === 1 ? db : da);
+  }
+  return out;
+}
+
+/** Whether `small` only repeats over leading dimensions of `shape` (the kernels' fast path). */
+function isSuffix(small: readonly number[], shape: readonly number[]): boolean {
+  const lead = shape.length - small.length;
+  let i = 0;
+  while (i < small.length && small[i] === 1) i++;
+  return small.slice(i).every((d, j) => d === shape[lead + i + j]);
+}
+
+function binary(op: BinaryName, a: Tensor, b: Tensor): Tensor {
+  expectF32(op, a, b);
+  expectSameDevice(op, a, b);
+  const shape = broadcastShapes(op, a.shape, b.shape);
+  // The kernel broadcasts an operand whose shape is a suffix of the output's; anything else is
+  // first expanded, and the expand's backward sums the gradient back.
+  const fit = (t: Tensor) =>
+    contiguous(sameShape(t.shape, shape) || isSuffix(t.shape, shape) ? t : expand(t, shape));
+  const x = fit(a), y = fit(b);
+  const out = Tensor.empty(shape);
+  const n = out.numel(), na = x.numel(), nb = y.numel();
+  unwrap(lib.dt_binary(BinaryOp[op], x.ptr, na, y.ptr, nb, out.ptr, n));
+  return record(out, `${op[0].toUpperCase()}${op.slice(1)}Backward`, [x, y], (gy) => {
+    const ga = x.requiresGrad ? Tensor.empty(x.shape) : null;
+    const gb = y.requiresGrad ? Tensor.empty(y.shape) : null;
+    unwrap(
+      lib.dt_binary_backward(
+        BinaryOp[op],
+        x.ptr,
+        na,
+        y.ptr,
+        nb,
+        gy.ptr,
+        n,
+        ga?.ptr ?? null,
+        gb?.ptr ?? null,
+      ),
+    );
+    return [ga, gb];
+  });
+}
+
+type UnaryName = keyof typeof UnaryOp;
+/** Which saved value each op's derivative reads: its input, its output, or neither. */
+const READS: Record<UnaryName, "x" | "y" | "none"> = {
+  relu: "x",
+  geluTanh: "x",
+  geluErf: "x",
+  exp: "y",
+  log: "x",
+  tanh: "y",
+  sigmoid: "y",
+  neg: "none",
+  sqrt: "y",
+  pow: "x",
+  scale: "none",
+  addScalar: "none",
+};
+
+function unary(op: UnaryName, t: Tensor, p = 0): Tensor {
+  expectF32(op, t);
+  const x = contiguous(t);
+  const y = Tensor.empty(x.shape);
+  const n = y.numel();
+  unwrap(lib.dt_unary(UnaryOp[op], x.ptr, y.ptr, n, p));
+  return record(y, `${op[0].toUpperCase()}${op.slice(1)}Backward`, [x], (gy) => {
+    const gx = Tensor.empty(x.shape);
+    const reads = READS[op];
+    unwrap(
+      lib.dt_unary_backward(
+        UnaryOp[op],
+        reads === "x" ? x.ptr : null,
+        reads === "y" ? y.ptr : null,
+        gy.ptr,
+        gx.ptr,
+        n,
+        p,
+      ),
+    );
+    return [gx];
+  });
+}
+
+/** a + b (b a tensor or a number), broadcasting. */
+export function add(a: Tensor, b: Tensor | number): Tensor {
+  return typeof b === "number" ? unary("addScalar", a, b) : binary("add", a, b);
+}
+
+/** a - b (b a tensor or a number), broadcasting. */
+export function sub(a: Tensor, b: Tensor | number): Tensor {
+  return typeof b === "number" ? unary("addScalar", a, -b) : binary("sub", a, b);
+}
+
+/** a * b (b a tensor or a number), broadcasting. */
+export function mul(a: Tensor, b: Tensor | number): Tensor {
+  return typeof b === "number" ? unary("scale", a, b) : binary("mul", a, b);
+}
+
+/** a / b (b a tensor or a number), broadcasting. */
+export function div(a: Tensor, b: Tensor | number): Tensor {
+  return typeof b === "number" ? unary("scale", a, 1 / b) : binary("div", a, b);
+}
+
+/** max(x, 0). */
+export function relu(t: Tensor): Tensor {
+  return unary("relu", t);
+}
+
+/** GELU, exact (`"none"`, erf form) or PyTorch's `approximate="tanh"` form. */
+export function gelu(t: Tensor, approximate: "none" | "tanh" = "none"): Tensor {
+  if (approximate !== "none" && approximate !== "tanh") {
+    throw new RangeError(
+      `gelu: approximate must be "none" or "tanh", got ${JSON.stringify(approximate)}`,
+    );
+  }
+  return unary(approximate === "tanh" ? "geluTanh" : "geluErf", t);
+}
+
+/** e^x. */
+export function exp(t: Tensor): Tensor {
+  return unary("exp", t);
+}
+
+/** Natural logarithm. */
+export function log(t: Tensor): Tensor {
+  return unary("log", t);
+}
+
+/** Hyperbolic tangent. */
+export function tanh(t: Tensor): Tensor {
+  return unary("tanh", t);
+}
+
+/** 1 / (1 + e^-x). */
+export function sigmoid(t: Tensor): Tensor {
+  return unary("sigmoid", t);
+}
+
+/** -x. */
+export function neg(t: Tensor): Tensor {
+  return unary("neg", t);
+}
+
+/** Square root. */
+export function sqrt(t: Tensor): Tensor {
+  return unary("sqrt", t);
+}
+
+/** x ** exponent (a number). */
+export function pow(t: Tensor, exponent: number): Tensor {
+  return unary("pow", t, exponent);
+}

@@ -1,0 +1,207 @@
+/**
+ * Matrix products on cblas_sgemm, and `linear` (x @ W^T + b) fused like PyTorch's addmm. Operands
+ * that are transposed views are handed to sgemm with a transpose flag instead of being copied.
+ * @module
+ */
+
+import { lib } from "../../../ffi/dtrain.ts";
+import { record } from "../autograd.ts";
+import { unwrap } from "../native.ts";
+import { formatShape, shapeSize, Tensor } from "../tensor.ts";
+import { expectF32, expectSameDevice } from "./_util.ts";
+import { contiguous, reshape } from "./shape.ts";
+
+/** A 2-d operand as sgemm sees it: its memory, whether it is transposed, and its leading dimension. */
+interface Operand {
+  t: Tensor;
+  trans: boolean;
+  ld: number;
+}
+
+/** A 2-d tensor as an sgemm operand, copying only when neither layout fits. */
+function operand(t: Tensor): Operand {
+  const [rows, cols] = t.shape;
+  const [rs, cs] = t.strides;
+  if (cs === 1 && (rs >= cols || rows <= 1)) return { t, trans: false, ld: Math.max(rs, cols, 1) };
+  if (rs === 1 && (cs >= rows || cols <= 1)) return { t, trans: true, ld: Math.max(cs, rows, 1) };
+  return { t: contiguous(t), trans: false, ld: Math.max(cols, 1) };
+}
+
+/** c = alpha * op(a) @ op(b) + beta * c for 2-d operands. */
+function gemm(a: Operand, b: Operand, c: Tensor, m: number, n: number, k: number, beta = 0): void {
+  unwrap(
+    lib.dt_matmul(
+      a.t.ptr,
+      b.t.ptr,
+      c.ptr,
+      m,
+      n,
+      k,
+      a.trans ? 1 : 0,
+      b.trans ? 1 : 0,
+      a.ld,
+      b.ld,
+      Math.max(n, 1),
+      1,
+      beta,
+    ),
+  );
+}
+
+/** The transpose of an operand, as an operand (no copy). */
+function transposed(o: Operand): Operand {
+  return { t: o.t, trans: !o.trans, ld: o.ld };
+}
+
+/** The product of two 2-d matrices with autograd. */
+function matmul2d(a: Tensor, b: Tensor): Tensor {
+  const [m, k] = a.shape;
+  const [k2, n] = b.shape;
+  if (k !== k2) {
+    throw new RangeError(
+      `matmul: shapes ${formatShape(a.shape)} and ${
+        formatShape(b.shape)
+      } cannot be multiplied (${k} != ${k2})`,
+    );
+  }
+  const A = operand(a), B = operand(b);
+  const out = Tensor.empty([m, n]);
+  gemm(A, B, out, m, n, k);
+  return record(out, "MmBackward", [A.t, B.t], (gy) => {
+    const G: Operand = { t: gy, trans: false, ld: Math.max(n, 1) };
+    let ga: Tensor | null = null, gb: Tensor | null = null;
+    if (A.t.requiresGrad) {
+      ga = Tensor.empty([m, k]);
+      gemm(G, transposed(B), ga, m, k, n);
+    }
+    if (B.t.requiresGrad) {
+      gb = Tensor.empty([k, n]);
+      gemm(transposed(A), G, gb, k, n, m);
+    }
+    return [ga, gb];
+  });
+}
+
+/**
+ * Matrix product with PyTorch's rules for the shapes dtrain supports: 2-d @ 2-d, n-d @ 2-d
+ * (leading dimensions of a are batch dimensions), and 3-d @ 3-d with equal batch sizes.
+ */
+export function matmul(a: Tensor, b: Tensor): Tensor {
+  expectF32("matmul", a, b);
+  expectSameDevice("matmul", a, b);
+  if (a.ndim === 2 && b.ndim === 2) return matmul2d(a, b);
+  if (a.ndim > 2 && b.ndim === 2) {
+    const lead = a.shape.slice(0, -1);
+    const flat = matmul2d(reshape(a, [shapeSize(lead), a.shape[a.ndim - 1]]), b);
+    return reshape(flat, [...lead, b.shape[1]]);
+  }
+  if (a.ndim === 3 && b.ndim === 3 && a.shape[0] === b.shape[0]) return bmm(a, b);
+  throw new RangeError(
+    `matmul: unsupported shapes ${formatShape(a.shape)} and ${formatShape(b.shape)}`,
+  );
+}
+
+/** Batched product [B, M, K] @ [B, K, N] on contiguous copies. */
+function bmm(a: Tensor, b: Tensor): Tensor {
+  const [batch, m, k] = a.shape;
+  const [, k2, n] = b.shape;
+  if (k !== k2) {
+    throw new RangeError(
+      `matmul: shapes ${formatShape(a.shape)} and ${formatShape(b.shape)} cannot be multiplied`,
+    );
+  }
+  const x = contiguous(a), y = contiguous(b);
+  const out = Tensor.empty([batch, m, n]);
+  unwrap(
+    lib.dt_matmul_batched(x.ptr, y.ptr, out.ptr, batch, m * k, k * n, m * n, m, n, k, 0, 0, 1, 0),
+  );
+  return record(out, "BmmBackward", [x, y], (gy) => {
+    const ga = x.requiresGrad ? Tensor.empty(x.shape) : null;
+    const gb = y.requiresGrad ? Tensor.empty(y.shape) : null;
+    if (ga) {
+      unwrap(
+        lib.dt_matmul_batched(
+          gy.ptr,
+          y.ptr,
+          ga.ptr,
+          batch,
+          m * n,
+          k * n,
+          m * k,
+          m,
+          k,
+          n,
+          0,
+          1,
+          1,
+          0,
+        ),
+      );
+    }
+    if (gb) {
+      unwrap(
+        lib.dt_matmul_batched(
+          x.ptr,
+          gy.ptr,
+          gb.ptr,
+          batch,
+          m * k,
+          m * n,
+          k * n,
+          k,
+          n,
+          m,
+          1,
+          0,
+          1,
+          0,
+        ),
+      );
+    }
+    return [ga, gb];
+  });
+}
+
+/**
+ * y = x @ weight^T + bias for x of shape [*, in], weight [out, in], bias [out] (PyTorch's
+ * `F.linear`). The bias is written first and sgemm accumulates onto it, so no separate add runs.
+ */
+export function linear(x: Tensor, weight: Tensor, bias?: Tensor | null): Tensor {
+  expectF32("linear", x, weight, ...(bias ? [bias] : []));
+  if (weight.ndim !== 2 || x.ndim < 1 || x.shape[x.ndim - 1] !== weight.shape[1]) {
+    throw new RangeError(
+      `linear: input ${formatShape(x.shape)} does not match weight ${formatShape(weight.shape)}`,
+    );
+  }
+  const [outFeatures, inFeatures] = weight.shape;
+  if (bias && (bias.ndim !== 1 || bias.shape[0] !== outFeatures)) {
+    throw new RangeError(
+      `linear: bias ${formatShape(bias.shape)} does not match ${outFeatures} output features`,
+    );
+  }
+  const lead = x.shape.slice(0, -1);
+  const rows = shapeSize(lead);
+  const X = contiguous(x), W = operand(weight);
+  const out = Tensor.empty([...lead, outFeatures]);
+  if (bias) unwrap(lib.dt_expand_axis(contiguous(bias).ptr, out.ptr, 1, rows, outFeatures, 1));
+  const xOp: Operand = { t: X, trans: false, ld: Math.max(inFeatures, 1) };
+  gemm(xOp, transposed(W), out, rows, outFeatures, inFeatures, bias ? 1 : 0);
+  const inputs = bias ? [X, W.t, bias] : [X, W.t];
+  return record(out, "AddmmBackward", inputs, (gy) => {
+    const G: Operand = { t: gy, trans: false, ld: Math.max(outFeatures, 1) };
+    let gx: Tensor | null = null, gw: Tensor | null = null, gb: Tensor | null = null;
+    if (X.requiresGrad) {
+      gx = Tensor.empty(X.shape);
+      gemm(G, W, gx, rows, inFeatures, outFeatures);
+    }
+    if (W.t.requiresGrad) {
+      gw = Tensor.empty([outFeatures, inFeatures]);
+      gemm(transposed(G), xOp, gw, outFeatures, inFeatures, rows);
+    }
+    if (bias?.requiresGrad) {
+      gb = Tensor.empty([outFeatures]);
+      unwrap(lib.dt_sum_axis(gy.ptr, gb.ptr, 1, rows, outFeatures, 1));
+    }
+    return [gx, gw, gb];
+  });
+}

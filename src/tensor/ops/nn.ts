@@ -1,0 +1,213 @@
+/**
+ * Neural-network ops with fused native kernels: softmax, log-softmax, cross-entropy, MSE, layer
+ * norm, embedding and dropout.
+ * @module
+ */
+
+import { lib, UnaryOp } from "../../../ffi/dtrain.ts";
+import { record } from "../autograd.ts";
+import { unwrap } from "../native.ts";
+import { formatShape, normalizeDim, shapeSize, Tensor } from "../tensor.ts";
+import { expectF32, sameShape } from "./_util.ts";
+import { contiguous } from "./shape.ts";
+import { nextRandomOffset, randomSeed } from "../random.ts";
+
+function softmaxImpl(t: Tensor, dim: number, log: boolean): Tensor {
+  const op = log ? "logSoftmax" : "softmax";
+  expectF32(op, t);
+  if (normalizeDim(dim, t.ndim, op) !== Math.max(t.ndim - 1, 0)) {
+    throw new RangeError(
+      `${op}: only the last dimension is supported, got dim ${dim} for ${formatShape(t.shape)}`,
+    );
+  }
+  const x = contiguous(t);
+  const cols = t.ndim === 0 ? 1 : t.shape[t.ndim - 1];
+  const rows = cols === 0 ? 0 : x.numel() / cols;
+  const y = Tensor.empty(x.shape);
+  unwrap(lib.dt_softmax(x.ptr, y.ptr, rows, cols, log ? 1 : 0));
+  return record(y, log ? "LogSoftmaxBackward" : "SoftmaxBackward", [x], (gy) => {
+    const gx = Tensor.empty(x.shape);
+    unwrap(lib.dt_softmax_backward(y.ptr, gy.ptr, gx.ptr, rows, cols, log ? 1 : 0));
+    return [gx];
+  });
+}
+
+/** Softmax over the last dimension. */
+export function softmax(t: Tensor, dim = -1): Tensor {
+  return softmaxImpl(t, dim, false);
+}
+
+/** Log-softmax over the last dimension (numerically stable). */
+export function logSoftmax(t: Tensor, dim = -1): Tensor {
+  return softmaxImpl(t, dim, true);
+}
+
+/** Options of {@linkcode crossEntropy}. */
+export interface CrossEntropyOptions {
+  /** Targets equal to this are left out of the loss and the mean (PyTorch's default -100). */
+  ignoreIndex?: number;
+}
+
+/**
+ * Mean cross-entropy between logits [N, C] and integer class targets [N] (i32), PyTorch's
+ * `F.cross_entropy` with mean reduction. The loss and its gradient come from one fused pass.
+ */
+export function crossEntropy(
+  logits: Tensor,
+  target: Tensor,
+  options: CrossEntropyOptions = {},
+): Tensor {
+  const ignoreIndex = options.ignoreIndex ?? -100;
+  expectF32("crossEntropy", logits);
+  if (target.dtype !== "i32") {
+    throw new TypeError(`crossEntropy: target must be i32 class indices, got ${target.dtype}`);
+  }
+  if (logits.ndim !== 2 || target.ndim !== 1 || target.shape[0] !== logits.shape[0]) {
+    throw new RangeError(
+      `crossEntropy: expected logits [N, C] and target [N], got ${formatShape(logits.shape)} and ${
+        formatShape(target.shape)
+      }`,
+    );
+  }
+  const [rows, cols] = logits.shape;
+  const x = contiguous(logits), y = contiguous(target);
+  const loss = Tensor.empty([]);
+  const grad = x.requiresGrad ? Tensor.empty(x.shape) : null;
+  unwrap(lib.dt_cross_entropy(x.ptr, y.ptr, rows, cols, ignoreIndex, loss.ptr, grad?.ptr ?? null));
+  if (y !== target) y.dispose();
+  return record(loss, "CrossEntropyBackward", [x], (gy) => {
+    const gx = Tensor.empty(x.shape);
+    unwrap(lib.dt_unary(UnaryOp.scale, grad!.ptr, gx.ptr, gx.numel(), gy.item()));
+    return [gx];
+  }, grad ? [grad] : []);
+}
+
+/** Mean squared error between `input` and `target` of the same shape. */
+export function mseLoss(input: Tensor, target: Tensor): Tensor {
+  expectF32("mseLoss", input, target);
+  if (!sameShape(input.shape, target.shape)) {
+    throw new RangeError(
+      `mseLoss: input ${formatShape(input.shape)} and target ${formatShape(target.shape)} differ`,
+    );
+  }
+  const a = contiguous(input), b = contiguous(target);
+  const loss = Tensor.empty([]);
+  const needsGrad = a.requiresGrad || b.requiresGrad;
+  const ga = needsGrad ? Tensor.empty(a.shape) : null;
+  unwrap(lib.dt_mse(a.ptr, b.ptr, a.numel(), loss.ptr, ga?.ptr ?? null));
+  return record(loss, "MseLossBackward", [a, b], (gy) => {
+    const scale = gy.item();
+    const gA = a.requiresGrad ? Tensor.empty(a.shape) : null;
+    const gB = b.requiresGrad ? Tensor.empty(b.shape) : null;
+    if (gA) unwrap(lib.dt_unary(UnaryOp.scale, ga!.ptr, gA.ptr, gA.numel(), scale));
+    if (gB) unwrap(lib.dt_unary(UnaryOp.scale, ga!.ptr, gB.ptr, gB.numel(), -scale));
+    return [gA, gB];
+  }, ga ? [ga] : []);
+}
+
+/** Layer normalization over the trailing `normalizedShape` dimensions (PyTorch's `F.layer_norm`). */
+export function layerNorm(
+  x: Tensor,
+  normalizedShape: readonly number[],
+  weight?: Tensor | null,
+  bias?: Tensor | null,
+  eps = 1e-5,
+): Tensor {
+  expectF32("layerNorm", x, ...[weight, bias].filter((t): t is Tensor => !!t));
+  const tail = x.shape.slice(x.ndim - normalizedShape.length);
+  if (normalizedShape.length === 0 || !sameShape(tail, normalizedShape)) {
+    throw new RangeError(
+      `layerNorm: normalizedShape ${formatShape(normalizedShape)} does not end input ${
+        formatShape(x.shape)
+      }`,
+    );
+  }
+  for (const [name, p] of [["weight", weight], ["bias", bias]] as const) {
+    if (p && !sameShape(p.shape, normalizedShape)) {
+      throw new RangeError(
+        `layerNorm: ${name} ${formatShape(p.shape)} does not match ${formatShape(normalizedShape)}`,
+      );
+    }
+  }
+  const cols = shapeSize(normalizedShape);
+  const rows = cols === 0 ? 0 : x.numel() / cols;
+  const X = contiguous(x);
+  const w = weight ? contiguous(weight) : null, b = bias ? contiguous(bias) : null;
+  const y = Tensor.empty(x.shape), meanT = Tensor.empty([rows]), rstd = Tensor.empty([rows]);
+  unwrap(
+    lib.dt_layernorm(
+      X.ptr,
+      w?.ptr ?? null,
+      b?.ptr ?? null,
+      y.ptr,
+      meanT.ptr,
+      rstd.ptr,
+      rows,
+      cols,
+      eps,
+    ),
+  );
+  const inputs = [X, ...(w ? [w] : []), ...(b ? [b] : [])];
+  return record(y, "NativeLayerNormBackward", inputs, (gy) => {
+    const gx = X.requiresGrad ? Tensor.empty(X.shape) : null;
+    const gw = w?.requiresGrad ? Tensor.empty(w.shape, "f32", true) : null;
+    const gb = b?.requiresGrad ? Tensor.empty(b.shape, "f32", true) : null;
+    unwrap(
+      lib.dt_layernorm_backward(
+        gy.ptr,
+        X.ptr,
+        w?.ptr ?? null,
+        meanT.ptr,
+        rstd.ptr,
+        gx?.ptr ?? null,
+        gw?.ptr ?? null,
+        gb?.ptr ?? null,
+        rows,
+        cols,
+      ),
+    );
+    return [gx, ...(w ? [gw] : []), ...(b ? [gb] : [])];
+  }, [meanT, rstd]);
+}
+
+/** Rows of `weight` [num, dim] picked by integer `indices` (any shape, i32): output [...indices, dim]. */
+export function embedding(indices: Tensor, weight: Tensor): Tensor {
+  expectF32("embedding", weight);
+  if (indices.dtype !== "i32") {
+    throw new TypeError(`embedding: indices must be i32, got ${indices.dtype}`);
+  }
+  if (weight.ndim !== 2) {
+    throw new RangeError(`embedding: weight must be 2-d, got ${formatShape(weight.shape)}`);
+  }
+  const [num, dim] = weight.shape;
+  const idx = contiguous(indices), w = contiguous(weight);
+  const out = Tensor.empty([...indices.shape, dim]);
+  unwrap(lib.dt_embedding(w.ptr, idx.ptr, out.ptr, idx.numel(), num, dim));
+  return record(out, "EmbeddingBackward", [w], (gy) => {
+    const gw = Tensor.empty(w.shape, "f32", true);
+    unwrap(lib.dt_embedding_backward(gy.ptr, idx.ptr, gw.ptr, idx.numel(), num, dim));
+    return [gw];
+  });
+}
+
+/**
+ * Zeroes each element with probability `p` and scales the rest by 1/(1-p) when `training`; the
+ * identity otherwise. The mask comes from the seeded counter RNG and is recomputed in backward.
+ */
+export function dropout(x: Tensor, p = 0.5, training = true): Tensor {
+  expectF32("dropout", x);
+  if (!(p >= 0 && p <= 1)) throw new RangeError(`dropout: probability ${p} is outside [0, 1]`);
+  if (!training || p === 0) return x;
+  const X = contiguous(x);
+  const out = Tensor.empty(X.shape, "f32", p === 1);
+  if (p === 1) {
+    return record(out, "DropoutBackward", [X], () => [Tensor.empty(X.shape, "f32", true)]);
+  }
+  const n = X.numel(), seed = randomSeed(), offset = nextRandomOffset(n);
+  unwrap(lib.dt_dropout(X.ptr, out.ptr, n, p, seed, offset));
+  return record(out, "DropoutBackward", [X], (gy) => {
+    const gx = Tensor.empty(X.shape);
+    unwrap(lib.dt_dropout(gy.ptr, gx.ptr, n, p, seed, offset));
+    return [gx];
+  });
+}
