@@ -21,8 +21,20 @@
 
 export { type DType, Tensor, type TensorOptions } from "./src/tensor/tensor.ts";
 export { allocatedBytes, type Device } from "./src/tensor/storage.ts";
-export { arange, full, ones, rand, randn, tensor, zeros, zerosLike } from "./src/tensor/creation.ts";
+export {
+  arange,
+  full,
+  ones,
+  rand,
+  randn,
+  tensor,
+  zeros,
+  zerosLike,
+} from "./src/tensor/creation.ts";
 export { getRngState, manualSeed, setRngState } from "./src/tensor/random.ts";
 export { isGradEnabled, noGrad } from "./src/tensor/autograd.ts";
 export { keep, tidy } from "./src/tensor/scope.ts";
 export { NativeError } from "./src/tensor/native.ts";
+export * as nn from "./src/nn/mod.ts";
+export * as F from "./src/nn/functional.ts";
+export * as optim from "./src/optim/mod.ts";

@@ -1,0 +1,172 @@
+/** The built-in layers: Linear, activations, LayerNorm, Embedding, Dropout, Flatten. @module */
+
+import { full, zeros } from "../tensor/creation.ts";
+import { gelu, relu } from "../tensor/ops/elementwise.ts";
+import { linear } from "../tensor/ops/matmul.ts";
+import { dropout, embedding, layerNorm } from "../tensor/ops/nn.ts";
+import type { Tensor } from "../tensor/tensor.ts";
+import { kaimingUniformLinear, normal, uniform } from "./init.ts";
+import { Module } from "./module.ts";
+import { Parameter } from "./parameter.ts";
+
+function checkPositiveInt(value: number, what: string): void {
+  if (!Number.isInteger(value) || value <= 0) {
+    throw new RangeError(`${what} must be a positive integer, got ${value}`);
+  }
+}
+
+/** Options of {@linkcode Linear}. */
+export interface LinearOptions {
+  /** Whether to learn an additive bias (default true). */
+  bias?: boolean;
+}
+
+/**
+ * y = x W^T + b with weight [outFeatures, inFeatures] and PyTorch's default initialisation.
+ *
+ * @example
+ * ```ts
+ * import { nn, randn } from "../../mod.ts";
+ * const fc = new nn.Linear(784, 10);
+ * fc.forward(randn([64, 784])).shape; // [64, 10]
+ * ```
+ */
+export class Linear extends Module {
+  /** [outFeatures, inFeatures]. */
+  weight: Parameter;
+  /** [outFeatures], or null without bias. */
+  bias: Parameter | null;
+
+  /**
+   * @param inFeatures Size of each input sample.
+   * @param outFeatures Size of each output sample.
+   * @param options See {@linkcode LinearOptions}.
+   */
+  constructor(
+    readonly inFeatures: number,
+    readonly outFeatures: number,
+    options: LinearOptions = {},
+  ) {
+    super();
+    checkPositiveInt(inFeatures, "Linear: inFeatures");
+    checkPositiveInt(outFeatures, "Linear: outFeatures");
+    this.weight = new Parameter(kaimingUniformLinear([outFeatures, inFeatures]));
+    this.bias = options.bias ?? true
+      ? new Parameter(uniform([outFeatures], 1 / Math.sqrt(inFeatures)))
+      : null;
+  }
+
+  /** Applies the layer to x [*, inFeatures]. */
+  forward(x: Tensor): Tensor {
+    return linear(x, this.weight, this.bias);
+  }
+}
+
+/** max(x, 0) as a module. */
+export class ReLU extends Module {
+  /** Applies ReLU. */
+  forward(x: Tensor): Tensor {
+    return relu(x);
+  }
+}
+
+/** GELU as a module: exact, or `{ approximate: "tanh" }`. */
+export class GELU extends Module {
+  /** "none" (erf form) or "tanh". */
+  readonly approximate: "none" | "tanh";
+  /** @param options The approximation, as in PyTorch. */
+  constructor(options: { approximate?: "none" | "tanh" } = {}) {
+    super();
+    this.approximate = options.approximate ?? "none";
+  }
+  /** Applies GELU. */
+  forward(x: Tensor): Tensor {
+    return gelu(x, this.approximate);
+  }
+}
+
+/** Layer normalization over the trailing `normalizedShape` dimensions, with learnable affine terms. */
+export class LayerNorm extends Module {
+  /** The normalized trailing shape. */
+  readonly normalizedShape: readonly number[];
+  /** Added to the variance for stability. */
+  readonly eps: number;
+  /** Scale, ones at start (null without elementwise affine). */
+  weight: Parameter | null;
+  /** Shift, zeros at start (null without bias). */
+  bias: Parameter | null;
+
+  /**
+   * @param normalizedShape The trailing dimensions to normalize (a number for one).
+   * @param options eps (1e-5), elementwiseAffine (true), bias (true).
+   */
+  constructor(
+    normalizedShape: number | readonly number[],
+    options: { eps?: number; elementwiseAffine?: boolean; bias?: boolean } = {},
+  ) {
+    super();
+    this.normalizedShape = typeof normalizedShape === "number"
+      ? [normalizedShape]
+      : [...normalizedShape];
+    this.normalizedShape.forEach((d) => checkPositiveInt(d, "LayerNorm: normalizedShape"));
+    this.eps = options.eps ?? 1e-5;
+    const affine = options.elementwiseAffine ?? true;
+    this.weight = affine ? new Parameter(full(this.normalizedShape, 1)) : null;
+    this.bias = affine && (options.bias ?? true)
+      ? new Parameter(zeros(this.normalizedShape))
+      : null;
+  }
+
+  /** Normalizes x. */
+  forward(x: Tensor): Tensor {
+    return layerNorm(x, this.normalizedShape, this.weight, this.bias, this.eps);
+  }
+}
+
+/** A lookup table of `numEmbeddings` vectors of `embeddingDim`, initialised from N(0, 1). */
+export class Embedding extends Module {
+  /** [numEmbeddings, embeddingDim]. */
+  weight: Parameter;
+  /**
+   * @param numEmbeddings Size of the table.
+   * @param embeddingDim Size of each vector.
+   */
+  constructor(readonly numEmbeddings: number, readonly embeddingDim: number) {
+    super();
+    checkPositiveInt(numEmbeddings, "Embedding: numEmbeddings");
+    checkPositiveInt(embeddingDim, "Embedding: embeddingDim");
+    this.weight = new Parameter(normal([numEmbeddings, embeddingDim]));
+  }
+  /** Looks up i32 indices of any shape. */
+  forward(indices: Tensor): Tensor {
+    return embedding(indices, this.weight);
+  }
+}
+
+/** Dropout with probability `p` in training mode, the identity in evaluation mode. */
+export class Dropout extends Module {
+  /** @param p Probability of zeroing an element (default 0.5). */
+  constructor(readonly p = 0.5) {
+    super();
+    if (!(p >= 0 && p <= 1)) throw new RangeError(`Dropout: probability ${p} is outside [0, 1]`);
+  }
+  /** Applies dropout when training. */
+  forward(x: Tensor): Tensor {
+    return dropout(x, this.p, this.training);
+  }
+}
+
+/** Flattens dimensions `startDim`..`endDim` (default 1..-1, keeping the batch dimension). */
+export class Flatten extends Module {
+  /**
+   * @param startDim First dimension to flatten (default 1).
+   * @param endDim Last dimension to flatten (default -1).
+   */
+  constructor(readonly startDim = 1, readonly endDim = -1) {
+    super();
+  }
+  /** Flattens x. */
+  forward(x: Tensor): Tensor {
+    return x.flatten(this.startDim, this.endDim);
+  }
+}

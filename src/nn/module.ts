@@ -1,0 +1,219 @@
+/**
+ * `Module`: the base of every layer. Parameters, buffers and submodules are found the way PyTorch
+ * registers them, in assignment order: own properties holding a {@linkcode Parameter}, a `Module`,
+ * or a buffer registered with `registerBuffer`. Names are PyTorch's dotted paths (`layers.1.bias`).
+ * @module
+ */
+
+import { noGrad } from "../tensor/autograd.ts";
+import { formatShape, Tensor } from "../tensor/tensor.ts";
+import { Parameter } from "./parameter.ts";
+
+/** A module's state: parameter and buffer names mapped to tensors. */
+export type StateDict = Record<string, Tensor>;
+
+/** Options of {@linkcode Module.loadStateDict}. */
+export interface LoadStateDictOptions {
+  /** Refuse missing and unexpected keys (default true, like PyTorch). */
+  strict?: boolean;
+}
+
+/** What `loadStateDict` did not match when not strict. */
+export interface IncompatibleKeys {
+  /** Keys the module has that the state lacked. */
+  missingKeys: string[];
+  /** Keys in the state that the module does not have. */
+  unexpectedKeys: string[];
+}
+
+/**
+ * The base class of layers and models (PyTorch's `nn.Module`). Subclasses assign parameters and
+ * submodules to properties in their constructor and implement `forward`.
+ *
+ * @example A custom module
+ * ```ts
+ * import { nn, Tensor } from "../../mod.ts";
+ * class Net extends nn.Module {
+ *   fc1 = new nn.Linear(4, 8);
+ *   fc2 = new nn.Linear(8, 2);
+ *   forward(x: Tensor): Tensor {
+ *     return this.fc2.forward(this.fc1.forward(x).relu());
+ *   }
+ * }
+ * Object.keys(new Net().stateDict()); // ["fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"]
+ * ```
+ */
+export abstract class Module {
+  /** Training mode (dropout active) or evaluation mode. */
+  training = true;
+  #buffers = new Map<string, Tensor | null>();
+
+  /** Computes the module's output. */
+  abstract forward(...inputs: Tensor[]): Tensor;
+
+  /** Registers a buffer: state saved in `stateDict` that is not trained (like running statistics). */
+  registerBuffer(name: string, tensor: Tensor | null): void {
+    if (name.includes(".") || name === "") {
+      throw new Error(`registerBuffer: invalid buffer name "${name}"`);
+    }
+    if (tensor) tensor.persistent = true;
+    this.#buffers.set(name, tensor);
+  }
+
+  /** The direct submodules with their property names. */
+  *namedChildren(): Generator<[string, Module]> {
+    for (const [name, value] of Object.entries(this)) {
+      if (value instanceof Module) yield [name, value];
+    }
+  }
+
+  /** The direct submodules. */
+  *children(): Generator<Module> {
+    for (const [, m] of this.namedChildren()) yield m;
+  }
+
+  /** This module and every submodule, depth first, with dotted names ("" for this one). */
+  *namedModules(prefix = ""): Generator<[string, Module]> {
+    yield [prefix, this];
+    for (const [name, child] of this.namedChildren()) {
+      yield* child.namedModules(prefix ? `${prefix}.${name}` : name);
+    }
+  }
+
+  /** This module and every submodule. */
+  *modules(): Generator<Module> {
+    for (const [, m] of this.namedModules()) yield m;
+  }
+
+  /** Parameters with dotted names, each once even when shared. */
+  *namedParameters(prefix = "", recurse = true): Generator<[string, Parameter]> {
+    const seen = new Set<Tensor>();
+    const modules = recurse ? this.namedModules(prefix) : [[prefix, this] as [string, Module]];
+    for (const [path, module] of modules) {
+      for (const [name, value] of Object.entries(module)) {
+        if (!(value instanceof Parameter) || seen.has(value)) continue;
+        seen.add(value);
+        yield [path ? `${path}.${name}` : name, value];
+      }
+    }
+  }
+
+  /** The parameters, in registration order (what optimizers take). */
+  parameters(recurse = true): Parameter[] {
+    return [...this.namedParameters("", recurse)].map(([, p]) => p);
+  }
+
+  /** Buffers with dotted names. */
+  *namedBuffers(prefix = ""): Generator<[string, Tensor]> {
+    for (const [path, module] of this.namedModules(prefix)) {
+      for (const [name, t] of module.#buffers) if (t) yield [path ? `${path}.${name}` : name, t];
+    }
+  }
+
+  /** The buffers. */
+  buffers(): Tensor[] {
+    return [...this.namedBuffers()].map(([, b]) => b);
+  }
+
+  /** Parameters and buffers by dotted name, sharing memory with the module (not copies). */
+  stateDict(): StateDict {
+    const state: StateDict = {};
+    for (const [path, module] of this.namedModules()) {
+      const join = (name: string) => (path ? `${path}.${name}` : name);
+      for (const [name, value] of Object.entries(module)) {
+        if (value instanceof Parameter) state[join(name)] = value;
+      }
+      for (const [name, t] of module.#buffers) if (t) state[join(name)] = t;
+    }
+    return state;
+  }
+
+  /**
+   * Copies `state` into the module's parameters and buffers. Shape mismatches always throw; with
+   * `strict` (default) missing and unexpected keys throw too, all listed in one message.
+   */
+  loadStateDict(state: StateDict, options: LoadStateDictOptions = {}): IncompatibleKeys {
+    const strict = options.strict ?? true;
+    const own = this.stateDict();
+    const missingKeys = Object.keys(own).filter((k) => !(k in state));
+    const unexpectedKeys = Object.keys(state).filter((k) => !(k in own));
+    const problems: string[] = [];
+    for (const [key, target] of Object.entries(own)) {
+      const source = state[key];
+      if (!source) continue;
+      if (source.shape.join() !== target.shape.join() || source.dtype !== target.dtype) {
+        problems.push(
+          `size mismatch for ${key}: copying a param with shape ${
+            formatShape(source.shape)
+          } ${source.dtype} ` +
+            `from checkpoint, the shape in current model is ${
+              formatShape(target.shape)
+            } ${target.dtype}`,
+        );
+      }
+    }
+    if (strict && missingKeys.length) {
+      problems.unshift(`Missing key(s): ${missingKeys.map((k) => `"${k}"`).join(", ")}.`);
+    }
+    if (strict && unexpectedKeys.length) {
+      problems.splice(
+        strict && missingKeys.length ? 1 : 0,
+        0,
+        `Unexpected key(s): ${unexpectedKeys.map((k) => `"${k}"`).join(", ")}.`,
+      );
+    }
+    if (problems.length) {
+      throw new Error(
+        `Error(s) in loading state_dict for ${this.constructor.name}:\n\t${problems.join("\n\t")}`,
+      );
+    }
+    noGrad(() => {
+      for (const [key, target] of Object.entries(own)) if (state[key]) target.copy_(state[key]);
+    });
+    return { missingKeys, unexpectedKeys };
+  }
+
+  /** Sets training mode on this module and every submodule; returns this. */
+  train(mode = true): this {
+    for (const m of this.modules()) m.training = mode;
+    return this;
+  }
+
+  /** Sets evaluation mode (`train(false)`); returns this. */
+  eval(): this {
+    return this.train(false);
+  }
+
+  /**
+   * Clears the parameters' gradients. With `setToNone` (the default, like PyTorch) the gradient
+   * tensors are disposed and `.grad` becomes null; otherwise they are zeroed in place.
+   */
+  zeroGrad(setToNone = true): void {
+    zeroGradients(this.parameters(), setToNone);
+  }
+
+  /** Runs `fn` on every module (children first, then this one); returns this. */
+  apply(fn: (module: Module) => void): this {
+    for (const child of this.children()) child.apply(fn);
+    fn(this);
+    return this;
+  }
+
+  /** The number of trainable scalars. */
+  numParameters(): number {
+    return this.parameters().reduce((n, p) => n + p.numel(), 0);
+  }
+}
+
+/** Clears gradients of `params` (shared by `Module.zeroGrad` and `Optimizer.zeroGrad`). */
+export function zeroGradients(params: Iterable<Tensor>, setToNone: boolean): void {
+  for (const p of params) {
+    if (p.grad === null) continue;
+    if (setToNone) {
+      p.grad.dispose();
+      p.grad = null;
+    } else {
+      p.grad.zero_();
+    }
+  }
+}

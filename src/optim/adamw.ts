@@ -1,0 +1,86 @@
+/** Adam with decoupled weight decay, PyTorch's `torch.optim.AdamW`. @module */
+
+import { lib } from "../../ffi/dtrain.ts";
+import { unwrap } from "../tensor/native.ts";
+import type { Tensor } from "../tensor/tensor.ts";
+import { Optimizer, type ParamState } from "./optimizer.ts";
+
+/** Hyperparameters of {@linkcode AdamW}. */
+export interface AdamWOptions {
+  /** Learning rate (default 1e-3). */
+  lr?: number;
+  /** Coefficients of the running averages of the gradient and its square (default [0.9, 0.999]). */
+  betas?: [number, number];
+  /** Added to the denominator for stability (default 1e-8). */
+  eps?: number;
+  /** Decoupled weight decay (default 1e-2, like PyTorch). */
+  weightDecay?: number;
+}
+
+/**
+ * AdamW with PyTorch's exact update rule, fused into one native pass per parameter.
+ *
+ * @example
+ * ```ts
+ * import { nn, optim } from "../../mod.ts";
+ * const model = new nn.Linear(4, 2);
+ * const opt = new optim.AdamW(model.parameters(), { lr: 1e-3, weightDecay: 0.01 });
+ * ```
+ */
+export class AdamW extends Optimizer<Required<AdamWOptions>> {
+  /**
+   * @param params Parameters or parameter groups.
+   * @param options See {@linkcode AdamWOptions}.
+   */
+  constructor(
+    params: Iterable<Tensor> | ({ params: Iterable<Tensor> } & AdamWOptions)[],
+    options: AdamWOptions = {},
+  ) {
+    const defaults: Required<AdamWOptions> = {
+      lr: 1e-3,
+      betas: [0.9, 0.999],
+      eps: 1e-8,
+      weightDecay: 1e-2,
+      ...options,
+    };
+    if (!(defaults.lr >= 0)) throw new RangeError(`AdamW: invalid learning rate: ${defaults.lr}`);
+    if (!(defaults.eps >= 0)) throw new RangeError(`AdamW: invalid epsilon value: ${defaults.eps}`);
+    defaults.betas.forEach((b, i) => {
+      if (!(b >= 0 && b < 1)) {
+        throw new RangeError(`AdamW: invalid beta parameter at index ${i}: ${b}`);
+      }
+    });
+    if (!(defaults.weightDecay >= 0)) {
+      throw new RangeError(`AdamW: invalid weightDecay value: ${defaults.weightDecay}`);
+    }
+    super(params, defaults);
+  }
+
+  /** One fused AdamW update. */
+  protected updateParam(
+    p: Tensor,
+    grad: Tensor,
+    state: ParamState,
+    o: Required<AdamWOptions>,
+  ): void {
+    if (state.step === undefined) {
+      state.step = 0;
+      state.expAvg = this.buffer(p);
+      state.expAvgSq = this.buffer(p);
+    }
+    state.step = (state.step as number) + 1;
+    unwrap(lib.dt_adamw_step(
+      p.ptr,
+      grad.ptr,
+      (state.expAvg as Tensor).ptr,
+      (state.expAvgSq as Tensor).ptr,
+      p.numel(),
+      o.lr,
+      o.betas[0],
+      o.betas[1],
+      o.eps,
+      o.weightDecay,
+      state.step,
+    ));
+  }
+}

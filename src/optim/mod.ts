@@ -1,0 +1,18 @@
+/**
+ * `optim`: optimizers and learning-rate schedules (PyTorch's `torch.optim`).
+ * @module
+ */
+
+export {
+  Optimizer,
+  type OptimizerStateDict,
+  type ParamGroup,
+  type ParamState,
+} from "./optimizer.ts";
+export { SGD, type SGDOptions } from "./sgd.ts";
+export { AdamW, type AdamWOptions } from "./adamw.ts";
+export {
+  CosineWithWarmup,
+  cosineWithWarmup,
+  type CosineWithWarmupOptions,
+} from "./lr_scheduler.ts";

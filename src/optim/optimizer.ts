@@ -1,0 +1,173 @@
+/**
+ * The `Optimizer` base: parameter groups, per-parameter state, `zeroGrad`, and state dicts in
+ * PyTorch's layout (`state` keyed by parameter index, `paramGroups` holding hyperparameters and
+ * the indices of their parameters).
+ * @module
+ */
+
+import { zeroGradients } from "../nn/module.ts";
+import { zerosLike } from "../tensor/creation.ts";
+import { noGrad } from "../tensor/autograd.ts";
+import { formatShape, type Tensor } from "../tensor/tensor.ts";
+
+/** A group of parameters sharing hyperparameters. */
+export interface ParamGroup<H> {
+  /** The parameters. */
+  params: Tensor[];
+  /** The group's hyperparameters (`lr` and the optimizer's own). */
+  options: H;
+}
+
+/** Per-parameter state: tensors (buffers) and numbers (step counts). */
+export type ParamState = Record<string, Tensor | number>;
+
+/** An optimizer's state dict (PyTorch's layout, camelCase). */
+export interface OptimizerStateDict<H> {
+  /** State by parameter index (counting through the groups in order). */
+  state: Record<number, ParamState>;
+  /** Hyperparameters per group with the indices of its parameters. */
+  paramGroups: (H & { params: number[] })[];
+}
+
+/** The base of dtrain's optimizers. Subclasses implement `updateParam`. */
+export abstract class Optimizer<H extends { lr: number }> {
+  /** The parameter groups, with their current hyperparameters (schedulers change `lr`). */
+  readonly paramGroups: ParamGroup<H>[];
+  /** Per-parameter state, created lazily on the first step. */
+  readonly state: Map<Tensor, ParamState> = new Map();
+
+  /**
+   * @param params Parameters, or groups `{ params, ...overrides }`.
+   * @param defaults Hyperparameters for groups that do not override them.
+   */
+  constructor(
+    params: Iterable<Tensor> | (Partial<H> & { params: Iterable<Tensor> })[],
+    defaults: H,
+  ) {
+    const list = [...params] as (Tensor | (Partial<H> & { params: Iterable<Tensor> }))[];
+    const groups = list.length > 0 && !("shape" in list[0])
+      ? (list as (Partial<H> & { params: Iterable<Tensor> })[])
+      : [{ params: list as Tensor[] } as unknown as Partial<H> & { params: Iterable<Tensor> }];
+    const seen = new Set<Tensor>();
+    this.paramGroups = groups.map((g) => {
+      const { params: groupParams, ...overrides } = g;
+      const ps = [...groupParams];
+      for (const p of ps) {
+        if (seen.has(p)) {
+          throw new Error(
+            `${this.constructor.name}: some parameters appear in more than one parameter group`,
+          );
+        }
+        if (p.dtype !== "f32") {
+          throw new TypeError(
+            `${this.constructor.name}: can only optimize f32 tensors, got ${p.dtype}`,
+          );
+        }
+        seen.add(p);
+      }
+      return { params: ps, options: { ...defaults, ...overrides } as H };
+    });
+    if (seen.size === 0) throw new Error(`${this.constructor.name}: got an empty parameter list`);
+  }
+
+  /** Applies one update to every parameter that has a gradient. */
+  step(): void {
+    noGrad(() => {
+      for (const group of this.paramGroups) {
+        for (const p of group.params) {
+          if (p.grad === null) continue;
+          if (!p.isContiguous() || !p.grad.isContiguous()) {
+            throw new Error(
+              `${this.constructor.name}: parameter ${
+                formatShape(p.shape)
+              } or its gradient is not contiguous`,
+            );
+          }
+          let state = this.state.get(p);
+          if (state === undefined) {
+            state = {};
+            this.state.set(p, state);
+          }
+          this.updateParam(p, p.grad, state, group.options);
+        }
+      }
+    });
+  }
+
+  /** Updates one parameter in place from its gradient and state. */
+  protected abstract updateParam(param: Tensor, grad: Tensor, state: ParamState, options: H): void;
+
+  /** A persistent zero buffer shaped like `p`, for optimizer state. */
+  protected buffer(p: Tensor): Tensor {
+    const t = zerosLike(p);
+    t.persistent = true;
+    return t;
+  }
+
+  /** Clears the gradients (disposed and set to null by default, like PyTorch). */
+  zeroGrad(setToNone = true): void {
+    zeroGradients(this.paramGroups.flatMap((g) => g.params), setToNone);
+  }
+
+  /** The state dict: buffers are shared with the optimizer, not copied. */
+  stateDict(): OptimizerStateDict<H> {
+    const state: Record<number, ParamState> = {};
+    let index = 0;
+    const paramGroups = this.paramGroups.map((g) => {
+      const params = g.params.map((p) => {
+        const s = this.state.get(p);
+        if (s) state[index] = { ...s };
+        return index++;
+      });
+      return { ...g.options, params };
+    });
+    return { state, paramGroups };
+  }
+
+  /** Restores a state dict made by an optimizer over the same parameter layout. */
+  loadStateDict(dict: OptimizerStateDict<H>): void {
+    const name = this.constructor.name;
+    if (dict.paramGroups.length !== this.paramGroups.length) {
+      throw new Error(
+        `${name}.loadStateDict: ${dict.paramGroups.length} parameter groups, optimizer has ${this.paramGroups.length}`,
+      );
+    }
+    const byIndex: Tensor[] = [];
+    dict.paramGroups.forEach((g, i) => {
+      if (g.params.length !== this.paramGroups[i].params.length) {
+        throw new Error(
+          `${name}.loadStateDict: group ${i} has ${g.params.length} parameters, optimizer has ${
+            this.paramGroups[i].params.length
+          }`,
+        );
+      }
+      g.params.forEach((id, j) => (byIndex[id] = this.paramGroups[i].params[j]));
+    });
+    for (const [key, s] of Object.entries(dict.state)) {
+      const p = byIndex[Number(key)];
+      if (!p) throw new Error(`${name}.loadStateDict: state for unknown parameter index ${key}`);
+      for (const [field, v] of Object.entries(s)) {
+        if (typeof v !== "number" && v.shape.join() !== p.shape.join()) {
+          throw new Error(
+            `${name}.loadStateDict: state "${field}" of parameter ${key} is ${
+              formatShape(v.shape)
+            }, parameter is ${formatShape(p.shape)}`,
+          );
+        }
+      }
+    }
+    this.state.clear();
+    for (const [key, s] of Object.entries(dict.state)) {
+      const p = byIndex[Number(key)];
+      const copy: ParamState = {};
+      for (const [field, v] of Object.entries(s)) {
+        copy[field] = typeof v === "number" ? v : noGrad(() => this.buffer(p).copy_(v));
+      }
+      this.state.set(p, copy);
+    }
+    dict.paramGroups.forEach((g, i) => {
+      const { params: _ids, ...options } = g;
+      this.paramGroups[i].options = { ...this.paramGroups[i].options, ...options } as H;
+    });
+  }
+}

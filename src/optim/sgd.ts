@@ -1,0 +1,73 @@
+/** Stochastic gradient descent with momentum, PyTorch's `torch.optim.SGD`. @module */
+
+import { lib } from "../../ffi/dtrain.ts";
+import { unwrap } from "../tensor/native.ts";
+import type { Tensor } from "../tensor/tensor.ts";
+import { Optimizer, type ParamState } from "./optimizer.ts";
+
+/** Hyperparameters of {@linkcode SGD}. */
+export interface SGDOptions {
+  /** Learning rate. */
+  lr: number;
+  /** Momentum factor (default 0). */
+  momentum?: number;
+  /** Dampening for momentum (default 0). */
+  dampening?: number;
+  /** L2 penalty (default 0). */
+  weightDecay?: number;
+  /** Nesterov momentum (default false). */
+  nesterov?: boolean;
+}
+
+/**
+ * SGD with PyTorch's exact update rule, fused into one native pass per parameter.
+ *
+ * @example
+ * ```ts
+ * import { nn, optim } from "../../mod.ts";
+ * const model = new nn.Linear(4, 2);
+ * const opt = new optim.SGD(model.parameters(), { lr: 0.1, momentum: 0.9 });
+ * ```
+ */
+export class SGD extends Optimizer<Required<SGDOptions>> {
+  /**
+   * @param params Parameters or parameter groups.
+   * @param options See {@linkcode SGDOptions}.
+   */
+  constructor(
+    params: Iterable<Tensor> | ({ params: Iterable<Tensor> } & Partial<SGDOptions>)[],
+    options: SGDOptions,
+  ) {
+    const defaults = { momentum: 0, dampening: 0, weightDecay: 0, nesterov: false, ...options };
+    if (!(defaults.lr >= 0)) throw new RangeError(`SGD: invalid learning rate: ${defaults.lr}`);
+    if (!(defaults.momentum >= 0)) {
+      throw new RangeError(`SGD: invalid momentum value: ${defaults.momentum}`);
+    }
+    if (!(defaults.weightDecay >= 0)) {
+      throw new RangeError(`SGD: invalid weightDecay value: ${defaults.weightDecay}`);
+    }
+    if (defaults.nesterov && (defaults.momentum <= 0 || defaults.dampening !== 0)) {
+      throw new RangeError("SGD: Nesterov momentum requires a momentum and zero dampening");
+    }
+    super(params, defaults);
+  }
+
+  /** One fused SGD update. */
+  protected updateParam(p: Tensor, grad: Tensor, state: ParamState, o: Required<SGDOptions>): void {
+    let buf = state.momentumBuffer as Tensor | undefined;
+    const first = o.momentum !== 0 && buf === undefined;
+    if (first) state.momentumBuffer = buf = this.buffer(p);
+    unwrap(lib.dt_sgd_step(
+      p.ptr,
+      grad.ptr,
+      o.momentum !== 0 ? buf!.ptr : null,
+      p.numel(),
+      o.lr,
+      o.momentum,
+      o.dampening,
+      o.nesterov ? 1 : 0,
+      o.weightDecay,
+      first ? 1 : 0,
+    ));
+  }
+}
