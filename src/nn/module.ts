@@ -6,7 +6,7 @@
  */
 
 import { noGrad } from "../tensor/autograd.ts";
-import { formatShape, Tensor } from "../tensor/tensor.ts";
+import { formatShape, type Tensor } from "../tensor/tensor.ts";
 import { Parameter } from "./parameter.ts";
 
 /** A module's state: parameter and buffer names mapped to tensors. */
