@@ -1,0 +1,231 @@
+/**
+ * The launcher (dtrain's torchrun): hosts the rendezvous store on node 0, starts one worker
+ * process per local rank with the distributed environment, prefixes and logs their output, and
+ * supervises them: when one fails it stops the others, then restarts the whole group or reports
+ * the first failing rank with the tail of its log. No worker outlives it.
+ * @module
+ */
+
+import { join } from "node:path";
+import { StoreServer } from "../dist/store/server.ts";
+import type { LaunchOptions } from "./options.ts";
+
+/** How one worker ended. */
+interface WorkerExit {
+  rank: number;
+  localRank: number;
+  code: number;
+  signal: Deno.Signal | null;
+}
+
+/** Runs the job on this node; resolves to the launcher's exit code. */
+export async function launch(options: LaunchOptions): Promise<number> {
+  const token = jobToken(options);
+  const logDir = options.logDir || await Deno.makeTempDir({ prefix: "dtrain-launch-" });
+  await Deno.mkdir(logDir, { recursive: true });
+  const store = options.nodeRank === 0
+    ? StoreServer.listen({ hostname: options.masterAddr, port: options.masterPort, token })
+    : null;
+  const supervisor = new Supervisor(options, token, logDir);
+  const stop = (signal: Deno.Signal) => supervisor.interrupt(signal);
+  const signals: Deno.Signal[] = ["SIGINT", "SIGTERM"];
+  const handlers = signals.map((s) => [s, () => stop(s)] as const);
+  for (const [s, h] of handlers) Deno.addSignalListener(s, h);
+  try {
+    for (let attempt = 0; attempt <= options.maxRestarts; attempt++) {
+      const failed = await supervisor.runGroup(attempt);
+      if (failed === null) return 0;
+      if (supervisor.interruptedBy) return supervisor.interruptedBy === "SIGINT" ? 130 : 143;
+      const tail = await logTail(supervisor.logPath(failed.localRank), 20);
+      const how = failed.signal
+        ? `was killed by ${failed.signal}`
+        : `exited with code ${failed.code}`;
+      if (attempt < options.maxRestarts) {
+        console.error(
+          `launch: rank ${failed.rank} ${how}; restarting the group (restart ${
+            attempt + 1
+          }/${options.maxRestarts})`,
+        );
+        continue;
+      }
+      console.error(
+        `launch: rank ${failed.rank} (local rank ${failed.localRank}) ${how}; ` +
+          `last lines of ${supervisor.logPath(failed.localRank)}:\n${tail}`,
+      );
+      return 1;
+    }
+    return 1;
+  } finally {
+    for (const [s, h] of handlers) Deno.removeSignalListener(s, h);
+    await store?.close();
+  }
+}
+
+/** The job secret: DTRAIN_TOKEN, or a fresh one for a single-node job. */
+function jobToken(options: LaunchOptions): string {
+  const given = Deno.env.get("DTRAIN_TOKEN");
+  if (given) return given;
+  if (options.nnodes > 1) {
+    throw new Error(
+      "launch: multi-node jobs need the same secret on every node: set DTRAIN_TOKEN (e.g. `openssl rand -hex 32`)",
+    );
+  }
+  const bytes = crypto.getRandomValues(new Uint8Array(24));
+  return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+/** Starts, watches and stops one node's workers. */
+class Supervisor {
+  interruptedBy: Deno.Signal | null = null;
+  #children: Deno.ChildProcess[] = [];
+
+  constructor(readonly options: LaunchOptions, readonly token: string, readonly logDir: string) {}
+
+  logPath(localRank: number): string {
+    return join(
+      this.logDir,
+      `rank_${this.options.nodeRank * this.options.nprocPerNode + localRank}.log`,
+    );
+  }
+
+  /** Forwards a signal to the workers; the group then ends and the launcher exits. */
+  interrupt(signal: Deno.Signal): void {
+    this.interruptedBy = signal;
+    for (const child of this.#children) trySignal(child, signal);
+  }
+
+  /** Runs one generation of workers; resolves to the first failure, or null if all succeeded. */
+  async runGroup(attempt: number): Promise<WorkerExit | null> {
+    const { nprocPerNode, nnodes, nodeRank } = this.options;
+    const threads = Math.max(1, Math.floor(navigator.hardwareConcurrency / nprocPerNode));
+    const workers = Array.from({ length: nprocPerNode }, (_, localRank) => {
+      const rank = nodeRank * nprocPerNode + localRank;
+      const env: Record<string, string> = {
+        RANK: String(rank),
+        LOCAL_RANK: String(localRank),
+        WORLD_SIZE: String(nnodes * nprocPerNode),
+        LOCAL_WORLD_SIZE: String(nprocPerNode),
+        GROUP_RANK: String(nodeRank),
+        MASTER_ADDR: this.options.masterAddr,
+        MASTER_PORT: String(this.options.masterPort),
+        DTRAIN_TOKEN: this.token,
+        DTRAIN_STORE_HOSTED: "1",
+        DTRAIN_RESTART_COUNT: String(attempt),
+        DTRAIN_LAUNCHER_PID: String(Deno.pid),
+        DTRAIN_NUM_THREADS: String(threads),
+        OPENBLAS_NUM_THREADS: String(threads),
+        OMP_NUM_THREADS: String(threads),
+      };
+      const child = new Deno.Command(Deno.execPath(), {
+        args: [
+          "run",
+          "-A",
+          "--v8-flags=--expose-gc",
+          this.options.script,
+          ...this.options.scriptArgs,
+        ],
+        env,
+        stdin: "null",
+        stdout: "piped",
+        stderr: "piped",
+      }).spawn();
+      return { rank, localRank, child };
+    });
+    this.#children = workers.map((w) => w.child);
+    if (this.interruptedBy) this.interrupt(this.interruptedBy);
+
+    const logs = await Promise.all(workers.map(async (w) => {
+      const file = await Deno.open(this.logPath(w.localRank), { create: true, append: true });
+      await file.write(
+        new TextEncoder().encode(`--- attempt ${attempt}, rank ${w.rank}, pid ${w.child.pid}\n`),
+      );
+      return file;
+    }));
+    const pumps = workers.flatMap((w, i) => [
+      pump(w.child.stdout, `[rank ${w.rank}] `, Deno.stdout, logs[i]),
+      pump(w.child.stderr, `[rank ${w.rank}] `, Deno.stderr, logs[i]),
+    ]);
+
+    let firstFailure: WorkerExit | null = null;
+    await Promise.all(workers.map(async (w) => {
+      const status = await w.child.status;
+      if ((status.code !== 0 || status.signal) && firstFailure === null) {
+        firstFailure = {
+          rank: w.rank,
+          localRank: w.localRank,
+          code: status.code,
+          signal: status.signal,
+        };
+        await this.stopAll(w.child);
+      }
+    }));
+    await Promise.all(pumps);
+    for (const log of logs) log.close();
+    this.#children = [];
+    return firstFailure;
+  }
+
+  /** SIGTERM every other worker, then SIGKILL whatever is left after the grace period. */
+  async stopAll(except: Deno.ChildProcess): Promise<void> {
+    const others = this.#children.filter((c) => c !== except);
+    for (const c of others) trySignal(c, "SIGTERM");
+    const grace = this.options.killGraceMs ?? 5000;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const exited = Promise.all(others.map((c) => c.status));
+    const timedOut = await Promise.race([
+      exited.then(() => false),
+      new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(true), grace))),
+    ]);
+    clearTimeout(timer);
+    if (timedOut) { for (const c of others) trySignal(c, "SIGKILL"); }
+  }
+}
+
+function trySignal(child: Deno.ChildProcess, signal: Deno.Signal): void {
+  try {
+    child.kill(signal);
+  } catch {
+    // Already exited.
+  }
+}
+
+/** Copies a worker's stream line by line to the console with a rank prefix, and to its log. */
+async function pump(
+  stream: ReadableStream<Uint8Array>,
+  prefix: string,
+  console: { writeSync(p: Uint8Array): number },
+  log: Deno.FsFile,
+): Promise<void> {
+  const encoder = new TextEncoder();
+  let pending = "";
+  const emit = (line: string) => {
+    writeAllSync(console, encoder.encode(prefix + line + "\n"));
+    const bytes = encoder.encode(line + "\n");
+    let written = 0;
+    while (written < bytes.length) written += log.writeSync(bytes.subarray(written));
+  };
+  for await (const chunk of stream.pipeThrough(new TextDecoderStream())) {
+    pending += chunk;
+    let newline;
+    while ((newline = pending.indexOf("\n")) >= 0) {
+      emit(pending.slice(0, newline).replace(/\r$/, ""));
+      pending = pending.slice(newline + 1);
+    }
+  }
+  if (pending) emit(pending);
+}
+
+function writeAllSync(w: { writeSync(p: Uint8Array): number }, bytes: Uint8Array): void {
+  let written = 0;
+  while (written < bytes.length) written += w.writeSync(bytes.subarray(written));
+}
+
+/** The last `lines` lines of a log file. */
+async function logTail(path: string, lines: number): Promise<string> {
+  try {
+    const text = await Deno.readTextFile(path);
+    return text.trimEnd().split("\n").slice(-lines).map((l) => `  ${l}`).join("\n");
+  } catch {
+    return "  (no log)";
+  }
+}

@@ -1,0 +1,28 @@
+/**
+ * `deno task launch`: the torchrun-style entry point.
+ * @module
+ */
+
+import { launch } from "./launcher.ts";
+import { LAUNCH_USAGE, LaunchArgsError, parseLaunchArgs } from "./options.ts";
+
+if (import.meta.main) {
+  let options;
+  try {
+    options = parseLaunchArgs(Deno.args);
+  } catch (error) {
+    if (!(error instanceof LaunchArgsError)) throw error;
+    console.error(`launch: ${error.message}\n\n${LAUNCH_USAGE}`);
+    Deno.exit(2);
+  }
+  if (options === "help") {
+    console.log(LAUNCH_USAGE);
+    Deno.exit(0);
+  }
+  try {
+    Deno.exit(await launch(options));
+  } catch (error) {
+    console.error((error as Error).message);
+    Deno.exit(1);
+  }
+}

@@ -1,0 +1,145 @@
+/**
+ * The launcher's command line, spelled like torchrun's: launcher flags, then the script and its
+ * own arguments.
+ * @module
+ */
+
+import { parseArgs } from "node:util";
+import { z } from "zod";
+
+/** How to launch a job on this node. */
+export interface LaunchOptions {
+  /** Worker processes on this node. */
+  nprocPerNode: number;
+  /** Nodes in the job. */
+  nnodes: number;
+  /** This node's index in [0, nnodes). */
+  nodeRank: number;
+  /** Address of node 0, where the rendezvous store listens. */
+  masterAddr: string;
+  /** Port of the rendezvous store. */
+  masterPort: number;
+  /** How many times the whole group is restarted after a failure. */
+  maxRestarts: number;
+  /** Folder for one log file per rank (a fresh temporary folder when empty). */
+  logDir: string;
+  /** The worker script. */
+  script: string;
+  /** The script's arguments. */
+  scriptArgs: string[];
+  /** Milliseconds between SIGTERM and SIGKILL when stopping workers. */
+  killGraceMs?: number;
+}
+
+/** The launcher's flags, validated. */
+export const LauncherFlagsSchema = z.object({
+  nprocPerNode: z.number().int().positive(),
+  nnodes: z.number().int().positive(),
+  nodeRank: z.number().int().nonnegative(),
+  masterAddr: z.string().min(1),
+  masterPort: z.number().int().min(1).max(65535),
+  maxRestarts: z.number().int().nonnegative(),
+  logDir: z.string(),
+}).strict().refine((o) => o.nodeRank < o.nnodes, {
+  message: "must be below --nnodes",
+  path: ["nodeRank"],
+});
+
+const FLAG_FIELDS = {
+  "nproc-per-node": "nprocPerNode",
+  nnodes: "nnodes",
+  "node-rank": "nodeRank",
+  "master-addr": "masterAddr",
+  "master-port": "masterPort",
+  "max-restarts": "maxRestarts",
+  "log-dir": "logDir",
+} as const;
+
+/** Usage of `deno task launch`. */
+export const LAUNCH_USAGE = `usage: deno task launch [options] SCRIPT [SCRIPT_ARGS...]
+
+  --nproc-per-node N   worker processes on this node (default 1)
+  --nnodes M           nodes in the job (default 1)
+  --node-rank R        this node's index (default 0)
+  --master-addr A      address of node 0's rendezvous store (default 127.0.0.1)
+  --master-port P      its port (default 29500)
+  --max-restarts K     restart the whole group up to K times after a failure (default 0)
+  --log-dir D          one log file per rank (default: a new temporary folder)
+
+Workers get RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT,
+DTRAIN_TOKEN and a BLAS thread count. Multi-node jobs need the same DTRAIN_TOKEN on every node.
+`;
+
+/** An invalid launcher command line, naming the flag. */
+export class LaunchArgsError extends Error {
+  /** @param message What is wrong. */
+  constructor(message: string) {
+    super(message);
+    this.name = "LaunchArgsError";
+  }
+}
+
+/**
+ * Splits `args` into launcher flags (before the script) and the script with its arguments.
+ *
+ * @throws LaunchArgsError naming the bad flag.
+ */
+export function parseLaunchArgs(args: string[]): LaunchOptions | "help" {
+  const scriptIndex = findScript(args);
+  const own = scriptIndex < 0 ? args : args.slice(0, scriptIndex);
+  const options: Record<string, { type: "string" | "boolean" }> = { help: { type: "boolean" } };
+  for (const flag of Object.keys(FLAG_FIELDS)) options[flag] = { type: "string" };
+  let parsed;
+  try {
+    parsed = parseArgs({ args: own, options, strict: true, allowPositionals: false });
+  } catch (error) {
+    throw new LaunchArgsError((error as Error).message);
+  }
+  if (parsed.values.help) return "help";
+  if (scriptIndex < 0) {
+    throw new LaunchArgsError(
+      "no script given; usage: deno task launch [options] SCRIPT [ARGS...]",
+    );
+  }
+  const values: Record<string, unknown> = {
+    nprocPerNode: 1,
+    nnodes: 1,
+    nodeRank: 0,
+    masterAddr: "127.0.0.1",
+    masterPort: 29500,
+    maxRestarts: 0,
+    logDir: "",
+  };
+  for (const [flag, field] of Object.entries(FLAG_FIELDS)) {
+    const raw = parsed.values[flag];
+    if (typeof raw !== "string") continue;
+    if (field === "masterAddr" || field === "logDir") {
+      values[field] = raw;
+    } else {
+      const n = Number(raw);
+      if (raw.trim() === "" || !Number.isFinite(n)) {
+        throw new LaunchArgsError(`--${flag}: expected a number, got "${raw}"`);
+      }
+      values[field] = n;
+    }
+  }
+  const result = LauncherFlagsSchema.safeParse(values);
+  if (!result.success) {
+    const issue = result.error.issues[0];
+    const field = String(issue.path[0] ?? "");
+    const flag = Object.entries(FLAG_FIELDS).find(([, f]) => f === field)?.[0] ?? field;
+    throw new LaunchArgsError(`--${flag}: ${issue.message}`);
+  }
+  return { ...result.data, script: args[scriptIndex], scriptArgs: args.slice(scriptIndex + 1) };
+}
+
+/** The index of the first argument that is neither a flag nor a flag's value. */
+function findScript(args: string[]): number {
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i];
+    if (!arg.startsWith("--")) return i;
+    if (arg === "--help" || arg.includes("=")) continue;
+    i++;
+  }
+  return -1;
+}

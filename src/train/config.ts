@@ -1,0 +1,227 @@
+/**
+ * The training job's configuration: defaults, an optional JSON file, then command-line flags,
+ * validated in one place with zod. Every invalid input becomes a {@linkcode ConfigError} naming the
+ * field, which the entry point turns into exit code 2.
+ * @module
+ */
+
+import { parseArgs } from "node:util";
+import { z } from "zod";
+
+/** An invalid configuration or command line; `field` names the culprit. */
+export class ConfigError extends Error {
+  /**
+   * @param field The offending field or flag.
+   * @param message What is wrong with it.
+   */
+  constructor(readonly field: string, message: string) {
+    super(`${field}: ${message}`);
+    this.name = "ConfigError";
+  }
+}
+
+const positiveInt = z.number().int().positive();
+
+/** The schema of a training configuration (also the JSON accepted by `--config`). */
+export const TrainConfigSchema = z.object({
+  epochs: z.number().int().nonnegative(),
+  saveEvery: positiveInt,
+  batchSize: positiveInt,
+  lr: z.number().positive(),
+  momentum: z.number().min(0).max(1),
+  weightDecay: z.number().nonnegative(),
+  optimizer: z.enum(["sgd", "adamw"]),
+  model: z.enum(["mlp", "linear"]),
+  hidden: z.array(positiveInt).min(1),
+  dataset: z.enum(["fashion-mnist", "synthetic"]),
+  dataRoot: z.string().min(1),
+  snapshot: z.string().min(1),
+  seed: z.number().int().nonnegative(),
+  threads: z.number().int().nonnegative(),
+  maxSteps: z.number().int().nonnegative(),
+  nprocPerNode: positiveInt,
+  nnodes: positiveInt,
+  nodeRank: z.number().int().nonnegative(),
+  masterAddr: z.string().min(1),
+  masterPort: z.number().int().min(1).max(65535),
+  maxRestarts: z.number().int().nonnegative(),
+  logDir: z.string().min(1),
+  device: z.enum(["cpu", "cuda"]),
+}).strict();
+
+/** A validated training configuration. */
+export type TrainConfig = z.infer<typeof TrainConfigSchema>;
+
+/** The defaults: a 2-process DDP run that trains the MLP on Fashion-MNIST in well under a minute. */
+export const DEFAULTS: TrainConfig = {
+  epochs: 3,
+  saveEvery: 1,
+  batchSize: 64,
+  lr: 0.05,
+  momentum: 0.9,
+  weightDecay: 0,
+  optimizer: "sgd",
+  model: "mlp",
+  hidden: [512, 512],
+  dataset: "fashion-mnist",
+  dataRoot: "/usr/share/datasets/fashion-mnist",
+  snapshot: "runs/default/snapshot.safetensors",
+  seed: 0,
+  threads: 0,
+  maxSteps: 0,
+  nprocPerNode: 2,
+  nnodes: 1,
+  nodeRank: 0,
+  masterAddr: "127.0.0.1",
+  masterPort: 29500,
+  maxRestarts: 0,
+  logDir: "",
+  device: "cpu",
+};
+
+/** Command-line flags: kebab-case names of the config fields, each a string until validated. */
+const FLAGS = {
+  epochs: "epochs",
+  "save-every": "saveEvery",
+  "batch-size": "batchSize",
+  lr: "lr",
+  momentum: "momentum",
+  "weight-decay": "weightDecay",
+  optimizer: "optimizer",
+  model: "model",
+  hidden: "hidden",
+  dataset: "dataset",
+  "data-root": "dataRoot",
+  snapshot: "snapshot",
+  seed: "seed",
+  threads: "threads",
+  "max-steps": "maxSteps",
+  "nproc-per-node": "nprocPerNode",
+  nnodes: "nnodes",
+  "node-rank": "nodeRank",
+  "master-addr": "masterAddr",
+  "master-port": "masterPort",
+  "max-restarts": "maxRestarts",
+  "log-dir": "logDir",
+  device: "device",
+} as const satisfies Record<string, keyof TrainConfig>;
+
+const NUMERIC = new Set<keyof TrainConfig>(
+  Object.entries(DEFAULTS).filter(([, v]) => typeof v === "number").map(([k]) =>
+    k as keyof TrainConfig
+  ),
+);
+
+/** The usage text printed by `--help`. */
+export const USAGE = `usage: deno task train [EPOCHS SAVE_EVERY] [options]
+
+  EPOCHS SAVE_EVERY        the original project's positional form (same as --epochs, --save-every)
+  --epochs N               epochs to train (default ${DEFAULTS.epochs})
+  --save-every N           write a snapshot every N epochs (default ${DEFAULTS.saveEvery})
+  --batch-size N           samples per batch and process (default ${DEFAULTS.batchSize})
+  --lr X                   learning rate (default ${DEFAULTS.lr})
+  --optimizer sgd|adamw    (default ${DEFAULTS.optimizer}); --momentum X, --weight-decay X
+  --model mlp|linear       (default ${DEFAULTS.model}); --hidden 512,512 for the MLP's hidden sizes
+  --dataset fashion-mnist|synthetic (default ${DEFAULTS.dataset}); --data-root DIR
+  --snapshot PATH          snapshot file; an existing one is resumed (default ${DEFAULTS.snapshot})
+  --config FILE.json       settings as JSON (camelCase keys); flags override it
+  --seed N, --threads N (BLAS threads per process, 0 = automatic), --max-steps N (stop early)
+  --nproc-per-node N       worker processes on this machine (default ${DEFAULTS.nprocPerNode}; 1 = no launcher)
+  --nnodes N --node-rank R --master-addr A --master-port P --max-restarts K --log-dir D
+                           multi-node launch, spelled like torchrun
+  --device cpu|cuda        (default cpu)
+`;
+
+function formatIssue(issue: z.core.$ZodIssue): ConfigError {
+  const field = issue.path.length ? issue.path.join(".") : "config";
+  return new ConfigError(field, issue.message);
+}
+
+/**
+ * Parses command-line arguments (and the `--config` file they name) into a validated config.
+ *
+ * @param args The arguments after the script name.
+ * @returns The config, or `"help"` when `--help` was asked for.
+ * @throws ConfigError for any invalid input, naming the field.
+ */
+export function parseTrainArgs(args: string[]): TrainConfig | "help" {
+  const options: Record<string, { type: "string" | "boolean" }> = {
+    config: { type: "string" },
+    help: { type: "boolean" },
+  };
+  for (const flag of Object.keys(FLAGS)) options[flag] = { type: "string" };
+  let parsed;
+  try {
+    parsed = parseArgs({ args, options, allowPositionals: true, strict: true });
+  } catch (error) {
+    throw new ConfigError("arguments", (error as Error).message);
+  }
+  if (parsed.values.help) return "help";
+  const merged: Record<string, unknown> = { ...DEFAULTS };
+  if (typeof parsed.values.config === "string") {
+    Object.assign(merged, readConfigFile(parsed.values.config));
+  }
+
+  const positionals = parsed.positionals;
+  if (positionals.length > 2) {
+    throw new ConfigError(
+      "arguments",
+      `unexpected extra arguments: ${positionals.slice(2).join(" ")}`,
+    );
+  }
+  const fromCli: [keyof TrainConfig, string][] = [];
+  if (positionals[0] !== undefined) fromCli.push(["epochs", positionals[0]]);
+  if (positionals[1] !== undefined) fromCli.push(["saveEvery", positionals[1]]);
+  for (const [flag, field] of Object.entries(FLAGS)) {
+    const value = parsed.values[flag];
+    if (typeof value === "string") fromCli.push([field, value]);
+  }
+  for (const [field, raw] of fromCli) merged[field] = convert(field, raw);
+  return validateConfig(merged);
+}
+
+function convert(field: keyof TrainConfig, raw: string): unknown {
+  if (field === "hidden") return raw.split(",").map((s) => parseNumber(field, s));
+  return NUMERIC.has(field) ? parseNumber(field, raw) : raw;
+}
+
+function parseNumber(field: string, raw: string): number {
+  const value = Number(raw.trim());
+  if (raw.trim() === "" || !Number.isFinite(value)) {
+    throw new ConfigError(field, `expected a number, got "${raw}"`);
+  }
+  return value;
+}
+
+function readConfigFile(path: string): Record<string, unknown> {
+  let text: string;
+  try {
+    text = Deno.readTextFileSync(path);
+  } catch (error) {
+    throw new ConfigError("config", `cannot read ${path}: ${(error as Error).message}`);
+  }
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (error) {
+    throw new ConfigError("config", `${path} is not valid JSON: ${(error as Error).message}`);
+  }
+  if (value === null || typeof value !== "object" || Array.isArray(value)) {
+    throw new ConfigError("config", `${path} must hold a JSON object`);
+  }
+  return value as Record<string, unknown>;
+}
+
+/** Validates a complete config object (all fields present), naming the first bad field. */
+export function validateConfig(value: unknown): TrainConfig {
+  const result = TrainConfigSchema.safeParse(value);
+  if (!result.success) throw formatIssue(result.error.issues[0]);
+  const config = result.data;
+  if (config.nodeRank >= config.nnodes) {
+    throw new ConfigError(
+      "nodeRank",
+      `must be below nnodes (${config.nnodes}), got ${config.nodeRank}`,
+    );
+  }
+  return config;
+}
