@@ -1,0 +1,73 @@
+/**
+ * Gradient buckets for DDP: parameters in reverse registration order (the order backward
+ * produces their gradients), packed into flat f32 buffers of at most `firstBucketMb` for the first
+ * bucket and `bucketCapMb` after, the way PyTorch's reducer assigns them.
+ * @module
+ */
+
+import { Tensor } from "../tensor/tensor.ts";
+
+/** Where one parameter's gradient lives inside a bucket. */
+export interface BucketSlot {
+  /** The parameter. */
+  param: Tensor;
+  /** Its dotted name, for error messages. */
+  name: string;
+  /** Its first element's offset in the bucket buffer. */
+  offset: number;
+  /** The view of the bucket memory that serves as `param.grad`. */
+  view: Tensor;
+  /** Makes a fresh view (after the previous one was disposed by `zeroGrad`). */
+  makeView(): Tensor;
+}
+
+/** A flat buffer reduced by one collective, and the parameters it holds. */
+export interface Bucket {
+  /** Position in the launch order (the same on every rank). */
+  index: number;
+  /** The flat gradient buffer. */
+  buffer: Tensor;
+  /** Its parameters, in the order their gradients are expected. */
+  slots: BucketSlot[];
+}
+
+/**
+ * Assigns `params` (given in registration order) to buckets. Each bucket is closed once its size
+ * reaches the cap, so a parameter larger than the cap gets a bucket of its own.
+ */
+export function assignBuckets(
+  params: readonly { name: string; param: Tensor }[],
+  firstBucketBytes: number,
+  bucketBytes: number,
+): Bucket[] {
+  const buckets: Bucket[] = [];
+  let pending: { name: string; param: Tensor }[] = [];
+  let pendingBytes = 0;
+  const close = () => {
+    if (pending.length === 0) return;
+    const total = pending.reduce((n, p) => n + p.param.numel(), 0);
+    const buffer = Tensor.empty([total], "f32", true);
+    buffer.persistent = true;
+    let offset = 0;
+    const slots = pending.map(({ name, param }) => {
+      const at = offset;
+      const makeView = () => {
+        const view = new Tensor(buffer.storage, param.shape, "f32", undefined, at);
+        view.persistent = true;
+        return view;
+      };
+      offset += param.numel();
+      return { param, name, offset: at, view: makeView(), makeView };
+    });
+    buckets.push({ index: buckets.length, buffer, slots });
+    pending = [];
+    pendingBytes = 0;
+  };
+  for (let i = params.length - 1; i >= 0; i--) {
+    pending.push(params[i]);
+    pendingBytes += params[i].param.numel() * 4;
+    if (pendingBytes >= (buckets.length === 0 ? firstBucketBytes : bucketBytes)) close();
+  }
+  close();
+  return buckets;
+}

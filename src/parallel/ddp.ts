@@ -1,0 +1,281 @@
+/**
+ * DistributedDataParallel: data-parallel training over a process group, after PyTorch's DDP.
+ *
+ * Construction, in named steps like torch/nn/parallel/distributed.py: collect the parameters that
+ * require gradients, verify that every rank has the same names and shapes, broadcast rank 0's
+ * parameters and buffers, assign gradient buckets, register gradient-ready hooks.
+ *
+ * [Note: overlapped bucketed all-reduce]
+ * During backward, each parameter's post-accumulate-grad hook (see [Note: gradient-ready hooks]
+ * in src/tensor/autograd.ts) moves its gradient into its bucket and makes `param.grad` a view of
+ * the bucket memory, so later accumulation (noSync) writes there directly. When a bucket and every
+ * bucket before it are complete, its all-reduce (op "avg") is issued at once and runs on a native
+ * thread while backward goes on. Buckets are issued in index order on every rank, so the
+ * collective sequence is identical everywhere. `await ddp.backward(loss)` returns when every
+ * bucket is reduced and the averaged gradients are in `param.grad`.
+ * @module
+ */
+
+import { broadcast, getWorldSize, worldGroup } from "../dist/mod.ts";
+import type { ProcessGroup, Work } from "../dist/mod.ts";
+import { Module } from "../nn/module.ts";
+import { noGrad } from "../tensor/autograd.ts";
+import type { Tensor } from "../tensor/tensor.ts";
+import { assignBuckets, type Bucket, type BucketSlot } from "./buckets.ts";
+import { verifyParamsAcrossRanks } from "./verify.ts";
+
+/** Options of {@linkcode DistributedDataParallel}. */
+export interface DDPOptions {
+  /** Bucket size cap in MiB after the first bucket (default 25). */
+  bucketCapMb?: number;
+  /** Cap of the first bucket, which is issued earliest (default 1). */
+  firstBucketMb?: number;
+  /** Allow parameters that get no gradient in a step (their gradient counts as zero). */
+  findUnusedParameters?: boolean;
+  /** Broadcast rank 0's buffers after every synchronised backward (default true). */
+  broadcastBuffers?: boolean;
+  /** The process group (default: the world). */
+  processGroup?: ProcessGroup;
+}
+
+/** Timings of the last synchronised backward, to see how much communication was hidden. */
+export interface DDPStats {
+  /** Milliseconds inside `loss.backward()`. */
+  backwardMs: number;
+  /** Milliseconds waiting for all-reduces after backward returned (communication not hidden). */
+  exposedCommMs: number;
+  /** Milliseconds from the first bucket's issue to the last bucket's completion. */
+  commSpanMs: number;
+  /** Buckets reduced. */
+  buckets: number;
+}
+
+/**
+ * Wraps a module for data-parallel training. Create it with {@linkcode DistributedDataParallel.create}
+ * on every rank, call `forward` as usual, and `await ddp.backward(loss)` instead of `loss.backward()`.
+ *
+ * @example One DDP step (inside a process started by the launcher)
+ * ```ts ignore
+ * import { dist, F, nn, optim, parallel } from "../../mod.ts";
+ * await dist.initProcessGroup({ backend: "gloo" });
+ * const ddp = await parallel.DistributedDataParallel.create(new nn.MLP([784, 512, 10]));
+ * const opt = new optim.SGD(ddp.parameters(), { lr: 0.1 });
+ * await ddp.backward(F.crossEntropy(ddp.forward(x), y));
+ * opt.step();
+ * ```
+ */
+export class DistributedDataParallel extends Module {
+  /** The wrapped module (its state dict has no "module." prefix). */
+  readonly module: Module;
+  /** Statistics of the last synchronised backward. */
+  lastStats: DDPStats = { backwardMs: 0, exposedCommMs: 0, commSpanMs: 0, buckets: 0 };
+  readonly #group: ProcessGroup;
+  readonly #options: Required<Omit<DDPOptions, "processGroup">>;
+  readonly #buckets: Bucket[];
+  readonly #slotOf = new Map<Tensor, { bucket: Bucket; slot: BucketSlot }>();
+  #ready: Set<Tensor>[] = [];
+  #works: (Work | undefined)[] = [];
+  #nextToIssue = 0;
+  #firstIssue = 0;
+  #sync = true;
+  #inBackward = false;
+
+  private constructor(
+    module: Module,
+    group: ProcessGroup,
+    options: Required<Omit<DDPOptions, "processGroup">>,
+  ) {
+    super();
+    this.module = module;
+    this.#group = group;
+    this.#options = options;
+    const named = [...module.namedParameters()].filter(([, p]) => p.requiresGrad).map((
+      [name, param],
+    ) => ({ name, param }));
+    this.#buckets = assignBuckets(
+      named,
+      options.firstBucketMb * 2 ** 20,
+      options.bucketCapMb * 2 ** 20,
+    );
+    for (const bucket of this.#buckets) {
+      for (const slot of bucket.slots) {
+        this.#slotOf.set(slot.param, { bucket, slot });
+        slot.param.registerPostAccumulateGradHook((p) => this.#onGradReady(p));
+      }
+    }
+    this.#resetIteration();
+  }
+
+  /**
+   * Wraps `module` on this rank: verifies parameters across ranks, broadcasts rank 0's state and
+   * registers the gradient hooks. Every rank must call it with an equal module.
+   */
+  static async create(module: Module, options: DDPOptions = {}): Promise<DistributedDataParallel> {
+    const group = options.processGroup ?? worldGroup("DistributedDataParallel");
+    const resolved = {
+      bucketCapMb: options.bucketCapMb ?? 25,
+      firstBucketMb: options.firstBucketMb ?? 1,
+      findUnusedParameters: options.findUnusedParameters ?? false,
+      broadcastBuffers: options.broadcastBuffers ?? true,
+    };
+    for (const key of ["bucketCapMb", "firstBucketMb"] as const) {
+      if (!(resolved[key] > 0)) {
+        throw new RangeError(
+          `DistributedDataParallel: ${key} must be positive, got ${resolved[key]}`,
+        );
+      }
+    }
+    const named = [...module.namedParameters()];
+    if (!named.some(([, p]) => p.requiresGrad)) {
+      throw new Error(
+        "DistributedDataParallel: the module has no parameter that requires a gradient",
+      );
+    }
+    await verifyParamsAcrossRanks(named, group);
+    await syncState(module, group);
+    return new DistributedDataParallel(module, group, resolved);
+  }
+
+  /** Runs the wrapped module's forward. */
+  forward(...inputs: Tensor[]): Tensor {
+    return this.module.forward(...inputs);
+  }
+
+  /** The process group's world size. */
+  get worldSize(): number {
+    return getWorldSize(this.#group);
+  }
+
+  /**
+   * Runs `loss.backward()` and, unless inside `noSync`, waits until every gradient bucket has been
+   * averaged across ranks.
+   */
+  async backward(loss: Tensor): Promise<void> {
+    if (this.#inBackward) {
+      throw new Error("DistributedDataParallel.backward: a backward is already in progress");
+    }
+    this.#inBackward = true;
+    try {
+      const start = performance.now();
+      loss.backward();
+      const backwardEnd = performance.now();
+      if (!this.#sync) return;
+      this.#handleUnused();
+      this.#issueReadyBuckets();
+      const results = await Promise.allSettled(this.#works.map((w) => w!.wait()));
+      const end = performance.now();
+      this.lastStats = {
+        backwardMs: backwardEnd - start,
+        exposedCommMs: end - backwardEnd,
+        commSpanMs: end - this.#firstIssue,
+        buckets: this.#buckets.length,
+      };
+      const failure = results.find((r) => r.status === "rejected");
+      if (failure) throw (failure as PromiseRejectedResult).reason;
+      if (this.#options.broadcastBuffers) await broadcastBuffers(this.module, this.#group);
+    } finally {
+      this.#inBackward = false;
+      if (this.#sync) this.#resetIteration();
+    }
+  }
+
+  /**
+   * Runs `fn` (which may be async) with gradient synchronisation off: backward passes only
+   * accumulate local gradients, for gradient accumulation. The next synchronised backward reduces
+   * the accumulated sum.
+   */
+  async noSync<R>(fn: () => R | Promise<R>): Promise<R> {
+    const previous = this.#sync;
+    this.#sync = false;
+    try {
+      return await fn();
+    } finally {
+      this.#sync = previous;
+      this.#resetIteration();
+    }
+  }
+
+  #resetIteration(): void {
+    this.#ready = this.#buckets.map(() => new Set());
+    this.#works = this.#buckets.map(() => undefined);
+    this.#nextToIssue = 0;
+  }
+
+  /** The gradient-ready hook: move the gradient into its bucket, then issue what is complete. */
+  #onGradReady(param: Tensor): void {
+    const entry = this.#slotOf.get(param)!;
+    adoptBucketView(entry.slot);
+    if (!this.#sync) return;
+    this.#ready[entry.bucket.index].add(param);
+    this.#issueReadyBuckets();
+  }
+
+  /** Issues buckets in index order while the next one is complete. */
+  #issueReadyBuckets(): void {
+    while (
+      this.#nextToIssue < this.#buckets.length &&
+      this.#ready[this.#nextToIssue].size === this.#buckets[this.#nextToIssue].slots.length
+    ) {
+      const bucket = this.#buckets[this.#nextToIssue];
+      if (this.#nextToIssue === 0) this.#firstIssue = performance.now();
+      this.#works[bucket.index] = this.#group.allReduce(bucket.buffer, "avg");
+      this.#nextToIssue++;
+    }
+  }
+
+  /** Parameters whose hook did not fire: zero gradients with findUnusedParameters, else an error. */
+  #handleUnused(): void {
+    const unused = this.#buckets.flatMap((b) =>
+      b.slots.filter((s) => !this.#ready[b.index].has(s.param))
+    );
+    if (unused.length === 0) return;
+    if (!this.#options.findUnusedParameters) {
+      throw new Error(
+        "DistributedDataParallel: parameters received no gradient in this backward: " +
+          `${unused.map((s) => s.name).join(", ")}. Pass { findUnusedParameters: true } if some ` +
+          "parameters are legitimately unused in a step.",
+      );
+    }
+    noGrad(() => {
+      for (const slot of unused) {
+        adoptBucketView(slot);
+        slot.view.zero_();
+        this.#ready[this.#slotOf.get(slot.param)!.bucket.index].add(slot.param);
+      }
+    });
+  }
+}
+
+/**
+ * Makes the bucket view the parameter's gradient, copying a separately allocated gradient in. The
+ * view is recreated when `zeroGrad()` disposed it (set-to-none clears `.grad` every step).
+ */
+function adoptBucketView(slot: BucketSlot): void {
+  const { param } = slot;
+  const grad = param.grad;
+  if (grad !== null && grad === slot.view && !grad.disposed) return;
+  if (slot.view.disposed) slot.view = slot.makeView();
+  const view = slot.view;
+  noGrad(() => {
+    if (grad === null || grad.disposed) {
+      view.zero_();
+    } else {
+      view.copy_(grad);
+      grad.dispose();
+    }
+  });
+  param.grad = view;
+}
+
+/** Broadcasts rank 0's parameters and buffers to every rank (construction). */
+async function syncState(module: Module, group: ProcessGroup): Promise<void> {
+  const root = group.ranks[0];
+  const tensors = [...module.parameters(), ...module.buffers()];
+  await Promise.all(tensors.map((t) => broadcast(t, root, group).wait()));
+}
+
+async function broadcastBuffers(module: Module, group: ProcessGroup): Promise<void> {
+  const buffers = module.buffers();
+  if (buffers.length === 0) return;
+  await Promise.all(buffers.map((b) => broadcast(b, group.ranks[0], group).wait()));
+}
