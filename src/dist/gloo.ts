@@ -1,0 +1,199 @@
+/**
+ * The Gloo backend: TCP collectives on CPU memory through `libdtrain_gloo.so`. Every call
+ * runs off the JavaScript thread and checks its fingerprint across ranks first (see
+ * [Note: fingerprint] in csrc/gloo/collectives.cc).
+ * @module
+ */
+
+import { type GlooSymbols, loadGloo } from "../../ffi/gloo.ts";
+import type { Backend, BackendInit, DType, NativeBuffer, ReduceOp } from "./backend.ts";
+import { REDUCE_OPS } from "./backend.ts";
+import { DistError, type DistErrorCode } from "./errors.ts";
+
+/** Native status codes (csrc/gloo/dtrain_gloo.h) by value. */
+const STATUS_CODES: readonly DistErrorCode[] = [
+  "internal", // DT_OK never reaches here
+  "invalid",
+  "timeout",
+  "peer",
+  "mismatch",
+  "store",
+  "broken",
+  "internal",
+];
+
+const DTYPE_CODES: Record<DType, number> = { f32: 0, i32: 1 };
+
+const encoder = new TextEncoder();
+
+function cstr(s: string): Uint8Array<ArrayBuffer> {
+  return encoder.encode(`${s}\0`);
+}
+
+/**
+ * Keeps `refs` reachable until `call` settles: a nonblocking FFI call reads its buffer
+ * arguments on another thread after JavaScript has moved on, and the garbage collector does
+ * not know that.
+ */
+function pinned<T>(call: Promise<T>, refs: unknown[]): Promise<T> {
+  return call.finally(() => refs.length);
+}
+
+function opCode(op: ReduceOp): number {
+  return REDUCE_OPS.indexOf(op);
+}
+
+function lastError(lib: GlooSymbols, ctx: Deno.PointerValue, status: number): DistError {
+  const buf = new Uint8Array(1024);
+  const len = lib.dt_gloo_last_error(ctx, buf, BigInt(buf.length));
+  const message = new TextDecoder().decode(buf.subarray(0, Math.min(len, buf.length - 1)));
+  return new DistError(STATUS_CODES[status] ?? "internal", message || `gloo status ${status}`);
+}
+
+/** Frees contexts whose backend was dropped without close(); a backstop only. */
+const leaked = new FinalizationRegistry<{ lib: GlooSymbols; ctx: Deno.PointerValue }>(
+  ({ lib, ctx }) => lib.dt_gloo_ctx_free(ctx),
+);
+
+/**
+ * A Gloo communicator. Created by the process group; use `initProcessGroup` instead.
+ *
+ * @example Connect a single-rank communicator
+ * ```ts ignore
+ * import { GlooBackend } from "./gloo.ts";
+ * const gloo = await GlooBackend.connect({
+ *   rank: 0, size: 1, storeHost: "127.0.0.1", storePort: 29500, token: "t",
+ *   prefix: "demo/", host: "127.0.0.1", iface: "", timeoutMs: 5000,
+ * });
+ * gloo.close();
+ * ```
+ */
+export class GlooBackend implements Backend {
+  readonly name = "gloo";
+  #lib: GlooSymbols;
+  #ctx: Deno.PointerValue;
+
+  private constructor(lib: GlooSymbols, ctx: Deno.PointerValue) {
+    this.#lib = lib;
+    this.#ctx = ctx;
+    leaked.register(this, { lib, ctx }, this);
+  }
+
+  /**
+   * Rendezvous through the store and connect to every other rank.
+   *
+   * @param init Rank, size, store address and token, bind address, timeout.
+   * @returns The connected backend.
+   * @throws DistError naming what failed (store, timeout, bind address).
+   */
+  static async connect(init: BackendInit): Promise<GlooBackend> {
+    const lib = loadGloo();
+    const out = new BigUint64Array(1);
+    const created = lib.dt_gloo_ctx_new(out);
+    if (created !== 0) throw lastError(lib, null, created);
+    const ctx = Deno.UnsafePointer.create(out[0]);
+    const [storeHost, token, prefix, host, iface] = [
+      init.storeHost,
+      init.token,
+      init.prefix,
+      init.host,
+      init.iface,
+    ].map(cstr);
+    const status = await pinned(
+      lib.dt_gloo_ctx_connect(
+        ctx,
+        storeHost,
+        init.storePort,
+        token,
+        prefix,
+        init.rank,
+        init.size,
+        host,
+        iface,
+        BigInt(init.timeoutMs),
+      ),
+      [storeHost, token, prefix, host, iface],
+    );
+    if (status !== 0) {
+      const err = lastError(lib, ctx, status);
+      lib.dt_gloo_ctx_free(ctx);
+      throw new DistError(err.code, `gloo rank ${init.rank}/${init.size}: ${err.message}`);
+    }
+    return new GlooBackend(lib, ctx);
+  }
+
+  async #check(call: Promise<number>): Promise<void> {
+    const status = await call;
+    if (status !== 0) throw lastError(this.#lib, this.#ctx, status);
+  }
+
+  #live(): Deno.PointerValue {
+    if (this.#ctx === null) throw new DistError("broken", "gloo backend is closed");
+    return this.#ctx;
+  }
+
+  allReduce(buf: NativeBuffer, op: ReduceOp): Promise<void> {
+    return this.#check(
+      this.#lib.dt_gloo_allreduce(
+        this.#live(),
+        buf.ptr,
+        BigInt(buf.count),
+        DTYPE_CODES[buf.dtype],
+        opCode(op),
+      ),
+    );
+  }
+
+  broadcast(buf: NativeBuffer, root: number): Promise<void> {
+    return this.#check(
+      this.#lib.dt_gloo_broadcast(
+        this.#live(),
+        buf.ptr,
+        BigInt(buf.count),
+        DTYPE_CODES[buf.dtype],
+        root,
+      ),
+    );
+  }
+
+  allGather(outs: NativeBuffer[], input: NativeBuffer): Promise<void> {
+    const ptrs = new BigUint64Array(outs.map((o) => BigInt(Deno.UnsafePointer.value(o.ptr))));
+    return this.#check(
+      pinned(
+        this.#lib.dt_gloo_allgather(
+          this.#live(),
+          input.ptr,
+          BigInt(input.count),
+          DTYPE_CODES[input.dtype],
+          ptrs,
+          BigInt(outs.length),
+        ),
+        [ptrs],
+      ),
+    );
+  }
+
+  reduceScatter(out: NativeBuffer, input: NativeBuffer, op: ReduceOp): Promise<void> {
+    return this.#check(
+      this.#lib.dt_gloo_reduce_scatter(
+        this.#live(),
+        out.ptr,
+        input.ptr,
+        BigInt(out.count),
+        DTYPE_CODES[out.dtype],
+        opCode(op),
+      ),
+    );
+  }
+
+  barrier(): Promise<void> {
+    return this.#check(this.#lib.dt_gloo_barrier(this.#live()));
+  }
+
+  close(): void {
+    if (this.#ctx === null) return;
+    leaked.unregister(this);
+    this.#lib.dt_gloo_ctx_free(this.#ctx);
+    this.#ctx = null;
+  }
+}

@@ -1,0 +1,222 @@
+/**
+ * The process-wide distributed state: `initProcessGroup` joins the job (hosting the store on
+ * rank 0 unless a launcher does), `newGroup` carves out subgroups, `destroyProcessGroup`
+ * leaves. Mirrors `torch.distributed`'s module-level API.
+ * @module
+ */
+
+import type { Backend } from "./backend.ts";
+import { DistError } from "./errors.ts";
+import { GlooBackend } from "./gloo.ts";
+import { type InitOptions, type ResolvedInit, resolveInit } from "./init_method.ts";
+import { ProcessGroup } from "./process_group.ts";
+import { StoreClient } from "./store/client.ts";
+import { StoreServer } from "./store/server.ts";
+
+interface World {
+  config: ResolvedInit;
+  group: ProcessGroup;
+  subgroups: ProcessGroup[];
+  store: StoreClient;
+  server: StoreServer | null;
+  /** Store key prefix of this initialization (see joinJob). */
+  prefix: string;
+}
+
+let world: World | null = null;
+
+function requireWorld(what: string): World {
+  if (world === null) {
+    throw new DistError(
+      "invalid",
+      `${what}: the process group is not initialized; call initProcessGroup() first`,
+    );
+  }
+  return world;
+}
+
+function connectBackend(
+  config: ResolvedInit,
+  rank: number,
+  size: number,
+  prefix: string,
+): Promise<Backend> {
+  const { storeHost, storePort, token, host, iface, timeoutMs } = config;
+  return GlooBackend.connect({
+    rank,
+    size,
+    prefix,
+    storeHost,
+    storePort,
+    token,
+    host,
+    iface,
+    timeoutMs,
+  });
+}
+
+/**
+ * Counts this rank in and waits until all `worldSize` ranks have, so that a missing rank is
+ * reported by name of the count rather than as a rendezvous timeout deep inside Gloo.
+ * Returns the key prefix of this initialization: each rank counts its own inits, so ranks
+ * that re-initialize against a long-lived launcher store agree on a fresh namespace.
+ */
+async function joinJob(store: StoreClient, config: ResolvedInit): Promise<string> {
+  const generation = await store.add(`dtrain/inits/rank${config.rank}`, 1);
+  const prefix = `dtrain/g${generation}/`;
+  const joined = `${prefix}joined`;
+  if (await store.add(joined, 1) === config.worldSize) await store.set(`${prefix}all`, "1");
+  try {
+    await store.wait([`${prefix}all`], config.timeoutMs);
+  } catch (err) {
+    if (!(err instanceof DistError) || err.code !== "timeout") throw err;
+    const count = await store.add(joined, 0);
+    throw new DistError(
+      "timeout",
+      `Timed out after ${config.timeoutMs / 1000} s waiting for clients: ` +
+        `${count}/${config.worldSize} joined`,
+    );
+  }
+  return prefix;
+}
+
+/**
+ * Joins the job: hosts or reaches the store, waits for every rank, connects the backend.
+ *
+ * With `initMethod` "env://" (the default) it reads RANK, WORLD_SIZE, LOCAL_RANK,
+ * MASTER_ADDR, MASTER_PORT and DTRAIN_TOKEN. Rank 0 hosts the store on MASTER_ADDR:MASTER_PORT
+ * unless env DTRAIN_STORE_HOSTED is "1" (a launcher hosts it).
+ *
+ * @param options Overrides of the environment; see InitOptions.
+ * @returns The world process group.
+ * @throws DistError naming the bad setting, the busy address, or how many ranks joined.
+ *
+ * @example A single-process job
+ * ```ts
+ * import { destroyProcessGroup, getWorldSize, initProcessGroup } from "./init.ts";
+ * await initProcessGroup({ initMethod: "tcp://127.0.0.1:0", rank: 0, worldSize: 1 });
+ * console.log(getWorldSize()); // 1
+ * await destroyProcessGroup();
+ * ```
+ */
+export async function initProcessGroup(options: InitOptions = {}): Promise<ProcessGroup> {
+  if (world !== null) {
+    throw new DistError("invalid", "initProcessGroup: already initialized in this process");
+  }
+  const config = resolveInit(options);
+  const server = config.hostStore
+    ? StoreServer.listen({
+      hostname: config.storeHost,
+      port: config.storePort,
+      token: config.token,
+    })
+    : null;
+  let store: StoreClient | null = null;
+  try {
+    const storePort = server?.port ?? config.storePort;
+    store = await StoreClient.connect({
+      hostname: config.storeHost,
+      port: storePort,
+      token: config.token,
+      rank: config.rank,
+      timeoutMs: config.timeoutMs,
+    });
+    const resolved = { ...config, storePort };
+    const prefix = await joinJob(store, resolved);
+    const backend = await connectBackend(
+      resolved,
+      config.rank,
+      config.worldSize,
+      `${prefix}world/`,
+    );
+    const ranks = Array.from({ length: config.worldSize }, (_, i) => i);
+    const group = new ProcessGroup(ranks, config.rank, backend);
+    world = { config: resolved, group, subgroups: [], store, server, prefix };
+    return group;
+  } catch (err) {
+    store?.close();
+    await server?.close();
+    throw err;
+  }
+}
+
+/** Whether `initProcessGroup` has completed and `destroyProcessGroup` has not been called. */
+export function isInitialized(): boolean {
+  return world !== null;
+}
+
+/**
+ * This process's rank in `group` (default: the world), or -1 if it is not a member.
+ * @throws DistError "invalid" before initProcessGroup.
+ */
+export function getRank(group?: ProcessGroup): number {
+  return (group ?? requireWorld("getRank").group).rank;
+}
+
+/**
+ * Number of ranks in `group` (default: the world).
+ * @throws DistError "invalid" before initProcessGroup.
+ */
+export function getWorldSize(group?: ProcessGroup): number {
+  return (group ?? requireWorld("getWorldSize").group).size;
+}
+
+/**
+ * This process's rank on its machine (env LOCAL_RANK, else its rank).
+ * @throws DistError "invalid" before initProcessGroup.
+ */
+export function getLocalRank(): number {
+  return requireWorld("getLocalRank").config.localRank;
+}
+
+/** The world group. @throws DistError "invalid" before initProcessGroup. */
+export function worldGroup(what = "worldGroup"): ProcessGroup {
+  const w = requireWorld(what);
+  if (w.group.destroyed) throw new DistError("invalid", `${what}: process group was destroyed`);
+  return w.group;
+}
+
+/**
+ * Creates a subgroup. Every rank of the world must call it, in the same order, with the same
+ * ranks; members connect a new communicator, the others get a group they cannot use.
+ *
+ * @param ranks Global ranks of the members (any order, no duplicates).
+ * @returns The group; on non-members its `rank` is -1.
+ * @throws DistError "invalid" for a rank outside the world or a duplicate.
+ */
+export async function newGroup(ranks: number[]): Promise<ProcessGroup> {
+  const w = requireWorld("newGroup");
+  const sorted = [...ranks].sort((a, b) => a - b);
+  sorted.forEach((r, i) => {
+    if (!Number.isInteger(r) || r < 0 || r >= w.config.worldSize) {
+      throw new DistError(
+        "invalid",
+        `newGroup: rank ${r} is outside world size ${w.config.worldSize}`,
+      );
+    }
+    if (i > 0 && sorted[i - 1] === r) {
+      throw new DistError("invalid", `newGroup: rank ${r} is listed twice`);
+    }
+  });
+  const id = w.subgroups.length + 1;
+  const rank = sorted.indexOf(w.config.rank);
+  const backend = rank < 0
+    ? null
+    : await connectBackend(w.config, rank, sorted.length, `${w.prefix}group${id}/`);
+  const group = new ProcessGroup(sorted, rank, backend);
+  w.subgroups.push(group);
+  return group;
+}
+
+/**
+ * Leaves the job: lets collectives in flight finish, closes every communicator and the
+ * store (stopping it on the rank that hosts it). Safe to call when not initialized.
+ */
+export async function destroyProcessGroup(): Promise<void> {
+  const w = world;
+  if (w === null) return;
+  world = null;
+  await Promise.all([w.group, ...w.subgroups].map((g) => g.destroy()));
+  w.store.close();
+  await w.server?.close();
+}

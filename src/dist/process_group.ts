@@ -1,0 +1,257 @@
+/**
+ * A process group: a set of ranks with one backend communicator, whose collectives are
+ * validated here and issued on one queue so every rank runs them in the same order.
+ * @module
+ */
+
+import type { Backend, DType, NativeBuffer, ReduceOp } from "./backend.ts";
+import { REDUCE_OPS } from "./backend.ts";
+import { DistError } from "./errors.ts";
+
+/**
+ * Anything collectives can work on: a contiguous native buffer with a dtype. dtrain's
+ * Tensor fits; so does a small wrapper over a typed array.
+ */
+export interface TensorLike {
+  /** Element type; collectives accept "f32" and "i32". */
+  readonly dtype: string;
+  /** Number of elements, as a property or a method. */
+  readonly numel: number | (() => number);
+  /** Whether the elements are contiguous in memory. */
+  isContiguous(): boolean;
+  /** Address of the first element. */
+  readonly ptr: Deno.PointerValue;
+}
+
+/**
+ * A collective in flight. Await it (or `wait()`) to learn that it finished; the tensors
+ * must stay alive and untouched until then.
+ */
+export class Work implements PromiseLike<void> {
+  #done: Promise<void>;
+  #completed = false;
+
+  /** @param done Settles when the collective finished. */
+  constructor(done: Promise<void>) {
+    this.#done = done;
+    // Marking the promise handled: a failure surfaces on wait(), not as an unhandled
+    // rejection of work nobody waited for (the next collective reports it anyway).
+    done.then(() => (this.#completed = true), () => (this.#completed = true));
+  }
+
+  /** Resolves when the collective finished; rejects with its DistError. */
+  wait(): Promise<void> {
+    return this.#done;
+  }
+
+  /** Whether the collective has finished (successfully or not). */
+  isCompleted(): boolean {
+    return this.#completed;
+  }
+
+  /** Lets `await work` wait for it. */
+  then<A = void, B = never>(
+    onFulfilled?: ((value: void) => A | PromiseLike<A>) | null,
+    onRejected?: ((reason: unknown) => B | PromiseLike<B>) | null,
+  ): Promise<A | B> {
+    return this.#done.then(onFulfilled, onRejected);
+  }
+}
+
+function invalid(message: string): DistError {
+  return new DistError("invalid", message);
+}
+
+/** Checks `t` and describes it as a native buffer. */
+function bufferOf(what: string, role: string, t: TensorLike): NativeBuffer {
+  if (t === null || typeof t !== "object") {
+    throw invalid(`${what}: ${role} must be a tensor, got ${t === null ? "null" : typeof t}`);
+  }
+  if (t.dtype !== "f32" && t.dtype !== "i32") {
+    throw invalid(`${what}: ${role} dtype must be "f32" or "i32", got "${t.dtype}"`);
+  }
+  if (!t.isContiguous()) {
+    throw invalid(`${what}: ${role} must be contiguous; call .contiguous() first`);
+  }
+  const count = typeof t.numel === "function" ? t.numel() : t.numel;
+  if (!Number.isSafeInteger(count) || count < 0) {
+    throw invalid(`${what}: ${role} has an invalid element count ${count}`);
+  }
+  const ptr = t.ptr;
+  if (ptr === null && count > 0) throw invalid(`${what}: ${role} has a null data pointer`);
+  return { ptr, count, dtype: t.dtype as DType };
+}
+
+function checkOp(what: string, op: ReduceOp, dtype: DType): void {
+  if (!REDUCE_OPS.includes(op)) {
+    throw invalid(`${what}: unknown reduce op "${op}"; use one of ${REDUCE_OPS.join(", ")}`);
+  }
+  if (op === "avg" && dtype !== "f32") {
+    throw invalid(`${what}: op "avg" needs f32 tensors, got ${dtype}`);
+  }
+}
+
+/**
+ * A group of ranks that run collectives together. Obtain one from `initProcessGroup`
+ * (the world) or `newGroup`. On a rank outside the group, `rank` is -1 and collectives throw.
+ *
+ * Collectives throw DistError "invalid" synchronously for bad arguments; everything that
+ * involves other ranks (timeouts, dead peers, mismatched calls) rejects the returned Work.
+ */
+export class ProcessGroup {
+  /** This process's rank within the group, or -1 if it is not a member. */
+  readonly rank: number;
+  /** Number of ranks in the group. */
+  readonly size: number;
+  /** Global ranks of the members, ascending; group rank i is `ranks[i]`. */
+  readonly ranks: readonly number[];
+  #backend: Backend | null;
+  #tail: Promise<void> = Promise.resolve();
+  #destroyed = false;
+
+  /**
+   * @param ranks Global ranks of the members, ascending.
+   * @param rank This process's rank within the group, or -1.
+   * @param backend The connected communicator (null on non-members).
+   */
+  constructor(ranks: readonly number[], rank: number, backend: Backend | null) {
+    this.ranks = ranks;
+    this.size = ranks.length;
+    this.rank = rank;
+    this.#backend = backend;
+  }
+
+  /** Name of the backend ("gloo"), or "none" on non-members. */
+  get backendName(): string {
+    return this.#backend?.name ?? "none";
+  }
+
+  /** Whether `destroy()` was called. */
+  get destroyed(): boolean {
+    return this.#destroyed;
+  }
+
+  /**
+   * Reduces `t` in place across the group.
+   *
+   * @param t The tensor; every rank passes the same dtype and length.
+   * @param op The reduction; "avg" needs f32.
+   * @returns The collective in flight.
+   */
+  allReduce(t: TensorLike, op: ReduceOp = "sum"): Work {
+    const what = "allReduce";
+    const buf = bufferOf(what, "tensor", t);
+    checkOp(what, op, buf.dtype);
+    return this.#enqueue(what, (b) => b.allReduce(buf, op), [t]);
+  }
+
+  /**
+   * Copies `src`'s tensor into `t` on every rank.
+   *
+   * @param t The tensor, in place; every rank passes the same dtype and length.
+   * @param src The global rank to copy from; must be a member.
+   * @returns The collective in flight.
+   */
+  broadcast(t: TensorLike, src: number): Work {
+    const what = "broadcast";
+    const buf = bufferOf(what, "tensor", t);
+    const root = this.ranks.indexOf(src);
+    if (!Number.isInteger(src) || root < 0) {
+      throw invalid(`${what}: src ${src} is not a rank of this group (ranks ${this.#members()})`);
+    }
+    return this.#enqueue(what, (b) => b.broadcast(buf, root), [t]);
+  }
+
+  /**
+   * Gathers every rank's `t`.
+   *
+   * @param out One tensor per rank (each as long as `t`), or one flat tensor of
+   *   `size × t` elements in rank order.
+   * @param t This rank's contribution.
+   * @returns The collective in flight.
+   */
+  allGather(out: TensorLike | TensorLike[], t: TensorLike): Work {
+    const what = "allGather";
+    const input = bufferOf(what, "input", t);
+    const outs = Array.isArray(out)
+      ? out.map((o, i) => bufferOf(what, `output ${i}`, o))
+      : [bufferOf(what, "output", out)];
+    if (Array.isArray(out)) {
+      if (outs.length !== this.size) {
+        throw invalid(`${what}: got ${outs.length} outputs for a group of ${this.size} ranks`);
+      }
+      outs.forEach((o, i) => this.#sameAs(what, `output ${i}`, o, input, input.count));
+    } else {
+      this.#sameAs(what, "output", outs[0], input, this.size * input.count);
+    }
+    return this.#enqueue(what, (b) => b.allGather(outs, input), [out, t]);
+  }
+
+  /**
+   * Reduces `input` across the group and leaves chunk r of the result on rank r.
+   *
+   * @param out This rank's chunk; `input` must hold exactly `size × out` elements.
+   * @param input The tensor to reduce; not modified.
+   * @param op The reduction; "avg" needs f32.
+   * @returns The collective in flight.
+   */
+  reduceScatter(out: TensorLike, input: TensorLike, op: ReduceOp = "sum"): Work {
+    const what = "reduceScatter";
+    const o = bufferOf(what, "output", out);
+    const i = bufferOf(what, "input", input);
+    checkOp(what, op, i.dtype);
+    this.#sameAs(what, "input", i, o, this.size * o.count);
+    return this.#enqueue(what, (b) => b.reduceScatter(o, i, op), [out, input]);
+  }
+
+  /**
+   * Waits until every rank of the group reaches its barrier.
+   * @returns The collective in flight.
+   */
+  barrier(): Work {
+    return this.#enqueue("barrier", (b) => b.barrier(), []);
+  }
+
+  /**
+   * Lets collectives in flight finish, then releases the communicator. Idempotent.
+   */
+  async destroy(): Promise<void> {
+    if (this.#destroyed) return;
+    this.#destroyed = true;
+    await this.#tail;
+    this.#backend?.close();
+    this.#backend = null;
+  }
+
+  #members(): string {
+    const r = this.ranks;
+    const contiguous = r.every((x, i) => x === r[0] + i);
+    return contiguous && r.length > 2 ? `${r[0]}..${r[r.length - 1]}` : r.join(", ");
+  }
+
+  #sameAs(what: string, role: string, buf: NativeBuffer, ref: NativeBuffer, count: number) {
+    if (buf.dtype !== ref.dtype) {
+      throw invalid(`${what}: ${role} is ${buf.dtype} but the other tensor is ${ref.dtype}`);
+    }
+    if (buf.count !== count) {
+      const why = count === ref.count
+        ? "the input's length"
+        : `${ref.count} × group size ${this.size}`;
+      throw invalid(`${what}: ${role} has ${buf.count} elements, expected ${count} (${why})`);
+    }
+  }
+
+  #enqueue(what: string, call: (b: Backend) => Promise<void>, refs: unknown[]): Work {
+    if (this.#destroyed) throw new DistError("invalid", `${what}: process group was destroyed`);
+    const backend = this.#backend;
+    if (backend === null) {
+      throw invalid(
+        `${what}: this process is not a member of the group (ranks ${this.#members()})`,
+      );
+    }
+    // Chained, not concurrent: the backend sees collectives in issue order on every rank.
+    const done = this.#tail.then(() => call(backend)).finally(() => refs.length);
+    this.#tail = done.catch(() => {});
+    return new Work(done);
+  }
+}

@@ -1,0 +1,238 @@
+/**
+ * The TypeScript client of the rendezvous store (protocol in `server.ts`). One connection,
+ * requests answered in order.
+ * @module
+ */
+
+import { DistError } from "../errors.ts";
+import {
+  ByteReader,
+  ByteWriter,
+  ConnReader,
+  MAGIC,
+  Op,
+  Status,
+  text,
+  utf8,
+  VERSION,
+  writeAll,
+} from "./protocol.ts";
+
+/** How to reach a store. */
+export interface StoreClientOptions {
+  /** The store's host. */
+  hostname: string;
+  /** The store's port. */
+  port: number;
+  /** The job's shared secret. */
+  token: string;
+  /** This process's rank, announced to the server for diagnostics; -1 if none. */
+  rank?: number;
+  /** Bound on connecting (retried while the server is not up yet) and default for waits. */
+  timeoutMs?: number;
+}
+
+/**
+ * A connection to the store.
+ *
+ * @example Set and read a key
+ * ```ts
+ * import { StoreServer } from "./server.ts";
+ * import { StoreClient } from "./client.ts";
+ * const server = StoreServer.listen({ hostname: "127.0.0.1", port: 0, token: "t" });
+ * const store = await StoreClient.connect({ hostname: "127.0.0.1", port: server.port, token: "t" });
+ * await store.set("greeting", "hello");
+ * console.log(new TextDecoder().decode(await store.get("greeting")));
+ * store.close();
+ * await server.close();
+ * ```
+ */
+export class StoreClient {
+  /** Default bound on waits, in milliseconds. */
+  readonly timeoutMs: number;
+  #conn: Deno.Conn;
+  #reader: ConnReader;
+  #where: string;
+  #queue: Promise<unknown> = Promise.resolve();
+  #closed = false;
+
+  private constructor(conn: Deno.Conn, where: string, timeoutMs: number) {
+    this.#conn = conn;
+    this.#reader = new ConnReader(conn);
+    this.#where = where;
+    this.timeoutMs = timeoutMs;
+  }
+
+  /**
+   * Connects and presents the token, retrying while the server is not listening yet.
+   *
+   * @param options Address, token, rank and timeout (default 30 s).
+   * @returns The connected client.
+   * @throws DistError "timeout" if nothing listens within the timeout, "store" if refused.
+   */
+  static async connect(options: StoreClientOptions): Promise<StoreClient> {
+    const timeoutMs = options.timeoutMs ?? 30_000;
+    const where = `${options.hostname}:${options.port}`;
+    const deadline = Date.now() + timeoutMs;
+    let conn: Deno.Conn;
+    for (;;) {
+      try {
+        conn = await Deno.connect({ hostname: options.hostname, port: options.port });
+        break;
+      } catch (cause) {
+        if (!(cause instanceof Deno.errors.ConnectionRefused) || Date.now() >= deadline) {
+          const code = cause instanceof Deno.errors.ConnectionRefused ? "timeout" : "store";
+          throw new DistError(
+            code,
+            `cannot connect to the store at ${where} within ${timeoutMs / 1000} s: ` +
+              (cause as Error).message,
+            { cause },
+          );
+        }
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    }
+    const client = new StoreClient(conn, where, timeoutMs);
+    try {
+      await client.#handshake(options.token, options.rank ?? -1);
+    } catch (err) {
+      client.close();
+      throw err;
+    }
+    return client;
+  }
+
+  async #handshake(token: string, rank: number): Promise<void> {
+    const t = utf8(token);
+    await writeAll(
+      this.#conn,
+      new ByteWriter().raw(MAGIC).u16(VERSION).u16(t.length).raw(t).i32(rank).done(),
+    );
+    const reply = await this.#reader.exactly(7).catch(() => null);
+    if (reply === null || !MAGIC.every((b, i) => reply[i] === b) || reply[6] !== 1) {
+      throw new DistError(
+        "store",
+        `the store at ${this.#where} refused the handshake (wrong DTRAIN_TOKEN or protocol version)`,
+      );
+    }
+  }
+
+  /** Stores `value` under `key`, waking whoever waits for it. */
+  async set(key: string, value: Uint8Array | string): Promise<void> {
+    const v = typeof value === "string" ? utf8(value) : value;
+    await this.#request(`set of '${key}'`, 0, (w) => w.u8(Op.set).bytes(utf8(key)).bytes(v));
+  }
+
+  /** The value of `key`, waiting up to `timeoutMs` for it to be set. */
+  async get(key: string, timeoutMs: number = this.timeoutMs): Promise<Uint8Array> {
+    const r = await this.#request(
+      `get of '${key}'`,
+      timeoutMs,
+      (w) => w.u8(Op.get).bytes(utf8(key)).u32(timeoutMs),
+    );
+    return r.rest().slice();
+  }
+
+  /** Resolves once every key in `keys` is set; throws DistError "timeout" after `timeoutMs`. */
+  async wait(keys: string[], timeoutMs: number = this.timeoutMs): Promise<void> {
+    await this.#request(`wait for '${keys.join("', '")}'`, timeoutMs, (w) => {
+      w.u8(Op.wait).u32(keys.length);
+      for (const k of keys) w.bytes(utf8(k));
+      w.u32(timeoutMs);
+    });
+  }
+
+  /** Adds `delta` to the integer under `key` (missing counts as 0); returns the sum. */
+  async add(key: string, delta: number): Promise<number> {
+    const r = await this.#request(
+      `add to '${key}'`,
+      0,
+      (w) => w.u8(Op.add).bytes(utf8(key)).i64(BigInt(delta)),
+    );
+    return Number(r.i64());
+  }
+
+  /**
+   * Sets `key` to `desired` if it holds `expected` (or is missing and `expected` is empty).
+   * @returns The value stored afterwards (empty if the key is missing).
+   */
+  async compareSet(
+    key: string,
+    expected: Uint8Array | string,
+    desired: Uint8Array | string,
+  ): Promise<Uint8Array> {
+    const e = typeof expected === "string" ? utf8(expected) : expected;
+    const d = typeof desired === "string" ? utf8(desired) : desired;
+    const r = await this.#request(
+      `compareSet of '${key}'`,
+      0,
+      (w) => w.u8(Op.compareSet).bytes(utf8(key)).bytes(e).bytes(d),
+    );
+    return r.rest().slice();
+  }
+
+  /** Deletes `key`; returns whether it existed. */
+  async delete(key: string): Promise<boolean> {
+    const r = await this.#request(`delete of '${key}'`, 0, (w) => w.u8(Op.delete).bytes(utf8(key)));
+    return r.u8() === 1;
+  }
+
+  /** How many keys the store holds. */
+  async numKeys(): Promise<number> {
+    const r = await this.#request("numKeys", 0, (w) => w.u8(Op.numKeys));
+    return Number(r.u64());
+  }
+
+  /** Closes the connection. Idempotent. */
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    try {
+      this.#conn.close();
+    } catch {
+      // the server closed it first
+    }
+  }
+
+  /** Same as `close()`, for `using`. */
+  [Symbol.dispose](): void {
+    this.close();
+  }
+
+  #request(
+    what: string,
+    timeoutMs: number,
+    build: (w: ByteWriter) => void,
+  ): Promise<ByteReader> {
+    const run = async () => {
+      if (this.#closed) throw new DistError("store", `store ${what}: the client is closed`);
+      const w = new ByteWriter();
+      build(w);
+      let body: Uint8Array | null = null;
+      try {
+        await writeAll(this.#conn, w.frame());
+        const head = await this.#reader.exactly(4);
+        if (head !== null) {
+          body = await this.#reader.exactly(new DataView(head.buffer).getUint32(0, true));
+        }
+      } catch (cause) {
+        throw new DistError("store", `store ${what} at ${this.#where} failed: ${cause}`, { cause });
+      }
+      if (body === null || body.length === 0) {
+        throw new DistError("store", `store ${what}: ${this.#where} closed the connection`);
+      }
+      const r = new ByteReader(body);
+      const status = r.u8();
+      if (status === Status.timeout) {
+        throw new DistError("timeout", `store ${what} timed out after ${timeoutMs / 1000} s`);
+      }
+      if (status !== Status.ok) {
+        throw new DistError("store", `store ${what} failed: ${text(r.rest())}`);
+      }
+      return r;
+    };
+    const p = this.#queue.then(run, run);
+    this.#queue = p.catch(() => {});
+    return p;
+  }
+}
