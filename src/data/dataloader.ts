@@ -1,0 +1,149 @@
+/**
+ * `DataLoader`: batches of a dataset in a sampler's order, each field collated into one contiguous
+ * native tensor: by the dataset's own `getBatch` when it has one, else by copying each sample into
+ * a preallocated batch tensor.
+ * @module
+ */
+
+import { copyInto, formatShape, shapeSize, Tensor } from "../tensor/tensor.ts";
+import type { Dataset, Sample } from "./dataset.ts";
+import { RandomSampler, type Sampler, SequentialSampler } from "./sampler.ts";
+
+/** Options of {@linkcode DataLoader}. */
+export interface DataLoaderOptions {
+  /** Samples per batch. Default 1. */
+  batchSize?: number;
+  /** Visit the samples in a new random order each epoch. Excludes `sampler`. Default false. */
+  shuffle?: boolean;
+  /** Drop the last batch when it is smaller than `batchSize`. Default false. */
+  dropLast?: boolean;
+  /** The order of the indices (such as a `DistributedSampler`). Excludes `shuffle`. */
+  sampler?: Sampler;
+  /** Seed of the shuffled orders (with `shuffle`). Default 0. */
+  seed?: number;
+}
+
+/**
+ * Iterates a dataset in batches (PyTorch's `torch.utils.data.DataLoader`, in-process): each step
+ * yields one tensor per sample field, with the batch as the first dimension. Batches are ordinary
+ * tensors that the caller may `dispose()`.
+ *
+ * @example One epoch
+ * ```ts
+ * import { DataLoader, SyntheticRegression } from "./mod.ts";
+ * const loader = new DataLoader(new SyntheticRegression({ size: 100 }), {
+ *   batchSize: 32,
+ *   shuffle: true,
+ *   seed: 1,
+ * });
+ * loader.length; // 4: three of 32, one of 4
+ * loader.setEpoch(0);
+ * for (const [x, y] of loader) {
+ *   x.dispose();
+ *   y.dispose();
+ * }
+ * ```
+ */
+export class DataLoader<T extends Sample = Sample> implements Iterable<Tensor[]> {
+  /** The dataset read. */
+  readonly dataset: Dataset<T>;
+  /** Samples per batch. */
+  readonly batchSize: number;
+  /** Whether a smaller last batch is dropped. */
+  readonly dropLast: boolean;
+  /** The order of the indices. */
+  readonly sampler: Sampler;
+
+  /**
+   * @param dataset The dataset.
+   * @param options batchSize, shuffle, dropLast, sampler and seed.
+   */
+  constructor(dataset: Dataset<T>, options: DataLoaderOptions = {}) {
+    const { batchSize = 1, shuffle = false, dropLast = false, sampler, seed } = options;
+    if (!Number.isSafeInteger(batchSize) || batchSize < 1) {
+      throw new RangeError(`DataLoader: batchSize ${batchSize} is not a positive integer`);
+    }
+    if (sampler !== undefined && shuffle) {
+      throw new Error("DataLoader: sampler option is mutually exclusive with shuffle");
+    }
+    if (sampler !== undefined && seed !== undefined) {
+      throw new Error("DataLoader: seed applies to shuffle; seed the sampler instead");
+    }
+    this.dataset = dataset;
+    this.batchSize = batchSize;
+    this.dropLast = dropLast;
+    this.sampler = sampler ??
+      (shuffle ? new RandomSampler(dataset, { seed }) : new SequentialSampler(dataset));
+  }
+
+  /** The number of batches per epoch. */
+  get length(): number {
+    const n = this.sampler.length;
+    return this.dropLast ? Math.floor(n / this.batchSize) : Math.ceil(n / this.batchSize);
+  }
+
+  /** Chooses the epoch whose order the next pass uses (forwarded to samplers that shuffle). */
+  setEpoch(epoch: number): void {
+    this.sampler.setEpoch?.(epoch);
+  }
+
+  /** Yields the epoch's batches, one tensor per sample field. */
+  *[Symbol.iterator](): Iterator<Tensor[]> {
+    let batch = new Int32Array(this.batchSize);
+    let n = 0;
+    for (const index of this.sampler) {
+      batch[n++] = index;
+      if (n === this.batchSize) {
+        yield this.collate(batch);
+        batch = new Int32Array(this.batchSize);
+        n = 0;
+      }
+    }
+    if (n > 0 && !this.dropLast) yield this.collate(batch.subarray(0, n));
+  }
+
+  /**
+   * The samples at `indices` as one batch: the dataset's `getBatch` when it has one, else every
+   * `get(i)` field copied into a new `[indices.length, ...]` tensor (sample tensors are disposed
+   * after copying unless persistent).
+   *
+   * @param indices Dataset indices.
+   * @returns One tensor per sample field.
+   */
+  collate(indices: Int32Array): Tensor[] {
+    if (this.dataset.getBatch) return this.dataset.getBatch(indices);
+    let batch: Tensor[] = [];
+    indices.forEach((index, i) => {
+      const sample = this.dataset.get(index);
+      const fields: readonly Tensor[] = sample instanceof Tensor ? [sample] : sample;
+      if (i === 0) batch = fields.map((f) => Tensor.empty([indices.length, ...f.shape], f.dtype));
+      if (fields.length !== batch.length) {
+        throw new RangeError(
+          `DataLoader: sample ${index} has ${fields.length} fields, sample ${indices[0]} had ` +
+            batch.length,
+        );
+      }
+      fields.forEach((field, f) => {
+        copyRow(batch[f], i, field, `sample ${index} field ${f}`);
+        if (!field.persistent) field.dispose();
+      });
+    });
+    return batch;
+  }
+}
+
+/** Copies `src` into row `row` of contiguous `dst`, checking shape and dtype. */
+function copyRow(dst: Tensor, row: number, src: Tensor, what: string): void {
+  const rowShape = dst.shape.slice(1);
+  if (src.dtype !== dst.dtype || src.shape.join() !== rowShape.join()) {
+    throw new RangeError(
+      `DataLoader: ${what} is ${src.dtype} ${formatShape(src.shape)}, earlier samples were ` +
+        `${dst.dtype} ${formatShape(rowShape)} (collation stacks equal shapes)`,
+    );
+  }
+  const rowSize = shapeSize(rowShape);
+  if (rowSize === 0) return;
+  const view = new Tensor(dst.storage, rowShape, dst.dtype, undefined, row * rowSize);
+  copyInto(view, src);
+  view.dispose();
+}

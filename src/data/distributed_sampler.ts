@@ -1,0 +1,162 @@
+/**
+ * `DistributedSampler`: each of `numReplicas` processes takes its own share of every epoch's order,
+ * with PyTorch's exact arithmetic (torch/utils/data/distributed.py) so that a job reads the same
+ * samples on the same ranks as its PyTorch counterpart would for the same permutation.
+ * @module
+ */
+
+import { getRank, getWorldSize } from "../dist/mod.ts";
+import type { Sized } from "./dataset.ts";
+import { checkSeed, permutation } from "./_random.ts";
+import { checkEpoch, checkState, type Sampler, type SamplerState } from "./sampler.ts";
+
+/** Options of {@linkcode DistributedSampler}. */
+export interface DistributedSamplerOptions {
+  /** The number of processes sharing the dataset. Default: the process group's world size. */
+  numReplicas?: number;
+  /** This process's rank, in [0, numReplicas). Default: the rank in the process group. */
+  rank?: number;
+  /** Whether to permute the indices (the same permutation on every rank). Default true. */
+  shuffle?: boolean;
+  /** Seed of the permutations, the same on every rank; epoch e uses seed + e. Default 0. */
+  seed?: number;
+  /**
+   * Drop the tail so that every rank gets the same count, instead of padding with indices from
+   * the start. Default false.
+   */
+  dropLast?: boolean;
+}
+
+/**
+ * Restricts loading to one rank's share of the dataset (PyTorch's `DistributedSampler`).
+ *
+ * Each epoch all ranks draw the same order (a permutation seeded by seed + epoch, or 0..n-1), make
+ * its length a multiple of `numReplicas` (padding by repeating indices from the start, or with
+ * `dropLast` truncating), and rank r takes every `numReplicas`-th index from position r. Call
+ * `setEpoch(e)` before each epoch, or every epoch repeats the same order.
+ *
+ * @example Rank 1 of 3 over 10 samples
+ * ```ts
+ * import { DistributedSampler } from "./mod.ts";
+ * const sampler = new DistributedSampler({ length: 10 }, { numReplicas: 3, rank: 1, shuffle: false });
+ * [...sampler]; // [1, 4, 7, 0]: 10 padded to 12 by repeating index 0 and 1
+ * ```
+ */
+export class DistributedSampler implements Sampler {
+  readonly #source: Sized;
+  /** The number of processes sharing the dataset. */
+  readonly numReplicas: number;
+  /** This process's rank. */
+  readonly rank: number;
+  /** Whether the order is permuted. */
+  readonly shuffle: boolean;
+  /** Whether the tail is dropped rather than padded. */
+  readonly dropLast: boolean;
+  #seed: number;
+  #epoch = 0;
+
+  /**
+   * @param source The dataset (anything with a `length`).
+   * @param options The world size and rank (from the process group when omitted), shuffle, seed
+   * and dropLast.
+   */
+  constructor(source: Sized, options: DistributedSamplerOptions = {}) {
+    const { shuffle = true, seed = 0, dropLast = false } = options;
+    const numReplicas = options.numReplicas ?? fromProcessGroup("numReplicas", getWorldSize);
+    const rank = options.rank ?? fromProcessGroup("rank", getRank);
+    if (!Number.isSafeInteger(numReplicas) || numReplicas < 1) {
+      throw new RangeError(
+        `DistributedSampler: numReplicas ${numReplicas} is not a positive integer`,
+      );
+    }
+    if (!Number.isSafeInteger(rank) || rank < 0 || rank >= numReplicas) {
+      throw new RangeError(
+        `DistributedSampler: rank ${rank} is out of range [0, ${numReplicas}) for numReplicas ${numReplicas}`,
+      );
+    }
+    checkSeed("DistributedSampler", seed);
+    this.#source = source;
+    this.numReplicas = numReplicas;
+    this.rank = rank;
+    this.shuffle = shuffle;
+    this.dropLast = dropLast;
+    this.#seed = seed;
+  }
+
+  /** The number of indices this rank yields per epoch (PyTorch's `num_samples`). */
+  get length(): number {
+    const n = this.#source.length, r = this.numReplicas;
+    // Python's math.ceil of a negative fraction is 0, JavaScript's is -0.
+    if (this.dropLast && n % r !== 0) return Math.max(0, Math.ceil((n - r) / r));
+    return Math.ceil(n / r);
+  }
+
+  /** The length of the order all ranks share, a multiple of `numReplicas` (`total_size`). */
+  get totalSize(): number {
+    return this.length * this.numReplicas;
+  }
+
+  /** The seed of the permutations. */
+  get seed(): number {
+    return this.#seed;
+  }
+
+  /** The epoch whose order the next pass yields. */
+  get epoch(): number {
+    return this.#epoch;
+  }
+
+  /** Chooses the epoch whose order the next pass yields; call it with the same epoch on every rank. */
+  setEpoch(epoch: number): void {
+    checkEpoch("DistributedSampler", epoch);
+    this.#epoch = epoch;
+  }
+
+  /** This rank's indices for the current epoch, as one array. */
+  indices(): Int32Array {
+    const n = this.#source.length, total = this.totalSize;
+    let order: Int32Array;
+    if (this.shuffle) {
+      checkSeed("DistributedSampler", this.#seed + this.#epoch);
+      order = permutation(n, this.#seed + this.#epoch);
+    } else {
+      order = new Int32Array(n);
+      for (let i = 0; i < n; i++) order[i] = i;
+    }
+    // Padding repeats the whole order as often as needed (indices[k % n]); dropLast never needs
+    // more than n, so reading positions below total covers both.
+    const mine = new Int32Array(this.length);
+    for (let k = 0, p = this.rank; p < total; k++, p += this.numReplicas) mine[k] = order[p % n];
+    return mine;
+  }
+
+  /** Yields this rank's indices for the current epoch. */
+  [Symbol.iterator](): Iterator<number> {
+    return this.indices()[Symbol.iterator]();
+  }
+
+  /** The epoch and seed, for checkpoints. */
+  stateDict(): SamplerState {
+    return { epoch: this.#epoch, seed: this.#seed };
+  }
+
+  /** Restores a state from `stateDict()`. */
+  loadStateDict(state: SamplerState): void {
+    const { epoch, seed } = checkState("DistributedSampler", state);
+    this.#seed = seed;
+    this.#epoch = epoch;
+  }
+}
+
+/** The world size or rank of the initialised process group, or an error saying how to give it. */
+function fromProcessGroup(option: string, read: () => number): number {
+  try {
+    return read();
+  } catch (cause) {
+    throw new Error(
+      `DistributedSampler: ${option} was not given and the process group cannot supply it ` +
+        `(${(cause as Error).message})`,
+      { cause },
+    );
+  }
+}
