@@ -1,0 +1,344 @@
+// A Terraform configuration directory as the infrastructure tests see it: each .tf file parsed by
+// Terraform's own HCL parser (@cdktf/hcl2json), the static checks the tests run on it, and the
+// evaluation of an attribute the way `terraform plan` would for given variables.
+import { parse } from "@cdktf/hcl2json";
+import { join } from "node:path";
+import {
+  asString,
+  calls,
+  coreFunctions,
+  evaluate,
+  EvaluationError,
+  objectKeys,
+  objectScope,
+  parseAttribute,
+  references,
+  type Scope,
+  type TerraformFunction,
+  UnsupportedError,
+  type Value,
+} from "./expression.ts";
+import { renderTemplate, templateVariables } from "./template.ts";
+
+/** A block body as @cdktf/hcl2json gives it. */
+export type Body = Record<string, unknown>;
+
+/** One configuration directory (a root module). */
+export interface Config {
+  dir: string;
+  /** Every .tf file, parsed. */
+  files: Map<string, Body>;
+  variables: Map<string, Body>;
+  locals: Map<string, unknown>;
+  outputs: Map<string, Body>;
+  /** Resources and data sources by address: `type.name` and `data.type.name`. */
+  resources: Map<string, Body>;
+}
+
+/** Parses every .tf file of a directory. */
+export async function loadConfig(dir: string): Promise<Config> {
+  const sources: Record<string, string> = {};
+  for (const entry of Deno.readDirSync(dir)) {
+    if (entry.isFile && entry.name.endsWith(".tf")) {
+      sources[entry.name] = Deno.readTextFileSync(join(dir, entry.name));
+    }
+  }
+  return await parseConfig(dir, sources);
+}
+
+/** Parses the given sources as the .tf files of `dir` (which need not exist). */
+export async function parseConfig(dir: string, sources: Record<string, string>): Promise<Config> {
+  const config: Config = {
+    dir,
+    files: new Map(),
+    variables: new Map(),
+    locals: new Map(),
+    outputs: new Map(),
+    resources: new Map(),
+  };
+  for (const [name, source] of Object.entries(sources).sort()) {
+    const file = await parse(name, source);
+    config.files.set(name, file);
+    for (const [key, bodies] of Object.entries(file.variable ?? {})) {
+      declare(config.variables, `variable ${key}`, key, single(bodies));
+    }
+    for (const [key, bodies] of Object.entries(file.output ?? {})) {
+      declare(config.outputs, `output ${key}`, key, single(bodies));
+    }
+    for (const block of file.locals ?? []) {
+      for (const [key, value] of Object.entries(block)) {
+        declare(config.locals, `local.${key}`, key, value);
+      }
+    }
+    for (const [prefix, kinds] of [["", file.resource], ["data.", file.data]]) {
+      for (const [type, named] of Object.entries(kinds ?? {})) {
+        for (const [key, bodies] of Object.entries(named as Body)) {
+          const address = `${prefix}${type}.${key}`;
+          declare(config.resources, address, address, single(bodies));
+        }
+      }
+    }
+  }
+  return config;
+}
+
+/** Every attribute value of a configuration that is an expression, with where it is. */
+export function expressions(config: Config): { where: string; source: string }[] {
+  const found: { where: string; source: string }[] = [];
+  const walk = (value: unknown, where: string) => {
+    if (typeof value === "string") {
+      if (value.includes("${")) found.push({ where, source: value });
+    } else if (Array.isArray(value)) {
+      value.forEach((item, i) => walk(item, value.length === 1 ? where : `${where}[${i}]`));
+    } else if (value !== null && typeof value === "object") {
+      for (const [key, item] of Object.entries(value)) walk(item, `${where}.${key}`);
+    }
+  };
+  for (const [name, file] of config.files) walk(file, name + ":");
+  return found;
+}
+
+/** `var.x`, `local.x`, resources and data sources that are referenced but never declared. */
+export async function undeclaredReferences(config: Config): Promise<string[]> {
+  const providers = providerPrefixes(config);
+  const problems: string[] = [];
+  for (const { where, source } of expressions(config)) {
+    for (const reference of references(await parseAttribute(source))) {
+      const [root, name, third] = reference.split(/[.[]/);
+      const missing = (root === "var" && !config.variables.has(name)) ||
+        (root === "local" && !config.locals.has(name)) ||
+        (root === "data" && !config.resources.has(`data.${name}.${third}`)) ||
+        (providers.some((prefix) => root.startsWith(prefix)) &&
+          !config.resources.has(`${root}.${name}`));
+      if (missing) problems.push(`${where} refers to ${reference}, which is not declared`);
+    }
+  }
+  return problems;
+}
+
+/**
+ * Each templatefile() call against its template: every name the template reads must be passed,
+ * and every name passed must be read.
+ */
+export async function templatefileMismatches(config: Config): Promise<string[]> {
+  const problems: string[] = [];
+  const scope = terraformScope(config, {});
+  for (const { where, source } of expressions(config)) {
+    for (const call of calls(await parseAttribute(source), "templatefile")) {
+      const [pathArg, varsArg] = call.children;
+      const path = asString(await evaluate(pathArg, scope, coreFunctions));
+      const template = Deno.readTextFileSync(path);
+      const used = await templateVariables(template, path);
+      const passed = new Set(objectKeys(varsArg));
+      const name = path.slice(path.lastIndexOf("/") + 1);
+      for (const key of used) {
+        if (!passed.has(key)) problems.push(`${where}: ${name} reads ${key}, which is not passed`);
+      }
+      for (const key of passed) {
+        if (!used.has(key)) {
+          problems.push(`${where}: ${key} is passed to ${name}, which never reads it`);
+        }
+      }
+    }
+  }
+  return problems;
+}
+
+/**
+ * Outputs that are not marked sensitive but carry a secret: a random_password, a sensitive
+ * variable, or an instance's user data (which holds the job token), directly or through locals.
+ */
+export async function leakingOutputs(config: Config): Promise<string[]> {
+  const secret = (reference: string) =>
+    reference.startsWith("random_password.") || reference.endsWith(".cloud_init_user_data") ||
+    (reference.startsWith("var.") &&
+      config.variables.get(reference.split(/[.[]/)[1])?.sensitive === true);
+  const problems: string[] = [];
+  for (const [name, output] of config.outputs) {
+    if (output.sensitive === true) continue;
+    const seen = new Set<string>();
+    const pending = typeof output.value === "string" ? [output.value] : [];
+    while (pending.length > 0) {
+      const source = pending.pop()!;
+      if (!source.includes("${")) continue;
+      for (const reference of references(await parseAttribute(source))) {
+        if (secret(reference)) {
+          problems.push(`output ${name} is not sensitive but carries ${reference}`);
+        }
+        const [root, local] = reference.split(/[.[]/);
+        if (root === "local" && !seen.has(local)) {
+          seen.add(local);
+          const value = config.locals.get(local);
+          if (typeof value === "string") pending.push(value);
+        }
+      }
+    }
+  }
+  return problems;
+}
+
+/** The error messages of every variable validation that the given values fail. */
+export async function validationFailures(
+  config: Config,
+  values: Record<string, Value>,
+): Promise<string[]> {
+  const scope = terraformScope(config, { values });
+  const failures: string[] = [];
+  for (const [name, variable] of config.variables) {
+    for (const rule of (variable.validation ?? []) as Body[]) {
+      let passed: Value;
+      try {
+        passed = await evaluate(await parseAttribute(String(rule.condition)), scope, functions);
+      } catch (error) {
+        if (error instanceof UnsupportedError) throw error;
+        passed = false;
+      }
+      if (passed !== true) failures.push(`${name}: ${rule.error_message}`);
+    }
+  }
+  return failures;
+}
+
+/** What a plan needs that only the cloud knows: resource attributes, by type and name. */
+export type Fixtures = Record<string, Value>;
+
+/** The variables, the count index and the cloud's answers an evaluation runs with. */
+export interface Context {
+  values?: Record<string, Value>;
+  countIndex?: number;
+  fixtures?: Fixtures;
+}
+
+/** Evaluates an attribute of a resource (`type.name`) the way a plan would. */
+export async function evaluateAttribute(
+  config: Config,
+  address: string,
+  attribute: string,
+  context: Context,
+): Promise<Value> {
+  const body = config.resources.get(address);
+  if (body === undefined) throw new EvaluationError(`no resource ${address} in ${config.dir}`);
+  if (!Object.hasOwn(body, attribute)) throw new EvaluationError(`${address} has no ${attribute}`);
+  return await evaluateValue(body[attribute], terraformScope(config, context));
+}
+
+/** The value of every variable: its default, overridden by `values`, checked against its type. */
+export function variableValues(
+  config: Config,
+  values: Record<string, Value>,
+): Record<string, Value> {
+  for (const name of Object.keys(values)) {
+    if (!config.variables.has(name)) throw new EvaluationError(`variable ${name} is not declared`);
+  }
+  const result: Record<string, Value> = {};
+  for (const [name, variable] of config.variables) {
+    if (Object.hasOwn(values, name)) {
+      result[name] = values[name];
+    } else if (Object.hasOwn(variable, "default")) {
+      result[name] = variable.default as Value;
+    } else {
+      continue; // required: an error only if something reads it
+    }
+    const type = String(variable.type).replace(/^\$\{(.*)\}$/, "$1");
+    if (!["string", "number", "bool"].includes(type)) {
+      throw new UnsupportedError(`variable ${name} of type ${type}`);
+    }
+    const actual = typeof result[name] === "boolean" ? "bool" : typeof result[name];
+    if (actual !== type) {
+      throw new EvaluationError(
+        `variable ${name} must be a ${type}, got ${JSON.stringify(result[name])}`,
+      );
+    }
+  }
+  return result;
+}
+
+const functions: Record<string, TerraformFunction> = {
+  ...coreFunctions,
+  templatefile: async ([path, vars]) => {
+    const file = asString(await path());
+    const values = await vars();
+    if (values === null || typeof values !== "object" || Array.isArray(values)) {
+      throw new EvaluationError(`templatefile(${file}): vars must be an object`);
+    }
+    return renderTemplate(
+      Deno.readTextFileSync(file),
+      values,
+      file.slice(file.lastIndexOf("/") + 1),
+    );
+  },
+};
+
+function terraformScope(config: Config, context: Context): Scope {
+  const values = variableValues(config, context.values ?? {});
+  const locals = new Map<string, Promise<Value>>();
+  const fixtures = objectScope(context.fixtures ?? {}, "resource (no fixture for it)");
+  const scope: Scope = {
+    resolve(steps) {
+      const [root, name] = steps;
+      switch (root) {
+        case "var":
+          if (!Object.hasOwn(values, String(name))) {
+            throw new EvaluationError(`variable ${String(name)} has no value and no default`);
+          }
+          return Promise.resolve({ value: values[String(name)], used: 2 });
+        case "local": {
+          if (!config.locals.has(String(name))) {
+            throw new EvaluationError(`no local.${String(name)}`);
+          }
+          if (!locals.has(String(name))) {
+            locals.set(String(name), evaluateValue(config.locals.get(String(name)), scope));
+          }
+          return locals.get(String(name))!.then((value) => ({ value, used: 2 }));
+        }
+        case "count":
+          if (context.countIndex === undefined) {
+            throw new EvaluationError("count.index outside count");
+          }
+          return Promise.resolve({ value: { index: context.countIndex }, used: 1 });
+        case "path":
+          return Promise.resolve({ value: { module: config.dir, root: config.dir }, used: 1 });
+        default:
+          return fixtures.resolve(steps);
+      }
+    },
+  };
+  return scope;
+}
+
+async function evaluateValue(value: unknown, scope: Scope): Promise<Value> {
+  if (typeof value === "string" && value.includes("${")) {
+    return evaluate(await parseAttribute(value), scope, functions);
+  }
+  if (Array.isArray(value)) return Promise.all(value.map((item) => evaluateValue(item, scope)));
+  if (value !== null && typeof value === "object") {
+    const object: Record<string, Value> = {};
+    for (const [key, item] of Object.entries(value)) object[key] = await evaluateValue(item, scope);
+    return object;
+  }
+  return value as Value;
+}
+
+function providerPrefixes(config: Config): string[] {
+  const prefixes: string[] = [];
+  for (const file of config.files.values()) {
+    for (const block of (file.terraform ?? []) as Body[]) {
+      for (const providers of (block.required_providers ?? []) as Body[]) {
+        prefixes.push(...Object.keys(providers).map((name) => `${name}_`));
+      }
+    }
+  }
+  return prefixes;
+}
+
+function single(bodies: unknown): Body {
+  if (!Array.isArray(bodies) || bodies.length !== 1) {
+    throw new UnsupportedError(`expected one block body, got ${JSON.stringify(bodies)}`);
+  }
+  return bodies[0];
+}
+
+function declare<T>(map: Map<string, T>, what: string, key: string, value: T) {
+  if (map.has(key)) throw new EvaluationError(`${what} is declared twice`);
+  map.set(key, value);
+}

@@ -1,0 +1,624 @@
+// The infrastructure under infrastructure/, checked offline: the Terraform parses and is
+// consistent, its cloud-init renders for a 2-node cluster into start-up scripts that launch each
+// node correctly, and the start-up, SLURM and Kubernetes recipes run or agree with each other.
+import assert from "node:assert/strict";
+import { parse } from "@cdktf/hcl2json";
+import { parse as parseYaml, parseAllDocuments } from "yaml";
+import { UnsupportedError, type Value } from "./infrastructure/expression.ts";
+import { renderTemplate, templateVariables } from "./infrastructure/template.ts";
+import {
+  type Config,
+  evaluateAttribute,
+  type Fixtures,
+  leakingOutputs,
+  loadConfig,
+  parseConfig,
+  templatefileMismatches,
+  undeclaredReferences,
+  validationFailures,
+  variableValues,
+} from "./infrastructure/terraform.ts";
+import {
+  bashSyntaxErrors,
+  fakeCheckout,
+  flagMap,
+  hasCommand,
+  launchArguments,
+  runScript,
+  shellWords,
+} from "./infrastructure/shell.ts";
+import {
+  NEBIUS_DIR,
+  renderStartTraining,
+  START_TRAINING_TEMPLATE,
+  type StartTrainingVars,
+} from "./infrastructure/start_training.ts";
+import { parseTrainArgs, type TrainConfig } from "../src/train/config.ts";
+
+const INFRA_DIR = `${NEBIUS_DIR}/..`;
+const CLUSTER_DIR = `${NEBIUS_DIR}/cluster`;
+const SINGLE_GPU_DIR = `${NEBIUS_DIR}/single_gpu`;
+const CONFIG_DIRS = [CLUSTER_DIR, SINGLE_GPU_DIR];
+
+const TOKEN = "TestToken0123456789abcdefghijklmnopqrstuvwxyzABCD";
+const MASTER_ADDR = "192.0.2.10"; // documentation range: only ever text here, never contacted
+const FIXTURES: Fixtures = {
+  random_password: { token: { result: TOKEN } },
+  nebius_compute_v1_filesystem: { shared: { id: "computefilesystem-test" } },
+  nebius_vpc_v1_allocation: {
+    master: {
+      id: "vpcallocation-test",
+      status: { details: { allocated_cidr: `${MASTER_ADDR}/32` } },
+    },
+  },
+};
+const SHELLCHECK = hasCommand("shellcheck");
+
+// ---- helpers ----
+
+/** A public key file standing in for the user's (the example path need not exist here). */
+const sshKeyPath = (() => {
+  const path = Deno.makeTempFileSync({ prefix: "dtrain-key-", suffix: ".pub" });
+  Deno.writeTextFileSync(path, "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAITestKey test@dtrain\n");
+  return path;
+})();
+
+/** The values a user would give: the directory's terraform.tfvars.example, with our key file. */
+async function exampleValues(dir: string): Promise<Record<string, Value>> {
+  const path = `${dir}/terraform.tfvars.example`;
+  const values = await parse(path, Deno.readTextFileSync(path)) as Record<string, Value>;
+  return { ...values, ssh_public_key_path: sshKeyPath };
+}
+
+/** One node as cloud-init would see it: the parsed user data and the files it writes. */
+interface RenderedNode {
+  userData: string;
+  cloudInit: Record<string, unknown>;
+  files: Map<string, { content: string; permissions: string }>;
+}
+
+async function renderNode(
+  config: Config,
+  address: string,
+  values: Record<string, Value>,
+  countIndex?: number,
+): Promise<RenderedNode> {
+  const userData = await evaluateAttribute(config, address, "cloud_init_user_data", {
+    values,
+    countIndex,
+    fixtures: FIXTURES,
+  });
+  assert.equal(typeof userData, "string");
+  const cloudInit = parseYaml(userData as string) as Record<string, unknown>;
+  const files = new Map<string, { content: string; permissions: string }>();
+  for (const file of cloudInit.write_files as Record<string, string>[]) {
+    const content = file.encoding === "b64"
+      ? new TextDecoder().decode(Uint8Array.from(atob(file.content), (c) => c.charCodeAt(0)))
+      : file.content;
+    files.set(file.path, { content, permissions: file.permissions });
+  }
+  return { userData: userData as string, cloudInit, files };
+}
+
+/** The nodes a plan of the cluster creates: as many as the instance's count says. */
+async function renderCluster(values: Record<string, Value>): Promise<RenderedNode[]> {
+  const config = await loadConfig(CLUSTER_DIR);
+  const address = "nebius_compute_v1_instance.node";
+  const count = await evaluateAttribute(config, address, "count", { values });
+  assert.equal(typeof count, "number");
+  const nodes = [];
+  for (let rank = 0; rank < (count as number); rank++) {
+    nodes.push(await renderNode(config, address, values, rank));
+  }
+  return nodes;
+}
+
+/** A launch command line as dtrain's own `deno task train` parser reads it. */
+function trainConfig(args: string[]): TrainConfig {
+  const config = parseTrainArgs(args);
+  assert.notEqual(config, "help");
+  return config as TrainConfig;
+}
+
+function fileOf(node: RenderedNode, path: string): string {
+  const file = node.files.get(path);
+  assert.ok(file, `cloud-init writes no ${path}; it writes ${[...node.files.keys()].join(", ")}`);
+  return file.content;
+}
+
+const START_SCRIPT = "/usr/local/lib/dtrain/start-training.sh";
+const SETUP_SCRIPT = "/usr/local/lib/dtrain/setup-node.sh";
+const JOB_ENV = "/etc/dtrain/job.env";
+const UNIT = "/etc/systemd/system/dtrain-train.service";
+
+/** Start-up script values for a run on this machine, on loopback, with a fake checkout. */
+function localVars(dir: string, overrides: Partial<StartTrainingVars>): StartTrainingVars {
+  return {
+    install_dir: `${dir}/checkout`,
+    nnodes: 2,
+    node_rank: 0,
+    nproc_per_node: 1,
+    master_addr: "127.0.0.1",
+    master_port: 29500,
+    connect_attempts: 3,
+    connect_interval_s: 1,
+    max_restarts: 0,
+    log_dir: `${dir}/shared/logs/node-${overrides.node_rank ?? 0}`,
+    device: "cpu",
+    epochs: 1,
+    save_every: 1,
+    batch_size: 8,
+    snapshot_path: `${dir}/shared/snapshot.safetensors`,
+    ...overrides,
+  };
+}
+
+/** Renders the start-up script into a fresh directory with a fake checkout, and runs it. */
+async function runStartTraining(
+  overrides: Partial<StartTrainingVars>,
+  env: Record<string, string>,
+) {
+  const dir = Deno.makeTempDirSync({ prefix: "dtrain-start-" });
+  const vars = localVars(dir, overrides);
+  fakeCheckout(vars.install_dir);
+  const script = await renderStartTraining(vars);
+  Deno.writeTextFileSync(`${dir}/start-training.sh`, script);
+  const run = await runScript(`${dir}/start-training.sh`, [], env, `${dir}/calls`);
+  return { dir, vars, script, run };
+}
+
+/** A loopback port with nothing listening on it (one just freed). */
+function closedPort(): number {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (listener.addr as Deno.NetAddr).port;
+  listener.close();
+  return port;
+}
+
+// ---- Terraform: parsing and static consistency ----
+
+Deno.test("every .tf file parses as HCL and declares every variable, local and resource it references", async () => {
+  for (const dir of CONFIG_DIRS) {
+    const config = await loadConfig(dir);
+    assert.ok(config.files.size >= 4, `${dir}: expected versions, variables, main and outputs`);
+    assert.deepEqual(await undeclaredReferences(config), [], dir);
+    const providers = (config.files.get("versions.tf")!.terraform as Record<string, unknown>[])[0]
+      .required_providers as Record<string, { source: string }>[];
+    assert.equal(providers[0].nebius.source, "nebius/nebius");
+    assert.equal(providers[0].random.source, "hashicorp/random");
+  }
+});
+
+Deno.test("the reference check reports undeclared var, local and resource references, and bad HCL is rejected", async () => {
+  const config = await parseConfig("/nonexistent", {
+    "versions.tf":
+      'terraform {\n  required_providers {\n    nebius = { source = "nebius/nebius" }\n  }\n}\n',
+    "main.tf": [
+      'variable "declared" {\n  type = string\n}',
+      "locals {\n  known = var.declared\n}",
+      'resource "nebius_compute_v1_disk" "boot" {\n  name = "${local.known}-${local.unknown}"\n' +
+      "  size_gibibytes = var.undeclared\n  parent_id = nebius_compute_v1_filesystem.missing.id\n}",
+    ].join("\n"),
+  });
+  const problems = await undeclaredReferences(config);
+  assert.equal(problems.length, 3, problems.join("\n"));
+  assert.match(problems.join("\n"), /local\.unknown/);
+  assert.match(problems.join("\n"), /var\.undeclared/);
+  assert.match(problems.join("\n"), /nebius_compute_v1_filesystem\.missing/);
+  await assert.rejects(
+    parseConfig("/nonexistent", { "bad.tf": 'resource "a" "b" {\n  x = \n}\n' }),
+  );
+});
+
+Deno.test("every templatefile() call passes exactly the variables its template reads", async () => {
+  for (const dir of CONFIG_DIRS) {
+    assert.deepEqual(await templatefileMismatches(await loadConfig(dir)), [], dir);
+  }
+});
+
+Deno.test("the templatefile check reports a variable the template reads but is not passed, and one passed but unread", async () => {
+  const dir = Deno.makeTempDirSync({ prefix: "dtrain-tf-" });
+  Deno.writeTextFileSync(`${dir}/t.tftpl`, "a=${a} c=${c} escaped=$${b}\n");
+  const config = await parseConfig(dir, {
+    "main.tf": 'locals {\n  x = templatefile("${path.module}/t.tftpl", { a = 1, b = 2 })\n}\n',
+  });
+  const problems = await templatefileMismatches(config);
+  assert.equal(problems.length, 2, problems.join("\n"));
+  assert.match(problems[0], /reads c, which is not passed/);
+  assert.match(problems[1], /b is passed to t\.tftpl, which never reads it/);
+});
+
+Deno.test("no output carries the job token unless it is marked sensitive", async () => {
+  for (const dir of CONFIG_DIRS) {
+    const config = await loadConfig(dir);
+    assert.deepEqual(await leakingOutputs(config), [], dir);
+    assert.equal(
+      config.outputs.get("dtrain_token")?.sensitive,
+      true,
+      `${dir}: dtrain_token output`,
+    );
+    assert.ok(config.resources.has("random_password.token"), `${dir}: token made by Terraform`);
+  }
+});
+
+Deno.test("the sensitive-output check reports a token output directly, through a local, or via user data", async () => {
+  const config = await parseConfig("/nonexistent", {
+    "main.tf": [
+      'resource "random_password" "token" {\n  length = 32\n}',
+      'variable "key" {\n  type = string\n  sensitive = true\n}',
+      'locals {\n  wrapped = "t=${random_password.token.result}"\n  again = local.wrapped\n}',
+      'output "direct" {\n  value = random_password.token.result\n}',
+      'output "through_local" {\n  value = local.again\n}',
+      'output "user_data" {\n  value = nebius_compute_v1_instance.node[0].cloud_init_user_data\n}',
+      'output "variable" {\n  value = var.key\n}',
+      'output "fine" {\n  value = random_password.token.result\n  sensitive = true\n}',
+    ].join("\n"),
+  });
+  const problems = await leakingOutputs(config);
+  assert.deepEqual(problems.map((p) => p.split(" ")[1]).sort(), [
+    "direct",
+    "through_local",
+    "user_data",
+    "variable",
+  ]);
+});
+
+// ---- Terraform: variables ----
+
+Deno.test("the example tfvars set only declared variables, with their types, and pass every validation", async () => {
+  for (const dir of CONFIG_DIRS) {
+    const config = await loadConfig(dir);
+    const values = await exampleValues(dir);
+    variableValues(config, values);
+    assert.deepEqual(await validationFailures(config, values), [], dir);
+    const required = [...config.variables].filter(([, v]) => !Object.hasOwn(v, "default"));
+    for (const [name] of required) {
+      assert.ok(Object.hasOwn(values, name), `${dir}: example lacks ${name}`);
+    }
+  }
+});
+
+Deno.test("cluster variable validations reject bad sizes, presets, images, disks, users and train settings", async () => {
+  const config = await loadConfig(CLUSTER_DIR);
+  const good = await exampleValues(CLUSTER_DIR);
+  const bad: [Record<string, Value>, RegExp][] = [
+    [{ cluster_size: 0 }, /^cluster_size:/],
+    [{ cluster_size: 1.5 }, /^cluster_size:/],
+    [{ gpus_per_node: 3, node_preset: "3gpu-48vcpu-600gb" }, /^gpus_per_node:/],
+    [{ node_preset: "4gpu-64vcpu-800gb" }, /^node_preset: .*as many GPUs/],
+    [{ node_preset: "big" }, /^node_preset: .*look like/],
+    [{ image_family: "debian12" }, /^image_family:/],
+    [{ master_boot_disk_gib: 10 }, /^master_boot_disk_gib:/],
+    [{ worker_boot_disk_gib: 10 }, /^worker_boot_disk_gib:/],
+    [{ shared_fs_size_gib: 1 }, /^shared_fs_size_gib:/],
+    [{ ssh_user: "root" }, /^ssh_user:/],
+    [{ ssh_public_key_path: "/nonexistent/key.pub" }, /^ssh_public_key_path:/],
+    [{ repo_url: "https://example.com/a b.git" }, /^repo_url:/],
+    [{ repo_ref: "main; rm -rf /" }, /^repo_ref:/],
+    [{ epochs: 0 }, /^epochs:/],
+    [{ save_every: 0 }, /^save_every:/],
+    [{ batch_size: 0 }, /^batch_size:/],
+    [{ max_restarts: -1 }, /^max_restarts:/],
+    [{ project_id: "my-project" }, /^project_id:/],
+    [{ infiniband_fabric: "" }, /^infiniband_fabric:/],
+  ];
+  for (const [change, expected] of bad) {
+    const failures = await validationFailures(config, { ...good, ...change });
+    const name = Object.keys(change)[0];
+    const context = `${JSON.stringify(change)}: ${failures.join("; ")}`;
+    assert.ok(failures.length > 0, context);
+    assert.ok(failures.every((failure) => failure.startsWith(`${name}: `)), context);
+    assert.ok(failures.some((failure) => expected.test(failure)), context);
+  }
+  assert.deepEqual(await validationFailures(config, { ...good, cluster_size: 1 }), []);
+  assert.throws(() => variableValues(config, { ...good, cluster_size: "2" }), /must be a number/);
+  assert.throws(() => variableValues(config, { ...good, nodes: 2 }), /nodes is not declared/);
+});
+
+Deno.test("single-GPU variable validations accept one-GPU presets only", async () => {
+  const config = await loadConfig(SINGLE_GPU_DIR);
+  const good = await exampleValues(SINGLE_GPU_DIR);
+  const failures = await validationFailures(config, { ...good, preset: "8gpu-128vcpu-1600gb" });
+  assert.equal(failures.length, 1);
+  assert.match(failures[0], /^preset:/);
+});
+
+// ---- templates ----
+
+Deno.test("the template renderer interpolates, unescapes, and refuses unknown names and directives", async () => {
+  assert.equal(
+    await renderTemplate("n=${n} s=${jsonencode(s)} $${kept} %%{kept}", { n: 2, s: "a<b" }, "t"),
+    'n=2 s="a\\u003cb" ${kept} %{kept}',
+  );
+  assert.deepEqual(
+    await templateVariables("${a} ${f.x} $${b} ${jsonencode(c)}", "t"),
+    new Set(["a", "f", "c"]),
+  );
+  await assert.rejects(renderTemplate("${missing}", {}, "t"), /unknown t variable "missing"/);
+  await assert.rejects(renderTemplate("%{ if a }x%{ endif }", { a: true }, "t"), UnsupportedError);
+  await assert.rejects(renderTemplate("${~ a }", { a: 1 }, "t"), UnsupportedError);
+  await assert.rejects(renderTemplate("${a}", { a: [1] }, "t"), /cannot put/);
+});
+
+Deno.test("the start-up script's variables are exactly those renderStartTraining() hands it", async () => {
+  const template = Deno.readTextFileSync(START_TRAINING_TEMPLATE);
+  const vars = localVars("/tmp", {});
+  assert.deepEqual(await templateVariables(template, "start-training"), new Set(Object.keys(vars)));
+});
+
+// ---- a rendered 2-node cluster ----
+
+Deno.test("a 2-node cluster's start-up scripts launch each node with its rank, the node count and the master's address", async () => {
+  const values = await exampleValues(CLUSTER_DIR);
+  assert.equal(values.cluster_size, 2);
+  const nodes = await renderCluster(values);
+  assert.equal(nodes.length, 2);
+  for (const [rank, node] of nodes.entries()) {
+    assert.ok(node.userData.startsWith("#cloud-config\n"), `node ${rank}: not a cloud-config`);
+    const args = launchArguments(fileOf(node, START_SCRIPT));
+    assert.deepEqual(Object.fromEntries(flagMap(args)), {
+      "nnodes": "2",
+      "node-rank": String(rank),
+      "nproc-per-node": "8",
+      "master-addr": MASTER_ADDR,
+      "master-port": "29500",
+      "max-restarts": "3",
+      "log-dir": `/mnt/shared/dtrain/logs/node-${rank}`,
+      "epochs": String(values.epochs),
+      "save-every": String(values.save_every),
+      "batch-size": String(values.batch_size),
+      "snapshot": "/mnt/shared/dtrain/snapshot.safetensors",
+      "device": "cuda",
+    });
+    const config = trainConfig(args);
+    assert.deepEqual(
+      [config.nnodes, config.nodeRank, config.nprocPerNode, config.masterAddr, config.masterPort],
+      [2, rank, 8, MASTER_ADDR, 29500],
+    );
+  }
+});
+
+Deno.test("a 3-node cluster gives ranks 0 to 2 the same master and node count", async () => {
+  const nodes = await renderCluster({ ...await exampleValues(CLUSTER_DIR), cluster_size: 3 });
+  const launches = nodes.map((node) => flagMap(launchArguments(fileOf(node, START_SCRIPT))));
+  assert.deepEqual(launches.map((f) => f.get("node-rank")), ["0", "1", "2"]);
+  assert.deepEqual(launches.map((f) => f.get("nnodes")), ["3", "3", "3"]);
+  assert.deepEqual(launches.map((f) => f.get("master-addr")), [
+    MASTER_ADDR,
+    MASTER_ADDR,
+    MASTER_ADDR,
+  ]);
+});
+
+Deno.test("cluster cloud-init installs dtrain, mounts the shared filesystem and starts the unit on every boot", async () => {
+  const config = await loadConfig(CLUSTER_DIR);
+  const values = await exampleValues(CLUSTER_DIR);
+  const [node] = await renderCluster(values);
+  const filesystems = await evaluateAttribute(
+    config,
+    "nebius_compute_v1_instance.node",
+    "filesystems",
+    {
+      values,
+      countIndex: 0,
+      fixtures: FIXTURES,
+    },
+  ) as Record<string, string>[];
+  const setup = fileOf(node, SETUP_SCRIPT);
+  assert.match(setup, new RegExp(`'${filesystems[0].mount_tag} /mnt/shared virtiofs `));
+  assert.match(setup, new RegExp(`git clone ${values.repo_url} /opt/dtrain`));
+  assert.match(setup, /git -C \/opt\/dtrain checkout main/);
+  assert.match(setup, /make -C \/opt\/dtrain build/);
+  assert.match(setup, /systemctl enable --now dtrain-train\.service/);
+  const unit = fileOf(node, UNIT);
+  assert.match(unit, new RegExp(`^ExecStart=${START_SCRIPT}$`, "m"));
+  assert.match(unit, new RegExp(`^EnvironmentFile=${JOB_ENV}$`, "m"));
+  assert.match(unit, /^RequiresMountsFor=\/mnt\/shared$/m);
+  assert.match(unit, /^WantedBy=multi-user\.target$/m);
+  assert.deepEqual(node.cloudInit.runcmd, [["bash", SETUP_SCRIPT]]);
+  const users = node.cloudInit.users as { name: string; ssh_authorized_keys: string[] }[];
+  assert.equal(users[0].name, values.ssh_user);
+  assert.deepEqual(users[0].ssh_authorized_keys, [Deno.readTextFileSync(sshKeyPath).trim()]);
+});
+
+Deno.test("cloud-init keeps the job token in a root-only env file and nowhere else", async () => {
+  for (const node of await renderCluster(await exampleValues(CLUSTER_DIR))) {
+    const env = node.files.get(JOB_ENV);
+    assert.deepEqual(env, { content: `DTRAIN_TOKEN=${TOKEN}\n`, permissions: "0600" });
+    assert.equal(node.userData.split(TOKEN).length, 2, "the token appears once in the user data");
+    for (const [path, file] of node.files) {
+      if (path !== JOB_ENV) assert.ok(!file.content.includes(TOKEN), `${path} holds the token`);
+    }
+    assert.doesNotMatch(fileOf(node, START_SCRIPT), /set -[a-z]*x|set -o xtrace/);
+  }
+});
+
+Deno.test("the single-GPU VM renders one node launching one process with itself as master", async () => {
+  const config = await loadConfig(SINGLE_GPU_DIR);
+  const values = await exampleValues(SINGLE_GPU_DIR);
+  const node = await renderNode(config, "nebius_compute_v1_instance.vm", values);
+  const args = launchArguments(fileOf(node, START_SCRIPT));
+  const flags = flagMap(args);
+  assert.equal(trainConfig(args).nprocPerNode, 1);
+  assert.equal(flags.get("nnodes"), "1");
+  assert.equal(flags.get("node-rank"), "0");
+  assert.equal(flags.get("nproc-per-node"), "1");
+  assert.equal(flags.get("master-addr"), "127.0.0.1");
+  assert.equal(flags.get("snapshot"), "/mnt/shared/dtrain/snapshot.safetensors");
+  assert.equal(node.files.get(JOB_ENV)?.content, `DTRAIN_TOKEN=${TOKEN}\n`);
+});
+
+Deno.test("the rendered start-up and setup scripts pass bash -n", async () => {
+  const [node] = await renderCluster(await exampleValues(CLUSTER_DIR));
+  for (const path of [START_SCRIPT, SETUP_SCRIPT]) {
+    assert.equal(await bashSyntaxErrors(fileOf(node, path)), "", path);
+  }
+  assert.notEqual(await bashSyntaxErrors("if then fi"), "", "bash -n must catch a broken script");
+});
+
+Deno.test({
+  name: "shellcheck finds nothing in the rendered scripts or the SLURM batch script",
+  ignore: !SHELLCHECK,
+  fn: async () => {
+    const dir = Deno.makeTempDirSync({ prefix: "dtrain-shellcheck-" });
+    const [node] = await renderCluster(await exampleValues(CLUSTER_DIR));
+    const scripts = [`${INFRA_DIR}/slurm/dtrain.sbatch`];
+    for (const path of [START_SCRIPT, SETUP_SCRIPT]) {
+      scripts.push(`${dir}/${path.slice(path.lastIndexOf("/") + 1)}`);
+      Deno.writeTextFileSync(scripts.at(-1)!, fileOf(node, path));
+    }
+    const output = await new Deno.Command("shellcheck", { args: scripts, stdout: "piped" })
+      .output();
+    assert.ok(output.success, new TextDecoder().decode(output.stdout));
+  },
+});
+
+// ---- the start-up script, run ----
+
+Deno.test("start-up script: the master launches at once, exactly as its launch section reads", async () => {
+  const { vars, script, run } = await runStartTraining({ node_rank: 0 }, { DTRAIN_TOKEN: TOKEN });
+  assert.equal(run.code, 0, run.stderr);
+  assert.equal(run.denoCalls.length, 1);
+  const [call] = run.denoCalls;
+  assert.deepEqual(call.args, ["task", "train", ...launchArguments(script)]);
+  assert.equal(call.cwd, vars.install_dir);
+  assert.equal(call.tokenSet, true);
+  assert.equal(flagMap(launchArguments(script)).get("device"), "cpu");
+  assert.ok(Deno.statSync(vars.log_dir).isDirectory);
+  assert.ok(!(run.stdout + run.stderr).includes(TOKEN), "the token was printed");
+});
+
+Deno.test("start-up script: a worker waits for the master's port, then launches and resumes", async () => {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const accepting = (async () => {
+    for await (const connection of listener) connection.close();
+  })();
+  try {
+    const port = (listener.addr as Deno.NetAddr).port;
+    const dir = Deno.makeTempDirSync({ prefix: "dtrain-worker-" });
+    const vars = localVars(dir, { node_rank: 1, master_port: port });
+    Deno.mkdirSync(`${dir}/shared`, { recursive: true });
+    Deno.writeTextFileSync(vars.snapshot_path, "snapshot");
+    fakeCheckout(vars.install_dir);
+    Deno.writeTextFileSync(`${dir}/start.sh`, await renderStartTraining(vars));
+    const run = await runScript(`${dir}/start.sh`, [], { DTRAIN_TOKEN: TOKEN }, `${dir}/calls`);
+    assert.equal(run.code, 0, run.stderr);
+    assert.match(run.stderr, new RegExp(`master 127\\.0\\.0\\.1:${port} is up`));
+    assert.match(run.stderr, /resuming from .*snapshot\.safetensors/);
+    const flags = flagMap(run.denoCalls[0].args.slice(2));
+    assert.equal(flags.get("node-rank"), "1");
+    assert.equal(flags.get("master-port"), String(port));
+  } finally {
+    listener.close();
+    await accepting.catch(() => {});
+  }
+});
+
+Deno.test("start-up script: a worker gives up after its bounded retries when the master never listens", async () => {
+  const started = performance.now();
+  const { run } = await runStartTraining(
+    { node_rank: 1, master_port: closedPort(), connect_attempts: 2, connect_interval_s: 1 },
+    { DTRAIN_TOKEN: TOKEN },
+  );
+  assert.notEqual(run.code, 0);
+  assert.match(run.stderr, /attempt 1 of 2/);
+  assert.match(run.stderr, /gave up on master 127\.0\.0\.1:\d+ after 2 attempts/);
+  assert.equal(run.denoCalls.length, 0, "launched without a master");
+  assert.ok(performance.now() - started < 20_000, "the retries are not bounded");
+});
+
+Deno.test("start-up script: refuses to start without DTRAIN_TOKEN", async () => {
+  const { run } = await runStartTraining({ node_rank: 0 }, {});
+  assert.equal(run.code, 1);
+  assert.match(run.stderr, /DTRAIN_TOKEN is not set/);
+  assert.equal(run.denoCalls.length, 0);
+});
+
+// ---- SLURM and Kubernetes recipes ----
+
+Deno.test("SLURM batch script starts one launcher per node with SLURM's node id as rank and first host as master", async () => {
+  const dir = Deno.makeTempDirSync({ prefix: "dtrain-slurm-" });
+  fakeCheckout(`${dir}/checkout`);
+  Deno.mkdirSync(`${dir}/bin`);
+  const stubs: Record<string, string> = {
+    // scontrol show hostnames NODELIST: one host per line.
+    scontrol: '[[ "$1 $2" == "show hostnames" ]] || exit 2\necho gpu-node-01\necho gpu-node-02',
+    // srun: run the command once per node, as SLURM would on each, with that node's id.
+    srun: 'while [[ "$1" == -* ]]; do shift; done\n' +
+      'for ((i = 0; i < SLURM_NNODES; i++)); do SLURM_NODEID=$i "$@" || exit; done',
+  };
+  for (const [name, body] of Object.entries(stubs)) {
+    Deno.writeTextFileSync(`${dir}/bin/${name}`, `#!/usr/bin/env bash\n${body}\n`);
+    Deno.chmodSync(`${dir}/bin/${name}`, 0o755);
+  }
+  const run = await runScript(`${INFRA_DIR}/slurm/dtrain.sbatch`, [], {
+    PATH: `${dir}/bin:${Deno.env.get("PATH")}`,
+    SLURM_JOB_NODELIST: "gpu-node-[01-02]",
+    SLURM_NNODES: "2",
+    SLURM_SUBMIT_DIR: `${dir}/checkout`,
+    SHARED_DIR: `${dir}/shared`,
+  }, `${dir}/calls`);
+  assert.equal(run.code, 0, run.stderr);
+  assert.equal(run.denoCalls.length, 2);
+  const launches = run.denoCalls.map((call) => ({ ...call, flags: flagMap(call.args.slice(2)) }))
+    .sort((a, b) => Number(a.flags.get("node-rank")) - Number(b.flags.get("node-rank")));
+  for (const [rank, { args, flags, cwd, tokenSet }] of launches.entries()) {
+    assert.equal(tokenSet, true);
+    assert.equal(cwd, `${dir}/checkout`);
+    assert.equal(flags.get("node-rank"), String(rank));
+    assert.equal(flags.get("nnodes"), "2");
+    assert.equal(flags.get("master-addr"), "gpu-node-01");
+    assert.equal(flags.get("master-port"), "29500");
+    assert.equal(flags.get("snapshot"), `${dir}/shared/snapshot.safetensors`);
+    assert.equal(flags.get("log-dir"), `${dir}/shared/logs/node-${rank}`);
+    assert.equal(trainConfig(args.slice(2)).nodeRank, rank);
+  }
+  assert.doesNotMatch(run.stdout + run.stderr, /DTRAIN_TOKEN=/);
+});
+
+Deno.test("Kubernetes manifest: Indexed Job, headless Service, Secret token and shared volume agree", () => {
+  const docs = parseAllDocuments(Deno.readTextFileSync(`${INFRA_DIR}/kubernetes/dtrain-job.yaml`))
+    .map((doc) => {
+      assert.deepEqual(doc.errors, []);
+      return doc.toJS();
+    });
+  const byKind = (kind: string) => {
+    const found = docs.filter((doc) => doc.kind === kind);
+    assert.equal(found.length, 1, kind);
+    return found[0];
+  };
+  const service = byKind("Service");
+  const job = byKind("Job");
+  const claim = byKind("PersistentVolumeClaim");
+  const pod = job.spec.template.spec;
+  const [container] = pod.containers;
+
+  assert.equal(service.spec.clusterIP, "None");
+  assert.equal(service.spec.selector["job-name"], job.metadata.name);
+  assert.equal(pod.subdomain, service.metadata.name);
+  assert.equal(job.spec.completionMode, "Indexed");
+  assert.equal(job.spec.parallelism, job.spec.completions);
+  assert.deepEqual(claim.spec.accessModes, ["ReadWriteMany"]);
+
+  assert.deepEqual(container.command.slice(0, 2), ["bash", "-c"]);
+  const words = shellWords(container.command[2]);
+  assert.deepEqual(words.slice(0, 4), ["exec", "deno", "task", "train"]);
+  const flags = flagMap(words.slice(4));
+  assert.equal(flags.get("nnodes"), String(job.spec.completions));
+  assert.equal(flags.get("node-rank"), "$JOB_COMPLETION_INDEX");
+  const indexed = words.slice(4).map((word) => word.replaceAll("$JOB_COMPLETION_INDEX", "1"));
+  assert.equal(trainConfig(indexed).nodeRank, 1);
+  assert.equal(flags.get("master-addr"), `${job.metadata.name}-0.${service.metadata.name}`);
+  assert.equal(Number(flags.get("master-port")), service.spec.ports[0].port);
+  assert.equal(container.ports[0].containerPort, service.spec.ports[0].targetPort);
+  assert.equal(String(container.resources.limits["nvidia.com/gpu"]), flags.get("nproc-per-node"));
+
+  const token = container.env.find((e: { name: string }) => e.name === "DTRAIN_TOKEN");
+  assert.ok(token?.valueFrom?.secretKeyRef?.name, "DTRAIN_TOKEN must come from a Secret");
+  const mount = container.volumeMounts.find((m: { mountPath: string }) =>
+    flags.get("snapshot")!.startsWith(`${m.mountPath}/`)
+  );
+  assert.ok(mount, "the snapshot must be on a mounted volume");
+  const volume = pod.volumes.find((v: { name: string }) => v.name === mount.name);
+  assert.equal(volume.persistentVolumeClaim.claimName, claim.metadata.name);
+});
