@@ -1,0 +1,48 @@
+/**
+ * Replacing a file so that readers, and the disk after a crash, see either the old contents or
+ * the new ones, never a mix.
+ * @module
+ */
+
+import { basename, dirname } from "node:path";
+
+/** Writes all of `bytes`, looping over short writes. */
+export function writeAll(file: Deno.FsFile, bytes: Uint8Array): void {
+  for (let done = 0; done < bytes.length;) done += file.writeSync(bytes.subarray(done));
+}
+
+/**
+ * Writes `path` through a temporary file in the same folder: `write` fills it, then it is synced,
+ * renamed over `path`, and the folder is synced so that the rename itself is durable. On any
+ * failure the temporary file is removed and `path` is left as it was.
+ *
+ * @param path The file to create or replace.
+ * @param write Writes the new contents to the open temporary file.
+ */
+export function writeFileAtomic(path: string, write: (file: Deno.FsFile) => void): void {
+  const folder = dirname(path);
+  const temp = `${folder}/.${basename(path)}.${crypto.randomUUID()}.tmp`;
+  const file = Deno.openSync(temp, { write: true, createNew: true });
+  try {
+    try {
+      write(file);
+      file.syncSync();
+    } finally {
+      file.close();
+    }
+    Deno.renameSync(temp, path);
+  } catch (error) {
+    try {
+      Deno.removeSync(temp);
+    } catch {
+      // Nothing more can be done; the original error is the one worth reporting.
+    }
+    throw error;
+  }
+  const dir = Deno.openSync(folder, { read: true });
+  try {
+    dir.syncSync();
+  } finally {
+    dir.close();
+  }
+}

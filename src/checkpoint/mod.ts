@@ -1,0 +1,21 @@
+/**
+ * Checkpoints: named tensors saved to and loaded from safetensors files that PyTorch reads and
+ * writes too (`safetensors.torch.save_file` / `load_file`). Saves are atomic; loads check every
+ * field of the file before trusting it.
+ *
+ * @example Save a state dict and load it back
+ * ```ts
+ * import { load, save } from "./mod.ts";
+ * import { tensor } from "../../mod.ts";
+ * const dir = Deno.makeTempDirSync();
+ * save(`${dir}/step_100.safetensors`, { "0.bias": tensor([0.5, -0.5]) }, { step: "100" });
+ * const { tensors, metadata } = load(`${dir}/step_100.safetensors`);
+ * tensors["0.bias"].toArray(); // Float32Array [0.5, -0.5]
+ * metadata.step; // "100"
+ * Deno.removeSync(dir, { recursive: true });
+ * ```
+ * @module
+ */
+
+export { type Checkpoint, load, save } from "./safetensors.ts";
+export { CheckpointError } from "./errors.ts";

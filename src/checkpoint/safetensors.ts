@@ -1,0 +1,179 @@
+/**
+ * Saving and loading named tensors in the safetensors format, so that checkpoints move between
+ * dtrain and PyTorch (`safetensors.torch.save_file` / `load_file`) unchanged. The header rules are
+ * in `_header.ts` (see [Note: safetensors layout]); this file moves the bytes.
+ * @module
+ */
+
+import { copyInto, Tensor } from "../tensor/tensor.ts";
+import { decodeHeader, encodeHeader, layout, MAX_HEADER_BYTES } from "./_header.ts";
+import { writeAll, writeFileAtomic } from "./_atomic.ts";
+import { CheckpointError } from "./errors.ts";
+
+/** Tensor bytes move between native memory and the file in pieces of this size. */
+const CHUNK_BYTES = 16 * 1024 * 1024;
+
+/** What `load` returns: the tensors by name, and the file's `__metadata__`. */
+export interface Checkpoint {
+  /** The tensors, in data order, each a new contiguous tensor owned by the caller. */
+  tensors: Record<string, Tensor>;
+  /** The string-to-string `__metadata__` map; `{}` when the file has none. */
+  metadata: Record<string, string>;
+}
+
+/** Calls `visit(view, at)` on consecutive views of `nbytes` of native memory at `ptr`. */
+function forEachChunk(
+  ptr: Deno.PointerObject,
+  nbytes: number,
+  visit: (view: Uint8Array, at: number) => void,
+): void {
+  for (let at = 0; at < nbytes; at += CHUNK_BYTES) {
+    const length = Math.min(CHUNK_BYTES, nbytes - at);
+    visit(new Uint8Array(Deno.UnsafePointerView.getArrayBuffer(ptr, length, at)), at);
+  }
+}
+
+/** Writes `t`'s elements row-major, straight from native memory. */
+function writeTensor(file: Deno.FsFile, t: Tensor): void {
+  const source = t.isContiguous() ? t : Tensor.empty(t.shape, t.dtype);
+  try {
+    if (source !== t) copyInto(source, t);
+    if (t.numel() > 0) forEachChunk(source.ptr!, t.numel() * 4, (view) => writeAll(file, view));
+  } finally {
+    if (source !== t) source.dispose();
+  }
+}
+
+/**
+ * Saves tensors to a safetensors file, atomically: the file is written under a temporary name in
+ * the same folder, synced, and renamed over `path`, so a crash or an error leaves any previous
+ * file intact. Non-contiguous tensors are written row-major. The layout is the reference
+ * implementation's, so PyTorch's `safetensors.torch.load_file` reads the result, and a file from
+ * PyTorch's `save_file` is reproduced byte for byte.
+ *
+ * @param path The file to create or replace (conventionally `*.safetensors`).
+ * @param tensors The tensors by name, e.g. a module's state dict (`"0.weight"` of shape [out, in]).
+ * @param metadata Free-form strings stored as `__metadata__` (PyTorch writes `{format: "pt"}`);
+ * none are written when omitted.
+ * @throws CheckpointError when a value is not a live CPU tensor, a name is `__metadata__`, or a
+ * metadata value is not a string, before anything is written; the file system's errors as they are.
+ *
+ * @example Save a state dict and read it back
+ * ```ts
+ * import { load, save } from "./mod.ts";
+ * import { tensor } from "../../mod.ts";
+ * const dir = Deno.makeTempDirSync();
+ * const weight = tensor([[1, 2, 3], [4, 5, 6]]);
+ * save(`${dir}/model.safetensors`, { "0.weight": weight }, { format: "pt" });
+ * const { tensors, metadata } = load(`${dir}/model.safetensors`);
+ * tensors["0.weight"].shape; // [2, 3]
+ * metadata.format; // "pt"
+ * Deno.removeSync(dir, { recursive: true });
+ * ```
+ */
+export function save(
+  path: string,
+  tensors: Record<string, Tensor>,
+  metadata?: Record<string, string>,
+): void {
+  const refuse = (problem: string): never => {
+    throw new CheckpointError(path, `cannot save: ${problem}`);
+  };
+  const named = Object.entries(tensors);
+  for (const [name, t] of named) {
+    const what = `tensor ${JSON.stringify(name)}`;
+    if (!(t instanceof Tensor)) refuse(`${JSON.stringify(name)} is not a Tensor`);
+    if (name === "__metadata__") refuse(`"__metadata__" is reserved and cannot name a tensor`);
+    if (t.disposed) refuse(`${what} ${JSON.stringify(t.shape)} ${t.dtype} was disposed`);
+    // A device pointer is not host memory; reading it here would crash the process.
+    if (t.device !== "cpu") refuse(`${what} is on ${t.device}; move it to the CPU first`);
+  }
+  for (const [key, value] of Object.entries(metadata ?? {})) {
+    if (typeof value !== "string") {
+      refuse(`metadata ${JSON.stringify(key)} is ${typeof value}, not a string`);
+    }
+  }
+  const byName = new Map(named);
+  const entries = layout(named.map(([name, t]) => ({ name, dtype: t.dtype, shape: t.shape })));
+  const header = encodeHeader(entries, metadata);
+  writeFileAtomic(path, (file) => {
+    const prefix = new Uint8Array(8 + header.length);
+    new DataView(prefix.buffer).setBigUint64(0, BigInt(header.length), true);
+    prefix.set(header, 8);
+    writeAll(file, prefix);
+    for (const entry of entries) writeTensor(file, byName.get(entry.name)!);
+  });
+}
+
+/** Fills `view` from the file's current position; fails if the file ends first. */
+function readExactly(path: string, file: Deno.FsFile, view: Uint8Array, what: string): void {
+  for (let done = 0; done < view.length;) {
+    const n = file.readSync(view.subarray(done));
+    if (n === null) {
+      throw new CheckpointError(
+        path,
+        `file ended ${
+          view.length - done
+        } bytes early while reading ${what} (changed while loading?)`,
+      );
+    }
+    done += n;
+  }
+}
+
+/**
+ * Loads a safetensors file. Every field of the header is checked against the file before any
+ * data is trusted: header length, JSON shape, dtype (F32 or I32), shape, and data offsets that
+ * must match each tensor's size and tile the data region exactly. Tensor data is read straight
+ * into native memory.
+ *
+ * @param path The file to read.
+ * @returns The tensors by name (new contiguous CPU tensors) and the metadata.
+ * @throws CheckpointError naming the file and what is wrong with it; the file system's errors
+ * (such as `Deno.errors.NotFound`) as they are.
+ *
+ * @example Load a checkpoint made by PyTorch
+ * ```ts
+ * import { fileURLToPath } from "node:url";
+ * import { load } from "./mod.ts";
+ * const url = new URL("../../tests/fixtures/mlp_torch.safetensors", import.meta.url);
+ * const { tensors } = load(fileURLToPath(url));
+ * tensors["0.weight"].shape; // [16, 8]: [out, in], as in PyTorch
+ * ```
+ */
+export function load(path: string): Checkpoint {
+  const fail = (problem: string): never => {
+    throw new CheckpointError(path, problem);
+  };
+  using file = Deno.openSync(path, { read: true });
+  const size = file.statSync().size;
+  if (size < 8) fail(`file is ${size} bytes, too short for the 8-byte header length`);
+  const prefix = new Uint8Array(8);
+  readExactly(path, file, prefix, "the header length");
+  const headerBytes = new DataView(prefix.buffer).getBigUint64(0, true);
+  if (headerBytes > BigInt(MAX_HEADER_BYTES)) {
+    fail(`header length ${headerBytes} exceeds the limit of ${MAX_HEADER_BYTES} bytes`);
+  }
+  const n = Number(headerBytes);
+  if (8 + n > size) fail(`header length ${n} runs past the end of the ${size}-byte file`);
+  const headerView = new Uint8Array(n);
+  readExactly(path, file, headerView, "the header");
+  const { entries, metadata } = decodeHeader(path, headerView, size - 8 - n);
+
+  const loaded: [string, Tensor][] = [];
+  try {
+    // The entries tile the data region in offset order, so one sequential pass reads them all.
+    for (const entry of entries) {
+      const t = Tensor.empty(entry.shape, entry.dtype);
+      loaded.push([entry.name, t]);
+      if (t.numel() === 0) continue;
+      forEachChunk(t.ptr!, entry.end - entry.begin, (view, at) => {
+        readExactly(path, file, view, `tensor ${JSON.stringify(entry.name)} at byte ${at}`);
+      });
+    }
+  } catch (error) {
+    for (const [, t] of loaded) t.dispose();
+    throw error;
+  }
+  return { tensors: Object.fromEntries(loaded), metadata };
+}
