@@ -265,6 +265,19 @@ Deno.test("the sensitive-output check reports a token output directly, through a
 
 // ---- Terraform: variables ----
 
+Deno.test("every variable has a description, a primitive type and at least one validation", async () => {
+  for (const dir of CONFIG_DIRS) {
+    for (const [name, variable] of (await loadConfig(dir)).variables) {
+      assert.ok(String(variable.description ?? "").length > 10, `${dir}: ${name} description`);
+      assert.match(String(variable.type), /^\$\{(string|number|bool)\}$/, `${dir}: ${name} type`);
+      assert.ok(
+        (variable.validation as unknown[] | undefined)?.length,
+        `${dir}: ${name} validation`,
+      );
+    }
+  }
+});
+
 Deno.test("the example tfvars set only declared variables, with their types, and pass every validation", async () => {
   for (const dir of CONFIG_DIRS) {
     const config = await loadConfig(dir);
