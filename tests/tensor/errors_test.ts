@@ -87,7 +87,6 @@ Deno.test("crossEntropy checks the target's dtype and the shapes", () => {
 Deno.test("crossEntropy reports an out-of-range class with the native message as a RangeError", () => {
   tidy(() => {
     for (const [target, row] of [[5, 1], [-1, 2]]) {
-      const targets = i32([0, 0, 0]);
       const values = [0, 0, 0];
       values[row] = target;
       assert.throws(
@@ -103,9 +102,24 @@ Deno.test("crossEntropy reports an out-of-range class with the native message as
           return true;
         },
       );
-      targets.dispose();
     }
   });
+});
+
+Deno.test({
+  // Bug: src/tensor/native.ts NativeError extends Error and only sets name = "RangeError" for
+  // DT_EINVAL, so `catch (e) { if (e instanceof RangeError) ... }` and assert.throws(fn, RangeError)
+  // miss native argument errors. Fix: throw a RangeError subclass for EINVAL (for example
+  // `class NativeRangeError extends RangeError` carrying `status`), or make unwrap() throw
+  // `new RangeError(message, { cause })` for that status.
+  ignore: true,
+  name: "native argument errors are instances of RangeError",
+  fn: () => {
+    tidy(() => {
+      assert.throws(() => crossEntropy(zeros([2, 3]), i32([0, 3])), RangeError);
+      assert.throws(() => embedding(i32([10]), zeros([10, 4])), RangeError);
+    });
+  },
 });
 
 Deno.test("embedding reports an out-of-range or negative index, and wrong dtypes", () => {

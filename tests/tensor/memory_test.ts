@@ -7,7 +7,9 @@
 import assert from "node:assert/strict";
 import {
   allocatedBytes,
+  F,
   keep,
+  nn,
   noGrad,
   randn,
   type Tensor,
@@ -186,4 +188,49 @@ Deno.test("the FinalizationRegistry frees a dropped autograd graph", async () =>
   })();
   await collectGarbage();
   assert.equal(allocatedBytes(), before);
+});
+
+Deno.test("backward frees its temporaries: only the leaves' gradients stay", () => {
+  tidy(() => {
+    const leaf = (shape: number[]) => randn(shape).requiresGrad_();
+    const x = leaf([4, 6]), w = leaf([5, 6]), b = leaf([5]), g = leaf([5]), c = leaf([3, 1]);
+    const e = leaf([10, 5]);
+    const idx = tensor(Int32Array.from([1, 2, 3, 4]), [4]);
+    const losses: [string, () => Tensor][] = [
+      ["linear + layerNorm", () => F.layerNorm(F.linear(x, w, b), [5], g, b).sum()],
+      ["gelu + crossEntropy", () => F.crossEntropy(F.linear(x, w, b).gelu(), idx)],
+      ["broadcast", () => c.expand(2, 3, 5).add(b).tanh().mean()],
+      ["transposed matmul", () => x.t().matmul(x).softmax().sum()],
+      ["embedding + mse", () => F.mseLoss(F.linear(x, w), F.embedding(idx, e))],
+      ["dropout", () => F.dropout(x, 0.3).logSoftmax().sum()],
+      ["leaf reuse", () => x.mul(x).add(x.t().t()).sum()],
+      ["batched matmul", () => x.reshape(2, 2, 6).matmul(x.reshape(2, 6, 2)).sum()],
+    ];
+    for (const [, loss] of losses) loss().backward();
+    for (const [name, loss] of losses) {
+      const l = loss();
+      const before = allocatedBytes();
+      l.backward();
+      assert.ok(
+        allocatedBytes() <= before,
+        `${name}: backward kept ${allocatedBytes() - before} bytes`,
+      );
+    }
+  });
+});
+
+Deno.test({
+  // Bug: src/nn/layers.ts wraps fresh tensors in Parameters (new Parameter(kaimingUniformLinear(..)),
+  // src/nn/parameter.ts shares the storage) and never disposes the wrapped tensor, which keeps a
+  // storage reference until a garbage collection. Disposing the parameters frees nothing. Fix:
+  // dispose the temporary after wrapping it (or have Parameter take over data's reference).
+  ignore: true,
+  name: "disposing a module's parameters frees their memory at once",
+  fn: () => {
+    const before = allocatedBytes();
+    const layer = new nn.Linear(100, 100);
+    assert.equal(allocatedBytes(), before + (100 * 100 + 100) * 4);
+    for (const p of layer.parameters()) p.dispose();
+    assert.equal(allocatedBytes(), before);
+  },
 });
