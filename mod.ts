@@ -33,8 +33,12 @@ export {
 } from "./src/tensor/creation.ts";
 export { getRngState, manualSeed, setRngState } from "./src/tensor/random.ts";
 export { isGradEnabled, noGrad } from "./src/tensor/autograd.ts";
-export { keep, tidy } from "./src/tensor/scope.ts";
+export { keep, tidy, tidyAsync } from "./src/tensor/scope.ts";
 export { NativeError } from "./src/tensor/native.ts";
 export * as nn from "./src/nn/mod.ts";
 export * as F from "./src/nn/functional.ts";
 export * as optim from "./src/optim/mod.ts";
+export * as data from "./src/data/mod.ts";
+export * as checkpoint from "./src/checkpoint/mod.ts";
+export * as dist from "./src/dist/mod.ts";
+export * as parallel from "./src/parallel/mod.ts";

@@ -37,7 +37,7 @@ export function keep<T extends Scoped>(t: T): T {
 /**
  * Runs `fn` and disposes every tensor created while it ran, except the tensors it returns
  * (directly, or inside an array or a plain object) and persistent ones. Returned tensors move to
- * the enclosing scope. Scopes nest. `fn` must be synchronous.
+ * the enclosing scope. Scopes nest. `fn` must be synchronous (see {@linkcode tidyAsync}).
  *
  * @param fn The work whose temporaries are freed.
  * @returns What `fn` returned.
@@ -58,30 +58,59 @@ export function keep<T extends Scoped>(t: T): T {
  * ```
  */
 export function tidy<R>(fn: () => R): R {
-  const scope = new Set<Scoped>();
-  scopes.push(scope);
+  const scope = openScope();
   let result: R;
   try {
     result = fn();
   } catch (error) {
-    disposeAll(scope, new Set());
+    closeScope(scope, undefined);
     throw error;
-  } finally {
-    scopes.pop();
   }
   if (result instanceof Promise) {
-    disposeAll(scope, new Set());
-    throw new TypeError("tidy: fn returned a Promise; tidy only takes synchronous work");
+    closeScope(scope, undefined);
+    throw new TypeError("tidy: fn returned a Promise; use tidyAsync for asynchronous work");
   }
-  const spared = new Set<unknown>();
-  collectTensors(result, spared);
-  disposeAll(scope, spared);
-  for (const t of scope) if (spared.has(t)) track(t);
+  closeScope(scope, result);
   return result;
 }
 
-function disposeAll(scope: Set<Scoped>, spared: Set<unknown>): void {
-  for (const t of scope) if (!spared.has(t) && !t.persistent) t.dispose();
+/**
+ * The asynchronous form of {@linkcode tidy}, for steps that await collectives (such as
+ * `await ddp.backward(loss)`). Tensors made by any code while `fn` runs are attributed to the
+ * innermost open scope, so do not run other tensor-making work concurrently with it.
+ *
+ * @param fn The asynchronous work whose temporaries are freed.
+ * @returns What `fn` resolved to.
+ */
+export async function tidyAsync<R>(fn: () => Promise<R>): Promise<R> {
+  const scope = openScope();
+  let result: R;
+  try {
+    result = await fn();
+  } catch (error) {
+    closeScope(scope, undefined);
+    throw error;
+  }
+  closeScope(scope, result);
+  return result;
+}
+
+function openScope(): Set<Scoped> {
+  const scope = new Set<Scoped>();
+  scopes.push(scope);
+  return scope;
+}
+
+/** Closes `scope`: frees what `result` does not hold, hands the rest to the enclosing scope. */
+function closeScope(scope: Set<Scoped>, result: unknown): void {
+  const at = scopes.lastIndexOf(scope);
+  if (at >= 0) scopes.splice(at, 1);
+  const spared = new Set<unknown>();
+  collectTensors(result, spared);
+  for (const t of scope) {
+    if (spared.has(t)) track(t);
+    else if (!t.persistent) t.dispose();
+  }
 }
 
 function collectTensors(value: unknown, into: Set<unknown>): void {

@@ -45,7 +45,7 @@ export const TrainConfigSchema = z.object({
   masterAddr: z.string().min(1),
   masterPort: z.number().int().min(1).max(65535),
   maxRestarts: z.number().int().nonnegative(),
-  logDir: z.string().min(1),
+  logDir: z.string(),
   device: z.enum(["cpu", "cuda"]),
 }).strict();
 

@@ -1,0 +1,80 @@
+/**
+ * `deno task train`: the main job. With `--nproc-per-node N > 1` (the default is 2) or several
+ * nodes it starts the launcher, which runs this same file once per rank; each rank then trains
+ * with DDP. With `--nproc-per-node 1` it trains in this process.
+ * @module
+ */
+
+import { lib } from "../../ffi/dtrain.ts";
+import { destroyProcessGroup, initProcessGroup } from "../dist/mod.ts";
+import { launch } from "../launch/launcher.ts";
+import { watchLauncher } from "../launch/worker_guard.ts";
+import { ConfigError, parseTrainArgs, type TrainConfig, USAGE } from "./config.ts";
+import { Trainer } from "./trainer.ts";
+
+async function runWorker(config: TrainConfig): Promise<void> {
+  watchLauncher();
+  const worldSize = Number(Deno.env.get("WORLD_SIZE") ?? "1");
+  const threads = config.threads || Number(Deno.env.get("DTRAIN_NUM_THREADS") ?? 0) ||
+    navigator.hardwareConcurrency;
+  lib.dt_set_num_threads(threads);
+  if (worldSize > 1) await initProcessGroup({ backend: "gloo" });
+  try {
+    const trainer = new Trainer(config);
+    await trainer.init();
+    const result = await trainer.train();
+    if (trainer.rank === 0) {
+      const acc = result.testAccuracy === null
+        ? ""
+        : `, test accuracy ${(result.testAccuracy * 100).toFixed(2)}%`;
+      console.log(`done: ${result.epochsRun} epochs, loss ${result.lastLoss.toFixed(4)}${acc}`);
+    }
+  } finally {
+    if (worldSize > 1) await destroyProcessGroup();
+  }
+}
+
+/** Parses the command line and runs the job; resolves to the process exit code. */
+export async function main(args: string[]): Promise<number> {
+  let config: TrainConfig | "help";
+  try {
+    config = parseTrainArgs(args);
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error;
+    console.error(`train: ${error.message}\n(see --help)`);
+    return 2;
+  }
+  if (config === "help") {
+    console.log(USAGE);
+    return 0;
+  }
+  const launched = Deno.env.get("RANK") !== undefined;
+  if (!launched && (config.nprocPerNode > 1 || config.nnodes > 1)) {
+    return await launch({
+      nprocPerNode: config.nprocPerNode,
+      nnodes: config.nnodes,
+      nodeRank: config.nodeRank,
+      masterAddr: config.masterAddr,
+      masterPort: config.masterPort,
+      maxRestarts: config.maxRestarts,
+      logDir: config.logDir,
+      script: new URL(import.meta.url).pathname,
+      scriptArgs: args,
+    });
+  }
+  if (config.device !== "cpu") {
+    console.error(`train: device "${config.device}" is not available in this build (only "cpu")`);
+    return 2;
+  }
+  await runWorker(config);
+  return 0;
+}
+
+if (import.meta.main) {
+  try {
+    Deno.exit(await main(Deno.args));
+  } catch (error) {
+    console.error(`train: ${(error as Error).stack ?? error}`);
+    Deno.exit(1);
+  }
+}

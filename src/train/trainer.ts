@@ -1,0 +1,224 @@
+/**
+ * The training loop, after the original project's `Trainer`: run batches, run epochs, evaluate,
+ * save snapshots, resume. It runs the same in one process and in every rank of a DDP job; only
+ * rank 0 prints and writes snapshots.
+ * @module
+ */
+
+import { existsSync } from "node:fs";
+import { DataLoader } from "../data/dataloader.ts";
+import { DistributedSampler } from "../data/distributed_sampler.ts";
+import { allReduce, barrier, getRank, getWorldSize, isInitialized } from "../dist/mod.ts";
+import type { Module } from "../nn/module.ts";
+import { AdamW } from "../optim/adamw.ts";
+import type { Optimizer } from "../optim/optimizer.ts";
+import { SGD } from "../optim/sgd.ts";
+import { DistributedDataParallel } from "../parallel/ddp.ts";
+import { noGrad } from "../tensor/autograd.ts";
+import { tensor } from "../tensor/creation.ts";
+import { manualSeed } from "../tensor/random.ts";
+import { tidy, tidyAsync } from "../tensor/scope.ts";
+import type { Tensor } from "../tensor/tensor.ts";
+import type { TrainConfig } from "./config.ts";
+import { buildModel, loadTask, type Task } from "./model.ts";
+import { Progress } from "./progress.ts";
+import { loadSnapshot, saveSnapshot } from "./snapshot.ts";
+
+/** What a finished run reports. */
+export interface TrainResult {
+  /** Epochs completed, resumed ones included. */
+  epochsRun: number;
+  /** Mean training loss of the last epoch run (NaN if none ran). */
+  lastLoss: number;
+  /** Test accuracy after the last epoch (null without a test set or epochs). */
+  testAccuracy: number | null;
+  /** Training samples per second over the epochs run here, summed over ranks. */
+  samplesPerSecond: number;
+}
+
+/** Trains one model as configured; in a DDP job every rank runs one Trainer. */
+export class Trainer {
+  readonly rank: number;
+  readonly worldSize: number;
+  readonly task: Task;
+  readonly model: Module;
+  readonly optimizer: Optimizer<{ lr: number }>;
+  readonly sampler: DistributedSampler;
+  readonly loader: DataLoader;
+  epochsRun = 0;
+  #ddp: DistributedDataParallel | null = null;
+
+  /** Builds the model, optimizer and data; call {@linkcode Trainer.init} before training. */
+  constructor(readonly config: TrainConfig, readonly log: (line: string) => void = console.log) {
+    const distributed = isInitialized();
+    this.rank = distributed ? getRank() : 0;
+    this.worldSize = distributed ? getWorldSize() : 1;
+    manualSeed(config.seed);
+    this.task = loadTask(config);
+    this.model = buildModel(config, this.task);
+    const params = this.model.parameters();
+    this.optimizer = config.optimizer === "adamw"
+      ? new AdamW(params, { lr: config.lr, weightDecay: config.weightDecay })
+      : new SGD(params, {
+        lr: config.lr,
+        momentum: config.momentum,
+        weightDecay: config.weightDecay,
+      });
+    this.sampler = new DistributedSampler(this.task.train, {
+      numReplicas: this.worldSize,
+      rank: this.rank,
+      shuffle: true,
+      seed: config.seed,
+    });
+    this.loader = new DataLoader(this.task.train, {
+      batchSize: config.batchSize,
+      sampler: this.sampler,
+    });
+  }
+
+  /** Resumes from the snapshot if one exists, then wraps the model in DDP when distributed. */
+  async init(): Promise<void> {
+    if (existsSync(this.config.snapshot)) {
+      const info = loadSnapshot(this.config.snapshot, this.model, this.optimizer);
+      this.epochsRun = info.epochsRun;
+      this.sampler.loadStateDict(info.sampler);
+      if (this.rank === 0) {
+        this.log(`resuming from ${this.config.snapshot} at epoch ${this.epochsRun}`);
+      }
+    }
+    if (this.worldSize > 1) this.#ddp = await DistributedDataParallel.create(this.model);
+  }
+
+  /** One optimizer step on a batch; returns its loss. */
+  async runBatch(x: Tensor, y: Tensor): Promise<number> {
+    const ddp = this.#ddp;
+    return await tidyAsync(async () => {
+      const loss = this.task.loss(this.model.forward(x), y);
+      if (ddp) await ddp.backward(loss);
+      else loss.backward();
+      this.optimizer.step();
+      this.optimizer.zeroGrad();
+      return loss.item();
+    });
+  }
+
+  /** One pass over this rank's share of the training data; returns mean loss and throughput. */
+  async runEpoch(epoch: number): Promise<{ loss: number; samplesPerSecond: number }> {
+    this.model.train();
+    this.loader.setEpoch(epoch);
+    const steps = this.config.maxSteps > 0
+      ? Math.min(this.config.maxSteps, this.loader.length)
+      : this.loader.length;
+    const progress = new Progress(
+      epoch,
+      this.config.epochs,
+      steps,
+      (t) => this.rank === 0 && this.#write(t),
+    );
+    let step = 0;
+    for (const [x, y] of this.loader) {
+      if (step++ >= steps) {
+        x.dispose();
+        y.dispose();
+        break;
+      }
+      const loss = await this.runBatch(x, y);
+      progress.update(loss, x.shape[0] * this.worldSize);
+      x.dispose();
+      y.dispose();
+    }
+    const loss = await this.#meanOverRanks(progress.meanLoss);
+    const accuracy = await this.evaluate();
+    progress.finish(
+      `mean loss ${loss.toFixed(4)}${
+        accuracy === null ? "" : ` test accuracy ${(accuracy * 100).toFixed(2)}%`
+      }`,
+    );
+    return { loss, samplesPerSecond: progress.samplesPerSecond };
+  }
+
+  /** Test accuracy over the whole test set, each rank scoring its stride of it. */
+  async evaluate(): Promise<number | null> {
+    const test = this.task.test;
+    if (test === null) return null;
+    this.model.eval();
+    let correct = 0, count = 0;
+    const batch = 1000;
+    for (let start = this.rank; start < test.length; start += batch * this.worldSize) {
+      const indices = new Int32Array(
+        Math.min(batch, Math.ceil((test.length - start) / this.worldSize)),
+      );
+      for (let i = 0; i < indices.length; i++) indices[i] = start + i * this.worldSize;
+      correct += tidy(() =>
+        noGrad(() => {
+          const [x, y] = test.getBatch(indices);
+          const predicted = this.model.forward(x).argmax(-1).toArray();
+          const labels = y.toArray();
+          let hits = 0;
+          for (let i = 0; i < labels.length; i++) if (predicted[i] === labels[i]) hits++;
+          return hits;
+        })
+      );
+      count += indices.length;
+    }
+    this.model.train();
+    const [totalCorrect, total] = await this.#sumOverRanks([correct, count]);
+    return totalCorrect / total;
+  }
+
+  /** Trains the remaining epochs, writing snapshots on rank 0 every `saveEvery` and at the end. */
+  async train(): Promise<TrainResult> {
+    let lastLoss = NaN, accuracy: number | null = null, rate = 0, epochsHere = 0;
+    for (let epoch = this.epochsRun; epoch < this.config.epochs; epoch++) {
+      const { loss, samplesPerSecond } = await this.runEpoch(epoch);
+      lastLoss = loss;
+      rate += samplesPerSecond;
+      epochsHere++;
+      this.epochsRun = epoch + 1;
+      if (this.epochsRun % this.config.saveEvery === 0 || this.epochsRun === this.config.epochs) {
+        await this.saveSnapshot();
+      }
+    }
+    if (this.task.test !== null && epochsHere > 0) accuracy = await this.evaluate();
+    return {
+      epochsRun: this.epochsRun,
+      lastLoss,
+      testAccuracy: accuracy,
+      samplesPerSecond: epochsHere ? rate / epochsHere : 0,
+    };
+  }
+
+  /** Rank 0 writes the snapshot atomically; the others wait so that no rank runs ahead of it. */
+  async saveSnapshot(): Promise<void> {
+    if (this.rank === 0) {
+      saveSnapshot(this.config.snapshot, this.model, this.optimizer, {
+        epochsRun: this.epochsRun,
+        sampler: this.sampler.stateDict(),
+      });
+      this.log(`epoch ${this.epochsRun}: snapshot saved to ${this.config.snapshot}`);
+    }
+    if (this.worldSize > 1) await barrier();
+  }
+
+  async #meanOverRanks(value: number): Promise<number> {
+    const [sum] = await this.#sumOverRanks([value]);
+    return sum / this.worldSize;
+  }
+
+  async #sumOverRanks(values: number[]): Promise<number[]> {
+    if (this.worldSize === 1) return values;
+    const t = tensor(values);
+    try {
+      await allReduce(t, "sum");
+      return Array.from(t.toArray());
+    } finally {
+      t.dispose();
+    }
+  }
+
+  #write(text: string): void {
+    const bytes = new TextEncoder().encode(text);
+    let written = 0;
+    while (written < bytes.length) written += Deno.stdout.writeSync(bytes.subarray(written));
+  }
+}
