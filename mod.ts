@@ -34,7 +34,7 @@ export {
 export { getRngState, manualSeed, setRngState } from "./src/tensor/random.ts";
 export { isGradEnabled, noGrad } from "./src/tensor/autograd.ts";
 export { keep, tidy, tidyAsync } from "./src/tensor/scope.ts";
-export { NativeError } from "./src/tensor/native.ts";
+export { NativeArgumentError, NativeError } from "./src/tensor/native.ts";
 export * as nn from "./src/nn/mod.ts";
 export * as F from "./src/nn/functional.ts";
 export * as optim from "./src/optim/mod.ts";

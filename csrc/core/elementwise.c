@@ -164,7 +164,7 @@ static inline float unary_derivative(int op, float x, float y, float p) {
     case DT_SIGMOID: return y * (1.0f - y);
     case DT_NEG: return -1.0f;
     case DT_SQRT: return 0.5f / y;
-    case DT_POW: return p * powf(x, p - 1.0f);
+    case DT_POW: return p == 0.0f ? 0.0f : p * powf(x, p - 1.0f);
     case DT_SCALE: return p;
     default: return 1.0f;
   }

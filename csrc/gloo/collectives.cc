@@ -98,38 +98,42 @@ int rankInMessage(const dt_gloo_ctx* ctx, const std::string& message) {
     status = DT_EPEER;
     int peer = rankInMessage(ctx, detail);
     message = opLabel(fp) + ": connection to " +
-              (peer >= 0 ? "rank " + std::to_string(peer) : std::string("a peer")) +
+              (peer >= 0 ? ctx->rankName(peer) : std::string("a peer")) +
               " failed (" + detail + ")";
+    if (getenv("DT_DEBUG_ADDR")) for (size_t i = 0; i < ctx->peer_addr.size(); i++) message += " {" + std::to_string(i) + "=" + ctx->peer_addr[i] + "}";
   }
   ctx->broken = message;
   throw Failure(status, message);
 }
 
-std::string mismatchMessage(const std::vector<Fingerprint>& all) {
+// Compares every rank with group rank 0, so every rank reports the same first difference.
+std::string mismatchMessage(const dt_gloo_ctx* ctx, const std::vector<Fingerprint>& all) {
   const auto& ref = all[0];
+  const auto first = ctx->rankName(0);
   for (size_t j = 1; j < all.size(); j++) {
     const auto& fp = all[j];
-    auto rank = "rank " + std::to_string(j);
+    auto rank = ctx->rankName(static_cast<int>(j));
     auto tail = " (op #" + std::to_string(ref.seq) + ")";
     if (fp.kind != ref.kind) {
       return "op #" + std::to_string(ref.seq) + ": " + rank + " called " + kindName(fp.kind) +
-             ", rank 0 called " + kindName(ref.kind);
+             ", " + first + " called " + kindName(ref.kind);
     }
     std::string name = kindName(ref.kind);
     if (fp.count != ref.count || fp.dtype != ref.dtype) {
       return name + ": " + rank + " sent " + std::to_string(fp.count) + " " +
-             dtrain::dtypeName(fp.dtype) + " elements, rank 0 expected " +
+             dtrain::dtypeName(fp.dtype) + " elements, " + first + " expected " +
              std::to_string(ref.count) +
-             (fp.dtype != ref.dtype ? std::string(" ") + dtrain::dtypeName(ref.dtype) : "") +
+             (fp.dtype != ref.dtype ? std::string(" ") + dtrain::dtypeName(ref.dtype) + " elements"
+                                    : "") +
              tail;
     }
     if (fp.op != ref.op) {
       return name + ": " + rank + " reduces with " + dtrain::reduceOpName(fp.op) +
-             ", rank 0 expected " + dtrain::reduceOpName(ref.op) + tail;
+             ", " + first + " expected " + dtrain::reduceOpName(ref.op) + tail;
     }
     if (fp.root != ref.root) {
-      return name + ": " + rank + " uses root " + std::to_string(fp.root) +
-             ", rank 0 expected root " + std::to_string(ref.root) + tail;
+      return name + ": " + rank + " uses root " + std::to_string(ctx->jobRank(fp.root)) + ", " +
+             first + " expected root " + std::to_string(ctx->jobRank(ref.root)) + tail;
     }
   }
   return "";
@@ -173,7 +177,7 @@ void exchangeFingerprints(dt_gloo_ctx* ctx, const Fingerprint& mine) {
     if (detail.find("Timed out") == std::string::npos) transportFailure(ctx, mine, e);
     std::string late;
     for (int i = 0; i < n; i++) {
-      if (!arrived[i]) late += (late.empty() ? "" : ", ") + std::to_string(i);
+      if (!arrived[i]) late += (late.empty() ? "" : ", ") + std::to_string(ctx->jobRank(i));
     }
     auto message = opLabel(mine) + ": timed out after " + std::to_string(ctx->timeout.count()) +
                    " ms waiting for " + (late.find(',') == std::string::npos ? "rank " : "ranks ") +
@@ -181,7 +185,7 @@ void exchangeFingerprints(dt_gloo_ctx* ctx, const Fingerprint& mine) {
     ctx->broken = message;
     throw Failure(DT_ETIMEOUT, message);
   }
-  auto mismatch = mismatchMessage(all);
+  auto mismatch = mismatchMessage(ctx, all);
   if (!mismatch.empty()) throw Failure(DT_EMISMATCH, mismatch);
 }
 

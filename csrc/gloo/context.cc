@@ -126,7 +126,8 @@ int dt_gloo_last_error(dt_gloo_ctx* ctx, char* buf, size_t len) {
 
 int dt_gloo_ctx_connect(dt_gloo_ctx* ctx, const char* store_host, int store_port,
                         const char* token, const char* prefix, int rank, int size,
-                        const char* host, const char* iface, int64_t timeout_ms) {
+                        const int32_t* global_ranks, const char* host, const char* iface,
+                        int64_t timeout_ms) {
   if (ctx == nullptr) return DT_EINVAL;
   std::lock_guard<std::mutex> lock(ctx->call_mu);
   return dtrain::guard(ctx, [&] {
@@ -140,6 +141,8 @@ int dt_gloo_ctx_connect(dt_gloo_ctx* ctx, const char* store_host, int store_port
       throw Failure(DT_EINVAL, "timeout must be positive, got " + std::to_string(timeout_ms));
     }
     ctx->timeout = std::chrono::milliseconds(timeout_ms);
+    ctx->global_ranks.resize(size);
+    for (int i = 0; i < size; i++) ctx->global_ranks[i] = global_ranks ? global_ranks[i] : i;
 
     gloo::transport::tcp::attr attr;
     if (iface != nullptr && iface[0] != '\0') {

@@ -36,9 +36,12 @@ int dt_gloo_last_error(dt_gloo_ctx* ctx, char* buf, size_t len);
 // Rendezvous through the dtrain store at store_host:store_port (presenting `token`, keys
 // under `prefix`), then connects a full mesh of TCP pairs. Binds to interface `iface` if
 // non-empty, else to `host`. Blocks up to timeout_ms; the same timeout bounds each collective.
+// `global_ranks` (size entries, or NULL for the identity) maps group ranks to job ranks, so
+// that messages name the ranks users know.
 int dt_gloo_ctx_connect(dt_gloo_ctx* ctx, const char* store_host, int store_port,
                         const char* token, const char* prefix, int rank, int size,
-                        const char* host, const char* iface, int64_t timeout_ms);
+                        const int32_t* global_ranks, const char* host, const char* iface,
+                        int64_t timeout_ms);
 
 // Closes the connections and frees the context. Safe on NULL.
 int dt_gloo_ctx_free(dt_gloo_ctx* ctx);

@@ -27,8 +27,17 @@ struct dt_gloo_ctx {
   // peer_addr[i] is how Gloo prints rank i's end of our connection ("[10.0.0.2]:41234");
   // it lets a transport error name the rank instead of a socket address.
   std::vector<std::string> peer_addr;
+  // global_ranks[i] is group rank i's rank in the job; messages always name job ranks.
+  std::vector<int> global_ranks;
   uint64_t seq = 0;    // collectives issued so far; the fingerprint carries it as "op #N"
   std::string broken;  // set after a transport failure: the pairs are in an unknown state
+
+  // The job rank of group rank i.
+  int jobRank(int i) const {
+    return i >= 0 && i < static_cast<int>(global_ranks.size()) ? global_ranks[i] : i;
+  }
+  // "rank 5" for group rank i.
+  std::string rankName(int i) const { return "rank " + std::to_string(jobRank(i)); }
 };
 
 namespace dtrain {

@@ -30,6 +30,8 @@ export interface BackendInit {
   rank: number;
   /** Number of ranks in the group. */
   size: number;
+  /** Job rank of each group rank, so that errors name the ranks users know. */
+  globalRanks: readonly number[];
   /** Store host. */
   storeHost: string;
   /** Store port. */

@@ -62,7 +62,7 @@ const leaked = new FinalizationRegistry<{ lib: GlooSymbols; ctx: Deno.PointerVal
  * ```ts ignore
  * import { GlooBackend } from "./gloo.ts";
  * const gloo = await GlooBackend.connect({
- *   rank: 0, size: 1, storeHost: "127.0.0.1", storePort: 29500, token: "t",
+ *   rank: 0, size: 1, globalRanks: [0], storeHost: "127.0.0.1", storePort: 29500, token: "t",
  *   prefix: "demo/", host: "127.0.0.1", iface: "", timeoutMs: 5000,
  * });
  * gloo.close();
@@ -99,6 +99,7 @@ export class GlooBackend implements Backend {
       init.host,
       init.iface,
     ].map(cstr);
+    const globalRanks = new Int32Array(init.globalRanks);
     const status = await pinned(
       lib.dt_gloo_ctx_connect(
         ctx,
@@ -108,16 +109,18 @@ export class GlooBackend implements Backend {
         prefix,
         init.rank,
         init.size,
+        globalRanks,
         host,
         iface,
         BigInt(init.timeoutMs),
       ),
-      [storeHost, token, prefix, host, iface],
+      [storeHost, token, prefix, globalRanks, host, iface],
     );
     if (status !== 0) {
       const err = lastError(lib, ctx, status);
       lib.dt_gloo_ctx_free(ctx);
-      throw new DistError(err.code, `gloo rank ${init.rank}/${init.size}: ${err.message}`);
+      const who = `rank ${init.globalRanks[init.rank]} (group of ${init.size})`;
+      throw new DistError(err.code, `gloo rendezvous of ${who}: ${err.message}`);
     }
     return new GlooBackend(lib, ctx);
   }

@@ -35,16 +35,17 @@ function requireWorld(what: string): World {
   return world;
 }
 
+/** Connects this rank's communicator among `ranks` (job ranks, ascending). */
 function connectBackend(
   config: ResolvedInit,
-  rank: number,
-  size: number,
+  ranks: readonly number[],
   prefix: string,
 ): Promise<Backend> {
   const { storeHost, storePort, token, host, iface, timeoutMs } = config;
   return GlooBackend.connect({
-    rank,
-    size,
+    rank: ranks.indexOf(config.rank),
+    size: ranks.length,
+    globalRanks: ranks,
     prefix,
     storeHost,
     storePort,
@@ -79,6 +80,62 @@ async function joinJob(store: StoreClient, config: ResolvedInit): Promise<string
   }
   return prefix;
 }
+
+/** Resolves with `work`'s value, or rejects once `ms` have passed. */
+function within<T>(work: Promise<T>, ms: number): Promise<T> {
+  let timer = 0 as unknown as ReturnType<typeof setTimeout>;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
+  });
+  return Promise.race([work, late]).finally(() => clearTimeout(timer));
+}
+
+/**
+ * [Note: failure diagnosis]
+ * Gloo sees only its own sockets. A rank whose neighbour exited because of another rank's
+ * death blames the neighbour, and a send into a dead peer merely times out. The store sees
+ * every rank: a rank's store connection closes when its process dies. So after a transport
+ * failure each rank records its error in the store, then polls until every other member has
+ * either recorded one too or left: members that left without a record died. Polling also
+ * keeps the failing ranks (and so rank 0's store) up until everyone has had its say.
+ */
+async function diagnose(w: World, group: ProcessGroup, err: unknown): Promise<unknown> {
+  if (!(err instanceof DistError) || (err.code !== "peer" && err.code !== "timeout")) return err;
+  const failedKey = (rank: number) => `${w.prefix}failed/${rank}`;
+  const others = group.ranks.filter((r) => r !== w.config.rank);
+  const findDead = async () => {
+    await w.store.set(failedKey(w.config.rank), err.message);
+    const deadline = Date.now() + DIAGNOSIS_MS;
+    for (;;) {
+      const alive = new Set(await w.store.connectedRanks());
+      const dead: number[] = [];
+      let pending = 0;
+      for (const r of others) {
+        if (await w.store.get(failedKey(r), 0).then(() => true, () => false)) continue;
+        if (alive.has(r)) pending++;
+        else dead.push(r);
+      }
+      if (pending === 0 || Date.now() >= deadline) return dead;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  };
+  let note: string;
+  try {
+    const dead = await within(findDead(), DIAGNOSIS_MS + 1000);
+    if (dead.length === 0) return err;
+    note = `rank${dead.length > 1 ? "s" : ""} ${dead.join(", ")} died ` +
+      `(left the store without reporting an error)`;
+  } catch (e) {
+    console.error("DEBUG diag", e);
+    note = w.config.launcherStore
+      ? "the launcher's store is unreachable too"
+      : "the store is unreachable too: rank 0, which hosts it, has probably died";
+  }
+  return new DistError(err.code, `${err.message}; ${note}`, { cause: err });
+}
+
+/** How long a failing rank waits for the other members to report theirs. */
+const DIAGNOSIS_MS = 2000;
 
 /**
  * Joins the job: hosts or reaches the store, waits for every rank, connects the backend.
@@ -123,16 +180,12 @@ export async function initProcessGroup(options: InitOptions = {}): Promise<Proce
     });
     const resolved = { ...config, storePort };
     const prefix = await joinJob(store, resolved);
-    const backend = await connectBackend(
-      resolved,
-      config.rank,
-      config.worldSize,
-      `${prefix}world/`,
-    );
     const ranks = Array.from({ length: config.worldSize }, (_, i) => i);
-    const group = new ProcessGroup(ranks, config.rank, backend);
-    world = { config: resolved, group, subgroups: [], store, server, prefix };
-    return group;
+    const backend = await connectBackend(resolved, ranks, `${prefix}world/`);
+    const w: World = { config: resolved, group: null!, subgroups: [], store, server, prefix };
+    w.group = new ProcessGroup(ranks, config.rank, backend, (err, g) => diagnose(w, g, err));
+    world = w;
+    return w.group;
   } catch (err) {
     store?.close();
     await server?.close();
@@ -202,8 +255,8 @@ export async function newGroup(ranks: number[]): Promise<ProcessGroup> {
   const rank = sorted.indexOf(w.config.rank);
   const backend = rank < 0
     ? null
-    : await connectBackend(w.config, rank, sorted.length, `${w.prefix}group${id}/`);
-  const group = new ProcessGroup(sorted, rank, backend);
+    : await connectBackend(w.config, sorted, `${w.prefix}group${id}/`);
+  const group = new ProcessGroup(sorted, rank, backend, (err, g) => diagnose(w, g, err));
   w.subgroups.push(group);
   return group;
 }

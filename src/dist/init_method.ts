@@ -39,6 +39,8 @@ export interface ResolvedInit {
   localRank: number;
   storeHost: string;
   storePort: number;
+  /** True when a launcher hosts the store (env DTRAIN_STORE_HOSTED=1); else rank 0 does. */
+  launcherStore: boolean;
   /** True when this process must host the store (rank 0, unless a launcher hosts it). */
   hostStore: boolean;
   token: string;
@@ -129,7 +131,8 @@ export function resolveInit(
     throw invalid(`store port must be 0..65535, got "${portText}"`);
   }
   const storePort = Number(portText);
-  const hostStore = rank === 0 && env("DTRAIN_STORE_HOSTED") !== "1";
+  const launcherStore = env("DTRAIN_STORE_HOSTED") === "1";
+  const hostStore = rank === 0 && !launcherStore;
   if (storePort === 0 && !(hostStore && worldSize === 1)) {
     throw invalid("store port 0 only works for a single process hosting its own store");
   }
@@ -161,6 +164,7 @@ export function resolveInit(
     localRank,
     storeHost,
     storePort,
+    launcherStore,
     hostStore,
     token,
     timeoutMs: Math.ceil(timeoutMs),

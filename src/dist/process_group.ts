@@ -58,6 +58,9 @@ export class Work implements PromiseLike<void> {
   }
 }
 
+/** Turns a collective's failure into the error its Work rejects with (see init.ts). */
+export type Diagnose = (err: unknown, group: ProcessGroup) => Promise<unknown>;
+
 function invalid(message: string): DistError {
   return new DistError("invalid", message);
 }
@@ -106,6 +109,7 @@ export class ProcessGroup {
   /** Global ranks of the members, ascending; group rank i is `ranks[i]`. */
   readonly ranks: readonly number[];
   #backend: Backend | null;
+  #diagnose: Diagnose;
   #tail: Promise<void> = Promise.resolve();
   #destroyed = false;
 
@@ -113,12 +117,19 @@ export class ProcessGroup {
    * @param ranks Global ranks of the members, ascending.
    * @param rank This process's rank within the group, or -1.
    * @param backend The connected communicator (null on non-members).
+   * @param diagnose Turns a collective's failure into the error its Work rejects with.
    */
-  constructor(ranks: readonly number[], rank: number, backend: Backend | null) {
+  constructor(
+    ranks: readonly number[],
+    rank: number,
+    backend: Backend | null,
+    diagnose: Diagnose = (err) => Promise.resolve(err),
+  ) {
     this.ranks = ranks;
     this.size = ranks.length;
     this.rank = rank;
     this.#backend = backend;
+    this.#diagnose = diagnose;
   }
 
   /** Name of the backend ("gloo"), or "none" on non-members. */
@@ -250,7 +261,12 @@ export class ProcessGroup {
       );
     }
     // Chained, not concurrent: the backend sees collectives in issue order on every rank.
-    const done = this.#tail.then(() => call(backend)).finally(() => refs.length);
+    const done = this.#tail
+      .then(() => call(backend))
+      .catch(async (err) => {
+        throw await this.#diagnose(err, this);
+      })
+      .finally(() => refs.length);
     this.#tail = done.catch(() => {});
     return new Work(done);
   }

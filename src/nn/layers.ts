@@ -9,6 +9,13 @@ import { kaimingUniformLinear, normal, uniform } from "./init.ts";
 import { Module } from "./module.ts";
 import { Parameter } from "./parameter.ts";
 
+/** A parameter that takes over a freshly made tensor (disposing the temporary's own reference). */
+function ownedParameter(data: Tensor): Parameter {
+  const p = new Parameter(data);
+  data.dispose();
+  return p;
+}
+
 function checkPositiveInt(value: number, what: string): void {
   if (!Number.isInteger(value) || value <= 0) {
     throw new RangeError(`${what} must be a positive integer, got ${value}`);
@@ -50,9 +57,9 @@ export class Linear extends Module {
     super();
     checkPositiveInt(inFeatures, "Linear: inFeatures");
     checkPositiveInt(outFeatures, "Linear: outFeatures");
-    this.weight = new Parameter(kaimingUniformLinear([outFeatures, inFeatures]));
+    this.weight = ownedParameter(kaimingUniformLinear([outFeatures, inFeatures]));
     this.bias = options.bias ?? true
-      ? new Parameter(uniform([outFeatures], 1 / Math.sqrt(inFeatures)))
+      ? ownedParameter(uniform([outFeatures], 1 / Math.sqrt(inFeatures)))
       : null;
   }
 
@@ -111,9 +118,9 @@ export class LayerNorm extends Module {
     this.normalizedShape.forEach((d) => checkPositiveInt(d, "LayerNorm: normalizedShape"));
     this.eps = options.eps ?? 1e-5;
     const affine = options.elementwiseAffine ?? true;
-    this.weight = affine ? new Parameter(full(this.normalizedShape, 1)) : null;
+    this.weight = affine ? ownedParameter(full(this.normalizedShape, 1)) : null;
     this.bias = affine && (options.bias ?? true)
-      ? new Parameter(zeros(this.normalizedShape))
+      ? ownedParameter(zeros(this.normalizedShape))
       : null;
   }
 
@@ -135,7 +142,7 @@ export class Embedding extends Module {
     super();
     checkPositiveInt(numEmbeddings, "Embedding: numEmbeddings");
     checkPositiveInt(embeddingDim, "Embedding: embeddingDim");
-    this.weight = new Parameter(normal([numEmbeddings, embeddingDim]));
+    this.weight = ownedParameter(normal([numEmbeddings, embeddingDim]));
   }
   /** Looks up i32 indices of any shape. */
   forward(indices: Tensor): Tensor {

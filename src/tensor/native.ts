@@ -5,7 +5,7 @@
 
 import { lib, Status } from "../../ffi/dtrain.ts";
 
-/** An error reported by dtrain's native library, with its status code. */
+/** An error reported by dtrain's native library (out of memory, unsupported), with its status. */
 export class NativeError extends Error {
   /** The native status code (see `Status` in ffi/dtrain.ts). */
   readonly status: number;
@@ -15,8 +15,19 @@ export class NativeError extends Error {
    */
   constructor(status: number, message: string) {
     super(message);
-    this.name = status === Status.EINVAL ? "RangeError" : "NativeError";
+    this.name = "NativeError";
     this.status = status;
+  }
+}
+
+/** A native function refused an argument (status EINVAL): a `RangeError`, with the status. */
+export class NativeArgumentError extends RangeError {
+  /** Always `Status.EINVAL`. */
+  readonly status: number = Status.EINVAL;
+  /** @param message The native library's message. */
+  constructor(message: string) {
+    super(message);
+    this.name = "RangeError";
   }
 }
 
@@ -31,10 +42,13 @@ export function lastNativeError(): string {
 }
 
 /**
- * Throws a {@linkcode NativeError} when `status` is not OK.
+ * Throws when `status` is not OK: {@linkcode NativeArgumentError} for a refused argument,
+ * {@linkcode NativeError} otherwise.
  *
  * @param status A status returned by a native function.
  */
 export function unwrap(status: number): void {
-  if (status !== Status.OK) throw new NativeError(status, lastNativeError());
+  if (status === Status.OK) return;
+  if (status === Status.EINVAL) throw new NativeArgumentError(lastNativeError());
+  throw new NativeError(status, lastNativeError());
 }

@@ -515,7 +515,7 @@ export class Tensor implements Disposable {
 
 /** Resolves a possibly negative dimension index; names the op and the rank on error. */
 export function normalizeDim(dim: number, ndim: number, op: string): number {
-  const d = dim < 0 ? dim + ndim : dim;
+  const d = dim < 0 ? dim + Math.max(ndim, 1) : dim;
   if (!Number.isInteger(dim) || d < 0 || d >= Math.max(ndim, 1)) {
     throw new RangeError(`${op}: dimension ${dim} is out of range for a ${ndim}-d tensor`);
   }

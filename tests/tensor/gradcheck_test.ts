@@ -155,9 +155,6 @@ for (const [name, f, x] of UNARY) {
 }
 
 Deno.test({
-  // Bug: csrc/core/elementwise.c unary_derivative, case DT_POW, computes p * powf(x, p - 1), which
-  // is 0 * inf = NaN at x = 0 for p = 0; PyTorch's pow_backward returns zeros when exponent == 0.
-  ignore: true,
   name: "pow(0) has a zero gradient everywhere, x = 0 included, like PyTorch",
   fn: () => {
     tidy(() => {
@@ -169,10 +166,6 @@ Deno.test({
 });
 
 Deno.test({
-  // Bug: src/tensor/ops/reduce.ts reduce() reads axis = t.shape[d], undefined for a 0-d tensor
-  // (normalizeDim accepts dim 0 / -1 there), and the FFI call throws "Invalid FFI i64 type".
-  // PyTorch returns the scalar itself; axis = t.ndim === 0 ? 1 : t.shape[d] would fix it.
-  ignore: true,
   name: "sum(0) and mean(-1) of a 0-d tensor return it, with its gradient, like PyTorch",
   fn: () => {
     tidy(() => {

@@ -220,11 +220,6 @@ Deno.test("backward frees its temporaries: only the leaves' gradients stay", () 
 });
 
 Deno.test({
-  // Bug: src/nn/layers.ts wraps fresh tensors in Parameters (new Parameter(kaimingUniformLinear(..)),
-  // src/nn/parameter.ts shares the storage) and never disposes the wrapped tensor, which keeps a
-  // storage reference until a garbage collection. Disposing the parameters frees nothing. Fix:
-  // dispose the temporary after wrapping it (or have Parameter take over data's reference).
-  ignore: true,
   name: "disposing a module's parameters frees their memory at once",
   fn: () => {
     const before = allocatedBytes();

@@ -183,6 +183,12 @@ export class StoreClient {
     return Number(r.u64());
   }
 
+  /** Distinct ranks with an open connection to the store, sorted: who is still alive. */
+  async connectedRanks(): Promise<number[]> {
+    const r = await this.#request("connectedRanks", 0, (w) => w.u8(Op.connectedRanks));
+    return Array.from({ length: r.u32() }, () => r.i32());
+  }
+
   /** Closes the connection. Idempotent. */
   close(): void {
     if (this.#closed) return;

@@ -19,6 +19,7 @@ export const Op = {
   compareSet: 5,
   delete: 6,
   numKeys: 7,
+  connectedRanks: 8,
 } as const;
 
 /** Response status bytes. */
@@ -165,6 +166,11 @@ export class ByteReader {
   /** Reads a 32-bit unsigned integer. */
   u32(): number {
     return this.#view.getUint32(this.#take(4), true);
+  }
+
+  /** Reads a 32-bit signed integer. */
+  i32(): number {
+    return this.#view.getInt32(this.#take(4), true);
   }
 
   /** Reads a 64-bit signed integer. */

@@ -17,6 +17,9 @@
  *                     expected is empty
  *       6 delete      str key                             -> ok u8 existed
  *       7 numKeys                                         -> ok u64 count
+ *       8 connectedRanks                                  -> ok u32 n, n x i32 rank
+ *                     (distinct ranks announced by the handshakes of open connections; a rank
+ *                     that vanishes from it has died or left)
  *     response   u32 length, then u8 status (0 ok, 1 timeout, 2 error + UTF-8 message) and result
  *
  * Keys are UTF-8 of at most 4 KiB, values at most `maxValueBytes` (16 MiB by default), a wait
@@ -134,9 +137,9 @@ export class StoreServer {
     return this.#rejected;
   }
 
-  /** Ranks (as announced in their handshake) of the clients connected now, sorted. */
+  /** Distinct ranks (as announced in their handshake) of the clients connected now, sorted. */
   connectedRanks(): number[] {
-    return [...this.#conns.values()].filter((r) => r >= 0).sort((a, b) => a - b);
+    return [...new Set(this.#conns.values())].filter((r) => r >= 0).sort((a, b) => a - b);
   }
 
   /** Stops listening, closes every connection and ends pending waits. Idempotent. */
@@ -282,6 +285,13 @@ export class StoreServer {
       case Op.numKeys:
         r.end();
         return ok.u64(BigInt(this.#data.size)).frame();
+      case Op.connectedRanks: {
+        r.end();
+        const ranks = this.connectedRanks();
+        ok.u32(ranks.length);
+        for (const rank of ranks) ok.i32(rank);
+        return ok.frame();
+      }
       default:
         throw new ProtocolError(`unknown opcode ${op}`);
     }

@@ -17,7 +17,7 @@ function reduce(t: Tensor, dim: number | undefined, keepdim: boolean, mean: bool
   if (dim !== undefined) {
     const d = normalizeDim(dim, t.ndim, op);
     outer = shapeSize(t.shape.slice(0, d));
-    axis = t.shape[d];
+    axis = t.ndim === 0 ? 1 : t.shape[d];
     inner = shapeSize(t.shape.slice(d + 1));
     outShape = keepdim
       ? t.shape.map((s, i) => (i === d ? 1 : s))

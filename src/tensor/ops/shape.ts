@@ -32,7 +32,12 @@ function inferShape(shape: readonly number[], numel: number, op: string): number
   }
   if (wild >= 0) {
     const known = shapeSize(out.filter((_, i) => i !== wild));
-    out[wild] = known === 0 ? 0 : numel / known;
+    if (known === 0 || numel % known !== 0) {
+      throw new RangeError(
+        `${op}: shape ${formatShape(shape)} is invalid for input of size ${numel}`,
+      );
+    }
+    out[wild] = numel / known;
   }
   checkShape(out, op);
   if (shapeSize(out) !== numel) {
