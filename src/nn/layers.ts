@@ -153,7 +153,7 @@ export class Embedding extends Module {
 /** Dropout with probability `p` in training mode, the identity in evaluation mode. */
 export class Dropout extends Module {
   /** @param p Probability of zeroing an element (default 0.5). */
-  constructor(readonly p = 0.5) {
+  constructor(readonly p: number = 0.5) {
     super();
     if (!(p >= 0 && p <= 1)) throw new RangeError(`Dropout: probability ${p} is outside [0, 1]`);
   }
@@ -169,7 +169,7 @@ export class Flatten extends Module {
    * @param startDim First dimension to flatten (default 1).
    * @param endDim Last dimension to flatten (default -1).
    */
-  constructor(readonly startDim = 1, readonly endDim = -1) {
+  constructor(readonly startDim: number = 1, readonly endDim: number = -1) {
     super();
   }
   /** Flattens x. */
