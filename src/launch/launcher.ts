@@ -204,8 +204,9 @@ async function pump(
     let written = 0;
     while (written < bytes.length) written += log.writeSync(bytes.subarray(written));
   };
-  for await (const chunk of stream.pipeThrough(new TextDecoderStream())) {
-    pending += chunk;
+  const decoder = new TextDecoder();
+  for await (const bytes of stream) {
+    pending += decoder.decode(bytes, { stream: true });
     let newline;
     while ((newline = pending.indexOf("\n")) >= 0) {
       emit(pending.slice(0, newline).replace(/\r$/, ""));
