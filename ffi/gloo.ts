@@ -28,6 +28,7 @@ const symbols = {
       "buffer", // const char *prefix
       "i32", // int rank
       "i32", // int size
+      "buffer", // const int32_t *global_ranks
       "buffer", // const char *host
       "buffer", // const char *iface
       "i64", // int64_t timeout_ms

@@ -66,24 +66,30 @@ std::string withoutLocation(const std::string& message) {
   return message;
 }
 
-// The rank whose address appears in a Gloo transport error, or -1.
+// The group rank whose address appears in a Gloo transport error, or -1.
 int rankInMessage(const dt_gloo_ctx* ctx, const std::string& message) {
-  for (size_t i = 0; i < ctx->peer_addr.size(); i++) {
-    const auto& addr = ctx->peer_addr[i];
-    if (addr.empty()) continue;
+  for (const auto& [addr, rank] : ctx->peer_rank) {
     for (auto at = message.find(addr); at != std::string::npos;
          at = message.find(addr, at + 1)) {
       auto next = at + addr.size();
       if (next == message.size() || !isdigit(static_cast<unsigned char>(message[next]))) {
-        return static_cast<int>(i);
+        return rank;
       }
     }
   }
   return -1;
 }
 
-// Marks the context broken (Gloo pairs are in an unknown state after an IO error) and
-// throws an error naming the operation and, where known, the peer.
+// Marks the context broken and resets its connections, then throws an error naming the
+// operation and, where known, the peer. Gloo's pairs are in an unknown state after an IO
+// error; resetting them also makes every peer still blocked on us fail now instead of at
+// its timeout, which is what lets a job notice a dead rank within seconds.
+[[noreturn]] void abortWith(dt_gloo_ctx* ctx, dt_status status, const std::string& message) {
+  ctx->broken = message;
+  ctx->gloo->closeConnections();
+  throw Failure(status, message);
+}
+
 [[noreturn]] void transportFailure(dt_gloo_ctx* ctx, const Fingerprint& fp,
                                    const std::exception& e) {
   auto detail = withoutLocation(e.what());
@@ -100,10 +106,8 @@ int rankInMessage(const dt_gloo_ctx* ctx, const std::string& message) {
     message = opLabel(fp) + ": connection to " +
               (peer >= 0 ? ctx->rankName(peer) : std::string("a peer")) +
               " failed (" + detail + ")";
-    if (getenv("DT_DEBUG_ADDR")) for (size_t i = 0; i < ctx->peer_addr.size(); i++) message += " {" + std::to_string(i) + "=" + ctx->peer_addr[i] + "}";
   }
-  ctx->broken = message;
-  throw Failure(status, message);
+  abortWith(ctx, status, message);
 }
 
 // Compares every rank with group rank 0, so every rank reports the same first difference.
@@ -182,8 +186,7 @@ void exchangeFingerprints(dt_gloo_ctx* ctx, const Fingerprint& mine) {
     auto message = opLabel(mine) + ": timed out after " + std::to_string(ctx->timeout.count()) +
                    " ms waiting for " + (late.find(',') == std::string::npos ? "rank " : "ranks ") +
                    late + " to join";
-    ctx->broken = message;
-    throw Failure(DT_ETIMEOUT, message);
+    abortWith(ctx, DT_ETIMEOUT, message);
   }
   auto mismatch = mismatchMessage(ctx, all);
   if (!mismatch.empty()) throw Failure(DT_EMISMATCH, mismatch);

@@ -2,6 +2,7 @@
 // dtrain store, the peer address table, and the exception-to-status boundary.
 #include <gloo/allgather.h>
 #include <gloo/common/error.h>
+#include <gloo/transport/tcp/address.h>
 #include <gloo/transport/tcp/device.h>
 #include <string.h>
 
@@ -23,16 +24,35 @@ void setError(dt_gloo_ctx* ctx, const std::string& message) {
   ctx->error = message;
 }
 
-// Every rank publishes how Gloo prints its end of each pair; rank i's entry for us is the
-// address our transport errors will name when rank i goes away.
-void exchangePeerAddresses(dt_gloo_ctx* ctx) {
+// [Note: naming peers]
+// Gloo's transport errors name the peer by socket address, and which address depends on
+// the side of the connection and on Gloo's version: the peer's listening address from the
+// rendezvous, or the address of the connected socket. We record both for every peer: the
+// former from the rendezvous values the store returned, the latter by an allgather of each
+// rank's connected pair addresses.
+void learnPeerAddresses(dt_gloo_ctx* ctx, const dtrain::StoreClient& store) {
   auto& g = *ctx->gloo;
   const size_t n = static_cast<size_t>(g.size);
+  for (int i = 0; i < g.size; i++) {
+    auto bundle = store.fetched().find(std::to_string(i));
+    if (i == g.rank || bundle == store.fetched().end() || g.size < 2) continue;
+    // Rank i's value holds its pair addresses for every other rank, in rank order.
+    const auto& bytes = bundle->second;
+    const size_t chunk = bytes.size() / (n - 1);
+    const size_t at = static_cast<size_t>(g.rank < i ? g.rank : g.rank - 1) * chunk;
+    if (chunk == 0 || bytes.size() % (n - 1) != 0) continue;
+    try {
+      gloo::transport::tcp::Address addr(
+          std::vector<char>(bytes.begin() + at, bytes.begin() + at + chunk));
+      ctx->peer_rank[addr.str()] = i;
+    } catch (const std::exception&) {
+      // An unexpected layout only costs us the rank in an error message.
+    }
+  }
   std::vector<char> mine(n * kAddrLen, 0);
   for (int i = 0; i < g.size; i++) {
     if (i == g.rank) continue;
-    auto s = g.getPair(i)->address().str();
-    strncpy(&mine[i * kAddrLen], s.c_str(), kAddrLen - 1);
+    strncpy(&mine[i * kAddrLen], g.getPair(i)->address().str().c_str(), kAddrLen - 1);
   }
   std::vector<char> all(n * n * kAddrLen, 0);
   gloo::AllgatherOptions opts(ctx->gloo);
@@ -40,11 +60,10 @@ void exchangePeerAddresses(dt_gloo_ctx* ctx) {
   opts.setOutput(all.data(), all.size());
   opts.setTimeout(ctx->timeout);
   gloo::allgather(opts);
-  ctx->peer_addr.assign(n, "");
   for (size_t i = 0; i < n; i++) {
     if (static_cast<int>(i) == g.rank) continue;
     const char* entry = &all[(i * n + g.rank) * kAddrLen];
-    ctx->peer_addr[i] = std::string(entry, strnlen(entry, kAddrLen));
+    ctx->peer_rank[std::string(entry, strnlen(entry, kAddrLen))] = static_cast<int>(i);
   }
 }
 
@@ -168,7 +187,7 @@ int dt_gloo_ctx_connect(dt_gloo_ctx* ctx, const char* store_host, int store_port
                                      e.what());
     }
     ctx->gloo = context;
-    exchangePeerAddresses(ctx);
+    learnPeerAddresses(ctx, store);
   });
 }
 

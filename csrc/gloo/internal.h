@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -24,9 +25,9 @@ struct dt_gloo_ctx {
   std::shared_ptr<gloo::transport::Device> device;
   std::shared_ptr<gloo::rendezvous::Context> gloo;
   std::chrono::milliseconds timeout{0};
-  // peer_addr[i] is how Gloo prints rank i's end of our connection ("[10.0.0.2]:41234");
-  // it lets a transport error name the rank instead of a socket address.
-  std::vector<std::string> peer_addr;
+  // How Gloo prints the far end of our connection to each group rank ("[10.0.0.2]:41234"),
+  // so that a transport error names the rank instead of a socket address.
+  std::map<std::string, int> peer_rank;
   // global_ranks[i] is group rank i's rank in the job; messages always name job ranks.
   std::vector<int> global_ranks;
   uint64_t seq = 0;    // collectives issued so far; the fingerprint carries it as "op #N"

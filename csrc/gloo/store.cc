@@ -178,7 +178,9 @@ std::vector<char> StoreClient::get(const std::string& key) {
   auto k = prefix_ + key;
   putStr(body, k.data(), k.size());
   putU32(body, toMs(timeout_));
-  return request(body, "get of '" + k + "'", timeout_);
+  auto value = request(body, "get of '" + k + "'", timeout_);
+  fetched_[key] = value;
+  return value;
 }
 
 void StoreClient::wait(const std::vector<std::string>& keys) {

@@ -5,6 +5,7 @@
 #include <gloo/rendezvous/store.h>
 
 #include <chrono>
+#include <map>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -30,6 +31,10 @@ class StoreClient : public gloo::rendezvous::Store {
   void wait(const std::vector<std::string>& keys,
             const std::chrono::milliseconds& timeout) override;
 
+  // Every value get() returned, by key (without the prefix): Gloo's rendezvous reads the
+  // peers' pre-connection addresses this way, and error messages may name them.
+  const std::map<std::string, std::vector<char>>& fetched() const { return fetched_; }
+
  private:
   std::vector<char> request(const std::vector<char>& body, const std::string& what,
                             std::chrono::milliseconds timeout);
@@ -41,6 +46,7 @@ class StoreClient : public gloo::rendezvous::Store {
   std::chrono::milliseconds timeout_;
   int fd_ = -1;
   std::mutex mu_;
+  std::map<std::string, std::vector<char>> fetched_;
 };
 
 }  // namespace dtrain

@@ -96,37 +96,46 @@ function within<T>(work: Promise<T>, ms: number): Promise<T> {
  * death blames the neighbour, and a send into a dead peer merely times out. The store sees
  * every rank: a rank's store connection closes when its process dies. So after a transport
  * failure each rank records its error in the store, then polls until every other member has
- * either recorded one too or left: members that left without a record died. Polling also
- * keeps the failing ranks (and so rank 0's store) up until everyone has had its say.
+ * either recorded one too or left: members that left without a record died. The rank that
+ * hosts the store then also waits for the others to finish polling, so that its exit does
+ * not pull the store from under them.
  */
 async function diagnose(w: World, group: ProcessGroup, err: unknown): Promise<unknown> {
   if (!(err instanceof DistError) || (err.code !== "peer" && err.code !== "timeout")) return err;
-  const failedKey = (rank: number) => `${w.prefix}failed/${rank}`;
-  const others = group.ranks.filter((r) => r !== w.config.rank);
-  const findDead = async () => {
-    await w.store.set(failedKey(w.config.rank), err.message);
+  const me = w.config.rank;
+  const others = group.ranks.filter((r) => r !== me);
+  const failed = (rank: number) => `${w.prefix}failed/${rank}`;
+  const diagnosed = (rank: number) => `${w.prefix}diagnosed/${rank}`;
+  // The members that left the store without setting key(rank), once no member is pending.
+  const leftWithout = async (key: (rank: number) => string) => {
     const deadline = Date.now() + DIAGNOSIS_MS;
     for (;;) {
       const alive = new Set(await w.store.connectedRanks());
-      const dead: number[] = [];
+      const gone: number[] = [];
       let pending = 0;
       for (const r of others) {
-        if (await w.store.get(failedKey(r), 0).then(() => true, () => false)) continue;
+        if (await w.store.get(key(r), 0).then(() => true, () => false)) continue;
         if (alive.has(r)) pending++;
-        else dead.push(r);
+        else gone.push(r);
       }
-      if (pending === 0 || Date.now() >= deadline) return dead;
+      if (pending === 0 || Date.now() >= deadline) return gone;
       await new Promise((r) => setTimeout(r, 50));
     }
   };
+  const findDead = async () => {
+    await w.store.set(failed(me), err.message);
+    const dead = await leftWithout(failed);
+    await w.store.set(diagnosed(me), "1");
+    if (w.server) await leftWithout(diagnosed);
+    return dead;
+  };
   let note: string;
   try {
-    const dead = await within(findDead(), DIAGNOSIS_MS + 1000);
+    const dead = await within(findDead(), 2 * DIAGNOSIS_MS + 1000);
     if (dead.length === 0) return err;
     note = `rank${dead.length > 1 ? "s" : ""} ${dead.join(", ")} died ` +
       `(left the store without reporting an error)`;
-  } catch (e) {
-    console.error("DEBUG diag", e);
+  } catch {
     note = w.config.launcherStore
       ? "the launcher's store is unreachable too"
       : "the store is unreachable too: rank 0, which hosts it, has probably died";

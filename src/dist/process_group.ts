@@ -191,9 +191,12 @@ export class ProcessGroup {
       if (outs.length !== this.size) {
         throw invalid(`${what}: got ${outs.length} outputs for a group of ${this.size} ranks`);
       }
-      outs.forEach((o, i) => this.#sameAs(what, `output ${i}`, o, input, input.count));
+      outs.forEach((o, i) =>
+        this.#sameAs(what, `output ${i}`, o, input, input.count, "the input's length")
+      );
     } else {
-      this.#sameAs(what, "output", outs[0], input, this.size * input.count);
+      const why = `input length ${input.count} × group size ${this.size}`;
+      this.#sameAs(what, "output", outs[0], input, this.size * input.count, why);
     }
     return this.#enqueue(what, (b) => b.allGather(outs, input), [out, t]);
   }
@@ -211,7 +214,8 @@ export class ProcessGroup {
     const o = bufferOf(what, "output", out);
     const i = bufferOf(what, "input", input);
     checkOp(what, op, i.dtype);
-    this.#sameAs(what, "input", i, o, this.size * o.count);
+    const why = `output length ${o.count} × group size ${this.size}`;
+    this.#sameAs(what, "input", i, o, this.size * o.count, why);
     return this.#enqueue(what, (b) => b.reduceScatter(o, i, op), [out, input]);
   }
 
@@ -240,14 +244,18 @@ export class ProcessGroup {
     return contiguous && r.length > 2 ? `${r[0]}..${r[r.length - 1]}` : r.join(", ");
   }
 
-  #sameAs(what: string, role: string, buf: NativeBuffer, ref: NativeBuffer, count: number) {
+  #sameAs(
+    what: string,
+    role: string,
+    buf: NativeBuffer,
+    ref: NativeBuffer,
+    count: number,
+    why: string,
+  ): void {
     if (buf.dtype !== ref.dtype) {
       throw invalid(`${what}: ${role} is ${buf.dtype} but the other tensor is ${ref.dtype}`);
     }
     if (buf.count !== count) {
-      const why = count === ref.count
-        ? "the input's length"
-        : `${ref.count} × group size ${this.size}`;
       throw invalid(`${what}: ${role} has ${buf.count} elements, expected ${count} (${why})`);
     }
   }

@@ -8,6 +8,7 @@
 /** What one rank did. */
 export interface RankResult {
   rank: number;
+  pid: number;
   /** Exit code (137 or similar when killed). */
   code: number;
   signal: Deno.Signal | null;
@@ -129,6 +130,7 @@ export async function runRanks(options: RunRanksOptions): Promise<RankResult[]> 
         const out = await stdout;
         return {
           rank,
+          pid: child.pid,
           code: status.code,
           signal: status.signal,
           stdout: out,

@@ -1,0 +1,169 @@
+// The rendezvous store: its API, its limits, and that hostile connections are dropped
+// without disturbing a real job on the same store.
+import assert from "node:assert/strict";
+import { DistError } from "../../src/dist/errors.ts";
+import { StoreClient } from "../../src/dist/store/client.ts";
+import { StoreServer } from "../../src/dist/store/server.ts";
+import { assertAllOk, freePort, runRanks } from "../_harness/ranks.ts";
+
+const TOKEN = "store-test-token";
+const text = (b: Uint8Array) => new TextDecoder().decode(b);
+
+function serve(options: { maxValueBytes?: number; handshakeTimeoutMs?: number } = {}) {
+  return StoreServer.listen({ hostname: "127.0.0.1", port: 0, token: TOKEN, ...options });
+}
+
+function connect(server: StoreServer, token = TOKEN, rank?: number) {
+  return StoreClient.connect({
+    hostname: "127.0.0.1",
+    port: server.port,
+    token,
+    rank,
+    timeoutMs: 2000,
+  });
+}
+
+/** True once the server has closed `conn` (reads EOF or a reset). */
+async function closedByServer(conn: Deno.Conn): Promise<boolean> {
+  const buf = new Uint8Array(64);
+  try {
+    for (;;) if (await conn.read(buf) === null) return true;
+  } catch {
+    return true;
+  } finally {
+    conn.close();
+  }
+}
+
+async function until(condition: () => boolean | Promise<boolean>, ms = 5000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error(`condition not met within ${ms} ms`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+function handshake(token: string): Uint8Array {
+  const t = new TextEncoder().encode(token);
+  const b = new Uint8Array(8 + t.length + 4);
+  const v = new DataView(b.buffer);
+  b.set([0x44, 0x54, 0x53, 0x54]);
+  v.setUint16(4, 1, true);
+  v.setUint16(6, t.length, true);
+  b.set(t, 8);
+  v.setInt32(8 + t.length, -1, true);
+  return b;
+}
+
+Deno.test("store: set, get, wait, add, compareSet, delete, numKeys and connectedRanks", async () => {
+  await using server = serve();
+  using a = await connect(server, TOKEN, 0);
+  using b = await connect(server, TOKEN, 1);
+  const pending = a.get("late");
+  await b.set("late", "value");
+  assert.equal(text(await pending), "value");
+  await a.wait(["late"]);
+  assert.equal(await a.add("n", 5), 5);
+  assert.equal(await b.add("n", -2), 3);
+  assert.equal(text(await a.compareSet("c", "", "first")), "first");
+  assert.equal(text(await a.compareSet("c", "wrong", "second")), "first");
+  assert.equal(text(await a.compareSet("c", "first", "second")), "second");
+  assert.equal(await a.numKeys(), 3);
+  assert.equal(await a.delete("c"), true);
+  assert.equal(await a.delete("c"), false);
+  assert.deepEqual(await a.connectedRanks(), [0, 1]);
+  await assert.rejects(a.add("late", 1), /add: value of key 'late' is not an integer/);
+  await assert.rejects(
+    a.wait(["never"], 100),
+    (e) =>
+      e instanceof DistError && e.code === "timeout" &&
+      /wait for 'never' timed out/.test(e.message),
+  );
+  b.close();
+  await until(async () => (await a.connectedRanks()).length === 1);
+  assert.deepEqual(await a.connectedRanks(), [0]);
+});
+
+Deno.test("store: wrong token, garbage bytes and an oversized value are refused while a 2-rank job finishes", async () => {
+  await using server = serve({ maxValueBytes: 1024 * 1024 });
+  const job = runRanks({
+    worker: new URL("./workers/faults.ts", import.meta.url),
+    worldSize: 2,
+    timeoutMs: 30_000,
+    port: server.port,
+    token: TOKEN,
+    env: { MODE: "job", DTRAIN_STORE_HOSTED: "1", TEST_TIMEOUT_MS: "10000" },
+  });
+  // Attack once both ranks are connected, i.e. while the job runs.
+  await until(() => server.connectedRanks().length === 2);
+
+  await assert.rejects(
+    connect(server, "not-the-token"),
+    /refused the handshake \(wrong DTRAIN_TOKEN/,
+  );
+
+  const garbage = await Deno.connect({ hostname: "127.0.0.1", port: server.port });
+  await garbage.write(new TextEncoder().encode("GET / HTTP/1.1\r\nHost: x\r\n\r\n"));
+  assert.ok(await closedByServer(garbage), "garbage connection was not closed");
+
+  // A frame announcing a 100 MiB value is cut off after its length, before any payload.
+  const big = await Deno.connect({ hostname: "127.0.0.1", port: server.port });
+  await big.write(handshake(TOKEN));
+  const frame = new Uint8Array(4 + 1 + 4 + 1 + 4);
+  const v = new DataView(frame.buffer);
+  v.setUint32(0, 1 + 4 + 1 + 4 + 100 * 1024 * 1024, true);
+  v.setUint8(4, 1); // set
+  v.setUint32(5, 1, true);
+  frame[9] = 0x6b; // key "k"
+  v.setUint32(10, 100 * 1024 * 1024, true);
+  await big.write(frame);
+  assert.ok(await closedByServer(big), "oversized value was not refused");
+
+  // A value over the limit inside a frame the server does read is refused too.
+  using legit = await connect(server);
+  await assert.rejects(
+    legit.set("big", new Uint8Array(1024 * 1024 + 1)),
+    /closed the connection|failed/,
+  );
+
+  const runs = await job;
+  assertAllOk(runs);
+  for (const r of runs) assert.equal(r.result?.sum, 2);
+  assert.equal(server.rejected, 4);
+  using after = await connect(server);
+  await after.set("still", "works");
+  assert.equal(text(await after.get("still")), "works");
+});
+
+Deno.test("store: a connection that never completes its handshake is dropped", async () => {
+  await using server = serve({ handshakeTimeoutMs: 200 });
+  const idle = await Deno.connect({ hostname: "127.0.0.1", port: server.port });
+  assert.ok(await closedByServer(idle));
+  assert.equal(server.rejected, 1);
+});
+
+Deno.test("store: binds only the address it is given", async () => {
+  await using server = serve();
+  assert.equal(server.hostname, "127.0.0.1");
+});
+
+Deno.test("store: a busy port gives an error naming the address", () => {
+  const port = freePort();
+  using busy = Deno.listen({ hostname: "127.0.0.1", port });
+  assert.throws(
+    () => StoreServer.listen({ hostname: "127.0.0.1", port, token: TOKEN }),
+    (e) =>
+      e instanceof DistError && e.code === "store" &&
+      e.message === `cannot host the store on 127.0.0.1:${port}: ` +
+          "address already in use (another job or store is on this port?)",
+  );
+  void busy;
+});
+
+Deno.test("store: a client gives up connecting after its timeout, naming the address", async () => {
+  const port = freePort();
+  await assert.rejects(
+    StoreClient.connect({ hostname: "127.0.0.1", port, token: TOKEN, timeoutMs: 300 }),
+    new RegExp(`cannot connect to the store at 127.0.0.1:${port} within 0.3 s`),
+  );
+});
