@@ -2,10 +2,14 @@
  * `deno task train`: the main job. With `--nproc-per-node N > 1` (the default is 2) or several
  * nodes it starts the launcher, which runs this same file once per rank; each rank then trains
  * with DDP. With `--nproc-per-node 1` it trains in this process.
+ *
+ * Env DTRAIN_WEIGHTS_DUMP=DIR makes every rank write its final weights to
+ * DIR/rank<RANK>.safetensors, so that a test can check that all ranks, on every node, agree.
  * @module
  */
 
 import { lib } from "../../ffi/dtrain.ts";
+import { save } from "../checkpoint/mod.ts";
 import { destroyProcessGroup, initProcessGroup } from "../dist/mod.ts";
 import { launch } from "../launch/launcher.ts";
 import { watchLauncher } from "../launch/worker_guard.ts";
@@ -23,6 +27,8 @@ async function runWorker(config: TrainConfig): Promise<void> {
     const trainer = new Trainer(config);
     await trainer.init();
     const result = await trainer.train();
+    const dump = Deno.env.get("DTRAIN_WEIGHTS_DUMP");
+    if (dump) save(`${dump}/rank${trainer.rank}.safetensors`, trainer.model.stateDict());
     if (trainer.rank === 0) {
       const acc = result.testAccuracy === null
         ? ""
