@@ -1,12 +1,14 @@
-// Collectives on raw pointers. Each one first checks its fingerprint across ranks, then
-// moves the payload with Gloo, and turns transport failures into errors that name the
-// operation and the peer.
+// Collectives on raw pointers. Each one starts with an all-to-all of first messages that
+// carry its fingerprint (and, when small, its payload), then moves any remaining payload
+// with Gloo, and turns transport failures into errors that name the operation and the peer.
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
 #include <gloo/broadcast.h>
 #include <gloo/common/error.h>
 #include <gloo/types.h>
 #include <string.h>
+
+#include <algorithm>
 
 #include "internal.h"
 
@@ -34,11 +36,21 @@ const char* kindName(int32_t kind) {
 }
 
 // [Note: fingerprint]
-// Before moving any payload, every rank sends every other rank what it is about to do.
-// Gloo matches messages by slot only, so ranks that disagree on the collective or its
-// size would otherwise hang, read garbage, or abort inside Gloo's event loop. The exchange
-// is all-to-all in one round, so it also doubles as the barrier, and every rank derives
-// the same error message from the same table. It costs one small message latency.
+// Before touching any user buffer, every rank sends every other rank a first message saying
+// what it is about to do. Gloo matches messages by slot only, so ranks that disagree on the
+// collective or its size would otherwise hang, read garbage, or abort inside Gloo's event
+// loop. The exchange is all-to-all in one round, so it doubles as the barrier, and every
+// rank derives the same error message from the same table.
+//
+// To keep the check from costing a round trip on small collectives, the first message also
+// carries the payload when it is at most `inline_bytes`: an all-reduce then is this single
+// all-to-all plus a local reduction in rank order (bitwise identical on every rank), which is
+// faster than Gloo's ring even before counting the check. Receives are posted into fixed
+// regions of `region` bytes, a size every rank agrees on, so a peer that disagrees on the
+// size cannot overflow them; its payload is never read because its fingerprint fails first.
+// They are posted when a collective starts, not ahead for the next one: a receive posts a
+// notification to the peer, and a peer that has already finished and closes its socket with
+// that notification unread resets the connection, losing data we may not have read yet.
 struct Fingerprint {
   uint64_t seq;
   uint64_t count;  // elements this rank sends
@@ -149,51 +161,103 @@ std::chrono::milliseconds remaining(std::chrono::steady_clock::time_point deadli
   return left.count() > 0 ? left : std::chrono::milliseconds(1);
 }
 
-void exchangeFingerprints(dt_gloo_ctx* ctx, const Fingerprint& mine) {
-  auto& g = ctx->gloo;
-  const int n = g->size;
-  const int me = g->rank;
-  std::vector<Fingerprint> all(n);
-  all[me] = mine;
-  Fingerprint out = mine;
-  auto sendBuf = g->createUnboundBuffer(&out, sizeof(out));
-  auto recvBuf = g->createUnboundBuffer(all.data(), all.size() * sizeof(Fingerprint));
-  const uint64_t slot =
-      gloo::Slot::build(kFingerprintSlotPrefix, static_cast<uint32_t>(mine.seq));
-  std::vector<bool> arrived(n, false);
-  arrived[me] = true;
+constexpr size_t kHeader = sizeof(Fingerprint);
+
+char* inboxOf(dt_gloo_ctx* ctx, int rank) {
+  return reinterpret_cast<char*>(ctx->inbox_mem.data()) + rank * ctx->region;
+}
+
+char* stageOf(dt_gloo_ctx* ctx, int rank) {
+  return reinterpret_cast<char*>(ctx->stage_mem.data()) + rank * ctx->region;
+}
+
+uint64_t firstMessageSlot(uint64_t seq) {
+  return gloo::Slot::build(kFingerprintSlotPrefix, static_cast<uint32_t>(seq));
+}
+
+void postInbox(dt_gloo_ctx* ctx, uint64_t seq) {
+  auto& g = *ctx->gloo;
+  for (int i = 0; i < g.size; i++) {
+    if (i != g.rank) ctx->inbox->recv(i, firstMessageSlot(seq), i * ctx->region, ctx->region);
+  }
+}
+
+// What this rank puts after its header: `bytes` of payload, the same for every peer or
+// (perPeer) different for each; `fill` writes the payload meant for `peer` to `dst`.
+struct Outgoing {
+  size_t bytes = 0;
+  bool perPeer = false;
+  std::function<void(char* dst, int peer)> fill;
+};
+
+// Sends this rank's first messages, receives everyone's, and checks the fingerprints. On
+// return every peer's first message is in its inbox region.
+void exchangeFirstMessages(dt_gloo_ctx* ctx, const Fingerprint& mine, const Outgoing& out) {
+  auto& g = *ctx->gloo;
+  const int n = g.size;
+  const int me = g.rank;
+  for (int i = 0; i < (out.perPeer ? n : 1); i++) {
+    if (out.perPeer && i == me) continue;
+    memcpy(stageOf(ctx, i), &mine, kHeader);
+    if (out.bytes > 0) out.fill(stageOf(ctx, i) + kHeader, i);
+  }
+  std::vector<bool> arrived(n, false);  // their first message reached us
+  std::vector<bool> sent(n, false);     // ours left for them
+  arrived[me] = sent[me] = true;
   auto deadline = std::chrono::steady_clock::now() + ctx->timeout;
   try {
+    postInbox(ctx, mine.seq);
     for (int i = 0; i < n; i++) {
-      if (i != me) recvBuf->recv(i, slot, i * sizeof(Fingerprint), sizeof(Fingerprint));
-    }
-    for (int i = 0; i < n; i++) {
-      if (i != me) sendBuf->send(i, slot);
+      if (i == me) continue;
+      size_t at = out.perPeer ? i * ctx->region : 0;
+      ctx->stage->send(i, firstMessageSlot(mine.seq), at, kHeader + out.bytes);
     }
     for (int k = 1; k < n; k++) {
       int src = -1;
-      recvBuf->waitRecv(&src, remaining(deadline));
+      ctx->inbox->waitRecv(&src, remaining(deadline));
       if (src >= 0 && src < n) arrived[src] = true;
     }
-    for (int k = 1; k < n; k++) sendBuf->waitSend(remaining(deadline));
-  } catch (const gloo::IoException& e) {
+    for (int k = 1; k < n; k++) {
+      int dst = -1;
+      ctx->stage->waitSend(&dst, remaining(deadline));
+      if (dst >= 0 && dst < n) sent[dst] = true;
+    }
+  } catch (const gloo::Exception& e) {
     std::string detail = withoutLocation(e.what());
     if (detail.find("Timed out") == std::string::npos) transportFailure(ctx, mine, e);
-    std::string late;
-    for (int i = 0; i < n; i++) {
-      if (!arrived[i]) late += (late.empty() ? "" : ", ") + std::to_string(ctx->jobRank(i));
+    auto ranksWhere = [&](const std::vector<bool>& done) {
+      std::string list;
+      int count = 0;
+      for (int i = 0; i < n; i++) {
+        if (done[i]) continue;
+        list += (count++ ? ", " : "") + std::to_string(ctx->jobRank(i));
+      }
+      return (count > 1 ? "ranks " : "rank ") + list;
+    };
+    auto waited = std::find(arrived.begin(), arrived.end(), false) != arrived.end()
+                      ? ranksWhere(arrived) + " to join"
+                      : ranksWhere(sent) + " to accept our message (did it stop reading?)";
+    abortWith(ctx, DT_ETIMEOUT, opLabel(mine) + ": timed out after " +
+                                    std::to_string(ctx->timeout.count()) + " ms waiting for " +
+                                    waited);
+  }
+  std::vector<Fingerprint> all(n);
+  for (int i = 0; i < n; i++) {
+    if (i == me) {
+      all[i] = mine;
+    } else {
+      memcpy(&all[i], inboxOf(ctx, i), kHeader);
     }
-    auto message = opLabel(mine) + ": timed out after " + std::to_string(ctx->timeout.count()) +
-                   " ms waiting for " + (late.find(',') == std::string::npos ? "rank " : "ranks ") +
-                   late + " to join";
-    abortWith(ctx, DT_ETIMEOUT, message);
   }
   auto mismatch = mismatchMessage(ctx, all);
+  // Every first message of this op has arrived and been sent, so the group stays usable.
   if (!mismatch.empty()) throw Failure(DT_EMISMATCH, mismatch);
 }
 
-// Checks the fingerprint, then runs `payload`; the single entry point of every collective.
-void run(dt_gloo_ctx* ctx, Fingerprint fp, const std::function<void()>& payload) {
+// The single entry point of every collective: checks the context, exchanges first messages
+// (fingerprint and any inline payload), then runs `payload`, which may read the inbox.
+void run(dt_gloo_ctx* ctx, Fingerprint fp, const Outgoing& out,
+         const std::function<void()>& payload) {
   if (!ctx->gloo) throw Failure(DT_EINVAL, std::string(kindName(fp.kind)) +
                                                ": context is not connected");
   if (!ctx->broken.empty()) {
@@ -206,7 +270,7 @@ void run(dt_gloo_ctx* ctx, Fingerprint fp, const std::function<void()>& payload)
     payload();
     return;
   }
-  exchangeFingerprints(ctx, fp);
+  exchangeFirstMessages(ctx, fp, out);
   try {
     payload();
   } catch (const gloo::Exception& e) {
@@ -277,6 +341,24 @@ void ringReduceScatter(dt_gloo_ctx* ctx, void* out, const void* in,
 
 }  // namespace
 
+namespace dtrain {
+
+void setupFirstMessages(dt_gloo_ctx* ctx) {
+  auto& g = *ctx->gloo;
+  const size_t n = static_cast<size_t>(g.size);
+  if (n < 2) return;
+  // 256 KiB inline for small groups, less for large ones: (n-1) regions are posted per op.
+  ctx->inline_bytes = std::min<size_t>(256 * 1024, std::max<size_t>(4096, (1 << 20) / (n - 1)));
+  ctx->inline_bytes &= ~size_t(63);
+  ctx->region = kHeader + ctx->inline_bytes;
+  ctx->inbox_mem.assign(n * ctx->region / sizeof(uint64_t), 0);
+  ctx->stage_mem.assign(n * ctx->region / sizeof(uint64_t), 0);
+  ctx->inbox = g.createUnboundBuffer(ctx->inbox_mem.data(), n * ctx->region);
+  ctx->stage = g.createUnboundBuffer(ctx->stage_mem.data(), n * ctx->region);
+}
+
+}  // namespace dtrain
+
 extern "C" {
 
 int dt_gloo_allreduce(dt_gloo_ctx* ctx, void* buf, uint64_t count, int dtype, int op) {
@@ -285,9 +367,26 @@ int dt_gloo_allreduce(dt_gloo_ctx* ctx, void* buf, uint64_t count, int dtype, in
   return dtrain::guard(ctx, [&] {
     auto fn = checkReduce("allReduce", dtype, op);
     checkPointer("allReduce", buf, count);
-    run(ctx, {0, count, kAllReduce, dtype, op, -1}, [&] {
+    const size_t bytes = count * dtrain::dtypeSize(dtype);
+    const bool inlined = bytes <= ctx->inline_bytes;
+    Outgoing out;
+    if (inlined) {
+      out.bytes = bytes;
+      out.fill = [&](char* dst, int) { memcpy(dst, buf, bytes); };
+    }
+    run(ctx, {0, count, kAllReduce, dtype, op, -1}, out, [&] {
+      const int n = ctx->gloo->size;
       if (count == 0) return;
-      if (ctx->gloo->size > 1) {
+      if (n > 1 && inlined) {
+        // Reduce in rank order so that every rank computes bitwise the same result; this
+        // rank's own input is read from its staged copy since `buf` is the accumulator.
+        const int me = ctx->gloo->rank;
+        auto input = [&](int r) -> const void* {
+          return r == me ? stageOf(ctx, 0) + kHeader : inboxOf(ctx, r) + kHeader;
+        };
+        fn(buf, input(0), input(1), count);
+        for (int r = 2; r < n; r++) fn(buf, buf, input(r), count);
+      } else if (n > 1) {
         gloo::AllreduceOptions opts(ctx->gloo);
         opts.setOutput(static_cast<Elem*>(buf), count);
         opts.setReduceFunction(fn);
@@ -295,7 +394,7 @@ int dt_gloo_allreduce(dt_gloo_ctx* ctx, void* buf, uint64_t count, int dtype, in
         opts.setTimeout(ctx->timeout);
         gloo::allreduce(opts);
       }
-      if (op == DT_AVG) dtrain::divideInPlace(static_cast<float*>(buf), count, ctx->gloo->size);
+      if (op == DT_AVG) dtrain::divideInPlace(static_cast<float*>(buf), count, n);
     });
   });
 }
@@ -310,8 +409,19 @@ int dt_gloo_broadcast(dt_gloo_ctx* ctx, void* buf, uint64_t count, int dtype, in
       throw Failure(DT_EINVAL, "broadcast: root " + std::to_string(root) +
                                    " is outside world size " + std::to_string(ctx->gloo->size));
     }
-    run(ctx, {0, count, kBroadcast, dtype, -1, root}, [&] {
+    const size_t bytes = count * dtrain::dtypeSize(dtype);
+    const bool inlined = bytes <= ctx->inline_bytes;
+    Outgoing out;
+    if (inlined && ctx->gloo && ctx->gloo->rank == root) {
+      out.bytes = bytes;
+      out.fill = [&](char* dst, int) { memcpy(dst, buf, bytes); };
+    }
+    run(ctx, {0, count, kBroadcast, dtype, -1, root}, out, [&] {
       if (count == 0 || ctx->gloo->size == 1) return;
+      if (inlined) {
+        if (ctx->gloo->rank != root) memcpy(buf, inboxOf(ctx, root) + kHeader, bytes);
+        return;
+      }
       gloo::BroadcastOptions opts(ctx->gloo);
       opts.setOutput(static_cast<Elem*>(buf), count);
       opts.setRoot(root);
@@ -335,23 +445,38 @@ int dt_gloo_allgather(dt_gloo_ctx* ctx, const void* in, uint64_t count, int dtyp
                                    " outputs, got " + std::to_string(nouts));
     }
     for (uint64_t i = 0; i < nouts; i++) checkPointer("allGather", outs[i], count);
-    run(ctx, {0, count, kAllGather, dtype, -1, -1}, [&] {
+    const size_t bytes = count * dtrain::dtypeSize(dtype);
+    const bool inlined = bytes <= ctx->inline_bytes;
+    Outgoing out;
+    if (inlined) {
+      out.bytes = bytes;
+      out.fill = [&](char* dst, int) { memcpy(dst, in, bytes); };
+    }
+    // Where rank r's contribution goes.
+    auto slice = [&](uint64_t r) {
+      return nouts == 1 ? static_cast<char*>(outs[0]) + r * bytes : static_cast<char*>(outs[r]);
+    };
+    run(ctx, {0, count, kAllGather, dtype, -1, -1}, out, [&] {
       if (count == 0) return;
-      const size_t bytes = count * dtrain::dtypeSize(dtype);
+      const int me = ctx->gloo->rank;
+      if (n == 1 || inlined) {
+        for (uint64_t r = 0; r < n; r++) {
+          const char* src = static_cast<int>(r) == me ? static_cast<const char*>(in)
+                                                      : inboxOf(ctx, r) + kHeader;
+          memmove(slice(r), src, bytes);
+        }
+        return;
+      }
       std::vector<char> staging(nouts == 1 ? 0 : n * bytes);
       char* flat = nouts == 1 ? static_cast<char*>(outs[0]) : staging.data();
-      if (n == 1) {
-        memmove(flat, in, bytes);
-      } else {
-        gloo::AllgatherOptions opts(ctx->gloo);
-        opts.setInput(const_cast<Elem*>(static_cast<const Elem*>(in)), count);
-        opts.setOutput(reinterpret_cast<Elem*>(flat), n * count);
-        opts.setTag(static_cast<uint32_t>(ctx->seq));
-        opts.setTimeout(ctx->timeout);
-        gloo::allgather(opts);
-      }
+      gloo::AllgatherOptions opts(ctx->gloo);
+      opts.setInput(const_cast<Elem*>(static_cast<const Elem*>(in)), count);
+      opts.setOutput(reinterpret_cast<Elem*>(flat), n * count);
+      opts.setTag(static_cast<uint32_t>(ctx->seq));
+      opts.setTimeout(ctx->timeout);
+      gloo::allgather(opts);
       if (nouts != 1) {
-        for (uint64_t i = 0; i < n; i++) memcpy(outs[i], flat + i * bytes, bytes);
+        for (uint64_t r = 0; r < n; r++) memcpy(slice(r), flat + r * bytes, bytes);
       }
     });
   });
@@ -366,18 +491,33 @@ int dt_gloo_reduce_scatter(dt_gloo_ctx* ctx, void* out, const void* in, uint64_t
     checkPointer("reduceScatter", out, out_count);
     checkPointer("reduceScatter", in, out_count);
     const uint64_t n = ctx->gloo ? static_cast<uint64_t>(ctx->gloo->size) : 0;
-    const size_t esize = dtrain::dtypeSize(dtype);
+    const size_t bytes = out_count * dtrain::dtypeSize(dtype);
     auto o = static_cast<const char*>(out);
     auto i = static_cast<const char*>(in);
-    if (out_count > 0 && o < i + n * out_count * esize && i < o + out_count * esize) {
+    if (out_count > 0 && o < i + n * bytes && i < o + bytes) {
       throw Failure(DT_EINVAL, "reduceScatter: output overlaps input");
     }
-    run(ctx, {0, n * out_count, kReduceScatter, dtype, op, -1}, [&] {
+    const bool inlined = bytes <= ctx->inline_bytes;
+    Outgoing msg;
+    if (inlined) {
+      msg.bytes = bytes;
+      msg.perPeer = true;
+      msg.fill = [&](char* dst, int peer) { memcpy(dst, i + peer * bytes, bytes); };
+    }
+    run(ctx, {0, n * out_count, kReduceScatter, dtype, op, -1}, msg, [&] {
       if (out_count == 0) return;
+      const int me = ctx->gloo->rank;
       if (n == 1) {
-        memcpy(out, in, out_count * esize);
+        memcpy(out, in, bytes);
+      } else if (inlined) {
+        // Every peer sent us its chunk `me`; reduce them in rank order.
+        auto chunk = [&](int r) -> const void* {
+          return r == me ? i + me * bytes : inboxOf(ctx, r) + kHeader;
+        };
+        fn(out, chunk(0), chunk(1), out_count);
+        for (int r = 2; r < static_cast<int>(n); r++) fn(out, out, chunk(r), out_count);
       } else {
-        ringReduceScatter(ctx, out, in, out_count, esize, fn);
+        ringReduceScatter(ctx, out, in, out_count, dtrain::dtypeSize(dtype), fn);
       }
       if (op == DT_AVG) dtrain::divideInPlace(static_cast<float*>(out), out_count, n);
     });
@@ -387,8 +527,8 @@ int dt_gloo_reduce_scatter(dt_gloo_ctx* ctx, void* out, const void* in, uint64_t
 int dt_gloo_barrier(dt_gloo_ctx* ctx) {
   if (ctx == nullptr) return DT_EINVAL;
   std::lock_guard<std::mutex> lock(ctx->call_mu);
-  // The fingerprint exchange is all-to-all: finishing it means every rank arrived.
-  return dtrain::guard(ctx, [&] { run(ctx, {0, 0, kBarrier, -1, -1, -1}, [] {}); });
+  // The first-message exchange is all-to-all: finishing it means every rank arrived.
+  return dtrain::guard(ctx, [&] { run(ctx, {0, 0, kBarrier, -1, -1, -1}, {}, [] {}); });
 }
 
 }  // extern "C"

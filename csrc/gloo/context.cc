@@ -188,6 +188,7 @@ int dt_gloo_ctx_connect(dt_gloo_ctx* ctx, const char* store_host, int store_port
     }
     ctx->gloo = context;
     learnPeerAddresses(ctx, store);
+    dtrain::setupFirstMessages(ctx);
   });
 }
 

@@ -4,6 +4,7 @@
 
 #include <gloo/rendezvous/context.h>
 #include <gloo/transport/device.h>
+#include <gloo/transport/unbound_buffer.h>
 
 #include <chrono>
 #include <cstdint>
@@ -33,6 +34,16 @@ struct dt_gloo_ctx {
   uint64_t seq = 0;    // collectives issued so far; the fingerprint carries it as "op #N"
   std::string broken;  // set after a transport failure: the pairs are in an unknown state
 
+  // First messages of each collective (see [Note: fingerprint] in collectives.cc): one
+  // region per peer of a header plus up to inline_bytes of payload. Declared after `gloo`
+  // so that these buffers go first.
+  size_t inline_bytes = 0;
+  size_t region = 0;
+  std::vector<uint64_t> inbox_mem;  // uint64_t: 8-byte aligned regions
+  std::vector<uint64_t> stage_mem;
+  std::unique_ptr<gloo::transport::UnboundBuffer> inbox;
+  std::unique_ptr<gloo::transport::UnboundBuffer> stage;
+
   // The job rank of group rank i.
   int jobRank(int i) const {
     return i >= 0 && i < static_cast<int>(global_ranks.size()) ? global_ranks[i] : i;
@@ -49,6 +60,9 @@ struct Failure : std::runtime_error {
       : std::runtime_error(message), status(status) {}
   dt_status status;
 };
+
+// Allocates the first-message buffers of a freshly connected context.
+void setupFirstMessages(dt_gloo_ctx* ctx);
 
 // Runs `body`, turning any exception into a status and the context's error message.
 int guard(dt_gloo_ctx* ctx, const std::function<void()>& body);

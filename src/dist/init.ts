@@ -97,8 +97,9 @@ function within<T>(work: Promise<T>, ms: number): Promise<T> {
  * every rank: a rank's store connection closes when its process dies. So after a transport
  * failure each rank records its error in the store, then polls until every other member has
  * either recorded one too or left: members that left without a record died. The rank that
- * hosts the store then also waits for the others to finish polling, so that its exit does
- * not pull the store from under them.
+ * hosts the store then also waits (up to the collective timeout, by which every other rank
+ * has failed too) for the others to finish, so that its exit does not pull the store from
+ * under them.
  */
 async function diagnose(w: World, group: ProcessGroup, err: unknown): Promise<unknown> {
   if (!(err instanceof DistError) || (err.code !== "peer" && err.code !== "timeout")) return err;
@@ -107,8 +108,8 @@ async function diagnose(w: World, group: ProcessGroup, err: unknown): Promise<un
   const failed = (rank: number) => `${w.prefix}failed/${rank}`;
   const diagnosed = (rank: number) => `${w.prefix}diagnosed/${rank}`;
   // The members that left the store without setting key(rank), once no member is pending.
-  const leftWithout = async (key: (rank: number) => string) => {
-    const deadline = Date.now() + DIAGNOSIS_MS;
+  const leftWithout = async (key: (rank: number) => string, ms: number) => {
+    const deadline = Date.now() + ms;
     for (;;) {
       const alive = new Set(await w.store.connectedRanks());
       const gone: number[] = [];
@@ -124,14 +125,15 @@ async function diagnose(w: World, group: ProcessGroup, err: unknown): Promise<un
   };
   const findDead = async () => {
     await w.store.set(failed(me), err.message);
-    const dead = await leftWithout(failed);
+    const dead = await leftWithout(failed, DIAGNOSIS_MS);
     await w.store.set(diagnosed(me), "1");
-    if (w.server) await leftWithout(diagnosed);
+    // The others fail within their collective timeout at the latest; keep the store up.
+    if (w.server) await leftWithout(diagnosed, w.config.timeoutMs + DIAGNOSIS_MS);
     return dead;
   };
   let note: string;
   try {
-    const dead = await within(findDead(), 2 * DIAGNOSIS_MS + 1000);
+    const dead = await within(findDead(), w.config.timeoutMs + 2 * DIAGNOSIS_MS + 1000);
     if (dead.length === 0) return err;
     note = `rank${dead.length > 1 ? "s" : ""} ${dead.join(", ")} died ` +
       `(left the store without reporting an error)`;

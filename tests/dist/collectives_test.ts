@@ -9,6 +9,7 @@ import {
   LARGE_LENGTH,
   LARGE_OPS,
   OPS,
+  PAST_INLINE_LENGTH,
   reduce,
   REDUCE_SCATTER_CHUNKS,
   SMALL_LENGTH,
@@ -109,6 +110,25 @@ for (const size of [1, 2, 3, 4]) {
         }
       }
     });
+
+    await t.step(
+      `broadcast, allGather and reduceScatter past the inline limit (${PAST_INLINE_LENGTH} elements)`,
+      () => {
+        const big = PAST_INLINE_LENGTH;
+        const bcast = Array.from(input(size - 1, big, "f32", 400));
+        const gathered = ranks.flatMap((r) => Array.from(input(r, big, "f32", 500)));
+        const reduced = reduce(ranks.map((r) => input(r, size * big, "i32", 600)), "sum", "i32");
+        for (const r of ranks) {
+          assertClose(results[r][key("large", "broadcast")], bcast, `rank ${r} large broadcast`);
+          assertClose(results[r][key("large", "allGather")], gathered, `rank ${r} large allGather`);
+          assertClose(
+            results[r][key("large", "reduceScatter")],
+            reduced.slice(r * big, (r + 1) * big),
+            `rank ${r} large reduceScatter`,
+          );
+        }
+      },
+    );
 
     await t.step("eight all-reduces in flight at once complete in issue order", () => {
       for (let j = 0; j < 8; j++) {

@@ -16,6 +16,11 @@ export const LARGE_OPS: ReduceOp[] = ["sum", "max"];
 export const REDUCE_SCATTER_CHUNKS = [1, 5, 33];
 /** Length of each rank's broadcast and allGather tensors. */
 export const SMALL_LENGTH = 13;
+/**
+ * A length whose f32 bytes (264 000) pass the 256 KiB that ride inline on the fingerprint
+ * message, so that Gloo's algorithms (and the ring reduce-scatter) move the payload.
+ */
+export const PAST_INLINE_LENGTH = 66_000;
 /** Ops per dtype: avg is f32 only. */
 export const OPS: Record<"f32" | "i32", ReduceOp[]> = {
   f32: ["sum", "avg", "min", "max", "prod"],

@@ -24,6 +24,7 @@ import {
   LARGE_LENGTH,
   LARGE_OPS,
   OPS,
+  PAST_INLINE_LENGTH,
   REDUCE_SCATTER_CHUNKS,
   SMALL_LENGTH,
 } from "./_data.ts";
@@ -67,6 +68,19 @@ await runWorker(async () => {
     await allGather(list, tensorOf(mine));
     out[key("allGather", "list", dtype)] = list.flatMap((t) => Array.from(t.data));
   }
+
+  // Past the inline limit, the payload moves in a second phase.
+  const big = PAST_INLINE_LENGTH;
+  const last = size - 1;
+  const b = input(rank, big, "f32", 400);
+  await broadcast(tensorOf(b), last);
+  out[key("large", "broadcast")] = Array.from(b);
+  const gathered = new Float32Array(size * big);
+  await allGather(tensorOf(gathered), tensorOf(input(rank, big, "f32", 500)));
+  out[key("large", "allGather")] = Array.from(gathered);
+  const shard = new Int32Array(big);
+  await reduceScatter(tensorOf(shard), tensorOf(input(rank, size * big, "i32", 600)));
+  out[key("large", "reduceScatter")] = Array.from(shard);
 
   // Several collectives in flight at once still run in issue order on every rank.
   const inflight = Array.from({ length: 8 }, (_, j) => input(rank, 1000 + j, "f32", j));
