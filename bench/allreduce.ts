@@ -123,7 +123,7 @@ async function main(): Promise<void> {
 
   const fmtSize = (b: number) => b >= 1 << 20 ? `${b >> 20} MiB` : `${b >> 10} KiB`;
   const head = ["size", "dtrain us", "dtrain GB/s"];
-  if (theirs) head.push("torch us", "torch GB/s", "ratio");
+  if (theirs) head.push("torch us", "torch GB/s", "dtrain/torch");
   console.log(`all-reduce (sum, f32, in place), ${WORLD} processes on 127.0.0.1, busbw in GB/s`);
   console.log(`| ${head.join(" | ")} |`);
   console.log(`|${head.map(() => "---:").join("|")}|`);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include <algorithm>
+#include <cctype>
 
 #include "internal.h"
 
@@ -102,6 +103,8 @@ int rankInMessage(const dt_gloo_ctx* ctx, const std::string& message) {
   throw Failure(status, message);
 }
 
+// Turns a Gloo exception thrown during a collective (a timeout or a failed connection)
+// into our error, and aborts the context.
 [[noreturn]] void transportFailure(dt_gloo_ctx* ctx, const Fingerprint& fp,
                                    const std::exception& e) {
   auto detail = withoutLocation(e.what());
@@ -324,6 +327,7 @@ void ringReduceScatter(dt_gloo_ctx* ctx, void* out, const void* in,
   auto outBuf = g->createUnboundBuffer(out, bytes);
   const uint64_t slot =
       gloo::Slot::build(kReduceScatterSlotPrefix, static_cast<uint32_t>(ctx->seq));
+  const auto deadline = std::chrono::steady_clock::now() + ctx->timeout;
   for (int s = 0; s < n - 1; s++) {
     const bool last = s == n - 2;
     auto& recvInto = last ? outBuf : scratchBuf[s % 2];
@@ -333,9 +337,9 @@ void ringReduceScatter(dt_gloo_ctx* ctx, void* out, const void* in,
     } else {
       scratchBuf[(s - 1) % 2]->send(right, slot, 0, bytes);
     }
-    recvInto->waitRecv(ctx->timeout);
+    recvInto->waitRecv(remaining(deadline));
     fn(recvInto->ptr, recvInto->ptr, chunkOf(r - s - 2), chunk);
-    (s == 0 ? inBuf : scratchBuf[(s - 1) % 2])->waitSend(ctx->timeout);
+    (s == 0 ? inBuf : scratchBuf[(s - 1) % 2])->waitSend(remaining(deadline));
   }
 }
 

@@ -19,9 +19,13 @@ thread_local std::string g_new_error;
 // Wide enough for "[ipv6 address]:port" as Gloo prints it.
 constexpr size_t kAddrLen = 96;
 
-void setError(dt_gloo_ctx* ctx, const std::string& message) {
-  std::lock_guard<std::mutex> lock(ctx->error_mu);
-  ctx->error = message;
+void setError(dt_gloo_ctx* ctx, const char* message) noexcept {
+  try {
+    std::lock_guard<std::mutex> lock(ctx->error_mu);
+    ctx->error = message;
+  } catch (...) {
+    // Out of memory for the message itself: the status still tells what happened.
+  }
 }
 
 // [Note: naming peers]
@@ -85,7 +89,11 @@ int guard(dt_gloo_ctx* ctx, const std::function<void()>& body) {
     setError(ctx, "out of memory");
     return DT_EINTERNAL;
   } catch (const std::exception& e) {
-    setError(ctx, std::string("gloo: ") + e.what());
+    try {
+      setError(ctx, (std::string("gloo: ") + e.what()).c_str());
+    } catch (...) {
+      setError(ctx, e.what());
+    }
     return DT_EINTERNAL;
   } catch (...) {
     setError(ctx, "unknown C++ exception");
@@ -128,19 +136,19 @@ int dt_gloo_ctx_new(dt_gloo_ctx** out) {
 }
 
 int dt_gloo_last_error(dt_gloo_ctx* ctx, char* buf, size_t len) {
-  std::string message;
-  if (ctx == nullptr) {
-    message = g_new_error;
-  } else {
-    std::lock_guard<std::mutex> lock(ctx->error_mu);
-    message = ctx->error;
+  // Copies under the lock without allocating, so nothing here can throw.
+  std::unique_lock<std::mutex> lock;
+  const std::string* message = &g_new_error;
+  if (ctx != nullptr) {
+    lock = std::unique_lock<std::mutex>(ctx->error_mu);
+    message = &ctx->error;
   }
   if (buf != nullptr && len > 0) {
-    size_t n = message.size() < len - 1 ? message.size() : len - 1;
-    memcpy(buf, message.data(), n);
+    size_t n = message->size() < len - 1 ? message->size() : len - 1;
+    memcpy(buf, message->data(), n);
     buf[n] = '\0';
   }
-  return static_cast<int>(message.size());
+  return static_cast<int>(message->size());
 }
 
 int dt_gloo_ctx_connect(dt_gloo_ctx* ctx, const char* store_host, int store_port,
