@@ -57,8 +57,8 @@ function connectBackend(
 }
 
 /**
- * Counts this rank in and waits until all `worldSize` ranks have, so that a missing rank is
- * reported by name of the count rather than as a rendezvous timeout deep inside Gloo.
+ * Counts this rank in and waits until all `worldSize` ranks have, so that a missing rank shows
+ * up as a count of who joined (and who did not) rather than as a timeout deep inside Gloo.
  * Returns the key prefix of this initialization: each rank counts its own inits, so ranks
  * that re-initialize against a long-lived launcher store agree on a fresh namespace.
  */
@@ -72,10 +72,15 @@ async function joinJob(store: StoreClient, config: ResolvedInit): Promise<string
   } catch (err) {
     if (!(err instanceof DistError) || err.code !== "timeout") throw err;
     const count = await store.add(joined, 0);
+    const connected = new Set(await store.connectedRanks());
+    const missing = Array.from({ length: config.worldSize }, (_, r) => r)
+      .filter((r) => !connected.has(r));
+    const shown = missing.slice(0, 8).join(", ") + (missing.length > 8 ? ", ..." : "");
     throw new DistError(
       "timeout",
       `Timed out after ${config.timeoutMs / 1000} s waiting for clients: ` +
-        `${count}/${config.worldSize} joined`,
+        `${count}/${config.worldSize} joined` +
+        (missing.length ? ` (missing: rank${missing.length > 1 ? "s" : ""} ${shown})` : ""),
     );
   }
   return prefix;

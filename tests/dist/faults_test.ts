@@ -97,7 +97,10 @@ Deno.test("a missing rank makes init time out saying how many joined", async () 
     env: { MODE: "job", TEST_TIMEOUT_MS: "1000" },
   });
   assert.equal(runs[0].code, 1);
-  assert.equal(runs[0].result?.error, "Timed out after 1 s waiting for clients: 1/2 joined");
+  assert.equal(
+    runs[0].result?.error,
+    "Timed out after 1 s waiting for clients: 1/2 joined (missing: rank 1)",
+  );
 });
 
 Deno.test("the harness kills every rank of a hung job and names the hung ranks", async () => {
