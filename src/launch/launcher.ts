@@ -34,8 +34,9 @@ export async function launch(options: LaunchOptions): Promise<number> {
   try {
     for (let attempt = 0; attempt <= options.maxRestarts; attempt++) {
       const failed = await supervisor.runGroup(attempt);
-      if (failed === null) return 0;
+      // Interrupted is interrupted, even when the workers shut down cleanly on the signal.
       if (supervisor.interruptedBy) return supervisor.interruptedBy === "SIGINT" ? 130 : 143;
+      if (failed === null) return 0;
       const tail = await logTail(supervisor.logPath(failed.localRank), 20);
       const how = failed.signal
         ? `was killed by ${failed.signal}`

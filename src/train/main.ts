@@ -54,23 +54,29 @@ export async function main(args: string[]): Promise<number> {
     console.log(USAGE);
     return 0;
   }
-  const launched = Deno.env.get("RANK") !== undefined;
-  if (!launched && (config.nprocPerNode > 1 || config.nnodes > 1)) {
-    return await launch({
-      nprocPerNode: config.nprocPerNode,
-      nnodes: config.nnodes,
-      nodeRank: config.nodeRank,
-      masterAddr: config.masterAddr,
-      masterPort: config.masterPort,
-      maxRestarts: config.maxRestarts,
-      logDir: config.logDir,
-      script: new URL(import.meta.url).pathname,
-      scriptArgs: args,
-    });
-  }
   if (config.device !== "cpu") {
     console.error(`train: device "${config.device}" is not available in this build (only "cpu")`);
     return 2;
+  }
+  const launched = Deno.env.get("RANK") !== undefined;
+  if (!launched && (config.nprocPerNode > 1 || config.nnodes > 1)) {
+    try {
+      return await launch({
+        nprocPerNode: config.nprocPerNode,
+        nnodes: config.nnodes,
+        nodeRank: config.nodeRank,
+        masterAddr: config.masterAddr,
+        masterPort: config.masterPort,
+        maxRestarts: config.maxRestarts,
+        logDir: config.logDir,
+        script: new URL(import.meta.url).pathname,
+        scriptArgs: args,
+      });
+    } catch (error) {
+      // The launcher's refusals (no DTRAIN_TOKEN, a busy port) are messages, as in src/launch/main.ts.
+      console.error(`train: ${(error as Error).message}`);
+      return 1;
+    }
   }
   await runWorker(config);
   return 0;

@@ -1,0 +1,112 @@
+/**
+ * Running the train job for the train tests: directly (`src/train/main.ts`, which starts the
+ * launcher itself when asked for several processes), or under the launcher with the
+ * fault-injecting entry point of workers/train.ts; and reading what it saved.
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { load } from "../../src/checkpoint/mod.ts";
+import { freePort } from "../_harness/ranks.ts";
+import { describe, ROOT, runDeno, type RunOptions, type RunResult } from "../launch/_processes.ts";
+
+/** The job with the fault-injection hooks of workers/train.ts. */
+export const HOOKED_MAIN = new URL("./workers/train.ts", import.meta.url).pathname;
+
+/** A small, fast job: the MLP on 2048 synthetic samples, 16 batches of 128 per epoch. */
+export const SMALL_JOB = [
+  "--dataset",
+  "synthetic",
+  "--model",
+  "mlp",
+  "--hidden",
+  "16",
+  "--batch-size",
+  "128",
+  "--lr",
+  "0.05",
+  "--seed",
+  "3",
+  "--threads",
+  "1",
+];
+
+/** Runs `deno run src/train/main.ts ARGS`. */
+export function train(args: string[], options: Partial<RunOptions> = {}): Promise<RunResult> {
+  return runDeno({ timeoutMs: 60_000, ...options, args: [`${ROOT}src/train/main.ts`, ...args] });
+}
+
+/** Runs the launcher with `launcherFlags` (and a free port) over the hooked job with `args`. */
+export function launchHooked(
+  launcherFlags: string[],
+  args: string[],
+  options: Partial<RunOptions> = {},
+): Promise<RunResult> {
+  return runDeno({
+    timeoutMs: 60_000,
+    ...options,
+    args: [
+      `${ROOT}src/launch/main.ts`,
+      "--master-port",
+      String(freePort()),
+      ...launcherFlags,
+      HOOKED_MAIN,
+      ...args,
+    ],
+  });
+}
+
+/** Fails unless the run exited 0 and left no process behind. */
+export function assertSucceeded(run: RunResult): void {
+  assert.equal(run.code, 0, `exit ${run.code} (${run.signal}):\n${run.stderr}\n${run.stdout}`);
+  assert.deepEqual(run.leftovers, [], `left behind: ${describe(run.leftovers)}`);
+}
+
+/** What a safetensors file holds: every tensor's values by name, and the metadata. */
+export interface Saved {
+  tensors: Record<string, Float32Array | Int32Array>;
+  shapes: Record<string, readonly number[]>;
+  metadata: Record<string, string>;
+}
+
+/** Reads a safetensors file with `src/checkpoint`. */
+export function readSaved(path: string): Saved {
+  const { tensors, metadata } = load(path);
+  const saved: Saved = { tensors: {}, shapes: {}, metadata };
+  for (const [name, t] of Object.entries(tensors)) {
+    saved.tensors[name] = t.toArray();
+    saved.shapes[name] = t.shape;
+    t.dispose();
+  }
+  return saved;
+}
+
+/** The `model.*` tensors of a snapshot, without the prefix. */
+export function modelWeights(saved: Saved): Record<string, Float32Array | Int32Array> {
+  return Object.fromEntries(
+    Object.entries(saved.tensors).filter(([name]) => name.startsWith("model.")).map((
+      [name, values],
+    ) => [name.slice("model.".length), values]),
+  );
+}
+
+/** The snapshot's progress metadata. */
+export function snapshotInfo(saved: Saved): { epochsRun: number } {
+  return JSON.parse(saved.metadata.dtrain);
+}
+
+/** Fails unless both hold the same names and bit-identical values. */
+export function assertBitIdentical(
+  actual: Record<string, Float32Array | Int32Array>,
+  expected: Record<string, Float32Array | Int32Array>,
+  what: string,
+): void {
+  assert.deepEqual(Object.keys(actual).sort(), Object.keys(expected).sort(), `${what}: names`);
+  for (const [name, want] of Object.entries(expected)) {
+    assert.equal(actual[name].length, want.length, `${what}: ${name}: length`);
+    const got = new Uint32Array(actual[name].buffer, actual[name].byteOffset, want.length);
+    const bits = new Uint32Array(want.buffer, want.byteOffset, want.length);
+    const i = got.findIndex((b, k) => b !== bits[k]);
+    assert.ok(i < 0, `${what}: ${name}[${i}] is ${actual[name][i]}, expected ${want[i]}`);
+  }
+}

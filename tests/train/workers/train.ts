@@ -1,0 +1,65 @@
+/**
+ * The train job's entry point with fault injection for the train tests: it patches the Trainer
+ * (and, for one snapshot, file writes) from the outside, then runs `src/train/main.ts`'s `main`
+ * unchanged. Started by the launcher as the worker script, or directly for one process.
+ *
+ * Environment (each hook is off when its variable is unset):
+ * - DTRAIN_TEST_CRASH_RANK, DTRAIN_TEST_CRASH_AT_STEP: in the launcher's first attempt, that rank
+ *   SIGKILLs itself just before its Nth optimizer step (counted from 0 over the whole run);
+ * - DTRAIN_TEST_KILL_IN_SNAPSHOT=N: the Nth snapshot write (from 1) SIGKILLs the process after
+ *   half of its second write to the file, leaving the temporary file partly written.
+ *
+ * (The job's own DTRAIN_WEIGHTS_DUMP works here too.)
+ * @module
+ */
+
+import { main } from "../../../src/train/main.ts";
+import { Trainer } from "../../../src/train/trainer.ts";
+
+const env = (name: string) => Deno.env.get(name);
+const rank = Number(env("RANK") ?? 0);
+
+function die(): never {
+  Deno.kill(Deno.pid, "SIGKILL");
+  throw new Error("unreachable: SIGKILL did not end the process");
+}
+
+const crashRank = env("DTRAIN_TEST_CRASH_RANK");
+if (crashRank !== undefined && rank === Number(crashRank) && env("DTRAIN_RESTART_COUNT") === "0") {
+  const crashAt = Number(env("DTRAIN_TEST_CRASH_AT_STEP"));
+  const runBatch = Trainer.prototype.runBatch;
+  let step = 0;
+  Trainer.prototype.runBatch = function (x, y) {
+    if (step++ === crashAt) {
+      console.error(`rank ${rank}: fault injection: SIGKILL before step ${crashAt}`);
+      die();
+    }
+    return runBatch.call(this, x, y);
+  };
+}
+
+const killInSnapshot = env("DTRAIN_TEST_KILL_IN_SNAPSHOT");
+if (killInSnapshot !== undefined) {
+  const saveSnapshot = Trainer.prototype.saveSnapshot;
+  let saves = 0;
+  Trainer.prototype.saveSnapshot = function () {
+    if (++saves === Number(killInSnapshot)) {
+      const writeSync = Deno.FsFile.prototype.writeSync;
+      let writes = 0;
+      Deno.FsFile.prototype.writeSync = function (bytes) {
+        if (++writes < 2) return writeSync.call(this, bytes);
+        writeSync.call(this, bytes.subarray(0, bytes.length >> 1));
+        console.error(`fault injection: SIGKILL while writing snapshot ${saves}`);
+        die();
+      };
+    }
+    return saveSnapshot.call(this);
+  };
+}
+
+try {
+  Deno.exit(await main(Deno.args));
+} catch (error) {
+  console.error(`train: ${(error as Error).stack ?? error}`);
+  Deno.exit(1);
+}
