@@ -116,9 +116,8 @@ Deno.test({
             NO_COLOR: "1",
             DENO_NO_UPDATE_CHECK: "1",
             DTRAIN_TOKEN: token,
-            // By default Gloo binds to what the host name resolves to, which is no address of
-            // these namespaces (127.0.0.1 here), so each node names its own.
-            DTRAIN_GLOO_HOST: node.address,
+            // No DTRAIN_GLOO_HOST: each rank must advertise the address it reaches the store
+            // from (its own namespace's), as on a real cluster.
             DTRAIN_WEIGHTS_DUMP: `${nodeDir}/weights`,
           },
         });

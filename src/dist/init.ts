@@ -63,8 +63,9 @@ function connectBackend(
  * that re-initialize against a long-lived launcher store agree on a fresh namespace.
  */
 async function joinJob(store: StoreClient, config: ResolvedInit): Promise<string> {
-  const generation = await store.add(`dtrain/inits/rank${config.rank}`, 1);
-  const prefix = `dtrain/g${generation}/`;
+  const attempt = `dtrain/a${config.restartCount}`;
+  const generation = await store.add(`${attempt}/inits/rank${config.rank}`, 1);
+  const prefix = `${attempt}/g${generation}/`;
   const joined = `${prefix}joined`;
   if (await store.add(joined, 1) === config.worldSize) await store.set(`${prefix}all`, "1");
   try {
@@ -194,7 +195,10 @@ export async function initProcessGroup(options: InitOptions = {}): Promise<Proce
       rank: config.rank,
       timeoutMs: config.timeoutMs,
     });
-    const resolved = { ...config, storePort };
+    // Unless told otherwise, Gloo advertises the address this rank reaches the store from, which
+    // peers on other nodes can reach too (the host name may resolve to a loopback address).
+    const host = config.host || (config.iface ? "" : store.localAddress);
+    const resolved = { ...config, storePort, host };
     const prefix = await joinJob(store, resolved);
     const ranks = Array.from({ length: config.worldSize }, (_, i) => i);
     const backend = await connectBackend(resolved, ranks, `${prefix}world/`);

@@ -25,7 +25,10 @@ export interface InitOptions {
   timeoutMs?: number;
   /** The job's shared secret; default env DTRAIN_TOKEN. */
   token?: string;
-  /** Address Gloo binds to; default env DTRAIN_GLOO_HOST, else derived from the store host. */
+  /**
+   * Address Gloo binds to and advertises; default env DTRAIN_GLOO_HOST, else the local address of
+   * this rank's connection to the store (the interface that routes to the master).
+   */
   host?: string;
   /** Network interface Gloo binds to instead of `host`; default env DTRAIN_GLOO_IFNAME. */
   iface?: string;
@@ -45,14 +48,15 @@ export interface ResolvedInit {
   hostStore: boolean;
   token: string;
   timeoutMs: number;
+  /** Where Gloo binds; "" until init derives it from the store connection. */
   host: string;
   iface: string;
+  /** The launcher's restart count (env DTRAIN_RESTART_COUNT): each attempt rendezvouses afresh. */
+  restartCount: number;
 }
 
 /** Default bound on the rendezvous and on each collective. */
 export const DEFAULT_TIMEOUT_MS = 300_000;
-
-const LOOPBACK = /^(localhost|127\.\d+\.\d+\.\d+|::1|\[::1\])$/;
 
 function invalid(message: string): DistError {
   return new DistError("invalid", `initProcessGroup: ${message}`);
@@ -154,8 +158,8 @@ export function resolveInit(
   }
 
   const iface = options.iface ?? env("DTRAIN_GLOO_IFNAME") ?? "";
-  const host = options.host ?? env("DTRAIN_GLOO_HOST") ??
-    (LOOPBACK.test(storeHost) ? "127.0.0.1" : Deno.hostname());
+  const host = options.host ?? env("DTRAIN_GLOO_HOST") ?? "";
+  const restartCount = intFrom("dtrain_restart_count", undefined, env("DTRAIN_RESTART_COUNT")) ?? 0;
 
   return {
     backend,
@@ -170,5 +174,6 @@ export function resolveInit(
     timeoutMs: Math.ceil(timeoutMs),
     host,
     iface,
+    restartCount,
   };
 }

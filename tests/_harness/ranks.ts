@@ -61,7 +61,9 @@ async function collect(
 ): Promise<string> {
   let all = "";
   let partial = "";
-  for await (const chunk of stream.pipeThrough(new TextDecoderStream())) {
+  const decoder = new TextDecoder();
+  for await (const bytes of stream) {
+    const chunk = decoder.decode(bytes, { stream: true });
     all += chunk;
     partial += chunk;
     const lines = partial.split("\n");

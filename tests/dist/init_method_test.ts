@@ -23,7 +23,15 @@ Deno.test("env:// reads rank, world size, store address and token from the envir
     [1, 4, 0, "127.0.0.1", 29500, "secret"],
   );
   assert.equal(init.hostStore, false);
-  assert.equal(init.host, "127.0.0.1");
+  // Gloo's address is derived at init from the store connection unless DTRAIN_GLOO_HOST names it.
+  assert.equal(init.host, "");
+  assert.equal(init.restartCount, 0);
+  const restarted = resolveInit(
+    {},
+    envOf({ ...base, DTRAIN_RESTART_COUNT: "2", DTRAIN_GLOO_HOST: "10.0.0.5" }),
+  );
+  assert.equal(restarted.restartCount, 2);
+  assert.equal(restarted.host, "10.0.0.5");
 });
 
 Deno.test("rank 0 hosts the store unless DTRAIN_STORE_HOSTED=1", () => {

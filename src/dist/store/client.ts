@@ -63,6 +63,11 @@ export class StoreClient {
     this.timeoutMs = timeoutMs;
   }
 
+  /** This side's address of the connection: the local interface that routes to the store. */
+  get localAddress(): string {
+    return (this.#conn.localAddr as Deno.NetAddr).hostname;
+  }
+
   /**
    * Connects and presents the token, retrying while the server is not listening yet.
    *
