@@ -21,7 +21,7 @@ export function writeAll(file: Deno.FsFile, bytes: Uint8Array): void {
  */
 export function writeFileAtomic(path: string, write: (file: Deno.FsFile) => void): void {
   const folder = dirname(path);
-  const temp = `${folder}/.${basename(path)}.${crypto.randomUUID()}.tmp`;
+  const temp = `${folder}/${temporaryPrefix(path)}${crypto.randomUUID()}.tmp`;
   const file = Deno.openSync(temp, { write: true, createNew: true });
   try {
     try {
@@ -45,4 +45,35 @@ export function writeFileAtomic(path: string, write: (file: Deno.FsFile) => void
   } finally {
     dir.close();
   }
+}
+
+/** The name every temporary file for `path` starts with, inside `path`'s folder. */
+function temporaryPrefix(path: string): string {
+  return `.${basename(path)}.`;
+}
+
+/**
+ * Removes temporary files that saves of `path` left behind when their process was killed
+ * mid-write. Only for a caller that owns `path`: a save of it running concurrently would fail.
+ *
+ * @param path The file whose leftovers to remove.
+ * @returns The names removed.
+ */
+export function removeStaleTemporaries(path: string): string[] {
+  const folder = dirname(path), prefix = temporaryPrefix(path);
+  const removed: string[] = [];
+  let entries: Iterable<Deno.DirEntry>;
+  try {
+    entries = Deno.readDirSync(folder);
+  } catch (error) {
+    if (error instanceof Deno.errors.NotFound) return removed;
+    throw error;
+  }
+  for (const entry of entries) {
+    if (entry.isFile && entry.name.startsWith(prefix) && entry.name.endsWith(".tmp")) {
+      Deno.removeSync(`${folder}/${entry.name}`);
+      removed.push(entry.name);
+    }
+  }
+  return removed;
 }

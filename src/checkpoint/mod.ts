@@ -19,3 +19,4 @@
 
 export { type Checkpoint, load, save } from "./safetensors.ts";
 export { CheckpointError } from "./errors.ts";
+export { removeStaleTemporaries } from "./_atomic.ts";

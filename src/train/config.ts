@@ -150,9 +150,18 @@ export function parseTrainArgs(args: string[]): TrainConfig | "help" {
     help: { type: "boolean" },
   };
   for (const flag of Object.keys(FLAGS)) options[flag] = { type: "string" };
+  // Every flag but --help takes a value, so positionals are known without parseArgs, which would
+  // read a negative positional such as `-1` as an unknown short option.
+  const flagArgs: string[] = [], positionals: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i];
+    if (!arg.startsWith("--")) positionals.push(arg);
+    else if (arg === "--help" || arg.includes("=") || i + 1 === args.length) flagArgs.push(arg);
+    else flagArgs.push(`${arg}=${args[++i]}`);
+  }
   let parsed;
   try {
-    parsed = parseArgs({ args, options, allowPositionals: true, strict: true });
+    parsed = parseArgs({ args: flagArgs, options, allowPositionals: false, strict: true });
   } catch (error) {
     throw new ConfigError("arguments", (error as Error).message);
   }
@@ -162,7 +171,6 @@ export function parseTrainArgs(args: string[]): TrainConfig | "help" {
     Object.assign(merged, readConfigFile(parsed.values.config));
   }
 
-  const positionals = parsed.positionals;
   if (positionals.length > 2) {
     throw new ConfigError(
       "arguments",

@@ -6,6 +6,7 @@
  */
 
 import { existsSync } from "node:fs";
+import { removeStaleTemporaries } from "../checkpoint/mod.ts";
 import { DataLoader } from "../data/dataloader.ts";
 import { DistributedSampler } from "../data/distributed_sampler.ts";
 import { allReduce, barrier, getRank, getWorldSize, isInitialized } from "../dist/mod.ts";
@@ -78,6 +79,8 @@ export class Trainer {
 
   /** Resumes from the snapshot if one exists, then wraps the model in DDP when distributed. */
   async init(): Promise<void> {
+    // A job owns its snapshot path: what a killed predecessor left half-written goes.
+    if (this.rank === 0) removeStaleTemporaries(this.config.snapshot);
     if (existsSync(this.config.snapshot)) {
       const info = loadSnapshot(this.config.snapshot, this.model, this.optimizer);
       this.epochsRun = info.epochsRun;

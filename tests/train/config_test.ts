@@ -13,13 +13,17 @@ const CASES: { name: string; args: string[]; files?: Files; message: RegExp }[] 
   {
     name: "negative epochs as a separate argument",
     args: ["--epochs", "-1"],
-    message: /^train: arguments: Option '--epochs' argument is ambiguous/,
+    message: /^train: epochs: Too small/,
   },
-  // parseArgs reads "-1" as an option, so this one cannot name the field.
   {
     name: "negative positional epochs",
     args: ["-1", "1"],
-    message: /^train: arguments: Unknown option '-1'/,
+    message: /^train: epochs: Too small/,
+  },
+  {
+    name: "negative learning rate",
+    args: ["--lr", "-0.5"],
+    message: /^train: lr: Too small/,
   },
   {
     name: "unknown model",

@@ -127,5 +127,7 @@ Deno.test("train killed while writing a snapshot leaves the previous one intact,
     assertSucceeded(resumed);
     assert.ok(resumed.stdout.includes("at epoch 1"), resumed.stdout);
     assertBitIdentical(readSaved(snapshot).tensors, readSaved(whole).tensors, "after the kill");
+    const after = (await Array.fromAsync(Deno.readDir(join(dir, "run")))).map((e) => e.name);
+    assert.deepEqual(after, ["snap.safetensors"], "the resumed job removed the half-written file");
   });
 });
