@@ -31,8 +31,8 @@ export interface LaunchOptions {
   killGraceMs?: number;
 }
 
-/** The launcher's flags, validated. */
-export const LauncherFlagsSchema = z.object({
+/** The launcher's flags as fields (the train job's config embeds them). */
+export const LauncherFieldsSchema = z.object({
   nprocPerNode: z.number().int().positive(),
   nnodes: z.number().int().positive(),
   nodeRank: z.number().int().nonnegative(),
@@ -40,12 +40,16 @@ export const LauncherFlagsSchema = z.object({
   masterPort: z.number().int().min(1).max(65535),
   maxRestarts: z.number().int().nonnegative(),
   logDir: z.string(),
-}).strict().refine((o) => o.nodeRank < o.nnodes, {
-  message: "must be below --nnodes",
-  path: ["nodeRank"],
 });
 
-const FLAG_FIELDS = {
+/** The launcher's flags, validated. */
+export const LauncherFlagsSchema = LauncherFieldsSchema.strict().refine(
+  (o) => o.nodeRank < o.nnodes,
+  { message: "must be below --nnodes", path: ["nodeRank"] },
+);
+
+/** Command-line flag names of the launcher's fields, spelled like torchrun's. */
+export const LAUNCHER_FLAGS = {
   "nproc-per-node": "nprocPerNode",
   nnodes: "nnodes",
   "node-rank": "nodeRank",
@@ -88,7 +92,7 @@ export function parseLaunchArgs(args: string[]): LaunchOptions | "help" {
   const scriptIndex = findScript(args);
   const own = scriptIndex < 0 ? args : args.slice(0, scriptIndex);
   const options: Record<string, { type: "string" | "boolean" }> = { help: { type: "boolean" } };
-  for (const flag of Object.keys(FLAG_FIELDS)) options[flag] = { type: "string" };
+  for (const flag of Object.keys(LAUNCHER_FLAGS)) options[flag] = { type: "string" };
   let parsed;
   try {
     parsed = parseArgs({ args: own, options, strict: true, allowPositionals: false });
@@ -110,7 +114,7 @@ export function parseLaunchArgs(args: string[]): LaunchOptions | "help" {
     maxRestarts: 0,
     logDir: "",
   };
-  for (const [flag, field] of Object.entries(FLAG_FIELDS)) {
+  for (const [flag, field] of Object.entries(LAUNCHER_FLAGS)) {
     const raw = parsed.values[flag];
     if (typeof raw !== "string") continue;
     if (field === "masterAddr" || field === "logDir") {
@@ -127,7 +131,7 @@ export function parseLaunchArgs(args: string[]): LaunchOptions | "help" {
   if (!result.success) {
     const issue = result.error.issues[0];
     const field = String(issue.path[0] ?? "");
-    const flag = Object.entries(FLAG_FIELDS).find(([, f]) => f === field)?.[0] ?? field;
+    const flag = Object.entries(LAUNCHER_FLAGS).find(([, f]) => f === field)?.[0] ?? field;
     throw new LaunchArgsError(`--${flag}: ${issue.message}`);
   }
   return { ...result.data, script: args[scriptIndex], scriptArgs: args.slice(scriptIndex + 1) };

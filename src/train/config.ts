@@ -7,6 +7,7 @@
 
 import { parseArgs } from "node:util";
 import { z } from "zod";
+import { LAUNCHER_FLAGS, LauncherFieldsSchema } from "../launch/options.ts";
 
 /** An invalid configuration or command line; `field` names the culprit. */
 export class ConfigError extends Error {
@@ -39,15 +40,8 @@ export const TrainConfigSchema = z.object({
   seed: z.number().int().nonnegative(),
   threads: z.number().int().nonnegative(),
   maxSteps: z.number().int().nonnegative(),
-  nprocPerNode: positiveInt,
-  nnodes: positiveInt,
-  nodeRank: z.number().int().nonnegative(),
-  masterAddr: z.string().min(1),
-  masterPort: z.number().int().min(1).max(65535),
-  maxRestarts: z.number().int().nonnegative(),
-  logDir: z.string(),
   device: z.enum(["cpu", "cuda"]),
-}).strict();
+}).extend(LauncherFieldsSchema.shape).strict();
 
 /** A validated training configuration. */
 export type TrainConfig = z.infer<typeof TrainConfigSchema>;
@@ -96,14 +90,8 @@ const FLAGS = {
   seed: "seed",
   threads: "threads",
   "max-steps": "maxSteps",
-  "nproc-per-node": "nprocPerNode",
-  nnodes: "nnodes",
-  "node-rank": "nodeRank",
-  "master-addr": "masterAddr",
-  "master-port": "masterPort",
-  "max-restarts": "maxRestarts",
-  "log-dir": "logDir",
   device: "device",
+  ...LAUNCHER_FLAGS,
 } as const satisfies Record<string, keyof TrainConfig>;
 
 const NUMERIC = new Set<keyof TrainConfig>(

@@ -5,6 +5,8 @@
  * @module
  */
 
+import { collectLines } from "./lines.ts";
+
 /** What one rank did. */
 export interface RankResult {
   rank: number;
@@ -53,25 +55,6 @@ export function freePort(): number {
   const port = l.addr.port;
   l.close();
   return port;
-}
-
-async function collect(
-  stream: ReadableStream<Uint8Array>,
-  onLine: (line: string) => void,
-): Promise<string> {
-  let all = "";
-  let partial = "";
-  const decoder = new TextDecoder();
-  for await (const bytes of stream) {
-    const chunk = decoder.decode(bytes, { stream: true });
-    all += chunk;
-    partial += chunk;
-    const lines = partial.split("\n");
-    partial = lines.pop()!;
-    lines.forEach(onLine);
-  }
-  if (partial) onLine(partial);
-  return all;
 }
 
 function lastJson(stdout: string): Record<string, unknown> | undefined {
@@ -123,8 +106,8 @@ export async function runRanks(options: RunRanksOptions): Promise<RankResult[]> 
       }).spawn();
       const proc: RankProcess = { rank, child, exited: false };
       procs.push(proc);
-      const stdout = collect(child.stdout, (line) => options.onLine?.(rank, line, procs));
-      const stderr = collect(child.stderr, () => {});
+      const stdout = collectLines(child.stdout, (line) => options.onLine?.(rank, line, procs));
+      const stderr = collectLines(child.stderr, () => {});
       return (async (): Promise<RankResult> => {
         const status = await child.status;
         proc.exited = true;

@@ -6,6 +6,8 @@
  * @module
  */
 
+import { collectLines } from "../_harness/lines.ts";
+
 /** The deno arguments every entry point runs with. */
 export const DENO_RUN = ["run", "-A", "--v8-flags=--expose-gc"] as const;
 
@@ -127,26 +129,6 @@ export interface RunResult {
   tempEntries: string[];
 }
 
-async function collect(
-  stream: ReadableStream<Uint8Array>,
-  onLine: (line: string) => void,
-): Promise<string> {
-  let all = "", partial = "";
-  const decoder = new TextDecoder();
-  for await (const bytes of stream) {
-    const chunk = decoder.decode(bytes, { stream: true });
-    all += chunk;
-    partial += chunk;
-    const lines = partial.split("\n");
-    partial = lines.pop()!;
-    lines.forEach(onLine);
-  }
-  const rest = decoder.decode();
-  partial += rest;
-  if (partial) onLine(partial);
-  return all + rest;
-}
-
 /** The environment of a run: the caller's, without job variables, plus the marker and TMPDIR. */
 function runEnv(marker: string, tmp: string, options: RunOptions): Record<string, string> {
   const env: Record<string, string> = {};
@@ -184,7 +166,10 @@ export async function runDeno(options: RunOptions): Promise<RunResult> {
     },
   };
   const onLine = (line: string) => options.onLine?.(line, running);
-  const output = Promise.all([collect(child.stdout, onLine), collect(child.stderr, onLine)]);
+  const output = Promise.all([
+    collectLines(child.stdout, onLine),
+    collectLines(child.stderr, onLine),
+  ]);
   let timer: ReturnType<typeof setTimeout> | undefined;
   const timeout = new Promise<never>((_, reject) => {
     timer = setTimeout(() => {
