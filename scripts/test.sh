@@ -2,6 +2,7 @@
 # The whole test suite: static checks, then `deno test`, ending with one summary line
 # ("N passed, N failed") that CI reads.
 set -uo pipefail
+export NO_COLOR=1
 cd "$(dirname "$0")/.."
 DENO=${DENO:-$(scripts/bootstrap.sh | tail -n 1)}
 mkdir -p build

@@ -81,7 +81,7 @@ Deno.test({
       const master = network.nodes[0].address;
       const token = crypto.randomUUID();
       const commands = [];
-      for (const [rank, node] of network.nodes.entries()) {
+      for (const rank of network.nodes.keys()) {
         const nodeDir = `${dir}/node-${rank}`;
         // Only what differs on this machine: the checkout, per-node folders (there is no
         // shared filesystem here), the CPU, a short run.
