@@ -53,6 +53,37 @@ const symbols = {
     ],
     result: "i32",
   },
+  dt_linear_forward: {
+    parameters: [
+      "pointer", // const float *x
+      "pointer", // const float *w
+      "pointer", // const float *bias (nullable)
+      "pointer", // float *y
+      "i64", // int64_t rows
+      "i64", // int64_t in
+      "i64", // int64_t out
+      "i32", // int32_t w_trans
+      "i64", // int64_t ldw
+    ],
+    result: "i32",
+  },
+  dt_linear_backward: {
+    parameters: [
+      "pointer", // const float *gy
+      "pointer", // const float *x
+      "pointer", // const float *w
+      "pointer", // float *gx (nullable)
+      "pointer", // float *gw (nullable)
+      "pointer", // float *gbias (nullable)
+      "i64", // int64_t rows
+      "i64", // int64_t in
+      "i64", // int64_t out
+      "i32", // int32_t w_trans
+      "i64", // int64_t ldw
+    ],
+    result: "i32",
+  },
+  // parallel.c
   dt_set_num_threads: { parameters: ["i32"], result: "void" }, // void dt_set_num_threads(int32_t n)
   dt_get_num_threads: { parameters: [], result: "i32" }, // int32_t dt_get_num_threads(void)
   // elementwise.c

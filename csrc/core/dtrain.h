@@ -20,6 +20,16 @@ int dt_fail(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3
 #define CHECK_PTR(p) CHECK((p) != NULL, "%s: argument '%s' is NULL", __func__, #p)
 #define CHECK_COUNT(n) CHECK((n) >= 0, "%s: count '%s' is negative (%lld)", __func__, #n, (long long)(n))
 
+/* Runs fn(ctx, i) for every task i in [0, tasks) on the thread pool (see parallel.c), the caller
+ * included; returns when all are done. Threads claim tasks in order as they become free. */
+typedef void (*dt_task_fn)(void *ctx, int64_t i);
+void dt_parallel(int64_t tasks, dt_task_fn fn, void *ctx);
+/* The pool's size, the calling thread included (dt_set_num_threads). */
+int32_t dt_get_num_threads(void);
+
+/* out[o, i] = scale * sum_a x[o, a, i] (reduce.c); also the bias gradient of dt_linear_backward. */
+int dt_sum_axis(const float *x, float *out, int64_t outer, int64_t axis, int64_t inner, float scale);
+
 /* Elementwise operations, shared by the forward and backward kernels. */
 enum dt_binary_op { DT_ADD = 0, DT_SUB = 1, DT_MUL = 2, DT_DIV = 3 };
 enum dt_unary_op {

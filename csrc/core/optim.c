@@ -4,13 +4,27 @@
 
 #include "dtrain.h"
 
-/* One SGD step. momentum_buf may be NULL when momentum == 0; first != 0 on the step that creates
- * the buffer (PyTorch then copies the gradient into it instead of applying dampening). */
-int dt_sgd_step(float *param, const float *grad, float *momentum_buf, int64_t n, float lr,
-                float momentum, float dampening, int32_t nesterov, float weight_decay, int32_t first) {
-  CHECK_PTR(param); CHECK_PTR(grad); CHECK_COUNT(n);
-  CHECK(momentum == 0.0f || momentum_buf != NULL, "dt_sgd_step: momentum %g needs a buffer", (double)momentum);
-  for (int64_t i = 0; i < n; i++) {
+/* Elements per parallel task of an update: below this a hand-off costs more than it saves. */
+#define MIN_TASK_ELEMENTS 32768
+
+typedef struct {
+  float *param;
+  const float *grad;
+  float *momentum_buf;
+  int64_t n, chunk;
+  float lr, momentum, dampening, weight_decay;
+  int32_t nesterov, first;
+} sgd_t;
+
+/* The update of elements [begin, end). The operands are distinct buffers (restrict), so that the
+ * compiler hoists the conditions out of the loop and vectorises it. */
+static void sgd_range(const sgd_t *s, int64_t begin, int64_t end) {
+  float *restrict param = s->param, *restrict momentum_buf = s->momentum_buf;
+  const float *restrict grad = s->grad;
+  const float lr = s->lr, momentum = s->momentum, dampening = s->dampening;
+  const float weight_decay = s->weight_decay;
+  const int32_t nesterov = s->nesterov, first = s->first;
+  for (int64_t i = begin; i < end; i++) {
     float g = grad[i];
     if (weight_decay != 0.0f) g += weight_decay * param[i];
     if (momentum != 0.0f) {
@@ -20,6 +34,30 @@ int dt_sgd_step(float *param, const float *grad, float *momentum_buf, int64_t n,
     }
     param[i] -= lr * g;
   }
+}
+
+static void sgd_task(void *ctx, int64_t i) {
+  const sgd_t *s = ctx;
+  int64_t begin = i * s->chunk, end = begin + s->chunk < s->n ? begin + s->chunk : s->n;
+  if (begin < end) sgd_range(s, begin, end);
+}
+
+/* One SGD step. momentum_buf may be NULL when momentum == 0; first != 0 on the step that creates
+ * the buffer (PyTorch then copies the gradient into it instead of applying dampening). */
+int dt_sgd_step(float *param, const float *grad, float *momentum_buf, int64_t n, float lr,
+                float momentum, float dampening, int32_t nesterov, float weight_decay, int32_t first) {
+  CHECK_PTR(param); CHECK_PTR(grad); CHECK_COUNT(n);
+  CHECK(momentum == 0.0f || momentum_buf != NULL, "dt_sgd_step: momentum %g needs a buffer", (double)momentum);
+  sgd_t s = {param, grad, momentum_buf, n, n, lr, momentum, dampening, weight_decay, nesterov, first};
+  int64_t tasks = n / MIN_TASK_ELEMENTS;
+  int threads = dt_get_num_threads();
+  if (tasks > threads) tasks = threads;
+  if (tasks <= 1) {
+    sgd_range(&s, 0, n);
+    return DT_OK;
+  }
+  s.chunk = ((n + tasks - 1) / tasks + 15) / 16 * 16;
+  dt_parallel(tasks, sgd_task, &s);
   return DT_OK;
 }
 

@@ -164,7 +164,9 @@ function bmm(a: Tensor, b: Tensor): Tensor {
 
 /**
  * y = x @ weight^T + bias for x of shape [*, in], weight [out, in], bias [out] (PyTorch's
- * `F.linear`). The bias is written first and sgemm accumulates onto it, so no separate add runs.
+ * `F.linear`). One native call each way: the forward writes the bias and sgemm accumulates onto it,
+ * so no separate add runs; the backward computes the input and weight gradients side by side on
+ * the thread pool, and the bias gradient.
  */
 export function linear(x: Tensor, weight: Tensor, bias?: Tensor | null): Tensor {
   expectF32("linear", x, weight, ...(bias ? [bias] : []));
@@ -181,27 +183,42 @@ export function linear(x: Tensor, weight: Tensor, bias?: Tensor | null): Tensor 
   }
   const lead = x.shape.slice(0, -1);
   const rows = shapeSize(lead);
-  const X = contiguous(x), W = operand(weight);
+  const X = contiguous(x), W = operand(weight), B = bias ? contiguous(bias) : null;
   const out = Tensor.empty([...lead, outFeatures]);
-  if (bias) unwrap(lib.dt_expand_axis(contiguous(bias).ptr, out.ptr, 1, rows, outFeatures, 1));
-  const xOp: Operand = { t: X, trans: false, ld: Math.max(inFeatures, 1) };
-  gemm(xOp, transposed(W), out, rows, outFeatures, inFeatures, bias ? 1 : 0);
-  const inputs = bias ? [X, W.t, bias] : [X, W.t];
+  const wTrans = W.trans ? 1 : 0;
+  unwrap(
+    lib.dt_linear_forward(
+      X.ptr,
+      W.t.ptr,
+      B?.ptr ?? null,
+      out.ptr,
+      rows,
+      inFeatures,
+      outFeatures,
+      wTrans,
+      W.ld,
+    ),
+  );
+  const inputs = B ? [X, W.t, B] : [X, W.t];
   return record(out, "AddmmBackward", inputs, (gy) => {
-    const G: Operand = { t: gy, trans: false, ld: Math.max(outFeatures, 1) };
-    let gx: Tensor | null = null, gw: Tensor | null = null, gb: Tensor | null = null;
-    if (X.requiresGrad) {
-      gx = Tensor.empty(X.shape);
-      gemm(G, W, gx, rows, inFeatures, outFeatures);
-    }
-    if (W.t.requiresGrad) {
-      gw = Tensor.empty([outFeatures, inFeatures]);
-      gemm(transposed(G), xOp, gw, outFeatures, inFeatures, rows);
-    }
-    if (bias?.requiresGrad) {
-      gb = Tensor.empty([outFeatures]);
-      unwrap(lib.dt_sum_axis(gy.ptr, gb.ptr, 1, rows, outFeatures, 1));
-    }
+    const gx = X.requiresGrad ? Tensor.empty(X.shape) : null;
+    const gw = W.t.requiresGrad ? Tensor.empty([outFeatures, inFeatures]) : null;
+    const gb = B?.requiresGrad ? Tensor.empty([outFeatures]) : null;
+    unwrap(
+      lib.dt_linear_backward(
+        gy.ptr,
+        X.ptr,
+        W.t.ptr,
+        gx?.ptr ?? null,
+        gw?.ptr ?? null,
+        gb?.ptr ?? null,
+        rows,
+        inFeatures,
+        outFeatures,
+        wTrans,
+        W.ld,
+      ),
+    );
     return [gx, gw, gb];
   });
 }
