@@ -1,0 +1,402 @@
+/**
+ * `make bench` (`deno task bench`): dtrain against PyTorch on the same machine in the same run.
+ *
+ * Three sections, each run dtrain / PyTorch alternately (A B, then B A, ...) for `--rounds`
+ * rounds in separate processes, reported as medians with their ratios:
+ *   single     one epoch of Fashion-MNIST on an MLP 784-512-512-10, batch 64, SGD momentum 0.9,
+ *              2 threads: samples/s, achieved GFLOP/s against a 2048³ sgemm peak, time from
+ *              process start to the first optimizer step, peak RSS;
+ *   ddp        the same epoch split over 2 processes of 1 thread (DDP over Gloo): samples/s and
+ *              how much of dtrain's all-reduce time backward hid;
+ *   allreduce  f32 all-reduce between 2 processes, 4 KiB to 64 MiB: time and bus bandwidth, from
+ *              bench/allreduce.ts and its twin bench/allreduce_torch.py.
+ * Prints the tables and writes them, with every run's raw numbers, as JSON.
+ *
+ * Usage: deno run -A --v8-flags=--expose-gc bench/main.ts [--only=single,ddp,allreduce]
+ *          [--rounds=3] [--json=runs/bench/<time>.json] [--no-torch]
+ * The PyTorch interpreter is `DTRAIN_BENCH_PYTHON`, else /work/.torchenv/bin/python.
+ * @module
+ */
+
+import {
+  backgroundBusy,
+  benchFileExists,
+  type Command,
+  denoWorker,
+  findTorch,
+  freePort,
+  lastJsonLine,
+  machineInfo,
+  pythonWorker,
+  type ResultParser,
+  type RunResult,
+  runWorkers,
+} from "./runner.ts";
+import { argValue, BATCH, LR, MOMENTUM, NORMALIZE, PEAK_N, SEED, SIZES } from "./workload.ts";
+
+const SECTIONS = ["single", "ddp", "allreduce"] as const;
+type Section = typeof SECTIONS[number];
+type Framework = "dtrain" | "torch";
+type Runs = Record<Framework, RunResult[]>;
+
+const USAGE =
+  `usage: make bench ARGS="[--only=single,ddp,allreduce] [--rounds=3] [--json=PATH] [--no-torch]"
+  --only      sections to run (default all)
+  --rounds    dtrain/PyTorch alternations per workload; medians are reported (default 3)
+  --json      where to write the results (default runs/bench/<date>.json)
+  --no-torch  run dtrain only
+env DTRAIN_BENCH_PYTHON: the Python with torch (default /work/.torchenv/bin/python)`;
+
+interface Options {
+  sections: Section[];
+  rounds: number;
+  json: string;
+  torch: boolean;
+}
+
+function parseOptions(args: string[]): Options {
+  if (args.includes("--help") || args.includes("-h")) {
+    console.log(USAGE);
+    Deno.exit(0);
+  }
+  const known = ["--only=", "--rounds=", "--json=", "--no-torch"];
+  const unknown = args.find((a) => !known.some((k) => a === k || a.startsWith(k)));
+  if (unknown !== undefined) throw new Error(`bench: unknown argument ${unknown}\n${USAGE}`);
+  const sections = argValue(args, "only", SECTIONS.join(",")).split(",") as Section[];
+  const bad = sections.find((s) => !SECTIONS.includes(s));
+  if (bad !== undefined) throw new Error(`bench: unknown section "${bad}" in --only`);
+  const rounds = Number(argValue(args, "rounds", "3"));
+  if (!Number.isInteger(rounds) || rounds < 1) throw new Error(`bench: --rounds=${rounds}`);
+  const stamp = new Date().toISOString().replace(/[:.]/g, "-");
+  const json = argValue(
+    args,
+    "json",
+    new URL(`../runs/bench/${stamp}.json`, import.meta.url).pathname,
+  );
+  return { sections, rounds, json, torch: !args.includes("--no-torch") };
+}
+
+/** The workload's numbers for the PyTorch side's command line. */
+const TORCH_WORKLOAD = [
+  `--sizes=${SIZES.join(",")}`,
+  `--batch=${BATCH}`,
+  `--lr=${LR}`,
+  `--momentum=${MOMENTUM}`,
+  `--mean=${NORMALIZE.mean}`,
+  `--std=${NORMALIZE.std}`,
+  `--seed=${SEED}`,
+];
+
+/** One way to run a workload on each side (torch absent when skipped). */
+type Sides = { dtrain: () => Promise<RunResult>; torch?: () => Promise<RunResult> };
+
+/** Runs the sides alternately, A B then B A, `rounds` times; logs each run as it ends. */
+async function alternate(
+  name: string,
+  rounds: number,
+  sides: Sides,
+  headline: (r: Record<string, unknown>) => string,
+): Promise<Runs> {
+  const runs: Runs = { dtrain: [], torch: [] };
+  const order: Framework[] = sides.torch ? ["dtrain", "torch"] : ["dtrain"];
+  for (let round = 0; round < rounds; round++) {
+    for (const fw of round % 2 === 0 ? order : [...order].reverse()) {
+      const run = await sides[fw]!();
+      runs[fw].push(run);
+      console.log(
+        `  ${name} round ${round + 1}/${rounds} ${fw.padEnd(6)} ${headline(run.result)}` +
+          `  (others used ${pct(run.backgroundBusy)} of the CPUs just before)`,
+      );
+    }
+  }
+  return runs;
+}
+
+/** Runs the same command for each of `world` ranks with the env:// variables (and `env`) set. */
+function ranks(
+  what: string,
+  world: number,
+  command: (rank: number, port: number) => Command,
+  env: Record<string, string> = {},
+  parse?: ResultParser,
+) {
+  return () => {
+    const port = freePort();
+    const token = crypto.randomUUID();
+    return runWorkers(
+      what,
+      Array.from({ length: world }, (_, rank) => command(rank, port)),
+      (rank) => ({
+        ...env,
+        RANK: String(rank),
+        WORLD_SIZE: String(world),
+        LOCAL_RANK: String(rank),
+        MASTER_ADDR: "127.0.0.1",
+        MASTER_PORT: String(port),
+        DTRAIN_TOKEN: token,
+      }),
+      TIMEOUT_MS,
+      parse,
+    );
+  };
+}
+
+/** Runs one process (which may start its own children). */
+function single(worker: Command, parse?: ResultParser): () => Promise<RunResult> {
+  return () => runWorkers("single", [worker], () => ({}), TIMEOUT_MS, parse);
+}
+
+const TIMEOUT_MS = 600_000;
+
+// ---------------------------------------------------------------- statistics and formatting
+
+function median(values: number[]): number {
+  const v = values.filter((x) => Number.isFinite(x)).sort((a, b) => a - b);
+  if (v.length === 0) return NaN;
+  return v.length % 2 ? v[(v.length - 1) / 2] : (v[v.length / 2 - 1] + v[v.length / 2]) / 2;
+}
+
+/** (max - min) / median of a field over runs: how far apart the rounds were. */
+function spread(values: number[]): number {
+  const m = median(values);
+  return values.length > 1 ? (Math.max(...values) - Math.min(...values)) / m : 0;
+}
+
+function field(runs: RunResult[], name: string): number[] {
+  return runs.map((r) => r.result[name]).filter((v): v is number => typeof v === "number");
+}
+
+function med(runs: RunResult[], name: string): number {
+  return median(field(runs, name));
+}
+
+function pct(x: number): string {
+  return Number.isFinite(x) ? `${(x * 100).toFixed(0)}%` : "—";
+}
+
+function num(x: number, digits = 0): string {
+  return Number.isFinite(x)
+    ? x.toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits })
+    : "—";
+}
+
+function ratio(x: number): string {
+  return Number.isFinite(x) && x > 0 ? `${x.toFixed(2)}×` : "—";
+}
+
+function bytesLabel(n: number): string {
+  return n >= 2 ** 20 ? `${n / 2 ** 20} MiB` : `${n / 1024} KiB`;
+}
+
+/** A Markdown table with padded columns. */
+function table(header: string[], rows: string[][]): string {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
+  const line = (cells: string[]) =>
+    `| ${
+      cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join(" | ")
+    } |`;
+  const rule = `|${
+    widths.map((w, i) => (i === 0 ? "-".repeat(w + 2) : `${"-".repeat(w + 1)}:`)).join("|")
+  }|`;
+  return [line(header), rule, ...rows.map(line)].join("\n");
+}
+
+// ---------------------------------------------------------------- the sections
+
+async function benchSingle(options: Options, python: string | null) {
+  console.log("\n(a) single process: 1 epoch, MLP 784-512-512-10, batch 64, 2 threads");
+  const train = await alternate("train", options.rounds, {
+    dtrain: single(denoWorker("single.ts", ["--mode=train", "--threads=2"])),
+    torch: python
+      ? single(pythonWorker(python, "torch_side.py", ["single", "--threads=2", ...TORCH_WORKLOAD]))
+      : undefined,
+  }, (r) => `${num(r.samplesPerSecond as number)} samples/s`);
+  const peak = await alternate("sgemm peak", options.rounds, {
+    dtrain: single(denoWorker("single.ts", ["--mode=peak", "--threads=2"])),
+    torch: python
+      ? single(pythonWorker(python, "torch_side.py", ["peak", "--threads=2", `--n=${PEAK_N}`]))
+      : undefined,
+  }, (r) => `${num(r.gflops as number, 1)} GFLOP/s`);
+
+  const d = (name: string) => med(train.dtrain, name), t = (name: string) => med(train.torch, name);
+  const peakD = med(peak.dtrain, "gflops"), peakT = med(peak.torch, "gflops");
+  const mib = (x: number) => `${num(x / 2 ** 20)} MiB`;
+  const sec = (x: number) => `${num(x / 1000, 2)} s`;
+  const rows = [
+    [
+      "samples/s",
+      num(d("samplesPerSecond")),
+      num(t("samplesPerSecond")),
+      ratio(d("samplesPerSecond") / t("samplesPerSecond")),
+    ],
+    [
+      "achieved matmul GFLOP/s (share of own sgemm peak)",
+      `${num(d("gflops"), 1)} (${pct(d("gflops") / peakD)})`,
+      `${num(t("gflops"), 1)} (${pct(t("gflops") / peakT)})`,
+      ratio(d("gflops") / t("gflops")),
+    ],
+    [`sgemm peak, ${PEAK_N}³, GFLOP/s`, num(peakD, 1), num(peakT, 1), ratio(peakD / peakT)],
+    [
+      "time to first step (from process start)",
+      sec(d("firstStepMs")),
+      sec(t("firstStepMs")),
+      ratio(t("firstStepMs") / d("firstStepMs")),
+    ],
+    [
+      "peak RSS",
+      mib(d("peakRssBytes")),
+      mib(t("peakRssBytes")),
+      ratio(t("peakRssBytes") / d("peakRssBytes")),
+    ],
+    ["mean loss of the last 100 steps", num(d("lastLoss"), 3), num(t("lastLoss"), 3), ""],
+    [
+      "spread of samples/s over rounds",
+      pct(spread(field(train.dtrain, "samplesPerSecond"))),
+      pct(spread(field(train.torch, "samplesPerSecond"))),
+      "",
+    ],
+  ];
+  console.log(`\n${table(["(a) single process", "dtrain", "PyTorch", "advantage"], rows)}`);
+  return { train, peak };
+}
+
+async function benchDdp(options: Options, python: string | null) {
+  console.log("\n(b) DDP: 2 processes x 1 thread, batch 64 per rank, 1 epoch, Gloo");
+  const runs = await alternate("ddp", options.rounds, {
+    dtrain: ranks("ddp", 2, () => denoWorker("ddp.ts")),
+    torch: python
+      ? ranks("ddp", 2, (rank, port) =>
+        pythonWorker(python, "torch_side.py", [
+          "ddp",
+          "--threads=1",
+          `--rank=${rank}`,
+          "--world-size=2",
+          `--port=${port}`,
+          ...TORCH_WORKLOAD,
+        ]))
+      : undefined,
+  }, (r) => `${num(r.samplesPerSecond as number)} samples/s`);
+  const d = (name: string) => med(runs.dtrain, name), t = (name: string) => med(runs.torch, name);
+  const ms = (x: number) => `${num(x, 2)} ms`;
+  const rows = [
+    [
+      "samples/s (both ranks)",
+      num(d("samplesPerSecond")),
+      num(t("samplesPerSecond")),
+      ratio(d("samplesPerSecond") / t("samplesPerSecond")),
+    ],
+    ["all-reduce time hidden behind backward", pct(d("hiddenFraction")), "n/a", ""],
+    ["backward per step", ms(d("backwardMs")), "n/a", ""],
+    ["all-reduce span per step (first issue to last done)", ms(d("commSpanMs")), "n/a", ""],
+    ["exposed all-reduce wait per step", ms(d("exposedCommMs")), "n/a", ""],
+    ["mean loss over the epoch", num(d("meanLoss"), 3), num(t("meanLoss"), 3), ""],
+    [
+      "spread of samples/s over rounds",
+      pct(spread(field(runs.dtrain, "samplesPerSecond"))),
+      pct(spread(field(runs.torch, "samplesPerSecond"))),
+      "",
+    ],
+  ];
+  console.log(`\n${table(["(b) DDP, 2 ranks", "dtrain", "PyTorch", "advantage"], rows)}`);
+  return runs;
+}
+
+/**
+ * The all-reduce section runs bench/allreduce.ts (its worker mode, DTRAIN_BENCH_WORKER=1) and
+ * bench/allreduce_torch.py --json, which share sizes, iteration counts and the timing rule
+ * (the fastest of 5 trials of back-to-back all-reduces); this adds the alternation and medians.
+ */
+async function benchAllReduce(options: Options, python: string | null) {
+  console.log("\n(c) all-reduce: f32 sum, 2 processes, Gloo over loopback TCP");
+  const missing = ["allreduce.ts", "allreduce_torch.py"].filter((f) => !benchFileExists(f));
+  if (missing.length > 0) {
+    console.log(`  SKIPPED: bench/${missing.join(" and bench/")} not found`);
+    return null;
+  }
+  type Row = { bytes: number; seconds: number };
+  const rowsOf = (r: RunResult) => r.result.rows as Row[];
+  const largest = (r: Record<string, unknown>) => {
+    const last = (r.rows as Row[]).at(-1)!;
+    return `${num(last.bytes / last.seconds / 1e9, 2)} GB/s busbw at ${bytesLabel(last.bytes)}`;
+  };
+  const runs = await alternate("allreduce", options.rounds, {
+    dtrain: ranks(
+      "allreduce",
+      2,
+      () => denoWorker("allreduce.ts"),
+      { DTRAIN_BENCH_WORKER: "1" },
+      lastJsonLine,
+    ),
+    torch: python
+      ? () =>
+        single(
+          pythonWorker(python, "allreduce_torch.py", ["--json", "--port", String(freePort())]),
+          lastJsonLine,
+        )()
+      : undefined,
+  }, largest);
+  const world = 2;
+  const sizes = rowsOf(runs.dtrain[0]).map((r) => r.bytes);
+  const seconds = (fw: RunResult[], bytes: number) =>
+    median(fw.map((r) => rowsOf(r).find((x) => x.bytes === bytes)?.seconds ?? NaN));
+  const busbw = (bytes: number, s: number) => (2 * (world - 1) / world) * bytes / s / 1e9;
+  const rows = sizes.map((bytes) => {
+    const sd = seconds(runs.dtrain, bytes), st = seconds(runs.torch, bytes);
+    return [
+      bytesLabel(bytes),
+      num(sd * 1e6, 1),
+      num(busbw(bytes, sd), 3),
+      num(st * 1e6, 1),
+      num(busbw(bytes, st), 3),
+      ratio(st / sd),
+    ];
+  });
+  console.log(`\n${
+    table([
+      "(c) size",
+      "dtrain µs",
+      "dtrain busbw GB/s",
+      "PyTorch µs",
+      "PyTorch busbw GB/s",
+      "busbw dtrain/PyTorch",
+    ], rows)
+  }`);
+  return runs;
+}
+
+// ---------------------------------------------------------------- main
+
+if (import.meta.main) {
+  const options = parseOptions(Deno.args);
+  const machine = machineInfo();
+  const torch = options.torch ? await findTorch() : { python: "", error: "--no-torch was given" };
+  const python = "version" in torch ? torch.python : null;
+  console.log(
+    `dtrain bench, ${new Date().toISOString()}\nmachine: ${machine.cpu}, ${machine.logicalCpus} ` +
+      `logical CPUs, ${machine.memoryGiB} GiB; load average ${
+        (machine.loadavg as number[]).map((x) => x.toFixed(2)).join(" ")
+      }; others use ${pct(await backgroundBusy(1000))} of the CPUs now`,
+  );
+  console.log(
+    python
+      ? `PyTorch side: torch ${"version" in torch ? torch.version : ""} (${torch.python})`
+      : `PyTorch side SKIPPED: ${"error" in torch ? torch.error : ""} (python: ${
+        torch.python || "none"
+      }); set DTRAIN_BENCH_PYTHON to a Python with torch to compare`,
+  );
+  const results: Record<string, unknown> = {
+    date: new Date().toISOString(),
+    machine,
+    torch,
+    rounds: options.rounds,
+  };
+  if (options.sections.includes("single")) results.single = await benchSingle(options, python);
+  if (options.sections.includes("ddp")) results.ddp = await benchDdp(options, python);
+  if (options.sections.includes("allreduce")) {
+    results.allreduce = await benchAllReduce(options, python);
+  }
+  results.loadavgAfter = Deno.loadavg();
+  await Deno.mkdir(new URL(".", `file://${options.json}`), { recursive: true });
+  await Deno.writeTextFile(options.json, JSON.stringify(results, null, 2) + "\n");
+  console.log(`\nresults written to ${options.json}`);
+}

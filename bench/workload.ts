@@ -1,0 +1,68 @@
+/**
+ * The benchmark workload, in one place: the model, the batch, the optimizer and the FLOP count
+ * that both dtrain's workers and the PyTorch side (bench/torch_side.py, given these numbers on its
+ * command line) run. Also the helpers every dtrain worker uses to report.
+ * @module
+ */
+
+/** Layer sizes of the MLP: Linear(784,512), ReLU, Linear(512,512), ReLU, Linear(512,10). */
+export const SIZES = [784, 512, 512, 10] as const;
+/** Samples per optimizer step (per rank under DDP). */
+export const BATCH = 64;
+/** SGD hyperparameters. */
+export const LR = 0.01;
+/** SGD momentum. */
+export const MOMENTUM = 0.9;
+/** Fashion-MNIST's training-set pixel statistics, as in the usual `Normalize`. */
+export const NORMALIZE = { mean: 0.2860, std: 0.3530 };
+/** Seed of the model initialisation and of the shuffled orders. */
+export const SEED = 0;
+/** Side of the square sgemm that measures the machine's peak. */
+export const PEAK_N = 2048;
+/**
+ * Matrix-product FLOPs of one training step of the MLP on `batch` samples: 2·B·in·out per linear
+ * forward, twice that in backward (input and weight gradients), except the first layer's input
+ * gradient, which is not computed.
+ */
+export function flopsPerStep(batch: number, sizes: readonly number[] = SIZES): number {
+  let forward = 0;
+  for (let i = 0; i + 1 < sizes.length; i++) forward += 2 * batch * sizes[i] * sizes[i + 1];
+  return 3 * forward - 2 * batch * sizes[0] * sizes[1];
+}
+
+/** The process's peak resident set (VmHWM) in bytes, or null where /proc is missing. */
+export function peakRssBytes(): number | null {
+  try {
+    const status = Deno.readTextFileSync("/proc/self/status");
+    const kib = status.match(/^VmHWM:\s+(\d+)\s+kB/m);
+    return kib ? Number(kib[1]) * 1024 : null;
+  } catch {
+    return null;
+  }
+}
+
+/** Wall-clock milliseconds since the Unix epoch, with sub-millisecond precision. */
+export function epochMs(): number {
+  return performance.timeOrigin + performance.now();
+}
+
+/**
+ * Milliseconds since the parent spawned this process (it passes its clock in
+ * `DTRAIN_BENCH_T0`), or null when run by hand.
+ */
+export function sinceSpawnMs(): number | null {
+  const t0 = Number(Deno.env.get("DTRAIN_BENCH_T0"));
+  return Number.isFinite(t0) && t0 > 0 ? epochMs() - t0 : null;
+}
+
+/** Prints a worker's result as the one line the parent reads (`BENCH_RESULT {...}`). */
+export function report(result: Record<string, unknown>): void {
+  console.log(`BENCH_RESULT ${JSON.stringify(result)}`);
+}
+
+/** Reads `--name=value` from `args`, or `fallback`. */
+export function argValue(args: readonly string[], name: string, fallback: string): string {
+  const prefix = `--${name}=`;
+  const hit = args.find((a) => a.startsWith(prefix));
+  return hit === undefined ? fallback : hit.slice(prefix.length);
+}
