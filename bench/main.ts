@@ -18,6 +18,7 @@
  * @module
  */
 
+import { dirname, resolve } from "node:path";
 import {
   backgroundBusy,
   benchFileExists,
@@ -32,7 +33,17 @@ import {
   type RunResult,
   runWorkers,
 } from "./runner.ts";
-import { argValue, BATCH, LR, MOMENTUM, NORMALIZE, PEAK_N, SEED, SIZES } from "./workload.ts";
+import {
+  argValue,
+  BATCH,
+  LR,
+  MOMENTUM,
+  NORMALIZE,
+  PEAK_N,
+  PEAK_REPS,
+  SEED,
+  SIZES,
+} from "./workload.ts";
 
 const SECTIONS = ["single", "ddp", "allreduce"] as const;
 type Section = typeof SECTIONS[number];
@@ -214,7 +225,14 @@ async function benchSingle(options: Options, python: string | null) {
   const peak = await alternate("sgemm peak", options.rounds, {
     dtrain: single(denoWorker("single.ts", ["--mode=peak", "--threads=2"])),
     torch: python
-      ? single(pythonWorker(python, "torch_side.py", ["peak", "--threads=2", `--n=${PEAK_N}`]))
+      ? single(
+        pythonWorker(python, "torch_side.py", [
+          "peak",
+          "--threads=2",
+          `--n=${PEAK_N}`,
+          `--reps=${PEAK_REPS}`,
+        ]),
+      )
       : undefined,
   }, (r) => `${num(r.gflops as number, 1)} GFLOP/s`);
 
@@ -396,7 +414,7 @@ if (import.meta.main) {
     results.allreduce = await benchAllReduce(options, python);
   }
   results.loadavgAfter = Deno.loadavg();
-  await Deno.mkdir(new URL(".", `file://${options.json}`), { recursive: true });
+  await Deno.mkdir(dirname(resolve(options.json)), { recursive: true });
   await Deno.writeTextFile(options.json, JSON.stringify(results, null, 2) + "\n");
   console.log(`\nresults written to ${options.json}`);
 }

@@ -4,7 +4,7 @@ Runs the same workloads as dtrain's workers, with the numbers bench/main.ts pass
 command line (bench/workload.ts is their one source), and prints one `BENCH_RESULT {json}` line:
 
   single     one epoch of Fashion-MNIST on the MLP, batches indexed from preloaded tensors
-  peak       the best of several N^3 torch.mm products, in GFLOP/s
+  peak       the best of --reps N^3 torch.mm products, in GFLOP/s
   ddp        one rank of a DDP epoch (torch.distributed, Gloo, init_method tcp://)
 
 (The all-reduce section of bench/main.ts runs bench/allreduce.ts and bench/allreduce_torch.py.)
@@ -119,7 +119,7 @@ def peak(args):
     a, b = torch.randn(args.n, args.n), torch.randn(args.n, args.n)
     torch.mm(a, b)
     best = math.inf
-    for _ in range(5):
+    for _ in range(args.reps):
         t0 = time.perf_counter()
         torch.mm(a, b)
         best = min(best, time.perf_counter() - t0)
@@ -185,6 +185,7 @@ def main():
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--root", default="/usr/share/datasets/fashion-mnist")
     parser.add_argument("--n", type=int, default=2048)
+    parser.add_argument("--reps", type=int, default=8)
     parser.add_argument("--rank", type=int, default=0)
     parser.add_argument("--world-size", type=int, default=1)
     parser.add_argument("--port", type=int, default=29500)

@@ -19,6 +19,8 @@ export const NORMALIZE = { mean: 0.2860, std: 0.3530 };
 export const SEED = 0;
 /** Side of the square sgemm that measures the machine's peak. */
 export const PEAK_N = 2048;
+/** Timed repetitions of the peak sgemm; the best counts (the machine is shared). */
+export const PEAK_REPS = 8;
 /**
  * Matrix-product FLOPs of one training step of the MLP on `batch` samples: 2·B·in·out per linear
  * forward, twice that in backward (input and weight gradients), except the first layer's input
