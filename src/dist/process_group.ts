@@ -21,11 +21,17 @@ export interface TensorLike {
   isContiguous(): boolean;
   /** Address of the first element. */
   readonly ptr: Deno.PointerValue;
+  /**
+   * The reference-counted memory behind `ptr`, if any (dtrain's Tensor has one). Collectives
+   * retain it while queued or running, so disposing the tensor meanwhile cannot free the bytes
+   * the backend is about to read or write.
+   */
+  readonly storage?: { retain(): void; release(): void };
 }
 
 /**
  * A collective in flight. Await it (or `wait()`) to learn that it finished; the tensors
- * must stay alive and untouched until then.
+ * must stay untouched until then (their storage stays allocated even if they are disposed).
  */
 export class Work implements PromiseLike<void> {
   #done: Promise<void>;
@@ -198,7 +204,7 @@ export class ProcessGroup {
       const why = `input length ${input.count} × group size ${this.size}`;
       this.#sameAs(what, "output", outs[0], input, this.size * input.count, why);
     }
-    return this.#enqueue(what, (b) => b.allGather(outs, input), [out, t]);
+    return this.#enqueue(what, (b) => b.allGather(outs, input), [...[out].flat(), t]);
   }
 
   /**
@@ -260,7 +266,7 @@ export class ProcessGroup {
     }
   }
 
-  #enqueue(what: string, call: (b: Backend) => Promise<void>, refs: unknown[]): Work {
+  #enqueue(what: string, call: (b: Backend) => Promise<void>, tensors: TensorLike[]): Work {
     if (this.#destroyed) throw new DistError("invalid", `${what}: process group was destroyed`);
     const backend = this.#backend;
     if (backend === null) {
@@ -268,13 +274,18 @@ export class ProcessGroup {
         `${what}: this process is not a member of the group (ranks ${this.#members()})`,
       );
     }
+    // The pointers were read at queue time: hold the memory behind them (and the tensor
+    // objects, for those without a storage) until the collective has ended.
+    for (const t of tensors) t.storage?.retain();
     // Chained, not concurrent: the backend sees collectives in issue order on every rank.
     const done = this.#tail
       .then(() => call(backend))
       .catch(async (err) => {
         throw await this.#diagnose(err, this);
       })
-      .finally(() => refs.length);
+      .finally(() => {
+        for (const t of tensors) t.storage?.release();
+      });
     this.#tail = done.catch(() => {});
     return new Work(done);
   }

@@ -15,6 +15,8 @@ import {
   newGroup,
   reduceScatter,
 } from "../../src/dist/mod.ts";
+import { allocatedBytes } from "../../src/tensor/storage.ts";
+import { full } from "../../src/tensor/creation.ts";
 import { freePort } from "../_harness/ranks.ts";
 import { tensorOf } from "../_harness/worker.ts";
 
@@ -124,6 +126,33 @@ Deno.test("a single-rank group runs every collective and validates its arguments
     invalid(/^allReduce: the process group is not initialized/),
   );
   await destroyProcessGroup(); // idempotent
+});
+
+Deno.test("a tensor disposed while its collective is queued keeps its memory until the collective ends", async () => {
+  await initProcessGroup({
+    initMethod: `tcp://127.0.0.1:${freePort()}`,
+    rank: 0,
+    worldSize: 1,
+    timeoutMs: 5000,
+  });
+  try {
+    const before = allocatedBytes();
+    const g = full([1024], 2);
+    const outs = [full([1024], 0)];
+    const w0 = barrier();
+    const w = allReduce(g, "avg");
+    const gathered = allGather(outs, g);
+    g.dispose();
+    outs[0].dispose();
+    assert.notEqual(g.storage.ptr, null, "the queued all-reduce still holds the storage");
+    assert.notEqual(outs[0].storage.ptr, null, "the queued all-gather still holds its output");
+    await Promise.all([w0, w, gathered]);
+    assert.equal(g.storage.ptr, null, "released once the collectives ended");
+    assert.equal(outs[0].storage.ptr, null);
+    assert.equal(allocatedBytes(), before);
+  } finally {
+    await destroyProcessGroup();
+  }
 });
 
 Deno.test("initProcessGroup on a busy MASTER_PORT names the address", async () => {
