@@ -32,6 +32,7 @@ export {
   zerosLike,
 } from "./src/tensor/creation.ts";
 export { getRngState, manualSeed, setRngState } from "./src/tensor/random.ts";
+export { getNumThreads, setNumThreads } from "./src/tensor/threads.ts";
 export { isGradEnabled, noGrad } from "./src/tensor/autograd.ts";
 export { keep, tidy, tidyAsync } from "./src/tensor/scope.ts";
 export { NativeArgumentError, NativeError } from "./src/tensor/native.ts";

@@ -89,6 +89,7 @@ export abstract class Optimizer<H extends { lr: number }> {
             this.state.set(p, state);
           }
           this.updateParam(p, p.grad, state, group.options);
+          p.storage.version++; // an in-place write (see [Note: saved-tensor versions])
         }
       }
     });

@@ -28,24 +28,36 @@ export class Node {
   readonly seq = nextSeq++;
   #backward: BackwardFn | null;
   #saved: Tensor[];
+  /** Tensors whose values the closure reads, with their storage versions at record time. */
+  #reads: [Tensor, number][];
 
   /**
    * @param name The op's name, for error messages (`MatmulBackward`).
    * @param inputs The op's tensor inputs, in the order the backward returns gradients.
    * @param backward The gradient closure.
    * @param saved Buffers owned by this node (statistics, masks), freed when the graph is.
+   * @param reads Tensors whose values the closure reads (see [Note: saved-tensor versions]).
    */
   constructor(
     readonly name: string,
     readonly inputs: readonly Tensor[],
     backward: BackwardFn,
     saved: Tensor[] = [],
+    reads: readonly Tensor[] = inputs,
   ) {
     this.#backward = backward;
     this.#saved = saved;
+    this.#reads = reads.map((t) => [t, t.storage.version]);
   }
 
-  /** Runs the gradient closure. */
+  /**
+   * Runs the gradient closure, after checking that what it reads is still there and unchanged.
+   *
+   * [Note: saved-tensor versions]
+   * Every in-place write (`fill_`, `copy_`, `add_`, `mul_`, optimizer steps) bumps its storage's
+   * version. A node remembers the versions of the tensors its backward reads; if one changed, the
+   * gradient would silently use the new values, so backward refuses instead, like PyTorch.
+   */
   apply(gradOutput: Tensor): (Tensor | null)[] {
     if (this.#backward === null) {
       throw new Error(
@@ -53,7 +65,32 @@ export class Node {
           `freed (pass { retainGraph: true } to the first backward)`,
       );
     }
+    for (const t of this.inputs) this.#checkAlive(t);
+    for (const [t, version] of this.#reads) {
+      this.#checkAlive(t);
+      if (t.storage.version !== version) {
+        throw new Error(
+          `${this.name}: a ${t.dtype} ${
+            formatShape(t.shape)
+          } tensor needed for gradient computation ` +
+            `was modified by an in-place operation (it is at version ${t.storage.version}, expected ` +
+            `${version}); clone it before modifying it, or run backward first`,
+        );
+      }
+    }
     return this.#backward(gradOutput);
+  }
+
+  #checkAlive(t: Tensor): void {
+    if (t.disposed) {
+      throw new ReferenceError(
+        `${this.name}: a ${t.dtype} ${
+          formatShape(t.shape)
+        } tensor saved for backward was disposed ` +
+          `(by dispose() or at the end of a tidy() scope) before backward ran; call backward ` +
+          `inside the scope, or keep() the tensors it needs`,
+      );
+    }
   }
 
   /** Frees the node's buffers and closure after a backward pass. */
@@ -92,7 +129,9 @@ export function noGrad<R>(fn: () => R): R {
 
 /**
  * Records `out` as the result of an op on `inputs` when any input requires a gradient and grad
- * mode is on; otherwise frees `saved` at once. Returns `out`.
+ * mode is on; otherwise frees `saved` at once. Returns `out`. `saved` lists tensors the node owns
+ * (freed with the graph: statistics, and contiguous copies made for the kernel); `reads` lists
+ * the tensors whose values the backward reads (all inputs unless said otherwise).
  */
 export function record(
   out: Tensor,
@@ -100,10 +139,11 @@ export function record(
   inputs: readonly Tensor[],
   backward: BackwardFn,
   saved: Tensor[] = [],
+  reads: readonly Tensor[] = inputs,
 ): Tensor {
   if (gradEnabled && inputs.some((t) => t.requiresGrad)) {
     out.requiresGrad = true;
-    out.gradFn = new Node(name, inputs, backward, saved);
+    out.gradFn = new Node(name, inputs, backward, saved, reads);
   } else {
     for (const t of saved) t.dispose();
   }

@@ -167,6 +167,6 @@ export function arange(start: number, end?: number, step = 1, options: TensorOpt
   const n = Math.max(0, Math.ceil((end - start) / step));
   const values = new Array<number>(n);
   for (let i = 0; i < n; i++) values[i] = start + i * step;
-  const allInts = Number.isInteger(start) && Number.isInteger(step);
+  const allInts = Number.isInteger(start) && Number.isInteger(end) && Number.isInteger(step);
   return tensor(values, [n], { dtype: options.dtype ?? (allInts ? "i32" : "f32"), ...options });
 }

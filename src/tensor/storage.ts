@@ -30,6 +30,8 @@ export class Storage {
   readonly nbytes: number;
   /** The device holding the block. */
   readonly device: Device;
+  /** Bumped by every in-place write (see [Note: saved-tensor versions] in autograd.ts). */
+  version = 0;
   #refs = 0;
 
   /**
@@ -38,6 +40,9 @@ export class Storage {
    * @param device The device (only "cpu" in this build).
    */
   constructor(nbytes: number, zero: boolean, device: Device = "cpu") {
+    if (!Number.isSafeInteger(nbytes) || nbytes < 0) {
+      throw new RangeError(`cannot allocate ${nbytes} bytes: not a representable size`);
+    }
     if (device !== "cpu") {
       throw new Error(`device "${device}" is not available in this build (only "cpu")`);
     }

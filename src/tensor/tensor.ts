@@ -134,7 +134,11 @@ export class Tensor implements Disposable {
     zero = false,
     device: Device = "cpu",
   ): Tensor {
-    return new Tensor(new Storage(shapeSize(shape) * 4, zero, device), shape, dtype);
+    const n = shapeSize(shape);
+    if (!Number.isSafeInteger(n * 4)) {
+      throw new RangeError(`tensor of shape ${formatShape(shape)} has too many elements (${n})`);
+    }
+    return new Tensor(new Storage(n * 4, zero, device), shape, dtype);
   }
 
   /** The device holding the data. */
@@ -392,8 +396,17 @@ export class Tensor implements Disposable {
     return shapeOps.reshape(this, dims);
   }
 
-  /** Alias of `reshape` (PyTorch's `view`). */
+  /**
+   * The same memory in a new shape (one dimension may be -1). Like PyTorch's `view`, it never
+   * copies: a tensor whose layout cannot be viewed so (a transposed one) throws; use `reshape`.
+   */
   view(...shape: number[] | [readonly number[]]): Tensor {
+    if (!this.isContiguous()) {
+      throw new RangeError(
+        `view: shape ${formatShape(this.shape)} with strides ${formatShape(this.strides)} is not ` +
+          `compatible with a view; use .reshape(...) instead`,
+      );
+    }
     return this.reshape(...shape);
   }
 
@@ -416,7 +429,7 @@ export class Tensor implements Disposable {
     if (this.ndim > 2) {
       throw new RangeError(`t(): expects a tensor with <= 2 dimensions, got ${this.ndim}`);
     }
-    return this.ndim < 2 ? this : this.transpose(0, 1);
+    return this.ndim < 2 ? shapeOps.identity(this) : this.transpose(0, 1);
   }
 
   /** The transpose of a 2-d tensor (PyTorch's `.T`). */
@@ -429,14 +442,19 @@ export class Tensor implements Disposable {
     return shapeOps.expand(this, shape);
   }
 
-  /** This tensor if contiguous, else a contiguous copy. */
+  /**
+   * A contiguous tensor with these elements: a new view of the same memory when already
+   * contiguous (disposing it leaves this tensor alive), else a copy.
+   */
   contiguous(): Tensor {
-    return shapeOps.contiguous(this);
+    const c = shapeOps.contiguous(this);
+    return c === this ? shapeOps.identity(this) : c;
   }
 
-  /** A copy converted to `dtype` (this tensor when it already has it). */
+  /** This tensor converted to `dtype`: a copy, or a new view when it already has that dtype. */
   to(dtype: DType): Tensor {
-    return shapeOps.to(this, dtype);
+    const c = shapeOps.to(this, dtype);
+    return c === this ? shapeOps.identity(this) : c;
   }
 
   // ---------------------------------------------------------------- in place (no autograd)
@@ -450,6 +468,7 @@ export class Tensor implements Disposable {
     if (!this.isContiguous()) {
       throw new Error(`${op}: in-place operations need a contiguous tensor`);
     }
+    this.storage.version++;
   }
 
   /** Fills with `value` in place. */
@@ -498,8 +517,11 @@ export class Tensor implements Disposable {
     return this;
   }
 
-  /** this *= value, in place. */
+  /** this *= value, in place (f32). */
   mul_(value: number): this {
+    if (this.dtype !== "f32") {
+      throw new TypeError(`mul_: expected an f32 tensor, got ${this.dtype}`);
+    }
     this.#checkInPlace("mul_");
     unwrap(lib.dt_unary(UnaryOp.scale, this.ptr, this.ptr, this.numel(), value));
     return this;

@@ -35,3 +35,15 @@ export function alias(
 export function sameShape(a: readonly number[], b: readonly number[]): boolean {
   return a.length === b.length && a.every((d, i) => d === b[i]);
 }
+
+/**
+ * The contiguous (or expanded) copies an op made of its arguments, as `[copy, original]` pairs:
+ * the op's node owns them (they are freed with the graph, or at once when nothing is recorded).
+ */
+export function temporaries(...pairs: [Tensor, Tensor][]): Tensor[] {
+  const out: Tensor[] = [];
+  for (const [copy, original] of pairs) {
+    if (copy !== original && !out.includes(copy)) out.push(copy);
+  }
+  return out;
+}

@@ -4,7 +4,7 @@ import { BinaryOp, lib, UnaryOp } from "../../../ffi/dtrain.ts";
 import { record } from "../autograd.ts";
 import { unwrap } from "../native.ts";
 import { formatShape, Tensor } from "../tensor.ts";
-import { expectF32, expectSameDevice, sameShape } from "./_util.ts";
+import { expectF32, expectSameDevice, sameShape, temporaries } from "./_util.ts";
 import { contiguous, expand } from "./shape.ts";
 
 type BinaryName = keyof typeof BinaryOp;
@@ -45,24 +45,31 @@ function binary(op: BinaryName, a: Tensor, b: Tensor): Tensor {
   const out = Tensor.empty(shape);
   const n = out.numel(), na = x.numel(), nb = y.numel();
   unwrap(lib.dt_binary(BinaryOp[op], x.ptr, na, y.ptr, nb, out.ptr, n));
-  return record(out, `${op[0].toUpperCase()}${op.slice(1)}Backward`, [x, y], (gy) => {
-    const ga = x.requiresGrad ? Tensor.empty(x.shape) : null;
-    const gb = y.requiresGrad ? Tensor.empty(y.shape) : null;
-    unwrap(
-      lib.dt_binary_backward(
-        BinaryOp[op],
-        x.ptr,
-        na,
-        y.ptr,
-        nb,
-        gy.ptr,
-        n,
-        ga?.ptr ?? null,
-        gb?.ptr ?? null,
-      ),
-    );
-    return [ga, gb];
-  });
+  return record(
+    out,
+    `${op[0].toUpperCase()}${op.slice(1)}Backward`,
+    [x, y],
+    (gy) => {
+      const ga = x.requiresGrad ? Tensor.empty(x.shape) : null;
+      const gb = y.requiresGrad ? Tensor.empty(y.shape) : null;
+      unwrap(
+        lib.dt_binary_backward(
+          BinaryOp[op],
+          x.ptr,
+          na,
+          y.ptr,
+          nb,
+          gy.ptr,
+          n,
+          ga?.ptr ?? null,
+          gb?.ptr ?? null,
+        ),
+      );
+      return [ga, gb];
+    },
+    temporaries([x, a], [y, b]),
+    op === "mul" || op === "div" ? [x, y] : [],
+  );
 }
 
 type UnaryName = keyof typeof UnaryOp;
@@ -88,22 +95,29 @@ function unary(op: UnaryName, t: Tensor, p = 0): Tensor {
   const y = Tensor.empty(x.shape);
   const n = y.numel();
   unwrap(lib.dt_unary(UnaryOp[op], x.ptr, y.ptr, n, p));
-  return record(y, `${op[0].toUpperCase()}${op.slice(1)}Backward`, [x], (gy) => {
-    const gx = Tensor.empty(x.shape);
-    const reads = READS[op];
-    unwrap(
-      lib.dt_unary_backward(
-        UnaryOp[op],
-        reads === "x" ? x.ptr : null,
-        reads === "y" ? y.ptr : null,
-        gy.ptr,
-        gx.ptr,
-        n,
-        p,
-      ),
-    );
-    return [gx];
-  });
+  return record(
+    y,
+    `${op[0].toUpperCase()}${op.slice(1)}Backward`,
+    [x],
+    (gy) => {
+      const gx = Tensor.empty(x.shape);
+      const reads = READS[op];
+      unwrap(
+        lib.dt_unary_backward(
+          UnaryOp[op],
+          reads === "x" ? x.ptr : null,
+          reads === "y" ? y.ptr : null,
+          gy.ptr,
+          gx.ptr,
+          n,
+          p,
+        ),
+      );
+      return [gx];
+    },
+    temporaries([x, t]),
+    READS[op] === "x" ? [x] : READS[op] === "y" ? [y] : [],
+  );
 }
 
 /** a + b (b a tensor or a number), broadcasting. */

@@ -8,8 +8,8 @@ import { lib, UnaryOp } from "../../../ffi/dtrain.ts";
 import { record } from "../autograd.ts";
 import { unwrap } from "../native.ts";
 import { formatShape, normalizeDim, shapeSize, Tensor } from "../tensor.ts";
-import { expectF32, sameShape } from "./_util.ts";
-import { contiguous } from "./shape.ts";
+import { expectF32, sameShape, temporaries } from "./_util.ts";
+import { contiguous, identity } from "./shape.ts";
 import { nextRandomOffset, randomSeed } from "../random.ts";
 
 function softmaxImpl(t: Tensor, dim: number, log: boolean): Tensor {
@@ -25,11 +25,18 @@ function softmaxImpl(t: Tensor, dim: number, log: boolean): Tensor {
   const rows = cols === 0 ? 0 : x.numel() / cols;
   const y = Tensor.empty(x.shape);
   unwrap(lib.dt_softmax(x.ptr, y.ptr, rows, cols, log ? 1 : 0));
-  return record(y, log ? "LogSoftmaxBackward" : "SoftmaxBackward", [x], (gy) => {
-    const gx = Tensor.empty(x.shape);
-    unwrap(lib.dt_softmax_backward(y.ptr, gy.ptr, gx.ptr, rows, cols, log ? 1 : 0));
-    return [gx];
-  });
+  return record(
+    y,
+    log ? "LogSoftmaxBackward" : "SoftmaxBackward",
+    [x],
+    (gy) => {
+      const gx = Tensor.empty(x.shape);
+      unwrap(lib.dt_softmax_backward(y.ptr, gy.ptr, gx.ptr, rows, cols, log ? 1 : 0));
+      return [gx];
+    },
+    temporaries([x, t]),
+    [y],
+  );
 }
 
 /** Softmax over the last dimension. */
@@ -75,11 +82,18 @@ export function crossEntropy(
   const grad = x.requiresGrad ? Tensor.empty(x.shape) : null;
   unwrap(lib.dt_cross_entropy(x.ptr, y.ptr, rows, cols, ignoreIndex, loss.ptr, grad?.ptr ?? null));
   if (y !== target) y.dispose();
-  return record(loss, "CrossEntropyBackward", [x], (gy) => {
-    const gx = Tensor.empty(x.shape);
-    unwrap(lib.dt_unary(UnaryOp.scale, grad!.ptr, gx.ptr, gx.numel(), gy.item()));
-    return [gx];
-  }, grad ? [grad] : []);
+  return record(
+    loss,
+    "CrossEntropyBackward",
+    [x],
+    (gy) => {
+      const gx = Tensor.empty(x.shape);
+      unwrap(lib.dt_unary(UnaryOp.scale, grad!.ptr, gx.ptr, gx.numel(), gy.item()));
+      return [gx];
+    },
+    [...(grad ? [grad] : []), ...temporaries([x, logits])],
+    [],
+  );
 }
 
 /** Mean squared error between `input` and `target` of the same shape. */
@@ -95,14 +109,21 @@ export function mseLoss(input: Tensor, target: Tensor): Tensor {
   const needsGrad = a.requiresGrad || b.requiresGrad;
   const ga = needsGrad ? Tensor.empty(a.shape) : null;
   unwrap(lib.dt_mse(a.ptr, b.ptr, a.numel(), loss.ptr, ga?.ptr ?? null));
-  return record(loss, "MseLossBackward", [a, b], (gy) => {
-    const scale = gy.item();
-    const gA = a.requiresGrad ? Tensor.empty(a.shape) : null;
-    const gB = b.requiresGrad ? Tensor.empty(b.shape) : null;
-    if (gA) unwrap(lib.dt_unary(UnaryOp.scale, ga!.ptr, gA.ptr, gA.numel(), scale));
-    if (gB) unwrap(lib.dt_unary(UnaryOp.scale, ga!.ptr, gB.ptr, gB.numel(), -scale));
-    return [gA, gB];
-  }, ga ? [ga] : []);
+  return record(
+    loss,
+    "MseLossBackward",
+    [a, b],
+    (gy) => {
+      const scale = gy.item();
+      const gA = a.requiresGrad ? Tensor.empty(a.shape) : null;
+      const gB = b.requiresGrad ? Tensor.empty(b.shape) : null;
+      if (gA) unwrap(lib.dt_unary(UnaryOp.scale, ga!.ptr, gA.ptr, gA.numel(), scale));
+      if (gB) unwrap(lib.dt_unary(UnaryOp.scale, ga!.ptr, gB.ptr, gB.numel(), -scale));
+      return [gA, gB];
+    },
+    [...(ga ? [ga] : []), ...temporaries([a, input], [b, target])],
+    [],
+  );
 }
 
 /** Layer normalization over the trailing `normalizedShape` dimensions (PyTorch's `F.layer_norm`). */
@@ -148,26 +169,33 @@ export function layerNorm(
     ),
   );
   const inputs = [X, ...(w ? [w] : []), ...(b ? [b] : [])];
-  return record(y, "NativeLayerNormBackward", inputs, (gy) => {
-    const gx = X.requiresGrad ? Tensor.empty(X.shape) : null;
-    const gw = w?.requiresGrad ? Tensor.empty(w.shape, "f32", true) : null;
-    const gb = b?.requiresGrad ? Tensor.empty(b.shape, "f32", true) : null;
-    unwrap(
-      lib.dt_layernorm_backward(
-        gy.ptr,
-        X.ptr,
-        w?.ptr ?? null,
-        meanT.ptr,
-        rstd.ptr,
-        gx?.ptr ?? null,
-        gw?.ptr ?? null,
-        gb?.ptr ?? null,
-        rows,
-        cols,
-      ),
-    );
-    return [gx, ...(w ? [gw] : []), ...(b ? [gb] : [])];
-  }, [meanT, rstd]);
+  return record(
+    y,
+    "NativeLayerNormBackward",
+    inputs,
+    (gy) => {
+      const gx = X.requiresGrad ? Tensor.empty(X.shape) : null;
+      const gw = w?.requiresGrad ? Tensor.empty(w.shape, "f32", true) : null;
+      const gb = b?.requiresGrad ? Tensor.empty(b.shape, "f32", true) : null;
+      unwrap(
+        lib.dt_layernorm_backward(
+          gy.ptr,
+          X.ptr,
+          w?.ptr ?? null,
+          meanT.ptr,
+          rstd.ptr,
+          gx?.ptr ?? null,
+          gw?.ptr ?? null,
+          gb?.ptr ?? null,
+          rows,
+          cols,
+        ),
+      );
+      return [gx, ...(w ? [gw] : []), ...(b ? [gb] : [])];
+    },
+    [meanT, rstd, ...temporaries([X, x], ...(w ? [[w, weight!] as [Tensor, Tensor]] : []))],
+    w ? [X, w] : [X],
+  );
 }
 
 /** Rows of `weight` [num, dim] picked by integer `indices` (any shape, i32): output [...indices, dim]. */
@@ -183,11 +211,18 @@ export function embedding(indices: Tensor, weight: Tensor): Tensor {
   const idx = contiguous(indices), w = contiguous(weight);
   const out = Tensor.empty([...indices.shape, dim]);
   unwrap(lib.dt_embedding(w.ptr, idx.ptr, out.ptr, idx.numel(), num, dim));
-  return record(out, "EmbeddingBackward", [w], (gy) => {
-    const gw = Tensor.empty(w.shape, "f32", true);
-    unwrap(lib.dt_embedding_backward(gy.ptr, idx.ptr, gw.ptr, idx.numel(), num, dim));
-    return [gw];
-  });
+  return record(
+    out,
+    "EmbeddingBackward",
+    [w],
+    (gy) => {
+      const gw = Tensor.empty(w.shape, "f32", true);
+      unwrap(lib.dt_embedding_backward(gy.ptr, idx.ptr, gw.ptr, idx.numel(), num, dim));
+      return [gw];
+    },
+    temporaries([w, weight]),
+    [idx],
+  );
 }
 
 /**
@@ -197,17 +232,31 @@ export function embedding(indices: Tensor, weight: Tensor): Tensor {
 export function dropout(x: Tensor, p = 0.5, training = true): Tensor {
   expectF32("dropout", x);
   if (!(p >= 0 && p <= 1)) throw new RangeError(`dropout: probability ${p} is outside [0, 1]`);
-  if (!training || p === 0) return x;
+  if (!training || p === 0) return identity(x);
   const X = contiguous(x);
   const out = Tensor.empty(X.shape, "f32", p === 1);
   if (p === 1) {
-    return record(out, "DropoutBackward", [X], () => [Tensor.empty(X.shape, "f32", true)]);
+    return record(
+      out,
+      "DropoutBackward",
+      [X],
+      () => [Tensor.empty(X.shape, "f32", true)],
+      temporaries([X, x]),
+      [],
+    );
   }
   const n = X.numel(), seed = randomSeed(), offset = nextRandomOffset(n);
   unwrap(lib.dt_dropout(X.ptr, out.ptr, n, p, seed, offset));
-  return record(out, "DropoutBackward", [X], (gy) => {
-    const gx = Tensor.empty(X.shape);
-    unwrap(lib.dt_dropout(gy.ptr, gx.ptr, n, p, seed, offset));
-    return [gx];
-  });
+  return record(
+    out,
+    "DropoutBackward",
+    [X],
+    (gy) => {
+      const gx = Tensor.empty(X.shape);
+      unwrap(lib.dt_dropout(gy.ptr, gx.ptr, n, p, seed, offset));
+      return [gx];
+    },
+    temporaries([X, x]),
+    [],
+  );
 }

@@ -4,7 +4,7 @@ import { lib } from "../../../ffi/dtrain.ts";
 import { record } from "../autograd.ts";
 import { unwrap } from "../native.ts";
 import { formatShape, normalizeDim, shapeSize, Tensor } from "../tensor.ts";
-import { alias, expectF32 } from "./_util.ts";
+import { alias, expectF32, temporaries } from "./_util.ts";
 import { contiguous } from "./shape.ts";
 
 /** Sum (or mean) over dimension `dim`, or over all elements when `dim` is undefined. */
@@ -28,11 +28,18 @@ function reduce(t: Tensor, dim: number | undefined, keepdim: boolean, mean: bool
   const scale = mean ? 1 / axis : 1;
   const out = Tensor.empty(outShape);
   unwrap(lib.dt_sum_axis(src.ptr, out.ptr, outer, axis, inner, scale));
-  return record(out, mean ? "MeanBackward" : "SumBackward", [src], (gy) => {
-    const gx = Tensor.empty(src.shape);
-    unwrap(lib.dt_expand_axis(gy.ptr, gx.ptr, outer, axis, inner, scale));
-    return [gx];
-  });
+  return record(
+    out,
+    mean ? "MeanBackward" : "SumBackward",
+    [src],
+    (gy) => {
+      const gx = Tensor.empty(src.shape);
+      unwrap(lib.dt_expand_axis(gy.ptr, gx.ptr, outer, axis, inner, scale));
+      return [gx];
+    },
+    temporaries([src, t]),
+    [],
+  );
 }
 
 /** The sum of all elements, or over `dim` (dropped unless `keepdim`). */

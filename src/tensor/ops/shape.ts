@@ -20,7 +20,7 @@ export function contiguous(t: Tensor): Tensor {
   if (t.isContiguous()) return t;
   const out = Tensor.empty(t.shape, t.dtype);
   copyInto(out, t);
-  return record(out, "ContiguousBackward", [t], (gy) => [alias(gy)]);
+  return record(out, "ContiguousBackward", [t], (gy) => [alias(gy)], [], []);
 }
 
 /** Resolves one -1 in a requested shape against `numel` elements. */
@@ -58,17 +58,20 @@ export function reshape(t: Tensor, shape: readonly number[]): Tensor {
     "ReshapeBackward",
     [source],
     (gy) => [alias(gy, source.shape, contiguousStrides(source.shape))],
+    [],
+    [],
   );
 }
 
 /** A view with dimensions `dim0` and `dim1` swapped. */
 export function transpose(t: Tensor, dim0: number, dim1: number): Tensor {
   const a = normalizeDim(dim0, t.ndim, "transpose"), b = normalizeDim(dim1, t.ndim, "transpose");
+  if (t.ndim === 0) return identity(t);
   const shape = [...t.shape], strides = [...t.strides];
   [shape[a], shape[b]] = [shape[b], shape[a]];
   [strides[a], strides[b]] = [strides[b], strides[a]];
   const out = alias(t, shape, strides);
-  return record(out, "TransposeBackward", [t], (gy) => [transposeView(gy, a, b)]);
+  return record(out, "TransposeBackward", [t], (gy) => [transposeView(gy, a, b)], [], []);
 }
 
 function transposeView(t: Tensor, a: number, b: number): Tensor {
@@ -90,6 +93,13 @@ export function expand(t: Tensor, shape: readonly number[]): Tensor {
   const target: number[] = [], strides: number[] = [];
   for (let d = 0; d < shape.length; d++) {
     const src = d - lead;
+    if (src < 0 && shape[d] === -1) {
+      throw new RangeError(
+        `expand: -1 is not allowed in a new leading dimension (${formatShape(shape)} for ${
+          formatShape(t.shape)
+        })`,
+      );
+    }
     const size = src >= 0 && shape[d] === -1 ? t.shape[src] : shape[d];
     if (src >= 0 && t.shape[src] !== size && t.shape[src] !== 1) {
       throw new RangeError(
@@ -99,9 +109,14 @@ export function expand(t: Tensor, shape: readonly number[]): Tensor {
     target.push(size);
     strides.push(src >= 0 && t.shape[src] === size ? t.strides[src] : 0);
   }
-  if (sameShape(target, t.shape)) return t;
+  if (sameShape(target, t.shape)) return identity(t);
   const out = alias(t, target, strides);
-  return record(out, "ExpandBackward", [t], (gy) => [sumToShape(gy, t.shape)]);
+  return record(out, "ExpandBackward", [t], (gy) => [sumToShape(gy, t.shape)], [], []);
+}
+
+/** A new tensor object for `t`'s memory that stays in the graph (an identity op). */
+export function identity(t: Tensor): Tensor {
+  return record(alias(t, t.shape, t.strides), "AliasBackward", [t], (gy) => [alias(gy)], [], []);
 }
 
 /** A tensor sharing `t`'s memory, cut from the graph. */
@@ -113,7 +128,7 @@ export function detach(t: Tensor): Tensor {
 export function clone(t: Tensor): Tensor {
   const out = Tensor.empty(t.shape, t.dtype);
   copyInto(out, t);
-  return record(out, "CloneBackward", [t], (gy) => [alias(gy)]);
+  return record(out, "CloneBackward", [t], (gy) => [alias(gy)], [], []);
 }
 
 /** Converts between f32 and i32 (a copy; truncation toward zero for f32 to i32). */
