@@ -11,6 +11,7 @@ import { GlooBackend } from "./gloo.ts";
 import { type InitOptions, type ResolvedInit, resolveInit } from "./init_method.ts";
 import { ProcessGroup } from "./process_group.ts";
 import { StoreClient } from "./store/client.ts";
+import { MAX_TIMEOUT_MS } from "./store/protocol.ts";
 import { StoreServer } from "./store/server.ts";
 
 interface World {
@@ -87,11 +88,12 @@ async function joinJob(store: StoreClient, config: ResolvedInit): Promise<string
   return prefix;
 }
 
-/** Resolves with `work`'s value, or rejects once `ms` have passed. */
+/** Resolves with `work`'s value, or rejects once `ms` (at most `MAX_TIMEOUT_MS`) have passed. */
 function within<T>(work: Promise<T>, ms: number): Promise<T> {
   let timer = 0 as unknown as ReturnType<typeof setTimeout>;
   const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
+    const delay = Math.min(ms, MAX_TIMEOUT_MS);
+    timer = setTimeout(() => reject(new Error(`no answer within ${delay} ms`)), delay);
   });
   return Promise.race([work, late]).finally(() => clearTimeout(timer));
 }

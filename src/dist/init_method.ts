@@ -5,6 +5,7 @@
  */
 
 import { DistError } from "./errors.ts";
+import { MAX_TIMEOUT_MS } from "./store/protocol.ts";
 
 /** Options of `initProcessGroup`; anything left out comes from the environment. */
 export interface InitOptions {
@@ -21,7 +22,7 @@ export interface InitOptions {
   worldSize?: number;
   /** Rank on this machine; default env LOCAL_RANK, else `rank`. */
   localRank?: number;
-  /** Bound on the rendezvous and on every collective; default 300 000 ms. */
+  /** Bound on the rendezvous and on every collective; default 300 000 ms, at most 2³¹−1. */
   timeoutMs?: number;
   /** The job's shared secret; default env DTRAIN_TOKEN. */
   token?: string;
@@ -155,6 +156,11 @@ export function resolveInit(
   const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
   if (!(timeoutMs > 0) || !Number.isFinite(timeoutMs)) {
     throw invalid(`timeoutMs must be a positive number, got ${timeoutMs}`);
+  }
+  if (Math.ceil(timeoutMs) > MAX_TIMEOUT_MS) {
+    throw invalid(
+      `timeoutMs must be at most ${MAX_TIMEOUT_MS} (2³¹−1 ms, about 24.8 days), got ${timeoutMs}`,
+    );
   }
 
   const iface = options.iface ?? env("DTRAIN_GLOO_IFNAME") ?? "";

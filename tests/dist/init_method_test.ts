@@ -87,3 +87,14 @@ Deno.test("missing or malformed settings are named", () => {
     invalid('initProcessGroup: init method "tcp://host" is not tcp://host:port'),
   );
 });
+
+Deno.test("timeoutMs above 2³¹−1 ms is refused (timers would fire at once), 2³¹−1 is accepted", () => {
+  assert.equal(resolveInit({ timeoutMs: 2 ** 31 - 1 }, envOf(base)).timeoutMs, 2 ** 31 - 1);
+  assert.throws(
+    () => resolveInit({ timeoutMs: 2 ** 31 }, envOf(base)),
+    invalid(
+      "initProcessGroup: timeoutMs must be at most 2147483647 (2³¹−1 ms, about 24.8 days), " +
+        "got 2147483648",
+    ),
+  );
+});

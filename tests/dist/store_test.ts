@@ -84,6 +84,48 @@ Deno.test("store: set, get, wait, add, compareSet, delete, numKeys and connected
   assert.deepEqual(await a.connectedRanks(), [0]);
 });
 
+Deno.test("store: a get with a timeout over 2³¹−1 ms waits (clamped), and the client refuses one", async () => {
+  await using server = serve();
+  using setter = await connect(server);
+  // What the native client sends for a long timeout: u32 0xffffffff.
+  const raw = await Deno.connect({ hostname: "127.0.0.1", port: server.port });
+  try {
+    await raw.write(handshake(TOKEN));
+    const reply = new Uint8Array(7);
+    assert.equal(await raw.read(reply), 7);
+    const frame = new Uint8Array(4 + 1 + 4 + 1 + 4);
+    const v = new DataView(frame.buffer);
+    v.setUint32(0, frame.length - 4, true);
+    v.setUint8(4, 2); // get
+    v.setUint32(5, 1, true);
+    frame[9] = 0x6b; // key "k"
+    v.setUint32(10, 0xffffffff, true);
+    await raw.write(frame);
+    await new Promise((r) => setTimeout(r, 200));
+    await setter.set("k", "v");
+    const answer = new Uint8Array(6);
+    assert.equal(await raw.read(answer), 6);
+    assert.deepEqual([...answer.subarray(4)], [0, 0x76], "status ok and the value, not a timeout");
+  } finally {
+    raw.close();
+  }
+  const tooLong = (e: unknown) =>
+    e instanceof DistError && e.code === "invalid" &&
+    /timeoutMs must be 0\.\.2147483647 \(about 24\.8 days\), got 2147483648$/.test(e.message);
+  await assert.rejects(setter.get("k", 2 ** 31), tooLong);
+  await assert.rejects(setter.wait(["k"], 2 ** 31), tooLong);
+  await assert.rejects(
+    StoreClient.connect({
+      hostname: "127.0.0.1",
+      port: server.port,
+      token: TOKEN,
+      timeoutMs: 2 ** 31,
+    }),
+    tooLong,
+  );
+  assert.equal(text(await setter.get("k", 2 ** 31 - 1)), "v");
+});
+
 Deno.test("store: wrong token, garbage bytes and an oversized value are refused while a 2-rank job finishes", async () => {
   await using server = serve({ maxValueBytes: 1024 * 1024 });
   const job = runRanks({

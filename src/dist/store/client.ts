@@ -10,6 +10,7 @@ import {
   ByteWriter,
   ConnReader,
   MAGIC,
+  MAX_TIMEOUT_MS,
   Op,
   Status,
   text,
@@ -28,8 +29,21 @@ export interface StoreClientOptions {
   token: string;
   /** This process's rank, announced to the server for diagnostics; -1 if none. */
   rank?: number;
-  /** Bound on connecting (retried while the server is not up yet) and default for waits. */
+  /**
+   * Bound on connecting (retried while the server is not up yet) and default for waits; at most
+   * `MAX_TIMEOUT_MS`.
+   */
   timeoutMs?: number;
+}
+
+/** Refuses a timeout the wire (u32) and the server's timers (2³¹−1 ms) cannot carry. */
+function checkTimeout(what: string, timeoutMs: number): void {
+  if (!(timeoutMs >= 0 && timeoutMs <= MAX_TIMEOUT_MS)) {
+    throw new DistError(
+      "invalid",
+      `${what}: timeoutMs must be 0..${MAX_TIMEOUT_MS} (about 24.8 days), got ${timeoutMs}`,
+    );
+  }
 }
 
 /**
@@ -73,10 +87,12 @@ export class StoreClient {
    *
    * @param options Address, token, rank and timeout (default 30 s).
    * @returns The connected client.
-   * @throws DistError "timeout" if nothing listens within the timeout, "store" if refused.
+   * @throws DistError "timeout" if nothing listens within the timeout, "store" if refused,
+   *   "invalid" for a timeout out of range.
    */
   static async connect(options: StoreClientOptions): Promise<StoreClient> {
     const timeoutMs = options.timeoutMs ?? 30_000;
+    checkTimeout("store connect", timeoutMs);
     const where = `${options.hostname}:${options.port}`;
     const deadline = Date.now() + timeoutMs;
     let conn: Deno.Conn;
@@ -130,6 +146,7 @@ export class StoreClient {
 
   /** The value of `key`, waiting up to `timeoutMs` for it to be set. */
   async get(key: string, timeoutMs: number = this.timeoutMs): Promise<Uint8Array> {
+    checkTimeout(`store get of '${key}'`, timeoutMs);
     const r = await this.#request(
       `get of '${key}'`,
       timeoutMs,
@@ -140,6 +157,7 @@ export class StoreClient {
 
   /** Resolves once every key in `keys` is set; throws DistError "timeout" after `timeoutMs`. */
   async wait(keys: string[], timeoutMs: number = this.timeoutMs): Promise<void> {
+    checkTimeout(`store wait for '${keys.join("', '")}'`, timeoutMs);
     await this.#request(`wait for '${keys.join("', '")}'`, timeoutMs, (w) => {
       w.u8(Op.wait).u32(keys.length);
       for (const k of keys) w.bytes(utf8(k));

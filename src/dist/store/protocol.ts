@@ -33,6 +33,8 @@ export const MAX_TOKEN_BYTES = 1024;
 export const MAX_WAIT_KEYS = 1024;
 /** Default bound on one value, in bytes (the server can be given another). */
 export const DEFAULT_MAX_VALUE_BYTES = 16 * 1024 * 1024;
+/** Longest wait, in ms (about 24.8 days): a longer `setTimeout` delay fires at once. */
+export const MAX_TIMEOUT_MS = 2 ** 31 - 1;
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder("utf-8", { fatal: true });

@@ -23,7 +23,8 @@
  *     response   u32 length, then u8 status (0 ok, 1 timeout, 2 error + UTF-8 message) and result
  *
  * Keys are UTF-8 of at most 4 KiB, values at most `maxValueBytes` (16 MiB by default), a wait
- * names at most 1024 keys. A timeout of 0 checks once. A connection that sends anything else (bad
+ * names at most 1024 keys. A timeout of 0 checks once; longer than `MAX_TIMEOUT_MS` counts as
+ * that (the native client clamps to the u32 range). A connection that sends anything else (bad
  * magic or version, a wrong token, an oversized or malformed frame, or no handshake within
  * `handshakeTimeoutMs`) is closed and counted in `rejected`; other connections never notice.
  * Requests on one connection are answered in order, one at a time.
@@ -38,6 +39,7 @@ import {
   DEFAULT_MAX_VALUE_BYTES,
   MAGIC,
   MAX_KEY_BYTES,
+  MAX_TIMEOUT_MS,
   MAX_TOKEN_BYTES,
   MAX_WAIT_KEYS,
   Op,
@@ -320,7 +322,7 @@ export class StoreServer {
       const w: Waiter = {
         keys,
         resolve,
-        timer: setTimeout(() => this.#finish(w, false), timeoutMs),
+        timer: setTimeout(() => this.#finish(w, false), Math.min(timeoutMs, MAX_TIMEOUT_MS)),
       };
       this.#waiters.add(w);
     });
