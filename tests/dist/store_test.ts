@@ -72,7 +72,7 @@ Deno.test("store: set, get, wait, add, compareSet, delete, numKeys and connected
   assert.equal(await a.delete("c"), true);
   assert.equal(await a.delete("c"), false);
   assert.deepEqual(await a.connectedRanks(), [0, 1]);
-  await assert.rejects(a.add("late", 1), /add: value of key 'late' is not an integer/);
+  await assert.rejects(a.add("late", 1), /add: value of key 'late' is not a decimal integer/);
   await assert.rejects(
     a.wait(["never"], 100),
     (e) =>
@@ -82,6 +82,22 @@ Deno.test("store: set, get, wait, add, compareSet, delete, numKeys and connected
   b.close();
   await until(async () => (await a.connectedRanks()).length === 1);
   assert.deepEqual(await a.connectedRanks(), [0]);
+});
+
+Deno.test("store: add on a value that is not UTF-8 answers an error and the connection stays usable", async () => {
+  await using server = serve();
+  using a = await connect(server);
+  await a.set("bin", new Uint8Array([0x31, 0xff, 0xfe]));
+  await assert.rejects(
+    a.add("bin", 1),
+    (e) =>
+      e instanceof DistError && e.code === "store" &&
+      e.message ===
+        "store add to 'bin' failed: add: value of key 'bin' is not a decimal integer: " +
+          "'1\ufffd\ufffd'",
+  );
+  assert.equal(await a.add("n", 2), 2);
+  assert.equal(server.rejected, 0);
 });
 
 Deno.test("store: a get with a timeout over 2³¹−1 ms waits (clamped), and the client refuses one", async () => {

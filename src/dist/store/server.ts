@@ -261,9 +261,12 @@ export class StoreServer {
         const delta = r.i64();
         r.end();
         const current = this.#data.get(key);
-        const now = current === undefined ? "0" : text(current);
+        // Decoded leniently: invalid UTF-8 becomes U+FFFD, which fails the test below.
+        const now = current === undefined ? "0" : lenient.decode(current);
         if (!/^-?\d+$/.test(now)) {
-          return errorFrame(`add: value of key '${key}' is not an integer: '${now.slice(0, 40)}'`);
+          return errorFrame(
+            `add: value of key '${key}' is not a decimal integer: '${now.slice(0, 40)}'`,
+          );
         }
         const sum = BigInt.asIntN(64, BigInt(now) + delta);
         this.#put(key, utf8(sum.toString()));
@@ -334,6 +337,8 @@ export class StoreServer {
     w.resolve(found);
   }
 }
+
+const lenient = new TextDecoder();
 
 function timeoutFrame(): Uint8Array {
   return new ByteWriter().u8(Status.timeout).frame();
