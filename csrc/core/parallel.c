@@ -11,7 +11,8 @@
  *
  * Threads claim tasks as they become free, so one that other processes deschedule holds nobody
  * up. Waiting threads pause briefly, then yield their core, then sleep on a futex: a busy machine
- * gets its cores back and an idle pool costs nothing. */
+ * gets its cores back and an idle pool costs nothing. The workers are stopped and joined when the
+ * library is unloaded (Deno closes it at exit), so none runs in unmapped code. */
 #define _GNU_SOURCE
 #include <cblas.h>
 #include <limits.h>
@@ -33,7 +34,9 @@ static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static int threads = 1;   /* pool size, the calling thread included */
 static int started = 0;   /* workers running */
+static pthread_t workers[MAX_THREADS];
 static uint32_t born_at[MAX_THREADS]; /* the generation current when each worker was created */
+static _Atomic int stopping;
 static _Thread_local int inside_task;
 
 static _Atomic uint32_t generation; /* bumped to publish a job; workers wait on it */
@@ -93,6 +96,7 @@ static void *worker_main(void *arg) {
       atomic_fetch_sub(&sleeping_workers, 1);
       spins = 0;
     }
+    if (atomic_load(&stopping)) return NULL;
     seen = now;
     if (id < job.width) run_share();
     if (atomic_fetch_sub(&pending, 1) == 1 && atomic_load(&caller_sleeping)) futex_wake(&pending);
@@ -110,15 +114,26 @@ static void init_pool(void) {
 /* Starts workers up to threads - 1; on failure the pool stays smaller. Called under pool_lock. */
 static void start_workers(void) {
   while (started < threads - 1) {
-    pthread_t thread;
     born_at[started + 1] = atomic_load(&generation);
-    if (pthread_create(&thread, NULL, worker_main, (void *)(intptr_t)(started + 1)) != 0) {
+    if (pthread_create(&workers[started + 1], NULL, worker_main, (void *)(intptr_t)(started + 1)) != 0) {
       threads = started + 1;
       return;
     }
-    pthread_detach(thread);
     started++;
   }
+}
+
+/* Stops and joins the workers before the library's code is unmapped. */
+__attribute__((destructor)) static void stop_workers(void) {
+  if (pthread_mutex_trylock(&pool_lock) != 0) return; /* a job is running: nothing safe to do */
+  if (started > 0) {
+    atomic_store(&stopping, 1);
+    atomic_fetch_add(&generation, 1);
+    futex_wake(&generation);
+    for (int i = 1; i <= started; i++) pthread_join(workers[i], NULL);
+    started = 0;
+  }
+  pthread_mutex_unlock(&pool_lock);
 }
 
 void dt_set_num_threads(int32_t n) {
@@ -136,8 +151,9 @@ int32_t dt_get_num_threads(void) {
 void dt_parallel(int64_t tasks, dt_task_fn fn, void *ctx) {
   pthread_once(&init_once, init_pool);
   if (tasks <= 0) return;
-  /* Nested calls, one task, or one thread: run here, in order. */
-  if (tasks == 1 || inside_task || threads == 1 || pthread_mutex_trylock(&pool_lock) != 0) {
+  /* Nested calls, one task, one thread, or a pool being unloaded: run here, in order. */
+  if (tasks == 1 || inside_task || threads == 1 || atomic_load(&stopping) ||
+      pthread_mutex_trylock(&pool_lock) != 0) {
     for (int64_t i = 0; i < tasks; i++) fn(ctx, i);
     return;
   }
