@@ -13,6 +13,14 @@
  * thread while backward goes on. Buckets are issued in index order on every rank, so the
  * collective sequence is identical everywhere. `await ddp.backward(loss)` returns when every
  * bucket is reduced and the averaged gradients are in `param.grad`.
+ *
+ * [Note: unused parameters]
+ * With `findUnusedParameters`, a parameter whose hook did not fire contributes its gradient as it
+ * stands (zero if it has none) so that its bucket can be reduced. Each rank also all-reduces a
+ * small i32 mask of the parameters it used since the last synchronised backward (noSync passes
+ * included), after the buckets, as PyTorch's Reducer does. A parameter that no rank used and that
+ * had no gradient gets `.grad = null` again, so optimizers skip it (no weight decay, no momentum)
+ * exactly as they would in one process.
  * @module
  */
 
@@ -20,6 +28,7 @@ import { broadcast, getWorldSize, worldGroup } from "../dist/mod.ts";
 import type { ProcessGroup, Work } from "../dist/mod.ts";
 import { Module } from "../nn/module.ts";
 import { noGrad } from "../tensor/autograd.ts";
+import { tensor } from "../tensor/creation.ts";
 import type { Tensor } from "../tensor/tensor.ts";
 import { assignBuckets, type Bucket, type BucketSlot } from "./buckets.ts";
 import { verifyParamsAcrossRanks } from "./verify.ts";
@@ -30,7 +39,10 @@ export interface DDPOptions {
   bucketCapMb?: number;
   /** Cap of the first bucket, which is issued earliest (default 1). */
   firstBucketMb?: number;
-  /** Allow parameters that get no gradient in a step (their gradient counts as zero). */
+  /**
+   * Allow parameters that get no gradient in a step: their gradient counts as zero in the average,
+   * and one that no rank used keeps `.grad` null. Costs one tiny all-reduce per step.
+   */
   findUnusedParameters?: boolean;
   /** Broadcast rank 0's buffers after every synchronised backward (default true). */
   broadcastBuffers?: boolean;
@@ -74,6 +86,8 @@ export class DistributedDataParallel extends Module {
   readonly #buckets: Bucket[];
   readonly #slotOf = new Map<Tensor, { bucket: Bucket; slot: BucketSlot }>();
   #ready: Set<Tensor>[] = [];
+  /** Parameters whose hook fired since the last synchronised backward, noSync passes included. */
+  #usedSinceSync = new Set<Tensor>();
   #works: (Work | undefined)[] = [];
   #nextToIssue = 0;
   #firstIssue = 0;
@@ -160,9 +174,11 @@ export class DistributedDataParallel extends Module {
       loss.backward();
       const backwardEnd = performance.now();
       if (!this.#sync) return;
-      this.#handleUnused();
+      const gradless = this.#handleUnused();
       this.#issueReadyBuckets();
-      const results = await Promise.allSettled(this.#works.map((w) => w!.wait()));
+      const used = this.#options.findUnusedParameters ? this.#reduceUsedMask() : null;
+      const works = [...this.#works, ...(used ? [used.work] : [])];
+      const results = await Promise.allSettled(works.map((w) => w!.wait()));
       const end = performance.now();
       this.lastStats = {
         backwardMs: backwardEnd - start,
@@ -171,11 +187,17 @@ export class DistributedDataParallel extends Module {
         buckets: this.#buckets.length,
       };
       const failure = results.find((r) => r.status === "rejected");
+      const usedCounts = used && !failure ? used.mask.toArray() : null;
+      used?.mask.dispose();
       if (failure) throw (failure as PromiseRejectedResult).reason;
+      if (usedCounts) this.#dropGloballyUnused(usedCounts, gradless);
       if (this.#options.broadcastBuffers) await broadcastBuffers(this.module, this.#group);
     } finally {
       this.#inBackward = false;
-      if (this.#sync) this.#resetIteration();
+      if (this.#sync) {
+        this.#resetIteration();
+        this.#usedSinceSync.clear();
+      }
     }
   }
 
@@ -205,6 +227,7 @@ export class DistributedDataParallel extends Module {
   #onGradReady(param: Tensor): void {
     const entry = this.#slotOf.get(param)!;
     adoptBucketView(entry.slot);
+    this.#usedSinceSync.add(param);
     if (!this.#sync) return;
     this.#ready[entry.bucket.index].add(param);
     this.#issueReadyBuckets();
@@ -223,12 +246,16 @@ export class DistributedDataParallel extends Module {
     }
   }
 
-  /** Parameters whose hook did not fire: zero gradients with findUnusedParameters, else an error. */
-  #handleUnused(): void {
+  /**
+   * Parameters whose hook did not fire: with findUnusedParameters their bucket slots take their
+   * gradient as it stands (zero if none), else an error. Returns those that had no gradient.
+   */
+  #handleUnused(): Set<Tensor> {
     const unused = this.#buckets.flatMap((b) =>
       b.slots.filter((s) => !this.#ready[b.index].has(s.param))
     );
-    if (unused.length === 0) return;
+    const gradless = new Set<Tensor>();
+    if (unused.length === 0) return gradless;
     if (!this.#options.findUnusedParameters) {
       throw new Error(
         "DistributedDataParallel: parameters received no gradient in this backward: " +
@@ -236,13 +263,32 @@ export class DistributedDataParallel extends Module {
           "parameters are legitimately unused in a step.",
       );
     }
-    noGrad(() => {
-      for (const slot of unused) {
-        adoptBucketView(slot);
-        slot.view.zero_();
-        this.#ready[this.#slotOf.get(slot.param)!.bucket.index].add(slot.param);
-      }
+    for (const slot of unused) {
+      const grad = slot.param.grad;
+      if (grad === null || grad.disposed) gradless.add(slot.param);
+      adoptBucketView(slot);
+      this.#ready[this.#slotOf.get(slot.param)!.bucket.index].add(slot.param);
+    }
+    return gradless;
+  }
+
+  /** Issues the all-reduce of how many ranks used each parameter (see [Note: unused parameters]). */
+  #reduceUsedMask(): { mask: Tensor; work: Work } {
+    const flags = Int32Array.from(this.#params(), (p) => this.#usedSinceSync.has(p) ? 1 : 0);
+    const mask = tensor(flags, [flags.length]);
+    return { mask, work: this.#group.allReduce(mask, "sum") };
+  }
+
+  /** Gives `.grad = null` back to the gradless parameters that no rank used. */
+  #dropGloballyUnused(usedCounts: ArrayLike<number>, gradless: Set<Tensor>): void {
+    this.#params().forEach((p, i) => {
+      if (usedCounts[i] === 0 && gradless.has(p)) p.grad = null;
     });
+  }
+
+  /** The parameters in bucket order, the order of the used mask. */
+  #params(): Tensor[] {
+    return this.#buckets.flatMap((b) => b.slots.map((s) => s.param));
   }
 }
 

@@ -143,11 +143,16 @@ for (const size of [2, 3]) {
   });
 }
 
-Deno.test("DDP findUnusedParameters zeroes unused gradients, without it names them; buffers follow rank 0", async (t) => {
+Deno.test("DDP findUnusedParameters averages in zeros, leaves globally unused gradients null, without it names them; buffers follow rank 0", async (t) => {
   const runs = await runScenario("unused", 2);
   assertAllOk(runs);
   const results = runs.map((r) =>
-    r.result as { steps: { grads: Params; localGrads: Params }[]; seen: number[]; error: string }
+    r.result as {
+      steps: { grads: Params; localGrads: Params }[];
+      seen: number[];
+      error: string;
+      decay: { before: Params; after: Params };
+    }
   );
   const names = ["used.weight", "used.bias", "gated.weight", "gated.bias"];
 
@@ -158,6 +163,7 @@ Deno.test("DDP findUnusedParameters zeroes unused gradients, without it names th
         const expected: Params = {};
         for (const name of names) {
           const [own0, own1] = results.map((r) => r.steps[step].localGrads[name]);
+          if (own0 === undefined && own1 === undefined) continue;
           const length = results[0].steps[step].grads[name].length;
           expected[name] = Array.from(
             { length },
@@ -171,12 +177,20 @@ Deno.test("DDP findUnusedParameters zeroes unused gradients, without it names th
     },
   );
 
-  await t.step("a parameter no rank used has an all-zero gradient", () => {
+  await t.step("a parameter no rank used has no gradient (null), as in PyTorch", () => {
     for (const r of results) {
       assert.equal(r.steps[1].localGrads["gated.weight"], undefined, "unused locally");
-      assert.ok(r.steps[1].grads["gated.weight"].every((g) => g === 0));
-      assert.ok(r.steps[1].grads["gated.bias"].every((g) => g === 0));
+      assert.equal(r.steps[1].grads["gated.weight"], undefined);
+      assert.equal(r.steps[1].grads["gated.bias"], undefined);
       assert.ok(r.steps[1].grads["used.weight"].some((g) => g !== 0));
+    }
+  });
+
+  await t.step("AdamW's weight decay leaves a parameter no rank used unchanged", () => {
+    for (const { decay } of results) {
+      assert.deepEqual(decay.after["gated.weight"], decay.before["gated.weight"]);
+      assert.deepEqual(decay.after["gated.bias"], decay.before["gated.bias"]);
+      assert.notDeepEqual(decay.after["used.weight"], decay.before["used.weight"]);
     }
   });
 

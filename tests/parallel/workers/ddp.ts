@@ -3,7 +3,8 @@
  * rows and reports parameters, gradients and errors. CASE picks the scenario:
  * - "train": the rank-0 broadcast, 20 steps with many small buckets and with one bucket, and
  *   `noSync` gradient accumulation;
- * - "unused": a parameter unused in some steps, with and without `findUnusedParameters`;
+ * - "unused": a parameter unused in some steps, with and without `findUnusedParameters`, and an
+ *   AdamW step (weight decay) after a backward that no rank used it in;
  * - "mismatch": rank 1 wraps a model of another shape, then of another depth.
  * @module
  */
@@ -17,6 +18,7 @@ import {
 import { Linear } from "../../../src/nn/layers.ts";
 import { Module } from "../../../src/nn/module.ts";
 import { MLP } from "../../../src/nn/container.ts";
+import { AdamW } from "../../../src/optim/adamw.ts";
 import { type DDPOptions, DistributedDataParallel } from "../../../src/parallel/mod.ts";
 import { noGrad } from "../../../src/tensor/autograd.ts";
 import { tensor } from "../../../src/tensor/creation.ts";
@@ -151,12 +153,20 @@ async function unused() {
     model.zeroGrad();
     local.zeroGrad();
   }
+  // Weight decay must not touch a parameter no rank used: it has no gradient, as in one process.
+  model.useGated = false;
+  const optimizer = new AdamW(model.parameters(), { lr: 0.01, weightDecay: 0.5 });
+  const beforeStep = paramValues(model);
+  await tidyAsync(() => ddp.backward(gatedLoss(model, rank)));
+  optimizer.step();
+  const decay = { before: beforeStep, after: paramValues(model) };
+  optimizer.zeroGrad();
   manualSeed(8);
   const strict = new Gated();
   strict.useGated = false;
   const strictDdp = await DistributedDataParallel.create(strict);
   const error = await errorOf(() => tidyAsync(() => strictDdp.backward(gatedLoss(strict, rank))));
-  return { steps, seen, error };
+  return { steps, seen, error, decay };
 }
 
 async function mismatch() {
