@@ -9,14 +9,21 @@ import { existsSync } from "node:fs";
 import { removeStaleTemporaries } from "../checkpoint/mod.ts";
 import { DataLoader } from "../data/dataloader.ts";
 import { DistributedSampler } from "../data/distributed_sampler.ts";
-import { allReduce, barrier, getRank, getWorldSize, isInitialized } from "../dist/mod.ts";
+import {
+  allGather,
+  allReduce,
+  barrier,
+  getRank,
+  getWorldSize,
+  isInitialized,
+} from "../dist/mod.ts";
 import type { Module } from "../nn/module.ts";
 import { AdamW } from "../optim/adamw.ts";
 import type { Optimizer } from "../optim/optimizer.ts";
 import { SGD } from "../optim/sgd.ts";
 import { DistributedDataParallel } from "../parallel/ddp.ts";
 import { noGrad } from "../tensor/autograd.ts";
-import { tensor } from "../tensor/creation.ts";
+import { tensor, zeros } from "../tensor/creation.ts";
 import { manualSeed } from "../tensor/random.ts";
 import { tidy, tidyAsync } from "../tensor/scope.ts";
 import type { Tensor } from "../tensor/tensor.ts";
@@ -77,11 +84,16 @@ export class Trainer {
     });
   }
 
-  /** Resumes from the snapshot if one exists, then wraps the model in DDP when distributed. */
+  /**
+   * Resumes from the snapshot if one exists, checks that every rank resumed from the same one, then
+   * wraps the model in DDP when distributed.
+   * @throws Error on every rank, naming what each rank loaded, when they differ.
+   */
   async init(): Promise<void> {
     // A job owns its snapshot path: what a killed predecessor left half-written goes.
     if (this.rank === 0) removeStaleTemporaries(this.config.snapshot);
-    if (existsSync(this.config.snapshot)) {
+    const found = existsSync(this.config.snapshot);
+    if (found) {
       const info = loadSnapshot(this.config.snapshot, this.model, this.optimizer);
       this.epochsRun = info.epochsRun;
       this.sampler.loadStateDict(info.sampler);
@@ -89,7 +101,44 @@ export class Trainer {
         this.log(`resuming from ${this.config.snapshot} at epoch ${this.epochsRun}`);
       }
     }
-    if (this.worldSize > 1) this.#ddp = await DistributedDataParallel.create(this.model);
+    if (this.worldSize > 1) {
+      await this.#checkResumeAcrossRanks(found);
+      this.#ddp = await DistributedDataParallel.create(this.model);
+    }
+  }
+
+  /**
+   * Ranks that resumed from different snapshots (a path on a disk of each node's own, say) would
+   * run different epochs and hang or diverge: compare what each loaded before training.
+   */
+  async #checkResumeAcrossRanks(found: boolean): Promise<void> {
+    const mine = tensor(
+      Int32Array.from([found ? 1 : 0, this.epochsRun, found ? stateChecksum(this.model) : 0]),
+    );
+    const all = zeros([3 * this.worldSize], { dtype: "i32" });
+    try {
+      await allGather(all, mine);
+      const values = all.toArray();
+      const loaded = Array.from({ length: this.worldSize }, (_, r) => {
+        const [had, epochs, checksum] = values.subarray(3 * r, 3 * r + 3);
+        return had
+          ? `epoch ${epochs} (model checksum ${(checksum >>> 0).toString(16).padStart(8, "0")})`
+          : "no snapshot";
+      });
+      if (loaded.every((l) => l === loaded[0])) return;
+      const ranksOf = new Map<string, number[]>();
+      loaded.forEach((l, r) => ranksOf.set(l, [...(ranksOf.get(l) ?? []), r]));
+      const seen = [...ranksOf].map(([l, ranks]) =>
+        `rank${ranks.length > 1 ? "s" : ""} ${ranks.join(", ")}: ${l}`
+      );
+      throw new Error(
+        `resume: the ranks did not load the same snapshot from ${this.config.snapshot} ` +
+          `(${seen.join("; ")}); put --snapshot on a filesystem every node shares`,
+      );
+    } finally {
+      mine.dispose();
+      all.dispose();
+    }
   }
 
   /** One optimizer step on a batch; returns its loss. */
@@ -224,4 +273,15 @@ export class Trainer {
     let written = 0;
     while (written < bytes.length) written += Deno.stdout.writeSync(bytes.subarray(written));
   }
+}
+
+/** FNV-1a over the bits of every tensor in `model`'s state dict: equal models, equal sums. */
+function stateChecksum(model: Module): number {
+  let hash = 0x811c9dc5;
+  for (const t of Object.values(model.stateDict())) {
+    const values = t.toArray();
+    const bits = new Uint32Array(values.buffer, values.byteOffset, values.length);
+    for (let i = 0; i < bits.length; i++) hash = Math.imul(hash ^ bits[i], 0x01000193);
+  }
+  return hash | 0;
 }

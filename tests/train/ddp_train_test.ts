@@ -49,6 +49,45 @@ Deno.test("train --nproc-per-node 2: both DDP ranks end with identical weights, 
   });
 });
 
+Deno.test("train refuses to resume when the ranks see different snapshots, naming ranks, epochs and path", async () => {
+  await withTempDir("dtrain_ddp_resume_check_", async (dir) => {
+    // Two "nodes" whose disks hold different files at the relative path snap.safetensors.
+    const [node0, node1] = [join(dir, "node0"), join(dir, "node1")];
+    await Deno.mkdir(node0);
+    await Deno.mkdir(node1);
+    assertSucceeded(
+      await train([
+        ...SMALL_JOB,
+        "--nproc-per-node",
+        "1",
+        "--epochs",
+        "1",
+        "--max-steps",
+        "1",
+        "--snapshot",
+        join(node0, "snap.safetensors"),
+      ]),
+    );
+    const run = await launchHooked(
+      TWO_RANKS,
+      [...SMALL_JOB, "--epochs", "2", "--max-steps", "1", "--snapshot", "snap.safetensors"],
+      { cwd: node0, env: { DTRAIN_TEST_CHDIR_RANK: "1", DTRAIN_TEST_CHDIR: node1 } },
+    );
+    assert.notEqual(run.code, 0, run.stdout);
+    assert.deepEqual(run.leftovers, []);
+    const message = new RegExp(
+      "resume: the ranks did not load the same snapshot from snap\\.safetensors " +
+        "\\(rank 0: epoch 1 \\(model checksum [0-9a-f]{8}\\); rank 1: no snapshot\\); " +
+        "put --snapshot on a filesystem every node shares",
+    );
+    for (const rank of [0, 1]) {
+      const lines = run.stderr.split("\n").filter((l) => l.startsWith(`[rank ${rank}]`));
+      assert.ok(lines.some((l) => message.test(l)), `rank ${rank}:\n${run.stderr}`);
+    }
+    assert.doesNotMatch(run.stdout, /epoch \d\/2 step/, "no rank trained");
+  });
+});
+
 Deno.test("train under --max-restarts 1 recovers from a SIGKILLed worker and ends as an uninterrupted run", async () => {
   await withTempDir("dtrain_ddp_restart_", async (dir) => {
     const job = (snapshot: string) => [...SMALL_JOB, "--epochs", "3", "--snapshot", snapshot];

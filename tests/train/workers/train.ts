@@ -7,7 +7,9 @@
  * - DTRAIN_TEST_CRASH_RANK, DTRAIN_TEST_CRASH_AT_STEP: in the launcher's first attempt, that rank
  *   SIGKILLs itself just before its Nth optimizer step (counted from 0 over the whole run);
  * - DTRAIN_TEST_KILL_IN_SNAPSHOT=N: the Nth snapshot write (from 1) SIGKILLs the process after
- *   half of its second write to the file, leaving the temporary file partly written.
+ *   half of its second write to the file, leaving the temporary file partly written;
+ * - DTRAIN_TEST_CHDIR_RANK, DTRAIN_TEST_CHDIR: that rank works in another folder, so a relative
+ *   --snapshot names another file there, as a node-local disk would.
  *
  * (The job's own DTRAIN_WEIGHTS_DUMP works here too.)
  * @module
@@ -37,6 +39,9 @@ if (crashRank !== undefined && rank === Number(crashRank) && env("DTRAIN_RESTART
     return runBatch.call(this, x, y);
   };
 }
+
+const chdirRank = env("DTRAIN_TEST_CHDIR_RANK");
+if (chdirRank !== undefined && rank === Number(chdirRank)) Deno.chdir(env("DTRAIN_TEST_CHDIR")!);
 
 const killInSnapshot = env("DTRAIN_TEST_KILL_IN_SNAPSHOT");
 if (killInSnapshot !== undefined) {
