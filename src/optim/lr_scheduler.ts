@@ -46,11 +46,15 @@ export function cosineWithWarmup(
 /**
  * Applies {@linkcode cosineWithWarmup} to an optimizer's groups: the constructor sets the rate for
  * step 0, and each `step()` (after `optimizer.step()`, as in PyTorch) moves to the next.
+ *
+ * The base rate of each group is its `initialLr` option (PyTorch's `initial_lr`), set from `lr`
+ * by the first scheduler built over the group. It travels in the optimizer's state dict, so a
+ * scheduler built after `optimizer.loadStateDict` (a resumed job) decays from the original base,
+ * not from the already scheduled `lr` that was saved.
  */
 export class CosineWithWarmup {
   /** The number of `step()` calls so far. */
   lastStep = 0;
-  readonly #baseLrs: number[];
 
   /**
    * @param optimizer The optimizer whose groups' `lr` this sets.
@@ -61,7 +65,6 @@ export class CosineWithWarmup {
     readonly options: CosineWithWarmupOptions,
   ) {
     validate(options);
-    this.#baseLrs = optimizer.paramGroups.map((g) => g.options.lr);
     this.#apply();
   }
 
@@ -88,8 +91,11 @@ export class CosineWithWarmup {
   }
 
   #apply(): void {
-    this.optimizer.paramGroups.forEach((g, i) => {
-      g.options.lr = cosineWithWarmup(this.lastStep, this.#baseLrs[i], this.options);
-    });
+    // Read through paramGroups each time: optimizer.loadStateDict replaces the options objects.
+    for (const { options } of this.optimizer.paramGroups) {
+      const group: { lr: number; initialLr?: number } = options;
+      group.initialLr ??= group.lr;
+      group.lr = cosineWithWarmup(this.lastStep, group.initialLr, this.options);
+    }
   }
 }

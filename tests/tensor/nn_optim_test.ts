@@ -91,6 +91,30 @@ Deno.test("CosineWithWarmup sets the optimizer's lr for each step", () => {
   });
 });
 
+Deno.test("CosineWithWarmup built after optimizer.loadStateDict decays from the original lr (initialLr)", () => {
+  tidy(() => {
+    const options = { warmupSteps: 2, totalSteps: 10 };
+    const p = new nn.Parameter(fromFixture({ shape: [2], dtype: "f32", data: [1, 2] }));
+    const opt = new optim.SGD([p], { lr: 0.1 });
+    const scheduler = new optim.CosineWithWarmup(opt, options);
+    for (let step = 0; step < 4; step++) scheduler.step();
+    const saved = opt.stateDict();
+    const group = saved.paramGroups[0] as { lr: number; initialLr?: number };
+    assert.equal(group.initialLr, 0.1, "initialLr travels in the state dict");
+    assert.ok(group.lr < 0.1);
+
+    const resumed = new optim.SGD([p], { lr: 0.1 });
+    resumed.loadStateDict(saved);
+    const again = new optim.CosineWithWarmup(resumed, options);
+    again.loadStateDict(scheduler.stateDict());
+    assert.deepEqual(again.getLastLr(), scheduler.getLastLr());
+    scheduler.step();
+    again.step();
+    assert.deepEqual(again.getLastLr(), scheduler.getLastLr());
+    assert.equal(again.getLastLr()[0], optim.cosineWithWarmup(5, 0.1, options));
+  });
+});
+
 // ---------------------------------------------------------------- mlp.json
 
 interface MlpCase {
