@@ -193,28 +193,36 @@ for (const [signal, code] of [["SIGTERM", 143], ["SIGINT", 130]] as const) {
   });
 }
 
-Deno.test("workers exit on their own within a few seconds when the launcher is SIGKILLed", async () => {
-  const ready = new Set<string>();
-  let before: MarkedProcess[] = [];
-  let killedAt = 0;
-  const run = await launch(["--nproc-per-node", "2"], ["wait"], {
-    leftoverGraceMs: 5_000,
-    onLine: (line, running) => {
-      const m = line.match(/^\[rank (\d+)\] ready$/);
-      if (!m) return;
-      ready.add(m[1]);
-      if (ready.size === 2) {
-        before = markedProcesses(running.marker, running.child.pid);
-        killedAt = performance.now();
-        running.kill("SIGKILL");
-      }
-    },
+/** Worker modes that must not outlive their launcher: one watches it itself, one only inits. */
+const ORPHAN_MODES = [
+  ["wait", "workers"],
+  ["dist-wait", "plain scripts that only call initProcessGroup"],
+] as const;
+
+for (const [mode, what] of ORPHAN_MODES) {
+  Deno.test(`${what} exit on their own within a few seconds when the launcher is SIGKILLed`, async () => {
+    const ready = new Set<string>();
+    let before: MarkedProcess[] = [];
+    let killedAt = 0;
+    const run = await launch(["--nproc-per-node", "2"], [mode], {
+      leftoverGraceMs: 5_000,
+      onLine: (line, running) => {
+        const m = line.match(/^\[rank (\d+)\] ready$/);
+        if (!m) return;
+        ready.add(m[1]);
+        if (ready.size === 2) {
+          before = markedProcesses(running.marker, running.child.pid);
+          killedAt = performance.now();
+          running.kill("SIGKILL");
+        }
+      },
+    });
+    assert.equal(run.signal, "SIGKILL");
+    assert.deepEqual(before.map((p) => p.role).sort(), ["main process", "rank 0", "rank 1"]);
+    assert.deepEqual(run.leftovers, [], `still running 5 s later: ${describe(run.leftovers)}`);
+    assert.ok(performance.now() - killedAt < 5_000);
   });
-  assert.equal(run.signal, "SIGKILL");
-  assert.deepEqual(before.map((p) => p.role).sort(), ["main process", "rank 0", "rank 1"]);
-  assert.deepEqual(run.leftovers, [], `still running 5 s later: ${describe(run.leftovers)}`);
-  assert.ok(performance.now() - killedAt < 5_000);
-});
+}
 
 Deno.test("launch names the address when --master-port is busy", async () => {
   const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });

@@ -6,11 +6,14 @@
  * - `fail-once R`: like `fail`, but only in the first attempt; later attempts exit 0;
  * - `wait`: print "ready" and wait (forever) for a signal, watching the launcher like the train
  *   job does;
+ * - `dist-wait`: like `wait`, but a plain script: it only calls `initProcessGroup`, which must
+ *   watch the launcher by itself;
  * - `graceful`: like `wait`, but on SIGTERM or SIGINT print which one arrived and exit 0, as a
  *   job that shuts down cleanly does.
  * @module
  */
 
+import { initProcessGroup } from "../../../src/dist/mod.ts";
 import { watchLauncher } from "../../../src/launch/worker_guard.ts";
 
 const VARS = [
@@ -62,6 +65,11 @@ switch (mode) {
         });
       }
     }
+    console.log("ready");
+    waitForever();
+    break;
+  case "dist-wait":
+    await initProcessGroup();
     console.log("ready");
     waitForever();
     break;
