@@ -89,10 +89,13 @@ class Supervisor {
     );
   }
 
-  /** Forwards a signal to the workers; the group then ends and the launcher exits. */
+  /**
+   * Forwards a signal to the workers, SIGKILLing those still alive after the grace period; the
+   * group then ends and the launcher exits.
+   */
   interrupt(signal: Deno.Signal): void {
     this.interruptedBy = signal;
-    for (const child of this.#children) trySignal(child, signal);
+    void this.#stop(this.#children, signal);
   }
 
   /** Runs one generation of workers; resolves to the first failure, or null if all succeeded. */
@@ -167,18 +170,22 @@ class Supervisor {
   }
 
   /** SIGTERM every other worker, then SIGKILL whatever is left after the grace period. */
-  async stopAll(except: Deno.ChildProcess): Promise<void> {
-    const others = this.#children.filter((c) => c !== except);
-    for (const c of others) trySignal(c, "SIGTERM");
+  stopAll(except: Deno.ChildProcess): Promise<void> {
+    return this.#stop(this.#children.filter((c) => c !== except), "SIGTERM");
+  }
+
+  /** Sends `signal` to `children`, then SIGKILL to those still alive after the grace period. */
+  async #stop(children: Deno.ChildProcess[], signal: Deno.Signal): Promise<void> {
+    for (const c of children) trySignal(c, signal);
     const grace = this.options.killGraceMs ?? 5000;
     let timer: ReturnType<typeof setTimeout> | undefined;
-    const exited = Promise.all(others.map((c) => c.status));
+    const exited = Promise.all(children.map((c) => c.status));
     const timedOut = await Promise.race([
       exited.then(() => false),
       new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(true), grace))),
     ]);
     clearTimeout(timer);
-    if (timedOut) { for (const c of others) trySignal(c, "SIGKILL"); }
+    if (timedOut) { for (const c of children) trySignal(c, "SIGKILL"); }
   }
 }
 

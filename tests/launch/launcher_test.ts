@@ -191,6 +191,17 @@ for (const [signal, code] of [["SIGTERM", 143], ["SIGINT", 130]] as const) {
     }
     assert.equal(run.code, code, run.stderr);
   });
+
+  Deno.test(`launch SIGKILLs workers that ignore ${signal} after the grace period and exits ${code}`, async () => {
+    const started = performance.now();
+    const run = await interrupt(signal, "stubborn");
+    for (const rank of [0, 1]) {
+      assert.match(run.stdout, new RegExp(`^\\[rank ${rank}\\] got ${signal}$`, "m"));
+    }
+    assert.equal(run.code, code, run.stderr);
+    // The default grace period is 5 s; the run's own limit is 20 s.
+    assert.ok(performance.now() - started < 15_000, "the launcher waited too long");
+  });
 }
 
 /** Worker modes that must not outlive their launcher: one watches it itself, one only inits. */

@@ -9,7 +9,8 @@
  * - `dist-wait`: like `wait`, but a plain script: it only calls `initProcessGroup`, which must
  *   watch the launcher by itself;
  * - `graceful`: like `wait`, but on SIGTERM or SIGINT print which one arrived and exit 0, as a
- *   job that shuts down cleanly does.
+ *   job that shuts down cleanly does;
+ * - `stubborn`: like `wait`, but print and ignore SIGTERM and SIGINT, as a hung job does.
  * @module
  */
 
@@ -56,12 +57,13 @@ switch (mode) {
   }
   case "wait":
   case "graceful":
+  case "stubborn":
     watchLauncher(100);
-    if (mode === "graceful") {
+    if (mode !== "wait") {
       for (const signal of ["SIGTERM", "SIGINT"] as const) {
         Deno.addSignalListener(signal, () => {
           console.log(`got ${signal}`);
-          Deno.exit(0);
+          if (mode === "graceful") Deno.exit(0);
         });
       }
     }
