@@ -18,6 +18,13 @@ interface WorkerExit {
   signal: Deno.Signal | null;
 }
 
+/** A started worker. */
+interface StartedWorker {
+  rank: number;
+  localRank: number;
+  child: Deno.ChildProcess;
+}
+
 /** Runs the job on this node; resolves to the launcher's exit code. */
 export async function launch(options: LaunchOptions): Promise<number> {
   const token = jobToken(options);
@@ -100,41 +107,7 @@ class Supervisor {
 
   /** Runs one generation of workers; resolves to the first failure, or null if all succeeded. */
   async runGroup(attempt: number): Promise<WorkerExit | null> {
-    const { nprocPerNode, nnodes, nodeRank } = this.options;
-    const threads = Math.max(1, Math.floor(navigator.hardwareConcurrency / nprocPerNode));
-    const workers = Array.from({ length: nprocPerNode }, (_, localRank) => {
-      const rank = nodeRank * nprocPerNode + localRank;
-      const env: Record<string, string> = {
-        RANK: String(rank),
-        LOCAL_RANK: String(localRank),
-        WORLD_SIZE: String(nnodes * nprocPerNode),
-        LOCAL_WORLD_SIZE: String(nprocPerNode),
-        GROUP_RANK: String(nodeRank),
-        MASTER_ADDR: this.options.masterAddr,
-        MASTER_PORT: String(this.options.masterPort),
-        DTRAIN_TOKEN: this.token,
-        DTRAIN_STORE_HOSTED: "1",
-        DTRAIN_RESTART_COUNT: String(attempt),
-        DTRAIN_LAUNCHER_PID: String(Deno.pid),
-        DTRAIN_NUM_THREADS: String(threads),
-        OPENBLAS_NUM_THREADS: String(threads),
-        OMP_NUM_THREADS: String(threads),
-      };
-      const child = new Deno.Command(Deno.execPath(), {
-        args: [
-          "run",
-          "-A",
-          "--v8-flags=--expose-gc",
-          this.options.script,
-          ...this.options.scriptArgs,
-        ],
-        env,
-        stdin: "null",
-        stdout: "piped",
-        stderr: "piped",
-      }).spawn();
-      return { rank, localRank, child };
-    });
+    const workers = await this.#spawnAll(attempt);
     this.#children = workers.map((w) => w.child);
     if (this.interruptedBy) this.interrupt(this.interruptedBy);
 
@@ -167,6 +140,64 @@ class Supervisor {
     for (const log of logs) log.close();
     this.#children = [];
     return firstFailure;
+  }
+
+  /**
+   * Starts this node's workers. When a spawn fails, the workers already started are stopped and
+   * waited for before the error is thrown, so none outlives the launcher.
+   */
+  async #spawnAll(attempt: number): Promise<StartedWorker[]> {
+    const { nprocPerNode, nnodes, nodeRank } = this.options;
+    const threads = Math.max(1, Math.floor(navigator.hardwareConcurrency / nprocPerNode));
+    const workers: StartedWorker[] = [];
+    for (let localRank = 0; localRank < nprocPerNode; localRank++) {
+      const rank = nodeRank * nprocPerNode + localRank;
+      const env: Record<string, string> = {
+        RANK: String(rank),
+        LOCAL_RANK: String(localRank),
+        WORLD_SIZE: String(nnodes * nprocPerNode),
+        LOCAL_WORLD_SIZE: String(nprocPerNode),
+        GROUP_RANK: String(nodeRank),
+        MASTER_ADDR: this.options.masterAddr,
+        MASTER_PORT: String(this.options.masterPort),
+        DTRAIN_TOKEN: this.token,
+        DTRAIN_STORE_HOSTED: "1",
+        DTRAIN_RESTART_COUNT: String(attempt),
+        DTRAIN_LAUNCHER_PID: String(Deno.pid),
+        DTRAIN_NUM_THREADS: String(threads),
+        OPENBLAS_NUM_THREADS: String(threads),
+        OMP_NUM_THREADS: String(threads),
+      };
+      try {
+        const child = new Deno.Command(Deno.execPath(), {
+          args: [
+            "run",
+            "-A",
+            "--v8-flags=--expose-gc",
+            this.options.script,
+            ...this.options.scriptArgs,
+          ],
+          env,
+          stdin: "null",
+          stdout: "piped",
+          stderr: "piped",
+        }).spawn();
+        workers.push({ rank, localRank, child });
+      } catch (cause) {
+        const started = workers.map((w) => w.child);
+        await this.#stop(started, "SIGTERM");
+        await Promise.all(started.map(async (c) => {
+          await Promise.all([c.stdout.cancel(), c.stderr.cancel()]);
+          await c.status;
+        }));
+        throw new Error(
+          `launch: cannot start rank ${rank} (local rank ${localRank}): ` +
+            `${(cause as Error).message}; stopped the ${started.length} worker(s) already started`,
+          { cause },
+        );
+      }
+    }
+    return workers;
   }
 
   /** SIGTERM every other worker, then SIGKILL whatever is left after the grace period. */

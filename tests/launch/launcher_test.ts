@@ -16,6 +16,7 @@ import {
 
 const LAUNCHER = `${ROOT}src/launch/main.ts`;
 const WORKER = new URL("./workers/worker.ts", import.meta.url).pathname;
+const FLAKY_SPAWN_LAUNCHER = new URL("./workers/flaky_spawn.ts", import.meta.url).pathname;
 
 /** Runs the launcher with `flags`, then the test worker with `workerArgs`. */
 function launch(
@@ -234,6 +235,28 @@ for (const [mode, what] of ORPHAN_MODES) {
     assert.ok(performance.now() - killedAt < 5_000);
   });
 }
+
+Deno.test("launch stops the workers already started when a later spawn fails, and names the rank", async () => {
+  const run = await runDeno({
+    timeoutMs: 20_000,
+    env: { DTRAIN_TEST_FAIL_SPAWN: "3" },
+    args: [
+      FLAKY_SPAWN_LAUNCHER,
+      "--master-port",
+      String(freePort()),
+      "--nproc-per-node",
+      "3",
+      WORKER,
+      "wait",
+    ],
+  });
+  assert.equal(run.code, 1, run.stderr);
+  assertNoLeftovers(run);
+  assert.match(
+    run.stderr,
+    /^launch: cannot start rank 2 \(local rank 2\): spawn 3 failed on purpose; stopped the 2 worker\(s\) already started$/m,
+  );
+});
 
 Deno.test("launch names the address when --master-port is busy", async () => {
   const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
