@@ -8,6 +8,7 @@
  * @module
  */
 
+import { fileURLToPath } from "node:url";
 import { lib } from "../../ffi/dtrain.ts";
 import { save } from "../checkpoint/mod.ts";
 import { destroyProcessGroup, initProcessGroup } from "../dist/mod.ts";
@@ -69,7 +70,7 @@ export async function main(args: string[]): Promise<number> {
         masterPort: config.masterPort,
         maxRestarts: config.maxRestarts,
         logDir: config.logDir,
-        script: new URL(import.meta.url).pathname,
+        script: fileURLToPath(import.meta.url),
         scriptArgs: args,
       });
     } catch (error) {

@@ -1,10 +1,10 @@
-// The train job as a 2-rank DDP job under the launcher: both ranks end with the same weights, and
-// a worker killed mid-training is recovered by a group restart that ends where an uninterrupted
-// run does.
+// The train job as a 2-rank DDP job under the launcher: both ranks end with the same weights, a
+// worker killed mid-training is recovered by a group restart that ends where an uninterrupted run
+// does, a checkout path with spaces works, and ranks that resumed differently are refused.
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { freePort } from "../_harness/ranks.ts";
-import { withTempDir } from "../launch/_processes.ts";
+import { ROOT, runDeno, withTempDir } from "../launch/_processes.ts";
 import {
   assertBitIdentical,
   assertSucceeded,
@@ -46,6 +46,31 @@ Deno.test("train --nproc-per-node 2: both DDP ranks end with identical weights, 
     assert.doesNotMatch(run.stdout, /^\[rank 1\] /m, "only rank 0 prints");
     assert.equal(snapshotInfo(readSaved(snapshot)).epochsRun, 2);
     assertRanksAgree(dir, snapshot);
+  });
+});
+
+Deno.test("train started from a path with spaces launches its workers from that path", async () => {
+  await withTempDir("dtrain_ddp_spaces_", async (dir) => {
+    const repo = join(dir, "a checkout with spaces");
+    await Deno.symlink(ROOT, repo);
+    const run = await runDeno({
+      timeoutMs: 60_000,
+      args: [
+        join(repo, "src", "train", "main.ts"),
+        ...SMALL_JOB,
+        ...TWO_RANKS,
+        "--master-port",
+        String(freePort()),
+        "--epochs",
+        "1",
+        "--max-steps",
+        "1",
+        "--snapshot",
+        join(dir, "snap.safetensors"),
+      ],
+    });
+    assertSucceeded(run);
+    assert.match(run.stdout, /^\[rank 0\] done: 1 epochs/m);
   });
 });
 
