@@ -5,6 +5,7 @@
  * @module
  */
 
+import { tidy } from "../tensor/scope.ts";
 import { copyInto, formatShape, shapeSize, Tensor } from "../tensor/tensor.ts";
 import type { Dataset, Sample } from "./dataset.ts";
 import { RandomSampler, type Sampler, SequentialSampler } from "./sampler.ts";
@@ -104,31 +105,32 @@ export class DataLoader<T extends Sample = Sample> implements Iterable<Tensor[]>
 
   /**
    * The samples at `indices` as one batch: the dataset's `getBatch` when it has one, else every
-   * `get(i)` field copied into a new `[indices.length, ...]` tensor (sample tensors are disposed
-   * after copying unless persistent).
+   * `get(i)` field copied into a new `[indices.length, ...]` tensor. Sample tensors that `get`
+   * made for the call are disposed after copying; tensors the dataset stores (made before) are
+   * left alone (a dataset that caches what `get` makes should `keep()` it).
    *
    * @param indices Dataset indices.
    * @returns One tensor per sample field.
    */
   collate(indices: Int32Array): Tensor[] {
     if (this.dataset.getBatch) return this.dataset.getBatch(indices);
-    let batch: Tensor[] = [];
-    indices.forEach((index, i) => {
-      const sample = this.dataset.get(index);
-      const fields: readonly Tensor[] = sample instanceof Tensor ? [sample] : sample;
-      if (i === 0) batch = fields.map((f) => Tensor.empty([indices.length, ...f.shape], f.dtype));
-      if (fields.length !== batch.length) {
-        throw new RangeError(
-          `DataLoader: sample ${index} has ${fields.length} fields, sample ${indices[0]} had ` +
-            batch.length,
-        );
-      }
-      fields.forEach((field, f) => {
-        copyRow(batch[f], i, field, `sample ${index} field ${f}`);
-        if (!field.persistent) field.dispose();
+    // The scope frees exactly the tensors made while collating, but the batch it returns.
+    return tidy(() => {
+      let batch: Tensor[] = [];
+      indices.forEach((index, i) => {
+        const sample = this.dataset.get(index);
+        const fields: readonly Tensor[] = sample instanceof Tensor ? [sample] : sample;
+        if (i === 0) batch = fields.map((f) => Tensor.empty([indices.length, ...f.shape], f.dtype));
+        if (fields.length !== batch.length) {
+          throw new RangeError(
+            `DataLoader: sample ${index} has ${fields.length} fields, sample ${indices[0]} had ` +
+              batch.length,
+          );
+        }
+        fields.forEach((field, f) => copyRow(batch[f], i, field, `sample ${index} field ${f}`));
       });
+      return batch;
     });
-    return batch;
   }
 }
 

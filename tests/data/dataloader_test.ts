@@ -117,6 +117,32 @@ Deno.test("DataLoader batches can be disposed, leaving no native memory behind",
   assert.equal(allocatedBytes(), withData);
 });
 
+Deno.test("DataLoader leaves tensors the dataset stores alive and frees those get() makes", () => {
+  const rows = Array.from(
+    { length: 6 },
+    (_, i) => [tensor([i, 10 * i]), tensor([i], [], { dtype: "i32" })],
+  );
+  const stored: Dataset<[Tensor, Tensor]> = { length: 6, get: (i) => [rows[i][0], rows[i][1]] };
+  const loader = new DataLoader(stored, { batchSize: 4 });
+  const before = allocatedBytes();
+  for (let epoch = 0; epoch < 2; epoch++) {
+    const seen = [];
+    for (const [x, y] of loader) {
+      seen.push([...y.toArray()]);
+      x.dispose();
+      y.dispose();
+    }
+    assert.deepEqual(seen, [[0, 1, 2, 3], [4, 5]], `epoch ${epoch}`);
+  }
+  assert.ok(rows.flat().every((t) => !t.disposed), "the dataset's tensors are intact");
+  const fresh = new DataLoader(perSample(6), { batchSize: 4 });
+  for (let epoch = 0; epoch < 2; epoch++) {
+    for (const batch of fresh) batch.forEach((t) => t.dispose());
+  }
+  assert.equal(allocatedBytes(), before, "no per-sample tensor is left behind");
+  rows.flat().forEach((t) => t.dispose());
+});
+
 Deno.test("DataLoader takes a dataset of single tensors and yields one-field batches", () => {
   const data: Dataset<Tensor> = { length: 3, get: (i) => tensor([i, i]) };
   const batches = [...new DataLoader(data, { batchSize: 2 })];
