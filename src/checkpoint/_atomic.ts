@@ -6,11 +6,6 @@
 
 import { basename, dirname } from "node:path";
 
-/** Writes all of `bytes`, looping over short writes. */
-export function writeAll(file: Deno.FsFile, bytes: Uint8Array): void {
-  for (let done = 0; done < bytes.length;) done += file.writeSync(bytes.subarray(done));
-}
-
 /**
  * Writes `path` through a temporary file in the same folder: `write` fills it, then it is synced,
  * renamed over `path`, and the folder is synced so that the rename itself is durable. On any

@@ -5,9 +5,10 @@
  * @module
  */
 
+import { writeAll } from "../io/write_all.ts";
 import { copyInto, Tensor } from "../tensor/tensor.ts";
 import { decodeHeader, encodeHeader, layout, MAX_HEADER_BYTES } from "./_header.ts";
-import { writeAll, writeFileAtomic } from "./_atomic.ts";
+import { writeFileAtomic } from "./_atomic.ts";
 import { CheckpointError } from "./errors.ts";
 
 /** Tensor bytes move between native memory and the file in pieces of this size. */

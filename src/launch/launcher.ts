@@ -8,6 +8,7 @@
 
 import { join } from "node:path";
 import { StoreServer } from "../dist/store/server.ts";
+import { type SyncWriter, writeAll } from "../io/write_all.ts";
 import type { LaunchOptions } from "./options.ts";
 
 /** How one worker ended. */
@@ -232,16 +233,14 @@ function trySignal(child: Deno.ChildProcess, signal: Deno.Signal): void {
 async function pump(
   stream: ReadableStream<Uint8Array>,
   prefix: string,
-  console: { writeSync(p: Uint8Array): number },
+  console: SyncWriter,
   log: Deno.FsFile,
 ): Promise<void> {
   const encoder = new TextEncoder();
   let pending = "";
   const emit = (line: string) => {
-    writeAllSync(console, encoder.encode(prefix + line + "\n"));
-    const bytes = encoder.encode(line + "\n");
-    let written = 0;
-    while (written < bytes.length) written += log.writeSync(bytes.subarray(written));
+    writeAll(console, encoder.encode(prefix + line + "\n"));
+    writeAll(log, encoder.encode(line + "\n"));
   };
   const decoder = new TextDecoder();
   for await (const bytes of stream) {
@@ -253,11 +252,6 @@ async function pump(
     }
   }
   if (pending) emit(pending);
-}
-
-function writeAllSync(w: { writeSync(p: Uint8Array): number }, bytes: Uint8Array): void {
-  let written = 0;
-  while (written < bytes.length) written += w.writeSync(bytes.subarray(written));
 }
 
 /** The last `lines` lines of a log file. */

@@ -4,6 +4,8 @@
  * @module
  */
 
+import { writeAll } from "../io/write_all.ts";
+
 /** Formats seconds as `1m05s` / `42s`. */
 export function formatDuration(seconds: number): string {
   if (!Number.isFinite(seconds) || seconds < 0) return "?";
@@ -33,7 +35,7 @@ export class Progress {
     readonly epochs: number,
     readonly steps: number,
     readonly write: (text: string) => void = (t) =>
-      Deno.stdout.writeSync(new TextEncoder().encode(t)),
+      writeAll(Deno.stdout, new TextEncoder().encode(t)),
     tty = Deno.stdout.isTerminal(),
   ) {
     this.#tty = tty;

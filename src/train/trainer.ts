@@ -161,12 +161,9 @@ export class Trainer {
     const steps = this.config.maxSteps > 0
       ? Math.min(this.config.maxSteps, this.loader.length)
       : this.loader.length;
-    const progress = new Progress(
-      epoch,
-      this.config.epochs,
-      steps,
-      (t) => this.rank === 0 && this.#write(t),
-    );
+    // Rank 0 prints to stdout, Progress's default; the other ranks stay quiet.
+    const write = this.rank === 0 ? undefined : () => {};
+    const progress = new Progress(epoch, this.config.epochs, steps, write);
     let step = 0;
     for (const [x, y] of this.loader) {
       if (step++ >= steps) {
@@ -266,12 +263,6 @@ export class Trainer {
     } finally {
       t.dispose();
     }
-  }
-
-  #write(text: string): void {
-    const bytes = new TextEncoder().encode(text);
-    let written = 0;
-    while (written < bytes.length) written += Deno.stdout.writeSync(bytes.subarray(written));
   }
 }
 
