@@ -9,7 +9,7 @@
  */
 
 import { fileURLToPath } from "node:url";
-import { lib } from "../../ffi/dtrain.ts";
+import { setNumThreads } from "../tensor/threads.ts";
 import { save } from "../checkpoint/mod.ts";
 import { destroyProcessGroup, initProcessGroup } from "../dist/mod.ts";
 import { launch } from "../launch/launcher.ts";
@@ -22,7 +22,7 @@ async function runWorker(config: TrainConfig): Promise<void> {
   const worldSize = Number(Deno.env.get("WORLD_SIZE") ?? "1");
   const threads = config.threads || Number(Deno.env.get("DTRAIN_NUM_THREADS") ?? 0) ||
     navigator.hardwareConcurrency;
-  lib.dt_set_num_threads(threads);
+  setNumThreads(threads);
   if (worldSize > 1) await initProcessGroup({ backend: "gloo" });
   try {
     const trainer = new Trainer(config);

@@ -6,13 +6,14 @@
  * @module
  */
 
+import { fileURLToPath } from "node:url";
 import { collectLines } from "../_harness/lines.ts";
 
 /** The deno arguments every entry point runs with. */
 export const DENO_RUN = ["run", "-A", "--v8-flags=--expose-gc"] as const;
 
 /** The repository root, for entry points and the cwd of runs. */
-export const ROOT = new URL("../../", import.meta.url).pathname;
+export const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 
 const MARKER_VAR = "DTRAIN_TEST_MARKER";
 

@@ -1,5 +1,6 @@
 // The launcher as a real process tree: rank environment, prefixed output and per-rank logs,
 // failure handling, restarts, signals, a busy port, bad flags and the multi-node token rule.
+import { fileURLToPath } from "node:url";
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { freePort } from "../_harness/ranks.ts";
@@ -15,8 +16,8 @@ import {
 } from "./_processes.ts";
 
 const LAUNCHER = `${ROOT}src/launch/main.ts`;
-const WORKER = new URL("./workers/worker.ts", import.meta.url).pathname;
-const FLAKY_SPAWN_LAUNCHER = new URL("./workers/flaky_spawn.ts", import.meta.url).pathname;
+const WORKER = fileURLToPath(new URL("./workers/worker.ts", import.meta.url));
+const FLAKY_SPAWN_LAUNCHER = fileURLToPath(new URL("./workers/flaky_spawn.ts", import.meta.url));
 
 /** Runs the launcher with `flags`, then the test worker with `workerArgs`. */
 function launch(

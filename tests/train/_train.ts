@@ -5,13 +5,14 @@
  * @module
  */
 
+import { fileURLToPath } from "node:url";
 import assert from "node:assert/strict";
 import { load } from "../../src/checkpoint/mod.ts";
 import { freePort } from "../_harness/ranks.ts";
 import { describe, ROOT, runDeno, type RunOptions, type RunResult } from "../launch/_processes.ts";
 
 /** The job with the fault-injection hooks of workers/train.ts. */
-export const HOOKED_MAIN = new URL("./workers/train.ts", import.meta.url).pathname;
+export const HOOKED_MAIN = fileURLToPath(new URL("./workers/train.ts", import.meta.url));
 
 /** A small, fast job: the MLP on 2048 synthetic samples, 16 batches of 128 per epoch. */
 export const SMALL_JOB = [
