@@ -181,6 +181,12 @@ function med(runs: RunResult[], name: string): number {
   return median(field(runs, name));
 }
 
+/** dtrain/PyTorch of a field in each round (both sides ran back to back), e.g. "1.52 1.61". */
+function roundRatios(runs: Runs, name: string): string {
+  const d = field(runs.dtrain, name), t = field(runs.torch, name);
+  return d.slice(0, t.length).map((x, i) => (x / t[i]).toFixed(2)).join(" ");
+}
+
 function pct(x: number): string {
   return Number.isFinite(x) ? `${(x * 100).toFixed(0)}%` : "—";
 }
@@ -210,6 +216,17 @@ function table(header: string[], rows: string[][]): string {
     widths.map((w, i) => (i === 0 ? "-".repeat(w + 2) : `${"-".repeat(w + 1)}:`)).join("|")
   }|`;
   return [line(header), rule, ...rows.map(line)].join("\n");
+}
+
+/** How far apart the rounds were: the spread, the best round, and each round's ratio. */
+function noiseRows(runs: Runs): string[][] {
+  const d = field(runs.dtrain, "samplesPerSecond"), t = field(runs.torch, "samplesPerSecond");
+  const best = (v: number[]) => (v.length ? Math.max(...v) : NaN);
+  return [
+    ["spread of samples/s over rounds ((max-min)/median)", pct(spread(d)), pct(spread(t)), ""],
+    ["samples/s of the best round", num(best(d)), num(best(t)), ratio(best(d) / best(t))],
+    ["dtrain/PyTorch samples/s round by round", roundRatios(runs, "samplesPerSecond"), "", ""],
+  ];
 }
 
 // ---------------------------------------------------------------- the sections
@@ -267,12 +284,7 @@ async function benchSingle(options: Options, python: string | null) {
       ratio(t("peakRssBytes") / d("peakRssBytes")),
     ],
     ["mean loss of the last 100 steps", num(d("lastLoss"), 3), num(t("lastLoss"), 3), ""],
-    [
-      "spread of samples/s over rounds",
-      pct(spread(field(train.dtrain, "samplesPerSecond"))),
-      pct(spread(field(train.torch, "samplesPerSecond"))),
-      "",
-    ],
+    ...noiseRows(train),
   ];
   console.log(`\n${table(["(a) single process", "dtrain", "PyTorch", "advantage"], rows)}`);
   return { train, peak };
@@ -308,12 +320,7 @@ async function benchDdp(options: Options, python: string | null) {
     ["all-reduce span per step (first issue to last done)", ms(d("commSpanMs")), "n/a", ""],
     ["exposed all-reduce wait per step", ms(d("exposedCommMs")), "n/a", ""],
     ["mean loss over the epoch", num(d("meanLoss"), 3), num(t("meanLoss"), 3), ""],
-    [
-      "spread of samples/s over rounds",
-      pct(spread(field(runs.dtrain, "samplesPerSecond"))),
-      pct(spread(field(runs.torch, "samplesPerSecond"))),
-      "",
-    ],
+    ...noiseRows(runs),
   ];
   console.log(`\n${table(["(b) DDP, 2 ranks", "dtrain", "PyTorch", "advantage"], rows)}`);
   return runs;
