@@ -6,7 +6,6 @@
  * @module
  */
 
-import { lib } from "../ffi/dtrain.ts";
 import { DataLoader, DistributedSampler, FashionMNIST } from "../src/data/mod.ts";
 import { barrier, destroyProcessGroup, initProcessGroup } from "../src/dist/mod.ts";
 import { MLP } from "../src/nn/container.ts";
@@ -14,10 +13,11 @@ import { SGD } from "../src/optim/sgd.ts";
 import { DistributedDataParallel } from "../src/parallel/ddp.ts";
 import { crossEntropy } from "../src/tensor/ops/nn.ts";
 import { manualSeed } from "../src/tensor/random.ts";
+import { setNumThreads } from "../src/tensor/threads.ts";
 import { tidyAsync } from "../src/tensor/scope.ts";
 import { BATCH, LR, MOMENTUM, NORMALIZE, report, SEED, SIZES } from "./workload.ts";
 
-lib.dt_set_num_threads(1);
+setNumThreads(1);
 const group = await initProcessGroup({ backend: "gloo" });
 manualSeed(SEED);
 const dataset = new FashionMNIST({ normalize: NORMALIZE });

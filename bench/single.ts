@@ -7,7 +7,6 @@
  * @module
  */
 
-import { lib } from "../ffi/dtrain.ts";
 import { DataLoader, FashionMNIST } from "../src/data/mod.ts";
 import { MLP } from "../src/nn/container.ts";
 import { crossEntropy } from "../src/tensor/ops/nn.ts";
@@ -16,6 +15,7 @@ import { SGD } from "../src/optim/sgd.ts";
 import { noGrad } from "../src/tensor/autograd.ts";
 import { randn } from "../src/tensor/creation.ts";
 import { manualSeed } from "../src/tensor/random.ts";
+import { setNumThreads } from "../src/tensor/threads.ts";
 import { tidy } from "../src/tensor/scope.ts";
 import {
   argValue,
@@ -91,7 +91,7 @@ function peak(): Record<string, unknown> {
 
 if (import.meta.main) {
   const threads = Number(argValue(Deno.args, "threads", "2"));
-  lib.dt_set_num_threads(threads);
+  setNumThreads(threads);
   const mode = argValue(Deno.args, "mode", "train");
   if (mode !== "train" && mode !== "peak") throw new Error(`single.ts: unknown --mode=${mode}`);
   report({ framework: "dtrain", mode, threads, ...(mode === "train" ? train() : peak()) });
