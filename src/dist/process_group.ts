@@ -117,6 +117,8 @@ export class ProcessGroup {
   #backend: Backend | null;
   #diagnose: Diagnose;
   #tail: Promise<void> = Promise.resolve();
+  /** Collectives issued and not yet settled. */
+  #inFlight = 0;
   #destroyed = false;
 
   /**
@@ -277,13 +279,25 @@ export class ProcessGroup {
     // The pointers were read at queue time: hold the memory behind them (and the tensor
     // objects, for those without a storage) until the collective has ended.
     for (const t of tensors) t.storage?.retain();
-    // Chained, not concurrent: the backend sees collectives in issue order on every rank.
-    const done = this.#tail
-      .then(() => call(backend))
+    // Chained, not concurrent: the backend sees collectives in issue order on every rank. When
+    // nothing is in flight the call starts at once, on its native thread, so a collective issued
+    // from synchronous code (DDP's gradient hooks during backward) runs while that code goes on;
+    // one issued behind another starts when the JavaScript thread next settles promises.
+    const invoke = () => {
+      try {
+        return call(backend);
+      } catch (err) {
+        return Promise.reject(err);
+      }
+    };
+    const started = this.#inFlight === 0 ? invoke() : this.#tail.then(invoke);
+    this.#inFlight++;
+    const done = started
       .catch(async (err) => {
         throw await this.#diagnose(err, this);
       })
       .finally(() => {
+        this.#inFlight--;
         for (const t of tensors) t.storage?.release();
       });
     this.#tail = done.catch(() => {});
