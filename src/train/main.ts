@@ -34,7 +34,11 @@ async function runWorker(config: TrainConfig): Promise<void> {
       const acc = result.testAccuracy === null
         ? ""
         : `, test accuracy ${(result.testAccuracy * 100).toFixed(2)}%`;
-      console.log(`done: ${result.epochsRun} epochs, loss ${result.lastLoss.toFixed(4)}${acc}`);
+      const loss = result.epochsHere > 0
+        ? `loss ${result.lastLoss.toFixed(4)}`
+        : `nothing left to train (the snapshot has ${result.epochsRun}/${config.epochs} epochs; ` +
+          `raise --epochs or remove ${config.snapshot})`;
+      console.log(`done: ${result.epochsRun} epochs, ${loss}${acc}`);
     }
   } finally {
     if (worldSize > 1) await destroyProcessGroup();

@@ -36,9 +36,11 @@ import { loadSnapshot, saveSnapshot } from "./snapshot.ts";
 export interface TrainResult {
   /** Epochs completed, resumed ones included. */
   epochsRun: number;
+  /** Epochs run by this call (0 when the snapshot had them all). */
+  epochsHere: number;
   /** Mean training loss of the last epoch run (NaN if none ran). */
   lastLoss: number;
-  /** Test accuracy after the last epoch (null without a test set or epochs). */
+  /** Test accuracy of the final model (null without a test set). */
   testAccuracy: number | null;
   /** Training samples per second over the epochs run here, summed over ranks. */
   samplesPerSecond: number;
@@ -155,7 +157,9 @@ export class Trainer {
   }
 
   /** One pass over this rank's share of the training data; returns mean loss and throughput. */
-  async runEpoch(epoch: number): Promise<{ loss: number; samplesPerSecond: number }> {
+  async runEpoch(
+    epoch: number,
+  ): Promise<{ loss: number; samplesPerSecond: number; accuracy: number | null }> {
     this.model.train();
     this.loader.setEpoch(epoch);
     const steps = this.config.maxSteps > 0
@@ -183,7 +187,7 @@ export class Trainer {
         accuracy === null ? "" : ` test accuracy ${(accuracy * 100).toFixed(2)}%`
       }`,
     );
-    return { loss, samplesPerSecond: progress.samplesPerSecond };
+    return { loss, samplesPerSecond: progress.samplesPerSecond, accuracy };
   }
 
   /** Test accuracy over the whole test set, each rank scoring its stride of it. */
@@ -219,8 +223,9 @@ export class Trainer {
   async train(): Promise<TrainResult> {
     let lastLoss = NaN, accuracy: number | null = null, rate = 0, epochsHere = 0;
     for (let epoch = this.epochsRun; epoch < this.config.epochs; epoch++) {
-      const { loss, samplesPerSecond } = await this.runEpoch(epoch);
+      const { loss, samplesPerSecond, accuracy: epochAccuracy } = await this.runEpoch(epoch);
       lastLoss = loss;
+      accuracy = epochAccuracy;
       rate += samplesPerSecond;
       epochsHere++;
       this.epochsRun = epoch + 1;
@@ -228,9 +233,11 @@ export class Trainer {
         await this.saveSnapshot();
       }
     }
-    if (this.task.test !== null && epochsHere > 0) accuracy = await this.evaluate();
+    // Each epoch already scored the model; a run with nothing left to train scores the snapshot's.
+    if (epochsHere === 0) accuracy = await this.evaluate();
     return {
       epochsRun: this.epochsRun,
+      epochsHere,
       lastLoss,
       testAccuracy: accuracy,
       samplesPerSecond: epochsHere ? rate / epochsHere : 0,

@@ -53,6 +53,24 @@ Deno.test("train EPOCHS SAVE_EVERY --batch-size N trains and snapshots every SAV
     for (const name of others) assert.match(name, /^optimizer\.\d+\.\w+$/);
     assert.equal(saved.metadata.format, "pt");
     assert.equal(snapshotInfo(saved).epochsRun, 3);
+
+    const again = await train([
+      "3",
+      "2",
+      ...ONE_PROCESS,
+      "--dataset",
+      "synthetic",
+      "--model",
+      "linear",
+      "--snapshot",
+      snapshot,
+    ]);
+    assertSucceeded(again);
+    assert.match(
+      again.stdout,
+      /^done: 3 epochs, nothing left to train \(the snapshot has 3\/3 epochs; raise --epochs or remove .*\)$/m,
+    );
+    assert.doesNotMatch(again.stdout, /step/);
   });
 });
 
