@@ -48,6 +48,17 @@ export const LauncherFlagsSchema = LauncherFieldsSchema.strict().refine(
   { message: "must be below --nnodes", path: ["nodeRank"] },
 );
 
+/** The launcher's defaults (torchrun's: one process, one node, 127.0.0.1:29500). */
+export const LAUNCHER_DEFAULTS: z.infer<typeof LauncherFieldsSchema> = {
+  nprocPerNode: 1,
+  nnodes: 1,
+  nodeRank: 0,
+  masterAddr: "127.0.0.1",
+  masterPort: 29500,
+  maxRestarts: 0,
+  logDir: "",
+};
+
 /** Command-line flag names of the launcher's fields, spelled like torchrun's. */
 export const LAUNCHER_FLAGS = {
   "nproc-per-node": "nprocPerNode",
@@ -105,15 +116,7 @@ export function parseLaunchArgs(args: string[]): LaunchOptions | "help" {
       "no script given; usage: deno task launch [options] SCRIPT [ARGS...]",
     );
   }
-  const values: Record<string, unknown> = {
-    nprocPerNode: 1,
-    nnodes: 1,
-    nodeRank: 0,
-    masterAddr: "127.0.0.1",
-    masterPort: 29500,
-    maxRestarts: 0,
-    logDir: "",
-  };
+  const values: Record<string, unknown> = { ...LAUNCHER_DEFAULTS };
   for (const [flag, field] of Object.entries(LAUNCHER_FLAGS)) {
     const raw = parsed.values[flag];
     if (typeof raw !== "string") continue;

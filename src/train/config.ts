@@ -7,7 +7,7 @@
 
 import { parseArgs } from "node:util";
 import { z } from "zod";
-import { LAUNCHER_FLAGS, LauncherFieldsSchema } from "../launch/options.ts";
+import { LAUNCHER_DEFAULTS, LAUNCHER_FLAGS, LauncherFieldsSchema } from "../launch/options.ts";
 
 /** An invalid configuration or command line; `field` names the culprit. */
 export class ConfigError extends Error {
@@ -63,14 +63,9 @@ export const DEFAULTS: TrainConfig = {
   seed: 0,
   threads: 0,
   maxSteps: 0,
-  nprocPerNode: 2,
-  nnodes: 1,
-  nodeRank: 0,
-  masterAddr: "127.0.0.1",
-  masterPort: 29500,
-  maxRestarts: 0,
-  logDir: "",
   device: "cpu",
+  ...LAUNCHER_DEFAULTS,
+  nprocPerNode: 2,
 };
 
 /** Command-line flags: kebab-case names of the config fields, each a string until validated. */

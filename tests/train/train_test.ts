@@ -21,11 +21,7 @@ const ONE_PROCESS = ["--nproc-per-node", "1"];
 Deno.test("train EPOCHS SAVE_EVERY --batch-size N trains and snapshots every SAVE_EVERY epochs and at the end", async () => {
   await withTempDir("dtrain_train_", async (dir) => {
     const snapshot = join(dir, "run", "snap.safetensors");
-    const run = await train([
-      "3",
-      "2",
-      "--batch-size",
-      "256",
+    const job = [
       ...ONE_PROCESS,
       "--dataset",
       "synthetic",
@@ -33,7 +29,8 @@ Deno.test("train EPOCHS SAVE_EVERY --batch-size N trains and snapshots every SAV
       "linear",
       "--snapshot",
       snapshot,
-    ]);
+    ];
+    const run = await train(["3", "2", "--batch-size", "256", ...job]);
     assertSucceeded(run);
     for (const epoch of [1, 2, 3]) {
       assert.match(run.stdout, new RegExp(`^epoch ${epoch}/3 step 8/8 loss [\\d.]+ `, "m"));
@@ -54,17 +51,7 @@ Deno.test("train EPOCHS SAVE_EVERY --batch-size N trains and snapshots every SAV
     assert.equal(saved.metadata.format, "pt");
     assert.equal(snapshotInfo(saved).epochsRun, 3);
 
-    const again = await train([
-      "3",
-      "2",
-      ...ONE_PROCESS,
-      "--dataset",
-      "synthetic",
-      "--model",
-      "linear",
-      "--snapshot",
-      snapshot,
-    ]);
+    const again = await train(["3", "2", ...job]);
     assertSucceeded(again);
     assert.match(
       again.stdout,
