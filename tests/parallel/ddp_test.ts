@@ -152,6 +152,7 @@ Deno.test("DDP findUnusedParameters averages in zeros, leaves globally unused gr
       seen: number[];
       error: string;
       decay: { before: Params; after: Params };
+      accumulated: { grads: Params; localGrads: Params };
     }
   );
   const names = ["used.weight", "used.bias", "gated.weight", "gated.bias"];
@@ -185,6 +186,21 @@ Deno.test("DDP findUnusedParameters averages in zeros, leaves globally unused gr
       assert.ok(r.steps[1].grads["used.weight"].some((g) => g !== 0));
     }
   });
+
+  await t.step(
+    "a parameter used only in a noSync pass keeps its accumulated gradient, averaged over ranks",
+    () => {
+      const expected: Params = {};
+      for (const name of names) {
+        const [own0, own1] = results.map((r) => r.accumulated.localGrads[name]);
+        expected[name] = own0.map((g, i) => (g + own1[i]) / 2);
+      }
+      assert.ok(expected["gated.weight"].some((g) => g !== 0), "gated was used in the noSync pass");
+      results.forEach((r, rank) =>
+        assertClose(r.accumulated.grads, expected, 1e-6, `accumulated, rank ${rank}`)
+      );
+    },
+  );
 
   await t.step("AdamW's weight decay leaves a parameter no rank used unchanged", () => {
     for (const { decay } of results) {

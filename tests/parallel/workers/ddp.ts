@@ -153,6 +153,19 @@ async function unused() {
     model.zeroGrad();
     local.zeroGrad();
   }
+  // Gradient accumulation: gated takes part only in the noSync pass, so the synced pass leaves
+  // what each rank accumulated for it as it stands, and the reduce averages that (PyTorch too).
+  const bothPasses = async () => {
+    await ddp.backward(gatedLoss(model, rank));
+    gatedLoss(local, rank).backward();
+  };
+  model.useGated = local.useGated = true;
+  await ddp.noSync(() => tidyAsync(bothPasses));
+  model.useGated = local.useGated = false;
+  await tidyAsync(bothPasses);
+  const accumulated = { grads: gradValues(model), localGrads: gradValues(local) };
+  model.zeroGrad();
+  local.zeroGrad();
   // Weight decay must not touch a parameter no rank used: it has no gradient, as in one process.
   model.useGated = false;
   const optimizer = new AdamW(model.parameters(), { lr: 0.01, weightDecay: 0.5 });
@@ -166,7 +179,7 @@ async function unused() {
   strict.useGated = false;
   const strictDdp = await DistributedDataParallel.create(strict);
   const error = await errorOf(() => tidyAsync(() => strictDdp.backward(gatedLoss(strict, rank))));
-  return { steps, seen, error, decay };
+  return { steps, seen, error, decay, accumulated };
 }
 
 async function mismatch() {
