@@ -146,7 +146,7 @@ export class DistributedDataParallel extends Module {
       );
     }
     await verifyParamsAcrossRanks(named, group);
-    await syncState(module, group);
+    await broadcastFromFirst([...module.parameters(), ...module.buffers()], group);
     return new DistributedDataParallel(module, group, resolved);
   }
 
@@ -191,7 +191,9 @@ export class DistributedDataParallel extends Module {
       used?.mask.dispose();
       if (failure) throw (failure as PromiseRejectedResult).reason;
       if (usedCounts) this.#dropGloballyUnused(usedCounts, gradless);
-      if (this.#options.broadcastBuffers) await broadcastBuffers(this.module, this.#group);
+      if (this.#options.broadcastBuffers) {
+        await broadcastFromFirst(this.module.buffers(), this.#group);
+      }
     } finally {
       this.#inBackward = false;
       if (this.#sync) {
@@ -313,15 +315,7 @@ function adoptBucketView(slot: BucketSlot): void {
   param.grad = view;
 }
 
-/** Broadcasts rank 0's parameters and buffers to every rank (construction). */
-async function syncState(module: Module, group: ProcessGroup): Promise<void> {
-  const root = group.ranks[0];
-  const tensors = [...module.parameters(), ...module.buffers()];
-  await Promise.all(tensors.map((t) => broadcast(t, root, group).wait()));
-}
-
-async function broadcastBuffers(module: Module, group: ProcessGroup): Promise<void> {
-  const buffers = module.buffers();
-  if (buffers.length === 0) return;
-  await Promise.all(buffers.map((b) => broadcast(b, group.ranks[0], group).wait()));
+/** Copies the group's first rank's `tensors` to every rank (parameters at creation, buffers after steps). */
+async function broadcastFromFirst(tensors: Tensor[], group: ProcessGroup): Promise<void> {
+  await Promise.all(tensors.map((t) => broadcast(t, group.ranks[0], group).wait()));
 }
