@@ -1,0 +1,47 @@
+/* exp over float arrays in a form the compiler vectorises (libm's expf is a scalar call per element
+ * and dominated softmax and attention). Cody-Waite range reduction and a degree-6 polynomial:
+ * relative error under 2 ulp on the range; exactly 0 below -87.3 (so -inf gives 0), +inf above
+ * 88.37 (a little early: exp(88.72) is the largest float). NaN propagates. */
+#ifndef DTRAIN_FAST_EXP_H
+#define DTRAIN_FAST_EXP_H
+
+#include <stdint.h>
+#include <string.h>
+
+static inline float dt_expf(float x) {
+  const float log2e = 1.44269504088896341f, ln2_hi = 0.693359375f, ln2_lo = -2.12194440e-4f;
+  float xc = x < -87.3f ? -87.3f : (x > 88.37f ? 88.37f : x);
+  /* round to nearest by the 1.5 * 2^23 trick (vectorises, unlike roundf) */
+  float n = (xc * log2e + 12582912.0f) - 12582912.0f;
+  float r = xc - n * ln2_hi - n * ln2_lo;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  int32_t bits = ((int32_t)n + 127) << 23;
+  float scale;
+  memcpy(&scale, &bits, sizeof scale);
+  float y = p * scale;
+  y = x < -87.3f ? 0.0f : y;
+  y = x > 88.37f ? __builtin_inff() : y;
+  return x != x ? x : y;
+}
+
+/* y[i] = exp(x[i] - shift) (y may be x); returns the sum. */
+static inline double dt_exp_shift_sum(const float *x, float *y, int64_t n, float shift) {
+  for (int64_t i = 0; i < n; i++) y[i] = dt_expf(x[i] - shift);
+  float acc[8] = {0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int l = 0; l < 8; l++) acc[l] += y[i + l];
+  }
+  double sum = 0.0;
+  for (int l = 0; l < 8; l++) sum += acc[l];
+  for (; i < n; i++) sum += y[i];
+  return sum;
+}
+
+#endif
