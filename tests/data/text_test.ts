@@ -35,7 +35,8 @@ Deno.test({
         assert.equal(ys[63], data.bytes[start + 64]);
         assert.ok(data.bytes.length - (start + 65) < 64, "the last sample is the last full block");
       }
-      assert.match(TextDataset.decode(train.get(0)[0].toArray()), /^[\x09-\x7e]+$/);
+      const text = train.get(0)[0].toArray();
+      assert.ok(text.every((b) => b === 9 || b === 10 || (b >= 32 && b < 127)), "plain ASCII text");
     });
   },
 });
