@@ -7,7 +7,8 @@
  * PyTorch does not register modules held in a plain list or dict, so their parameters silently
  * miss the optimizer, `state_dict` and DDP. dtrain refuses them instead: walking the module tree
  * (`parameters()`, `stateDict()`, `namedModules()`, ...) throws an error naming the property and
- * pointing to `nn.ModuleList` / `nn.ModuleDict`.
+ * pointing to `nn.ModuleList` / `nn.ModuleDict`. A reference that is meant to stay unregistered
+ * (modules owned elsewhere) belongs in a private `#field`, which the walk does not see.
  * @module
  */
 
