@@ -19,3 +19,4 @@ export {
 } from "./sampler.ts";
 export { DistributedSampler, type DistributedSamplerOptions } from "./distributed_sampler.ts";
 export { DataLoader, type DataLoaderOptions } from "./dataloader.ts";
+export { FORTUNES_ROOT, TextDataset, type TextDatasetOptions } from "./text.ts";

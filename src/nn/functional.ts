@@ -5,13 +5,14 @@
 
 export { gelu, relu } from "../tensor/ops/elementwise.ts";
 export { linear } from "../tensor/ops/matmul.ts";
+export { dropout, embedding, layerNorm, logSoftmax, softmax } from "../tensor/ops/nn.ts";
+export { rmsNorm, silu } from "./composite.ts";
 export {
+  type BCEWithLogitsOptions,
+  binaryCrossEntropyWithLogits,
   crossEntropy,
   type CrossEntropyOptions,
-  dropout,
-  embedding,
-  layerNorm,
-  logSoftmax,
   mseLoss,
-  softmax,
-} from "../tensor/ops/nn.ts";
+  type MSELossOptions,
+  type Reduction,
+} from "./loss.ts";

@@ -1,4 +1,8 @@
-/** The built-in layers: Linear, activations, LayerNorm, Embedding, Dropout, Flatten. @module */
+/**
+ * The built-in layers: Linear, activations, LayerNorm, RMSNorm, Embedding, Dropout, Flatten,
+ * Identity. Each prints its settings with PyTorch's `extra_repr` text.
+ * @module
+ */
 
 import { full, zeros } from "../tensor/creation.ts";
 import { gelu, relu } from "../tensor/ops/elementwise.ts";
@@ -8,6 +12,8 @@ import type { Tensor } from "../tensor/tensor.ts";
 import { kaimingUniformLinear, normal, uniform } from "./init.ts";
 import { Module } from "./module.ts";
 import { Parameter } from "./parameter.ts";
+import { rmsNorm, silu } from "./composite.ts";
+import { pyBool, pyFloat, pyTuple } from "./_repr.ts";
 
 /** A parameter that takes over a freshly made tensor (disposing the temporary's own reference). */
 function ownedParameter(data: Tensor): Parameter {
@@ -67,6 +73,13 @@ export class Linear extends Module {
   forward(x: Tensor): Tensor {
     return linear(x, this.weight, this.bias);
   }
+
+  /** `in_features=784, out_features=512, bias=True`. */
+  override extraRepr(): string {
+    return `in_features=${this.inFeatures}, out_features=${this.outFeatures}, bias=${
+      pyBool(this.bias !== null)
+    }`;
+  }
 }
 
 /** max(x, 0) as a module. */
@@ -74,6 +87,22 @@ export class ReLU extends Module {
   /** Applies ReLU. */
   forward(x: Tensor): Tensor {
     return relu(x);
+  }
+}
+
+/** x * sigmoid(x) as a module (PyTorch's `nn.SiLU`). */
+export class SiLU extends Module {
+  /** Applies SiLU. */
+  forward(x: Tensor): Tensor {
+    return silu(x);
+  }
+}
+
+/** Returns its input unchanged (PyTorch's `nn.Identity`): a placeholder where a layer is optional. */
+export class Identity extends Module {
+  /** Returns x itself. */
+  forward<T>(x: T): T {
+    return x;
   }
 }
 
@@ -89,6 +118,11 @@ export class GELU extends Module {
   /** Applies GELU. */
   forward(x: Tensor): Tensor {
     return gelu(x, this.approximate);
+  }
+
+  /** `approximate='none'`. */
+  override extraRepr(): string {
+    return `approximate='${this.approximate}'`;
   }
 }
 
@@ -128,6 +162,72 @@ export class LayerNorm extends Module {
   forward(x: Tensor): Tensor {
     return layerNorm(x, this.normalizedShape, this.weight, this.bias, this.eps);
   }
+
+  /** `(64,), eps=1e-05, elementwise_affine=True, bias=True`. */
+  override extraRepr(): string {
+    const affine = normRepr(this.normalizedShape, this.eps, this.weight !== null);
+    return `${affine}, bias=${pyBool(this.bias !== null)}`;
+  }
+}
+
+function normRepr(shape: readonly number[], eps: number | null, affine: boolean): string {
+  return `${pyTuple(shape)}, eps=${eps === null ? "None" : pyFloat(eps)}, elementwise_affine=${
+    pyBool(affine)
+  }`;
+}
+
+/**
+ * Root-mean-square normalization over the trailing `normalizedShape` dimensions with a learnable
+ * scale (PyTorch's `nn.RMSNorm`): `x / sqrt(mean(x^2) + eps) * weight`.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { nn, randn } from "../../mod.ts";
+ * const norm = new nn.RMSNorm(64);
+ * assert.deepEqual(norm.forward(randn([2, 5, 64])).shape, [2, 5, 64]);
+ * assert.equal(String(norm), "RMSNorm((64,), eps=None, elementwise_affine=True)");
+ * ```
+ */
+export class RMSNorm extends Module {
+  /** The normalized trailing shape. */
+  readonly normalizedShape: readonly number[];
+  /** Added to the mean square; null means float32's machine epsilon (PyTorch's `eps=None`). */
+  readonly eps: number | null;
+  /** Scale, ones at start (null without elementwise affine). */
+  weight: Parameter | null;
+
+  /**
+   * @param normalizedShape The trailing dimensions to normalize (a number for one).
+   * @param options eps (null: float32's machine epsilon), elementwiseAffine (true).
+   */
+  constructor(
+    normalizedShape: number | readonly number[],
+    options: { eps?: number | null; elementwiseAffine?: boolean } = {},
+  ) {
+    super();
+    this.normalizedShape = typeof normalizedShape === "number"
+      ? [normalizedShape]
+      : [...normalizedShape];
+    this.normalizedShape.forEach((d) => checkPositiveInt(d, "RMSNorm: normalizedShape"));
+    this.eps = options.eps ?? null;
+    if (this.eps !== null && !(this.eps >= 0)) {
+      throw new RangeError(`RMSNorm: eps must be non-negative, got ${this.eps}`);
+    }
+    this.weight = options.elementwiseAffine ?? true
+      ? ownedParameter(full(this.normalizedShape, 1))
+      : null;
+  }
+
+  /** Normalizes x. */
+  forward(x: Tensor): Tensor {
+    return rmsNorm(x, this.normalizedShape, this.weight, this.eps);
+  }
+
+  /** `(64,), eps=None, elementwise_affine=True`. */
+  override extraRepr(): string {
+    return normRepr(this.normalizedShape, this.eps, this.weight !== null);
+  }
 }
 
 /** A lookup table of `numEmbeddings` vectors of `embeddingDim`, initialised from N(0, 1). */
@@ -148,6 +248,11 @@ export class Embedding extends Module {
   forward(indices: Tensor): Tensor {
     return embedding(indices, this.weight);
   }
+
+  /** `1000, 64`. */
+  override extraRepr(): string {
+    return `${this.numEmbeddings}, ${this.embeddingDim}`;
+  }
 }
 
 /** Dropout with probability `p` in training mode, the identity in evaluation mode. */
@@ -160,6 +265,11 @@ export class Dropout extends Module {
   /** Applies dropout when training. */
   forward(x: Tensor): Tensor {
     return dropout(x, this.p, this.training);
+  }
+
+  /** `p=0.5, inplace=False`. */
+  override extraRepr(): string {
+    return `p=${pyFloat(this.p)}, inplace=False`;
   }
 }
 
@@ -175,5 +285,10 @@ export class Flatten extends Module {
   /** Flattens x. */
   forward(x: Tensor): Tensor {
     return x.flatten(this.startDim, this.endDim);
+  }
+
+  /** `start_dim=1, end_dim=-1`. */
+  override extraRepr(): string {
+    return `start_dim=${this.startDim}, end_dim=${this.endDim}`;
   }
 }

@@ -15,10 +15,14 @@ export {
   Embedding,
   Flatten,
   GELU,
+  Identity,
   LayerNorm,
   Linear,
   type LinearOptions,
   ReLU,
+  RMSNorm,
+  SiLU,
 } from "./layers.ts";
-export { MLP, type MLPOptions, Sequential } from "./container.ts";
+export { MLP, type MLPOptions, ModuleDict, ModuleList, Sequential } from "./container.ts";
 export * as init from "./init.ts";
+export * as utils from "./utils/mod.ts";

@@ -2,12 +2,20 @@
  * `Module`: the base of every layer. Parameters, buffers and submodules are found the way PyTorch
  * registers them, in assignment order: own properties holding a {@linkcode Parameter}, a `Module`,
  * or a buffer registered with `registerBuffer`. Names are PyTorch's dotted paths (`layers.1.bias`).
+ *
+ * [Note: modules in plain containers]
+ * PyTorch does not register modules held in a plain list or dict, so their parameters silently
+ * miss the optimizer, `state_dict` and DDP. dtrain refuses them instead: walking the module tree
+ * (`parameters()`, `stateDict()`, `namedModules()`, ...) throws an error naming the property and
+ * pointing to `nn.ModuleList` / `nn.ModuleDict`. A reference that is meant to stay unregistered
+ * (modules owned elsewhere) belongs in a private `#field`, which the walk does not see.
  * @module
  */
 
 import { noGrad } from "../tensor/autograd.ts";
 import { formatShape, type Tensor } from "../tensor/tensor.ts";
 import { Parameter } from "./parameter.ts";
+import { moduleRepr } from "./_repr.ts";
 
 /** A module's state: parameter and buffer names mapped to tensors. */
 export type StateDict = Record<string, Tensor>;
@@ -48,8 +56,12 @@ export abstract class Module {
   training = true;
   #buffers = new Map<string, Tensor | null>();
 
-  /** Computes the module's output. */
-  abstract forward(...inputs: Tensor[]): Tensor;
+  /**
+   * Computes the module's output. Subclasses choose their own arguments and result
+   * (`forward(x: Tensor, causal: boolean): [Tensor, Tensor]` is fine), as in PyTorch.
+   */
+  // deno-lint-ignore no-explicit-any
+  abstract forward(...inputs: any[]): any;
 
   /** Registers a buffer: state saved in `stateDict` that is not trained (like running statistics). */
   registerBuffer(name: string, tensor: Tensor | null): void {
@@ -60,10 +72,14 @@ export abstract class Module {
     this.#buffers.set(name, tensor);
   }
 
-  /** The direct submodules with their property names. */
+  /**
+   * The direct submodules with their property names. Throws when a property holds modules or
+   * parameters inside a plain array or object (see [Note: modules in plain containers]).
+   */
   *namedChildren(): Generator<[string, Module]> {
     for (const [name, value] of Object.entries(this)) {
       if (value instanceof Module) yield [name, value];
+      else refuseUnregistered(this, name, value);
     }
   }
 
@@ -203,6 +219,45 @@ export abstract class Module {
   numParameters(): number {
     return this.parameters().reduce((n, p) => n + p.numel(), 0);
   }
+
+  /**
+   * The module's own settings for its printed form (PyTorch's `extra_repr`), such as
+   * `in_features=4, out_features=2, bias=True`; empty by default.
+   */
+  extraRepr(): string {
+    return "";
+  }
+
+  /** The module tree as PyTorch prints it: `Sequential(\n  (0): Linear(...)\n  (1): ReLU()\n)`. */
+  toString(): string {
+    return moduleRepr(this);
+  }
+
+  /** `console.log(module)` prints the same tree as `String(module)`. */
+  [Symbol.for("Deno.customInspect")](): string {
+    return this.toString();
+  }
+}
+
+/** Throws when `value` is a plain array or object holding modules or parameters. */
+function refuseUnregistered(owner: Module, name: string, value: unknown): void {
+  if (value === null || typeof value !== "object" || value instanceof Module) return;
+  const isArray = Array.isArray(value);
+  const proto = Object.getPrototypeOf(value);
+  if (!isArray && proto !== Object.prototype && proto !== null) return;
+  const held = Object.values(value).find((v) => v instanceof Module || v instanceof Parameter);
+  if (held === undefined) return;
+  const what = held instanceof Parameter ? "a Parameter" : `a ${held.constructor.name}`;
+  const fix = held instanceof Parameter
+    ? "assign each parameter to its own property (or keep them in a submodule)"
+    : isArray
+    ? `use nn.ModuleList: this.${name} = new nn.ModuleList([...])`
+    : `use nn.ModuleDict: this.${name} = new nn.ModuleDict({...})`;
+  throw new TypeError(
+    `${owner.constructor.name}.${name} is a plain ${isArray ? "array" : "object"} holding ` +
+      `${what}, which would not be registered (its parameters would miss parameters(), ` +
+      `stateDict() and DDP); ${fix}`,
+  );
 }
 
 /** Clears gradients of `params` (shared by `Module.zeroGrad` and `Optimizer.zeroGrad`). */

@@ -10,13 +10,15 @@ import { zerosLike } from "../tensor/creation.ts";
 import { noGrad } from "../tensor/autograd.ts";
 import { formatShape, type Tensor } from "../tensor/tensor.ts";
 
-/** A group of parameters sharing hyperparameters. */
-export interface ParamGroup<H> {
+/**
+ * A group of parameters and its hyperparameters, flat as in PyTorch's `param_groups`: the
+ * optimizer reads `lr`, `weightDecay`, `betas`, ... from the group at every step, so
+ * `optimizer.paramGroups[0].lr = 0.01` takes effect on the next `step()`.
+ */
+export type ParamGroup<H> = H & {
   /** The parameters. */
   params: Tensor[];
-  /** The group's hyperparameters (`lr` and the optimizer's own). */
-  options: H;
-}
+};
 
 /** Per-parameter state: tensors (buffers) and numbers (step counts). */
 export type ParamState = Record<string, Tensor | number>;
@@ -31,7 +33,7 @@ export interface OptimizerStateDict<H> {
 
 /** The base of dtrain's optimizers. Subclasses implement `updateParam`. */
 export abstract class Optimizer<H extends { lr: number }> {
-  /** The parameter groups, with their current hyperparameters (schedulers change `lr`). */
+  /** The parameter groups with their current hyperparameters (schedulers and users change them). */
   readonly paramGroups: ParamGroup<H>[];
   /** Per-parameter state, created lazily on the first step. */
   readonly state: Map<Tensor, ParamState> = new Map();
@@ -65,7 +67,7 @@ export abstract class Optimizer<H extends { lr: number }> {
         }
         seen.add(p);
       }
-      return { params: ps, options: { ...defaults, ...overrides } as H };
+      return { ...defaults, ...overrides, params: ps } as ParamGroup<H>;
     });
     if (seen.size === 0) throw new Error(`${this.constructor.name}: got an empty parameter list`);
   }
@@ -88,7 +90,7 @@ export abstract class Optimizer<H extends { lr: number }> {
             state = {};
             this.state.set(p, state);
           }
-          this.updateParam(p, p.grad, state, group.options);
+          this.updateParam(p, p.grad, state, group);
           p.storage.version++; // an in-place write (see [Note: saved-tensor versions])
         }
       }
@@ -115,12 +117,12 @@ export abstract class Optimizer<H extends { lr: number }> {
     const state: Record<number, ParamState> = {};
     let index = 0;
     const paramGroups = this.paramGroups.map((g) => {
-      const params = g.params.map((p) => {
+      const ids = g.params.map((p) => {
         const s = this.state.get(p);
         if (s) state[index] = { ...s };
         return index++;
       });
-      return { ...g.options, params };
+      return { ...g, params: ids } as H & { params: number[] };
     });
     return { state, paramGroups };
   }
@@ -168,7 +170,7 @@ export abstract class Optimizer<H extends { lr: number }> {
     }
     dict.paramGroups.forEach((g, i) => {
       const { params: _ids, ...options } = g;
-      this.paramGroups[i].options = { ...this.paramGroups[i].options, ...options } as H;
+      Object.assign(this.paramGroups[i], options);
     });
   }
 }

@@ -21,6 +21,15 @@
  * included), after the buckets, as PyTorch's Reducer does. A parameter that no rank used and that
  * had no gradient gets `.grad = null` again, so optimizers skip it (no weight decay, no momentum)
  * exactly as they would in one process.
+ *
+ * [Note: plain loss.backward() under DDP]
+ * `loss.backward()` is synchronous and an all-reduce is not, so a plain backward cannot average
+ * the gradients before it returns. Left alone it would issue the buckets' all-reduces, never
+ * await them and never reset the iteration, leaving `.grad` local and making the next, correct
+ * step skip synchronisation. So the first gradient hook that fires outside `ddp.backward` (and
+ * outside `noSync`) throws at once, before any collective is issued on this rank and with DDP's
+ * state untouched: the error says to use `await ddp.backward(loss)`, and after `zeroGrad()` the
+ * following steps are exact. Inside `noSync`, where nothing is reduced, a plain backward is fine.
  * @module
  */
 
@@ -76,9 +85,9 @@ export interface DDPStats {
  * opt.step();
  * ```
  */
-export class DistributedDataParallel extends Module {
+export class DistributedDataParallel<M extends Module = Module> extends Module {
   /** The wrapped module (its state dict has no "module." prefix). */
-  readonly module: Module;
+  readonly module: M;
   /** Statistics of the last synchronised backward. */
   lastStats: DDPStats = { backwardMs: 0, exposedCommMs: 0, commSpanMs: 0, buckets: 0 };
   readonly #group: ProcessGroup;
@@ -95,7 +104,7 @@ export class DistributedDataParallel extends Module {
   #inBackward = false;
 
   private constructor(
-    module: Module,
+    module: M,
     group: ProcessGroup,
     options: Required<Omit<DDPOptions, "processGroup">>,
   ) {
@@ -124,7 +133,10 @@ export class DistributedDataParallel extends Module {
    * Wraps `module` on this rank: verifies parameters across ranks, broadcasts rank 0's state and
    * registers the gradient hooks. Every rank must call it with an equal module.
    */
-  static async create(module: Module, options: DDPOptions = {}): Promise<DistributedDataParallel> {
+  static async create<M extends Module>(
+    module: M,
+    options: DDPOptions = {},
+  ): Promise<DistributedDataParallel<M>> {
     const group = options.processGroup ?? worldGroup("DistributedDataParallel");
     const resolved = {
       bucketCapMb: options.bucketCapMb ?? 25,
@@ -150,8 +162,8 @@ export class DistributedDataParallel extends Module {
     return new DistributedDataParallel(module, group, resolved);
   }
 
-  /** Runs the wrapped module's forward. */
-  forward(...inputs: Tensor[]): Tensor {
+  /** Runs the wrapped module's forward, with its arguments and result types. */
+  forward(...inputs: Parameters<M["forward"]>): ReturnType<M["forward"]> {
     return this.module.forward(...inputs);
   }
 
@@ -225,8 +237,20 @@ export class DistributedDataParallel extends Module {
     this.#nextToIssue = 0;
   }
 
-  /** The gradient-ready hook: move the gradient into its bucket, then issue what is complete. */
+  /**
+   * The gradient-ready hook: move the gradient into its bucket, then issue what is complete.
+   * Throws when a plain `loss.backward()` runs (see [Note: plain loss.backward() under DDP]).
+   */
   #onGradReady(param: Tensor): void {
+    if (this.#sync && !this.#inBackward) {
+      throw new Error(
+        "DistributedDataParallel: loss.backward() ran on a loss computed through the wrapped " +
+          `model (gradient of ${this.#slotOf.get(param)!.slot.name}), outside ddp.backward: ` +
+          "the gradients would not be averaged across ranks. Use `await ddp.backward(loss)` " +
+          "instead, and call zeroGrad() before the next step (inside ddp.noSync(...) a plain " +
+          "backward is fine: it only accumulates local gradients).",
+      );
+    }
     const entry = this.#slotOf.get(param)!;
     adoptBucketView(entry.slot);
     this.#usedSinceSync.add(param);

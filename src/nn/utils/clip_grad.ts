@@ -1,0 +1,91 @@
+/** Gradient clipping by total norm, PyTorch's `torch.nn.utils.clip_grad_norm_`. @module */
+
+import { noGrad } from "../../tensor/autograd.ts";
+import { formatShape, type Tensor } from "../../tensor/tensor.ts";
+
+/** Options of {@linkcode clipGradNorm}. */
+export interface ClipGradNormOptions {
+  /** Throw when the total norm is NaN or infinite instead of scaling by it (default false). */
+  errorIfNonfinite?: boolean;
+}
+
+/** The p-th power sum of |g| over one gradient, read back as a number (the max for p = inf). */
+function powerSum(g: Tensor, p: number): number {
+  if (p === Infinity) {
+    let max = 0;
+    for (const v of g.toArray()) max = Math.max(max, Math.abs(v)); // NaN stays NaN
+    return max;
+  }
+  const squares = g.mul(g);
+  const powered = p === 2 ? squares : squares.pow(p / 2);
+  const total = powered.sum();
+  const value = total.item();
+  for (const t of new Set([squares, powered, total])) t.dispose();
+  return value;
+}
+
+/**
+ * Scales the gradients of `parameters` in place so that their total `normType`-norm (the norm of
+ * all gradients concatenated) is at most `maxNorm`: each is multiplied by
+ * `min(1, maxNorm / (total + 1e-6))`, as PyTorch does. Parameters without a gradient are skipped.
+ *
+ * Returns the total norm before clipping as a number; PyTorch returns a 0-d tensor, dtrain reads
+ * it back anyway to scale and so hands over the value (nothing to dispose).
+ *
+ * @param parameters The parameters (or one), usually `model.parameters()`.
+ * @param maxNorm The largest allowed total norm.
+ * @param normType The p of the p-norm: 2 (default), any positive number, or `Infinity`.
+ * @param options See {@linkcode ClipGradNormOptions}.
+ *
+ * @example Clip before the optimizer step
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { nn, tensor } from "../../../mod.ts";
+ * const p = new nn.Parameter(tensor([0, 0]));
+ * p.grad = tensor([3, 4]);
+ * const total = nn.utils.clipGradNorm([p], 1);
+ * assert.equal(total, 5);
+ * assert.deepEqual(Array.from(p.grad.toArray(), (v) => v.toFixed(4)), ["0.6000", "0.8000"]);
+ * ```
+ */
+export function clipGradNorm(
+  parameters: Iterable<Tensor> | Tensor,
+  maxNorm: number,
+  normType = 2,
+  options: ClipGradNormOptions = {},
+): number {
+  if (typeof maxNorm !== "number" || Number.isNaN(maxNorm)) {
+    throw new TypeError(`clipGradNorm: maxNorm must be a number, got ${maxNorm}`);
+  }
+  if (!(normType > 0)) {
+    throw new RangeError(`clipGradNorm: normType must be positive or Infinity, got ${normType}`);
+  }
+  const params = "shape" in parameters ? [parameters as Tensor] : [...parameters];
+  const grads = params.map((p) => p.grad).filter((g): g is Tensor => g !== null && !g.disposed);
+  if (grads.length === 0) return 0;
+  for (const g of grads) {
+    if (!g.isContiguous() || g.dtype !== "f32") {
+      throw new TypeError(
+        `clipGradNorm: gradients must be contiguous f32, got a ${g.dtype} ${
+          formatShape(g.shape)
+        } one that is ${g.isContiguous() ? "contiguous" : "not contiguous"}`,
+      );
+    }
+  }
+  const total = noGrad(() => {
+    const sums = grads.map((g) => powerSum(g, normType));
+    if (normType === Infinity) return Math.max(...sums);
+    return sums.reduce((a, b) => a + b, 0) ** (1 / normType);
+  });
+  if (!Number.isFinite(total) && options.errorIfNonfinite) {
+    throw new RangeError(
+      `clipGradNorm: the total norm of order ${normType} of the gradients is ${total}, so it ` +
+        "cannot be clipped; pass { errorIfNonfinite: false } to scale by it anyway",
+    );
+  }
+  const coefficient = maxNorm / (total + 1e-6);
+  if (coefficient < 1 || Number.isNaN(coefficient)) {
+    noGrad(() => grads.forEach((g) => g.mul_(coefficient)));
+  }
+  return total;
+}
