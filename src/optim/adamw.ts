@@ -22,9 +22,17 @@ export interface AdamWOptions {
  *
  * @example
  * ```ts
- * import { nn, optim } from "../../mod.ts";
+ * import assert from "node:assert/strict";
+ * import { nn, ones, optim } from "../../mod.ts";
  * const model = new nn.Linear(4, 2);
  * const opt = new optim.AdamW(model.parameters(), { lr: 1e-3, weightDecay: 0.01 });
+ * const before = model.weight.toArray();
+ * model.forward(ones([1, 4])).sum().backward(); // every weight's gradient is 1
+ * opt.step();
+ * // Step 1: decay by lr * weightDecay, then move by lr against the gradient's sign.
+ * model.weight.toArray().forEach((w, i) => {
+ *   assert.ok(Math.abs(w - (before[i] * (1 - 1e-3 * 0.01) - 1e-3)) < 1e-6);
+ * });
  * ```
  */
 export class AdamW extends Optimizer<Required<AdamWOptions>> {
