@@ -11,7 +11,7 @@ import assert from "node:assert/strict";
 import { manualSeed, noGrad, randn, type Tensor, tensor, tidy } from "../../mod.ts";
 import { linear } from "../../src/tensor/ops/matmul.ts";
 import { crossEntropy, dropout, embedding, layerNorm, mseLoss } from "../../src/tensor/ops/nn.ts";
-import { assertClose } from "./_fixtures.ts";
+import { assertClose } from "../_harness/fixtures.ts";
 
 /** A deterministic generator of floats in [0, 1) (mulberry32). */
 function generator(seed: number): () => number {
