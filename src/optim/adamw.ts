@@ -31,7 +31,8 @@ export interface AdamWOptions {
  * opt.step();
  * // Step 1: decay by lr * weightDecay, then move by lr against the gradient's sign.
  * model.weight.toArray().forEach((w, i) => {
- *   assert.ok(Math.abs(w - (before[i] * (1 - 1e-3 * 0.01) - 1e-3)) < 1e-6);
+ *   const expected = before[i] * (1 - 1e-3 * 0.01) - 1e-3;
+ *   assert.ok(Math.abs(w - expected) < 1e-6, `weight ${i} is ${w}, expected ${expected}`);
  * });
  * ```
  */

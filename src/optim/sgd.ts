@@ -35,7 +35,9 @@ export interface SGDOptions {
  *   opt.step();
  * }
  * // Steps of 0.1 * 1, then 0.1 * (0.9 * 1 + 1): momentum carries the first gradient along.
- * model.weight.toArray().forEach((w, i) => assert.ok(Math.abs(w - (before[i] - 0.29)) < 1e-6));
+ * model.weight.toArray().forEach((w, i) => {
+ *   assert.ok(Math.abs(w - (before[i] - 0.29)) < 1e-6, `weight ${i} is ${w}, was ${before[i]}`);
+ * });
  * ```
  */
 export class SGD extends Optimizer<Required<SGDOptions>> {
