@@ -30,8 +30,8 @@ import { Module } from "../nn/module.ts";
 import { noGrad } from "../tensor/autograd.ts";
 import { tensor } from "../tensor/creation.ts";
 import type { Tensor } from "../tensor/tensor.ts";
-import { assignBuckets, type Bucket, type BucketSlot } from "./buckets.ts";
-import { verifyParamsAcrossRanks } from "./verify.ts";
+import { assignBuckets, type Bucket, type BucketSlot } from "./_buckets.ts";
+import { verifyParamsAcrossRanks } from "./_verify.ts";
 
 /** Options of {@linkcode DistributedDataParallel}. */
 export interface DDPOptions {
