@@ -1,5 +1,6 @@
 // Shared between the shim's translation units: the context behind dt_gloo_ctx, the
-// Failure type that carries a status to the C ABI, and the reduction kernels.
+// Failure type that carries a status to the C ABI, the slot prefixes of our own messages,
+// deadlines, and the reduction kernels.
 #pragma once
 
 #include <gloo/rendezvous/context.h>
