@@ -1,7 +1,7 @@
 /**
  * The Gloo backend: TCP collectives on CPU memory through `libdtrain_gloo.so`. Every call
  * runs off the JavaScript thread and checks its fingerprint across ranks first (see
- * [Note: fingerprint] in csrc/gloo/collectives.cc).
+ * [Note: fingerprint] in csrc/gloo/fingerprint.cc).
  * @module
  */
 
