@@ -3,7 +3,10 @@
  * processes on 127.0.0.1, for f32 tensors of 4 KiB ... 64 MiB, side by side with
  * torch.distributed over Gloo (bench/allreduce_torch.py) when a PyTorch Python is available.
  *
- *     deno run -A bench/allreduce.ts [--rounds 2] [--python /work/.torchenv/bin/python] [--no-torch]
+ *     deno run -A bench/allreduce.ts [--rounds 2] [--python PYTHON] [--no-torch]
+ *
+ * The PyTorch side runs with `--python`, else `DTRAIN_BENCH_PYTHON`, else `python3` from PATH, and
+ * is skipped (with the reason) when that Python cannot import torch.distributed.
  *
  * busbw = 2(n-1)/n × bytes / time, the NCCL-tests convention. Both sides use the same sizes,
  * iteration counts, warm-up and timing rule: the fastest of 5 trials of back-to-back
@@ -12,7 +15,9 @@
  * @module
  */
 
+import { fileURLToPath } from "node:url";
 import { allReduce, barrier, destroyProcessGroup, initProcessGroup } from "../src/dist/mod.ts";
+import { findTorch } from "./runner.ts";
 
 const SIZES = [4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20];
 const TRIALS = 5;
@@ -83,12 +88,13 @@ async function main(): Promise<void> {
     const i = args.indexOf(name);
     return i >= 0 ? args[i + 1] : undefined;
   };
-  const python = flag("--python") ?? "/work/.torchenv/bin/python";
-  const withTorch = !args.includes("--no-torch") &&
-    await Deno.stat(python).then(() => true, () => false);
+  const found = args.includes("--no-torch") ? undefined : await findTorch(flag("--python"));
+  const python = found?.python ?? "";
+  const withTorch = found !== undefined && "version" in found;
+  if (found && "error" in found) console.log(`PyTorch side SKIPPED: ${found.error} (${python})`);
 
   const rounds = Number(flag("--rounds") ?? 2);
-  const script = new URL("./allreduce_torch.py", import.meta.url).pathname;
+  const script = fileURLToPath(new URL("./allreduce_torch.py", import.meta.url));
   const dtrain = async () => {
     const port = String(freePort());
     const token = crypto.randomUUID();

@@ -4,7 +4,7 @@ Two processes on 127.0.0.1 all-reduce (sum, in place) f32 tensors of 4 KiB ... 6
 same iteration counts and timing rule as the dtrain benchmark (fastest of 5 trials). Prints a table, or one JSON
 line with --json (read by bench/allreduce.ts for its side-by-side table).
 
-    /work/.torchenv/bin/python bench/allreduce_torch.py [--json] [--port 29611]
+    "${DTRAIN_BENCH_PYTHON:-python3}" bench/allreduce_torch.py [--json] [--port 29611]
 """
 
 import argparse

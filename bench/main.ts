@@ -14,11 +14,12 @@
  *
  * Usage: deno run -A --v8-flags=--expose-gc bench/main.ts [--only=single,ddp,allreduce]
  *          [--rounds=3] [--json=runs/bench/<time>.json] [--no-torch]
- * The PyTorch interpreter is `DTRAIN_BENCH_PYTHON`, else /work/.torchenv/bin/python.
+ * The PyTorch interpreter is `DTRAIN_BENCH_PYTHON`, else `python3` from PATH.
  * @module
  */
 
 import { dirname, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
 import {
   backgroundBusy,
   benchFileExists,
@@ -56,7 +57,7 @@ const USAGE =
   --rounds    dtrain/PyTorch alternations per workload; medians are reported (default 3)
   --json      where to write the results (default runs/bench/<date>.json)
   --no-torch  run dtrain only
-env DTRAIN_BENCH_PYTHON: the Python with torch (default /work/.torchenv/bin/python)`;
+env DTRAIN_BENCH_PYTHON: the Python with torch (default: python3 from PATH)`;
 
 interface Options {
   sections: Section[];
@@ -82,7 +83,7 @@ function parseOptions(args: string[]): Options {
   const json = argValue(
     args,
     "json",
-    new URL(`../runs/bench/${stamp}.json`, import.meta.url).pathname,
+    fileURLToPath(new URL(`../runs/bench/${stamp}.json`, import.meta.url)),
   );
   return { sections, rounds, json, torch: !args.includes("--no-torch") };
 }

@@ -5,6 +5,7 @@
  * @module
  */
 
+import { fileURLToPath } from "node:url";
 import { epochMs } from "./workload.ts";
 
 /** A command to run: the program and its arguments. */
@@ -25,7 +26,7 @@ const BENCH_DIR = new URL(".", import.meta.url);
 
 /** `deno run` of a worker in bench/, with the flags the training job uses. */
 export function denoWorker(file: string, args: string[] = []): Command {
-  const script = new URL(file, BENCH_DIR).pathname;
+  const script = fileURLToPath(new URL(file, BENCH_DIR));
   return {
     cmd: Deno.execPath(),
     args: ["run", "-A", "--v8-flags=--expose-gc", script, ...args],
@@ -34,12 +35,12 @@ export function denoWorker(file: string, args: string[] = []): Command {
 
 /** `python bench/<file> ...args` with the given interpreter. */
 export function pythonWorker(python: string, file: string, args: string[]): Command {
-  return { cmd: python, args: [new URL(file, BENCH_DIR).pathname, ...args] };
+  return { cmd: python, args: [fileURLToPath(new URL(file, BENCH_DIR)), ...args] };
 }
 
 /** Whether bench/<file> exists. */
 export function benchFileExists(file: string): boolean {
-  return existsFile(new URL(file, BENCH_DIR).pathname);
+  return existsFile(fileURLToPath(new URL(file, BENCH_DIR)));
 }
 
 /** A TCP port nobody listens on right now. */
@@ -153,14 +154,12 @@ export function machineInfo(): Record<string, unknown> {
 }
 
 /**
- * The PyTorch interpreter: `DTRAIN_BENCH_PYTHON`, else /work/.torchenv/bin/python, else
- * `python3`; with torch's version, or the reason it cannot be used.
+ * The PyTorch interpreter: `python` when given, else `DTRAIN_BENCH_PYTHON`, else `python3` from
+ * PATH; with torch's version, or the reason it cannot be used.
  */
-export async function findTorch(): Promise<
+export async function findTorch(python = Deno.env.get("DTRAIN_BENCH_PYTHON") ?? "python3"): Promise<
   { python: string; version: string } | { python: string; error: string }
 > {
-  const python = Deno.env.get("DTRAIN_BENCH_PYTHON") ??
-    (existsFile("/work/.torchenv/bin/python") ? "/work/.torchenv/bin/python" : "python3");
   try {
     const out = await new Deno.Command(python, {
       args: [

@@ -1,5 +1,6 @@
 // Shared between the shim's translation units: the context behind dt_gloo_ctx, the
-// Failure type that carries a status to the C ABI, and the reduction kernels.
+// Failure type that carries a status to the C ABI, the slot prefixes of our own messages,
+// deadlines, and the reduction kernels.
 #pragma once
 
 #include <gloo/rendezvous/context.h>
@@ -34,7 +35,7 @@ struct dt_gloo_ctx {
   uint64_t seq = 0;    // collectives issued so far; the fingerprint carries it as "op #N"
   std::string broken;  // set after a transport failure: the pairs are in an unknown state
 
-  // First messages of each collective (see [Note: fingerprint] in collectives.cc): one
+  // First messages of each collective (see [Note: fingerprint] in fingerprint.cc): one
   // region per peer of a header plus up to inline_bytes of payload. Declared after `gloo`
   // so that these buffers go first.
   size_t inline_bytes = 0;
@@ -60,6 +61,18 @@ struct Failure : std::runtime_error {
       : std::runtime_error(message), status(status) {}
   dt_status status;
 };
+
+// Slot prefixes of our own traffic; Gloo's algorithms use 0x01..0x08.
+constexpr uint8_t kFingerprintSlotPrefix = 0x40;
+constexpr uint8_t kReduceScatterSlotPrefix = 0x41;
+
+// Time left until `deadline`, at least 1 ms: a spent deadline must still time out at once, and
+// Gloo reads -1 ms as "use the context's default timeout".
+inline std::chrono::milliseconds remaining(std::chrono::steady_clock::time_point deadline) {
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      deadline - std::chrono::steady_clock::now());
+  return left.count() > 0 ? left : std::chrono::milliseconds(1);
+}
 
 // Allocates the first-message buffers of a freshly connected context.
 void setupFirstMessages(dt_gloo_ctx* ctx);

@@ -9,9 +9,11 @@
  *
  * @example Telling a bad file from other failures
  * ```ts
+ * import assert from "node:assert/strict";
  * import { CheckpointError } from "./errors.ts";
  * const err = new CheckpointError("model.safetensors", "header is not valid JSON");
- * err.message; // "model.safetensors: header is not valid JSON"
+ * assert.ok(err instanceof Error);
+ * assert.equal(err.message, "model.safetensors: header is not valid JSON");
  * ```
  */
 export class CheckpointError extends Error {

@@ -5,13 +5,14 @@
  *
  * @example Save a state dict and load it back
  * ```ts
+ * import assert from "node:assert/strict";
  * import { load, save } from "./mod.ts";
  * import { tensor } from "../../mod.ts";
  * const dir = Deno.makeTempDirSync();
  * save(`${dir}/step_100.safetensors`, { "0.bias": tensor([0.5, -0.5]) }, { step: "100" });
  * const { tensors, metadata } = load(`${dir}/step_100.safetensors`);
- * tensors["0.bias"].toArray(); // Float32Array [0.5, -0.5]
- * metadata.step; // "100"
+ * assert.deepEqual(tensors["0.bias"].toArray(), Float32Array.of(0.5, -0.5));
+ * assert.equal(metadata.step, "100");
  * Deno.removeSync(dir, { recursive: true });
  * ```
  * @module

@@ -61,14 +61,16 @@ function writeTensor(file: Deno.FsFile, t: Tensor): void {
  *
  * @example Save a state dict and read it back
  * ```ts
+ * import assert from "node:assert/strict";
  * import { load, save } from "./mod.ts";
  * import { tensor } from "../../mod.ts";
  * const dir = Deno.makeTempDirSync();
  * const weight = tensor([[1, 2, 3], [4, 5, 6]]);
  * save(`${dir}/model.safetensors`, { "0.weight": weight }, { format: "pt" });
  * const { tensors, metadata } = load(`${dir}/model.safetensors`);
- * tensors["0.weight"].shape; // [2, 3]
- * metadata.format; // "pt"
+ * assert.deepEqual(tensors["0.weight"].shape, [2, 3]);
+ * assert.deepEqual(tensors["0.weight"].toArray(), Float32Array.of(1, 2, 3, 4, 5, 6));
+ * assert.equal(metadata.format, "pt");
  * Deno.removeSync(dir, { recursive: true });
  * ```
  */
@@ -135,11 +137,12 @@ function readExactly(path: string, file: Deno.FsFile, view: Uint8Array, what: st
  *
  * @example Load a checkpoint made by PyTorch
  * ```ts
+ * import assert from "node:assert/strict";
  * import { fileURLToPath } from "node:url";
  * import { load } from "./mod.ts";
  * const url = new URL("../../tests/fixtures/mlp_torch.safetensors", import.meta.url);
  * const { tensors } = load(fileURLToPath(url));
- * tensors["0.weight"].shape; // [16, 8]: [out, in], as in PyTorch
+ * assert.deepEqual(tensors["0.weight"].shape, [16, 8]); // [out, in], as in PyTorch
  * ```
  */
 export function load(path: string): Checkpoint {

@@ -31,18 +31,22 @@ export interface DataLoaderOptions {
  *
  * @example One epoch
  * ```ts
+ * import assert from "node:assert/strict";
  * import { DataLoader, SyntheticRegression } from "./mod.ts";
  * const loader = new DataLoader(new SyntheticRegression({ size: 100 }), {
  *   batchSize: 32,
  *   shuffle: true,
  *   seed: 1,
  * });
- * loader.length; // 4: three of 32, one of 4
+ * assert.equal(loader.length, 4);
  * loader.setEpoch(0);
+ * const sizes: number[] = [];
  * for (const [x, y] of loader) {
+ *   sizes.push(x.shape[0]);
  *   x.dispose();
  *   y.dispose();
  * }
+ * assert.deepEqual(sizes, [32, 32, 32, 4]);
  * ```
  */
 export class DataLoader<T extends Sample = Sample> implements Iterable<Tensor[]> {

@@ -23,16 +23,20 @@ export interface Sized {
  *
  * @example A dataset of squares
  * ```ts
+ * import assert from "node:assert/strict";
  * import { tensor } from "../../mod.ts";
  * import { DataLoader, type Dataset } from "./mod.ts";
  * const squares: Dataset = {
  *   length: 4,
  *   get: (i) => [tensor([i]), tensor([i * i])],
  * };
+ * const seen: number[][] = [];
  * for (const [x, y] of new DataLoader(squares, { batchSize: 2 })) {
- *   x.shape; // [2, 1]
- *   y.shape; // [2, 1]
+ *   assert.deepEqual(x.shape, [2, 1]);
+ *   assert.deepEqual(y.shape, [2, 1]);
+ *   seen.push([...x.toArray()], [...y.toArray()]);
  * }
+ * assert.deepEqual(seen, [[0, 1], [0, 1], [2, 3], [4, 9]]);
  * ```
  */
 export interface Dataset<T extends Sample = Sample> extends Sized {

@@ -37,9 +37,10 @@ export interface DistributedSamplerOptions {
  *
  * @example Rank 1 of 3 over 10 samples
  * ```ts
+ * import assert from "node:assert/strict";
  * import { DistributedSampler } from "./mod.ts";
  * const sampler = new DistributedSampler({ length: 10 }, { numReplicas: 3, rank: 1, shuffle: false });
- * [...sampler]; // [1, 4, 7, 0]: 10 padded to 12 by repeating index 0 and 1
+ * assert.deepEqual([...sampler], [1, 4, 7, 0]); // 10 padded to 12 by repeating index 0 and 1
  * ```
  */
 export class DistributedSampler implements Sampler {

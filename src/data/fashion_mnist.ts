@@ -39,11 +39,12 @@ export interface FashionMNISTOptions {
  *
  * @example One batch of the test split
  * ```ts
+ * import assert from "node:assert/strict";
  * import { DataLoader, FashionMNIST } from "./mod.ts";
  * const test = new FashionMNIST({ train: false, normalize: { mean: 0.2860, std: 0.3530 } });
  * const [x, y] = new DataLoader(test, { batchSize: 64 })[Symbol.iterator]().next().value!;
- * x.shape; // [64, 784]
- * y.shape; // [64]
+ * assert.deepEqual(x.shape, [64, 784]);
+ * assert.deepEqual(y.shape, [64]);
  * ```
  */
 export class FashionMNIST implements Dataset<[Tensor, Tensor]> {

@@ -69,9 +69,10 @@ export function parseIdx(bytes: Uint8Array, magic: number, source: string): IdxA
  *
  * @example
  * ```ts
- * import { IDX_LABELS, readIdx } from "./mod.ts";
- * const labels = readIdx("/usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz", IDX_LABELS);
- * labels.dims; // [10000]
+ * import assert from "node:assert/strict";
+ * import { FASHION_MNIST_ROOT, IDX_LABELS, readIdx } from "./mod.ts";
+ * const labels = readIdx(`${FASHION_MNIST_ROOT}/t10k-labels-idx1-ubyte.gz`, IDX_LABELS);
+ * assert.deepEqual(labels.dims, [10000]);
  * ```
  */
 export function readIdx(path: string, magic: number): IdxArray {

@@ -55,8 +55,9 @@ export function checkState(what: string, state: SamplerState): SamplerState {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { SequentialSampler } from "./mod.ts";
- * [...new SequentialSampler({ length: 3 })]; // [0, 1, 2]
+ * assert.deepEqual([...new SequentialSampler({ length: 3 })], [0, 1, 2]);
  * ```
  */
 export class SequentialSampler implements Sampler {
@@ -92,10 +93,16 @@ export interface RandomSamplerOptions {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { RandomSampler } from "./mod.ts";
- * const sampler = new RandomSampler({ length: 5 }, { seed: 1 });
- * sampler.setEpoch(3);
- * const order = [...sampler]; // a permutation of 0..4, the same for seed 1 and epoch 3
+ * const epoch3 = (seed: number) => {
+ *   const sampler = new RandomSampler({ length: 5 }, { seed });
+ *   sampler.setEpoch(3);
+ *   return [...sampler];
+ * };
+ * const order = epoch3(1);
+ * assert.deepEqual([...order].sort(), [0, 1, 2, 3, 4]); // a permutation of 0..4
+ * assert.deepEqual(epoch3(1), order); // the same for seed 1 and epoch 3
  * ```
  */
 export class RandomSampler implements Sampler {

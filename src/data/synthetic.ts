@@ -31,11 +31,12 @@ export interface SyntheticRegressionOptions {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { SyntheticRegression } from "./mod.ts";
  * const data = new SyntheticRegression({ size: 64, seed: 7 });
  * const [x, y] = data.getBatch(Int32Array.of(0, 1, 2));
- * x.shape; // [3, 20]
- * y.shape; // [3, 1]
+ * assert.deepEqual(x.shape, [3, 20]);
+ * assert.deepEqual(y.shape, [3, 1]);
  * data.dispose();
  * ```
  */

@@ -19,14 +19,17 @@ import { checkIndex, type Dataset } from "./dataset.ts";
  *
  * @example Batches of inputs and labels
  * ```ts
+ * import assert from "node:assert/strict";
  * import { tensor } from "../../mod.ts";
  * import { DataLoader, TensorDataset } from "./mod.ts";
  * const x = tensor([[0, 0], [0, 1], [1, 0], [1, 1]]);
  * const y = tensor([0, 1, 1, 0], [4], { dtype: "i32" });
  * const loader = new DataLoader(new TensorDataset(x, y), { batchSize: 2, shuffle: true });
  * for (const [xb, yb] of loader) {
- *   xb.shape; // [2, 2]
- *   yb.shape; // [2]
+ *   assert.deepEqual(xb.shape, [2, 2]);
+ *   assert.deepEqual(yb.shape, [2]);
+ *   const [a, b] = [xb.toArray(), yb.toArray()];
+ *   assert.deepEqual([...b], [a[0] ^ a[1], a[2] ^ a[3]]); // shuffled rows keep their labels
  * }
  * ```
  */

@@ -18,8 +18,16 @@ import type { ProcessGroup, TensorLike, Work } from "./process_group.ts";
  * @throws DistError "invalid" for bad arguments or before initProcessGroup.
  *
  * @example Sum a gradient across ranks
- * ```ts ignore
- * await allReduce(grad);
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { tensor } from "../../mod.ts";
+ * import { allReduce, destroyProcessGroup, initProcessGroup } from "./mod.ts";
+ * // A world of one process; under the launcher every rank runs the same lines.
+ * await initProcessGroup({ initMethod: "tcp://127.0.0.1:0", rank: 0, worldSize: 1 });
+ * const grad = tensor([1, 2, 3]);
+ * await allReduce(grad); // the sum over ranks, here of one
+ * assert.deepEqual(grad.toArray(), Float32Array.of(1, 2, 3));
+ * await destroyProcessGroup();
  * ```
  */
 export function allReduce(t: TensorLike, op: ReduceOp = "sum", group?: ProcessGroup): Work {
@@ -36,8 +44,16 @@ export function allReduce(t: TensorLike, op: ReduceOp = "sum", group?: ProcessGr
  * @throws DistError "invalid" for bad arguments or before initProcessGroup.
  *
  * @example Start every rank from rank 0's weights
- * ```ts ignore
- * await broadcast(weight, 0);
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { tensor } from "../../mod.ts";
+ * import { broadcast, destroyProcessGroup, initProcessGroup } from "./mod.ts";
+ * // A world of one process; under the launcher every rank runs the same lines.
+ * await initProcessGroup({ initMethod: "tcp://127.0.0.1:0", rank: 0, worldSize: 1 });
+ * const weight = tensor([0.5, -0.5]);
+ * await broadcast(weight, 0); // every rank now holds rank 0's values
+ * assert.deepEqual(weight.toArray(), Float32Array.of(0.5, -0.5));
+ * await destroyProcessGroup();
  * ```
  */
 export function broadcast(t: TensorLike, src: number, group?: ProcessGroup): Work {
@@ -54,8 +70,17 @@ export function broadcast(t: TensorLike, src: number, group?: ProcessGroup): Wor
  * @throws DistError "invalid" for bad arguments or before initProcessGroup.
  *
  * @example Gather a shard from every rank
- * ```ts ignore
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { tensor } from "../../mod.ts";
+ * import { allGather, destroyProcessGroup, initProcessGroup } from "./mod.ts";
+ * // A world of one process; under the launcher every rank runs the same lines.
+ * await initProcessGroup({ initMethod: "tcp://127.0.0.1:0", rank: 0, worldSize: 1 });
+ * const shard = tensor([1, 2]);
+ * const full = tensor([0, 0]); // world size × shard elements
  * await allGather(full, shard);
+ * assert.deepEqual(full.toArray(), Float32Array.of(1, 2));
+ * await destroyProcessGroup();
  * ```
  */
 export function allGather(
@@ -77,8 +102,17 @@ export function allGather(
  * @throws DistError "invalid" for bad arguments or before initProcessGroup.
  *
  * @example Shard a gradient
- * ```ts ignore
- * await reduceScatter(gradShard, grad, "avg");
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { tensor } from "../../mod.ts";
+ * import { reduceScatter, destroyProcessGroup, initProcessGroup } from "./mod.ts";
+ * // A world of one process; under the launcher every rank runs the same lines.
+ * await initProcessGroup({ initMethod: "tcp://127.0.0.1:0", rank: 0, worldSize: 1 });
+ * const grad = tensor([2, 4]); // world size × shard elements
+ * const gradShard = tensor([0, 0]);
+ * await reduceScatter(gradShard, grad, "avg"); // rank r gets the mean of every rank's chunk r
+ * assert.deepEqual(gradShard.toArray(), Float32Array.of(2, 4));
+ * await destroyProcessGroup();
  * ```
  */
 export function reduceScatter(
@@ -98,8 +132,12 @@ export function reduceScatter(
  * @throws DistError "invalid" before initProcessGroup.
  *
  * @example Wait for every rank
- * ```ts ignore
- * await barrier();
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { barrier, destroyProcessGroup, initProcessGroup } from "./mod.ts";
+ * await initProcessGroup({ initMethod: "tcp://127.0.0.1:0", rank: 0, worldSize: 1 });
+ * assert.equal(await barrier(), undefined); // resolves once every rank has called it
+ * await destroyProcessGroup();
  * ```
  */
 export function barrier(group?: ProcessGroup): Work {

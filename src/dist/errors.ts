@@ -28,9 +28,11 @@ export type DistErrorCode =
  *
  * @example Reacting to a timeout
  * ```ts
+ * import assert from "node:assert/strict";
  * import { DistError } from "./errors.ts";
- * const err = new DistError("timeout", "barrier (op #3): timed out after 5000 ms");
- * if (err.code === "timeout") console.log(err.message);
+ * const err: unknown = new DistError("timeout", "barrier (op #3): timed out after 5000 ms");
+ * assert.ok(err instanceof DistError && err.code === "timeout");
+ * assert.equal(err.message, "barrier (op #3): timed out after 5000 ms");
  * ```
  */
 export class DistError extends Error {

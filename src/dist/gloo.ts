@@ -1,7 +1,7 @@
 /**
  * The Gloo backend: TCP collectives on CPU memory through `libdtrain_gloo.so`. Every call
  * runs off the JavaScript thread and checks its fingerprint across ranks first (see
- * [Note: fingerprint] in csrc/gloo/collectives.cc).
+ * [Note: fingerprint] in csrc/gloo/fingerprint.cc).
  * @module
  */
 
@@ -58,14 +58,25 @@ const leaked = new FinalizationRegistry<{ lib: GlooSymbols; ctx: Deno.PointerVal
 /**
  * A Gloo communicator. Created by the process group; use `initProcessGroup` instead.
  *
- * @example Connect a single-rank communicator
- * ```ts ignore
+ * @example Two ranks in one process sum their buffers
+ * ```ts
+ * import assert from "node:assert/strict";
  * import { GlooBackend } from "./gloo.ts";
- * const gloo = await GlooBackend.connect({
- *   rank: 0, size: 1, globalRanks: [0], storeHost: "127.0.0.1", storePort: 29500, token: "t",
- *   prefix: "demo/", host: "127.0.0.1", iface: "", timeoutMs: 5000,
- * });
- * gloo.close();
+ * import { StoreServer } from "./store/server.ts";
+ * const store = StoreServer.listen({ hostname: "127.0.0.1", port: 0, token: "t" });
+ * const connect = (rank: number) =>
+ *   GlooBackend.connect({
+ *     rank, size: 2, globalRanks: [0, 1], storeHost: "127.0.0.1", storePort: store.port,
+ *     token: "t", prefix: "demo/", host: "127.0.0.1", iface: "", timeoutMs: 5000,
+ *   });
+ * const ranks = await Promise.all([connect(0), connect(1)]);
+ * const data = [Float32Array.of(1, 2), Float32Array.of(10, 20)];
+ * await Promise.all(ranks.map((gloo, r) =>
+ *   gloo.allReduce({ ptr: Deno.UnsafePointer.of(data[r]), count: 2, dtype: "f32" }, "sum")
+ * ));
+ * assert.deepEqual(data, [Float32Array.of(11, 22), Float32Array.of(11, 22)]);
+ * ranks.forEach((gloo) => gloo.close());
+ * await store.close();
  * ```
  */
 export class GlooBackend implements Backend {

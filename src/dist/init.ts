@@ -172,9 +172,10 @@ const DIAGNOSIS_MS = 2000;
  *
  * @example A single-process job
  * ```ts
+ * import assert from "node:assert/strict";
  * import { destroyProcessGroup, getWorldSize, initProcessGroup } from "./init.ts";
  * await initProcessGroup({ initMethod: "tcp://127.0.0.1:0", rank: 0, worldSize: 1 });
- * console.log(getWorldSize()); // 1
+ * assert.equal(getWorldSize(), 1);
  * await destroyProcessGroup();
  * ```
  */

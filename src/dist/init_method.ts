@@ -89,12 +89,14 @@ function intFrom(
  *
  * @example Resolve a tcp:// init method
  * ```ts
+ * import assert from "node:assert/strict";
  * import { resolveInit } from "./init_method.ts";
  * const init = resolveInit(
  *   { initMethod: "tcp://127.0.0.1:29500", rank: 1, worldSize: 2, token: "t" },
  *   () => undefined,
  * );
- * console.log(init.storePort, init.hostStore); // 29500 false
+ * assert.equal(init.storePort, 29500);
+ * assert.equal(init.hostStore, false); // only rank 0 hosts the store
  * ```
  */
 export function resolveInit(

@@ -17,10 +17,19 @@ export interface SyncWriter {
  * @param w The sink.
  * @param bytes The bytes to write.
  *
- * @example Print a line whatever stdout is
+ * @example Every byte reaches a sink that takes at most three per call
  * ```ts
+ * import assert from "node:assert/strict";
  * import { writeAll } from "./write_all.ts";
- * writeAll(Deno.stdout, new TextEncoder().encode("hello\n"));
+ * const got: number[] = [];
+ * const pipe = { // short writes, like a full pipe
+ *   writeSync(p: Uint8Array): number {
+ *     got.push(...p.subarray(0, 3));
+ *     return Math.min(3, p.length);
+ *   },
+ * };
+ * writeAll(pipe, new TextEncoder().encode("hello\n"));
+ * assert.equal(new TextDecoder().decode(Uint8Array.from(got)), "hello\n");
  * ```
  */
 export function writeAll(w: SyncWriter, bytes: Uint8Array): void {

@@ -18,9 +18,10 @@ function checkModule(value: unknown, where: string): Module {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { nn } from "../../mod.ts";
  * const model = new nn.Sequential(new nn.Linear(784, 512), new nn.ReLU(), new nn.Linear(512, 10));
- * Object.keys(model.stateDict()); // ["0.weight", "0.bias", "2.weight", "2.bias"]
+ * assert.deepEqual(Object.keys(model.stateDict()), ["0.weight", "0.bias", "2.weight", "2.bias"]);
  * ```
  */
 export class Sequential extends Module {

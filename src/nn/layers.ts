@@ -39,9 +39,10 @@ export interface LinearOptions {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { nn, randn } from "../../mod.ts";
  * const fc = new nn.Linear(784, 10);
- * fc.forward(randn([64, 784])).shape; // [64, 10]
+ * assert.deepEqual(fc.forward(randn([64, 784])).shape, [64, 10]);
  * ```
  */
 export class Linear extends Module {

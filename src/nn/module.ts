@@ -40,6 +40,7 @@ export interface IncompatibleKeys {
  *
  * @example A custom module
  * ```ts
+ * import assert from "node:assert/strict";
  * import { nn, Tensor } from "../../mod.ts";
  * class Net extends nn.Module {
  *   fc1 = new nn.Linear(4, 8);
@@ -48,7 +49,12 @@ export interface IncompatibleKeys {
  *     return this.fc2.forward(this.fc1.forward(x).relu());
  *   }
  * }
- * Object.keys(new Net().stateDict()); // ["fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"]
+ * assert.deepEqual(Object.keys(new Net().stateDict()), [
+ *   "fc1.weight",
+ *   "fc1.bias",
+ *   "fc2.weight",
+ *   "fc2.bias",
+ * ]);
  * ```
  */
 export abstract class Module {

@@ -8,9 +8,10 @@ import { Tensor } from "../tensor/tensor.ts";
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { nn, zeros } from "../../mod.ts";
  * const p = new nn.Parameter(zeros([3]));
- * p.requiresGrad; // true
+ * assert.equal(p.requiresGrad, true);
  * ```
  */
 export class Parameter extends Tensor {

@@ -22,9 +22,18 @@ export interface AdamWOptions {
  *
  * @example
  * ```ts
- * import { nn, optim } from "../../mod.ts";
+ * import assert from "node:assert/strict";
+ * import { nn, ones, optim } from "../../mod.ts";
  * const model = new nn.Linear(4, 2);
  * const opt = new optim.AdamW(model.parameters(), { lr: 1e-3, weightDecay: 0.01 });
+ * const before = model.weight.toArray();
+ * model.forward(ones([1, 4])).sum().backward(); // every weight's gradient is 1
+ * opt.step();
+ * // Step 1: decay by lr * weightDecay, then move by lr against the gradient's sign.
+ * model.weight.toArray().forEach((w, i) => {
+ *   const expected = before[i] * (1 - 1e-3 * 0.01) - 1e-3;
+ *   assert.ok(Math.abs(w - expected) < 1e-6, `weight ${i} is ${w}, expected ${expected}`);
+ * });
  * ```
  */
 export class AdamW extends Optimizer<Required<AdamWOptions>> {

@@ -24,9 +24,20 @@ export interface SGDOptions {
  *
  * @example
  * ```ts
- * import { nn, optim } from "../../mod.ts";
+ * import assert from "node:assert/strict";
+ * import { nn, ones, optim } from "../../mod.ts";
  * const model = new nn.Linear(4, 2);
  * const opt = new optim.SGD(model.parameters(), { lr: 0.1, momentum: 0.9 });
+ * const before = model.weight.toArray();
+ * for (let step = 0; step < 2; step++) {
+ *   opt.zeroGrad();
+ *   model.forward(ones([1, 4])).sum().backward(); // every weight's gradient is 1
+ *   opt.step();
+ * }
+ * // Steps of 0.1 * 1, then 0.1 * (0.9 * 1 + 1): momentum carries the first gradient along.
+ * model.weight.toArray().forEach((w, i) => {
+ *   assert.ok(Math.abs(w - (before[i] - 0.29)) < 1e-6, `weight ${i} is ${w}, was ${before[i]}`);
+ * });
  * ```
  */
 export class SGD extends Optimizer<Required<SGDOptions>> {

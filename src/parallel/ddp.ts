@@ -39,8 +39,8 @@ import { Module } from "../nn/module.ts";
 import { noGrad } from "../tensor/autograd.ts";
 import { tensor } from "../tensor/creation.ts";
 import type { Tensor } from "../tensor/tensor.ts";
-import { assignBuckets, type Bucket, type BucketSlot } from "./buckets.ts";
-import { verifyParamsAcrossRanks } from "./verify.ts";
+import { assignBuckets, type Bucket, type BucketSlot } from "./_buckets.ts";
+import { verifyParamsAcrossRanks } from "./_verify.ts";
 
 /** Options of {@linkcode DistributedDataParallel}. */
 export interface DDPOptions {
@@ -75,14 +75,21 @@ export interface DDPStats {
  * Wraps a module for data-parallel training. Create it with {@linkcode DistributedDataParallel.create}
  * on every rank, call `forward` as usual, and `await ddp.backward(loss)` instead of `loss.backward()`.
  *
- * @example One DDP step (inside a process started by the launcher)
- * ```ts ignore
- * import { dist, F, nn, optim, parallel } from "../../mod.ts";
- * await dist.initProcessGroup({ backend: "gloo" });
+ * @example One DDP step
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { dist, F, nn, noGrad, optim, parallel, randn, tensor } from "../../mod.ts";
+ * // In a process started by the launcher: `await dist.initProcessGroup({ backend: "gloo" })`.
+ * await dist.initProcessGroup({ initMethod: "tcp://127.0.0.1:0", rank: 0, worldSize: 1 });
  * const ddp = await parallel.DistributedDataParallel.create(new nn.MLP([784, 512, 10]));
  * const opt = new optim.SGD(ddp.parameters(), { lr: 0.1 });
- * await ddp.backward(F.crossEntropy(ddp.forward(x), y));
+ * const x = randn([4, 784]), y = tensor([0, 3, 7, 9], [4], { dtype: "i32" });
+ * const loss = F.crossEntropy(ddp.forward(x), y);
+ * await ddp.backward(loss); // every parameter's grad is the average over ranks
+ * assert.ok(ddp.parameters().every((p) => p.grad !== null));
  * opt.step();
+ * assert.ok(noGrad(() => F.crossEntropy(ddp.forward(x), y)).item() < loss.item());
+ * await dist.destroyProcessGroup();
  * ```
  */
 export class DistributedDataParallel<M extends Module = Module> extends Module {

@@ -1,5 +1,5 @@
 /**
- * `parallel`: data-parallel and sharded training (PyTorch's `torch.nn.parallel` and FSDP).
+ * `parallel`: data-parallel training (PyTorch's `torch.nn.parallel`).
  * @module
  */
 

@@ -13,7 +13,7 @@ import {
   type RunOptions,
   type RunResult,
   withTempDir,
-} from "./_processes.ts";
+} from "../_harness/processes.ts";
 
 const LAUNCHER = `${ROOT}src/launch/main.ts`;
 const WORKER = fileURLToPath(new URL("./workers/worker.ts", import.meta.url));

@@ -3,7 +3,7 @@
 // gradient of the global batch.
 import assert from "node:assert/strict";
 import { assertAllOk, type RankResult, runRanks } from "../_harness/ranks.ts";
-import { describe, markedProcesses, markerEnv } from "../launch/_processes.ts";
+import { describe, markedProcesses, markerEnv } from "../_harness/processes.ts";
 import {
   localGradients,
   MICRO_BATCHES,
@@ -12,7 +12,7 @@ import {
   SMALL_BUCKET_COUNT,
   STEPS,
   trainReference,
-} from "./workers/_problem.ts";
+} from "./workers/problem.ts";
 
 const worker = new URL("./workers/ddp.ts", import.meta.url);
 

@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { type Tensor, tidy } from "../../mod.ts";
 import { linear } from "../../src/tensor/ops/matmul.ts";
 import { crossEntropy, embedding, layerNorm, mseLoss } from "../../src/tensor/ops/nn.ts";
-import { assertClose, fromFixture, loadCases, type OpCase } from "./_fixtures.ts";
+import { assertClose, fromFixture, loadCases, type OpCase } from "../_harness/fixtures.ts";
 
 type Inputs = Record<string, Tensor>;
 

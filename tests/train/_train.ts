@@ -9,7 +9,7 @@ import { fileURLToPath } from "node:url";
 import assert from "node:assert/strict";
 import { load } from "../../src/checkpoint/mod.ts";
 import { freePort } from "../_harness/ranks.ts";
-import { describe, ROOT, runDeno, type RunOptions, type RunResult } from "../launch/_processes.ts";
+import { describe, ROOT, runDeno, type RunOptions, type RunResult } from "../_harness/processes.ts";
 
 /** The job with the fault-injection hooks of workers/train.ts. */
 export const HOOKED_MAIN = fileURLToPath(new URL("./workers/train.ts", import.meta.url));

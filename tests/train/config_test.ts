@@ -2,7 +2,7 @@
 // naming the field, before anything (a launcher, a log or run folder, a snapshot) is created.
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { withTempDir } from "../launch/_processes.ts";
+import { withTempDir } from "../_harness/processes.ts";
 import { assertSucceeded, train } from "./_train.ts";
 
 /** Files a case writes into its (otherwise empty) working folder first. */

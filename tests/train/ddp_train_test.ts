@@ -4,7 +4,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { freePort } from "../_harness/ranks.ts";
-import { ROOT, runDeno, withTempDir } from "../launch/_processes.ts";
+import { ROOT, runDeno, withTempDir } from "../_harness/processes.ts";
 import {
   assertBitIdentical,
   assertSucceeded,

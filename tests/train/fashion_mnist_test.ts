@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { FASHION_MNIST_ROOT } from "../../src/data/mod.ts";
-import { withTempDir } from "../launch/_processes.ts";
+import { withTempDir } from "../_harness/processes.ts";
 import { assertSucceeded, train } from "./_train.ts";
 
 const FILES = [

@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { freePort } from "../_harness/ranks.ts";
-import { withTempDir } from "../launch/_processes.ts";
+import { withTempDir } from "../_harness/processes.ts";
 import {
   assertBitIdentical,
   assertSucceeded,
@@ -14,7 +14,7 @@ import {
   snapshotInfo,
   train,
 } from "./_train.ts";
-import { runDeno } from "../launch/_processes.ts";
+import { runDeno } from "../_harness/processes.ts";
 
 const ONE_PROCESS = ["--nproc-per-node", "1"];
 

@@ -51,12 +51,13 @@ function checkTimeout(what: string, timeoutMs: number): void {
  *
  * @example Set and read a key
  * ```ts
+ * import assert from "node:assert/strict";
  * import { StoreServer } from "./server.ts";
  * import { StoreClient } from "./client.ts";
  * const server = StoreServer.listen({ hostname: "127.0.0.1", port: 0, token: "t" });
  * const store = await StoreClient.connect({ hostname: "127.0.0.1", port: server.port, token: "t" });
  * await store.set("greeting", "hello");
- * console.log(new TextDecoder().decode(await store.get("greeting")));
+ * assert.equal(new TextDecoder().decode(await store.get("greeting")), "hello");
  * store.close();
  * await server.close();
  * ```

@@ -76,9 +76,11 @@ interface Waiter {
  *
  * @example Host a store and stop it
  * ```ts
+ * import assert from "node:assert/strict";
  * import { StoreServer } from "./server.ts";
  * const server = StoreServer.listen({ hostname: "127.0.0.1", port: 0, token: "secret" });
- * console.log(`store on ${server.hostname}:${server.port}`);
+ * assert.equal(server.hostname, "127.0.0.1");
+ * assert.ok(server.port > 0); // port 0 asks the OS for a free one
  * await server.close();
  * ```
  */

@@ -41,7 +41,7 @@ import {
   ROWS,
   SMALL_BUCKETS,
   STEPS,
-} from "./_problem.ts";
+} from "./problem.ts";
 
 async function errorOf(fn: () => Promise<unknown>): Promise<string> {
   try {

@@ -1,11 +1,12 @@
 /**
- * Helpers shared by the tensor tests: reading the PyTorch fixtures in tests/fixtures, turning their
- * tensors into dtrain tensors, and comparing arrays within a relative + absolute tolerance.
+ * Helpers shared by the tests that compare with PyTorch: reading the fixtures in tests/fixtures,
+ * turning their tensors and optimizers into dtrain's, and comparing arrays within a relative +
+ * absolute tolerance.
  * @module
  */
 
 import { AssertionError } from "node:assert/strict";
-import { type DType, type Tensor, tensor } from "../../mod.ts";
+import { type DType, optim, type Tensor, tensor } from "../../mod.ts";
 
 /** A tensor as the fixtures store it: flat row-major data. */
 export interface FixtureTensor {
@@ -39,6 +40,23 @@ export function loadCases<C = OpCase>(file: string): C[] {
 export function fromFixture(t: FixtureTensor, requiresGrad = false): Tensor {
   const data = t.dtype === "f32" ? Float32Array.from(t.data) : Int32Array.from(t.data);
   return tensor(data, t.shape, { dtype: t.dtype, requiresGrad });
+}
+
+/**
+ * The optimizer a fixture names, over `params`.
+ *
+ * @param op "SGD" or "AdamW", as the fixture's `op`.
+ * @param params The parameters to train.
+ * @param args The fixture's `args` (PyTorch's hyperparameters under dtrain's names).
+ */
+export function optimizerFromFixture(
+  op: string,
+  params: Tensor[],
+  args: Record<string, unknown>,
+): optim.SGD | optim.AdamW {
+  if (op === "SGD") return new optim.SGD(params, args as unknown as optim.SGDOptions);
+  if (op === "AdamW") return new optim.AdamW(params, args as optim.AdamWOptions);
+  throw new Error(`unknown optimizer "${op}" in the fixture`);
 }
 
 /** Tolerances of {@linkcode assertClose}: |actual - expected| <= atol + rtol * |expected|. */

@@ -1,13 +1,13 @@
 /**
- * Runs dtrain's entry points (the launcher, the train job) as real processes for the launch and
- * train tests. Every run puts a unique marker in its environment, which workers inherit, so the
+ * Runs dtrain's entry points (the launcher, the train job, DDP workers) as real processes for the
+ * launch, train and parallel tests. Every run puts a unique marker in its environment, which workers inherit, so the
  * whole process tree can be found in /proc: a hard timeout kills all of it and names what hung,
  * and what is still alive after the run is reported, then killed, so nothing outlives a test.
  * @module
  */
 
 import { fileURLToPath } from "node:url";
-import { collectLines } from "../_harness/lines.ts";
+import { collectLines } from "./_lines.ts";
 
 /** The deno arguments every entry point runs with. */
 export const DENO_RUN = ["run", "-A", "--v8-flags=--expose-gc"] as const;

@@ -1,6 +1,6 @@
 /**
- * Checks that every rank holds the same parameters (names and shapes) before DDP or FSDP trusts
- * them, and names the first difference on every rank instead of corrupting data or hanging.
+ * Checks that every rank holds the same parameters (names and shapes) before DDP trusts them, and
+ * names the first difference on every rank instead of corrupting data or hanging.
  * @module
  */
 
