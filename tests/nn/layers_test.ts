@@ -13,7 +13,7 @@ import {
   fromFixture,
   loadCases,
   type OpCase,
-} from "../tensor/_fixtures.ts";
+} from "../_harness/fixtures.ts";
 
 interface ClipCase {
   name: string;

@@ -7,7 +7,7 @@
 
 import assert from "node:assert/strict";
 import { nn, type Tensor, tensor, tidy } from "../../mod.ts";
-import { loadCases } from "../tensor/_fixtures.ts";
+import { loadCases } from "../_harness/fixtures.ts";
 
 const reprs = new Map(
   loadCases<{ name: string; op: string; text: string }>("layers.json")

@@ -6,7 +6,7 @@
 
 import assert from "node:assert/strict";
 import { nn, optim, tidy } from "../../mod.ts";
-import { assertClose, type FixtureTensor, fromFixture, loadCases } from "../tensor/_fixtures.ts";
+import { assertClose, type FixtureTensor, fromFixture, loadCases } from "../_harness/fixtures.ts";
 
 interface TrajectoryCase {
   name: string;

@@ -4,8 +4,8 @@
 // does; inside `noSync` a plain backward accumulates as it should.
 import assert from "node:assert/strict";
 import { assertAllOk, runRanks } from "../_harness/ranks.ts";
-import { describe, markedProcesses, markerEnv } from "../launch/_processes.ts";
-import { NO_SYNC_STEPS, trainReference } from "./workers/_problem.ts";
+import { describe, markedProcesses, markerEnv } from "../_harness/processes.ts";
+import { NO_SYNC_STEPS, trainReference } from "./workers/problem.ts";
 
 const worker = new URL("./workers/ddp_plain_backward.ts", import.meta.url);
 const TRAP_STEPS = 6;

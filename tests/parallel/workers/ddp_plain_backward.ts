@@ -20,7 +20,7 @@ import {
   paramValues,
   ROWS,
   SMALL_BUCKETS,
-} from "./_problem.ts";
+} from "./problem.ts";
 
 /** Synchronised steps of the first run (set by the test). */
 const TRAP_STEPS = envInt("TRAP_STEPS", 6);
