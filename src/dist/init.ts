@@ -5,7 +5,6 @@
  * @module
  */
 
-import { watchLauncher } from "../launch/worker_guard.ts";
 import type { Backend } from "./backend.ts";
 import { DistError } from "./errors.ts";
 import { GlooBackend } from "./gloo.ts";
@@ -162,9 +161,7 @@ const DIAGNOSIS_MS = 2000;
  *
  * With `initMethod` "env://" (the default) it reads RANK, WORLD_SIZE, LOCAL_RANK,
  * MASTER_ADDR, MASTER_PORT and DTRAIN_TOKEN. Rank 0 hosts the store on MASTER_ADDR:MASTER_PORT
- * unless env DTRAIN_STORE_HOSTED is "1" (a launcher hosts it). In a process started by the launcher
- * (env DTRAIN_LAUNCHER_PID) it also starts {@linkcode watchLauncher}, so that no worker outlives a
- * launcher killed with SIGKILL, whatever script it runs.
+ * unless env DTRAIN_STORE_HOSTED is "1" (a launcher hosts it).
  *
  * @param options Overrides of the environment; see InitOptions.
  * @returns The world process group.
@@ -183,7 +180,6 @@ export async function initProcessGroup(options: InitOptions = {}): Promise<Proce
     throw new DistError("invalid", "initProcessGroup: already initialized in this process");
   }
   const config = resolveInit(options);
-  watchLauncher();
   const server = config.hostStore
     ? StoreServer.listen({
       hostname: config.storeHost,

@@ -7,9 +7,14 @@
  */
 
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { exitWithParent } from "../dist/lifetime.ts";
 import { StoreServer } from "../dist/store/server.ts";
 import { type SyncWriter, writeAll } from "../io/write_all.ts";
 import type { LaunchOptions } from "./options.ts";
+
+/** Preloaded into every worker: it dies with the launcher whatever its script does. */
+const WORKER_BOOTSTRAP = fileURLToPath(new URL("../dist/worker_bootstrap.ts", import.meta.url));
 
 /** How one worker ended. */
 interface WorkerExit {
@@ -28,6 +33,8 @@ interface StartedWorker {
 
 /** Runs the job on this node; resolves to the launcher's exit code. */
 export async function launch(options: LaunchOptions): Promise<number> {
+  // Killed with its parent (`deno task`, a shell, a scheduler's step), it stops its workers.
+  exitWithParent("SIGTERM");
   const token = jobToken(options);
   const logDir = options.logDir || await Deno.makeTempDir({ prefix: "dtrain-launch-" });
   await Deno.mkdir(logDir, { recursive: true });
@@ -175,6 +182,7 @@ class Supervisor {
             "run",
             "-A",
             "--v8-flags=--expose-gc",
+            `--preload=${WORKER_BOOTSTRAP}`,
             this.options.script,
             ...this.options.scriptArgs,
           ],

@@ -13,12 +13,10 @@ import { setNumThreads } from "../tensor/threads.ts";
 import { save } from "../checkpoint/mod.ts";
 import { destroyProcessGroup, initProcessGroup } from "../dist/mod.ts";
 import { launch } from "../launch/launcher.ts";
-import { watchLauncher } from "../launch/worker_guard.ts";
 import { ConfigError, parseTrainArgs, type TrainConfig, USAGE } from "./config.ts";
 import { Trainer } from "./trainer.ts";
 
 async function runWorker(config: TrainConfig): Promise<void> {
-  watchLauncher();
   const worldSize = Number(Deno.env.get("WORLD_SIZE") ?? "1");
   const threads = config.threads || Number(Deno.env.get("DTRAIN_NUM_THREADS") ?? 0) ||
     navigator.hardwareConcurrency;

@@ -139,6 +139,11 @@ export class StoreServer {
     return this.#rejected;
   }
 
+  /** Requests waiting for keys now (get and wait). */
+  get waiting(): number {
+    return this.#waiters.size;
+  }
+
   /** Distinct ranks (as announced in their handshake) of the clients connected now, sorted. */
   connectedRanks(): number[] {
     return [...new Set(this.#conns.values())].filter((r) => r >= 0).sort((a, b) => a - b);
