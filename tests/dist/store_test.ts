@@ -4,6 +4,14 @@ import assert from "node:assert/strict";
 import { DistError } from "../../src/dist/errors.ts";
 import { StoreClient } from "../../src/dist/store/client.ts";
 import { StoreServer } from "../../src/dist/store/server.ts";
+import {
+  CHALLENGE_BYTES,
+  clientProof,
+  hello,
+  hmacKey,
+  nonce,
+  NONCE_BYTES,
+} from "../../src/dist/store/auth.ts";
 import { assertAllOk, freePort, runRanks } from "../_harness/ranks.ts";
 
 const TOKEN = "store-test-token";
@@ -74,16 +82,26 @@ async function until(condition: () => boolean | Promise<boolean>, ms = 5000): Pr
   }
 }
 
-function handshake(token: string): Uint8Array {
-  const t = new TextEncoder().encode(token);
-  const b = new Uint8Array(8 + t.length + 4);
-  const v = new DataView(b.buffer);
-  b.set([0x44, 0x54, 0x53, 0x54]);
-  v.setUint16(4, 1, true);
-  v.setUint16(6, t.length, true);
-  b.set(t, 8);
-  v.setInt32(8 + t.length, -1, true);
-  return b;
+/** Reads exactly `n` bytes from `conn` within 5 s. */
+async function readExactly(conn: Deno.Conn, n: number, what: string): Promise<Uint8Array> {
+  const out = new Uint8Array(n);
+  for (let filled = 0; filled < n;) {
+    const got = await within(conn.read(out.subarray(filled)), 5000, what);
+    if (got === null) throw new Error(`${what}: the server closed the connection`);
+    filled += got;
+  }
+  return out;
+}
+
+/** Runs the client side of the handshake on a raw connection (to send hand-made frames after). */
+async function authenticate(conn: Deno.Conn, token = TOKEN): Promise<void> {
+  const key = await hmacKey(token);
+  const mine = nonce();
+  await conn.write(hello(-1, mine));
+  const challenge = await readExactly(conn, CHALLENGE_BYTES, "challenge");
+  const theirs = challenge.subarray(6, 6 + NONCE_BYTES);
+  await conn.write(await clientProof(key, theirs, mine, -1));
+  assert.deepEqual([...await readExactly(conn, 1, "verdict")], [1]);
 }
 
 storeTest(
@@ -145,9 +163,7 @@ storeTest(
     // What the native client sends for a long timeout: u32 0xffffffff.
     const raw = await Deno.connect({ hostname: "127.0.0.1", port: server.port });
     try {
-      await raw.write(handshake(TOKEN));
-      const reply = new Uint8Array(7);
-      assert.equal(await within(raw.read(reply), 5000, "handshake reply"), 7);
+      await authenticate(raw);
       const frame = new Uint8Array(4 + 1 + 4 + 1 + 4);
       const v = new DataView(frame.buffer);
       v.setUint32(0, frame.length - 4, true);
@@ -212,7 +228,7 @@ storeTest(
 
     // A frame announcing a 100 MiB value is cut off after its length, before any payload.
     const big = await Deno.connect({ hostname: "127.0.0.1", port: server.port });
-    await big.write(handshake(TOKEN));
+    await authenticate(big);
     const frame = new Uint8Array(4 + 1 + 4 + 1 + 4);
     const v = new DataView(frame.buffer);
     v.setUint32(0, 1 + 4 + 1 + 4 + 100 * 1024 * 1024, true);
