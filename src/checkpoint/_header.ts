@@ -169,6 +169,9 @@ export function decodeHeader(path: string, bytes: Uint8Array, dataBytes: number)
     fail(`header (${bytes.length} bytes) is not valid JSON: ${(error as Error).message}`);
   }
   if (!isObject(json)) return fail(`header is ${show(json)}, not a JSON object`);
+  // JSON.parse keeps the last of two equal keys; a header that names a tensor twice is ambiguous.
+  const duplicate = duplicateKey(text);
+  if (duplicate !== null) fail(duplicate);
 
   const metadata: [string, string][] = [];
   const rawMetadata = json[METADATA_KEY];
@@ -248,4 +251,42 @@ export function decodeHeader(path: string, bytes: Uint8Array, dataBytes: number)
     );
   }
   return { entries, metadata: Object.fromEntries(metadata) };
+}
+
+/**
+ * The first key that appears twice in one object of the (valid) JSON `text`, described with the
+ * object it is in, or null when there is none.
+ */
+function duplicateKey(text: string): string | null {
+  // One frame per open container: the keys seen (null for arrays) and the key that named it.
+  const stack: { keys: Set<string> | null; name: string | null }[] = [];
+  let lastKey: string | null = null;
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i];
+    if (c === "{" || c === "[") {
+      stack.push({ keys: c === "{" ? new Set() : null, name: lastKey });
+      lastKey = null;
+    } else if (c === "}" || c === "]") {
+      stack.pop();
+    } else if (c === '"') {
+      let j = i + 1;
+      while (text[j] !== '"') j += text[j] === "\\" ? 2 : 1;
+      const top = stack.at(-1);
+      let k = j + 1;
+      while (/\s/.test(text[k] ?? "")) k++;
+      if (top?.keys && text[k] === ":") {
+        const key: string = JSON.parse(text.slice(i, j + 1));
+        if (top.keys.has(key)) {
+          const where = stack.length === 1
+            ? "the header names it twice"
+            : `it appears twice in the entry of ${JSON.stringify(top.name)}`;
+          return `duplicate key ${JSON.stringify(key)}: ${where}`;
+        }
+        top.keys.add(key);
+        lastKey = key;
+      }
+      i = j;
+    }
+  }
+  return null;
 }

@@ -140,13 +140,37 @@ export function parseLaunchArgs(args: string[]): LaunchOptions | "help" {
   return { ...result.data, script: args[scriptIndex], scriptArgs: args.slice(scriptIndex + 1) };
 }
 
+/**
+ * What is wrong with `value` as the value of `flag`, or null: a flag needs a value, and one that
+ * looks like another flag means the value was forgotten (it would swallow the next flag).
+ *
+ * @example
+ * ```ts
+ * import { equal as assertEquals } from "node:assert/strict";
+ * import { badFlagValue } from "./options.ts";
+ * assertEquals(badFlagValue("--snapshot", "--epochs"), "needs a value, but is followed by --epochs");
+ * assertEquals(badFlagValue("--lr", "-1"), null);
+ * ```
+ */
+export function badFlagValue(flag: string, value: string | undefined): string | null {
+  if (value === undefined) return "needs a value, but nothing follows it";
+  if (value.startsWith("--")) return `needs a value, but is followed by ${value}`;
+  return null;
+}
+
 /** The index of the first argument that is neither a flag nor a flag's value. */
 function findScript(args: string[]): number {
   for (let i = 0; i < args.length; i++) {
     const arg = args[i];
     if (!arg.startsWith("--")) return i;
-    if (arg === "--help" || arg.includes("=")) continue;
-    i++;
+    if (arg === "--help") continue;
+    const eq = arg.indexOf("=");
+    const flag = eq < 0 ? arg : arg.slice(0, eq);
+    if (flag.slice(2) in LAUNCHER_FLAGS) {
+      const problem = badFlagValue(flag, eq < 0 ? args[i + 1] : arg.slice(eq + 1));
+      if (problem !== null) throw new LaunchArgsError(`${flag}: ${problem}`);
+    }
+    if (eq < 0) i++;
   }
   return -1;
 }

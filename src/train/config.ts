@@ -7,7 +7,12 @@
 
 import { parseArgs } from "node:util";
 import { z } from "zod";
-import { LAUNCHER_DEFAULTS, LAUNCHER_FLAGS, LauncherFieldsSchema } from "../launch/options.ts";
+import {
+  badFlagValue,
+  LAUNCHER_DEFAULTS,
+  LAUNCHER_FLAGS,
+  LauncherFieldsSchema,
+} from "../launch/options.ts";
 
 /** An invalid configuration or command line; `field` names the culprit. */
 export class ConfigError extends Error {
@@ -138,9 +143,21 @@ export function parseTrainArgs(args: string[]): TrainConfig | "help" {
   const flagArgs: string[] = [], positionals: string[] = [];
   for (let i = 0; i < args.length; i++) {
     const arg = args[i];
-    if (!arg.startsWith("--")) positionals.push(arg);
-    else if (arg === "--help" || arg.includes("=") || i + 1 === args.length) flagArgs.push(arg);
-    else flagArgs.push(`${arg}=${args[++i]}`);
+    if (!arg.startsWith("--")) {
+      positionals.push(arg);
+      continue;
+    }
+    const eq = arg.indexOf("=");
+    const flag = eq < 0 ? arg : arg.slice(0, eq);
+    if (arg === "--help" || !(flag.slice(2) in options)) {
+      flagArgs.push(arg); // parseArgs names an unknown flag
+      continue;
+    }
+    const value = eq < 0 ? args[i + 1] : arg.slice(eq + 1);
+    const problem = badFlagValue(flag, value);
+    if (problem !== null) throw new ConfigError(flag, problem);
+    flagArgs.push(`${flag}=${value}`);
+    if (eq < 0) i++;
   }
   let parsed;
   try {

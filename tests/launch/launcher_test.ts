@@ -305,6 +305,14 @@ const BAD_FLAGS: [string[], RegExp][] = [
   [["--max-restarts=-1"], /--max-restarts: Too small/],
   [["--nnodes", "2", "--node-rank", "2"], /--node-rank: must be below --nnodes/],
   [["--bogus", "1"], /--bogus/],
+  [
+    ["--master-port", "--nproc-per-node", "2"],
+    /^launch: --master-port: needs a value, but is followed by --nproc-per-node$/,
+  ],
+  [
+    ["--log-dir", "--nnodes", "1"],
+    /^launch: --log-dir: needs a value, but is followed by --nnodes$/,
+  ],
 ];
 
 Deno.test("launch exits 2 naming the flag for bad flags", async (t) => {
