@@ -77,6 +77,7 @@ export async function main(args: string[]): Promise<number> {
       return await launch({
         nprocPerNode: config.nprocPerNode,
         nnodes: config.nnodes,
+        minNodes: config.minNodes || config.nnodes,
         nodeRank: config.nodeRank,
         masterAddr: config.masterAddr,
         masterPort: config.masterPort,

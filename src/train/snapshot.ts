@@ -21,7 +21,7 @@ const decimal = z.string().regex(/^\d+$/, "expected a decimal integer string");
 export const SnapshotMetaSchema = z.object({
   version: z.literal(1),
   epochsRun: count,
-  sampler: z.object({ epoch: count, seed: count }).strict(),
+  sampler: z.object({ epoch: count, seed: count, position: count.optional() }).strict(),
   rng: z.object({ seed: decimal, offset: decimal }).strict(),
   optimizer: z.object({
     paramGroups: z.array(
@@ -96,8 +96,8 @@ function checkContents(
 export interface SnapshotInfo {
   /** Epochs completed. */
   epochsRun: number;
-  /** The sampler's state (epoch and seed). */
-  sampler: { epoch: number; seed: number };
+  /** The sampler's state: epoch, seed, and for a snapshot taken mid-epoch the global position. */
+  sampler: { epoch: number; seed: number; position?: number };
 }
 
 /** Writes a snapshot atomically (the previous one stays intact until the rename). */

@@ -9,7 +9,12 @@
  * - DTRAIN_TEST_KILL_IN_SNAPSHOT=N: the Nth snapshot write (from 1) SIGKILLs the process after
  *   half of its second write to the file, leaving the temporary file partly written;
  * - DTRAIN_TEST_CHDIR_RANK, DTRAIN_TEST_CHDIR: that rank works in another folder, so a relative
- *   --snapshot names another file there, as a node-local disk would.
+ *   --snapshot names another file there, as a node-local disk would;
+ * - DTRAIN_TEST_STALL_AT_SAMPLE=P: in the first attempt, once the snapshot at sample P of an
+ *   epoch is saved, print "stalled at sample P" and wait forever (as a node that stopped
+ *   answering would);
+ * - DTRAIN_TEST_SAMPLE_LOG=DIR: every DistributedSampler pass writes the indices it yields to
+ *   DIR/a<attempt>_rank<rank>_e<epoch>.json, with its world size and start position.
  *
  * (The job's own DTRAIN_WEIGHTS_DUMP works here too.)
  * @module
@@ -17,6 +22,7 @@
 
 import { main } from "../../../src/train/main.ts";
 import { Trainer } from "../../../src/train/trainer.ts";
+import { DistributedSampler } from "../../../src/data/distributed_sampler.ts";
 
 const env = (name: string) => Deno.env.get(name);
 const rank = Number(env("RANK") ?? 0);
@@ -47,7 +53,7 @@ const killInSnapshot = env("DTRAIN_TEST_KILL_IN_SNAPSHOT");
 if (killInSnapshot !== undefined) {
   const saveSnapshot = Trainer.prototype.saveSnapshot;
   let saves = 0;
-  Trainer.prototype.saveSnapshot = function () {
+  Trainer.prototype.saveSnapshot = function (position?: number) {
     if (++saves === Number(killInSnapshot)) {
       const writeSync = Deno.FsFile.prototype.writeSync;
       let writes = 0;
@@ -58,7 +64,33 @@ if (killInSnapshot !== undefined) {
         die();
       };
     }
-    return saveSnapshot.call(this);
+    return saveSnapshot.call(this, position);
+  };
+}
+
+const stallAt = env("DTRAIN_TEST_STALL_AT_SAMPLE");
+if (stallAt !== undefined && env("DTRAIN_RESTART_COUNT") === "0") {
+  const saveSnapshot = Trainer.prototype.saveSnapshot;
+  Trainer.prototype.saveSnapshot = async function (position?: number) {
+    await saveSnapshot.call(this, position);
+    if (position === Number(stallAt)) {
+      console.log(`stalled at sample ${position}`);
+      await new Promise(() => setInterval(() => {}, 1 << 30));
+    }
+  };
+}
+
+const sampleLog = env("DTRAIN_TEST_SAMPLE_LOG");
+if (sampleLog !== undefined) {
+  const indices = DistributedSampler.prototype.indices;
+  DistributedSampler.prototype.indices = function () {
+    const mine = indices.call(this);
+    const attempt = env("DTRAIN_RESTART_COUNT") ?? "0";
+    Deno.writeTextFileSync(
+      `${sampleLog}/a${attempt}_rank${rank}_e${this.epoch}.json`,
+      JSON.stringify({ world: this.numReplicas, position: this.position, indices: [...mine] }),
+    );
+    return mine;
   };
 }
 
