@@ -10,9 +10,9 @@
  *   half of its second write to the file, leaving the temporary file partly written;
  * - DTRAIN_TEST_CHDIR_RANK, DTRAIN_TEST_CHDIR: that rank works in another folder, so a relative
  *   --snapshot names another file there, as a node-local disk would;
- * - DTRAIN_TEST_STALL_AT_SAMPLE=P: in the first attempt, once the snapshot at sample P of an
- *   epoch is saved, print "stalled at sample P" and wait forever (as a node that stopped
- *   answering would);
+ * - DTRAIN_TEST_STALL_AT=E:P: in the first attempt, once the snapshot at sample P of epoch E
+ *   (from 0) is saved, print "stalled at epoch E sample P" and wait forever (as a node that
+ *   stopped answering would);
  * - DTRAIN_TEST_SAMPLE_LOG=DIR: every DistributedSampler pass writes the indices it yields to
  *   DIR/a<attempt>_rank<rank>_e<epoch>.json, with its world size and start position.
  *
@@ -68,13 +68,14 @@ if (killInSnapshot !== undefined) {
   };
 }
 
-const stallAt = env("DTRAIN_TEST_STALL_AT_SAMPLE");
+const stallAt = env("DTRAIN_TEST_STALL_AT");
 if (stallAt !== undefined && env("DTRAIN_RESTART_COUNT") === "0") {
+  const [epoch, sample] = stallAt.split(":").map(Number);
   const saveSnapshot = Trainer.prototype.saveSnapshot;
   Trainer.prototype.saveSnapshot = async function (position?: number) {
     await saveSnapshot.call(this, position);
-    if (position === Number(stallAt)) {
-      console.log(`stalled at sample ${position}`);
+    if (position === sample && this.epochsRun === epoch) {
+      console.log(`stalled at epoch ${epoch} sample ${position}`);
       await new Promise(() => setInterval(() => {}, 1 << 30));
     }
   };
