@@ -18,7 +18,9 @@
  *                    comes back joins at the next restart)
  *   r<R>/failed      why round R failed (the first reason wins); ends the round on every node
  *   done             set by a node whose workers all succeeded; a waiting node then exits 0
- * The store lives on node 0's launcher: losing node 0 ends the job, as losing torchrun's c10d
+ * A static multi-node job that may restart (`--nnodes N --max-restarts K`) runs the same rounds
+ * with MIN = MAX = N, each node keeping its `--node-rank` as its place, so that every node
+ * restarts in the same round. The store lives on node 0's launcher: losing node 0 ends the job, as losing torchrun's c10d
  * store host does.
  * @module
  */
@@ -58,7 +60,8 @@ export async function runElastic(
         console.error("launch: the job finished without this node");
         return 0;
       }
-      const { round, slot, nodes } = place;
+      const { round, nodes } = place;
+      const slot = options.minNodes === options.nnodes ? options.nodeRank : place.slot;
       console.error(
         `launch: round ${round}: node ${slot} of ${nodes} (world size ${
           nodes * options.nprocPerNode
@@ -82,7 +85,7 @@ export async function runElastic(
       await watch;
       if (supervisor.interruptedBy) return supervisor.interruptedBy === "SIGINT" ? 130 : 143;
       if (failed === null && !otherFailed) {
-        await store.set("elastic/done", "1");
+        await finish(store, `elastic/r${round}/finished`, nodes, options.nodeRank === 0);
         return 0;
       }
       const mine = failed && !otherFailed
@@ -104,6 +107,24 @@ export async function runElastic(
     }
   } finally {
     store.close();
+  }
+}
+
+/**
+ * Records that this node's workers all succeeded. The node hosting the store keeps it up until
+ * every node of the round has said so (or 10 s passed); on the others the store may already be
+ * gone, which is fine: the job is done.
+ */
+async function finish(store: StoreClient, key: string, nodes: number, host: boolean) {
+  try {
+    await store.set("elastic/done", "1");
+    let finished = await store.add(key, 1);
+    for (const deadline = Date.now() + 10_000; host && finished < nodes && Date.now() < deadline;) {
+      await sleep(POLL_MS);
+      finished = await store.add(key, 0);
+    }
+  } catch (error) {
+    if (host) throw error;
   }
 }
 

@@ -28,7 +28,11 @@ export async function launch(options: LaunchOptions): Promise<number> {
   const handlers = signals.map((s) => [s, () => stop(s)] as const);
   for (const [s, h] of handlers) Deno.addSignalListener(s, h);
   try {
-    if (options.minNodes < options.nnodes) return await runElastic(options, token, supervisor);
+    // Elastic jobs, and multi-node jobs that may restart: every node restarts in the same round,
+    // and restarts are counted per job, in the store.
+    if (options.minNodes < options.nnodes || (options.nnodes > 1 && options.maxRestarts > 0)) {
+      return await runElastic(options, token, supervisor);
+    }
     for (let attempt = 0; attempt <= options.maxRestarts; attempt++) {
       const failed = await supervisor.runGroup(attempt);
       // Interrupted is interrupted, even when the workers shut down cleanly on the signal.

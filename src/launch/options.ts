@@ -183,18 +183,18 @@ export function splitNodes(raw: string): { minNodes: number; nnodes: number } | 
 }
 
 /**
- * What is wrong with `value` as the value of `flag`, or null: a flag needs a value, and one that
+ * What is wrong with `value` as the value of a flag, or null: a flag needs a value, and one that
  * looks like another flag means the value was forgotten (it would swallow the next flag).
  *
  * @example
  * ```ts
  * import { equal as assertEquals } from "node:assert/strict";
  * import { badFlagValue } from "./options.ts";
- * assertEquals(badFlagValue("--snapshot", "--epochs"), "needs a value, but is followed by --epochs");
- * assertEquals(badFlagValue("--lr", "-1"), null);
+ * assertEquals(badFlagValue("--epochs"), "needs a value, but is followed by --epochs");
+ * assertEquals(badFlagValue("-1"), null);
  * ```
  */
-export function badFlagValue(flag: string, value: string | undefined): string | null {
+export function badFlagValue(value: string | undefined): string | null {
   if (value === undefined) return "needs a value, but nothing follows it";
   if (value.startsWith("--")) return `needs a value, but is followed by ${value}`;
   return null;
@@ -209,7 +209,7 @@ function findScript(args: string[]): number {
     const eq = arg.indexOf("=");
     const flag = eq < 0 ? arg : arg.slice(0, eq);
     if (flag.slice(2) in LAUNCHER_FLAGS) {
-      const problem = badFlagValue(flag, eq < 0 ? args[i + 1] : arg.slice(eq + 1));
+      const problem = badFlagValue(eq < 0 ? args[i + 1] : arg.slice(eq + 1));
       if (problem !== null) throw new LaunchArgsError(`${flag}: ${problem}`);
     }
     if (eq < 0) i++;

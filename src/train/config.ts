@@ -160,7 +160,7 @@ export function parseTrainArgs(args: string[]): TrainConfig | "help" {
       continue;
     }
     const value = eq < 0 ? args[i + 1] : arg.slice(eq + 1);
-    const problem = badFlagValue(flag, value);
+    const problem = badFlagValue(value);
     if (problem !== null) throw new ConfigError(flag, problem);
     flagArgs.push(`${flag}=${value}`);
     if (eq < 0) i++;

@@ -1,6 +1,7 @@
-// An elastic 2-node job (`--nnodes 1:2`, two launchers on this host) that loses a node mid-epoch
-// finishes on the other from the last snapshot, and every sample of the interrupted epoch is
-// trained exactly once.
+// Multi-node jobs as two launchers on this host: an elastic job (`--nnodes 1:2`) that loses a
+// node mid-epoch finishes on the other from the last snapshot, every sample of the interrupted
+// epoch trained exactly once; a static 2-node job restarts both nodes in the same round, counting
+// restarts per job.
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { freePort } from "../_harness/ranks.ts";
@@ -14,6 +15,40 @@ interface Pass {
   indices: number[];
 }
 
+/**
+ * Runs one node's launcher over the hooked train job: `nnodes` as given ("1:2" or "2"), 2
+ * workers, `--max-restarts 1`; `onLine` sees its output and the run.
+ */
+function node(
+  nodeRank: number,
+  nnodes: string,
+  port: number,
+  job: string[],
+  env: Record<string, string>,
+  onLine?: (line: string, running: { kill(signal: Deno.Signal): void }) => void,
+): Promise<RunResult> {
+  return runDeno({
+    timeoutMs: 90_000,
+    env: { DTRAIN_TOKEN: "elastic-test-token", ...env },
+    args: [
+      `${ROOT}src/launch/main.ts`,
+      "--nnodes",
+      nnodes,
+      "--node-rank",
+      String(nodeRank),
+      "--nproc-per-node",
+      "2",
+      "--master-port",
+      String(port),
+      "--max-restarts",
+      "1",
+      HOOKED_MAIN,
+      ...job,
+    ],
+    onLine,
+  });
+}
+
 Deno.test("an elastic 2-node job that loses a node mid-epoch finishes on the other from the last snapshot, each sample of that epoch trained once", async () => {
   await withTempDir("dtrain_elastic_", async (dir) => {
     const port = freePort();
@@ -23,34 +58,13 @@ Deno.test("an elastic 2-node job that loses a node mid-epoch finishes on the oth
     // 2048 samples, batch 128, 4 ranks: 4 steps an epoch; a snapshot every 2 steps. Node B
     // stalls after the snapshot at sample 1024 of the second epoch and is then SIGKILLed.
     const job = [...SMALL_JOB, "--epochs", "3", "--save-every-steps", "2", "--snapshot", snapshot];
-    const node = (nodeRank: number, env: Record<string, string>, onLine?: (l: string) => void) =>
-      runDeno({
-        timeoutMs: 90_000,
-        env: { DTRAIN_TOKEN: "elastic-test-token", DTRAIN_TEST_SAMPLE_LOG: samples, ...env },
-        args: [
-          `${ROOT}src/launch/main.ts`,
-          "--nnodes",
-          "1:2",
-          "--node-rank",
-          String(nodeRank),
-          "--nproc-per-node",
-          "2",
-          "--master-port",
-          String(port),
-          "--max-restarts",
-          "1",
-          HOOKED_MAIN,
-          ...job,
-        ],
-        onLine: (line, running) => {
-          onLine?.(line);
-          if (nodeRank === 1 && /\] stalled at /.test(line)) running.kill("SIGKILL");
-        },
-      });
+    const log = { DTRAIN_TEST_SAMPLE_LOG: samples };
     const [a, b]: RunResult[] = await Promise.all([
-      node(0, {}),
-      // Stalls only in the first round.
-      node(1, { DTRAIN_TEST_STALL_AT: "1:1024" }),
+      node(0, "1:2", port, job, log),
+      // Stalls in the first round only, and is SIGKILLed then.
+      node(1, "1:2", port, job, { ...log, DTRAIN_TEST_STALL_AT: "1:1024" }, (line, running) => {
+        if (/\] stalled at /.test(line)) running.kill("SIGKILL");
+      }),
     ]);
     assert.equal(b.signal, "SIGKILL", `node B was not killed:\n${b.stderr}`);
     assert.deepEqual(b.leftovers, [], "node B's workers died with it");
@@ -79,5 +93,23 @@ Deno.test("an elastic 2-node job that loses a node mid-epoch finishes on the oth
     for (const p of after) trained.push(...p.indices);
     assert.equal(trained.length, 2048);
     assert.deepEqual(trained.sort((x, y) => x - y), Array.from({ length: 2048 }, (_, i) => i));
+  });
+});
+
+Deno.test("a static 2-node job restarts both nodes in the same round and counts restarts per job", async () => {
+  await withTempDir("dtrain_static_restart_", async (dir) => {
+    const port = freePort();
+    const job = [...SMALL_JOB, "--epochs", "2", "--snapshot", join(dir, "snap.safetensors")];
+    // Rank 2, on node 1, dies before its 3rd step in the first round.
+    const crash = { DTRAIN_TEST_CRASH_RANK: "2", DTRAIN_TEST_CRASH_AT_STEP: "2" };
+    const runs = await Promise.all([0, 1].map((n) => node(n, "2", port, job, crash)));
+    for (const [n, run] of runs.entries()) {
+      assert.equal(run.code, 0, `node ${n}:\n${run.stderr}`);
+      assert.deepEqual(run.leftovers, []);
+      assert.match(run.stderr, new RegExp(`launch: round 1: node ${n} of 2 \\(world size 4\\)`));
+      assert.match(run.stderr, /restart 1\/1 of the job/);
+    }
+    assert.match(runs[1].stderr, /round 0 failed \(node 1: rank 2 was killed by SIGKILL\)/);
+    assert.match(runs[0].stdout, /done: 2 epochs/);
   });
 });
