@@ -88,10 +88,13 @@ export async function runElastic(
         await finish(store, `elastic/r${round}/finished`, nodes, options.nodeRank === 0);
         return 0;
       }
-      const mine = failed && !otherFailed
+      // A worker ended by the SIGTERM that another node's failure made us send is no cause.
+      const mine = failed && !(otherFailed && failed.signal === "SIGTERM")
         ? `node ${slot}: rank ${failed.rank} ${describeExit(failed)}`
         : "";
-      const reason = decode(await store.compareSet(failedKey, "", mine || "?"));
+      const first = decode(await store.compareSet(failedKey, "", mine || "?"));
+      // The first node to notice names the round's failure; this node's own may be the cause.
+      const reason = mine && mine !== first ? `${first}; on this node, ${mine}` : first;
       if (round >= options.maxRestarts) {
         console.error(
           `launch: round ${round} failed (${reason}); no restarts left ` +
