@@ -164,6 +164,7 @@ class Rendezvous {
         const nodes = Number(decode(await this.#store.get(`${at}closed`, RENDEZVOUS_TIMEOUT_MS)));
         if (slot < nodes) return { round, slot, nodes };
       }
+      console.error(`launch: round ${round} is under way without this node; joining the next one`);
       if (await this.#nextRound(round) === "done") return "done";
     }
   }

@@ -17,7 +17,7 @@ interface Pass {
 
 /**
  * Runs one node's launcher over the hooked train job: `nnodes` as given ("1:2" or "2"), 2
- * workers, `--max-restarts 1`; `onLine` sees its output and the run.
+ * workers, `--max-restarts` `restarts`; `onLine` sees its output and the run.
  */
 function node(
   nodeRank: number,
@@ -26,6 +26,7 @@ function node(
   job: string[],
   env: Record<string, string>,
   onLine?: (line: string, running: { kill(signal: Deno.Signal): void }) => void,
+  restarts = 1,
 ): Promise<RunResult> {
   return runDeno({
     timeoutMs: 90_000,
@@ -41,7 +42,7 @@ function node(
       "--master-port",
       String(port),
       "--max-restarts",
-      "1",
+      String(restarts),
       HOOKED_MAIN,
       ...job,
     ],
@@ -111,5 +112,48 @@ Deno.test("a static 2-node job restarts both nodes in the same round and counts 
     }
     assert.match(runs[1].stderr, /round 0 failed \(.*node 1: rank 2 was killed by SIGKILL\)/);
     assert.match(runs[0].stdout, /done: 2 epochs/);
+  });
+});
+
+Deno.test("a node that comes back joins an elastic job at its next restart, at the full world size again", async () => {
+  await withTempDir("dtrain_elastic_rejoin_", async (dir) => {
+    const port = freePort();
+    const go = join(dir, "go");
+    const job = [
+      ...SMALL_JOB,
+      ...["--epochs", "3", "--save-every-steps", "2", "--snapshot", join(dir, "snap.safetensors")],
+    ];
+    const comeback: { run?: Promise<RunResult> } = {};
+    const startComeback = () => {
+      comeback.run ??= node(1, "1:2", port, job, {}, (line) => {
+        // Once it waits for the next round, node A's rank 1 may fail and make one.
+        if (/round 1 is under way without this node/.test(line)) Deno.writeTextFileSync(go, "");
+      }, 2);
+    };
+    const [a, lost] = await Promise.all([
+      // Node A: in round 1 (alone), its rank 1 dies once node B is back and waiting.
+      node(0, "1:2", port, job, {
+        DTRAIN_TEST_CRASH_RANK: "1",
+        DTRAIN_TEST_CRASH_ATTEMPT: "1",
+        DTRAIN_TEST_CRASH_AT_STEP: "1",
+        DTRAIN_TEST_CRASH_AFTER_FILE: go,
+      }, (line) => {
+        if (/launch: round 1: node 0 of 1/.test(line)) startComeback();
+      }, 2),
+      // Node B: lost mid-epoch in round 0.
+      node(1, "1:2", port, job, { DTRAIN_TEST_STALL_AT: "0:1024" }, (line, running) => {
+        if (/\] stalled at /.test(line)) running.kill("SIGKILL");
+      }, 2),
+    ]);
+    const back = await comeback.run; // awaited before any assertion: nothing is left running
+    assert.equal(lost.signal, "SIGKILL");
+    assert.ok(back, `node A never ran round 1 alone:\n${a.stderr}`);
+    for (const [name, run] of [["A", a], ["B (back)", back]] as const) {
+      assert.equal(run.code, 0, `node ${name}:\n${run.stderr}`);
+      assert.deepEqual(run.leftovers, []);
+      assert.match(run.stderr, /launch: round 2: node \d of 2 \(world size 4\)/, `node ${name}`);
+    }
+    assert.match(a.stderr, /restart 2\/2 of the job/);
+    assert.match(a.stdout + back.stdout, /\[rank 0\] done: 3 epochs/);
   });
 });

@@ -4,8 +4,9 @@
  * unchanged. Started by the launcher as the worker script, or directly for one process.
  *
  * Environment (each hook is off when its variable is unset):
- * - DTRAIN_TEST_CRASH_RANK, DTRAIN_TEST_CRASH_AT_STEP: in the launcher's first attempt, that rank
- *   SIGKILLs itself just before its Nth optimizer step (counted from 0 over the whole run);
+ * - DTRAIN_TEST_CRASH_RANK, DTRAIN_TEST_CRASH_AT_STEP: in the launcher's first attempt (or
+ *   attempt DTRAIN_TEST_CRASH_ATTEMPT), that rank SIGKILLs itself just before its Nth optimizer
+ *   step (counted from 0 over the run), after the file DTRAIN_TEST_CRASH_AFTER_FILE exists if set;
  * - DTRAIN_TEST_KILL_IN_SNAPSHOT=N: the Nth snapshot write (from 1) SIGKILLs the process after
  *   half of its second write to the file, leaving the temporary file partly written;
  * - DTRAIN_TEST_CHDIR_RANK, DTRAIN_TEST_CHDIR: that rank works in another folder, so a relative
@@ -33,12 +34,20 @@ function die(): never {
 }
 
 const crashRank = env("DTRAIN_TEST_CRASH_RANK");
-if (crashRank !== undefined && rank === Number(crashRank) && env("DTRAIN_RESTART_COUNT") === "0") {
+const crashAttempt = env("DTRAIN_TEST_CRASH_ATTEMPT") ?? "0";
+if (
+  crashRank !== undefined && rank === Number(crashRank) &&
+  env("DTRAIN_RESTART_COUNT") === crashAttempt
+) {
   const crashAt = Number(env("DTRAIN_TEST_CRASH_AT_STEP"));
+  const after = env("DTRAIN_TEST_CRASH_AFTER_FILE");
   const runBatch = Trainer.prototype.runBatch;
   let step = 0;
-  Trainer.prototype.runBatch = function (x, y) {
+  Trainer.prototype.runBatch = async function (x, y) {
     if (step++ === crashAt) {
+      while (after && !await Deno.stat(after).then(() => true, () => false)) {
+        await new Promise((r) => setTimeout(r, 20));
+      }
       console.error(`rank ${rank}: fault injection: SIGKILL before step ${crashAt}`);
       die();
     }
