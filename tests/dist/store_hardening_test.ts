@@ -132,6 +132,31 @@ for (const { what, limit, env } of CROWDS) {
   });
 }
 
+Deno.test("a store host raises its soft limit of open files to the hard limit", async () => {
+  const port = freePort();
+  const host = new Deno.Command("bash", {
+    args: ["-c", `ulimit -S -n 256 && exec "$0" run -A "$1"`, Deno.execPath(), STORE_HOST],
+    env: { PORT: String(port), TOKEN: "t", NO_COLOR: "1" },
+    stdin: "piped",
+    stdout: "piped",
+    stderr: "null",
+  }).spawn();
+  let listening!: () => void;
+  const ready = new Promise<void>((r) => (listening = r));
+  const out = collectLines(host.stdout, (line) => line === "listening" && listening());
+  try {
+    await within(ready, 10_000, "the store host starting");
+    const limits = Deno.readTextFileSync(`/proc/${host.pid}/limits`);
+    const [soft, hard] = limits.match(/^Max open files\s+(\d+)\s+(\d+)/m)!.slice(1).map(Number);
+    assert.ok(hard > 256, `the hard limit here is ${hard}: nothing to raise`);
+    assert.equal(soft, hard, "soft limit of the store host");
+  } finally {
+    await host.stdin.close();
+    await within(host.status, 10_000, "the store host stopping");
+    await out;
+  }
+});
+
 Deno.test("a proxy between the ranks and the store sees no byte of the token", async () => {
   const token = randomToken();
   await using server = StoreServer.listen({ hostname: "127.0.0.1", port: 0, token });
