@@ -2,6 +2,7 @@
 #include "store.h"
 
 #include <errno.h>
+#include <sys/random.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -12,12 +13,17 @@
 #include <cstdint>
 #include <thread>
 
+#include "hmac.h"
+
 namespace dtrain {
 
 namespace {
 
 constexpr char kMagic[4] = {'D', 'T', 'S', 'T'};
-constexpr uint16_t kVersion = 1;
+constexpr uint16_t kVersion = 2;
+constexpr size_t kNonce = 32;
+constexpr char kServerLabel[] = "dtrain store server proof";
+constexpr char kClientLabel[] = "dtrain store client proof";
 constexpr uint8_t kOpSet = 1;
 constexpr uint8_t kOpGet = 2;
 constexpr uint8_t kOpWait = 3;
@@ -75,42 +81,92 @@ StoreClient::StoreClient(const std::string& host, int port, const std::string& t
                          const std::string& prefix, int rank,
                          std::chrono::milliseconds timeout)
     : where_(host + ":" + std::to_string(port)), prefix_(prefix), timeout_(timeout) {
-  if (token.size() > UINT16_MAX) throw StoreError("store token is too long");
   auto deadline = std::chrono::steady_clock::now() + timeout;
+  // Retried while nothing listens yet, or while a crowded store sheds the connection before
+  // its challenge (see the store's notes in src/dist/store/server.ts).
   for (;;) {
     fd_ = tryConnect(host, port);
-    if (fd_ >= 0) break;
-    if (errno != ECONNREFUSED || std::chrono::steady_clock::now() >= deadline) {
-      throw StoreError("cannot connect to store at " + where_ + ": " + strerror(errno));
+    if (fd_ < 0) {
+      if (errno != ECONNREFUSED || std::chrono::steady_clock::now() >= deadline) {
+        throw StoreError("cannot connect to store at " + where_ + ": " + strerror(errno));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      continue;
+    }
+    int one = 1;
+    setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    auto sock = std::chrono::duration_cast<std::chrono::microseconds>(timeout + kSocketSlack);
+    struct timeval tv;
+    tv.tv_sec = sock.count() / 1000000;
+    tv.tv_usec = sock.count() % 1000000;
+    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    if (authenticate(token, rank)) return;
+    close(fd_);
+    fd_ = -1;
+    if (std::chrono::steady_clock::now() >= deadline) {
+      throw StoreError("store at " + where_ + " closed every connection before its challenge");
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  int one = 1;
-  setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  auto sock = std::chrono::duration_cast<std::chrono::microseconds>(timeout + kSocketSlack);
-  struct timeval tv;
-  tv.tv_sec = sock.count() / 1000000;
-  tv.tv_usec = sock.count() % 1000000;
-  setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+}
 
+// The client side of the challenge-response handshake: nothing derived from the token is sent
+// before the store has proved that it knows it. False if the store closed the connection before
+// its challenge (worth retrying); throws when it refuses or fails its proof.
+bool StoreClient::authenticate(const std::string& token, int rank) {
+  char mine[kNonce];
+  if (getrandom(mine, kNonce, 0) != static_cast<ssize_t>(kNonce)) {
+    throw StoreError(std::string("cannot draw a nonce: ") + strerror(errno));
+  }
   std::vector<char> hello(kMagic, kMagic + 4);
   hello.push_back(static_cast<char>(kVersion & 0xff));
   hello.push_back(static_cast<char>(kVersion >> 8));
-  hello.push_back(static_cast<char>(token.size() & 0xff));
-  hello.push_back(static_cast<char>(token.size() >> 8));
-  hello.insert(hello.end(), token.begin(), token.end());
   putU32(hello, static_cast<uint32_t>(rank));
+  hello.insert(hello.end(), mine, mine + kNonce);
+  char challenge[6 + 2 * kNonce];
   try {
     writeAll(hello.data(), hello.size());
-    char reply[7];
-    readAll(reply, sizeof(reply));
-    if (memcmp(reply, kMagic, 4) != 0 || reply[6] != 1) throw StoreError("");
+    readAll(challenge, 6);
   } catch (const StoreError&) {
-    close(fd_);
-    throw StoreError("store at " + where_ +
-                     " refused the handshake (wrong DTRAIN_TOKEN or protocol version)");
+    return false;
   }
+  auto refuse = [&](const std::string& why) {
+    close(fd_);
+    fd_ = -1;
+    return StoreError("store at " + where_ +
+                      " refused the handshake (wrong DTRAIN_TOKEN or protocol version): " + why);
+  };
+  if (memcmp(challenge, kMagic, 4) != 0) throw refuse("it does not greet as a dtrain store");
+  unsigned version = static_cast<uint8_t>(challenge[4]) | (static_cast<uint8_t>(challenge[5]) << 8);
+  if (version != kVersion) {
+    throw refuse("it speaks protocol version " + std::to_string(version) + ", this client " +
+                 std::to_string(kVersion));
+  }
+  char verdict = 0;
+  try {
+    readAll(challenge + 6, 2 * kNonce);
+    std::string theirs(challenge + 6, kNonce);
+    std::string ours(mine, kNonce);
+    auto expected = hmacSha256(token, kServerLabel + ours + theirs);
+    unsigned diff = 0;
+    for (size_t i = 0; i < kNonce; i++) {
+      diff |= expected[i] ^ static_cast<uint8_t>(challenge[6 + kNonce + i]);
+    }
+    if (diff != 0) throw refuse("it cannot prove that it knows this job's token");
+    std::string rankBytes;
+    for (int i = 0; i < 4; i++) {
+      rankBytes.push_back(static_cast<char>((static_cast<uint32_t>(rank) >> (8 * i)) & 0xff));
+    }
+    auto proof = hmacSha256(token, kClientLabel + theirs + ours + rankBytes);
+    writeAll(proof.data(), proof.size());
+    readAll(&verdict, 1);
+  } catch (const StoreError& e) {
+    if (fd_ < 0) throw;
+    throw refuse(e.what());
+  }
+  if (verdict != 1) throw refuse("it did not accept this client's proof");
+  return true;
 }
 
 StoreClient::~StoreClient() {

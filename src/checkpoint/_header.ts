@@ -18,6 +18,7 @@
  * @module
  */
 
+import { z } from "zod";
 import { type DType, formatShape, shapeSize } from "../tensor/tensor.ts";
 import { CheckpointError } from "./errors.ts";
 
@@ -139,6 +140,18 @@ function isCount(value: unknown): value is number {
   return Number.isSafeInteger(value) && (value as number) >= 0;
 }
 
+const count = z.number().refine(isCount);
+
+/** The schema of one tensor's entry (fields beyond these are ignored, as the reference does). */
+const EntrySchema = z.looseObject({
+  dtype: z.string(),
+  shape: z.array(count),
+  data_offsets: z.tuple([count, count]),
+});
+
+/** The schema of `__metadata__`: strings to strings. */
+const MetadataSchema = z.record(z.string(), z.string());
+
 function formatOffsets(e: { begin: number; end: number }): string {
   return `[${e.begin}, ${e.end}]`;
 }
@@ -169,17 +182,22 @@ export function decodeHeader(path: string, bytes: Uint8Array, dataBytes: number)
     fail(`header (${bytes.length} bytes) is not valid JSON: ${(error as Error).message}`);
   }
   if (!isObject(json)) return fail(`header is ${show(json)}, not a JSON object`);
+  // JSON.parse keeps the last of two equal keys; a header that names a tensor twice is ambiguous.
+  const duplicate = duplicateKey(text);
+  if (duplicate !== null) fail(duplicate);
 
-  const metadata: [string, string][] = [];
+  let metadata: Record<string, string> = {};
   const rawMetadata = json[METADATA_KEY];
   if (rawMetadata !== undefined) {
     if (!isObject(rawMetadata)) fail(`${METADATA_KEY} is ${show(rawMetadata)}, not an object`);
-    for (const [key, value] of Object.entries(rawMetadata as Record<string, unknown>)) {
-      if (typeof value !== "string") {
-        fail(`${METADATA_KEY} maps ${JSON.stringify(key)} to ${show(value)}, not to a string`);
-      }
-      metadata.push([key, value as string]);
+    const parsed = MetadataSchema.safeParse(rawMetadata);
+    if (!parsed.success) {
+      const key = String(parsed.error.issues[0].path[0]);
+      const value = (rawMetadata as Record<string, unknown>)[key];
+      fail(`${METADATA_KEY} maps ${JSON.stringify(key)} to ${show(value)}, not to a string`);
     }
+    // From the parsed JSON, not zod's copy, which drops a "__proto__" key.
+    metadata = Object.fromEntries(Object.entries(rawMetadata as Record<string, string>));
   }
 
   const entries: TensorEntry[] = [];
@@ -187,27 +205,32 @@ export function decodeHeader(path: string, bytes: Uint8Array, dataBytes: number)
     if (name === METADATA_KEY) continue;
     const what = `tensor ${JSON.stringify(name)}`;
     if (!isObject(info)) return fail(`${what} is ${show(info)}, not an object`);
+    const parsed = EntrySchema.safeParse(info);
+    // The fields in the order a reader meets them, so that the first problem is the one named.
+    const bad = new Set(parsed.error?.issues.map((issue) => issue.path[0]) ?? []);
     const { dtype: fileDtype, shape, data_offsets: offsets } = info;
-    if (typeof fileDtype !== "string") return fail(`${what} has dtype ${show(fileDtype)}`);
-    const dtype = DTRAIN_DTYPES.get(fileDtype);
+    if (bad.has("dtype")) return fail(`${what} has dtype ${show(fileDtype)}`);
+    const dtype = DTRAIN_DTYPES.get(fileDtype as string);
     if (dtype === undefined) {
       return fail(`${what} has unsupported dtype ${show(fileDtype)} (dtrain reads F32 and I32)`);
     }
-    if (!Array.isArray(shape) || !shape.every(isCount)) {
+    if (bad.has("shape")) {
       return fail(`${what} has shape ${show(shape)}; dimensions must be non-negative integers`);
     }
-    if (!Array.isArray(offsets) || offsets.length !== 2 || !offsets.every(isCount)) {
+    if (bad.has("data_offsets")) {
       return fail(`${what} has data_offsets ${show(offsets)}, not [begin, end] byte offsets`);
     }
-    const entry = { name, dtype, shape, begin: offsets[0], end: offsets[1] };
+    const checked = parsed.data!;
+    const [begin, end] = checked.data_offsets;
+    const entry = { name, dtype, shape: checked.shape, begin, end };
     if (entry.end < entry.begin) {
       fail(`${what} has data_offsets ${formatOffsets(entry)}, which end before they begin`);
     }
     // Past 2^53 the product is inexact, but then it exceeds any real file anyway.
-    const needed = shapeSize(shape) * ELEMENT_BYTES;
+    const needed = shapeSize(entry.shape) * ELEMENT_BYTES;
     if (entry.end - entry.begin !== needed) {
       fail(
-        `${what} has data_offsets ${formatOffsets(entry)} but shape ${formatShape(shape)} ` +
+        `${what} has data_offsets ${formatOffsets(entry)} but shape ${formatShape(entry.shape)} ` +
           `${fileDtype} needs ${needed} bytes`,
       );
     }
@@ -247,5 +270,43 @@ export function decodeHeader(path: string, bytes: Uint8Array, dataBytes: number)
         `${dataBytes}-byte data region`,
     );
   }
-  return { entries, metadata: Object.fromEntries(metadata) };
+  return { entries, metadata };
+}
+
+/**
+ * The first key that appears twice in one object of the (valid) JSON `text`, described with the
+ * object it is in, or null when there is none.
+ */
+function duplicateKey(text: string): string | null {
+  // One frame per open container: the keys seen (null for arrays) and the key that named it.
+  const stack: { keys: Set<string> | null; name: string | null }[] = [];
+  let lastKey: string | null = null;
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i];
+    if (c === "{" || c === "[") {
+      stack.push({ keys: c === "{" ? new Set() : null, name: lastKey });
+      lastKey = null;
+    } else if (c === "}" || c === "]") {
+      stack.pop();
+    } else if (c === '"') {
+      let j = i + 1;
+      while (text[j] !== '"') j += text[j] === "\\" ? 2 : 1;
+      const top = stack.at(-1);
+      let k = j + 1;
+      while (/\s/.test(text[k] ?? "")) k++;
+      if (top?.keys && text[k] === ":") {
+        const key: string = JSON.parse(text.slice(i, j + 1));
+        if (top.keys.has(key)) {
+          const where = stack.length === 1
+            ? "the header names it twice"
+            : `it appears twice in the entry of ${JSON.stringify(top.name)}`;
+          return `duplicate key ${JSON.stringify(key)}: ${where}`;
+        }
+        top.keys.add(key);
+        lastKey = key;
+      }
+      i = j;
+    }
+  }
+  return null;
 }

@@ -10,6 +10,16 @@ import type { Sized } from "./dataset.ts";
 import { checkSeed, permutation } from "./_random.ts";
 import { checkEpoch, checkState, type Sampler, type SamplerState } from "./sampler.ts";
 
+/** A DistributedSampler's state: the epoch, the seed, and where in the epoch's order it is. */
+export interface DistributedSamplerState extends SamplerState {
+  /**
+   * Samples of the epoch's global order consumed already, by all ranks together (absent: 0). It
+   * does not depend on the world size, so a job restarted with fewer or more ranks goes on
+   * from there.
+   */
+  position?: number;
+}
+
 /** Options of {@linkcode DistributedSampler}. */
 export interface DistributedSamplerOptions {
   /** The number of processes sharing the dataset. Default: the process group's world size. */
@@ -35,6 +45,14 @@ export interface DistributedSamplerOptions {
  * `dropLast` truncating), and rank r takes every `numReplicas`-th index from position r. Call
  * `setEpoch(e)` before each epoch, or every epoch repeats the same order.
  *
+ * [Note: resuming mid-epoch at another world size]
+ * `startAt(p)` skips the first p positions of the epoch's global order, the ones a job consumed
+ * before it was restarted (a step of batch B on W ranks consumes positions [sBW, (s+1)BW)). The
+ * remaining n - p positions are dealt to the ranks as at the start of an epoch: rank r takes
+ * p + r, p + r + W, ... , padded by repeating the remaining order from its start. Whatever W was
+ * before, every sample of the epoch is then drawn exactly once, unless n - p is not a multiple of
+ * the new W (then up to W - 1 are drawn twice, as PyTorch's padding does).
+ *
  * @example Rank 1 of 3 over 10 samples
  * ```ts
  * import assert from "node:assert/strict";
@@ -55,6 +73,7 @@ export class DistributedSampler implements Sampler {
   readonly dropLast: boolean;
   #seed: number;
   #epoch = 0;
+  #position = 0;
 
   /**
    * @param source The dataset (anything with a `length`).
@@ -86,13 +105,13 @@ export class DistributedSampler implements Sampler {
 
   /** The number of indices this rank yields per epoch (PyTorch's `num_samples`). */
   get length(): number {
-    const n = this.#source.length, r = this.numReplicas;
+    const n = this.#source.length - this.#position, r = this.numReplicas;
     // Python's math.ceil of a negative fraction is 0, JavaScript's is -0.
     if (this.dropLast && n % r !== 0) return Math.max(0, Math.ceil((n - r) / r));
     return Math.ceil(n / r);
   }
 
-  /** The length of the order all ranks share, a multiple of `numReplicas` (`total_size`). */
+  /** The positions all ranks share from `position` on, a multiple of `numReplicas` (`total_size`). */
   get totalSize(): number {
     return this.length * this.numReplicas;
   }
@@ -107,10 +126,41 @@ export class DistributedSampler implements Sampler {
     return this.#epoch;
   }
 
-  /** Chooses the epoch whose order the next pass yields; call it with the same epoch on every rank. */
+  /** Where in the epoch's global order the next pass starts (see `startAt`). */
+  get position(): number {
+    return this.#position;
+  }
+
+  /**
+   * Chooses the epoch whose order the next pass yields, from its start; call it with the same
+   * epoch on every rank.
+   */
   setEpoch(epoch: number): void {
     checkEpoch("DistributedSampler", epoch);
     this.#epoch = epoch;
+    this.#position = 0;
+  }
+
+  /**
+   * Makes the next pass skip the first `position` samples of the epoch's global order (consumed,
+   * by any number of ranks, before a restart); see the note on resuming above.
+   *
+   * @example Two ranks go on where four stopped
+   * ```ts
+   * import { equal as assertEquals } from "node:assert/strict";
+   * import { DistributedSampler } from "./mod.ts";
+   * const sampler = new DistributedSampler({ length: 12 }, { numReplicas: 2, rank: 1, shuffle: false });
+   * sampler.startAt(8); // four ranks consumed positions 0..7
+   * assertEquals([...sampler].join(), "9,11");
+   * ```
+   */
+  startAt(position: number): void {
+    if (!Number.isSafeInteger(position) || position < 0 || position > this.#source.length) {
+      throw new RangeError(
+        `DistributedSampler: position ${position} is outside the epoch's ${this.#source.length} samples`,
+      );
+    }
+    this.#position = position;
   }
 
   /** This rank's indices for the current epoch, as one array. */
@@ -124,10 +174,13 @@ export class DistributedSampler implements Sampler {
       order = new Int32Array(n);
       for (let i = 0; i < n; i++) order[i] = i;
     }
-    // Padding repeats the whole order as often as needed (indices[k % n]); dropLast never needs
-    // more than n, so reading positions below total covers both.
+    // Padding repeats the remaining order as often as needed (from position, wrapping within the
+    // remaining samples); dropLast never needs more than them, so positions below total cover both.
+    const start = this.#position, left = n - start;
     const mine = new Int32Array(this.length);
-    for (let k = 0, p = this.rank; p < total; k++, p += this.numReplicas) mine[k] = order[p % n];
+    for (let k = 0, q = this.rank; q < total; k++, q += this.numReplicas) {
+      mine[k] = order[start + (q % left)];
+    }
     return mine;
   }
 
@@ -136,16 +189,19 @@ export class DistributedSampler implements Sampler {
     return this.indices()[Symbol.iterator]();
   }
 
-  /** The epoch and seed, for checkpoints. */
-  stateDict(): SamplerState {
-    return { epoch: this.#epoch, seed: this.#seed };
+  /** The epoch and seed, and the position when the pass does not start the epoch. */
+  stateDict(): DistributedSamplerState {
+    const state: DistributedSamplerState = { epoch: this.#epoch, seed: this.#seed };
+    if (this.#position > 0) state.position = this.#position;
+    return state;
   }
 
-  /** Restores a state from `stateDict()`. */
-  loadStateDict(state: SamplerState): void {
+  /** Restores a state from `stateDict()` (a state without a position starts the epoch). */
+  loadStateDict(state: DistributedSamplerState): void {
     const { epoch, seed } = checkState("DistributedSampler", state);
     this.#seed = seed;
     this.#epoch = epoch;
+    this.startAt(state.position ?? 0);
   }
 }
 

@@ -5,7 +5,6 @@
  * @module
  */
 
-import { watchLauncher } from "../launch/worker_guard.ts";
 import type { Backend } from "./backend.ts";
 import { DistError } from "./errors.ts";
 import { GlooBackend } from "./gloo.ts";
@@ -102,12 +101,15 @@ function within<T>(work: Promise<T>, ms: number): Promise<T> {
 /**
  * [Note: failure diagnosis]
  * Gloo sees only its own sockets. A rank whose neighbour exited because of another rank's
- * death blames the neighbour, and a send into a dead peer merely times out. The store sees
- * every rank: a rank's store connection closes when its process dies. So after a transport
- * failure each rank records its error in the store, then polls until every other member has
- * either recorded one too or left: members that left without a record died. The rank that
- * hosts the store then also waits (up to the collective timeout, by which every other rank
- * has failed too) for the others to finish, so that its exit does not pull the store from
+ * death blames the neighbour, a send into a dead peer merely times out, and a timeout in the
+ * middle of a transfer names nobody. The store sees every rank: a rank's store connection closes
+ * when its process dies. So after a transport failure each rank records its error in the store
+ * and polls, for at most DIAGNOSIS_MS, until every other member has either recorded one too or
+ * left: members that left without a record died; members still connected without a record by
+ * then are hung (a stopped process, a deadlock, a machine that stopped answering). Every rank,
+ * the one that hosts the store included, so reports within the collective timeout plus
+ * DIAGNOSIS_MS and a few polls. The store host also waits, inside that budget, until the members
+ * that reported have finished their own diagnosis, so that its exit does not pull the store from
  * under them.
  */
 async function diagnose(w: World, group: ProcessGroup, err: unknown): Promise<unknown> {
@@ -116,55 +118,64 @@ async function diagnose(w: World, group: ProcessGroup, err: unknown): Promise<un
   const others = group.ranks.filter((r) => r !== me);
   const failed = (rank: number) => `${w.prefix}failed/${rank}`;
   const diagnosed = (rank: number) => `${w.prefix}diagnosed/${rank}`;
-  // The members that left the store without setting key(rank), once no member is pending.
-  const leftWithout = async (key: (rank: number) => string, ms: number) => {
-    const deadline = Date.now() + ms;
+  const has = (key: string) => w.store.get(key, 0).then(() => true, () => false);
+  const started = Date.now();
+  // Polls until each of `ranks` has set key(rank) or left the store, or the deadline passes.
+  const sort = async (ranks: number[], key: (rank: number) => string, until: number) => {
     for (;;) {
       const alive = new Set(await w.store.connectedRanks());
-      const gone: number[] = [];
-      let pending = 0;
-      for (const r of others) {
-        if (await w.store.get(key(r), 0).then(() => true, () => false)) continue;
-        if (alive.has(r)) pending++;
-        else gone.push(r);
+      const verdict = { reported: [] as number[], gone: [] as number[], silent: [] as number[] };
+      for (const r of ranks) {
+        if (await has(key(r))) verdict.reported.push(r);
+        else if (alive.has(r)) verdict.silent.push(r);
+        else verdict.gone.push(r);
       }
-      if (pending === 0 || Date.now() >= deadline) return gone;
-      await new Promise((r) => setTimeout(r, 50));
+      if (verdict.silent.length === 0 || Date.now() >= until) return verdict;
+      await new Promise((r) => setTimeout(r, POLL_MS));
     }
   };
-  const findDead = async () => {
+  const findCulprits = async () => {
     await w.store.set(failed(me), err.message);
-    const dead = await leftWithout(failed, DIAGNOSIS_MS);
+    const { reported, gone, silent } = await sort(others, failed, started + DIAGNOSIS_MS);
     await w.store.set(diagnosed(me), "1");
-    // The others fail within their collective timeout at the latest; keep the store up.
-    if (w.server) await leftWithout(diagnosed, w.config.timeoutMs + DIAGNOSIS_MS);
-    return dead;
+    if (w.server) await sort(reported, diagnosed, started + DIAGNOSIS_MS + LINGER_MS);
+    return { dead: gone, hung: silent };
   };
-  let note: string;
+  const notes: string[] = [];
   try {
-    const dead = await within(findDead(), w.config.timeoutMs + 2 * DIAGNOSIS_MS + 1000);
-    if (dead.length === 0) return err;
-    note = `rank${dead.length > 1 ? "s" : ""} ${dead.join(", ")} died ` +
-      `(left the store without reporting an error)`;
+    const { dead, hung } = await within(findCulprits(), DIAGNOSIS_MS + LINGER_MS + POLL_MS);
+    const ranks = (rs: number[]) => `rank${rs.length > 1 ? "s" : ""} ${rs.join(", ")}`;
+    if (dead.length) notes.push(`${ranks(dead)} died (left the store without reporting an error)`);
+    if (hung.length) {
+      notes.push(
+        `${ranks(hung)} ${hung.length > 1 ? "are" : "is"} hung (still connected, but reported ` +
+          `no error within ${DIAGNOSIS_MS / 1000} s)`,
+      );
+    }
   } catch {
-    note = w.config.launcherStore
-      ? "the launcher's store is unreachable too"
-      : "the store is unreachable too: rank 0, which hosts it, has probably died";
+    notes.push(
+      w.config.launcherStore
+        ? "the launcher's store does not answer either"
+        : "the store does not answer either: rank 0, which hosts it, has probably died or hung",
+    );
   }
-  return new DistError(err.code, `${err.message}; ${note}`, { cause: err });
+  if (notes.length === 0) return err;
+  return new DistError(err.code, `${err.message}; ${notes.join("; ")}`, { cause: err });
 }
 
 /** How long a failing rank waits for the other members to report theirs. */
-const DIAGNOSIS_MS = 2000;
+const DIAGNOSIS_MS = 1500;
+/** How much longer the store host waits for the reporting members to finish their diagnosis. */
+const LINGER_MS = 300;
+/** Store polling interval during a diagnosis. */
+const POLL_MS = 50;
 
 /**
  * Joins the job: hosts or reaches the store, waits for every rank, connects the backend.
  *
  * With `initMethod` "env://" (the default) it reads RANK, WORLD_SIZE, LOCAL_RANK,
  * MASTER_ADDR, MASTER_PORT and DTRAIN_TOKEN. Rank 0 hosts the store on MASTER_ADDR:MASTER_PORT
- * unless env DTRAIN_STORE_HOSTED is "1" (a launcher hosts it). In a process started by the launcher
- * (env DTRAIN_LAUNCHER_PID) it also starts {@linkcode watchLauncher}, so that no worker outlives a
- * launcher killed with SIGKILL, whatever script it runs.
+ * unless env DTRAIN_STORE_HOSTED is "1" (a launcher hosts it).
  *
  * @param options Overrides of the environment; see InitOptions.
  * @returns The world process group.
@@ -184,7 +195,6 @@ export async function initProcessGroup(options: InitOptions = {}): Promise<Proce
     throw new DistError("invalid", "initProcessGroup: already initialized in this process");
   }
   const config = resolveInit(options);
-  watchLauncher();
   const server = config.hostStore
     ? StoreServer.listen({
       hostname: config.storeHost,

@@ -6,28 +6,16 @@
  * @module
  */
 
-import { join } from "node:path";
+import { exitWithParent } from "../dist/lifetime.ts";
 import { StoreServer } from "../dist/store/server.ts";
-import { type SyncWriter, writeAll } from "../io/write_all.ts";
+import { runElastic } from "./elastic.ts";
 import type { LaunchOptions } from "./options.ts";
-
-/** How one worker ended. */
-interface WorkerExit {
-  rank: number;
-  localRank: number;
-  code: number;
-  signal: Deno.Signal | null;
-}
-
-/** A started worker. */
-interface StartedWorker {
-  rank: number;
-  localRank: number;
-  child: Deno.ChildProcess;
-}
+import { describeExit, logTail, Supervisor } from "./supervisor.ts";
 
 /** Runs the job on this node; resolves to the launcher's exit code. */
 export async function launch(options: LaunchOptions): Promise<number> {
+  // Killed with its parent (`deno task`, a shell, a scheduler's step), it stops its workers.
+  exitWithParent("SIGTERM");
   const token = jobToken(options);
   const logDir = options.logDir || await Deno.makeTempDir({ prefix: "dtrain-launch-" });
   await Deno.mkdir(logDir, { recursive: true });
@@ -40,15 +28,18 @@ export async function launch(options: LaunchOptions): Promise<number> {
   const handlers = signals.map((s) => [s, () => stop(s)] as const);
   for (const [s, h] of handlers) Deno.addSignalListener(s, h);
   try {
+    // Elastic jobs, and multi-node jobs that may restart: every node restarts in the same round,
+    // and restarts are counted per job, in the store.
+    if (options.minNodes < options.nnodes || (options.nnodes > 1 && options.maxRestarts > 0)) {
+      return await runElastic(options, token, supervisor);
+    }
     for (let attempt = 0; attempt <= options.maxRestarts; attempt++) {
       const failed = await supervisor.runGroup(attempt);
       // Interrupted is interrupted, even when the workers shut down cleanly on the signal.
       if (supervisor.interruptedBy) return supervisor.interruptedBy === "SIGINT" ? 130 : 143;
       if (failed === null) return 0;
       const tail = await logTail(supervisor.logPath(failed.localRank), 20);
-      const how = failed.signal
-        ? `was killed by ${failed.signal}`
-        : `exited with code ${failed.code}`;
+      const how = describeExit(failed);
       if (attempt < options.maxRestarts) {
         console.error(
           `launch: rank ${failed.rank} ${how}; restarting the group (restart ${
@@ -81,185 +72,4 @@ function jobToken(options: LaunchOptions): string {
   }
   const bytes = crypto.getRandomValues(new Uint8Array(24));
   return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
-}
-
-/** Starts, watches and stops one node's workers. */
-class Supervisor {
-  interruptedBy: Deno.Signal | null = null;
-  #children: Deno.ChildProcess[] = [];
-
-  constructor(readonly options: LaunchOptions, readonly token: string, readonly logDir: string) {}
-
-  logPath(localRank: number): string {
-    return join(
-      this.logDir,
-      `rank_${this.options.nodeRank * this.options.nprocPerNode + localRank}.log`,
-    );
-  }
-
-  /**
-   * Forwards a signal to the workers, SIGKILLing those still alive after the grace period; the
-   * group then ends and the launcher exits.
-   */
-  interrupt(signal: Deno.Signal): void {
-    this.interruptedBy = signal;
-    void this.#stop(this.#children, signal);
-  }
-
-  /** Runs one generation of workers; resolves to the first failure, or null if all succeeded. */
-  async runGroup(attempt: number): Promise<WorkerExit | null> {
-    const workers = await this.#spawnAll(attempt);
-    this.#children = workers.map((w) => w.child);
-    if (this.interruptedBy) this.interrupt(this.interruptedBy);
-
-    const logs = await Promise.all(workers.map(async (w) => {
-      const file = await Deno.open(this.logPath(w.localRank), { create: true, append: true });
-      await file.write(
-        new TextEncoder().encode(`--- attempt ${attempt}, rank ${w.rank}, pid ${w.child.pid}\n`),
-      );
-      return file;
-    }));
-    const pumps = workers.flatMap((w, i) => [
-      pump(w.child.stdout, `[rank ${w.rank}] `, Deno.stdout, logs[i]),
-      pump(w.child.stderr, `[rank ${w.rank}] `, Deno.stderr, logs[i]),
-    ]);
-
-    let firstFailure: WorkerExit | null = null;
-    await Promise.all(workers.map(async (w) => {
-      const status = await w.child.status;
-      if ((status.code !== 0 || status.signal) && firstFailure === null) {
-        firstFailure = {
-          rank: w.rank,
-          localRank: w.localRank,
-          code: status.code,
-          signal: status.signal,
-        };
-        await this.stopAll(w.child);
-      }
-    }));
-    await Promise.all(pumps);
-    for (const log of logs) log.close();
-    this.#children = [];
-    return firstFailure;
-  }
-
-  /**
-   * Starts this node's workers. When a spawn fails, the workers already started are stopped and
-   * waited for before the error is thrown, so none outlives the launcher.
-   */
-  async #spawnAll(attempt: number): Promise<StartedWorker[]> {
-    const { nprocPerNode, nnodes, nodeRank } = this.options;
-    const threads = Math.max(1, Math.floor(navigator.hardwareConcurrency / nprocPerNode));
-    const workers: StartedWorker[] = [];
-    for (let localRank = 0; localRank < nprocPerNode; localRank++) {
-      const rank = nodeRank * nprocPerNode + localRank;
-      const env: Record<string, string> = {
-        RANK: String(rank),
-        LOCAL_RANK: String(localRank),
-        WORLD_SIZE: String(nnodes * nprocPerNode),
-        LOCAL_WORLD_SIZE: String(nprocPerNode),
-        GROUP_RANK: String(nodeRank),
-        MASTER_ADDR: this.options.masterAddr,
-        MASTER_PORT: String(this.options.masterPort),
-        DTRAIN_TOKEN: this.token,
-        DTRAIN_STORE_HOSTED: "1",
-        DTRAIN_RESTART_COUNT: String(attempt),
-        DTRAIN_LAUNCHER_PID: String(Deno.pid),
-        DTRAIN_NUM_THREADS: String(threads),
-        OPENBLAS_NUM_THREADS: String(threads),
-        OMP_NUM_THREADS: String(threads),
-      };
-      try {
-        const child = new Deno.Command(Deno.execPath(), {
-          args: [
-            "run",
-            "-A",
-            "--v8-flags=--expose-gc",
-            this.options.script,
-            ...this.options.scriptArgs,
-          ],
-          env,
-          stdin: "null",
-          stdout: "piped",
-          stderr: "piped",
-        }).spawn();
-        workers.push({ rank, localRank, child });
-      } catch (cause) {
-        const started = workers.map((w) => w.child);
-        await this.#stop(started, "SIGTERM");
-        await Promise.all(started.map(async (c) => {
-          await Promise.all([c.stdout.cancel(), c.stderr.cancel()]);
-          await c.status;
-        }));
-        throw new Error(
-          `launch: cannot start rank ${rank} (local rank ${localRank}): ` +
-            `${(cause as Error).message}; stopped the ${started.length} worker(s) already started`,
-          { cause },
-        );
-      }
-    }
-    return workers;
-  }
-
-  /** SIGTERM every other worker, then SIGKILL whatever is left after the grace period. */
-  stopAll(except: Deno.ChildProcess): Promise<void> {
-    return this.#stop(this.#children.filter((c) => c !== except), "SIGTERM");
-  }
-
-  /** Sends `signal` to `children`, then SIGKILL to those still alive after the grace period. */
-  async #stop(children: Deno.ChildProcess[], signal: Deno.Signal): Promise<void> {
-    for (const c of children) trySignal(c, signal);
-    const grace = this.options.killGraceMs ?? 5000;
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const exited = Promise.all(children.map((c) => c.status));
-    const timedOut = await Promise.race([
-      exited.then(() => false),
-      new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(true), grace))),
-    ]);
-    clearTimeout(timer);
-    if (timedOut) { for (const c of children) trySignal(c, "SIGKILL"); }
-  }
-}
-
-function trySignal(child: Deno.ChildProcess, signal: Deno.Signal): void {
-  try {
-    child.kill(signal);
-  } catch {
-    // Already exited.
-  }
-}
-
-/** Copies a worker's stream line by line to the console with a rank prefix, and to its log. */
-async function pump(
-  stream: ReadableStream<Uint8Array>,
-  prefix: string,
-  console: SyncWriter,
-  log: Deno.FsFile,
-): Promise<void> {
-  const encoder = new TextEncoder();
-  let pending = "";
-  const emit = (line: string) => {
-    writeAll(console, encoder.encode(prefix + line + "\n"));
-    writeAll(log, encoder.encode(line + "\n"));
-  };
-  const decoder = new TextDecoder();
-  for await (const bytes of stream) {
-    pending += decoder.decode(bytes, { stream: true });
-    let newline;
-    while ((newline = pending.indexOf("\n")) >= 0) {
-      emit(pending.slice(0, newline).replace(/\r$/, ""));
-      pending = pending.slice(newline + 1);
-    }
-  }
-  if (pending) emit(pending);
-}
-
-/** The last `lines` lines of a log file. */
-async function logTail(path: string, lines: number): Promise<string> {
-  try {
-    const text = await Deno.readTextFile(path);
-    return text.trimEnd().split("\n").slice(-lines).map((l) => `  ${l}`).join("\n");
-  } catch {
-    return "  (no log)";
-  }
 }

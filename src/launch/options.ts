@@ -11,8 +11,10 @@ import { z } from "zod";
 export interface LaunchOptions {
   /** Worker processes on this node. */
   nprocPerNode: number;
-  /** Nodes in the job. */
+  /** Nodes in the job; for an elastic job (`--nnodes MIN:MAX`) the most nodes. */
   nnodes: number;
+  /** The fewest nodes an elastic job runs on; equal to `nnodes` for a static job. */
+  minNodes: number;
   /** This node's index in [0, nnodes). */
   nodeRank: number;
   /** Address of node 0, where the rendezvous store listens. */
@@ -29,12 +31,19 @@ export interface LaunchOptions {
   scriptArgs: string[];
   /** Milliseconds between SIGTERM and SIGKILL when stopping workers. */
   killGraceMs?: number;
+  /**
+   * Elastic rendezvous: once `minNodes` have joined a round, how long it stays open for more
+   * (torchrun's last call). Default 3 s.
+   */
+  lastCallMs?: number;
 }
 
 /** The launcher's flags as fields (the train job's config embeds them). */
 export const LauncherFieldsSchema = z.object({
   nprocPerNode: z.number().int().positive(),
   nnodes: z.number().int().positive(),
+  /** 0: as many as nnodes (a static job); see `--nnodes MIN:MAX`. */
+  minNodes: z.number().int().nonnegative(),
   nodeRank: z.number().int().nonnegative(),
   masterAddr: z.string().min(1),
   masterPort: z.number().int().min(1).max(65535),
@@ -46,12 +55,16 @@ export const LauncherFieldsSchema = z.object({
 export const LauncherFlagsSchema = LauncherFieldsSchema.strict().refine(
   (o) => o.nodeRank < o.nnodes,
   { message: "must be below --nnodes", path: ["nodeRank"] },
-);
+).refine((o) => o.minNodes <= o.nnodes, {
+  message: "MIN must not exceed MAX in --nnodes MIN:MAX",
+  path: ["nnodes"],
+});
 
 /** The launcher's defaults (torchrun's: one process, one node, 127.0.0.1:29500). */
 export const LAUNCHER_DEFAULTS: z.infer<typeof LauncherFieldsSchema> = {
   nprocPerNode: 1,
   nnodes: 1,
+  minNodes: 0,
   nodeRank: 0,
   masterAddr: "127.0.0.1",
   masterPort: 29500,
@@ -74,11 +87,15 @@ export const LAUNCHER_FLAGS = {
 export const LAUNCH_USAGE = `usage: deno task launch [options] SCRIPT [SCRIPT_ARGS...]
 
   --nproc-per-node N   worker processes on this node (default 1)
-  --nnodes M           nodes in the job (default 1)
-  --node-rank R        this node's index (default 0)
+  --nnodes M|MIN:MAX   nodes in the job (default 1); MIN:MAX makes it elastic: when a node is
+                       lost the others restart their workers at the new world size (a node that
+                       comes back joins at the next restart), up to --max-restarts times per job
+  --node-rank R        this node's index (default 0); in an elastic job node 0 only hosts the
+                       store, and ranks follow the order in which nodes join each round
   --master-addr A      address of node 0's rendezvous store (default 127.0.0.1)
   --master-port P      its port (default 29500)
-  --max-restarts K     restart the whole group up to K times after a failure (default 0)
+  --max-restarts K     restart the whole group up to K times after a failure (default 0;
+                       counted per job, not per node)
   --log-dir D          one log file per rank (default: a new temporary folder)
 
 Workers get RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT,
@@ -120,7 +137,10 @@ export function parseLaunchArgs(args: string[]): LaunchOptions | "help" {
   for (const [flag, field] of Object.entries(LAUNCHER_FLAGS)) {
     const raw = parsed.values[flag];
     if (typeof raw !== "string") continue;
-    if (field === "masterAddr" || field === "logDir") {
+    const range = field === "nnodes" ? splitNodes(raw) : null;
+    if (range !== null) {
+      Object.assign(values, range);
+    } else if (field === "masterAddr" || field === "logDir") {
       values[field] = raw;
     } else {
       const n = Number(raw);
@@ -137,7 +157,47 @@ export function parseLaunchArgs(args: string[]): LaunchOptions | "help" {
     const flag = Object.entries(LAUNCHER_FLAGS).find(([, f]) => f === field)?.[0] ?? field;
     throw new LaunchArgsError(`--${flag}: ${issue.message}`);
   }
-  return { ...result.data, script: args[scriptIndex], scriptArgs: args.slice(scriptIndex + 1) };
+  const { minNodes, ...rest } = result.data;
+  return {
+    ...rest,
+    minNodes: minNodes || rest.nnodes,
+    script: args[scriptIndex],
+    scriptArgs: args.slice(scriptIndex + 1),
+  };
+}
+
+/**
+ * `--nnodes MIN:MAX` as the two fields, or null when `raw` is not of that form.
+ *
+ * @example
+ * ```ts
+ * import { deepEqual as assertEquals } from "node:assert/strict";
+ * import { splitNodes } from "./options.ts";
+ * assertEquals(splitNodes("1:2"), { minNodes: 1, nnodes: 2 });
+ * assertEquals(splitNodes("2"), null);
+ * ```
+ */
+export function splitNodes(raw: string): { minNodes: number; nnodes: number } | null {
+  const m = raw.trim().match(/^(\d+):(\d+)$/);
+  return m ? { minNodes: Number(m[1]), nnodes: Number(m[2]) } : null;
+}
+
+/**
+ * What is wrong with `value` as the value of a flag, or null: a flag needs a value, and one that
+ * looks like another flag means the value was forgotten (it would swallow the next flag).
+ *
+ * @example
+ * ```ts
+ * import { equal as assertEquals } from "node:assert/strict";
+ * import { badFlagValue } from "./options.ts";
+ * assertEquals(badFlagValue("--epochs"), "needs a value, but is followed by --epochs");
+ * assertEquals(badFlagValue("-1"), null);
+ * ```
+ */
+export function badFlagValue(value: string | undefined): string | null {
+  if (value === undefined) return "needs a value, but nothing follows it";
+  if (value.startsWith("--")) return `needs a value, but is followed by ${value}`;
+  return null;
 }
 
 /** The index of the first argument that is neither a flag nor a flag's value. */
@@ -145,8 +205,14 @@ function findScript(args: string[]): number {
   for (let i = 0; i < args.length; i++) {
     const arg = args[i];
     if (!arg.startsWith("--")) return i;
-    if (arg === "--help" || arg.includes("=")) continue;
-    i++;
+    if (arg === "--help") continue;
+    const eq = arg.indexOf("=");
+    const flag = eq < 0 ? arg : arg.slice(0, eq);
+    if (flag.slice(2) in LAUNCHER_FLAGS) {
+      const problem = badFlagValue(eq < 0 ? args[i + 1] : arg.slice(eq + 1));
+      if (problem !== null) throw new LaunchArgsError(`${flag}: ${problem}`);
+    }
+    if (eq < 0) i++;
   }
   return -1;
 }

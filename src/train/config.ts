@@ -7,7 +7,13 @@
 
 import { parseArgs } from "node:util";
 import { z } from "zod";
-import { LAUNCHER_DEFAULTS, LAUNCHER_FLAGS, LauncherFieldsSchema } from "../launch/options.ts";
+import {
+  badFlagValue,
+  LAUNCHER_DEFAULTS,
+  LAUNCHER_FLAGS,
+  LauncherFieldsSchema,
+  splitNodes,
+} from "../launch/options.ts";
 
 /** An invalid configuration or command line; `field` names the culprit. */
 export class ConfigError extends Error {
@@ -27,6 +33,7 @@ const positiveInt = z.number().int().positive();
 export const TrainConfigSchema = z.object({
   epochs: z.number().int().nonnegative(),
   saveEvery: positiveInt,
+  saveEverySteps: z.number().int().nonnegative(),
   batchSize: positiveInt,
   lr: z.number().positive(),
   momentum: z.number().min(0).max(1),
@@ -50,6 +57,7 @@ export type TrainConfig = z.infer<typeof TrainConfigSchema>;
 export const DEFAULTS: TrainConfig = {
   epochs: 3,
   saveEvery: 1,
+  saveEverySteps: 0,
   batchSize: 64,
   lr: 0.05,
   momentum: 0.9,
@@ -72,6 +80,7 @@ export const DEFAULTS: TrainConfig = {
 const FLAGS = {
   epochs: "epochs",
   "save-every": "saveEvery",
+  "save-every-steps": "saveEverySteps",
   "batch-size": "batchSize",
   lr: "lr",
   momentum: "momentum",
@@ -101,6 +110,8 @@ export const USAGE = `usage: deno task train [EPOCHS SAVE_EVERY] [options]
   EPOCHS SAVE_EVERY        the original project's positional form (same as --epochs, --save-every)
   --epochs N               epochs to train (default ${DEFAULTS.epochs})
   --save-every N           write a snapshot every N epochs (default ${DEFAULTS.saveEvery})
+  --save-every-steps N     also every N steps within an epoch (default 0: off); a job restarted
+                           from one goes on from that sample, at any world size
   --batch-size N           samples per batch and process (default ${DEFAULTS.batchSize})
   --lr X                   learning rate (default ${DEFAULTS.lr})
   --optimizer sgd|adamw    (default ${DEFAULTS.optimizer}); --momentum X, --weight-decay X
@@ -110,7 +121,7 @@ export const USAGE = `usage: deno task train [EPOCHS SAVE_EVERY] [options]
   --config FILE.json       settings as JSON (camelCase keys); flags override it
   --seed N, --threads N (BLAS threads per process, 0 = automatic), --max-steps N (stop early)
   --nproc-per-node N       worker processes on this machine (default ${DEFAULTS.nprocPerNode}; 1 = no launcher)
-  --nnodes N --node-rank R --master-addr A --master-port P --max-restarts K --log-dir D
+  --nnodes N|MIN:MAX --node-rank R --master-addr A --master-port P --max-restarts K --log-dir D
                            multi-node launch, spelled like torchrun
   --device cpu|cuda        (default cpu)
 `;
@@ -138,9 +149,21 @@ export function parseTrainArgs(args: string[]): TrainConfig | "help" {
   const flagArgs: string[] = [], positionals: string[] = [];
   for (let i = 0; i < args.length; i++) {
     const arg = args[i];
-    if (!arg.startsWith("--")) positionals.push(arg);
-    else if (arg === "--help" || arg.includes("=") || i + 1 === args.length) flagArgs.push(arg);
-    else flagArgs.push(`${arg}=${args[++i]}`);
+    if (!arg.startsWith("--")) {
+      positionals.push(arg);
+      continue;
+    }
+    const eq = arg.indexOf("=");
+    const flag = eq < 0 ? arg : arg.slice(0, eq);
+    if (arg === "--help" || !(flag.slice(2) in options)) {
+      flagArgs.push(arg); // parseArgs names an unknown flag
+      continue;
+    }
+    const value = eq < 0 ? args[i + 1] : arg.slice(eq + 1);
+    const problem = badFlagValue(value);
+    if (problem !== null) throw new ConfigError(flag, problem);
+    flagArgs.push(`${flag}=${value}`);
+    if (eq < 0) i++;
   }
   let parsed;
   try {
@@ -167,7 +190,11 @@ export function parseTrainArgs(args: string[]): TrainConfig | "help" {
     const value = parsed.values[flag];
     if (typeof value === "string") fromCli.push([field, value]);
   }
-  for (const [field, raw] of fromCli) merged[field] = convert(field, raw);
+  for (const [field, raw] of fromCli) {
+    const range = field === "nnodes" ? splitNodes(raw) : null;
+    if (range !== null) Object.assign(merged, range);
+    else merged[field] = convert(field, raw);
+  }
   return validateConfig(merged);
 }
 
@@ -208,6 +235,12 @@ export function validateConfig(value: unknown): TrainConfig {
   const result = TrainConfigSchema.safeParse(value);
   if (!result.success) throw formatIssue(result.error.issues[0]);
   const config = result.data;
+  if (config.minNodes > config.nnodes) {
+    throw new ConfigError(
+      "nnodes",
+      `MIN must not exceed MAX in --nnodes MIN:MAX, got ${config.minNodes}:${config.nnodes}`,
+    );
+  }
   if (config.nodeRank >= config.nnodes) {
     throw new ConfigError(
       "nodeRank",

@@ -8,17 +8,17 @@
  * @module
  */
 
+import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { setNumThreads } from "../tensor/threads.ts";
-import { save } from "../checkpoint/mod.ts";
+import { CheckpointError, save } from "../checkpoint/mod.ts";
 import { destroyProcessGroup, initProcessGroup } from "../dist/mod.ts";
 import { launch } from "../launch/launcher.ts";
-import { watchLauncher } from "../launch/worker_guard.ts";
 import { ConfigError, parseTrainArgs, type TrainConfig, USAGE } from "./config.ts";
+import { checkSnapshot } from "./snapshot.ts";
 import { Trainer } from "./trainer.ts";
 
 async function runWorker(config: TrainConfig): Promise<void> {
-  watchLauncher();
   const worldSize = Number(Deno.env.get("WORLD_SIZE") ?? "1");
   const threads = config.threads || Number(Deno.env.get("DTRAIN_NUM_THREADS") ?? 0) ||
     navigator.hardwareConcurrency;
@@ -64,11 +64,20 @@ export async function main(args: string[]): Promise<number> {
     return 2;
   }
   const launched = Deno.env.get("RANK") !== undefined;
+  try {
+    // A bad snapshot is a bad input, refused before any process starts; ranks check it again.
+    if (!launched && existsSync(config.snapshot)) checkSnapshot(config.snapshot);
+  } catch (error) {
+    if (!(error instanceof CheckpointError)) throw error;
+    console.error(`train: ${error.message}`);
+    return 2;
+  }
   if (!launched && (config.nprocPerNode > 1 || config.nnodes > 1)) {
     try {
       return await launch({
         nprocPerNode: config.nprocPerNode,
         nnodes: config.nnodes,
+        minNodes: config.minNodes || config.nnodes,
         nodeRank: config.nodeRank,
         masterAddr: config.masterAddr,
         masterPort: config.masterPort,
@@ -83,7 +92,13 @@ export async function main(args: string[]): Promise<number> {
       return 1;
     }
   }
-  await runWorker(config);
+  try {
+    await runWorker(config);
+  } catch (error) {
+    if (!(error instanceof CheckpointError)) throw error;
+    console.error(`train: ${error.message}`);
+    return 2;
+  }
   return 0;
 }
 

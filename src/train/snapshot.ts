@@ -7,18 +7,97 @@
  */
 
 import { dirname } from "node:path";
-import { load, save } from "../checkpoint/mod.ts";
+import { z } from "zod";
+import { CheckpointError, load, save } from "../checkpoint/mod.ts";
 import type { Module } from "../nn/module.ts";
 import type { Optimizer, OptimizerStateDict, ParamState } from "../optim/optimizer.ts";
 import { getRngState, setRngState } from "../tensor/random.ts";
 import type { Tensor } from "../tensor/tensor.ts";
 
+const count = z.number().int().nonnegative();
+const decimal = z.string().regex(/^\d+$/, "expected a decimal integer string");
+
+/** The schema of a snapshot's `dtrain` metadata (JSON): anything else is refused. */
+export const SnapshotMetaSchema = z.object({
+  version: z.literal(1),
+  epochsRun: count,
+  sampler: z.object({ epoch: count, seed: count, position: count.optional() }).strict(),
+  rng: z.object({ seed: decimal, offset: decimal }).strict(),
+  optimizer: z.object({
+    paramGroups: z.array(
+      z.looseObject({ lr: z.number().nonnegative(), params: z.array(count) }),
+    ).min(1),
+    scalars: z.record(decimal, z.record(z.string(), z.number())),
+  }).strict(),
+}).strict();
+
+/** The names snapshot tensors may have: `model.<name>` or `optimizer.<index>.<field>`. */
+const TENSOR_NAME = /^(model\.\S+|optimizer\.\d+\.[A-Za-z]\w*)$/;
+
+/**
+ * Reads a snapshot's metadata and checks it, and every tensor name, against the schema without
+ * touching a model: what `deno task train` checks before it starts any process.
+ *
+ * @param path The snapshot file.
+ * @returns The checked metadata.
+ * @throws CheckpointError naming the file and the first bad field and value.
+ */
+export function checkSnapshot(path: string): z.infer<typeof SnapshotMetaSchema> {
+  const { tensors, metadata } = load(path);
+  try {
+    return checkContents(path, Object.keys(tensors), metadata);
+  } finally {
+    for (const t of Object.values(tensors)) t.dispose();
+  }
+}
+
+function checkContents(
+  path: string,
+  names: string[],
+  metadata: Record<string, string>,
+): z.infer<typeof SnapshotMetaSchema> {
+  const bad = names.find((n) => !TENSOR_NAME.test(n));
+  if (bad !== undefined) {
+    throw new CheckpointError(
+      path,
+      `tensor ${JSON.stringify(bad)} is neither model.<name> nor optimizer.<index>.<field>`,
+    );
+  }
+  if (metadata.dtrain === undefined) {
+    throw new CheckpointError(path, `not a dtrain snapshot (no "dtrain" metadata)`);
+  }
+  let json: unknown;
+  try {
+    json = JSON.parse(metadata.dtrain);
+  } catch (error) {
+    throw new CheckpointError(
+      path,
+      `snapshot metadata "dtrain" is not valid JSON: ${(error as Error).message}`,
+    );
+  }
+  const result = SnapshotMetaSchema.safeParse(json);
+  if (!result.success) {
+    const issue = result.error.issues[0];
+    const field = issue.path.length ? issue.path.join(".") : "(the whole object)";
+    const seen = issue.path.reduce<unknown>(
+      (v, k) => (v !== null && typeof v === "object" ? (v as Record<PropertyKey, unknown>)[k] : v),
+      json,
+    );
+    const shown = JSON.stringify(seen) ?? String(seen);
+    throw new CheckpointError(
+      path,
+      `snapshot metadata field ${field}: ${issue.message} (got ${shown.slice(0, 60)})`,
+    );
+  }
+  return result.data;
+}
+
 /** The progress a snapshot records beside the tensors. */
 export interface SnapshotInfo {
   /** Epochs completed. */
   epochsRun: number;
-  /** The sampler's state (epoch and seed). */
-  sampler: { epoch: number; seed: number };
+  /** The sampler's state: epoch, seed, and for a snapshot taken mid-epoch the global position. */
+  sampler: { epoch: number; seed: number; position?: number };
 }
 
 /** Writes a snapshot atomically (the previous one stays intact until the rename). */
@@ -53,7 +132,8 @@ export function saveSnapshot(
 
 /**
  * Restores a snapshot into `model` and `optimizer` (and the global RNG); returns its progress.
- * @throws Error naming the file when it is not a dtrain snapshot or does not fit the model.
+ * @throws CheckpointError naming the file and the field when it is not a valid dtrain snapshot
+ *   or does not fit the model or optimizer.
  */
 export function loadSnapshot(
   path: string,
@@ -62,13 +142,7 @@ export function loadSnapshot(
 ): SnapshotInfo {
   const { tensors, metadata } = load(path);
   try {
-    if (!metadata.dtrain) {
-      throw new Error(`${path} is not a dtrain snapshot (no "dtrain" metadata)`);
-    }
-    const meta = JSON.parse(metadata.dtrain);
-    if (meta.version !== 1) {
-      throw new Error(`${path}: unsupported snapshot version ${meta.version}`);
-    }
+    const meta = checkContents(path, Object.keys(tensors), metadata);
     const modelState: Record<string, Tensor> = {};
     const optimState: Record<number, ParamState> = {};
     for (const [name, t] of Object.entries(tensors)) {
@@ -79,23 +153,26 @@ export function loadSnapshot(
         (optimState[Number(index)] ??= {})[field] = t;
       }
     }
-    for (
-      const [index, fields] of Object.entries(
-        meta.optimizer.scalars as Record<string, Record<string, number>>,
-      )
-    ) {
+    for (const [index, fields] of Object.entries(meta.optimizer.scalars)) {
       Object.assign(optimState[Number(index)] ??= {}, fields);
     }
     try {
       model.loadStateDict(modelState);
     } catch (error) {
-      throw new Error(`${path} does not fit the model: ${(error as Error).message}`);
+      throw new CheckpointError(path, `does not fit the model: ${(error as Error).message}`);
     }
-    const dict: OptimizerStateDict<{ lr: number }> = {
+    const dict = {
       state: optimState,
       paramGroups: meta.optimizer.paramGroups,
-    };
-    optimizer.loadStateDict(dict);
+    } as OptimizerStateDict<{ lr: number }>;
+    try {
+      optimizer.loadStateDict(dict);
+    } catch (error) {
+      throw new CheckpointError(
+        path,
+        `does not fit the optimizer: ${(error as Error).message}`,
+      );
+    }
     setRngState(meta.rng);
     return { epochsRun: meta.epochsRun, sampler: meta.sampler };
   } finally {

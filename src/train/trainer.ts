@@ -57,6 +57,8 @@ export class Trainer {
   readonly loader: DataLoader;
   epochsRun = 0;
   #ddp: DistributedDataParallel | null = null;
+  /** Where in its epoch the snapshot this run resumed from stopped (0: at an epoch's end). */
+  #resumePosition = 0;
 
   /** Builds the model, optimizer and data; call {@linkcode Trainer.init} before training. */
   constructor(readonly config: TrainConfig, readonly log: (line: string) => void = console.log) {
@@ -99,8 +101,13 @@ export class Trainer {
       const info = loadSnapshot(this.config.snapshot, this.model, this.optimizer);
       this.epochsRun = info.epochsRun;
       this.sampler.loadStateDict(info.sampler);
+      this.#resumePosition = info.sampler.position ?? 0;
       if (this.rank === 0) {
-        this.log(`resuming from ${this.config.snapshot} at epoch ${this.epochsRun}`);
+        const at = this.#resumePosition ? `, sample ${this.#resumePosition}` : "";
+        this.log(
+          `resuming from ${this.config.snapshot} at epoch ${this.epochsRun}${at} ` +
+            `(world size ${this.worldSize})`,
+        );
       }
     }
     if (this.worldSize > 1) {
@@ -156,12 +163,18 @@ export class Trainer {
     });
   }
 
-  /** One pass over this rank's share of the training data; returns mean loss and throughput. */
+  /**
+   * One pass over this rank's share of the training data, from global sample `start` of the
+   * epoch's order (see DistributedSampler.startAt); returns mean loss and throughput. With
+   * `saveEverySteps` it also snapshots every that many steps, recording how far the epoch got.
+   */
   async runEpoch(
     epoch: number,
+    start = 0,
   ): Promise<{ loss: number; samplesPerSecond: number; accuracy: number | null }> {
     this.model.train();
     this.loader.setEpoch(epoch);
+    if (start > 0) this.sampler.startAt(start);
     const steps = this.config.maxSteps > 0
       ? Math.min(this.config.maxSteps, this.loader.length)
       : this.loader.length;
@@ -179,6 +192,11 @@ export class Trainer {
       progress.update(loss, x.shape[0] * this.worldSize);
       x.dispose();
       y.dispose();
+      // Every step but an epoch's last consumes batchSize samples on each rank.
+      const every = this.config.saveEverySteps;
+      if (every > 0 && step % every === 0 && step < steps) {
+        await this.saveSnapshot(start + step * this.config.batchSize * this.worldSize);
+      }
     }
     const loss = await this.#meanOverRanks(progress.meanLoss);
     const accuracy = await this.evaluate();
@@ -222,8 +240,10 @@ export class Trainer {
   /** Trains the remaining epochs, writing snapshots on rank 0 every `saveEvery` and at the end. */
   async train(): Promise<TrainResult> {
     let lastLoss = NaN, accuracy: number | null = null, rate = 0, epochsHere = 0;
-    for (let epoch = this.epochsRun; epoch < this.config.epochs; epoch++) {
-      const { loss, samplesPerSecond, accuracy: epochAccuracy } = await this.runEpoch(epoch);
+    const first = this.epochsRun;
+    for (let epoch = first; epoch < this.config.epochs; epoch++) {
+      const start = epoch === first ? this.#resumePosition : 0;
+      const { loss, samplesPerSecond, accuracy: epochAccuracy } = await this.runEpoch(epoch, start);
       lastLoss = loss;
       accuracy = epochAccuracy;
       rate += samplesPerSecond;
@@ -244,14 +264,20 @@ export class Trainer {
     };
   }
 
-  /** Rank 0 writes the snapshot atomically; the others wait so that no rank runs ahead of it. */
-  async saveSnapshot(): Promise<void> {
+  /**
+   * Rank 0 writes the snapshot atomically; the others wait so that no rank runs ahead of it.
+   *
+   * @param position Global samples of the current epoch consumed so far, 0 at an epoch's end.
+   */
+  async saveSnapshot(position = 0): Promise<void> {
     if (this.rank === 0) {
+      const { epoch, seed } = this.sampler.stateDict();
       saveSnapshot(this.config.snapshot, this.model, this.optimizer, {
         epochsRun: this.epochsRun,
-        sampler: this.sampler.stateDict(),
+        sampler: position > 0 ? { epoch, seed, position } : { epoch, seed },
       });
-      this.log(`epoch ${this.epochsRun}: snapshot saved to ${this.config.snapshot}`);
+      const at = position > 0 ? ` (epoch ${epoch + 1} at sample ${position})` : "";
+      this.log(`epoch ${this.epochsRun}${at}: snapshot saved to ${this.config.snapshot}`);
     }
     if (this.worldSize > 1) await barrier();
   }

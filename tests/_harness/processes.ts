@@ -98,8 +98,10 @@ export interface Running {
 
 /** How to run one entry point. */
 export interface RunOptions {
-  /** Arguments after `deno run -A --v8-flags=--expose-gc`. */
+  /** Arguments after `deno run -A --v8-flags=--expose-gc`, or after `deno` with `task`. */
   args: string[];
+  /** Run `deno task ARGS` (with the repository's deno.json) instead of `deno run`. */
+  task?: boolean;
   /** Hard limit; then every marked process is killed and the run fails naming them. */
   timeoutMs: number;
   /** Extra environment (the job variables of the caller's environment are dropped). */
@@ -140,14 +142,14 @@ function runEnv(marker: string, tmp: string, options: RunOptions): Record<string
 }
 
 /**
- * Runs `deno run -A --v8-flags=--expose-gc ARGS` and waits for it and its output.
+ * Runs `deno run -A --v8-flags=--expose-gc ARGS` (or `deno task ARGS`) and waits for it and its output.
  * @throws Error naming every marked process still running at the timeout (all killed first).
  */
 export async function runDeno(options: RunOptions): Promise<RunResult> {
   const marker = crypto.randomUUID();
   const tmp = await Deno.makeTempDir({ prefix: "dtrain_run_" });
   const child = new Deno.Command(Deno.execPath(), {
-    args: [...DENO_RUN, ...options.args],
+    args: options.task ? ["task", ...options.args] : [...DENO_RUN, ...options.args],
     cwd: options.cwd ?? ROOT,
     clearEnv: true,
     env: runEnv(marker, tmp, options),

@@ -298,3 +298,35 @@ Deno.test(
     assert.deepEqual(Object.keys(load(`${dir}/copy.safetensors`).tensors), ["a", "b", "e"]);
   }),
 );
+
+Deno.test(
+  "load() refuses a header that names a tensor twice, or a field of one twice, naming the key",
+  withTempDir((dir) => {
+    const entry = '{"dtype":"F32","shape":[1],"data_offsets":[0,4]}';
+    assertRefused(
+      dir,
+      "twice.safetensors",
+      craft(`{"w":${entry},"w" : ${entry}}`, 4),
+      'duplicate key "w": the header names it twice',
+    );
+    assertRefused(
+      dir,
+      "field_twice.safetensors",
+      craft('{"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4],"dtype":"I32"}}', 4),
+      'duplicate key "dtype": it appears twice in the entry of "w"',
+    );
+    assertRefused(
+      dir,
+      "meta_twice.safetensors",
+      craft(`{"__metadata__":{"a":"1","a":"2"},"w":${entry}}`, 4),
+      'duplicate key "a": it appears twice in the entry of "__metadata__"',
+    );
+    // An escaped key equal to another is the same key.
+    assertRefused(
+      dir,
+      "escaped.safetensors",
+      craft(`{"w":${entry},"\\u0077":${entry}}`, 4),
+      'duplicate key "w": the header names it twice',
+    );
+  }),
+);

@@ -151,3 +151,39 @@ Deno.test({
     }
   },
 });
+
+Deno.test("DistributedSampler resumed mid-epoch at another world size draws every sample exactly once", () => {
+  for (const [n, before, after, batch, steps] of [[96, 4, 2, 4, 3], [100, 3, 4, 2, 6]]) {
+    const shard = (world: number, rank: number) =>
+      new DistributedSampler({ length: n }, { numReplicas: world, rank, seed: 5 });
+    // `before` ranks train `steps` batches of `batch`: global positions [0, steps * batch * before).
+    const consumed = steps * batch * before;
+    const seen: number[] = [];
+    for (let rank = 0; rank < before; rank++) {
+      const s = shard(before, rank);
+      s.setEpoch(2);
+      seen.push(...s.indices().subarray(0, steps * batch));
+    }
+    // Restarted with `after` ranks, from the saved state.
+    const saved = { epoch: 2, seed: 5, position: consumed };
+    for (let rank = 0; rank < after; rank++) {
+      const s = shard(after, rank);
+      s.loadStateDict(saved);
+      assert.equal(s.length, Math.ceil((n - consumed) / after));
+      seen.push(...s.indices());
+    }
+    assert.equal(seen.length, n, `${n} samples, ${before} then ${after} ranks`);
+    assert.deepEqual([...seen].sort((a, b) => a - b), Array.from({ length: n }, (_, i) => i));
+  }
+});
+
+Deno.test("DistributedSampler stateDict() keeps a mid-epoch position; setEpoch() starts over", () => {
+  const sampler = new DistributedSampler({ length: 40 }, { numReplicas: 2, rank: 0, seed: 3 });
+  sampler.setEpoch(1);
+  sampler.startAt(10);
+  assert.deepEqual(sampler.stateDict(), { epoch: 1, seed: 3, position: 10 });
+  assert.equal(sampler.length, 15);
+  sampler.setEpoch(2);
+  assert.equal(sampler.position, 0);
+  assert.throws(() => sampler.startAt(41), /position 41 is outside the epoch's 40 samples/);
+});

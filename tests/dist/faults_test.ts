@@ -50,6 +50,44 @@ for (const [worldSize, victim] of [[3, 2], [3, 0]]) {
   });
 }
 
+for (const victim of [2, 0]) {
+  Deno.test(`a hung rank ${victim} (SIGSTOP mid all-reduce) is named by every other rank within the timeout + 2 s`, async () => {
+    const timeoutMs = 3000;
+    let stoppedAt = 0;
+    const reportedAfter = new Map<number, number>();
+    const runs = await runRanks({
+      worker,
+      worldSize: 3,
+      timeoutMs: 30_000,
+      env: { MODE: "loop", TEST_TIMEOUT_MS: String(timeoutMs) },
+      onLine: (rank, line, procs) => {
+        const victimProc = procs.find((p) => p.rank === victim)!;
+        if (rank === victim && line === "looping" && stoppedAt === 0) {
+          stoppedAt = performance.now();
+          victimProc.child.kill("SIGSTOP");
+        }
+        if (rank !== victim && line.startsWith("{")) {
+          reportedAfter.set(rank, performance.now() - stoppedAt);
+          // Once both others have reported, the hung rank has served its purpose.
+          if (reportedAfter.size === 2) victimProc.child.kill("SIGKILL");
+        }
+      },
+    });
+    assert.ok(stoppedAt > 0, "the victim never reached its loop");
+    for (const r of runs.filter((r) => r.rank !== victim)) {
+      assert.equal(r.code, 1, `rank ${r.rank}: ${r.stderr}`);
+      const error = String(r.result?.error);
+      assert.match(error, /^allReduce \(op #\d+\): /, `rank ${r.rank}: ${error}`);
+      const named = victim === 0
+        ? /rank 0, which hosts it, has probably died or hung/
+        : new RegExp(`rank ${victim} is hung \\(still connected`);
+      assert.match(error, named, `rank ${r.rank}: ${error}`);
+      const after = reportedAfter.get(r.rank)!;
+      assert.ok(after < timeoutMs + 2000, `rank ${r.rank} reported ${after | 0} ms after the stop`);
+    }
+  });
+}
+
 Deno.test("mismatched collectives raise the same fingerprint error on every rank, then the group works on", async () => {
   const runs = await runRanks({
     worker,

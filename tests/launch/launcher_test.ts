@@ -206,36 +206,57 @@ for (const [signal, code] of [["SIGTERM", 143], ["SIGINT", 130]] as const) {
   });
 }
 
-/** Worker modes that must not outlive their launcher: one watches it itself, one only inits. */
+/** Worker modes that must not outlive their launcher: one never touches dtrain, one only inits. */
 const ORPHAN_MODES = [
-  ["wait", "workers"],
-  ["dist-wait", "plain scripts that only call initProcessGroup"],
+  ["wait", "plain scripts that never initialise a process group"],
+  ["dist-wait", "scripts that only call initProcessGroup"],
 ] as const;
 
+/**
+ * Runs 2 ranks of `mode` (through `deno task launch` when `task`), SIGKILLs the started process
+ * once both are ready, and returns the run with what was alive just before the kill.
+ */
+async function killOnceReady(mode: string, task = false) {
+  const ready = new Set<string>();
+  let before: MarkedProcess[] = [];
+  let killedAt = 0;
+  const flags = ["--master-port", String(freePort()), "--nproc-per-node", "2"];
+  const run = await runDeno({
+    timeoutMs: 20_000,
+    task,
+    args: [...(task ? ["launch"] : [LAUNCHER]), ...flags, WORKER, mode],
+    leftoverGraceMs: 2_000,
+    onLine: (line, running) => {
+      const m = line.match(/^\[rank (\d+)\] ready$/);
+      if (!m) return;
+      ready.add(m[1]);
+      if (ready.size === 2) {
+        before = markedProcesses(running.marker, running.child.pid);
+        killedAt = performance.now();
+        running.kill("SIGKILL");
+      }
+    },
+  });
+  assert.equal(run.signal, "SIGKILL", run.stderr);
+  return { run, before, afterKillMs: performance.now() - killedAt };
+}
+
 for (const [mode, what] of ORPHAN_MODES) {
-  Deno.test(`${what} exit on their own within a few seconds when the launcher is SIGKILLed`, async () => {
-    const ready = new Set<string>();
-    let before: MarkedProcess[] = [];
-    let killedAt = 0;
-    const run = await launch(["--nproc-per-node", "2"], [mode], {
-      leftoverGraceMs: 5_000,
-      onLine: (line, running) => {
-        const m = line.match(/^\[rank (\d+)\] ready$/);
-        if (!m) return;
-        ready.add(m[1]);
-        if (ready.size === 2) {
-          before = markedProcesses(running.marker, running.child.pid);
-          killedAt = performance.now();
-          running.kill("SIGKILL");
-        }
-      },
-    });
-    assert.equal(run.signal, "SIGKILL");
+  Deno.test(`${what} exit within 2 s when the launcher is SIGKILLed`, async () => {
+    const { run, before, afterKillMs } = await killOnceReady(mode);
     assert.deepEqual(before.map((p) => p.role).sort(), ["main process", "rank 0", "rank 1"]);
-    assert.deepEqual(run.leftovers, [], `still running 5 s later: ${describe(run.leftovers)}`);
-    assert.ok(performance.now() - killedAt < 5_000);
+    assert.deepEqual(run.leftovers, [], `still running 2 s later: ${describe(run.leftovers)}`);
+    assert.ok(afterKillMs < 5_000);
   });
 }
+
+Deno.test("SIGKILL of the outer `deno task launch` process ends the launcher and its workers", async () => {
+  const { run, before } = await killOnceReady("wait", true);
+  const roles = before.map((p) => p.role).sort();
+  assert.deepEqual(roles.filter((r) => r.startsWith("rank")), ["rank 0", "rank 1"]);
+  assert.ok(roles.includes("main process") && roles.length === 4, `processes: ${roles}`);
+  assert.deepEqual(run.leftovers, [], `still running 2 s later: ${describe(run.leftovers)}`);
+});
 
 Deno.test("launch stops the workers already started when a later spawn fails, and names the rank", async () => {
   const run = await runDeno({
@@ -284,6 +305,14 @@ const BAD_FLAGS: [string[], RegExp][] = [
   [["--max-restarts=-1"], /--max-restarts: Too small/],
   [["--nnodes", "2", "--node-rank", "2"], /--node-rank: must be below --nnodes/],
   [["--bogus", "1"], /--bogus/],
+  [
+    ["--master-port", "--nproc-per-node", "2"],
+    /^launch: --master-port: needs a value, but is followed by --nproc-per-node$/,
+  ],
+  [
+    ["--log-dir", "--nnodes", "1"],
+    /^launch: --log-dir: needs a value, but is followed by --nnodes$/,
+  ],
 ];
 
 Deno.test("launch exits 2 naming the flag for bad flags", async (t) => {

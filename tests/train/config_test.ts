@@ -76,6 +76,26 @@ const CASES: { name: string; args: string[]; files?: Files; message: RegExp }[] 
     message: /^train: arguments: unexpected extra arguments: 64$/,
   },
   {
+    name: "a flag whose value is forgotten swallows no other flag",
+    args: ["--snapshot", "--epochs", "1"],
+    message: /^train: --snapshot: needs a value, but is followed by --epochs$/,
+  },
+  {
+    name: "a flag given another flag as its value",
+    args: ["--snapshot=--epochs", "1"],
+    message: /^train: --snapshot: needs a value, but is followed by --epochs$/,
+  },
+  {
+    name: "a flag at the end without its value",
+    args: ["--epochs", "1", "--snapshot"],
+    message: /^train: --snapshot: needs a value, but nothing follows it$/,
+  },
+  {
+    name: "a launcher flag without its value",
+    args: ["--master-port", "--epochs", "1"],
+    message: /^train: --master-port: needs a value, but is followed by --epochs$/,
+  },
+  {
     name: "node rank outside the nodes",
     args: ["--nnodes", "2", "--node-rank", "2"],
     message: /^train: nodeRank: must be below nnodes \(2\), got 2$/,

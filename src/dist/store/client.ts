@@ -6,6 +6,16 @@
 
 import { DistError } from "../errors.ts";
 import {
+  CHALLENGE_BYTES,
+  clientProof,
+  hello,
+  hmacKey,
+  nonce,
+  NONCE_BYTES,
+  sameBytes,
+  serverProof,
+} from "./auth.ts";
+import {
   ByteReader,
   ByteWriter,
   ConnReader,
@@ -84,23 +94,24 @@ export class StoreClient {
   }
 
   /**
-   * Connects and presents the token, retrying while the server is not listening yet.
+   * Connects and authenticates (see `auth.ts`), retrying while the server is not listening yet or
+   * drops the connection before its challenge (it sheds the oldest handshake when crowded).
    *
    * @param options Address, token, rank and timeout (default 30 s).
    * @returns The connected client.
-   * @throws DistError "timeout" if nothing listens within the timeout, "store" if refused,
-   *   "invalid" for a timeout out of range.
+   * @throws DistError "timeout" if no store answers within the timeout, "store" if it refuses or
+   *   cannot prove that it knows the token, "invalid" for a timeout out of range.
    */
   static async connect(options: StoreClientOptions): Promise<StoreClient> {
     const timeoutMs = options.timeoutMs ?? 30_000;
     checkTimeout("store connect", timeoutMs);
     const where = `${options.hostname}:${options.port}`;
     const deadline = Date.now() + timeoutMs;
-    let conn: Deno.Conn;
+    const key = await hmacKey(options.token);
     for (;;) {
+      let conn: Deno.Conn;
       try {
         conn = await Deno.connect({ hostname: options.hostname, port: options.port });
-        break;
       } catch (cause) {
         if (!(cause instanceof Deno.errors.ConnectionRefused) || Date.now() >= deadline) {
           const code = cause instanceof Deno.errors.ConnectionRefused ? "timeout" : "store";
@@ -112,31 +123,66 @@ export class StoreClient {
           );
         }
         await new Promise((r) => setTimeout(r, 50));
+        continue;
       }
-    }
-    const client = new StoreClient(conn, where, timeoutMs);
-    try {
-      await client.#handshake(options.token, options.rank ?? -1);
-    } catch (err) {
+      const client = new StoreClient(conn, where, timeoutMs);
+      let retry = false;
+      try {
+        retry = !await client.#handshake(key, options.rank ?? -1);
+      } catch (err) {
+        client.close();
+        throw err;
+      }
+      if (!retry) return client;
       client.close();
-      throw err;
+      if (Date.now() >= deadline) {
+        throw new DistError(
+          "timeout",
+          `the store at ${where} closed every connection before its challenge for ` +
+            `${timeoutMs / 1000} s (crowded by other connections?)`,
+        );
+      }
+      await new Promise((r) => setTimeout(r, 50));
     }
-    return client;
   }
 
-  async #handshake(token: string, rank: number): Promise<void> {
-    const t = utf8(token);
-    await writeAll(
-      this.#conn,
-      new ByteWriter().raw(MAGIC).u16(VERSION).u16(t.length).raw(t).i32(rank).done(),
-    );
-    const reply = await this.#reader.exactly(7).catch(() => null);
-    if (reply === null || !MAGIC.every((b, i) => reply[i] === b) || reply[6] !== 1) {
-      throw new DistError(
+  /**
+   * Runs the client side of the handshake. Sends nothing derived from the token until the store
+   * has proved that it knows it. Returns false when the store closed the connection before its
+   * challenge (worth retrying).
+   */
+  async #handshake(key: CryptoKey, rank: number): Promise<boolean> {
+    const refuse = (why: string) =>
+      new DistError(
         "store",
-        `the store at ${this.#where} refused the handshake (wrong DTRAIN_TOKEN or protocol version)`,
+        `the store at ${this.#where} refused the handshake (wrong DTRAIN_TOKEN or protocol ` +
+          `version): ${why}`,
       );
+    const read = (n: number) => this.#reader.exactly(n).catch(() => null);
+    const mine = nonce();
+    try {
+      await writeAll(this.#conn, hello(rank, mine));
+    } catch {
+      return false;
     }
+    const head = await read(6);
+    if (head === null) return false;
+    if (!MAGIC.every((b, i) => head[i] === b)) throw refuse("it does not greet as a dtrain store");
+    const version = new DataView(head.buffer).getUint16(4, true);
+    if (version !== VERSION) {
+      throw refuse(`it speaks protocol version ${version}, this client ${VERSION}`);
+    }
+    const challenge = await read(CHALLENGE_BYTES - 6);
+    if (challenge === null) throw refuse("it closed the connection during the handshake");
+    const theirs = challenge.subarray(0, NONCE_BYTES);
+    const proof = challenge.subarray(NONCE_BYTES);
+    if (!sameBytes(proof, await serverProof(key, mine, theirs))) {
+      throw refuse("it cannot prove that it knows this job's token");
+    }
+    await writeAll(this.#conn, await clientProof(key, theirs, mine, rank));
+    const verdict = await read(1);
+    if (verdict === null || verdict[0] !== 1) throw refuse("it did not accept this client's proof");
+    return true;
   }
 
   /** Stores `value` under `key`, waking whoever waits for it. */

@@ -8,7 +8,7 @@
 /** "DTST": the first four bytes of every handshake, both ways. */
 export const MAGIC = new Uint8Array([0x44, 0x54, 0x53, 0x54]);
 /** The protocol version this code speaks. */
-export const VERSION = 1;
+export const VERSION = 2;
 
 /** Request opcodes. */
 export const Op = {
@@ -27,6 +27,8 @@ export const Status = { ok: 0, timeout: 1, error: 2 } as const;
 
 /** Longest key, in UTF-8 bytes. */
 export const MAX_KEY_BYTES = 4096;
+/** Shortest token, in bytes (an HMAC key cannot be empty). */
+export const MIN_TOKEN_BYTES = 1;
 /** Longest token, in bytes. */
 export const MAX_TOKEN_BYTES = 1024;
 /** Most keys in one wait request. */
@@ -209,12 +211,21 @@ export class ByteReader {
 /** Reads exact byte counts from a connection, buffering small reads. */
 export class ConnReader {
   #conn: Deno.Conn;
-  #scratch = new Uint8Array(64 * 1024);
+  #scratch: Uint8Array;
   #left = new Uint8Array(0);
 
-  /** @param conn The connection to read from. */
-  constructor(conn: Deno.Conn) {
+  /**
+   * @param conn The connection to read from.
+   * @param bufferBytes Size of the read buffer (default 64 KiB); see `enlarge`.
+   */
+  constructor(conn: Deno.Conn, bufferBytes = 64 * 1024) {
     this.#conn = conn;
+    this.#scratch = new Uint8Array(bufferBytes);
+  }
+
+  /** Replaces the read buffer with one of `bufferBytes`, e.g. once a peer is trusted. */
+  enlarge(bufferBytes: number): void {
+    if (bufferBytes > this.#scratch.length) this.#scratch = new Uint8Array(bufferBytes);
   }
 
   /** The next `n` bytes, or null if the peer closed the connection first. */

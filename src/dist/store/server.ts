@@ -2,11 +2,18 @@
  * The rendezvous store server: a small key-value service that ranks use to find each other,
  * hosted by the launcher or by rank 0 on the address it is given.
  *
- * [Note: store wire protocol, version 1]
+ * [Note: store wire protocol, version 2]
  * All integers are little-endian; `str` is a u32 byte length followed by the bytes.
  *
- *     handshake  client -> server  "DTST" u16 version u16 tokenLength token[tokenLength] i32 rank
- *                server -> client  "DTST" u16 version u8 accepted (1 = yes; on 0 the server closes)
+ *     handshake  client -> server  "DTST" u16 version i32 rank clientNonce[32]
+ *                server -> client  "DTST" u16 version serverNonce[32] serverProof[32]
+ *                                  (to another version: "DTST" u16 its own version, then close)
+ *                client -> server  clientProof[32]   (sent only once serverProof checks out)
+ *                server -> client  u8 accepted (1 = yes; on 0 the server closes)
+ *       serverProof = HMAC-SHA256(token, "dtrain store server proof" clientNonce serverNonce)
+ *       clientProof = HMAC-SHA256(token, "dtrain store client proof" serverNonce clientNonce rank)
+ *     (see `auth.ts`: the token never crosses the wire, and a proof is useless on another
+ *     connection because the other side's nonce is fresh)
  *     request    u32 length, then `length` bytes: u8 opcode and its fields
  *       1 set         str key, str value                  -> ok
  *       2 get         str key, u32 timeoutMs              -> ok value | timeout   (waits for key)
@@ -25,13 +32,34 @@
  * Keys are UTF-8 of at most 4 KiB, values at most `maxValueBytes` (16 MiB by default), a wait
  * names at most 1024 keys. A timeout of 0 checks once; longer than `MAX_TIMEOUT_MS` counts as
  * that (the native client clamps to the u32 range). A connection that sends anything else (bad
- * magic or version, a wrong token, an oversized or malformed frame, or no handshake within
+ * magic or version, a wrong proof, an oversized or malformed frame, or no handshake within
  * `handshakeTimeoutMs`) is closed and counted in `rejected`; other connections never notice.
  * Requests on one connection are answered in order, one at a time.
+ *
+ * [Note: a store no client can crash or starve]
+ * The store serves the whole job, so no connection may take it down: accept errors (out of file
+ * descriptors, a connection reset before it was accepted) back off and keep serving; at most
+ * `maxPending` connections may be in their handshake, and a newcomer over that closes the oldest
+ * at once (an idle crowd cannot lock clients out, and clients retry a connection closed before
+ * the challenge); the open connections stay below the file limit (Deno itself cannot be trusted
+ * to survive EMFILE: it has been seen to panic opening a descriptor of its own); a connection gets
+ * only small buffers until it has authenticated; and the soft limit of open files is raised to
+ * the hard one when the store starts.
  * @module
  */
 
 import { DistError } from "../errors.ts";
+import { raiseFileLimit } from "../lifetime.ts";
+import { StoreTable } from "./table.ts";
+import {
+  clientProof,
+  HELLO_BYTES,
+  hmacKey,
+  nonce,
+  NONCE_BYTES,
+  sameBytes,
+  serverProof,
+} from "./auth.ts";
 import {
   ByteReader,
   ByteWriter,
@@ -39,13 +67,9 @@ import {
   DEFAULT_MAX_VALUE_BYTES,
   MAGIC,
   MAX_KEY_BYTES,
-  MAX_TIMEOUT_MS,
   MAX_TOKEN_BYTES,
-  MAX_WAIT_KEYS,
-  Op,
+  MIN_TOKEN_BYTES,
   ProtocolError,
-  Status,
-  text,
   utf8,
   VERSION,
   writeAll,
@@ -63,12 +87,13 @@ export interface StoreServerOptions {
   maxValueBytes?: number;
   /** A connection must finish its handshake within this time. Default 10 s. */
   handshakeTimeoutMs?: number;
-}
-
-interface Waiter {
-  keys: string[];
-  resolve: (found: boolean) => void;
-  timer: ReturnType<typeof setTimeout>;
+  /** Most connections in their handshake at once; a newcomer closes the oldest. Default 64. */
+  maxPending?: number;
+  /**
+   * Most open connections; past it a newcomer closes the oldest in its handshake, or itself if
+   * none is. Default: the soft limit of open files less 64 for the rest of the process.
+   */
+  maxConnections?: number;
 }
 
 /**
@@ -90,25 +115,37 @@ export class StoreServer {
   /** The bound port. */
   readonly port: number;
   #listener: Deno.TcpListener;
-  #token: Uint8Array;
-  #maxValue: number;
+  #hmacKey: Promise<CryptoKey>;
   #maxFrame: number;
   #handshakeTimeoutMs: number;
-  #data = new Map<string, Uint8Array>();
-  #waiters = new Set<Waiter>();
+  #table: StoreTable;
   #conns = new Map<Deno.Conn, number>();
+  /** Connections in their handshake, oldest first (a Set keeps insertion order). */
+  #pending = new Set<Deno.Conn>();
+  #maxPending: number;
+  #maxConnections: number;
   #serving: Promise<void>;
   #rejected = 0;
+  #shed = 0;
+  #acceptErrors = 0;
   #closed = false;
 
-  private constructor(listener: Deno.TcpListener, options: StoreServerOptions) {
+  private constructor(
+    listener: Deno.TcpListener,
+    options: StoreServerOptions,
+    fileLimit: number | null,
+  ) {
     this.#listener = listener;
     this.hostname = listener.addr.hostname;
     this.port = listener.addr.port;
-    this.#token = utf8(options.token);
-    this.#maxValue = options.maxValueBytes ?? DEFAULT_MAX_VALUE_BYTES;
-    this.#maxFrame = 1 + 3 * 4 + MAX_KEY_BYTES + 2 * this.#maxValue;
+    this.#hmacKey = hmacKey(options.token);
+    const maxValue = options.maxValueBytes ?? DEFAULT_MAX_VALUE_BYTES;
+    this.#maxFrame = 1 + 3 * 4 + MAX_KEY_BYTES + 2 * maxValue;
+    this.#table = new StoreTable(maxValue, () => this.connectedRanks());
     this.#handshakeTimeoutMs = options.handshakeTimeoutMs ?? 10_000;
+    this.#maxPending = options.maxPending ?? 64;
+    this.#maxConnections = options.maxConnections ??
+      (fileLimit === null ? Infinity : Math.max(fileLimit - 64, 16));
     this.#serving = this.#acceptLoop();
   }
 
@@ -121,9 +158,14 @@ export class StoreServer {
    */
   static listen(options: StoreServerOptions): StoreServer {
     const where = `${options.hostname}:${options.port}`;
-    if (utf8(options.token).length > MAX_TOKEN_BYTES) {
-      throw new DistError("invalid", `store token is longer than ${MAX_TOKEN_BYTES} bytes`);
+    const tokenBytes = utf8(options.token).length;
+    if (tokenBytes > MAX_TOKEN_BYTES || tokenBytes < MIN_TOKEN_BYTES) {
+      throw new DistError(
+        "invalid",
+        `store token must be ${MIN_TOKEN_BYTES}..${MAX_TOKEN_BYTES} bytes, got ${tokenBytes}`,
+      );
     }
+    const fileLimit = raiseFileLimit();
     let listener: Deno.TcpListener;
     try {
       listener = Deno.listen({ hostname: options.hostname, port: options.port });
@@ -133,12 +175,27 @@ export class StoreServer {
         : (cause as Error).message;
       throw new DistError("store", `cannot host the store on ${where}: ${why}`, { cause });
     }
-    return new StoreServer(listener, options);
+    return new StoreServer(listener, options, fileLimit);
   }
 
   /** Connections closed for a bad handshake, wrong token, garbage or oversized data. */
   get rejected(): number {
     return this.#rejected;
+  }
+
+  /** Connections closed unanswered because `maxPending` others were in their handshake. */
+  get shed(): number {
+    return this.#shed;
+  }
+
+  /** Failed accepts (e.g. out of file descriptors) that the server backed off from. */
+  get acceptErrors(): number {
+    return this.#acceptErrors;
+  }
+
+  /** Requests waiting for keys now (get and wait). */
+  get waiting(): number {
+    return this.#table.waiting;
   }
 
   /** Distinct ranks (as announced in their handshake) of the clients connected now, sorted. */
@@ -152,7 +209,7 @@ export class StoreServer {
       this.#closed = true;
       this.#listener.close();
       for (const conn of this.#conns.keys()) conn.close();
-      for (const w of [...this.#waiters]) this.#finish(w, false);
+      this.#table.close();
     }
     await this.#serving;
   }
@@ -164,30 +221,55 @@ export class StoreServer {
 
   async #acceptLoop(): Promise<void> {
     const serving = new Set<Promise<void>>();
-    try {
-      for await (const conn of this.#listener) {
-        const p = this.#serve(conn).finally(() => serving.delete(p));
-        serving.add(p);
+    let backoffMs = 0;
+    while (!this.#closed) {
+      let conn: Deno.Conn;
+      try {
+        conn = await this.#listener.accept();
+        backoffMs = 0;
+      } catch {
+        if (this.#closed) break;
+        // EMFILE, ENFILE, ECONNABORTED: the trouble passes (connections close, descriptors free
+        // up); retry soon rather than spin or let it end the job.
+        this.#acceptErrors++;
+        backoffMs = Math.min(Math.max(2 * backoffMs, 10), 500);
+        await new Promise((r) => setTimeout(r, backoffMs));
+        continue;
       }
-    } catch (err) {
-      if (!this.#closed) throw err;
+      if (this.#pending.size >= this.#maxPending || this.#conns.size >= this.#maxConnections) {
+        // Shed the oldest handshake; with none, the newcomer (authenticated peers stay).
+        const oldest = this.#pending.values().next().value ?? conn;
+        this.#pending.delete(oldest);
+        this.#shed++;
+        closeQuietly(oldest);
+        if (oldest === conn) continue;
+      }
+      const p = this.#serve(conn).finally(() => serving.delete(p));
+      serving.add(p);
     }
     await Promise.all(serving);
   }
 
   async #serve(conn: Deno.Conn): Promise<void> {
-    const reader = new ConnReader(conn);
+    // Small reads until the peer has authenticated: an idle crowd costs little memory.
+    const reader = new ConnReader(conn, HELLO_BYTES);
     this.#conns.set(conn, -1);
+    this.#pending.add(conn);
     let handshakeTimedOut = false;
     const timer = setTimeout(() => {
       handshakeTimedOut = true;
-      conn.close();
+      closeQuietly(conn);
     }, this.#handshakeTimeoutMs);
+    let authenticated = false;
+    let rejected = false;
     try {
       const rank = await this.#handshake(conn, reader);
       clearTimeout(timer);
       if (rank === null) return;
+      authenticated = true;
+      this.#pending.delete(conn);
       this.#conns.set(conn, rank);
+      reader.enlarge(64 * 1024);
       for (;;) {
         const head = await reader.exactly(4);
         if (head === null) return;
@@ -197,165 +279,64 @@ export class StoreServer {
         }
         const body = await reader.exactly(len);
         if (body === null) return;
-        await writeAll(conn, await this.#execute(new ByteReader(body)));
+        await writeAll(conn, await this.#table.execute(new ByteReader(body)));
       }
     } catch (err) {
       // Whatever one connection does, only that connection ends; the job's keep working.
-      if (!this.#closed && (handshakeTimedOut || !isDisconnect(err))) this.#rejected++;
+      rejected = handshakeTimedOut || !isDisconnect(err);
     } finally {
       clearTimeout(timer);
+      // A peer that walked away before authenticating (e.g. one that found our proof wrong)
+      // failed its handshake too; one shed for a newcomer (no longer pending) counts in `shed`.
+      if (!authenticated && this.#pending.has(conn)) rejected = true;
+      if (rejected && !this.#closed) this.#rejected++;
+      this.#pending.delete(conn);
       this.#conns.delete(conn);
-      try {
-        conn.close();
-      } catch {
-        // already closed by close() or the handshake timer
-      }
+      closeQuietly(conn);
     }
   }
 
-  /** The client's announced rank, or null after refusing it (the caller closes). */
+  /** Authenticates the peer (see the protocol note); its announced rank, or null on EOF. */
   async #handshake(conn: Deno.Conn, reader: ConnReader): Promise<number | null> {
-    const head = await reader.exactly(8);
-    if (head === null) return null;
-    const view = new DataView(head.buffer);
-    if (!MAGIC.every((b, i) => head[i] === b)) throw new ProtocolError("bad magic");
-    const version = view.getUint16(4, true);
-    const tokenLen = view.getUint16(6, true);
-    if (tokenLen > MAX_TOKEN_BYTES) throw new ProtocolError(`token of ${tokenLen} bytes`);
-    const rest = await reader.exactly(tokenLen + 4);
+    // The magic alone first: anything else (an HTTP probe, say) is refused at once.
+    const magic = await reader.exactly(MAGIC.length);
+    if (magic === null) return null;
+    if (!MAGIC.every((b, i) => magic[i] === b)) throw new ProtocolError("bad magic");
+    const rest = await reader.exactly(HELLO_BYTES - MAGIC.length);
     if (rest === null) return null;
-    const ok = version === VERSION && sameBytes(rest.subarray(0, tokenLen), this.#token);
-    await writeAll(conn, new ByteWriter().raw(MAGIC).u16(VERSION).u8(ok ? 1 : 0).done());
-    if (!ok) {
-      throw new ProtocolError(version === VERSION ? "wrong token" : `version ${version}`);
+    const hello = new Uint8Array(HELLO_BYTES);
+    hello.set(magic);
+    hello.set(rest, MAGIC.length);
+    const view = new DataView(hello.buffer);
+    const version = view.getUint16(4, true);
+    if (version !== VERSION) {
+      await writeAll(conn, new ByteWriter().raw(MAGIC).u16(VERSION).done());
+      throw new ProtocolError(`version ${version}`);
     }
-    return new DataView(rest.buffer).getInt32(tokenLen, true);
-  }
-
-  async #execute(r: ByteReader): Promise<Uint8Array> {
-    const ok = new ByteWriter().u8(Status.ok);
-    const op = r.u8();
-    switch (op) {
-      case Op.set: {
-        const key = this.#key(r);
-        const value = r.bytes(this.#maxValue, "value");
-        r.end();
-        this.#put(key, value);
-        return ok.frame();
-      }
-      case Op.get: {
-        const key = this.#key(r);
-        const timeoutMs = r.u32();
-        r.end();
-        if (!await this.#waitFor([key], timeoutMs)) return timeoutFrame();
-        return ok.raw(this.#data.get(key)!).frame();
-      }
-      case Op.wait: {
-        const n = r.u32();
-        if (n > MAX_WAIT_KEYS) throw new ProtocolError(`wait for ${n} keys`);
-        const keys = Array.from({ length: n }, () => this.#key(r));
-        const timeoutMs = r.u32();
-        r.end();
-        return await this.#waitFor(keys, timeoutMs) ? ok.frame() : timeoutFrame();
-      }
-      case Op.add: {
-        const key = this.#key(r);
-        const delta = r.i64();
-        r.end();
-        const current = this.#data.get(key);
-        // Decoded leniently: invalid UTF-8 becomes U+FFFD, which fails the test below.
-        const now = current === undefined ? "0" : lenient.decode(current);
-        if (!/^-?\d+$/.test(now)) {
-          return errorFrame(
-            `add: value of key '${key}' is not a decimal integer: '${now.slice(0, 40)}'`,
-          );
-        }
-        const sum = BigInt.asIntN(64, BigInt(now) + delta);
-        this.#put(key, utf8(sum.toString()));
-        return ok.i64(sum).frame();
-      }
-      case Op.compareSet: {
-        const key = this.#key(r);
-        const expected = r.bytes(this.#maxValue, "expected value");
-        const desired = r.bytes(this.#maxValue, "desired value");
-        r.end();
-        const current = this.#data.get(key);
-        const swap = current === undefined ? expected.length === 0 : sameBytes(current, expected);
-        if (swap) this.#put(key, desired);
-        return ok.raw(this.#data.get(key) ?? new Uint8Array()).frame();
-      }
-      case Op.delete: {
-        const key = this.#key(r);
-        r.end();
-        return ok.u8(this.#data.delete(key) ? 1 : 0).frame();
-      }
-      case Op.numKeys:
-        r.end();
-        return ok.u64(BigInt(this.#data.size)).frame();
-      case Op.connectedRanks: {
-        r.end();
-        const ranks = this.connectedRanks();
-        ok.u32(ranks.length);
-        for (const rank of ranks) ok.i32(rank);
-        return ok.frame();
-      }
-      default:
-        throw new ProtocolError(`unknown opcode ${op}`);
-    }
-  }
-
-  #key(r: ByteReader): string {
-    try {
-      return text(r.bytes(MAX_KEY_BYTES, "key"));
-    } catch (err) {
-      if (err instanceof ProtocolError) throw err;
-      throw new ProtocolError("key is not valid UTF-8");
-    }
-  }
-
-  #put(key: string, value: Uint8Array): void {
-    this.#data.set(key, value);
-    for (const w of [...this.#waiters]) {
-      if (w.keys.every((k) => this.#data.has(k))) this.#finish(w, true);
-    }
-  }
-
-  #waitFor(keys: string[], timeoutMs: number): Promise<boolean> {
-    if (keys.every((k) => this.#data.has(k))) return Promise.resolve(true);
-    if (timeoutMs === 0 || this.#closed) return Promise.resolve(false);
-    return new Promise((resolve) => {
-      const w: Waiter = {
-        keys,
-        resolve,
-        timer: setTimeout(() => this.#finish(w, false), Math.min(timeoutMs, MAX_TIMEOUT_MS)),
-      };
-      this.#waiters.add(w);
-    });
-  }
-
-  #finish(w: Waiter, found: boolean): void {
-    clearTimeout(w.timer);
-    this.#waiters.delete(w);
-    w.resolve(found);
+    const rank = view.getInt32(6, true);
+    const clientNonce = hello.slice(10);
+    const key = await this.#hmacKey;
+    const serverNonce = nonce();
+    const proof = await serverProof(key, clientNonce, serverNonce);
+    await writeAll(
+      conn,
+      new ByteWriter().raw(MAGIC).u16(VERSION).raw(serverNonce).raw(proof).done(),
+    );
+    const answer = await reader.exactly(NONCE_BYTES);
+    if (answer === null) return null;
+    const ok = sameBytes(answer, await clientProof(key, serverNonce, clientNonce, rank));
+    await writeAll(conn, new Uint8Array([ok ? 1 : 0]));
+    if (!ok) throw new ProtocolError("wrong proof of the token");
+    return rank;
   }
 }
 
-const lenient = new TextDecoder();
-
-function timeoutFrame(): Uint8Array {
-  return new ByteWriter().u8(Status.timeout).frame();
-}
-
-function errorFrame(message: string): Uint8Array {
-  return new ByteWriter().u8(Status.error).raw(utf8(message)).frame();
-}
-
-/** Compares in time independent of where the bytes differ (the token is a secret). */
-function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
-  if (a.length !== b.length) return false;
-  let diff = 0;
-  for (let i = 0; i < a.length; i++) diff |= a[i] ^ b[i];
-  return diff === 0;
+function closeQuietly(conn: Deno.Conn): void {
+  try {
+    conn.close();
+  } catch {
+    // already closed
+  }
 }
 
 function isDisconnect(err: unknown): boolean {

@@ -3,7 +3,9 @@
  * - "loop": all-reduce forever (printing "looping" once warmed up) until something fails;
  * - "mismatch": a series of collectives where rank 1 disagrees with the others, then a valid one;
  * - "hang": rank HANG_RANK skips the collective the others call;
- * - "job": a short, valid job (used while the store is under attack).
+ * - "job": a short, valid job (used while the store is under attack);
+ * - "hold": join, print "joined", wait until the file GO_FILE exists, then create a subgroup
+ *   (new store connections, native ones included) and all-reduce in it.
  * @module
  */
 
@@ -13,6 +15,7 @@ import {
   destroyProcessGroup,
   getRank,
   initProcessGroup,
+  newGroup,
 } from "../../../src/dist/mod.ts";
 import { envInt, runWorker, tensorOf } from "../../_harness/worker.ts";
 
@@ -66,6 +69,18 @@ await runWorker(async () => {
       x.data.fill(1);
       await allReduce(x);
     }
+    await destroyProcessGroup();
+    return { sum: x.data[0] };
+  }
+  if (mode === "hold") {
+    console.log("joined");
+    const go = Deno.env.get("GO_FILE")!;
+    while (!await Deno.stat(go).then(() => true, () => false)) {
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    const group = await newGroup([0, 1]);
+    const x = tensorOf(new Float32Array(1000).fill(1));
+    await allReduce(x, "sum", group);
     await destroyProcessGroup();
     return { sum: x.data[0] };
   }

@@ -4,10 +4,9 @@
  * - `env`: print the distributed environment as one JSON line and exit 0;
  * - `fail R`: rank R exits with code 3 after the others are up; the others wait to be stopped;
  * - `fail-once R`: like `fail`, but only in the first attempt; later attempts exit 0;
- * - `wait`: print "ready" and wait (forever) for a signal, watching the launcher like the train
- *   job does;
- * - `dist-wait`: like `wait`, but a plain script: it only calls `initProcessGroup`, which must
- *   watch the launcher by itself;
+ * - `wait`: print "ready" and wait (forever) for a signal; a plain script that never touches
+ *   dtrain, so only what the launcher preloads can make it exit with the launcher;
+ * - `dist-wait`: like `wait`, but it joins the process group first;
  * - `graceful`: like `wait`, but on SIGTERM or SIGINT print which one arrived and exit 0, as a
  *   job that shuts down cleanly does;
  * - `stubborn`: like `wait`, but print and ignore SIGTERM and SIGINT, as a hung job does.
@@ -15,7 +14,6 @@
  */
 
 import { initProcessGroup } from "../../../src/dist/mod.ts";
-import { watchLauncher } from "../../../src/launch/worker_guard.ts";
 
 const VARS = [
   "RANK",
@@ -58,7 +56,6 @@ switch (mode) {
   case "wait":
   case "graceful":
   case "stubborn":
-    watchLauncher(100);
     if (mode !== "wait") {
       for (const signal of ["SIGTERM", "SIGINT"] as const) {
         Deno.addSignalListener(signal, () => {

@@ -1,0 +1,16 @@
+// HMAC-SHA256 (RFC 2104, FIPS 180-4) for the store handshake's proofs; see src/dist/store/auth.ts.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace dtrain {
+
+using Digest = std::array<uint8_t, 32>;
+
+// HMAC-SHA256 of `msg` under `key`.
+Digest hmacSha256(const std::string& key, const std::string& msg);
+
+}  // namespace dtrain
