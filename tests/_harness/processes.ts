@@ -7,7 +7,7 @@
  */
 
 import { fileURLToPath } from "node:url";
-import { collectLines } from "./_lines.ts";
+import { collectLines } from "./lines.ts";
 
 /** The deno arguments every entry point runs with. */
 export const DENO_RUN = ["run", "-A", "--v8-flags=--expose-gc"] as const;

@@ -5,7 +5,7 @@
  * @module
  */
 
-import { collectLines } from "./_lines.ts";
+import { collectLines } from "./lines.ts";
 
 /** What one rank did. */
 export interface RankResult {

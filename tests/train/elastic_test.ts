@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { freePort } from "../_harness/ranks.ts";
-import { ROOT, runDeno, type RunResult, withTempDir } from "../launch/_processes.ts";
+import { ROOT, runDeno, type RunResult, withTempDir } from "../_harness/processes.ts";
 import { HOOKED_MAIN, readSaved, SMALL_JOB, snapshotInfo } from "./_train.ts";
 
 /** What one DistributedSampler pass logged (tests/train/workers/train.ts). */

@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { load, save } from "../../src/checkpoint/mod.ts";
-import { withTempDir } from "../launch/_processes.ts";
+import { withTempDir } from "../_harness/processes.ts";
 import { assertSucceeded, SMALL_JOB, train } from "./_train.ts";
 
 /** Rewrites the snapshot at `path` with its `dtrain` metadata passed through `edit`. */
