@@ -21,6 +21,13 @@
 
 export { type DType, Tensor, type TensorOptions } from "./src/tensor/tensor.ts";
 export { allocatedBytes, type Device } from "./src/tensor/storage.ts";
+export { getDevice, registerDevice } from "./src/tensor/device/registry.ts";
+export type {
+  DeviceBackend,
+  DeviceFactory,
+  DevicePtr,
+  Kernels,
+} from "./src/tensor/device/device.ts";
 export {
   arange,
   full,

@@ -1,0 +1,61 @@
+/**
+ * Devices found by name. `"cpu"` is built in; another device registers a factory under its
+ * family name (`registerDevice("cuda", ...)`), and `"cuda:1"` then asks that factory for index 1.
+ * Each device is made once, on its first use, and cached under its full name, so a lookup on the
+ * allocation path is one map read.
+ * @module
+ */
+
+import { createCpuDevice } from "./cpu.ts";
+import type { DeviceBackend, DeviceFactory } from "./device.ts";
+
+const factories = new Map<string, DeviceFactory>([["cpu", () => createCpuDevice()]]);
+const devices = new Map<string, DeviceBackend>();
+
+/**
+ * Registers the device family `family` (a lowercase word: `"cuda"`, `"null"`).
+ *
+ * @param family The name before the optional `:index`.
+ * @param factory Makes the device for an index, on first use.
+ * @throws RangeError for a malformed name, or a family registered already.
+ */
+export function registerDevice(family: string, factory: DeviceFactory): void {
+  if (!/^[a-z][a-z0-9_]*$/.test(family)) {
+    throw new RangeError(`registerDevice: device name must be a lowercase word, got "${family}"`);
+  }
+  if (factories.has(family)) {
+    throw new RangeError(`registerDevice: device "${family}" is registered already`);
+  }
+  factories.set(family, factory);
+}
+
+/**
+ * The device called `name` (`"cpu"`, `"cuda:0"`; a bare family means index 0), made on first use.
+ *
+ * @param name The device name as tensors carry it.
+ * @returns The device.
+ * @throws Error naming the device and the registered ones when there is none by that name.
+ */
+export function getDevice(name: string): DeviceBackend {
+  const known = devices.get(name);
+  if (known !== undefined) return known;
+  const match = /^([a-z][a-z0-9_]*)(?::(\d+))?$/.exec(name);
+  const factory = match ? factories.get(match[1]) : undefined;
+  if (match === null || factory === undefined) {
+    throw new Error(
+      `device "${name}" is not available in this build (registered: ${
+        [...factories.keys()].join(", ")
+      })`,
+    );
+  }
+  const device = factory(Number(match[2] ?? 0));
+  devices.set(name, device);
+  return device;
+}
+
+/** Bytes held by every device made so far. */
+export function allocatedBytesOnAll(): number {
+  let total = 0;
+  for (const device of devices.values()) total += device.allocatedBytes();
+  return total;
+}
