@@ -6,6 +6,7 @@
 
 import { AssertionError } from "node:assert/strict";
 import { type DType, type Tensor, tensor } from "../../mod.ts";
+import { sameShape } from "../../src/tensor/layout.ts";
 
 /** A tensor as the fixtures store it: flat row-major data. */
 export interface FixtureTensor {
@@ -65,7 +66,7 @@ export function assertClose(
 ): void {
   let got: ArrayLike<number>;
   if ("toArray" in actual) {
-    if ("shape" in expected && actual.shape.join() !== expected.shape.join()) {
+    if ("shape" in expected && !sameShape(actual.shape, expected.shape)) {
       throw new AssertionError({
         message: `${what}: shape [${actual.shape}] but expected [${expected.shape}]`,
       });
