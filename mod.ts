@@ -6,6 +6,7 @@
  *
  * @example Train a step
  * ```ts
+ * import assert from "node:assert/strict";
  * import { F, nn, optim, tensor } from "./mod.ts";
  * const model = new nn.Sequential(new nn.Linear(4, 8), new nn.ReLU(), new nn.Linear(8, 3));
  * const opt = new optim.AdamW(model.parameters(), { lr: 1e-3, weightDecay: 0.01 });
@@ -15,12 +16,24 @@
  * loss.backward();
  * opt.step();
  * opt.zeroGrad();
+ * const after = F.crossEntropy(model.forward(x), y);
+ * assert.ok(after.item() < loss.item());
  * ```
+ *
+ * Tensors live on a device found by name (`"cpu"` is built in; `registerDevice` adds one), and
+ * `t.to(device)` moves them; see [Note: device seam] in src/tensor/device/device.ts.
  * @module
  */
 
 export { type DType, Tensor, type TensorOptions } from "./src/tensor/tensor.ts";
 export { allocatedBytes, type Device } from "./src/tensor/storage.ts";
+export { getDevice, registerDevice } from "./src/tensor/device/registry.ts";
+export type {
+  DeviceBackend,
+  DeviceFactory,
+  DevicePtr,
+  Kernels,
+} from "./src/tensor/device/device.ts";
 export {
   arange,
   full,

@@ -1,11 +1,12 @@
 /**
  * The symbol table of `libdtrain.so` (csrc/core): the CPU kernels behind tensors, autograd, the
  * optimizers and data loading. Every function returning `i32` returns a status (0 = ok); the
- * message of a failure is read with `dt_last_error`.
+ * message of a failure is read with `dt_last_error`. The ABI enums (csrc/core/dtrain.h) follow the
+ * table.
  * @module
  */
 
-import { openLibrary } from "./load.ts";
+import { lazyLibrary, type Symbols } from "./load.ts";
 
 const symbols = {
   // errors.c
@@ -272,17 +273,17 @@ const symbols = {
   },
 } as const satisfies Deno.ForeignLibraryInterface;
 
-type Symbols = Deno.DynamicLibrary<typeof symbols>["symbols"];
-/** 64-bit integer arguments also take plain numbers (Deno converts them); sizes are numbers here. */
-type Widen<T> = T extends bigint ? number | bigint : T;
-type WidenArgs<F> = F extends (...args: infer A) => infer R
-  ? (...args: { [K in keyof A]: Widen<A[K]> }) => R
-  : F;
+/** The functions of `libdtrain.so` (64-bit sizes take numbers: [Note: 64-bit integers] in load.ts). */
+export type DtrainSymbols = Symbols<typeof symbols>;
 
-/** The opened `libdtrain.so`, loaded on first import. */
-export const lib = openLibrary("libdtrain.so", "DTRAIN_LIB", symbols).symbols as unknown as {
-  [K in keyof Symbols]: WidenArgs<Symbols[K]>;
-};
+/**
+ * Opens `libdtrain.so` once per process, on first call: `DTRAIN_LIB` if set, else `build/`. Only
+ * the cpu device (src/tensor/device/cpu.ts) calls it; everything else goes through the device.
+ *
+ * @returns The library's functions.
+ * @throws Error naming the paths tried and saying to run `make build`.
+ */
+export const loadDtrain: () => DtrainSymbols = lazyLibrary("libdtrain.so", "DTRAIN_LIB", symbols);
 
 /** Status codes returned by the native functions (csrc/core/dtrain.h). */
 export const Status = { OK: 0, EINVAL: 1, ENOMEM: 2, EUNSUPPORTED: 3 } as const;

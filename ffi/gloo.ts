@@ -3,11 +3,11 @@
  * pointers. Every function returns a status (0 = ok, codes in csrc/gloo/dtrain_gloo.h); the
  * message of a failure is read with `dt_gloo_last_error` on the same context. Collectives and
  * the rendezvous are `nonblocking`: they run on a worker thread and return a Promise, so the
- * JavaScript thread keeps working while buckets reduce.
+ * JavaScript thread keeps working while buckets reduce. The ABI enums follow the table.
  * @module
  */
 
-import { openLibrary } from "./load.ts";
+import { lazyLibrary, type Symbols } from "./load.ts";
 
 const symbols = {
   dt_gloo_ctx_new: { parameters: ["buffer"], result: "i32" }, // int dt_gloo_ctx_new(dt_gloo_ctx **out)
@@ -86,18 +86,43 @@ const symbols = {
   dt_gloo_barrier: { parameters: ["pointer"], result: "i32", nonblocking: true }, // int dt_gloo_barrier(dt_gloo_ctx *ctx)
 } as const satisfies Deno.ForeignLibraryInterface;
 
-/** The opened library's symbols, typed by the table above. */
-export type GlooSymbols = Deno.DynamicLibrary<typeof symbols>["symbols"];
-
-let lib: Deno.DynamicLibrary<typeof symbols> | undefined;
+/** The functions of `libdtrain_gloo.so` (64-bit counts take numbers: [Note: 64-bit integers]). */
+export type GlooSymbols = Symbols<typeof symbols>;
 
 /**
- * Opens `libdtrain_gloo.so` once per process: `DTRAIN_GLOO_LIB` if set, else `build/`.
+ * Opens `libdtrain_gloo.so` once per process, on first call: `DTRAIN_GLOO_LIB` if set, else
+ * `build/`.
  *
- * @returns The library's symbols.
+ * @returns The library's functions.
  * @throws Error naming the paths tried and saying to run `make build`.
  */
-export function loadGloo(): GlooSymbols {
-  lib ??= openLibrary("libdtrain_gloo.so", "DTRAIN_GLOO_LIB", symbols);
-  return lib.symbols;
-}
+export const loadGloo: () => GlooSymbols = lazyLibrary(
+  "libdtrain_gloo.so",
+  "DTRAIN_GLOO_LIB",
+  symbols,
+);
+
+/** Status codes returned by every function (enum dt_status in csrc/gloo/dtrain_gloo.h). */
+export const GlooStatus = {
+  OK: 0,
+  /** A bad argument, caught before anything was sent. */
+  EINVAL: 1,
+  /** A peer did not answer within the context timeout. */
+  ETIMEOUT: 2,
+  /** A connection to a peer failed (the peer died or reset). */
+  EPEER: 3,
+  /** Ranks called different collectives (the fingerprint check). */
+  EMISMATCH: 4,
+  /** The rendezvous store refused or failed. */
+  ESTORE: 5,
+  /** The context failed earlier and can no longer be used. */
+  EBROKEN: 6,
+  /** Anything else (an exception from Gloo or the C++ runtime). */
+  EINTERNAL: 7,
+} as const;
+
+/** Element types of the collectives (enum dt_dtype). */
+export const GlooDType = { f32: 0, i32: 1 } as const;
+
+/** Reduction operators of all-reduce and reduce-scatter (enum dt_reduce_op). */
+export const GlooReduceOp = { sum: 0, avg: 1, min: 2, max: 3, prod: 4 } as const;

@@ -6,7 +6,7 @@
  */
 
 import { tidy } from "../tensor/scope.ts";
-import { copyInto, formatShape, shapeSize, Tensor } from "../tensor/tensor.ts";
+import { copyInto, formatShape, sameShape, shapeSize, Tensor } from "../tensor/tensor.ts";
 import type { Dataset, Sample } from "./dataset.ts";
 import { RandomSampler, type Sampler, SequentialSampler } from "./sampler.ts";
 
@@ -141,7 +141,7 @@ export class DataLoader<T extends Sample = Sample> implements Iterable<Tensor[]>
 /** Copies `src` into row `row` of contiguous `dst`, checking shape and dtype. */
 function copyRow(dst: Tensor, row: number, src: Tensor, what: string): void {
   const rowShape = dst.shape.slice(1);
-  if (src.dtype !== dst.dtype || src.shape.join() !== rowShape.join()) {
+  if (src.dtype !== dst.dtype || !sameShape(src.shape, rowShape)) {
     throw new RangeError(
       `DataLoader: ${what} is ${src.dtype} ${formatShape(src.shape)}, earlier samples were ` +
         `${dst.dtype} ${formatShape(rowShape)} (collation stacks equal shapes)`,

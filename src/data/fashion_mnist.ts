@@ -6,8 +6,6 @@
  */
 
 import { join } from "node:path";
-import { lib } from "../../ffi/dtrain.ts";
-import { unwrap } from "../tensor/native.ts";
 import { Tensor } from "../tensor/tensor.ts";
 import { checkIndex, type Dataset } from "./dataset.ts";
 import { IDX_IMAGES, IDX_LABELS, type IdxArray, readIdx } from "./idx.ts";
@@ -126,7 +124,8 @@ export class FashionMNIST implements Dataset<[Tensor, Tensor]> {
   #gather(indices: Int32Array, shape: number[]): Tensor {
     const out = Tensor.empty(shape, "f32");
     if (indices.length > 0) {
-      unwrap(lib.dt_gather_u8_f32(
+      const dev = out.storage.backend;
+      dev.check(dev.kernels.gatherU8F32(
         Deno.UnsafePointer.of(this.images),
         this.length,
         Deno.UnsafePointer.of(indices),
@@ -143,7 +142,8 @@ export class FashionMNIST implements Dataset<[Tensor, Tensor]> {
   #gatherLabels(indices: Int32Array, shape: number[]): Tensor {
     const out = Tensor.empty(shape, "i32");
     if (indices.length > 0) {
-      unwrap(lib.dt_gather_u8_i32(
+      const dev = out.storage.backend;
+      dev.check(dev.kernels.gatherU8I32(
         Deno.UnsafePointer.of(this.labels),
         this.length,
         Deno.UnsafePointer.of(indices),

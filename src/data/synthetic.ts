@@ -4,8 +4,6 @@
  * @module
  */
 
-import { lib } from "../../ffi/dtrain.ts";
-import { unwrap } from "../tensor/native.ts";
 import { keep } from "../tensor/scope.ts";
 import { Tensor } from "../tensor/tensor.ts";
 import { checkSeed } from "./_random.ts";
@@ -71,6 +69,7 @@ export class SyntheticRegression extends TensorDataset {
 /** U[0, 1) values for counters offset.. of the generator seeded with `seed`. */
 function uniform(shape: number[], seed: number, offset: number): Tensor {
   const t = keep(Tensor.empty(shape, "f32"));
-  unwrap(lib.dt_rand_uniform(t.ptr, t.numel(), 0, 1, BigInt(seed), BigInt(offset)));
+  const dev = t.storage.backend;
+  dev.check(dev.kernels.randUniform(t.ptr, t.numel(), 0, 1, seed, offset));
   return t;
 }

@@ -4,8 +4,6 @@
  * @module
  */
 
-import { lib } from "../../ffi/dtrain.ts";
-import { unwrap } from "../tensor/native.ts";
 import { keep } from "../tensor/scope.ts";
 import { formatShape, shapeSize, Tensor } from "../tensor/tensor.ts";
 import { checkIndex, type Dataset } from "./dataset.ts";
@@ -94,7 +92,8 @@ export function gatherRows(src: Tensor, indices: Int32Array): Tensor {
   const row = src.shape.slice(1);
   const out = Tensor.empty([indices.length, ...row], src.dtype);
   if (indices.length > 0) {
-    unwrap(lib.dt_gather_rows(
+    const dev = out.storage.backend;
+    dev.check(dev.kernels.gatherRows(
       src.ptr,
       src.shape[0],
       Deno.UnsafePointer.of(indices),

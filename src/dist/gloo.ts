@@ -5,24 +5,20 @@
  * @module
  */
 
-import { type GlooSymbols, loadGloo } from "../../ffi/gloo.ts";
-import type { Backend, BackendInit, DType, NativeBuffer, ReduceOp } from "./backend.ts";
-import { REDUCE_OPS } from "./backend.ts";
+import { GlooDType, GlooReduceOp, GlooStatus, type GlooSymbols, loadGloo } from "../../ffi/gloo.ts";
+import type { Backend, BackendInit, NativeBuffer, ReduceOp } from "./backend.ts";
 import { DistError, type DistErrorCode } from "./errors.ts";
 
-/** Native status codes (csrc/gloo/dtrain_gloo.h) by value. */
-const STATUS_CODES: readonly DistErrorCode[] = [
-  "internal", // DT_OK never reaches here
-  "invalid",
-  "timeout",
-  "peer",
-  "mismatch",
-  "store",
-  "broken",
-  "internal",
-];
-
-const DTYPE_CODES: Record<DType, number> = { f32: 0, i32: 1 };
+/** The error code each native status becomes. */
+const STATUS_CODES: Record<number, DistErrorCode> = {
+  [GlooStatus.EINVAL]: "invalid",
+  [GlooStatus.ETIMEOUT]: "timeout",
+  [GlooStatus.EPEER]: "peer",
+  [GlooStatus.EMISMATCH]: "mismatch",
+  [GlooStatus.ESTORE]: "store",
+  [GlooStatus.EBROKEN]: "broken",
+  [GlooStatus.EINTERNAL]: "internal",
+};
 
 const encoder = new TextEncoder();
 
@@ -39,13 +35,9 @@ function pinned<T>(call: Promise<T>, refs: unknown[]): Promise<T> {
   return call.finally(() => refs.length);
 }
 
-function opCode(op: ReduceOp): number {
-  return REDUCE_OPS.indexOf(op);
-}
-
 function lastError(lib: GlooSymbols, ctx: Deno.PointerValue, status: number): DistError {
   const buf = new Uint8Array(1024);
-  const len = lib.dt_gloo_last_error(ctx, buf, BigInt(buf.length));
+  const len = lib.dt_gloo_last_error(ctx, buf, buf.length);
   const message = new TextDecoder().decode(buf.subarray(0, Math.min(len, buf.length - 1)));
   return new DistError(STATUS_CODES[status] ?? "internal", message || `gloo status ${status}`);
 }
@@ -101,7 +93,7 @@ export class GlooBackend implements Backend {
     const lib = loadGloo();
     const out = new BigUint64Array(1);
     const created = lib.dt_gloo_ctx_new(out);
-    if (created !== 0) throw lastError(lib, null, created);
+    if (created !== GlooStatus.OK) throw lastError(lib, null, created);
     const ctx = Deno.UnsafePointer.create(out[0]);
     const [storeHost, token, prefix, host, iface] = [
       init.storeHost,
@@ -123,11 +115,11 @@ export class GlooBackend implements Backend {
         globalRanks,
         host,
         iface,
-        BigInt(init.timeoutMs),
+        init.timeoutMs,
       ),
       [storeHost, token, prefix, globalRanks, host, iface],
     );
-    if (status !== 0) {
+    if (status !== GlooStatus.OK) {
       const err = lastError(lib, ctx, status);
       lib.dt_gloo_ctx_free(ctx);
       const who = `rank ${init.globalRanks[init.rank]} (group of ${init.size})`;
@@ -138,7 +130,7 @@ export class GlooBackend implements Backend {
 
   async #check(call: Promise<number>): Promise<void> {
     const status = await call;
-    if (status !== 0) throw lastError(this.#lib, this.#ctx, status);
+    if (status !== GlooStatus.OK) throw lastError(this.#lib, this.#ctx, status);
   }
 
   #live(): Deno.PointerValue {
@@ -151,9 +143,9 @@ export class GlooBackend implements Backend {
       this.#lib.dt_gloo_allreduce(
         this.#live(),
         buf.ptr,
-        BigInt(buf.count),
-        DTYPE_CODES[buf.dtype],
-        opCode(op),
+        buf.count,
+        GlooDType[buf.dtype],
+        GlooReduceOp[op],
       ),
     );
   }
@@ -163,8 +155,8 @@ export class GlooBackend implements Backend {
       this.#lib.dt_gloo_broadcast(
         this.#live(),
         buf.ptr,
-        BigInt(buf.count),
-        DTYPE_CODES[buf.dtype],
+        buf.count,
+        GlooDType[buf.dtype],
         root,
       ),
     );
@@ -177,10 +169,10 @@ export class GlooBackend implements Backend {
         this.#lib.dt_gloo_allgather(
           this.#live(),
           input.ptr,
-          BigInt(input.count),
-          DTYPE_CODES[input.dtype],
+          input.count,
+          GlooDType[input.dtype],
           ptrs,
-          BigInt(outs.length),
+          outs.length,
         ),
         [ptrs],
       ),
@@ -193,9 +185,9 @@ export class GlooBackend implements Backend {
         this.#live(),
         out.ptr,
         input.ptr,
-        BigInt(out.count),
-        DTYPE_CODES[out.dtype],
-        opCode(op),
+        out.count,
+        GlooDType[out.dtype],
+        GlooReduceOp[op],
       ),
     );
   }

@@ -13,7 +13,7 @@
  */
 
 import { noGrad } from "../tensor/autograd.ts";
-import { formatShape, type Tensor } from "../tensor/tensor.ts";
+import { formatShape, sameShape, type Tensor } from "../tensor/tensor.ts";
 import { Parameter } from "./parameter.ts";
 import { moduleRepr } from "./_repr.ts";
 
@@ -163,7 +163,7 @@ export abstract class Module {
     for (const [key, target] of Object.entries(own)) {
       const source = state[key];
       if (!source) continue;
-      if (source.shape.join() !== target.shape.join() || source.dtype !== target.dtype) {
+      if (!sameShape(source.shape, target.shape) || source.dtype !== target.dtype) {
         problems.push(
           `size mismatch for ${key}: copying a param with shape ${
             formatShape(source.shape)

@@ -1,7 +1,5 @@
 /** Adam with decoupled weight decay, PyTorch's `torch.optim.AdamW`. @module */
 
-import { lib } from "../../ffi/dtrain.ts";
-import { unwrap } from "../tensor/native.ts";
 import type { Tensor } from "../tensor/tensor.ts";
 import { Optimizer, type ParamState } from "./optimizer.ts";
 
@@ -84,7 +82,8 @@ export class AdamW extends Optimizer<Required<AdamWOptions>> {
       state.expAvgSq = this.buffer(p);
     }
     state.step = (state.step as number) + 1;
-    unwrap(lib.dt_adamw_step(
+    const dev = p.storage.backend;
+    dev.check(dev.kernels.adamwStep(
       p.ptr,
       grad.ptr,
       (state.expAvg as Tensor).ptr,

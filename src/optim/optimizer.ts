@@ -8,7 +8,7 @@
 import { zeroGradients } from "../nn/module.ts";
 import { zerosLike } from "../tensor/creation.ts";
 import { noGrad } from "../tensor/autograd.ts";
-import { formatShape, type Tensor } from "../tensor/tensor.ts";
+import { formatShape, sameShape, type Tensor } from "../tensor/tensor.ts";
 
 /**
  * A group of parameters and its hyperparameters, flat as in PyTorch's `param_groups`: the
@@ -150,7 +150,7 @@ export abstract class Optimizer<H extends { lr: number }> {
       const p = byIndex[Number(key)];
       if (!p) throw new Error(`${name}.loadStateDict: state for unknown parameter index ${key}`);
       for (const [field, v] of Object.entries(s)) {
-        if (typeof v !== "number" && v.shape.join() !== p.shape.join()) {
+        if (typeof v !== "number" && !sameShape(v.shape, p.shape)) {
           throw new Error(
             `${name}.loadStateDict: state "${field}" of parameter ${key} is ${
               formatShape(v.shape)

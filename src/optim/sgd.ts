@@ -1,7 +1,5 @@
 /** Stochastic gradient descent with momentum, PyTorch's `torch.optim.SGD`. @module */
 
-import { lib } from "../../ffi/dtrain.ts";
-import { unwrap } from "../tensor/native.ts";
 import type { Tensor } from "../tensor/tensor.ts";
 import { Optimizer, type ParamState } from "./optimizer.ts";
 
@@ -68,7 +66,8 @@ export class SGD extends Optimizer<Required<SGDOptions>> {
     let buf = state.momentumBuffer as Tensor | undefined;
     const first = o.momentum !== 0 && buf === undefined;
     if (first) state.momentumBuffer = buf = this.buffer(p);
-    unwrap(lib.dt_sgd_step(
+    const dev = p.storage.backend;
+    dev.check(dev.kernels.sgdStep(
       p.ptr,
       grad.ptr,
       o.momentum !== 0 ? buf!.ptr : null,

@@ -7,7 +7,7 @@
 import type { ProcessGroup } from "../dist/mod.ts";
 import { allGather } from "../dist/mod.ts";
 import { tensor, zeros } from "../tensor/creation.ts";
-import { formatShape, type Tensor } from "../tensor/tensor.ts";
+import { formatShape, sameShape, type Tensor } from "../tensor/tensor.ts";
 
 const MAX_DIMS = 8;
 const FIELDS = 2 + MAX_DIMS; // name hash, ndim, dims
@@ -75,7 +75,7 @@ export async function verifyParamsAcrossRanks(
       }
       const ndim = all[base + 1];
       const shape = Array.from(all.subarray(base + 2, base + 2 + ndim));
-      if (shape.join() !== p.shape.join()) {
+      if (!sameShape(shape, p.shape)) {
         throw new Error(
           `DistributedDataParallel: parameter "${name}" has shape ${formatShape(shape)} on rank ${
             group.ranks[r]

@@ -8,13 +8,13 @@
  * A leaf's gradient is complete when every node that consumed it has run. The engine counts the
  * consumers of each leaf before the walk and, when the count reaches zero, accumulates into
  * `leaf.grad` and runs the leaf's post-accumulate hooks at once, while the rest of backward still
- * runs. DDP starts a bucket's all-reduce from these hooks, FSDP its reduce-scatter.
+ * runs. DDP starts a bucket's all-reduce from these hooks.
  * @module
  */
 
-import { lib } from "../../ffi/dtrain.ts";
-import { unwrap } from "./native.ts";
-import { copyInto, formatShape, Tensor } from "./tensor.ts";
+import { copyInto, fillRaw } from "./inplace.ts";
+import { formatShape, sameShape } from "./layout.ts";
+import { Tensor } from "./tensor.ts";
 
 /** Turns the output's gradient into one gradient per input (null where none flows). */
 export type BackwardFn = (gradOutput: Tensor) => (Tensor | null)[];
@@ -111,10 +111,11 @@ export function isGradEnabled(): boolean {
  *
  * @example Evaluation without a graph
  * ```ts
+ * import assert from "node:assert/strict";
  * import { noGrad, tensor } from "../../mod.ts";
  * const w = tensor([1, 2], [2], { requiresGrad: true });
  * const y = noGrad(() => w.mul(2));
- * y.requiresGrad; // false
+ * assert.deepStrictEqual(y.requiresGrad, false);
  * ```
  */
 export function noGrad<R>(fn: () => R): R {
@@ -177,10 +178,10 @@ export function backward(root: Tensor, gradient?: Tensor, options: BackwardOptio
         }`,
       );
     }
-    seed = Tensor.empty(root.shape);
-    lib.dt_fill_f32(seed.ptr, 1, 1);
+    seed = Tensor.empty(root.shape, "f32", false, root.device);
+    fillRaw(seed, 1);
   } else {
-    if (gradient.shape.join() !== root.shape.join()) {
+    if (!sameShape(gradient.shape, root.shape)) {
       throw new RangeError(
         `backward: gradient shape ${formatShape(gradient.shape)} does not match ${
           formatShape(root.shape)
@@ -258,9 +259,15 @@ function runHooks(leaf: Tensor): void {
 }
 
 function cloneContiguous(t: Tensor): Tensor {
-  const out = Tensor.empty(t.shape, t.dtype);
+  const out = Tensor.empty(t.shape, t.dtype, false, t.device);
   copyInto(out, t);
   return out;
+}
+
+/** y += x for contiguous gradients of one shape, on their device (no version bump: autograd's own). */
+function axpy(y: Tensor, x: Tensor): void {
+  const dev = y.storage.backend;
+  dev.check(dev.kernels.axpy(y.ptr, x.ptr, y.numel(), 1));
 }
 
 /** Sum of two gradient contributions, out of place (either may share storage with a sibling). */
@@ -268,7 +275,7 @@ function sumGrads(existing: Tensor | undefined, g: Tensor): Tensor {
   if (existing === undefined) return g;
   const out = cloneContiguous(existing);
   const gc = g.isContiguous() ? g : cloneContiguous(g);
-  unwrap(lib.dt_axpy(out.ptr, gc.ptr, out.numel(), 1));
+  axpy(out, gc);
   if (gc !== g) gc.dispose();
   existing.dispose();
   g.dispose();
@@ -277,7 +284,7 @@ function sumGrads(existing: Tensor | undefined, g: Tensor): Tensor {
 
 /** leaf.grad += g; the first gradient is taken over (copied when it shares memory). */
 function accumulateLeaf(leaf: Tensor, g: Tensor): void {
-  if (g.shape.join() !== leaf.shape.join()) {
+  if (!sameShape(g.shape, leaf.shape)) {
     throw new Error(
       `backward: gradient of shape ${formatShape(g.shape)} for a leaf of shape ${
         formatShape(leaf.shape)
@@ -295,7 +302,7 @@ function accumulateLeaf(leaf: Tensor, g: Tensor): void {
     return;
   }
   const gc = g.isContiguous() ? g : cloneContiguous(g);
-  unwrap(lib.dt_axpy(leaf.grad.ptr, gc.ptr, g.numel(), 1));
+  axpy(leaf.grad, gc);
   if (gc !== g) gc.dispose();
   g.dispose();
 }

@@ -1,9 +1,9 @@
 /** Tensor creation: from data, filled, random, ranges. @module */
 
-import { lib } from "../../ffi/dtrain.ts";
-import { unwrap } from "./native.ts";
+import { fillRaw } from "./inplace.ts";
+import { checkShape, formatShape, shapeSize } from "./layout.ts";
 import { nextRandomOffset, randomSeed } from "./random.ts";
-import { checkShape, formatShape, shapeSize, Tensor, type TensorOptions } from "./tensor.ts";
+import { Tensor, type TensorOptions } from "./tensor.ts";
 
 /** Nested arrays of numbers, as `tensor()` takes them. */
 export type NestedArray = number | NestedArray[];
@@ -49,9 +49,11 @@ function finish(t: Tensor, options: TensorOptions): Tensor {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { tensor } from "../../mod.ts";
  * const x = tensor([[1, 2], [3, 4]]);
- * x.shape; // [2, 2]
+ * assert.deepStrictEqual(x.shape, [2, 2]);
+ * assert.deepStrictEqual(x.toArray(), new Float32Array([1, 2, 3, 4]));
  * ```
  */
 export function tensor(
@@ -83,8 +85,7 @@ export function tensor(
     const typed = dtype === "f32"
       ? (flat instanceof Float32Array ? flat : Float32Array.from(flat))
       : (flat instanceof Int32Array ? flat : Int32Array.from(flat));
-    const view = Deno.UnsafePointerView.getArrayBuffer(t.ptr!, typed.byteLength);
-    new Uint8Array(view).set(new Uint8Array(typed.buffer, typed.byteOffset, typed.byteLength));
+    t.storage.backend.copyIn(t.ptr, Deno.UnsafePointer.of(typed), typed.byteLength);
   }
   return finish(t, options);
 }
@@ -94,11 +95,7 @@ export function full(shape: readonly number[], value: number, options: TensorOpt
   checkShape(shape, "full");
   const dtype = options.dtype ?? "f32";
   const t = Tensor.empty([...shape], dtype, false, options.device);
-  unwrap(
-    dtype === "f32"
-      ? lib.dt_fill_f32(t.ptr, t.numel(), value)
-      : lib.dt_fill_i32(t.ptr, t.numel(), value),
-  );
+  fillRaw(t, value);
   return finish(t, options);
 }
 
@@ -125,9 +122,9 @@ export function randn(
 ): Tensor {
   checkShape(shape, "randn");
   const t = Tensor.empty([...shape], "f32", false, options.device);
-  const n = t.numel();
-  unwrap(
-    lib.dt_randn(
+  const n = t.numel(), dev = t.storage.backend;
+  dev.check(
+    dev.kernels.randn(
       t.ptr,
       n,
       options.mean ?? 0,
@@ -146,9 +143,9 @@ export function rand(
 ): Tensor {
   checkShape(shape, "rand");
   const t = Tensor.empty([...shape], "f32", false, options.device);
-  const n = t.numel();
-  unwrap(
-    lib.dt_rand_uniform(
+  const n = t.numel(), dev = t.storage.backend;
+  dev.check(
+    dev.kernels.randUniform(
       t.ptr,
       n,
       options.low ?? 0,

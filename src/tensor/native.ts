@@ -1,9 +1,9 @@
 /**
- * The one place where native statuses become TypeScript errors.
+ * The errors native statuses become (each device's `check` throws them; see device/cpu.ts).
  * @module
  */
 
-import { lib, Status } from "../../ffi/dtrain.ts";
+import { Status } from "./device/device.ts";
 
 /** An error reported by dtrain's native library (out of memory, unsupported), with its status. */
 export class NativeError extends Error {
@@ -29,26 +29,4 @@ export class NativeArgumentError extends RangeError {
     super(message);
     this.name = "RangeError";
   }
-}
-
-const messageBuffer = new Uint8Array(512);
-
-/** The calling thread's last native error message. */
-export function lastNativeError(): string {
-  const length = lib.dt_last_error(messageBuffer, messageBuffer.length);
-  return new TextDecoder().decode(
-    messageBuffer.subarray(0, Math.min(length, messageBuffer.length - 1)),
-  );
-}
-
-/**
- * Throws when `status` is not OK: {@linkcode NativeArgumentError} for a refused argument,
- * {@linkcode NativeError} otherwise.
- *
- * @param status A status returned by a native function.
- */
-export function unwrap(status: number): void {
-  if (status === Status.OK) return;
-  if (status === Status.EINVAL) throw new NativeArgumentError(lastNativeError());
-  throw new NativeError(status, lastNativeError());
 }

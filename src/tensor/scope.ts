@@ -24,9 +24,15 @@ export function track(t: Scoped): void {
  *
  * @example Keep a tensor made inside tidy
  * ```ts
- * import { keep, tensor, tidy } from "../../mod.ts";
- * let kept;
- * tidy(() => { kept = keep(tensor([1, 2, 3]).mul(2)); });
+ * import assert from "node:assert/strict";
+ * import { keep, type Tensor, tensor, tidy } from "../../mod.ts";
+ * let kept: Tensor | undefined, dropped: Tensor | undefined;
+ * tidy(() => {
+ *   dropped = tensor([1, 2, 3]);
+ *   kept = keep(dropped.mul(2));
+ * });
+ * assert.equal(dropped!.disposed, true);
+ * assert.deepStrictEqual(kept!.toArray(), new Float32Array([2, 4, 6]));
  * ```
  */
 export function keep<T extends Scoped>(t: T): T {
@@ -44,17 +50,24 @@ export function keep<T extends Scoped>(t: T): T {
  *
  * @example One training step that leaves no native memory behind
  * ```ts
- * import { F, nn, optim, tensor, tidy } from "../../mod.ts";
+ * import assert from "node:assert/strict";
+ * import { allocatedBytes, F, nn, optim, tensor, tidy } from "../../mod.ts";
  * const model = new nn.Linear(4, 2);
  * const opt = new optim.SGD(model.parameters(), { lr: 0.1 });
  * const x = tensor([[1, 2, 3, 4]]), y = tensor([1], [1], { dtype: "i32" });
- * const loss = tidy(() => {
- *   const l = F.crossEntropy(model.forward(x), y);
- *   l.backward();
- *   opt.step();
- *   opt.zeroGrad();
- *   return l.item();
- * });
+ * const trainStep = () =>
+ *   tidy(() => {
+ *     const l = F.crossEntropy(model.forward(x), y);
+ *     l.backward();
+ *     opt.step();
+ *     opt.zeroGrad();
+ *     return l.item();
+ *   });
+ * const first = trainStep(); // makes the gradients, which persist
+ * const before = allocatedBytes();
+ * const second = trainStep();
+ * assert.equal(allocatedBytes(), before);
+ * assert.ok(second < first);
  * ```
  */
 export function tidy<R>(fn: () => R): R {

@@ -2,8 +2,8 @@
  * Native memory behind tensors, and the rules for giving it back.
  *
  * [Note: tensor lifetime]
- * A tensor's bytes live in native memory taken from libdtrain's allocator, never in the V8 heap,
- * so kernels read them in place. Several tensors (views) can share one {@linkcode Storage}; it
+ * A tensor's bytes live in native memory taken from its device's allocator (libdtrain's on cpu),
+ * never in the V8 heap, so kernels read them in place. Several tensors (views) can share one {@linkcode Storage}; it
  * counts them and frees its block when the last one is disposed. Memory comes back in three ways:
  * 1. `tensor.dispose()` or `using` frees at once (idempotent);
  * 2. `tidy(fn)` disposes every tensor made inside `fn` except what `fn` returns and tensors marked
@@ -16,11 +16,14 @@
  * @module
  */
 
-import { lib } from "../../ffi/dtrain.ts";
-import { lastNativeError, NativeError } from "./native.ts";
+import type { DeviceBackend } from "./device/device.ts";
+import { allocatedBytesOnAll, getDevice } from "./device/registry.ts";
 
-/** Where a tensor's memory lives: `"cpu"` now; `"cuda:N"` is reserved for the GPU backend. */
-export type Device = "cpu" | `cuda:${number}`;
+/**
+ * Where a tensor's memory lives: `"cpu"`, `"cuda:N"` once a GPU device is registered, or the name
+ * of any device registered with `registerDevice` (see [Note: device seam] in device/device.ts).
+ */
+export type Device = "cpu" | `cuda:${number}` | (string & Record<never, never>);
 
 /** A reference-counted block of native memory shared by a tensor and its views. */
 export class Storage {
@@ -28,8 +31,10 @@ export class Storage {
   ptr: Deno.PointerValue;
   /** The block's size in bytes. */
   readonly nbytes: number;
-  /** The device holding the block. */
+  /** The device holding the block, by name. */
   readonly device: Device;
+  /** The device holding the block: its allocator, copies and kernels. */
+  readonly backend: DeviceBackend;
   /** Bumped by every in-place write (see [Note: saved-tensor versions] in autograd.ts). */
   version = 0;
   #refs = 0;
@@ -37,19 +42,15 @@ export class Storage {
   /**
    * @param nbytes Bytes to allocate.
    * @param zero Whether to zero-fill them.
-   * @param device The device (only "cpu" in this build).
+   * @param device The device's name.
    */
   constructor(nbytes: number, zero: boolean, device: Device = "cpu") {
     if (!Number.isSafeInteger(nbytes) || nbytes < 0) {
       throw new RangeError(`cannot allocate ${nbytes} bytes: not a representable size`);
     }
-    if (device !== "cpu") {
-      throw new Error(`device "${device}" is not available in this build (only "cpu")`);
-    }
+    this.backend = getDevice(device);
     maybeCollect(nbytes);
-    const ptr = lib.dt_alloc(nbytes, zero ? 1 : 0);
-    if (ptr === null) throw new NativeError(2, lastNativeError());
-    this.ptr = ptr;
+    this.ptr = this.backend.alloc(nbytes, zero);
     this.nbytes = nbytes;
     this.device = device;
   }
@@ -67,14 +68,14 @@ export class Storage {
   /** Drops a user; frees the block when none is left. */
   release(): void {
     if (--this.#refs > 0 || this.ptr === null) return;
-    lib.dt_free(this.ptr);
+    this.backend.free(this.ptr);
     this.ptr = null;
   }
 }
 
 /** Bytes currently allocated by the native library (all tensors alive, on every device). */
 export function allocatedBytes(): number {
-  return Number(lib.dt_allocated_bytes());
+  return allocatedBytesOnAll();
 }
 
 let watermark = 256 * 1024 * 1024;

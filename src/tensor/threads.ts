@@ -3,7 +3,7 @@
  * @module
  */
 
-import { lib } from "../../ffi/dtrain.ts";
+import { getCpuThreads, setCpuThreads } from "./device/cpu.ts";
 
 /**
  * Sets how many threads the CPU kernels (matrix products, optimizer updates) may use.
@@ -14,10 +14,10 @@ export function setNumThreads(n: number): void {
   if (!Number.isInteger(n) || n < 1) {
     throw new RangeError(`setNumThreads: expected a positive integer, got ${n}`);
   }
-  lib.dt_set_num_threads(n);
+  setCpuThreads(n);
 }
 
 /** How many threads the CPU kernels use. */
 export function getNumThreads(): number {
-  return lib.dt_get_num_threads();
+  return getCpuThreads();
 }

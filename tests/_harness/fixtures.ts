@@ -7,6 +7,7 @@
 
 import { AssertionError } from "node:assert/strict";
 import { type DType, optim, type Tensor, tensor } from "../../mod.ts";
+import { sameShape } from "../../src/tensor/layout.ts";
 
 /** A tensor as the fixtures store it: flat row-major data. */
 export interface FixtureTensor {
@@ -83,7 +84,7 @@ export function assertClose(
 ): void {
   let got: ArrayLike<number>;
   if ("toArray" in actual) {
-    if ("shape" in expected && actual.shape.join() !== expected.shape.join()) {
+    if ("shape" in expected && !sameShape(actual.shape, expected.shape)) {
       throw new AssertionError({
         message: `${what}: shape [${actual.shape}] but expected [${expected.shape}]`,
       });

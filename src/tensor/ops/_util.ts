@@ -1,6 +1,7 @@
-/** Helpers shared by the op families: input checks and contiguous copies. @module */
+/** Helpers shared by the op families: input checks, aliases and outputs on the inputs' device. @module */
 
-import { formatShape, Tensor } from "../tensor.ts";
+import { formatShape } from "../layout.ts";
+import { type DType, Tensor } from "../tensor.ts";
 
 /** Throws unless every tensor is f32 (the dtype the float kernels take). */
 export function expectF32(op: string, ...tensors: Tensor[]): void {
@@ -31,9 +32,14 @@ export function alias(
   return new Tensor(t.storage, shape, t.dtype, strides, offset);
 }
 
-/** Whether two shapes are equal. */
-export function sameShape(a: readonly number[], b: readonly number[]): boolean {
-  return a.length === b.length && a.every((d, i) => d === b[i]);
+/** A new contiguous tensor on `like`'s device (uninitialised unless `zero`). */
+export function emptyOn(
+  like: Tensor,
+  shape: readonly number[],
+  dtype: DType = "f32",
+  zero = false,
+): Tensor {
+  return Tensor.empty(shape, dtype, zero, like.device);
 }
 
 /**

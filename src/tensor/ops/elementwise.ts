@@ -1,10 +1,10 @@
 /** Elementwise arithmetic with PyTorch broadcasting, and the unary maps. @module */
 
-import { BinaryOp, lib, UnaryOp } from "../../../ffi/dtrain.ts";
+import { BinaryOp, UnaryOp } from "../device/device.ts";
 import { record } from "../autograd.ts";
-import { unwrap } from "../native.ts";
-import { formatShape, Tensor } from "../tensor.ts";
-import { expectF32, expectSameDevice, sameShape, temporaries } from "./_util.ts";
+import { formatShape, sameShape } from "../layout.ts";
+import type { Tensor } from "../tensor.ts";
+import { emptyOn, expectF32, expectSameDevice, temporaries } from "./_util.ts";
 import { contiguous, expand } from "./shape.ts";
 
 type BinaryName = keyof typeof BinaryOp;
@@ -42,18 +42,19 @@ function binary(op: BinaryName, a: Tensor, b: Tensor): Tensor {
   const fit = (t: Tensor) =>
     contiguous(sameShape(t.shape, shape) || isSuffix(t.shape, shape) ? t : expand(t, shape));
   const x = fit(a), y = fit(b);
-  const out = Tensor.empty(shape);
+  const out = emptyOn(x, shape);
+  const dev = out.storage.backend;
   const n = out.numel(), na = x.numel(), nb = y.numel();
-  unwrap(lib.dt_binary(BinaryOp[op], x.ptr, na, y.ptr, nb, out.ptr, n));
+  dev.check(dev.kernels.binary(BinaryOp[op], x.ptr, na, y.ptr, nb, out.ptr, n));
   return record(
     out,
     `${op[0].toUpperCase()}${op.slice(1)}Backward`,
     [x, y],
     (gy) => {
-      const ga = x.requiresGrad ? Tensor.empty(x.shape) : null;
-      const gb = y.requiresGrad ? Tensor.empty(y.shape) : null;
-      unwrap(
-        lib.dt_binary_backward(
+      const ga = x.requiresGrad ? emptyOn(x, x.shape) : null;
+      const gb = y.requiresGrad ? emptyOn(y, y.shape) : null;
+      dev.check(
+        dev.kernels.binaryBackward(
           BinaryOp[op],
           x.ptr,
           na,
@@ -92,18 +93,19 @@ const READS: Record<UnaryName, "x" | "y" | "none"> = {
 function unary(op: UnaryName, t: Tensor, p = 0): Tensor {
   expectF32(op, t);
   const x = contiguous(t);
-  const y = Tensor.empty(x.shape);
+  const y = emptyOn(x, x.shape);
+  const dev = y.storage.backend;
   const n = y.numel();
-  unwrap(lib.dt_unary(UnaryOp[op], x.ptr, y.ptr, n, p));
+  dev.check(dev.kernels.unary(UnaryOp[op], x.ptr, y.ptr, n, p));
   return record(
     y,
     `${op[0].toUpperCase()}${op.slice(1)}Backward`,
     [x],
     (gy) => {
-      const gx = Tensor.empty(x.shape);
+      const gx = emptyOn(x, x.shape);
       const reads = READS[op];
-      unwrap(
-        lib.dt_unary_backward(
+      dev.check(
+        dev.kernels.unaryBackward(
           UnaryOp[op],
           reads === "x" ? x.ptr : null,
           reads === "y" ? y.ptr : null,

@@ -4,11 +4,10 @@
  * @module
  */
 
-import { lib } from "../../../ffi/dtrain.ts";
 import { record } from "../autograd.ts";
-import { unwrap } from "../native.ts";
-import { formatShape, shapeSize, Tensor } from "../tensor.ts";
-import { expectF32, expectSameDevice } from "./_util.ts";
+import { formatShape, shapeSize } from "../layout.ts";
+import type { Tensor } from "../tensor.ts";
+import { emptyOn, expectF32, expectSameDevice } from "./_util.ts";
 import { contiguous, reshape } from "./shape.ts";
 
 /** A 2-d operand as sgemm sees it: its memory, whether it is transposed, and its leading dimension. */
@@ -29,8 +28,9 @@ function operand(t: Tensor): Operand {
 
 /** c = alpha * op(a) @ op(b) + beta * c for 2-d operands. */
 function gemm(a: Operand, b: Operand, c: Tensor, m: number, n: number, k: number, beta = 0): void {
-  unwrap(
-    lib.dt_matmul(
+  const dev = c.storage.backend;
+  dev.check(
+    dev.kernels.matmul(
       a.t.ptr,
       b.t.ptr,
       c.ptr,
@@ -65,17 +65,17 @@ function matmul2d(a: Tensor, b: Tensor): Tensor {
     );
   }
   const A = operand(a), B = operand(b);
-  const out = Tensor.empty([m, n]);
+  const out = emptyOn(a, [m, n]);
   gemm(A, B, out, m, n, k);
   return record(out, "MmBackward", [A.t, B.t], (gy) => {
     const G: Operand = { t: gy, trans: false, ld: Math.max(n, 1) };
     let ga: Tensor | null = null, gb: Tensor | null = null;
     if (A.t.requiresGrad) {
-      ga = Tensor.empty([m, k]);
+      ga = emptyOn(gy, [m, k]);
       gemm(G, transposed(B), ga, m, k, n);
     }
     if (B.t.requiresGrad) {
-      gb = Tensor.empty([k, n]);
+      gb = emptyOn(gy, [k, n]);
       gemm(transposed(A), G, gb, k, n, m);
     }
     return [ga, gb];
@@ -111,16 +111,32 @@ function bmm(a: Tensor, b: Tensor): Tensor {
     );
   }
   const x = contiguous(a), y = contiguous(b);
-  const out = Tensor.empty([batch, m, n]);
-  unwrap(
-    lib.dt_matmul_batched(x.ptr, y.ptr, out.ptr, batch, m * k, k * n, m * n, m, n, k, 0, 0, 1, 0),
+  const out = emptyOn(x, [batch, m, n]);
+  const dev = out.storage.backend;
+  dev.check(
+    dev.kernels.matmulBatched(
+      x.ptr,
+      y.ptr,
+      out.ptr,
+      batch,
+      m * k,
+      k * n,
+      m * n,
+      m,
+      n,
+      k,
+      0,
+      0,
+      1,
+      0,
+    ),
   );
   return record(out, "BmmBackward", [x, y], (gy) => {
-    const ga = x.requiresGrad ? Tensor.empty(x.shape) : null;
-    const gb = y.requiresGrad ? Tensor.empty(y.shape) : null;
+    const ga = x.requiresGrad ? emptyOn(x, x.shape) : null;
+    const gb = y.requiresGrad ? emptyOn(y, y.shape) : null;
     if (ga) {
-      unwrap(
-        lib.dt_matmul_batched(
+      dev.check(
+        dev.kernels.matmulBatched(
           gy.ptr,
           y.ptr,
           ga.ptr,
@@ -139,8 +155,8 @@ function bmm(a: Tensor, b: Tensor): Tensor {
       );
     }
     if (gb) {
-      unwrap(
-        lib.dt_matmul_batched(
+      dev.check(
+        dev.kernels.matmulBatched(
           x.ptr,
           gy.ptr,
           gb.ptr,
@@ -170,6 +186,7 @@ function bmm(a: Tensor, b: Tensor): Tensor {
  */
 export function linear(x: Tensor, weight: Tensor, bias?: Tensor | null): Tensor {
   expectF32("linear", x, weight, ...(bias ? [bias] : []));
+  expectSameDevice("linear", x, weight, ...(bias ? [bias] : []));
   if (weight.ndim !== 2 || x.ndim < 1 || x.shape[x.ndim - 1] !== weight.shape[1]) {
     throw new RangeError(
       `linear: input ${formatShape(x.shape)} does not match weight ${formatShape(weight.shape)}`,
@@ -184,10 +201,11 @@ export function linear(x: Tensor, weight: Tensor, bias?: Tensor | null): Tensor 
   const lead = x.shape.slice(0, -1);
   const rows = shapeSize(lead);
   const X = contiguous(x), W = operand(weight), B = bias ? contiguous(bias) : null;
-  const out = Tensor.empty([...lead, outFeatures]);
+  const out = emptyOn(X, [...lead, outFeatures]);
+  const dev = out.storage.backend;
   const wTrans = W.trans ? 1 : 0;
-  unwrap(
-    lib.dt_linear_forward(
+  dev.check(
+    dev.kernels.linearForward(
       X.ptr,
       W.t.ptr,
       B?.ptr ?? null,
@@ -201,11 +219,11 @@ export function linear(x: Tensor, weight: Tensor, bias?: Tensor | null): Tensor 
   );
   const inputs = B ? [X, W.t, B] : [X, W.t];
   return record(out, "AddmmBackward", inputs, (gy) => {
-    const gx = X.requiresGrad ? Tensor.empty(X.shape) : null;
-    const gw = W.t.requiresGrad ? Tensor.empty([outFeatures, inFeatures]) : null;
-    const gb = B?.requiresGrad ? Tensor.empty([outFeatures]) : null;
-    unwrap(
-      lib.dt_linear_backward(
+    const gx = X.requiresGrad ? emptyOn(X, X.shape) : null;
+    const gw = W.t.requiresGrad ? emptyOn(X, [outFeatures, inFeatures]) : null;
+    const gb = B?.requiresGrad ? emptyOn(X, [outFeatures]) : null;
+    dev.check(
+      dev.kernels.linearBackward(
         gy.ptr,
         X.ptr,
         W.t.ptr,

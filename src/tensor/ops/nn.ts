@@ -4,11 +4,11 @@
  * @module
  */
 
-import { lib, UnaryOp } from "../../../ffi/dtrain.ts";
+import { UnaryOp } from "../device/device.ts";
 import { record } from "../autograd.ts";
-import { unwrap } from "../native.ts";
-import { formatShape, normalizeDim, shapeSize, Tensor } from "../tensor.ts";
-import { expectF32, sameShape, temporaries } from "./_util.ts";
+import { formatShape, normalizeDim, sameShape, shapeSize } from "../layout.ts";
+import type { Tensor } from "../tensor.ts";
+import { emptyOn, expectF32, expectSameDevice, temporaries } from "./_util.ts";
 import { contiguous, identity } from "./shape.ts";
 import { nextRandomOffset, randomSeed } from "../random.ts";
 
@@ -23,15 +23,16 @@ function softmaxImpl(t: Tensor, dim: number, log: boolean): Tensor {
   const x = contiguous(t);
   const cols = t.ndim === 0 ? 1 : t.shape[t.ndim - 1];
   const rows = cols === 0 ? 0 : x.numel() / cols;
-  const y = Tensor.empty(x.shape);
-  unwrap(lib.dt_softmax(x.ptr, y.ptr, rows, cols, log ? 1 : 0));
+  const y = emptyOn(x, x.shape);
+  const dev = y.storage.backend;
+  dev.check(dev.kernels.softmax(x.ptr, y.ptr, rows, cols, log ? 1 : 0));
   return record(
     y,
     log ? "LogSoftmaxBackward" : "SoftmaxBackward",
     [x],
     (gy) => {
-      const gx = Tensor.empty(x.shape);
-      unwrap(lib.dt_softmax_backward(y.ptr, gy.ptr, gx.ptr, rows, cols, log ? 1 : 0));
+      const gx = emptyOn(x, x.shape);
+      dev.check(dev.kernels.softmaxBackward(y.ptr, gy.ptr, gx.ptr, rows, cols, log ? 1 : 0));
       return [gx];
     },
     temporaries([x, t]),
@@ -76,19 +77,23 @@ export function crossEntropy(
       }`,
     );
   }
+  expectSameDevice("crossEntropy", logits, target);
   const [rows, cols] = logits.shape;
   const x = contiguous(logits), y = contiguous(target);
-  const loss = Tensor.empty([]);
-  const grad = x.requiresGrad ? Tensor.empty(x.shape) : null;
-  unwrap(lib.dt_cross_entropy(x.ptr, y.ptr, rows, cols, ignoreIndex, loss.ptr, grad?.ptr ?? null));
+  const loss = emptyOn(x, []);
+  const grad = x.requiresGrad ? emptyOn(x, x.shape) : null;
+  const dev = loss.storage.backend;
+  dev.check(
+    dev.kernels.crossEntropy(x.ptr, y.ptr, rows, cols, ignoreIndex, loss.ptr, grad?.ptr ?? null),
+  );
   if (y !== target) y.dispose();
   return record(
     loss,
     "CrossEntropyBackward",
     [x],
     (gy) => {
-      const gx = Tensor.empty(x.shape);
-      unwrap(lib.dt_unary(UnaryOp.scale, grad!.ptr, gx.ptr, gx.numel(), gy.item()));
+      const gx = emptyOn(x, x.shape);
+      dev.check(dev.kernels.unary(UnaryOp.scale, grad!.ptr, gx.ptr, gx.numel(), gy.item()));
       return [gx];
     },
     [...(grad ? [grad] : []), ...temporaries([x, logits])],
@@ -104,21 +109,23 @@ export function mseLoss(input: Tensor, target: Tensor): Tensor {
       `mseLoss: input ${formatShape(input.shape)} and target ${formatShape(target.shape)} differ`,
     );
   }
+  expectSameDevice("mseLoss", input, target);
   const a = contiguous(input), b = contiguous(target);
-  const loss = Tensor.empty([]);
+  const loss = emptyOn(a, []);
+  const dev = loss.storage.backend;
   const needsGrad = a.requiresGrad || b.requiresGrad;
-  const ga = needsGrad ? Tensor.empty(a.shape) : null;
-  unwrap(lib.dt_mse(a.ptr, b.ptr, a.numel(), loss.ptr, ga?.ptr ?? null));
+  const ga = needsGrad ? emptyOn(a, a.shape) : null;
+  dev.check(dev.kernels.mse(a.ptr, b.ptr, a.numel(), loss.ptr, ga?.ptr ?? null));
   return record(
     loss,
     "MseLossBackward",
     [a, b],
     (gy) => {
       const scale = gy.item();
-      const gA = a.requiresGrad ? Tensor.empty(a.shape) : null;
-      const gB = b.requiresGrad ? Tensor.empty(b.shape) : null;
-      if (gA) unwrap(lib.dt_unary(UnaryOp.scale, ga!.ptr, gA.ptr, gA.numel(), scale));
-      if (gB) unwrap(lib.dt_unary(UnaryOp.scale, ga!.ptr, gB.ptr, gB.numel(), -scale));
+      const gA = a.requiresGrad ? emptyOn(a, a.shape) : null;
+      const gB = b.requiresGrad ? emptyOn(b, b.shape) : null;
+      if (gA) dev.check(dev.kernels.unary(UnaryOp.scale, ga!.ptr, gA.ptr, gA.numel(), scale));
+      if (gB) dev.check(dev.kernels.unary(UnaryOp.scale, ga!.ptr, gB.ptr, gB.numel(), -scale));
       return [gA, gB];
     },
     [...(ga ? [ga] : []), ...temporaries([a, input], [b, target])],
@@ -154,9 +161,10 @@ export function layerNorm(
   const rows = cols === 0 ? 0 : x.numel() / cols;
   const X = contiguous(x);
   const w = weight ? contiguous(weight) : null, b = bias ? contiguous(bias) : null;
-  const y = Tensor.empty(x.shape), meanT = Tensor.empty([rows]), rstd = Tensor.empty([rows]);
-  unwrap(
-    lib.dt_layernorm(
+  const y = emptyOn(X, x.shape), meanT = emptyOn(X, [rows]), rstd = emptyOn(X, [rows]);
+  const dev = y.storage.backend;
+  dev.check(
+    dev.kernels.layernorm(
       X.ptr,
       w?.ptr ?? null,
       b?.ptr ?? null,
@@ -174,11 +182,11 @@ export function layerNorm(
     "NativeLayerNormBackward",
     inputs,
     (gy) => {
-      const gx = X.requiresGrad ? Tensor.empty(X.shape) : null;
-      const gw = w?.requiresGrad ? Tensor.empty(w.shape, "f32", true) : null;
-      const gb = b?.requiresGrad ? Tensor.empty(b.shape, "f32", true) : null;
-      unwrap(
-        lib.dt_layernorm_backward(
+      const gx = X.requiresGrad ? emptyOn(X, X.shape) : null;
+      const gw = w?.requiresGrad ? emptyOn(X, w.shape, "f32", true) : null;
+      const gb = b?.requiresGrad ? emptyOn(X, b.shape, "f32", true) : null;
+      dev.check(
+        dev.kernels.layernormBackward(
           gy.ptr,
           X.ptr,
           w?.ptr ?? null,
@@ -207,17 +215,19 @@ export function embedding(indices: Tensor, weight: Tensor): Tensor {
   if (weight.ndim !== 2) {
     throw new RangeError(`embedding: weight must be 2-d, got ${formatShape(weight.shape)}`);
   }
+  expectSameDevice("embedding", indices, weight);
   const [num, dim] = weight.shape;
   const idx = contiguous(indices), w = contiguous(weight);
-  const out = Tensor.empty([...indices.shape, dim]);
-  unwrap(lib.dt_embedding(w.ptr, idx.ptr, out.ptr, idx.numel(), num, dim));
+  const out = emptyOn(w, [...indices.shape, dim]);
+  const dev = out.storage.backend;
+  dev.check(dev.kernels.embedding(w.ptr, idx.ptr, out.ptr, idx.numel(), num, dim));
   return record(
     out,
     "EmbeddingBackward",
     [w],
     (gy) => {
-      const gw = Tensor.empty(w.shape, "f32", true);
-      unwrap(lib.dt_embedding_backward(gy.ptr, idx.ptr, gw.ptr, idx.numel(), num, dim));
+      const gw = emptyOn(w, w.shape, "f32", true);
+      dev.check(dev.kernels.embeddingBackward(gy.ptr, idx.ptr, gw.ptr, idx.numel(), num, dim));
       return [gw];
     },
     temporaries([w, weight]),
@@ -234,26 +244,27 @@ export function dropout(x: Tensor, p = 0.5, training = true): Tensor {
   if (!(p >= 0 && p <= 1)) throw new RangeError(`dropout: probability ${p} is outside [0, 1]`);
   if (!training || p === 0) return identity(x);
   const X = contiguous(x);
-  const out = Tensor.empty(X.shape, "f32", p === 1);
+  const out = emptyOn(X, X.shape, "f32", p === 1);
   if (p === 1) {
     return record(
       out,
       "DropoutBackward",
       [X],
-      () => [Tensor.empty(X.shape, "f32", true)],
+      () => [emptyOn(X, X.shape, "f32", true)],
       temporaries([X, x]),
       [],
     );
   }
   const n = X.numel(), seed = randomSeed(), offset = nextRandomOffset(n);
-  unwrap(lib.dt_dropout(X.ptr, out.ptr, n, p, seed, offset));
+  const dev = out.storage.backend;
+  dev.check(dev.kernels.dropout(X.ptr, out.ptr, n, p, seed, offset));
   return record(
     out,
     "DropoutBackward",
     [X],
     (gy) => {
-      const gx = Tensor.empty(X.shape);
-      unwrap(lib.dt_dropout(gy.ptr, gx.ptr, n, p, seed, offset));
+      const gx = emptyOn(X, X.shape);
+      dev.check(dev.kernels.dropout(gy.ptr, gx.ptr, n, p, seed, offset));
       return [gx];
     },
     temporaries([X, x]),

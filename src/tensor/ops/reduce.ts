@@ -1,10 +1,9 @@
 /** Reductions: sum and mean over everything or one dimension, the broadcast-gradient reduction, argmax. @module */
 
-import { lib } from "../../../ffi/dtrain.ts";
 import { record } from "../autograd.ts";
-import { unwrap } from "../native.ts";
-import { formatShape, normalizeDim, shapeSize, Tensor } from "../tensor.ts";
-import { alias, expectF32, temporaries } from "./_util.ts";
+import { formatShape, normalizeDim, sameShape, shapeSize } from "../layout.ts";
+import type { Tensor } from "../tensor.ts";
+import { alias, emptyOn, expectF32, temporaries } from "./_util.ts";
 import { contiguous } from "./shape.ts";
 
 /** Sum (or mean) over dimension `dim`, or over all elements when `dim` is undefined. */
@@ -26,15 +25,16 @@ function reduce(t: Tensor, dim: number | undefined, keepdim: boolean, mean: bool
     outShape = t.shape.map(() => 1);
   }
   const scale = mean ? 1 / axis : 1;
-  const out = Tensor.empty(outShape);
-  unwrap(lib.dt_sum_axis(src.ptr, out.ptr, outer, axis, inner, scale));
+  const out = emptyOn(src, outShape);
+  const dev = out.storage.backend;
+  dev.check(dev.kernels.sumAxis(src.ptr, out.ptr, outer, axis, inner, scale));
   return record(
     out,
     mean ? "MeanBackward" : "SumBackward",
     [src],
     (gy) => {
-      const gx = Tensor.empty(src.shape);
-      unwrap(lib.dt_expand_axis(gy.ptr, gx.ptr, outer, axis, inner, scale));
+      const gx = emptyOn(src, src.shape);
+      dev.check(dev.kernels.expandAxis(gy.ptr, gx.ptr, outer, axis, inner, scale));
       return [gx];
     },
     temporaries([src, t]),
@@ -58,18 +58,19 @@ export function mean(t: Tensor, dim?: number, keepdim = false): Tensor {
  */
 export function sumToShape(g: Tensor, shape: readonly number[]): Tensor {
   const src = contiguous(g);
+  const dev = src.storage.backend;
   const lead = src.ndim - shape.length;
   let current = src;
   const leadSize = shapeSize(src.shape.slice(0, lead));
   if (lead > 0) {
-    const next = Tensor.empty(src.shape.slice(lead));
-    unwrap(lib.dt_sum_axis(current.ptr, next.ptr, 1, leadSize, next.numel(), 1));
+    const next = emptyOn(src, src.shape.slice(lead));
+    dev.check(dev.kernels.sumAxis(current.ptr, next.ptr, 1, leadSize, next.numel(), 1));
     current = next;
   }
   for (let d = 0; d < shape.length; d++) {
     if (shape[d] !== 1 || current.shape[d] === 1) continue;
-    const next = Tensor.empty(current.shape.map((s, i) => (i === d ? 1 : s)));
-    unwrap(lib.dt_sum_axis(
+    const next = emptyOn(src, current.shape.map((s, i) => (i === d ? 1 : s)));
+    dev.check(dev.kernels.sumAxis(
       current.ptr,
       next.ptr,
       shapeSize(current.shape.slice(0, d)),
@@ -82,7 +83,7 @@ export function sumToShape(g: Tensor, shape: readonly number[]): Tensor {
   }
   if (current === src) return alias(src, shape);
   if (src !== g) src.dispose();
-  return current.shape.join() === shape.join() ? current : alias(current, shape);
+  return sameShape(current.shape, shape) ? current : alias(current, shape);
 }
 
 /** Indices of the largest values along the last dimension (i32; first index on ties). */
@@ -95,8 +96,9 @@ export function argmax(t: Tensor, dim = -1): Tensor {
   }
   const src = contiguous(t);
   const cols = t.shape[t.ndim - 1];
-  const out = Tensor.empty(t.shape.slice(0, -1), "i32");
-  unwrap(lib.dt_argmax_rows(src.ptr, out.ptr, out.numel(), cols));
+  const out = emptyOn(src, t.shape.slice(0, -1), "i32");
+  const dev = out.storage.backend;
+  dev.check(dev.kernels.argmaxRows(src.ptr, out.ptr, out.numel(), cols));
   if (src !== t) src.dispose();
   return out;
 }

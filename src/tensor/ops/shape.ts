@@ -1,24 +1,24 @@
-/** View and layout ops: reshape, transpose, expand, contiguous, detach, clone. @module */
+/** View and layout ops: reshape, view, flatten, transpose, expand, contiguous, detach, clone, and the dtype and device conversions. @module */
 
-import { lib } from "../../../ffi/dtrain.ts";
 import { record } from "../autograd.ts";
-import { unwrap } from "../native.ts";
+import { copyInto } from "../inplace.ts";
 import {
   checkShape,
   contiguousStrides,
-  copyInto,
   formatShape,
   normalizeDim,
+  sameShape,
   shapeSize,
-  Tensor,
-} from "../tensor.ts";
-import { alias, sameShape } from "./_util.ts";
+} from "../layout.ts";
+import type { Device } from "../storage.ts";
+import { Tensor } from "../tensor.ts";
+import { alias, emptyOn } from "./_util.ts";
 import { sumToShape } from "./reduce.ts";
 
 /** A contiguous tensor with `t`'s elements: `t` itself when it already is (PyTorch semantics). */
 export function contiguous(t: Tensor): Tensor {
   if (t.isContiguous()) return t;
-  const out = Tensor.empty(t.shape, t.dtype);
+  const out = emptyOn(t, t.shape, t.dtype);
   copyInto(out, t);
   return record(out, "ContiguousBackward", [t], (gy) => [alias(gy)], [], []);
 }
@@ -61,6 +61,33 @@ export function reshape(t: Tensor, shape: readonly number[]): Tensor {
     [],
     [],
   );
+}
+
+/** `t` in a new shape without copying (PyTorch's `view`): refuses a layout that cannot be viewed. */
+export function view(t: Tensor, shape: readonly number[]): Tensor {
+  if (!t.isContiguous()) {
+    throw new RangeError(
+      `view: shape ${formatShape(t.shape)} with strides ${formatShape(t.strides)} is not ` +
+        `compatible with a view; use .reshape(...) instead`,
+    );
+  }
+  return reshape(t, shape);
+}
+
+/** `t` with dimensions `startDim`..`endDim` flattened into one. */
+export function flatten(t: Tensor, startDim: number, endDim: number): Tensor {
+  if (t.ndim === 0) return reshape(t, [1]);
+  const s = normalizeDim(startDim, t.ndim, "flatten"), e = normalizeDim(endDim, t.ndim, "flatten");
+  const middle = shapeSize(t.shape.slice(s, e + 1));
+  return reshape(t, [...t.shape.slice(0, s), middle, ...t.shape.slice(e + 1)]);
+}
+
+/** The transpose of a tensor of at most 2 dimensions (a view). */
+export function t(x: Tensor): Tensor {
+  if (x.ndim > 2) {
+    throw new RangeError(`t(): expects a tensor with <= 2 dimensions, got ${x.ndim}`);
+  }
+  return x.ndim < 2 ? identity(x) : transpose(x, 0, 1);
 }
 
 /** A view with dimensions `dim0` and `dim1` swapped. */
@@ -126,7 +153,7 @@ export function detach(t: Tensor): Tensor {
 
 /** A contiguous copy of `t` that stays in the graph. */
 export function clone(t: Tensor): Tensor {
-  const out = Tensor.empty(t.shape, t.dtype);
+  const out = emptyOn(t, t.shape, t.dtype);
   copyInto(out, t);
   return record(out, "CloneBackward", [t], (gy) => [alias(gy)], [], []);
 }
@@ -135,12 +162,24 @@ export function clone(t: Tensor): Tensor {
 export function to(t: Tensor, dtype: "f32" | "i32"): Tensor {
   if (t.dtype === dtype) return t;
   const src = contiguous(t);
-  const out = Tensor.empty(t.shape, dtype);
-  unwrap(
+  const out = emptyOn(src, t.shape, dtype);
+  const dev = out.storage.backend;
+  dev.check(
     dtype === "f32"
-      ? lib.dt_cast_i32_f32(src.ptr, out.ptr, t.numel())
-      : lib.dt_cast_f32_i32(src.ptr, out.ptr, t.numel()),
+      ? dev.kernels.castI32F32(src.ptr, out.ptr, t.numel())
+      : dev.kernels.castF32I32(src.ptr, out.ptr, t.numel()),
   );
   if (src !== t) src.dispose();
   return out;
+}
+
+/**
+ * A copy of `t` on `device` (`t` itself when it is there already); the copy stays in the graph,
+ * its gradient copied back to `t`'s device.
+ */
+export function toDevice(t: Tensor, device: Device): Tensor {
+  if (t.device === device) return t;
+  const out = Tensor.empty(t.shape, t.dtype, false, device);
+  copyInto(out, t);
+  return record(out, "ToCopyBackward", [t], (gy) => [toDevice(gy, t.device)], [], []);
 }

@@ -1,0 +1,132 @@
+/**
+ * The device seam: what a device (cpu today, cuda later) gives the layers above it. Ops,
+ * optimizers and data loaders reach memory and kernels only through a {@linkcode DeviceBackend};
+ * only the files of this folder call a native library.
+ *
+ * [Note: device seam]
+ * A device is an allocator (tinygrad's `_alloc`/`_free`/`_copyin`/`_copyout`) plus a kernel
+ * table. Memory is addressed by device pointers: on cpu they are host addresses, on a GPU they
+ * are device addresses that JavaScript never dereferences. Kernels take those pointers and plain
+ * numbers, in the argument order of libdtrain's C ABI (csrc/core/dtrain.h, ffi/dtrain.ts), and
+ * return a status (`Status` in ffi/dtrain.ts) that the caller passes to `check`. The cpu table
+ * holds the FFI functions themselves, so a kernel call costs what a direct `lib.dt_*` call cost.
+ * Devices are found by name in registry.ts; a new one is a file beside cpu.ts exporting a
+ * {@linkcode DeviceFactory}, plus its entry in the registry's built-in table (or a
+ * `registerDevice` call at run time, as tests/tensor/device_test.ts does). No op changes: ops
+ * allocate their outputs on their inputs' device and call that device's kernels.
+ * @module
+ */
+
+import type { DtrainSymbols } from "../../../ffi/dtrain.ts";
+
+// The kernel ABI's enums, for the layers above the seam (which never import ffi/ themselves).
+export { BinaryOp, Status, UnaryOp } from "../../../ffi/dtrain.ts";
+
+/** An address in a device's memory (a host address on cpu). */
+export type DevicePtr = Deno.PointerValue;
+
+type Abi = DtrainSymbols;
+
+/**
+ * The kernels of a device, typed by libdtrain's C ABI (the prototypes are in ffi/dtrain.ts): a
+ * device whose native library exports the same prototypes fills the table with its functions.
+ * Every kernel returns a native status (0 = OK) for `DeviceBackend.check`; pointers are device
+ * pointers, except where ffi/dtrain.ts says host (the gathers' sources and indices, the strided
+ * copy's shape). Op codes are the ABI enums of ffi/dtrain.ts.
+ */
+export interface Kernels {
+  /** c = alpha * op(a) @ op(b) + beta * c (sgemm; `trans*` 0 or 1, leading dimensions `ld*`). */
+  matmul: Abi["dt_matmul"];
+  /** `batch` products of contiguous matrices `stride*` elements apart. */
+  matmulBatched: Abi["dt_matmul_batched"];
+  /** y = x @ op(w) + bias (bias nullable) for `rows` rows. */
+  linearForward: Abi["dt_linear_forward"];
+  /** The gradients of `linearForward` (each output nullable). */
+  linearBackward: Abi["dt_linear_backward"];
+  /** Sets `n` f32 elements to `value`. */
+  fillF32: Abi["dt_fill_f32"];
+  /** Sets `n` i32 elements to `value`. */
+  fillI32: Abi["dt_fill_i32"];
+  /** Copies a strided view into contiguous memory (`shape`, `strides` in host memory). */
+  copyStrided: Abi["dt_copy_strided"];
+  /** i32 to f32, `n` elements. */
+  castI32F32: Abi["dt_cast_i32_f32"];
+  /** f32 to i32 (toward zero), `n` elements. */
+  castF32I32: Abi["dt_cast_f32_i32"];
+  /** out = a op b, b or a repeating when shorter (`BinaryOp`). */
+  binary: Abi["dt_binary"];
+  /** The gradients of `binary` (each output nullable). */
+  binaryBackward: Abi["dt_binary_backward"];
+  /** y = op(x, p) (`UnaryOp`). */
+  unary: Abi["dt_unary"];
+  /** The gradient of `unary`, reading x or y as the op needs (the other nullable). */
+  unaryBackward: Abi["dt_unary_backward"];
+  /** y += alpha * x. */
+  axpy: Abi["dt_axpy"];
+  /** out[o, i] = scale * sum over a of x[o, a, i]. */
+  sumAxis: Abi["dt_sum_axis"];
+  /** The gradient of `sumAxis`: gy broadcast back over the axis, times scale. */
+  expandAxis: Abi["dt_expand_axis"];
+  /** The i32 index of each row's maximum. */
+  argmaxRows: Abi["dt_argmax_rows"];
+  /** Softmax (log = 1: log-softmax) over rows. */
+  softmax: Abi["dt_softmax"];
+  /** The gradient of `softmax` from its output. */
+  softmaxBackward: Abi["dt_softmax_backward"];
+  /** Mean cross-entropy into `loss`, and its gradient into `grad` (nullable). */
+  crossEntropy: Abi["dt_cross_entropy"];
+  /** Mean squared error into `loss`, and d loss / d a into `ga` (nullable). */
+  mse: Abi["dt_mse"];
+  /** Layer norm over rows, saving mean and 1/std (w, b nullable). */
+  layernorm: Abi["dt_layernorm"];
+  /** The gradients of `layernorm` (dw, db accumulated; outputs nullable). */
+  layernormBackward: Abi["dt_layernorm_backward"];
+  /** Rows of `weight` picked by i32 `indices`. */
+  embedding: Abi["dt_embedding"];
+  /** The gradient of `embedding`, accumulated into `gweight`. */
+  embeddingBackward: Abi["dt_embedding_backward"];
+  /** Dropout with the counter RNG at (seed, offset); the same call recomputes the mask. */
+  dropout: Abi["dt_dropout"];
+  /** U[lo, hi) samples from counters offset.. of `seed`. */
+  randUniform: Abi["dt_rand_uniform"];
+  /** N(mean, std²) samples from counters offset.. of `seed` (two per element). */
+  randn: Abi["dt_randn"];
+  /** One fused SGD update (momentumBuf nullable; first = 1 seeds it). */
+  sgdStep: Abi["dt_sgd_step"];
+  /** One fused AdamW update at step `step` (1-based). */
+  adamwStep: Abi["dt_adamw_step"];
+  /** dst rows = (host u8 src rows at host i32 `indices`) * scale + shift. */
+  gatherU8F32: Abi["dt_gather_u8_f32"];
+  /** dst rows = src rows at host i32 `indices` (`rowBytes` each). */
+  gatherRows: Abi["dt_gather_rows"];
+  /** dst = host u8 src at host i32 `indices`, as i32. */
+  gatherU8I32: Abi["dt_gather_u8_i32"];
+}
+
+/** One device: its allocator, copies and kernels (see [Note: device seam]). */
+export interface DeviceBackend {
+  /** The full name tensors report (`"cpu"`, `"cuda:0"`). */
+  readonly name: string;
+  /** The kernel table. */
+  readonly kernels: Kernels;
+  /**
+   * Allocates `nbytes` (zero-filled when `zero`).
+   * @throws NativeError with `Status.ENOMEM` when the device is out of memory.
+   */
+  alloc(nbytes: number, zero: boolean): DevicePtr;
+  /** Frees a block from `alloc`. */
+  free(ptr: DevicePtr): void;
+  /** Bytes this device's allocator holds now (blocks it borrows elsewhere are counted there). */
+  allocatedBytes(): number;
+  /** Copies `nbytes` from host memory into device memory. */
+  copyIn(dst: DevicePtr, hostSrc: DevicePtr, nbytes: number): void;
+  /** Copies `nbytes` from device memory into host memory. */
+  copyOut(hostDst: DevicePtr, src: DevicePtr, nbytes: number): void;
+  /** Copies `nbytes` between two blocks of this device. */
+  copy(dst: DevicePtr, src: DevicePtr, nbytes: number): void;
+  /** Throws the device's error for a kernel's status unless it is OK. */
+  check(status: number): void;
+}
+
+/** Makes the device for an index (`cuda:1` asks the "cuda" factory for index 1; cpu gets 0). */
+export type DeviceFactory = (index: number) => DeviceBackend;

@@ -1,0 +1,65 @@
+/**
+ * Devices found by name. Built-in families are the entries of `factories` below (`cpu`; a device
+ * shipped with dtrain, such as a `cuda.ts` beside cpu.ts, adds its one entry there); any other
+ * registers at run time with `registerDevice(family, factory)`. `"cuda:1"` asks the "cuda" factory
+ * for index 1. Each device is made once, on its first use (so its native library opens then), and
+ * cached under its full name, so the lookup on the allocation path is one map read.
+ * @module
+ */
+
+import { createCpuDevice } from "./cpu.ts";
+import type { DeviceBackend, DeviceFactory } from "./device.ts";
+
+const factories = new Map<string, DeviceFactory>([["cpu", () => createCpuDevice()]]);
+const devices = new Map<string, DeviceBackend>();
+/** The devices made so far, once each (the allocation path sums their bytes without an iterator). */
+const made: DeviceBackend[] = [];
+
+/**
+ * Registers the device family `family` (a lowercase word: `"cuda"`, `"null"`).
+ *
+ * @param family The name before the optional `:index`.
+ * @param factory Makes the device for an index, on first use.
+ * @throws RangeError for a malformed name, or a family registered already.
+ */
+export function registerDevice(family: string, factory: DeviceFactory): void {
+  if (!/^[a-z][a-z0-9_]*$/.test(family)) {
+    throw new RangeError(`registerDevice: device name must be a lowercase word, got "${family}"`);
+  }
+  if (factories.has(family)) {
+    throw new RangeError(`registerDevice: device "${family}" is registered already`);
+  }
+  factories.set(family, factory);
+}
+
+/**
+ * The device called `name` (`"cpu"`, `"cuda:0"`; a bare family means index 0), made on first use.
+ *
+ * @param name The device name as tensors carry it.
+ * @returns The device.
+ * @throws Error naming the device and the registered ones when there is none by that name.
+ */
+export function getDevice(name: string): DeviceBackend {
+  const known = devices.get(name);
+  if (known !== undefined) return known;
+  const match = /^([a-z][a-z0-9_]*)(?::(\d+))?$/.exec(name);
+  const factory = match ? factories.get(match[1]) : undefined;
+  if (match === null || factory === undefined) {
+    throw new Error(
+      `device "${name}" is not available in this build (registered: ${
+        [...factories.keys()].join(", ")
+      })`,
+    );
+  }
+  const device = factory(Number(match[2] ?? 0));
+  devices.set(name, device);
+  if (!made.includes(device)) made.push(device);
+  return device;
+}
+
+/** Bytes held by every device made so far. */
+export function allocatedBytesOnAll(): number {
+  let total = 0;
+  for (let i = 0; i < made.length; i++) total += made[i].allocatedBytes();
+  return total;
+}

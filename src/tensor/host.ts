@@ -1,0 +1,56 @@
+/**
+ * Reading a tensor's elements into host (JavaScript) memory, from any device: through the
+ * device's `copyOut`, so that a GPU tensor reads the same way as a cpu one.
+ * @module
+ */
+
+import { formatShape, shapeSize } from "./layout.ts";
+import type { Tensor } from "./tensor.ts";
+
+/** Host memory that `item()` reads one element through (no allocation per call). */
+const scalar = new DataView(new ArrayBuffer(4));
+const scalarPtr = Deno.UnsafePointer.of(scalar.buffer);
+
+/** `t.toArray()`: a copy of the elements, row-major. */
+export function toArray(t: Tensor): Float32Array | Int32Array {
+  const src = t.isContiguous() ? t : t.contiguous();
+  const n = src.numel();
+  const out = t.dtype === "f32" ? new Float32Array(n) : new Int32Array(n);
+  if (n > 0) t.storage.backend.copyOut(Deno.UnsafePointer.of(out), src.ptr, n * 4);
+  if (src !== t) src.dispose();
+  return out;
+}
+
+/** `t.item()`: the value of a one-element tensor. */
+export function item(t: Tensor): number {
+  if (t.numel() !== 1) {
+    throw new RangeError(
+      `item(): tensor ${formatShape(t.shape)} has ${t.numel()} elements, not 1`,
+    );
+  }
+  t.storage.backend.copyOut(scalarPtr, t.ptr, 4);
+  // Native memory is little-endian on every platform dtrain builds for.
+  return t.dtype === "f32" ? scalar.getFloat32(0, true) : scalar.getInt32(0, true);
+}
+
+/** `t.tolist()`: nested arrays of the elements. */
+export function tolist(t: Tensor): number | unknown[] {
+  const flat = Array.from(toArray(t));
+  if (t.ndim === 0) return flat[0];
+  const build = (dim: number, start: number): unknown[] => {
+    const out: unknown[] = [];
+    const step = shapeSize(t.shape.slice(dim + 1));
+    for (let i = 0; i < t.shape[dim]; i++) {
+      out.push(dim === t.ndim - 1 ? flat[start + i] : build(dim + 1, start + i * step));
+    }
+    return out;
+  };
+  return build(0, 0);
+}
+
+/** `t.toString()`: `tensor([[1, 2], [3, 4]], shape=[2, 2], dtype=f32)`. */
+export function format(t: Tensor): string {
+  const n = t.numel();
+  const body = n <= 64 ? JSON.stringify(tolist(t)) : `<${n} elements>`;
+  return `tensor(${body}, shape=${formatShape(t.shape)}, dtype=${t.dtype})`;
+}
