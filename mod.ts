@@ -44,6 +44,7 @@ export {
   zeros,
   zerosLike,
 } from "./src/tensor/creation.ts";
+export { chunk, narrow, select, split } from "./src/tensor/ops/slice.ts";
 export { getRngState, manualSeed, setRngState } from "./src/tensor/random.ts";
 export { getNumThreads, setNumThreads } from "./src/tensor/threads.ts";
 export { isGradEnabled, noGrad } from "./src/tensor/autograd.ts";

@@ -271,6 +271,71 @@ const symbols = {
     parameters: ["pointer", "i64", "pointer", "i64", "pointer"], // (const uint8_t *src, int64_t src_len, const int32_t *indices, int64_t n, int32_t *dst)
     result: "i32",
   },
+  // attention.c
+  dt_attention_forward: {
+    parameters: [
+      "pointer", // const float *q   [bh, tq, d]
+      "pointer", // const float *k   [bh, tk, d]
+      "pointer", // const float *v   [bh, tk, dv]
+      "pointer", // const float *mask (additive, nullable)
+      "i64", // int64_t mask_stride_b
+      "i64", // int64_t mask_stride_h
+      "pointer", // float *out  [bh, tq, dv]
+      "pointer", // float *lse  [bh, tq]
+      "i64", // int64_t bh
+      "i64", // int64_t heads
+      "i64", // int64_t tq
+      "i64", // int64_t tk
+      "i64", // int64_t d
+      "i64", // int64_t dv
+      "f32", // float scale
+      "i32", // int32_t causal
+      "f32", // float dropout_p
+      "u64", // uint64_t seed
+      "u64", // uint64_t offset
+    ],
+    result: "i32",
+  },
+  dt_attention_backward: {
+    parameters: [
+      "pointer", // const float *q
+      "pointer", // const float *k
+      "pointer", // const float *v
+      "pointer", // const float *mask (nullable)
+      "i64", // int64_t mask_stride_b
+      "i64", // int64_t mask_stride_h
+      "pointer", // const float *out
+      "pointer", // const float *lse
+      "pointer", // const float *gout
+      "pointer", // float *gq
+      "pointer", // float *gk
+      "pointer", // float *gv
+      "i64", // int64_t bh
+      "i64", // int64_t heads
+      "i64", // int64_t tq
+      "i64", // int64_t tk
+      "i64", // int64_t d
+      "i64", // int64_t dv
+      "f32", // float scale
+      "i32", // int32_t causal
+      "f32", // float dropout_p
+      "u64", // uint64_t seed
+      "u64", // uint64_t offset
+    ],
+    result: "i32",
+  },
+  // slice.c
+  dt_copy_to_strided: {
+    parameters: [
+      "pointer", // const void *src (contiguous)
+      "pointer", // void *dst (the view's first element)
+      "i32", // int32_t ndim
+      "buffer", // const int64_t *shape
+      "buffer", // const int64_t *strides (of dst)
+      "i32", // int32_t elem_size
+    ],
+    result: "i32",
+  },
 } as const satisfies Deno.ForeignLibraryInterface;
 
 /** The functions of `libdtrain.so` (64-bit sizes take numbers: [Note: 64-bit integers] in load.ts). */

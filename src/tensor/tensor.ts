@@ -12,6 +12,7 @@ import * as host from "./host.ts";
 import * as inplace from "./inplace.ts";
 import { contiguousStrides, formatShape, normalizeDim, shapeSize } from "./layout.ts";
 import * as shapeOps from "./ops/shape.ts";
+import * as sliceOps from "./ops/slice.ts";
 import { TensorMath } from "./tensor_math.ts";
 
 // The layout helpers and `copyInto` have their own files; these re-exports keep the imports of
@@ -289,6 +290,26 @@ export class Tensor extends TensorMath implements Disposable {
   /** The transpose of a 2-d tensor (PyTorch's `.T`). */
   get T(): Tensor {
     return this.t();
+  }
+
+  /** Elements `start` to `start + length - 1` along `dim` (a view; see `narrow`). */
+  narrow(dim: number, start: number, length: number): Tensor {
+    return sliceOps.narrow(this, dim, start, length);
+  }
+
+  /** The slice at `index` along `dim`, that dimension removed (a view; see `select`). */
+  select(dim: number, index: number): Tensor {
+    return sliceOps.select(this, dim, index);
+  }
+
+  /** Views of `splitSize` elements along `dim`, or of the given sizes (see `split`). */
+  split(splitSizeOrSections: number | readonly number[], dim = 0): Tensor[] {
+    return sliceOps.split(this, splitSizeOrSections, dim);
+  }
+
+  /** `chunks` views of equal size along `dim` (see `chunk`). */
+  chunk(chunks: number, dim = 0): Tensor[] {
+    return sliceOps.chunk(this, chunks, dim);
   }
 
   /** A broadcast view to `shape`. */

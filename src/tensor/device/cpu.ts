@@ -67,6 +67,9 @@ export function createCpuDevice(): DeviceBackend {
     gatherU8F32: lib.dt_gather_u8_f32,
     gatherRows: lib.dt_gather_rows,
     gatherU8I32: lib.dt_gather_u8_i32,
+    attentionForward: lib.dt_attention_forward,
+    attentionBackward: lib.dt_attention_backward,
+    copyToStrided: lib.dt_copy_to_strided,
   };
   return {
     name: "cpu",

@@ -101,6 +101,12 @@ export interface Kernels {
   gatherRows: Abi["dt_gather_rows"];
   /** dst = host u8 src at host i32 `indices`, as i32. */
   gatherU8I32: Abi["dt_gather_u8_i32"];
+  /** Fused attention forward over [bh, t, d] blocks, saving each query row's log-sum-exp. */
+  attentionForward: Abi["dt_attention_forward"];
+  /** The gradients of `attentionForward`, recomputing the probabilities from the log-sum-exp. */
+  attentionBackward: Abi["dt_attention_backward"];
+  /** Scatters contiguous memory into a strided view (`shape`, `strides` in host memory). */
+  copyToStrided: Abi["dt_copy_to_strided"];
 }
 
 /** One device: its allocator, copies and kernels (see [Note: device seam]). */

@@ -63,15 +63,62 @@ export function reshape(t: Tensor, shape: readonly number[]): Tensor {
   );
 }
 
-/** `t` in a new shape without copying (PyTorch's `view`): refuses a layout that cannot be viewed. */
+/**
+ * The strides that show a tensor of `shape`/`strides` as `target` without copying, or null when
+ * its layout does not allow it (PyTorch's `computeStride`): dimensions merge only where they are
+ * laid out one after the other.
+ */
+function viewStrides(
+  shape: readonly number[],
+  strides: readonly number[],
+  target: readonly number[],
+): number[] | null {
+  if (shape.length === 0 || shapeSize(shape) === 0) return contiguousStrides(target);
+  const out = new Array<number>(target.length).fill(0);
+  let viewD = target.length - 1;
+  let chunkBase = strides[strides.length - 1];
+  let tensorNumel = 1, viewNumel = 1;
+  for (let d = shape.length - 1; d >= 0; d--) {
+    tensorNumel *= shape[d];
+    if (d === 0 || (shape[d - 1] !== 1 && strides[d - 1] !== tensorNumel * chunkBase)) {
+      while (viewD >= 0 && (viewNumel < tensorNumel || target[viewD] === 1)) {
+        out[viewD] = viewNumel * chunkBase;
+        viewNumel *= target[viewD];
+        viewD--;
+      }
+      if (viewNumel !== tensorNumel) return null;
+      if (d > 0) {
+        chunkBase = strides[d - 1];
+        tensorNumel = 1;
+        viewNumel = 1;
+      }
+    }
+  }
+  return viewD === -1 ? out : null;
+}
+
+/**
+ * `t` in a new shape without copying (PyTorch's `view`): also a non-contiguous tensor whose
+ * dimensions being merged or split are laid out one after the other; refuses any other layout.
+ */
 export function view(t: Tensor, shape: readonly number[]): Tensor {
-  if (!t.isContiguous()) {
+  if (t.isContiguous()) return reshape(t, shape);
+  const target = inferShape(shape, t.numel(), "view");
+  const strides = viewStrides(t.shape, t.strides, target);
+  if (strides === null) {
     throw new RangeError(
       `view: shape ${formatShape(t.shape)} with strides ${formatShape(t.strides)} is not ` +
-        `compatible with a view; use .reshape(...) instead`,
+        `compatible with a view as ${formatShape(shape)}; use .reshape(...) instead`,
     );
   }
-  return reshape(t, shape);
+  return record(
+    alias(t, target, strides),
+    "ViewBackward",
+    [t],
+    (gy) => [reshape(gy, t.shape)],
+    [],
+    [],
+  );
 }
 
 /** `t` with dimensions `startDim`..`endDim` flattened into one. */

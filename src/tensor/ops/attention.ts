@@ -1,0 +1,206 @@
+/**
+ * Scaled dot-product attention with one fused native kernel each way (csrc/core/attention.c):
+ * the forward keeps only each query row's log-sum-exp, and the backward recomputes the
+ * probabilities from it, so the memory saved for backward grows with T, not T².
+ * @module
+ */
+
+import { record } from "../autograd.ts";
+import { formatShape, sameShape, shapeSize } from "../layout.ts";
+import { nextRandomOffset, randomSeed } from "../random.ts";
+import type { Tensor } from "../tensor.ts";
+import { emptyOn, expectF32, expectSameDevice, temporaries } from "./_util.ts";
+import { contiguous, expand } from "./shape.ts";
+
+/** Options of {@linkcode scaledDotProductAttention} (PyTorch's keyword arguments). */
+export interface AttentionOptions {
+  /**
+   * Added to the scores before the softmax: an f32 tensor broadcastable to `[..., Tq, Tk]` (use
+   * `-Infinity` to mask a position out).
+   */
+  attnMask?: Tensor | null;
+  /** Dropout probability on the attention weights (only pass it while training; default 0). */
+  dropoutP?: number;
+  /** Query i attends to keys j <= i (top-left aligned, as PyTorch's `is_causal`). */
+  isCausal?: boolean;
+  /** Multiplies the scores; default 1 / sqrt(head size). */
+  scale?: number;
+}
+
+/**
+ * The mask as the kernel reads it: `[bh]` blocks of `[Tq, Tk]` indexed (b / heads) * strideB +
+ * (b % heads) * strideH. Broadcast masks keep stride 0 (no copy) when their layout allows.
+ */
+function maskLayout(
+  mask: Tensor,
+  lead: readonly number[],
+  tq: number,
+  tk: number,
+): { mask: Tensor; heads: number; strideB: number; strideH: number } {
+  let m = expand(mask, [...lead, tq, tk]);
+  const n = lead.length;
+  const rowsContiguous = m.strides[n + 1] === 1 && (tq === 1 || m.strides[n] === tk);
+  const heads = n === 0 ? 1 : lead[n - 1];
+  const strideH = n === 0 ? 0 : m.strides[n - 1];
+  // The dimensions before the last leading one must collapse to one stride.
+  let strideB = 0, collapses = true;
+  for (let d = n - 2; d >= 0; d--) {
+    if (lead[d] === 1) continue;
+    if (strideB === 0 && m.strides[d] === 0) continue;
+    const inner = lead.slice(d + 1, n - 1).reduce((a, b) => a * b, 1);
+    const expected = strideB === 0 ? m.strides[d] : strideB * inner;
+    if (strideB === 0) strideB = m.strides[d] / Math.max(inner, 1);
+    if (m.strides[d] !== expected || !Number.isInteger(strideB)) collapses = false;
+  }
+  if (rowsContiguous && collapses) return { mask: m, heads, strideB, strideH };
+  const packed = contiguous(m);
+  if (packed !== m) m.dispose();
+  m = packed;
+  return { mask: m, heads, strideB: heads * tq * tk, strideH: tq * tk };
+}
+
+/**
+ * Attention over q `[..., Tq, D]`, k `[..., Tk, D]`, v `[..., Tk, Dv]` with equal leading
+ * dimensions, like `torch.nn.functional.scaled_dot_product_attention`: softmax(q kᵀ · scale +
+ * mask) v, with a causal mask, an additive mask and dropout on the weights as options.
+ *
+ * @example Causal self-attention over 2 heads
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { F, randn } from "../../../mod.ts";
+ * const [q, k, v] = [randn([1, 2, 5, 4]), randn([1, 2, 5, 4]), randn([1, 2, 5, 4])];
+ * const y = F.scaledDotProductAttention(q, k, v, { isCausal: true });
+ * assert.deepStrictEqual(y.shape, [1, 2, 5, 4]);
+ * // the first query sees only the first key: its output is v's first row
+ * const first = Array.from(y.select(2, 0).toArray()), v0 = Array.from(v.select(2, 0).toArray());
+ * first.forEach((x, i) => assert.ok(Math.abs(x - v0[i]) < 1e-6));
+ * ```
+ */
+export function scaledDotProductAttention(
+  q: Tensor,
+  k: Tensor,
+  v: Tensor,
+  options: AttentionOptions = {},
+): Tensor {
+  const op = "scaledDotProductAttention";
+  expectF32(op, q, k, v);
+  expectSameDevice(op, q, k, v);
+  if (q.ndim < 2 || k.ndim !== q.ndim || v.ndim !== q.ndim) {
+    throw new RangeError(
+      `${op}: q, k and v need the same rank (at least 2), got ${formatShape(q.shape)}, ${
+        formatShape(k.shape)
+      } and ${formatShape(v.shape)}`,
+    );
+  }
+  const lead = q.shape.slice(0, -2);
+  const [tq, d] = q.shape.slice(-2), [tk, dk] = k.shape.slice(-2), [tv, dv] = v.shape.slice(-2);
+  if (!sameShape(k.shape.slice(0, -2), lead) || !sameShape(v.shape.slice(0, -2), lead)) {
+    throw new RangeError(
+      `${op}: leading dimensions differ: q ${formatShape(q.shape)}, k ${formatShape(k.shape)}, v ${
+        formatShape(v.shape)
+      }`,
+    );
+  }
+  if (dk !== d || tv !== tk) {
+    throw new RangeError(
+      `${op}: k ${formatShape(k.shape)} must be [..., Tk, ${d}] and v ${
+        formatShape(v.shape)
+      } [..., ${tk}, Dv]`,
+    );
+  }
+  if (d === 0 || dv === 0) {
+    throw new RangeError(`${op}: head sizes must be positive, got ${d} and ${dv}`);
+  }
+  const dropoutP = options.dropoutP ?? 0;
+  if (!(dropoutP >= 0 && dropoutP < 1)) {
+    throw new RangeError(`${op}: dropoutP must be in [0, 1), got ${dropoutP}`);
+  }
+  const causal = options.isCausal ?? false;
+  const attnMask = options.attnMask ?? null;
+  if (causal && attnMask) {
+    throw new RangeError(`${op}: give either attnMask or isCausal, not both (as PyTorch)`);
+  }
+  const scale = options.scale ?? 1 / Math.sqrt(d);
+  if (!Number.isFinite(scale)) throw new RangeError(`${op}: scale must be finite, got ${scale}`);
+
+  const bh = shapeSize(lead);
+  const Q = contiguous(q), K = contiguous(k), V = contiguous(v);
+  let maskInfo = null;
+  if (attnMask) {
+    expectF32(`${op} attnMask`, attnMask);
+    expectSameDevice(op, q, attnMask);
+    maskInfo = maskLayout(attnMask, lead, tq, tk);
+  }
+  const heads = maskInfo?.heads ?? 1;
+  const out = emptyOn(Q, [...lead, tq, dv]);
+  const lse = emptyOn(Q, [bh, tq]);
+  const seed = dropoutP > 0 ? randomSeed() : 0n;
+  const offset = dropoutP > 0 ? nextRandomOffset(bh * tq * tk) : 0n;
+  const dev = out.storage.backend;
+  const maskPtr = maskInfo ? maskInfo.mask.ptr : null;
+  const strideB = maskInfo?.strideB ?? 0, strideH = maskInfo?.strideH ?? 0;
+  dev.check(dev.kernels.attentionForward(
+    Q.ptr,
+    K.ptr,
+    V.ptr,
+    maskPtr,
+    strideB,
+    strideH,
+    out.ptr,
+    lse.ptr,
+    bh,
+    heads,
+    tq,
+    tk,
+    d,
+    dv,
+    scale,
+    causal ? 1 : 0,
+    dropoutP,
+    seed,
+    offset,
+  ));
+  const maskCopy = maskInfo && maskInfo.mask !== attnMask ? [maskInfo.mask] : [];
+  return record(
+    out,
+    "ScaledDotProductAttentionBackward",
+    [Q, K, V],
+    (gy) => {
+      const G = contiguous(gy);
+      const gq = emptyOn(Q, Q.shape), gk = emptyOn(Q, K.shape), gv = emptyOn(Q, V.shape);
+      dev.check(dev.kernels.attentionBackward(
+        Q.ptr,
+        K.ptr,
+        V.ptr,
+        maskInfo ? maskInfo.mask.ptr : null,
+        strideB,
+        strideH,
+        out.ptr,
+        lse.ptr,
+        G.ptr,
+        gq.ptr,
+        gk.ptr,
+        gv.ptr,
+        bh,
+        heads,
+        tq,
+        tk,
+        d,
+        dv,
+        scale,
+        causal ? 1 : 0,
+        dropoutP,
+        seed,
+        offset,
+      ));
+      if (G !== gy) G.dispose();
+      return [gq, gk, gv].map((g, i) => {
+        if ([Q, K, V][i].requiresGrad) return g;
+        g.dispose();
+        return null;
+      });
+    },
+    [lse, ...maskCopy, ...temporaries([Q, q], [K, k], [V, v])],
+    [Q, K, V, out, ...(maskInfo ? [maskInfo.mask] : [])],
+  );
+}
