@@ -24,5 +24,14 @@ export {
   SiLU,
 } from "./layers.ts";
 export { MLP, type MLPOptions, ModuleDict, ModuleList, Sequential } from "./container.ts";
+export {
+  Block,
+  CausalSelfAttention,
+  type GenerateOptions,
+  GPT,
+  type GPTConfig,
+  GPTTransformer,
+  MLPBlock,
+} from "./gpt.ts";
 export * as init from "./init.ts";
 export * as utils from "./utils/mod.ts";
