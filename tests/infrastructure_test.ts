@@ -15,6 +15,7 @@ import {
   parseConfig,
   templatefileMismatches,
   undeclaredReferences,
+  ValidationEvaluationError,
   validationFailures,
   variableValues,
 } from "./infrastructure/terraform.ts";
@@ -326,6 +327,29 @@ Deno.test("cluster variable validations reject bad sizes, presets, images, disks
   assert.deepEqual(await validationFailures(config, { ...good, cluster_size: 1 }), []);
   assert.throws(() => variableValues(config, { ...good, cluster_size: "2" }), /must be a number/);
   assert.throws(() => variableValues(config, { ...good, nodes: 2 }), /nodes is not declared/);
+});
+
+Deno.test("a validation condition that does not evaluate is an error, never a failed validation", async () => {
+  const config = await loadConfig(CLUSTER_DIR);
+  const bad = { ...await exampleValues(CLUSTER_DIR), node_preset: "big" };
+  // A planted evaluator bug: regex() crashes. The negative case must fail loudly, even where
+  // the call sits inside can(), instead of passing as "node_preset rejected".
+  const crashing = {
+    regex: () => Promise.reject(new TypeError("planted evaluator bug")),
+  };
+  await assert.rejects(validationFailures(config, bad, crashing), (error) => {
+    assert.ok(error instanceof ValidationEvaluationError);
+    assert.match(error.message, /^node_preset: .*planted evaluator bug/m);
+    return true;
+  });
+  // Terraform's own error outside can() is an error too, not the rule's message.
+  const erroring = await parseConfig("/nonexistent", {
+    "main.tf": 'variable "n" {\n  type = string\n  validation {\n' +
+      '    condition     = tonumber(var.n) > 0\n    error_message = "n must be positive."\n  }\n}\n',
+  });
+  await assert.rejects(validationFailures(erroring, { n: "x" }), /n: tonumber\(var\.n\) > 0: /);
+  assert.deepEqual(await validationFailures(erroring, { n: "-1" }), ["n: n must be positive."]);
+  assert.deepEqual(await validationFailures(erroring, { n: "2" }), []);
 });
 
 Deno.test("single-GPU variable validations accept one-GPU presets only", async () => {

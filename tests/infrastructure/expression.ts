@@ -1,6 +1,7 @@
 // Terraform expressions for the infrastructure tests: parsed by Terraform's own HCL parser
 // (@cdktf/hcl2json, compiled to WASM) and evaluated here for the subset our configurations use.
-// Anything outside that subset throws UnsupportedError, which `can()` and `try()` never swallow.
+// Anything outside that subset throws UnsupportedError; `can()` and `try()` swallow only
+// EvaluationError (what Terraform reports), never that nor a crash of the evaluator itself.
 import { getExpressionAst, type TFExpressionSyntaxTree } from "@cdktf/hcl2json";
 
 type Ast = TFExpressionSyntaxTree.ExpressionType;
@@ -163,7 +164,7 @@ export const coreFunctions: Record<string, TerraformFunction> = {
       await arg();
       return true;
     } catch (error) {
-      if (error instanceof UnsupportedError) throw error;
+      if (!(error instanceof EvaluationError)) throw error;
       return false;
     }
   },
@@ -211,7 +212,7 @@ export const coreFunctions: Record<string, TerraformFunction> = {
       try {
         return await arg();
       } catch (error) {
-        if (error instanceof UnsupportedError) throw error;
+        if (!(error instanceof EvaluationError)) throw error;
       }
     }
     throw new EvaluationError("try(): no argument evaluated without errors");

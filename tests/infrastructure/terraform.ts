@@ -177,25 +177,51 @@ export async function leakingOutputs(config: Config): Promise<string[]> {
   return problems;
 }
 
-/** The error messages of every variable validation that the given values fail. */
+/**
+ * A validation condition that did not evaluate to a bool: Terraform's own error (a failed call
+ * outside `can()`), or a crash of the evaluator. Kept apart from failed validations, so that a
+ * negative case can never pass because the evaluator broke.
+ */
+export class ValidationEvaluationError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`${problems.length} validation condition(s) did not evaluate:\n${problems.join("\n")}`);
+  }
+}
+
+/**
+ * The error messages of every variable validation that the given values fail.
+ * @param overrides replaces evaluator functions (the tests plant a broken one through it).
+ * @throws ValidationEvaluationError naming every condition that did not evaluate to a bool.
+ */
 export async function validationFailures(
   config: Config,
   values: Record<string, Value>,
+  overrides: Record<string, TerraformFunction> = {},
 ): Promise<string[]> {
   const scope = terraformScope(config, { values });
   const failures: string[] = [];
+  const problems: string[] = [];
   for (const [name, variable] of config.variables) {
     for (const rule of (variable.validation ?? []) as Body[]) {
+      const condition = String(rule.condition).replace(/^\$\{(.*)\}$/s, "$1");
       let passed: Value;
       try {
-        passed = await evaluate(await parseAttribute(String(rule.condition)), scope, functions);
+        passed = await evaluate(await parseAttribute(String(rule.condition)), scope, {
+          ...functions,
+          ...overrides,
+        });
       } catch (error) {
-        if (error instanceof UnsupportedError) throw error;
-        passed = false;
+        problems.push(`${name}: ${condition}: ${error instanceof Error ? error.message : error}`);
+        continue;
       }
-      if (passed !== true) failures.push(`${name}: ${rule.error_message}`);
+      if (typeof passed !== "boolean") {
+        problems.push(`${name}: ${condition} is ${JSON.stringify(passed)}, not a bool`);
+      } else if (!passed) {
+        failures.push(`${name}: ${rule.error_message}`);
+      }
     }
   }
+  if (problems.length > 0) throw new ValidationEvaluationError(problems);
   return failures;
 }
 
