@@ -6,7 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 DENO_VERSION=2.9.6
-APT_PACKAGES=(build-essential libopenblas-dev libgloo-dev dataset-fashion-mnist xz-utils iproute2)
+# slurm-wlm and munge: the SLURM cluster that tests/infrastructure_slurm_test.ts brings up.
+APT_PACKAGES=(build-essential libopenblas-dev libgloo-dev dataset-fashion-mnist xz-utils iproute2
+  slurm-wlm munge)
 
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
