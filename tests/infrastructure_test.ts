@@ -2,16 +2,19 @@
 // consistent, its cloud-init renders for a 2-node cluster into start-up scripts that launch each
 // node correctly, and the start-up, SLURM and Kubernetes recipes run or agree with each other.
 import assert from "node:assert/strict";
+import { resolve } from "node:path";
 import { parse } from "@cdktf/hcl2json";
 import { parse as parseYaml, parseAllDocuments } from "yaml";
 import { UnsupportedError, type Value } from "./infrastructure/expression.ts";
 import { renderTemplate, templateVariables } from "./infrastructure/template.ts";
 import {
   type Config,
+  configTree,
   evaluateAttribute,
   type Fixtures,
   leakingOutputs,
   loadConfig,
+  moduleCallMismatches,
   parseConfig,
   templatefileMismatches,
   undeclaredReferences,
@@ -36,7 +39,7 @@ import {
 } from "./infrastructure/start_training.ts";
 import { parseTrainArgs, type TrainConfig } from "../src/train/config.ts";
 
-const INFRA_DIR = `${NEBIUS_DIR}/..`;
+const INFRA_DIR = resolve(NEBIUS_DIR, "..");
 const CLUSTER_DIR = `${NEBIUS_DIR}/cluster`;
 const SINGLE_GPU_DIR = `${NEBIUS_DIR}/single_gpu`;
 const CONFIG_DIRS = [CLUSTER_DIR, SINGLE_GPU_DIR];
@@ -104,7 +107,7 @@ async function renderNode(
 /** The nodes a plan of the cluster creates: as many as the instance's count says. */
 async function renderCluster(values: Record<string, Value>): Promise<RenderedNode[]> {
   const config = await loadConfig(CLUSTER_DIR);
-  const address = "nebius_compute_v1_instance.node";
+  const address = "module.nodes.nebius_compute_v1_instance.node";
   const count = await evaluateAttribute(config, address, "count", { values });
   assert.equal(typeof count, "number");
   const nodes = [];
@@ -178,11 +181,14 @@ function closedPort(): number {
 
 // ---- Terraform: parsing and static consistency ----
 
-Deno.test("every .tf file parses as HCL and declares every variable, local and resource it references", async () => {
+Deno.test("every .tf file parses as HCL and declares every variable, local, resource and module it references", async () => {
   for (const dir of CONFIG_DIRS) {
     const config = await loadConfig(dir);
     assert.ok(config.files.size >= 4, `${dir}: expected versions, variables, main and outputs`);
-    assert.deepEqual(await undeclaredReferences(config), [], dir);
+    for (const each of configTree(config)) {
+      assert.deepEqual(await undeclaredReferences(each), [], each.dir);
+      assert.deepEqual(moduleCallMismatches(each), [], each.dir);
+    }
     const providers = (config.files.get("versions.tf")!.terraform as Record<string, unknown>[])[0]
       .required_providers as Record<string, { source: string }>[];
     assert.equal(providers[0].nebius.source, "nebius/nebius");
@@ -213,8 +219,53 @@ Deno.test("the reference check reports undeclared var, local and resource refere
 
 Deno.test("every templatefile() call passes exactly the variables its template reads", async () => {
   for (const dir of CONFIG_DIRS) {
-    assert.deepEqual(await templatefileMismatches(await loadConfig(dir)), [], dir);
+    for (const config of configTree(await loadConfig(dir))) {
+      assert.deepEqual(await templatefileMismatches(config), [], config.dir);
+    }
   }
+});
+
+Deno.test("the module-call check reports an argument the module lacks and a required variable not passed", async () => {
+  const dir = Deno.makeTempDirSync({ prefix: "dtrain-tf-" });
+  Deno.mkdirSync(`${dir}/child`);
+  Deno.writeTextFileSync(
+    `${dir}/child/main.tf`,
+    'variable "needed" {\n  type = string\n}\nvariable "optional" {\n  type = number\n  default = 1\n}\n',
+  );
+  const config = await parseConfig(dir, {
+    "main.tf": 'module "c" {\n  source = "./child"\n  count = 2\n  extra = 1\n}\n' +
+      "locals {\n  x = module.missing.out\n}\n",
+  });
+  assert.deepEqual(moduleCallMismatches(config), [
+    `module c passes extra, which ${dir}/child does not declare`,
+    "module c does not pass needed, which has no default",
+  ]);
+  assert.match((await undeclaredReferences(config)).join("\n"), /module\.missing/);
+});
+
+Deno.test("no block is copied: every variable and templatefile() call lives in one file, linked where shared", async () => {
+  const seen = new Map<string, string>();
+  const problems: string[] = [];
+  const templatefiles: string[] = [];
+  const walk = (dir: string) => {
+    for (const entry of Deno.readDirSync(dir)) {
+      const path = `${dir}/${entry.name}`;
+      if (entry.isDirectory) walk(path);
+      if (!entry.isFile || !entry.name.endsWith(".tf")) continue; // links are the sharing
+      const source = Deno.readTextFileSync(path);
+      if (source.includes("templatefile(")) templatefiles.push(path);
+      for (const block of source.matchAll(/^variable "([^"]+)" \{\n[\s\S]*?^\}$/gm)) {
+        const earlier = seen.get(block[0]);
+        if (earlier) problems.push(`variable ${block[1]} is in ${earlier} and ${path}`);
+        seen.set(block[0], path);
+      }
+    }
+  };
+  walk(INFRA_DIR);
+  assert.deepEqual(problems, []);
+  assert.deepEqual(templatefiles.map((p) => p.slice(p.indexOf("/infrastructure/") + 1)), [
+    "infrastructure/modules/cloud_init/main.tf",
+  ]);
 });
 
 Deno.test("the templatefile check reports a variable the template reads but is not passed, and one passed but unread", async () => {
@@ -232,7 +283,9 @@ Deno.test("the templatefile check reports a variable the template reads but is n
 Deno.test("no output carries the job token unless it is marked sensitive", async () => {
   for (const dir of CONFIG_DIRS) {
     const config = await loadConfig(dir);
-    assert.deepEqual(await leakingOutputs(config), [], dir);
+    for (const each of configTree(config)) {
+      assert.deepEqual(await leakingOutputs(each), [], each.dir);
+    }
     assert.equal(
       config.outputs.get("dtrain_token")?.sensitive,
       true,
@@ -433,7 +486,7 @@ Deno.test("cluster cloud-init installs dtrain, mounts the shared filesystem and 
   const [node] = await renderCluster(values);
   const filesystems = await evaluateAttribute(
     config,
-    "nebius_compute_v1_instance.node",
+    "module.nodes.nebius_compute_v1_instance.node",
     "filesystems",
     {
       values,
@@ -473,7 +526,7 @@ Deno.test("cloud-init keeps the job token in a root-only env file and nowhere el
 Deno.test("the single-GPU VM renders one node launching one process with itself as master", async () => {
   const config = await loadConfig(SINGLE_GPU_DIR);
   const values = await exampleValues(SINGLE_GPU_DIR);
-  const node = await renderNode(config, "nebius_compute_v1_instance.vm", values);
+  const node = await renderNode(config, "module.vm.nebius_compute_v1_instance.node", values, 0);
   const args = launchArguments(fileOf(node, START_SCRIPT));
   const flags = flagMap(args);
   assert.equal(trainConfig(args).nprocPerNode, 1);

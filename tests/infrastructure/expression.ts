@@ -106,13 +106,29 @@ export async function evaluate(
       }
       return text;
     }
-    case "scopeTraversal": {
-      const steps = ast.meta.traversal.map(step);
-      const { value, used } = await scope.resolve(steps);
-      return traverse(value, steps.slice(used), ast.meta.fullAccessor);
+    case "scopeTraversal":
+      return resolve(scope, ast.meta.traversal.map(step), ast.meta.fullAccessor);
+    case "index":
+    case "relativeTraversal": {
+      // `a.b[k].c` is one traversal with a computed step: resolved as one, so that the scope
+      // sees every step (a module with a count is found by its index).
+      const after = ast.type === "index" ? [] : ast.meta.traversal.map(step);
+      const source = ast.type === "index" ? ast : only(ast);
+      if (source.type === "index") {
+        const [collection, key] = source.children;
+        const index = await recurse(key);
+        if (typeof index !== "number" && typeof index !== "string") {
+          throw new EvaluationError(`${source.meta.value}: cannot index with ${index}`);
+        }
+        const where = `${source.meta.value}${after.map((s) => `.${s}`).join("")}`;
+        if (collection.type === "scopeTraversal") {
+          const steps = [...collection.meta.traversal.map(step), index, ...after];
+          return resolve(scope, steps, where);
+        }
+        return traverse(await recurse(collection), [index, ...after], where);
+      }
+      return traverse(await recurse(source), after, ast.meta.value);
     }
-    case "relativeTraversal":
-      return traverse(await recurse(only(ast)), ast.meta.traversal.map(step), ast.meta.value);
     case "function": {
       const fn = functions[ast.meta.name];
       if (fn === undefined) {
@@ -291,6 +307,12 @@ function step(part: TraversalPart): Step {
   if (/^[0-9]+$/.test(part.segment)) return Number(part.segment);
   if (/^"[^"\\]*"$/.test(part.segment)) return part.segment.slice(1, -1);
   throw new UnsupportedError(`index [${part.segment}]`);
+}
+
+/** Resolves the start of a traversal in the scope, then takes the steps the scope left. */
+async function resolve(scope: Scope, steps: Step[], where: string): Promise<Value> {
+  const { value, used } = await scope.resolve(steps);
+  return traverse(value, steps.slice(used), where);
 }
 
 function traverse(value: Value, steps: Step[], where: string): Value {
