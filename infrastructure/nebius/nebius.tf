@@ -53,3 +53,13 @@ variable "shared_fs_size_gib" {
     error_message = "shared_fs_size_gib must be between 32 and 1048576."
   }
 }
+
+locals {
+  # The shared filesystem reaches each VM as a virtiofs device named by this tag.
+  shared_fs = {
+    source   = "dtrain-shared"
+    type     = "virtiofs"
+    options  = "defaults,nofail"
+    packages = ""
+  }
+}

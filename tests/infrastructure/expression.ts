@@ -97,6 +97,9 @@ export async function evaluate(
       return literal(ast.meta.type, ast.meta.value);
     case "templateWrap":
       return recurse(only(ast));
+    case "" as Ast["type"]:
+      // The parser gives parentheses no type: `(a && b)` is a node with one child.
+      return recurse(only(ast));
     case "template": {
       let text = "";
       for (const part of ast.children) {
@@ -163,7 +166,7 @@ export async function evaluate(
       return object;
     }
     default:
-      throw new UnsupportedError(`${ast.type} expression ${ast.meta.value}`);
+      throw new UnsupportedError(`${ast.type} expression ${ast.meta?.value}`);
   }
 }
 
@@ -217,6 +220,7 @@ export const coreFunctions: Record<string, TerraformFunction> = {
     return match.length === 1 ? match[0] : match.slice(1).map((group) => group ?? null);
   }),
   split: strict((separator, text) => asString(text).split(asString(separator))),
+  startswith: strict((text, prefix) => asString(text).startsWith(asString(prefix))),
   tonumber: strict((value) => {
     const number = typeof value === "number" ? value : Number(asString(value));
     if (Number.isNaN(number) || value === "") throw new EvaluationError(`tonumber(${value})`);
@@ -342,6 +346,12 @@ function binary(operator: string, left: Value, right: Value): Value {
       return asNumber(left) - asNumber(right);
     case "multiply":
       return asNumber(left) * asNumber(right);
+    case "divide":
+    case "modulo": {
+      const [a, b] = [asNumber(left), asNumber(right)];
+      if (b === 0) throw new EvaluationError(`${operator} of ${a} by zero`);
+      return operator === "divide" ? a / b : a % b;
+    }
     case "equal":
       return left === right;
     case "notEqual":

@@ -59,6 +59,7 @@ module "nodes" {
   worker_boot_disk_gib = var.worker_boot_disk_gib
   gpu_cluster_id       = nebius_compute_v1_gpu_cluster.this.id
   filesystem_id        = nebius_compute_v1_filesystem.shared.id
+  shared_fs            = local.shared_fs
 }
 
 # Deployments made before the node group became a module keep their disks and VMs.

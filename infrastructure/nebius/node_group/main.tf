@@ -14,32 +14,6 @@ terraform {
   }
 }
 
-variable "job" {
-  description = "The job's settings: local.job of common/job.tf."
-  type        = any
-}
-
-variable "token" {
-  description = "The job secret (DTRAIN_TOKEN)."
-  type        = string
-  sensitive   = true
-}
-
-variable "size" {
-  description = "Number of nodes."
-  type        = number
-}
-
-variable "nproc_per_node" {
-  description = "Processes per node, one per GPU."
-  type        = number
-}
-
-variable "master_addr" {
-  description = "Node 0's private address: the reserved allocation's, or 127.0.0.1 for one node."
-  type        = string
-}
-
 variable "master_allocation_id" {
   description = "The allocation that reserves node 0's address, or null to take any."
   type        = string
@@ -71,16 +45,6 @@ variable "image_family" {
   type        = string
 }
 
-variable "master_boot_disk_gib" {
-  description = "Boot disk of node 0, in GiB."
-  type        = number
-}
-
-variable "worker_boot_disk_gib" {
-  description = "Boot disk of every other node, in GiB."
-  type        = number
-}
-
 variable "gpu_cluster_id" {
   description = "The InfiniBand GPU cluster the nodes join, or null for none."
   type        = string
@@ -93,27 +57,7 @@ variable "filesystem_id" {
 }
 
 locals {
-  mount_tag = "dtrain-shared"
-  names     = [for rank in range(var.size) : var.size == 1 ? var.job.name : rank == 0 ? "${var.job.name}-master" : "${var.job.name}-worker-${rank}"]
-}
-
-module "cloud_init" {
-  source = "../../modules/cloud_init"
-  count  = var.size
-
-  job              = var.job
-  token            = var.token
-  nnodes           = var.size
-  node_rank        = count.index
-  nproc_per_node   = var.nproc_per_node
-  master_addr      = var.master_addr
-  connect_attempts = var.size == 1 ? 1 : 90
-  shared_fs = {
-    source   = local.mount_tag
-    type     = "virtiofs"
-    options  = "defaults,nofail"
-    packages = ""
-  }
+  names = [for rank in range(var.size) : var.size == 1 ? var.job.name : rank == 0 ? "${var.job.name}-master" : "${var.job.name}-worker-${rank}"]
 }
 
 resource "nebius_compute_v1_disk" "boot" {
@@ -156,7 +100,7 @@ resource "nebius_compute_v1_instance" "node" {
   filesystems = [
     {
       attach_mode = "READ_WRITE"
-      mount_tag   = local.mount_tag
+      mount_tag   = var.shared_fs.source
       existing_filesystem = {
         id = var.filesystem_id
       }

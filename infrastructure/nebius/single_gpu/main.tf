@@ -36,6 +36,7 @@ module "vm" {
   master_boot_disk_gib = var.boot_disk_gib
   worker_boot_disk_gib = var.boot_disk_gib
   filesystem_id        = nebius_compute_v1_filesystem.shared.id
+  shared_fs            = local.shared_fs
 }
 
 # Deployments made before the node group became a module keep their disk and VM.
