@@ -295,7 +295,7 @@ Deno.test("the module-call check reports an argument the module lacks and a requ
   assert.match((await undeclaredReferences(config)).join("\n"), /module\.missing/);
 });
 
-Deno.test("no block is copied: every variable and templatefile() call lives in one file, linked where shared", async () => {
+Deno.test("no block is copied: every variable and templatefile() call lives in one file, linked where shared", () => {
   const seen = new Map<string, string>();
   const problems: string[] = [];
   const templatefiles: string[] = [];
