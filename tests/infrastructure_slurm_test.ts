@@ -1,9 +1,9 @@
 // infrastructure/slurm/dtrain.sbatch on a real SLURM cluster: slurmctld on the host, one slurmd per
-// node in its own network and UTS namespace, the nodes joined through a bridge. A two-node job
-// trains with DDP on Gloo and both nodes end with the same weights; then a job whose second node
-// dies mid-run (its slurmd and job step killed) is requeued by SLURM, resumes from the shared
-// snapshot and ends bit-identical to the uninterrupted job. Needs root; skipped where network
-// namespaces cannot be made.
+// node in its own network and UTS namespace, three nodes joined through a bridge. A two-node job
+// trains with DDP on Gloo and both nodes end with the same weights; then a job one of whose nodes
+// dies mid-run (its slurmd and job step killed) is requeued by SLURM onto the two nodes left,
+// resumes from the shared snapshot and ends bit-identical to the uninterrupted job. Needs root;
+// skipped where network namespaces cannot be made.
 import assert from "node:assert/strict";
 import { NETNS_SKIP, NodeNetwork } from "./infrastructure/netns_cluster.ts";
 import { build, REPO } from "./infrastructure/repo.ts";
@@ -52,7 +52,6 @@ async function submit(cluster: SlurmCluster, dirs: ReturnType<typeof jobDirs>): 
     EPOCHS: String(EPOCHS),
     BATCH_SIZE: "4",
     MAX_RESTARTS: "0",
-    MAX_REQUEUES: "1",
     DTRAIN_WEIGHTS_DUMP: dirs.dumps,
   };
   return await cluster.sbatch([
@@ -77,7 +76,17 @@ function assertCompleted(info: JobInfo, output: string): void {
 
 /** Both nodes' final weights: byte-identical files, bit-identical to the snapshot's model. */
 function assertNodesAgree(dirs: ReturnType<typeof jobDirs>): Uint8Array {
-  const [rank0, rank1] = [0, 1].map((r) => Deno.readFileSync(`${dirs.dumps}/rank${r}.safetensors`));
+  const dump = (rank: number) => {
+    try {
+      return Deno.readFileSync(`${dirs.dumps}/rank${rank}.safetensors`);
+    } catch (error) {
+      throw new Error(
+        `rank ${rank} wrote no final weights (${error}); the job's output:\n` +
+          Deno.readTextFileSync(dirs.output),
+      );
+    }
+  };
+  const [rank0, rank1] = [dump(0), dump(1)];
   assert.deepEqual(rank1, rank0, "node 1's final weights differ from node 0's (byte for byte)");
   const snapshot = weights(dirs.snapshot, "model.");
   assert.ok(snapshot.size > 0, "the snapshot holds no model weights");
@@ -99,7 +108,9 @@ Deno.test({
     await build();
     const root = await Deno.makeTempDir({ prefix: "dtrain-slurm-jobs-" });
     try {
+      // Three nodes: a two-node job, and a spare for when one of its nodes dies.
       await using network = await NodeNetwork.create({
+        nodes: 3,
         subnet: 1,
         hostBridge: true,
         hostNamePrefix: "dtrain-node",
@@ -124,28 +135,39 @@ Deno.test({
         async () => {
           const requeued = jobDirs(root, "requeued");
           const id = await submit(cluster, requeued);
-          // The node dies once the first snapshot is on the shared disk, long before the end.
+          // A node of the job other than the batch host dies once the first snapshot is on
+          // the shared disk, long before the end.
           await cluster.waitFor("the first snapshot", JOB_TIMEOUT_MS, async () => {
             const info = await cluster.job(id);
             assert.equal(info.JobState === "COMPLETED", false, "the job ended before the kill");
             return await Deno.stat(requeued.snapshot).then(() => true, () => false);
           });
-          await cluster.killNode(1);
+          const first = await cluster.job(id);
+          const names = network.nodes.map((node) => node.hostName!);
+          const victim = (await cluster.hostnames(first.NodeList))
+            .find((name) => name !== first.BatchHost)!;
+          await cluster.killNode(names.indexOf(victim));
           await cluster.waitFor("the job to be requeued", REQUEUE_TIMEOUT_MS, async () => {
             const info = await cluster.job(id);
             return info.JobState === "PENDING" && info.Restarts === "1";
           });
-          // The node comes back; SLURM holds a requeued job back for two minutes, which the
-          // test skips as an administrator would.
-          cluster.startSlurmd(1);
-          await cluster.waitForNodes("idle", 30_000);
+          // SLURM holds a requeued job back for two minutes; the test skips that as an
+          // administrator would, once the nodes left have finished the first run.
+          await cluster.waitForNodes("idle", 30_000, names.filter((name) => name !== victim));
           await cluster.command(["scontrol", "update", `JobId=${id}`, "StartTime=now"]);
           const info = await cluster.waitForJobEnd(id, JOB_TIMEOUT_MS, requeued.output);
           assertCompleted(info, requeued.output);
           assert.equal(info.Restarts, "1");
+          const second = await cluster.hostnames(info.NodeList);
+          assert.equal(second.length, 2, `the second run's nodes: ${info.NodeList}`);
+          assert.ok(!second.includes(victim), `the second run used the dead ${victim}`);
 
           const output = Deno.readTextFileSync(requeued.output);
-          assert.match(output, /run 1\n[\s\S]*run 2\n/, "the batch script ran twice");
+          assert.match(
+            output,
+            /run 1\n[\s\S]*dtrain: 2 nodes x 1 processes, .* run 2\n/,
+            "the batch script ran twice, the second time on 2 nodes again",
+          );
           const resumed = /resuming from \S+ at epoch (\d+)/.exec(output);
           assert.ok(resumed, `the second run did not resume:\n${output}`);
           const epoch = Number(resumed[1]);

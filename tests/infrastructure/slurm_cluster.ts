@@ -93,7 +93,7 @@ export class SlurmCluster implements AsyncDisposable {
     return cluster;
   }
 
-  /** Starts (or restarts, after killNode) node `i`'s slurmd, in its namespaces. */
+  /** Starts node `i`'s slurmd, in its namespaces. */
   startSlurmd(i: number): void {
     const args = this.network.commandLine(i, ["slurmd", "-D", "-f", this.env.SLURM_CONF]);
     this.#slurmds.set(
@@ -162,11 +162,21 @@ export class SlurmCluster implements AsyncDisposable {
     return info;
   }
 
-  /** Waits until every node is in `state` (as sinfo names it: idle, down...). */
-  async waitForNodes(state: string, timeoutMs: number): Promise<void> {
+  /** The host names a SLURM node list stands for (`dtrain-node[0-1]` is two). */
+  async hostnames(nodeList: string): Promise<string[]> {
+    const out = await this.command(["scontrol", "show", "hostnames", nodeList]);
+    return out.trim().split("\n");
+  }
+
+  /** Waits until the named nodes (default: all) are in `state` (as sinfo says: idle, down...). */
+  async waitForNodes(
+    state: string,
+    timeoutMs: number,
+    names = this.network.nodes.map((node) => node.hostName!),
+  ): Promise<void> {
     let states = "";
-    await this.waitFor(`every node ${state}`, timeoutMs, async () => {
-      states = await this.command(["sinfo", "--noheader", "--node", this.#nodeNames(), "-o", "%T"]);
+    await this.waitFor(`${names.join(", ")} ${state}`, timeoutMs, async () => {
+      states = await this.command(["sinfo", "--noheader", "--node", names.join(","), "-o", "%T"]);
       return states.trim().split("\n").every((line) => line.replace(/[*~#!%$@^-]+$/, "") === state);
     }, () => Promise.resolve(`node states: ${states.trim().replaceAll("\n", ", ")}`));
   }
@@ -213,10 +223,6 @@ export class SlurmCluster implements AsyncDisposable {
       }
     }
     await Deno.remove(this.dir, { recursive: true }).catch(() => {});
-  }
-
-  #nodeNames(): string {
-    return this.network.nodes.map((node) => node.hostName).join(",");
   }
 
   /** Starts a daemon in the foreground, in a process group of its own (setsid). */
