@@ -114,7 +114,10 @@ export class SlurmCluster implements AsyncDisposable {
     await this.#slurmds.get(i)?.status;
   }
 
-  /** Runs a SLURM command of this cluster; throws with its output when it fails. */
+  /**
+   * Runs a SLURM command of this cluster; throws with its output when it fails, and kills it
+   * after 30 s (a controller that stopped answering).
+   */
   async command(args: string[], env: Record<string, string> = {}): Promise<string> {
     const output = await new Deno.Command(args[0], {
       args: args.slice(1),
@@ -123,6 +126,7 @@ export class SlurmCluster implements AsyncDisposable {
       stdin: "null",
       stdout: "piped",
       stderr: "piped",
+      signal: AbortSignal.timeout(30_000),
     }).output();
     const decoder = new TextDecoder();
     if (!output.success) {
