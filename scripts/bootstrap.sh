@@ -6,7 +6,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 DENO_VERSION=2.9.6
-APT_PACKAGES=(build-essential libopenblas-dev libgloo-dev dataset-fashion-mnist xz-utils iproute2 fortunes)
+# fortunes: the text corpus of the GPT job; slurm-wlm and munge: the SLURM cluster
+# tests/infrastructure_slurm_test.ts brings up; shellcheck: the lint of the start-up and batch scripts.
+APT_PACKAGES=(build-essential libopenblas-dev libgloo-dev dataset-fashion-mnist xz-utils iproute2
+  fortunes slurm-wlm munge shellcheck)
 
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do

@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { fileURLToPath } from "node:url";
 import { collectLines } from "./_harness/lines.ts";
-import { NETNS_SKIP, tail, TwoNodeNetwork } from "./infrastructure/netns_cluster.ts";
+import { NETNS_SKIP, NodeNetwork, tail } from "./infrastructure/netns_cluster.ts";
 import { HOOKED_MAIN, SMALL_JOB } from "./train/_train.ts";
 
 const REPO = fileURLToPath(new URL("..", import.meta.url)).replace(/\/$/, "");
@@ -22,7 +22,7 @@ Deno.test({
   async fn() {
     const dir = await Deno.makeTempDir({ prefix: "dtrain-netns-elastic-" });
     try {
-      await using network = await TwoNodeNetwork.create();
+      await using network = await NodeNetwork.create();
       const master = network.nodes[0].address;
       const token = crypto.randomUUID();
       const snapshot = `${dir}/snapshot.safetensors`; // one filesystem: both "nodes" share it

@@ -5,13 +5,12 @@
 // the same weights as the snapshot node 0 writes. Needs root; skipped where namespaces cannot
 // be made.
 import assert from "node:assert/strict";
-import { fileURLToPath } from "node:url";
-import { load } from "../src/checkpoint/mod.ts";
 import { flagMap, launchArguments } from "./infrastructure/shell.ts";
+import { assertSameWeights, weights } from "./infrastructure/weights.ts";
+import { build, REPO } from "./infrastructure/repo.ts";
 import { renderStartTraining } from "./infrastructure/start_training.ts";
-import { NETNS_SKIP, type NodeRun, tail, TwoNodeNetwork } from "./infrastructure/netns_cluster.ts";
+import { NETNS_SKIP, NodeNetwork, type NodeRun, tail } from "./infrastructure/netns_cluster.ts";
 
-const REPO = fileURLToPath(new URL("..", import.meta.url)).replace(/\/$/, "");
 /** For both nodes together, from spawning the scripts to both exiting. */
 const RUN_TIMEOUT_MS = 45_000;
 /** Ranks per node: two, so that the job has pairs both within a node and across the two. */
@@ -19,46 +18,6 @@ const NPROC_PER_NODE = 2;
 
 if (NETNS_SKIP !== null) {
   console.warn(`infrastructure_netns_test.ts: skipping the two-node run: ${NETNS_SKIP}`);
-}
-
-/** `make build` once, here, so that the nodes' `deno task train` do not compile concurrently. */
-async function build(): Promise<void> {
-  const output = await new Deno.Command("make", { args: ["-C", REPO, "build"], stderr: "piped" })
-    .output();
-  assert.ok(output.success, `make build: ${new TextDecoder().decode(output.stderr)}`);
-}
-
-/** The weights in a safetensors file (a snapshot's `model.` tensors, or a weight dump). */
-function weights(path: string, prefix = ""): Map<string, Float32Array> {
-  const { tensors } = load(path);
-  try {
-    const found = new Map<string, Float32Array>();
-    for (const [name, t] of Object.entries(tensors)) {
-      if (name.startsWith(prefix)) {
-        found.set(name.slice(prefix.length), t.toArray() as Float32Array);
-      }
-    }
-    return found;
-  } finally {
-    for (const t of Object.values(tensors)) t.dispose();
-  }
-}
-
-/** Throws naming the first tensor and element where `b` differs from `a` (bit for bit). */
-function assertSameWeights(
-  a: Map<string, Float32Array>,
-  b: Map<string, Float32Array>,
-  what: string,
-) {
-  assert.deepEqual([...b.keys()].sort(), [...a.keys()].sort(), `${what}: tensor names`);
-  for (const [name, x] of a) {
-    const y = b.get(name)!;
-    assert.equal(y.length, x.length, `${what}: ${name} length`);
-    const bitsX = new Uint32Array(x.buffer, x.byteOffset, x.length);
-    const bitsY = new Uint32Array(y.buffer, y.byteOffset, y.length);
-    const at = bitsX.findIndex((bits, i) => bits !== bitsY[i]);
-    assert.equal(at, -1, `${what}: ${name}[${at}] is ${y[at]}, expected ${x[at]}`);
-  }
 }
 
 function assertExited(run: NodeRun): void {
@@ -77,7 +36,7 @@ Deno.test({
     await build();
     const dir = await Deno.makeTempDir({ prefix: "dtrain-netns-" });
     try {
-      await using network = await TwoNodeNetwork.create();
+      await using network = await NodeNetwork.create();
       const master = network.nodes[0].address;
       const token = crypto.randomUUID();
       const commands = [];

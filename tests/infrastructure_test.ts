@@ -2,19 +2,23 @@
 // consistent, its cloud-init renders for a 2-node cluster into start-up scripts that launch each
 // node correctly, and the start-up, SLURM and Kubernetes recipes run or agree with each other.
 import assert from "node:assert/strict";
+import { resolve } from "node:path";
 import { parse } from "@cdktf/hcl2json";
 import { parse as parseYaml, parseAllDocuments } from "yaml";
 import { UnsupportedError, type Value } from "./infrastructure/expression.ts";
 import { renderTemplate, templateVariables } from "./infrastructure/template.ts";
 import {
   type Config,
+  configTree,
   evaluateAttribute,
   type Fixtures,
   leakingOutputs,
   loadConfig,
+  moduleCallMismatches,
   parseConfig,
   templatefileMismatches,
   undeclaredReferences,
+  ValidationEvaluationError,
   validationFailures,
   variableValues,
 } from "./infrastructure/terraform.ts";
@@ -35,10 +39,19 @@ import {
 } from "./infrastructure/start_training.ts";
 import { parseTrainArgs, type TrainConfig } from "../src/train/config.ts";
 
-const INFRA_DIR = `${NEBIUS_DIR}/..`;
+const INFRA_DIR = resolve(NEBIUS_DIR, "..");
 const CLUSTER_DIR = `${NEBIUS_DIR}/cluster`;
 const SINGLE_GPU_DIR = `${NEBIUS_DIR}/single_gpu`;
-const CONFIG_DIRS = [CLUSTER_DIR, SINGLE_GPU_DIR];
+const AWS_DIR = `${INFRA_DIR}/aws/cluster`;
+const GCP_DIR = `${INFRA_DIR}/gcp/cluster`;
+const CONFIG_DIRS = [CLUSTER_DIR, SINGLE_GPU_DIR, AWS_DIR, GCP_DIR];
+/** The provider each root is for, as its versions.tf names it. */
+const PROVIDERS: Record<string, [string, string]> = {
+  [CLUSTER_DIR]: ["nebius", "nebius/nebius"],
+  [SINGLE_GPU_DIR]: ["nebius", "nebius/nebius"],
+  [AWS_DIR]: ["aws", "hashicorp/aws"],
+  [GCP_DIR]: ["google", "hashicorp/google"],
+};
 
 const TOKEN = "TestToken0123456789abcdefghijklmnopqrstuvwxyzABCD";
 const MASTER_ADDR = "192.0.2.10"; // documentation range: only ever text here, never contacted
@@ -51,7 +64,43 @@ const FIXTURES: Fixtures = {
       status: { details: { allocated_cidr: `${MASTER_ADDR}/32` } },
     },
   },
+  aws_network_interface: { master: { id: "eni-0123456789abcdef0", private_ip: MASTER_ADDR } },
+  aws_fsx_lustre_file_system: {
+    shared: {
+      dns_name: "fs-0123456789abcdef0.fsx.us-east-2.amazonaws.com",
+      mount_name: "abcdefgh",
+    },
+  },
+  google_compute_address: { master: { address: MASTER_ADDR } },
+  google_filestore_instance: { shared: { networks: [{ ip_addresses: ["192.0.2.20"] }] } },
 };
+
+/** Each cloud's cluster root: where a node's user data is, and the fstab line it mounts with. */
+const CLOUDS = [
+  {
+    cloud: "Nebius",
+    dir: CLUSTER_DIR,
+    address: "module.nodes.nebius_compute_v1_instance.node",
+    attribute: "cloud_init_user_data",
+    fstab: "dtrain-shared /mnt/shared virtiofs defaults,nofail 0 0",
+  },
+  {
+    cloud: "AWS",
+    dir: AWS_DIR,
+    address: "module.nodes.aws_instance.node",
+    attribute: "user_data",
+    fstab: "fs-0123456789abcdef0.fsx.us-east-2.amazonaws.com@tcp:/abcdefgh /mnt/shared lustre " +
+      "defaults,noatime,flock,_netdev,nofail 0 0",
+  },
+  {
+    cloud: "GCP",
+    dir: GCP_DIR,
+    address: "module.nodes.google_compute_instance.node",
+    attribute: "metadata",
+    key: "user-data",
+    fstab: "192.0.2.20:/dtrain /mnt/shared nfs defaults,_netdev,nofail 0 0",
+  },
+] as const;
 const SHELLCHECK = hasCommand("shellcheck");
 
 // ---- helpers ----
@@ -82,12 +131,15 @@ async function renderNode(
   address: string,
   values: Record<string, Value>,
   countIndex?: number,
+  attribute = "cloud_init_user_data",
+  key?: string,
 ): Promise<RenderedNode> {
-  const userData = await evaluateAttribute(config, address, "cloud_init_user_data", {
+  const value = await evaluateAttribute(config, address, attribute, {
     values,
     countIndex,
     fixtures: FIXTURES,
   });
+  const userData = key === undefined ? value : (value as Record<string, Value>)[key];
   assert.equal(typeof userData, "string");
   const cloudInit = parseYaml(userData as string) as Record<string, unknown>;
   const files = new Map<string, { content: string; permissions: string }>();
@@ -100,15 +152,18 @@ async function renderNode(
   return { userData: userData as string, cloudInit, files };
 }
 
-/** The nodes a plan of the cluster creates: as many as the instance's count says. */
-async function renderCluster(values: Record<string, Value>): Promise<RenderedNode[]> {
-  const config = await loadConfig(CLUSTER_DIR);
-  const address = "nebius_compute_v1_instance.node";
-  const count = await evaluateAttribute(config, address, "count", { values });
+/** The nodes a plan of a cloud's cluster creates: as many as the instance's count says. */
+async function renderCluster(
+  values: Record<string, Value>,
+  cloud: (typeof CLOUDS)[number] = CLOUDS[0],
+): Promise<RenderedNode[]> {
+  const config = await loadConfig(cloud.dir);
+  const count = await evaluateAttribute(config, cloud.address, "count", { values });
   assert.equal(typeof count, "number");
   const nodes = [];
   for (let rank = 0; rank < (count as number); rank++) {
-    nodes.push(await renderNode(config, address, values, rank));
+    const key = "key" in cloud ? cloud.key : undefined;
+    nodes.push(await renderNode(config, cloud.address, values, rank, cloud.attribute, key));
   }
   return nodes;
 }
@@ -177,14 +232,18 @@ function closedPort(): number {
 
 // ---- Terraform: parsing and static consistency ----
 
-Deno.test("every .tf file parses as HCL and declares every variable, local and resource it references", async () => {
+Deno.test("every .tf file parses as HCL and declares every variable, local, resource and module it references", async () => {
   for (const dir of CONFIG_DIRS) {
     const config = await loadConfig(dir);
     assert.ok(config.files.size >= 4, `${dir}: expected versions, variables, main and outputs`);
-    assert.deepEqual(await undeclaredReferences(config), [], dir);
+    for (const each of configTree(config)) {
+      assert.deepEqual(await undeclaredReferences(each), [], each.dir);
+      assert.deepEqual(moduleCallMismatches(each), [], each.dir);
+    }
     const providers = (config.files.get("versions.tf")!.terraform as Record<string, unknown>[])[0]
       .required_providers as Record<string, { source: string }>[];
-    assert.equal(providers[0].nebius.source, "nebius/nebius");
+    const [name, source] = PROVIDERS[dir];
+    assert.equal(providers[0][name].source, source);
     assert.equal(providers[0].random.source, "hashicorp/random");
   }
 });
@@ -212,8 +271,53 @@ Deno.test("the reference check reports undeclared var, local and resource refere
 
 Deno.test("every templatefile() call passes exactly the variables its template reads", async () => {
   for (const dir of CONFIG_DIRS) {
-    assert.deepEqual(await templatefileMismatches(await loadConfig(dir)), [], dir);
+    for (const config of configTree(await loadConfig(dir))) {
+      assert.deepEqual(await templatefileMismatches(config), [], config.dir);
+    }
   }
+});
+
+Deno.test("the module-call check reports an argument the module lacks and a required variable not passed", async () => {
+  const dir = Deno.makeTempDirSync({ prefix: "dtrain-tf-" });
+  Deno.mkdirSync(`${dir}/child`);
+  Deno.writeTextFileSync(
+    `${dir}/child/main.tf`,
+    'variable "needed" {\n  type = string\n}\nvariable "optional" {\n  type = number\n  default = 1\n}\n',
+  );
+  const config = await parseConfig(dir, {
+    "main.tf": 'module "c" {\n  source = "./child"\n  count = 2\n  extra = 1\n}\n' +
+      "locals {\n  x = module.missing.out\n}\n",
+  });
+  assert.deepEqual(moduleCallMismatches(config), [
+    `module c passes extra, which ${dir}/child does not declare`,
+    "module c does not pass needed, which has no default",
+  ]);
+  assert.match((await undeclaredReferences(config)).join("\n"), /module\.missing/);
+});
+
+Deno.test("no block is copied: every variable and templatefile() call lives in one file, linked where shared", () => {
+  const seen = new Map<string, string>();
+  const problems: string[] = [];
+  const templatefiles: string[] = [];
+  const walk = (dir: string) => {
+    for (const entry of Deno.readDirSync(dir)) {
+      const path = `${dir}/${entry.name}`;
+      if (entry.isDirectory) walk(path);
+      if (!entry.isFile || !entry.name.endsWith(".tf")) continue; // links are the sharing
+      const source = Deno.readTextFileSync(path);
+      if (source.includes("templatefile(")) templatefiles.push(path);
+      for (const block of source.matchAll(/^variable "([^"]+)" \{\n[\s\S]*?^\}$/gm)) {
+        const earlier = seen.get(block[0]);
+        if (earlier) problems.push(`variable ${block[1]} is in ${earlier} and ${path}`);
+        seen.set(block[0], path);
+      }
+    }
+  };
+  walk(INFRA_DIR);
+  assert.deepEqual(problems, []);
+  assert.deepEqual(templatefiles.map((p) => p.slice(p.indexOf("/infrastructure/") + 1)), [
+    "infrastructure/modules/cloud_init/main.tf",
+  ]);
 });
 
 Deno.test("the templatefile check reports a variable the template reads but is not passed, and one passed but unread", async () => {
@@ -231,7 +335,9 @@ Deno.test("the templatefile check reports a variable the template reads but is n
 Deno.test("no output carries the job token unless it is marked sensitive", async () => {
   for (const dir of CONFIG_DIRS) {
     const config = await loadConfig(dir);
-    assert.deepEqual(await leakingOutputs(config), [], dir);
+    for (const each of configTree(config)) {
+      assert.deepEqual(await leakingOutputs(each), [], each.dir);
+    }
     assert.equal(
       config.outputs.get("dtrain_token")?.sensitive,
       true,
@@ -328,6 +434,29 @@ Deno.test("cluster variable validations reject bad sizes, presets, images, disks
   assert.throws(() => variableValues(config, { ...good, nodes: 2 }), /nodes is not declared/);
 });
 
+Deno.test("a validation condition that does not evaluate is an error, never a failed validation", async () => {
+  const config = await loadConfig(CLUSTER_DIR);
+  const bad = { ...await exampleValues(CLUSTER_DIR), node_preset: "big" };
+  // A planted evaluator bug: regex() crashes. The negative case must fail loudly, even where
+  // the call sits inside can(), instead of passing as "node_preset rejected".
+  const crashing = {
+    regex: () => Promise.reject(new TypeError("planted evaluator bug")),
+  };
+  await assert.rejects(validationFailures(config, bad, crashing), (error) => {
+    assert.ok(error instanceof ValidationEvaluationError);
+    assert.match(error.message, /^node_preset: .*planted evaluator bug/m);
+    return true;
+  });
+  // Terraform's own error outside can() is an error too, not the rule's message.
+  const erroring = await parseConfig("/nonexistent", {
+    "main.tf": 'variable "n" {\n  type = string\n  validation {\n' +
+      '    condition     = tonumber(var.n) > 0\n    error_message = "n must be positive."\n  }\n}\n',
+  });
+  await assert.rejects(validationFailures(erroring, { n: "x" }), /n: tonumber\(var\.n\) > 0: /);
+  assert.deepEqual(await validationFailures(erroring, { n: "-1" }), ["n: n must be positive."]);
+  assert.deepEqual(await validationFailures(erroring, { n: "2" }), []);
+});
+
 Deno.test("single-GPU variable validations accept one-GPU presets only", async () => {
   const config = await loadConfig(SINGLE_GPU_DIR);
   const good = await exampleValues(SINGLE_GPU_DIR);
@@ -403,13 +532,71 @@ Deno.test("a 3-node cluster gives ranks 0 to 2 the same master and node count", 
   ]);
 });
 
+for (const cloud of CLOUDS.slice(1)) {
+  Deno.test(`${cloud.cloud}: 2- and 3-node clusters launch each node with its rank, the node count, 8 GPUs and the reserved master address`, async () => {
+    for (const size of [2, 3]) {
+      const values = { ...await exampleValues(cloud.dir), cluster_size: size };
+      const nodes = await renderCluster(values, cloud);
+      assert.equal(nodes.length, size);
+      for (const [rank, node] of nodes.entries()) {
+        assert.ok(node.userData.startsWith("#cloud-config\n"), `node ${rank}: not a cloud-config`);
+        const args = launchArguments(fileOf(node, START_SCRIPT));
+        const config = trainConfig(args);
+        assert.deepEqual(
+          [config.nnodes, config.nodeRank, config.nprocPerNode, config.masterAddr, config.device],
+          [size, rank, 8, MASTER_ADDR, "cuda"],
+        );
+        assert.equal(config.snapshot, "/mnt/shared/dtrain/snapshot.safetensors");
+        assert.equal(flagMap(args).get("log-dir"), `/mnt/shared/dtrain/logs/node-${rank}`);
+        const setup = fileOf(node, SETUP_SCRIPT);
+        assert.ok(setup.includes(`echo '${cloud.fstab}' >>/etc/fstab`), setup);
+        assert.equal(await bashSyntaxErrors(setup), "", `${cloud.cloud} setup-node.sh`);
+        assert.deepEqual(node.files.get(JOB_ENV), {
+          content: `DTRAIN_TOKEN=${TOKEN}\n`,
+          permissions: "0600",
+        });
+        assert.equal(node.userData.split(TOKEN).length, 2, "the token appears once");
+      }
+    }
+  });
+}
+
+Deno.test("AWS and GCP variable validations reject bad regions, machines, networks and filesystem sizes", async () => {
+  const cases: [string, Record<string, Value>, RegExp][] = [
+    [AWS_DIR, { region: "mars-1" }, /^region:/],
+    [AWS_DIR, { subnet_id: "subnet-xyz" }, /^subnet_id:/],
+    [AWS_DIR, { ssh_cidr: "0.0.0.0/0" }, /^ssh_cidr:/],
+    [AWS_DIR, { ssh_cidr: "203.0.113.7" }, /^ssh_cidr:/],
+    [AWS_DIR, { instance_type: "p4d.24xlarge" }, /^instance_type:/],
+    [AWS_DIR, { ami_id: "ubuntu" }, /^ami_id:/],
+    [AWS_DIR, { efa_interfaces: 33 }, /^efa_interfaces:/],
+    [AWS_DIR, { shared_fs_size_gib: 2000 }, /^shared_fs_size_gib:/],
+    [AWS_DIR, { cluster_size: 0 }, /^cluster_size:/],
+    [GCP_DIR, { project_id: "X" }, /^project_id:/],
+    [GCP_DIR, { zone: "europe-west4-a" }, /^zone: .*zone of region/],
+    [GCP_DIR, { machine_type: "a2-highgpu-8g" }, /^machine_type:/],
+    [GCP_DIR, { gpu_network_prefix: "8.8" }, /^gpu_network_prefix:/],
+    [GCP_DIR, { shared_fs_size_gib: 1024 }, /^shared_fs_size_gib:/],
+    [GCP_DIR, { image: "ubuntu" }, /^image:/],
+    [GCP_DIR, { ssh_cidr: "0.0.0.0/0" }, /^ssh_cidr:/],
+    [GCP_DIR, { epochs: 0 }, /^epochs:/],
+  ];
+  for (const [dir, change, expected] of cases) {
+    const config = await loadConfig(dir);
+    const failures = await validationFailures(config, { ...await exampleValues(dir), ...change });
+    const context = `${dir} ${JSON.stringify(change)}: ${failures.join("; ")}`;
+    assert.equal(failures.length, 1, context);
+    assert.match(failures[0], expected, context);
+  }
+});
+
 Deno.test("cluster cloud-init installs dtrain, mounts the shared filesystem and starts the unit on every boot", async () => {
   const config = await loadConfig(CLUSTER_DIR);
   const values = await exampleValues(CLUSTER_DIR);
   const [node] = await renderCluster(values);
   const filesystems = await evaluateAttribute(
     config,
-    "nebius_compute_v1_instance.node",
+    "module.nodes.nebius_compute_v1_instance.node",
     "filesystems",
     {
       values,
@@ -449,7 +636,7 @@ Deno.test("cloud-init keeps the job token in a root-only env file and nowhere el
 Deno.test("the single-GPU VM renders one node launching one process with itself as master", async () => {
   const config = await loadConfig(SINGLE_GPU_DIR);
   const values = await exampleValues(SINGLE_GPU_DIR);
-  const node = await renderNode(config, "nebius_compute_v1_instance.vm", values);
+  const node = await renderNode(config, "module.vm.nebius_compute_v1_instance.node", values, 0);
   const args = launchArguments(fileOf(node, START_SCRIPT));
   const flags = flagMap(args);
   assert.equal(trainConfig(args).nprocPerNode, 1);

@@ -1,6 +1,7 @@
 // Terraform expressions for the infrastructure tests: parsed by Terraform's own HCL parser
 // (@cdktf/hcl2json, compiled to WASM) and evaluated here for the subset our configurations use.
-// Anything outside that subset throws UnsupportedError, which `can()` and `try()` never swallow.
+// Anything outside that subset throws UnsupportedError; `can()` and `try()` swallow only
+// EvaluationError (what Terraform reports), never that nor a crash of the evaluator itself.
 import { getExpressionAst, type TFExpressionSyntaxTree } from "@cdktf/hcl2json";
 
 type Ast = TFExpressionSyntaxTree.ExpressionType;
@@ -96,6 +97,9 @@ export async function evaluate(
       return literal(ast.meta.type, ast.meta.value);
     case "templateWrap":
       return recurse(only(ast));
+    case "" as Ast["type"]:
+      // The parser gives parentheses no type: `(a && b)` is a node with one child.
+      return recurse(only(ast));
     case "template": {
       let text = "";
       for (const part of ast.children) {
@@ -105,13 +109,29 @@ export async function evaluate(
       }
       return text;
     }
-    case "scopeTraversal": {
-      const steps = ast.meta.traversal.map(step);
-      const { value, used } = await scope.resolve(steps);
-      return traverse(value, steps.slice(used), ast.meta.fullAccessor);
+    case "scopeTraversal":
+      return resolve(scope, ast.meta.traversal.map(step), ast.meta.fullAccessor);
+    case "index":
+    case "relativeTraversal": {
+      // `a.b[k].c` is one traversal with a computed step: resolved as one, so that the scope
+      // sees every step (a module with a count is found by its index).
+      const after = ast.type === "index" ? [] : ast.meta.traversal.map(step);
+      const source = ast.type === "index" ? ast : only(ast);
+      if (source.type === "index") {
+        const [collection, key] = source.children;
+        const index = await recurse(key);
+        if (typeof index !== "number" && typeof index !== "string") {
+          throw new EvaluationError(`${source.meta.value}: cannot index with ${index}`);
+        }
+        const where = `${source.meta.value}${after.map((s) => `.${s}`).join("")}`;
+        if (collection.type === "scopeTraversal") {
+          const steps = [...collection.meta.traversal.map(step), index, ...after];
+          return resolve(scope, steps, where);
+        }
+        return traverse(await recurse(collection), [index, ...after], where);
+      }
+      return traverse(await recurse(source), after, ast.meta.value);
     }
-    case "relativeTraversal":
-      return traverse(await recurse(only(ast)), ast.meta.traversal.map(step), ast.meta.value);
     case "function": {
       const fn = functions[ast.meta.name];
       if (fn === undefined) {
@@ -146,7 +166,7 @@ export async function evaluate(
       return object;
     }
     default:
-      throw new UnsupportedError(`${ast.type} expression ${ast.meta.value}`);
+      throw new UnsupportedError(`${ast.type} expression ${ast.meta?.value}`);
   }
 }
 
@@ -163,7 +183,7 @@ export const coreFunctions: Record<string, TerraformFunction> = {
       await arg();
       return true;
     } catch (error) {
-      if (error instanceof UnsupportedError) throw error;
+      if (!(error instanceof EvaluationError)) throw error;
       return false;
     }
   },
@@ -200,6 +220,7 @@ export const coreFunctions: Record<string, TerraformFunction> = {
     return match.length === 1 ? match[0] : match.slice(1).map((group) => group ?? null);
   }),
   split: strict((separator, text) => asString(text).split(asString(separator))),
+  startswith: strict((text, prefix) => asString(text).startsWith(asString(prefix))),
   tonumber: strict((value) => {
     const number = typeof value === "number" ? value : Number(asString(value));
     if (Number.isNaN(number) || value === "") throw new EvaluationError(`tonumber(${value})`);
@@ -211,7 +232,7 @@ export const coreFunctions: Record<string, TerraformFunction> = {
       try {
         return await arg();
       } catch (error) {
-        if (error instanceof UnsupportedError) throw error;
+        if (!(error instanceof EvaluationError)) throw error;
       }
     }
     throw new EvaluationError("try(): no argument evaluated without errors");
@@ -292,6 +313,12 @@ function step(part: TraversalPart): Step {
   throw new UnsupportedError(`index [${part.segment}]`);
 }
 
+/** Resolves the start of a traversal in the scope, then takes the steps the scope left. */
+async function resolve(scope: Scope, steps: Step[], where: string): Promise<Value> {
+  const { value, used } = await scope.resolve(steps);
+  return traverse(value, steps.slice(used), where);
+}
+
 function traverse(value: Value, steps: Step[], where: string): Value {
   for (const key of steps) {
     if (Array.isArray(value) && typeof key === "number") {
@@ -319,6 +346,12 @@ function binary(operator: string, left: Value, right: Value): Value {
       return asNumber(left) - asNumber(right);
     case "multiply":
       return asNumber(left) * asNumber(right);
+    case "divide":
+    case "modulo": {
+      const [a, b] = [asNumber(left), asNumber(right)];
+      if (b === 0) throw new EvaluationError(`${operator} of ${a} by zero`);
+      return operator === "divide" ? a / b : a % b;
+    }
     case "equal":
       return left === right;
     case "notEqual":

@@ -87,18 +87,23 @@ export function fakeCheckout(dir: string): void {
   Deno.chmodSync(stub, 0o755);
 }
 
-/** Runs a bash script with the given environment; `calls` is where fakeCheckout's deno reports. */
+/**
+ * Runs a bash script with the given environment, in `cwd` when given; `calls` is where
+ * fakeCheckout's deno reports.
+ */
 export async function runScript(
   script: string,
   args: string[],
   env: Record<string, string>,
   calls: string,
+  cwd?: string,
 ): Promise<ScriptRun> {
   Deno.mkdirSync(calls, { recursive: true });
   const output = await new Deno.Command("bash", {
     args: [script, ...args],
     env: { PATH: Deno.env.get("PATH") ?? "/usr/bin:/bin", DENO_CALLS_DIR: calls, ...env },
     clearEnv: true,
+    cwd,
     stdout: "piped",
     stderr: "piped",
   }).output();

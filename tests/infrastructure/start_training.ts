@@ -4,9 +4,9 @@ import { fileURLToPath } from "node:url";
 import type { Value } from "./expression.ts";
 import { renderTemplate } from "./template.ts";
 
-/** The Nebius configurations and their shared templates. */
+/** The Nebius configurations, and the templates every cloud's nodes share. */
 export const NEBIUS_DIR = fileURLToPath(new URL("../../infrastructure/nebius", import.meta.url));
-export const START_TRAINING_TEMPLATE = `${NEBIUS_DIR}/templates/start-training.sh.tftpl`;
+export const START_TRAINING_TEMPLATE = `${NEBIUS_DIR}/../templates/start-training.sh.tftpl`;
 
 /** The variables the start-up script template reads (checked against it by the test suite). */
 export interface StartTrainingVars {

@@ -1,6 +1,7 @@
 // A Terraform configuration directory as the infrastructure tests see it: each .tf file parsed by
-// Terraform's own HCL parser (@cdktf/hcl2json), the static checks the tests run on it, and the
-// evaluation of an attribute the way `terraform plan` would for given variables.
+// Terraform's own HCL parser (@cdktf/hcl2json), with the local modules it calls, the static
+// checks the tests run on it, and the evaluation of an attribute the way `terraform plan` would
+// for given variables (through module calls: a module's variables are its call's arguments).
 import { parse } from "@cdktf/hcl2json";
 import { join } from "node:path";
 import {
@@ -33,13 +34,26 @@ export interface Config {
   outputs: Map<string, Body>;
   /** Resources and data sources by address: `type.name` and `data.type.name`. */
   resources: Map<string, Body>;
+  /** Local module calls by name: the call's arguments and the configuration it calls. */
+  modules: Map<string, { call: Body; config: Config }>;
 }
+
+/** Arguments of a module call that are Terraform's own, not the module's variables. */
+const META_ARGUMENTS = new Set([
+  "source",
+  "version",
+  "count",
+  "for_each",
+  "providers",
+  "depends_on",
+]);
 
 /** Parses every .tf file of a directory. */
 export async function loadConfig(dir: string): Promise<Config> {
   const sources: Record<string, string> = {};
   for (const entry of Deno.readDirSync(dir)) {
-    if (entry.isFile && entry.name.endsWith(".tf")) {
+    // A linked file (job.tf, versions.tf) is read through the link, as Terraform does.
+    if ((entry.isFile || entry.isSymlink) && entry.name.endsWith(".tf")) {
       sources[entry.name] = Deno.readTextFileSync(join(dir, entry.name));
     }
   }
@@ -55,6 +69,7 @@ export async function parseConfig(dir: string, sources: Record<string, string>):
     locals: new Map(),
     outputs: new Map(),
     resources: new Map(),
+    modules: new Map(),
   };
   for (const [name, source] of Object.entries(sources).sort()) {
     const file = await parse(name, source);
@@ -70,6 +85,13 @@ export async function parseConfig(dir: string, sources: Record<string, string>):
         declare(config.locals, `local.${key}`, key, value);
       }
     }
+    for (const [key, bodies] of Object.entries(file.module ?? {})) {
+      const call = single(bodies);
+      const source = String(call.source);
+      if (!/^\.\.?\//.test(source)) throw new UnsupportedError(`module ${key}: source ${source}`);
+      if (config.modules.has(key)) throw new EvaluationError(`module ${key} is declared twice`);
+      config.modules.set(key, { call, config: await loadConfig(join(dir, source)) });
+    }
     for (const [prefix, kinds] of [["", file.resource], ["data.", file.data]]) {
       for (const [type, named] of Object.entries(kinds ?? {})) {
         for (const [key, bodies] of Object.entries(named as Body)) {
@@ -80,6 +102,15 @@ export async function parseConfig(dir: string, sources: Record<string, string>):
     }
   }
   return config;
+}
+
+/** A configuration and every module it calls, directly or not, each once. */
+export function configTree(config: Config): Config[] {
+  const found = new Map<string, Config>([[config.dir, config]]);
+  for (const { config: child } of config.modules.values()) {
+    for (const each of configTree(child)) found.set(each.dir, each);
+  }
+  return [...found.values()];
 }
 
 /** Every attribute value of a configuration that is an expression, with where it is. */
@@ -94,7 +125,12 @@ export function expressions(config: Config): { where: string; source: string }[]
       for (const [key, item] of Object.entries(value)) walk(item, `${where}.${key}`);
     }
   };
-  for (const [name, file] of config.files) walk(file, name + ":");
+  for (const [name, file] of config.files) {
+    // `moved` blocks name addresses of an older layout on purpose.
+    for (const [key, blocks] of Object.entries(file)) {
+      if (key !== "moved") walk(blocks, `${name}: ${key}`);
+    }
+  }
   return found;
 }
 
@@ -108,9 +144,31 @@ export async function undeclaredReferences(config: Config): Promise<string[]> {
       const missing = (root === "var" && !config.variables.has(name)) ||
         (root === "local" && !config.locals.has(name)) ||
         (root === "data" && !config.resources.has(`data.${name}.${third}`)) ||
+        (root === "module" && !config.modules.has(name)) ||
         (providers.some((prefix) => root.startsWith(prefix)) &&
           !config.resources.has(`${root}.${name}`));
       if (missing) problems.push(`${where} refers to ${reference}, which is not declared`);
+    }
+  }
+  return problems;
+}
+
+/**
+ * Each module call against the module: every argument must be one of its variables, and every
+ * variable without a default must be passed.
+ */
+export function moduleCallMismatches(config: Config): string[] {
+  const problems: string[] = [];
+  for (const [name, { call, config: child }] of config.modules) {
+    for (const argument of Object.keys(call)) {
+      if (!META_ARGUMENTS.has(argument) && !child.variables.has(argument)) {
+        problems.push(`module ${name} passes ${argument}, which ${child.dir} does not declare`);
+      }
+    }
+    for (const [variable, body] of child.variables) {
+      if (!Object.hasOwn(body, "default") && !Object.hasOwn(call, variable)) {
+        problems.push(`module ${name} does not pass ${variable}, which has no default`);
+      }
     }
   }
   return problems;
@@ -122,7 +180,10 @@ export async function undeclaredReferences(config: Config): Promise<string[]> {
  */
 export async function templatefileMismatches(config: Config): Promise<string[]> {
   const problems: string[] = [];
-  const scope = terraformScope(config, {});
+  // Only the template's path is evaluated: it may read path.module, never a variable.
+  const noVariables: Inputs = (name) =>
+    Promise.reject(new EvaluationError(`a templatefile() path reads var.${name}`));
+  const scope = scopeOf(config, noVariables, undefined, {});
   for (const { where, source } of expressions(config)) {
     for (const call of calls(await parseAttribute(source), "templatefile")) {
       const [pathArg, varsArg] = call.children;
@@ -149,10 +210,16 @@ export async function templatefileMismatches(config: Config): Promise<string[]> 
  * variable, or an instance's user data (which holds the job token), directly or through locals.
  */
 export async function leakingOutputs(config: Config): Promise<string[]> {
-  const secret = (reference: string) =>
-    reference.startsWith("random_password.") || reference.endsWith(".cloud_init_user_data") ||
-    (reference.startsWith("var.") &&
-      config.variables.get(reference.split(/[.[]/)[1])?.sensitive === true);
+  const secret = (reference: string) => {
+    const [root, name] = reference.split(/[.[]/);
+    const output = root === "module"
+      ? /^module\.[^.[]+(?:\[[^\]]*\])?\.([^.[]+)/.exec(reference)?.[1]
+      : undefined;
+    return root === "random_password" || reference.endsWith(".cloud_init_user_data") ||
+      (root === "var" && config.variables.get(name)?.sensitive === true) ||
+      (output !== undefined &&
+        config.modules.get(name)?.config.outputs.get(output)?.sensitive === true);
+  };
   const problems: string[] = [];
   for (const [name, output] of config.outputs) {
     if (output.sensitive === true) continue;
@@ -177,25 +244,51 @@ export async function leakingOutputs(config: Config): Promise<string[]> {
   return problems;
 }
 
-/** The error messages of every variable validation that the given values fail. */
+/**
+ * A validation condition that did not evaluate to a bool: Terraform's own error (a failed call
+ * outside `can()`), or a crash of the evaluator. Kept apart from failed validations, so that a
+ * negative case can never pass because the evaluator broke.
+ */
+export class ValidationEvaluationError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`${problems.length} validation condition(s) did not evaluate:\n${problems.join("\n")}`);
+  }
+}
+
+/**
+ * The error messages of every variable validation that the given values fail.
+ * @param overrides replaces evaluator functions (the tests plant a broken one through it).
+ * @throws ValidationEvaluationError naming every condition that did not evaluate to a bool.
+ */
 export async function validationFailures(
   config: Config,
   values: Record<string, Value>,
+  overrides: Record<string, TerraformFunction> = {},
 ): Promise<string[]> {
   const scope = terraformScope(config, { values });
   const failures: string[] = [];
+  const problems: string[] = [];
   for (const [name, variable] of config.variables) {
     for (const rule of (variable.validation ?? []) as Body[]) {
+      const condition = String(rule.condition).replace(/^\$\{(.*)\}$/s, "$1");
       let passed: Value;
       try {
-        passed = await evaluate(await parseAttribute(String(rule.condition)), scope, functions);
+        passed = await evaluate(await parseAttribute(String(rule.condition)), scope, {
+          ...functions,
+          ...overrides,
+        });
       } catch (error) {
-        if (error instanceof UnsupportedError) throw error;
-        passed = false;
+        problems.push(`${name}: ${condition}: ${error instanceof Error ? error.message : error}`);
+        continue;
       }
-      if (passed !== true) failures.push(`${name}: ${rule.error_message}`);
+      if (typeof passed !== "boolean") {
+        problems.push(`${name}: ${condition} is ${JSON.stringify(passed)}, not a bool`);
+      } else if (!passed) {
+        failures.push(`${name}: ${rule.error_message}`);
+      }
     }
   }
+  if (problems.length > 0) throw new ValidationEvaluationError(problems);
   return failures;
 }
 
@@ -216,10 +309,20 @@ export async function evaluateAttribute(
   attribute: string,
   context: Context,
 ): Promise<Value> {
-  const body = config.resources.get(address);
-  if (body === undefined) throw new EvaluationError(`no resource ${address} in ${config.dir}`);
+  const fixtures = context.fixtures ?? {};
+  let target = config;
+  let inputs = rootInputs(config, context.values ?? {});
+  let rest = address;
+  for (let module; (module = /^module\.([^.]+)\.(.*)$/.exec(rest)) !== null; rest = module[2]) {
+    ({ config: target, inputs } = moduleInputs(target, inputs, module[1], undefined, fixtures));
+  }
+  const body = target.resources.get(rest);
+  if (body === undefined) throw new EvaluationError(`no resource ${rest} in ${target.dir}`);
   if (!Object.hasOwn(body, attribute)) throw new EvaluationError(`${address} has no ${attribute}`);
-  return await evaluateValue(body[attribute], terraformScope(config, context));
+  return await evaluateValue(
+    body[attribute],
+    scopeOf(target, inputs, context.countIndex, fixtures),
+  );
 }
 
 /** The value of every variable: its default, overridden by `values`, checked against its type. */
@@ -239,6 +342,7 @@ export function variableValues(
     } else {
       continue; // required: an error only if something reads it
     }
+    if (result[name] === null) continue; // null stands for "not set" in every type
     const type = String(variable.type).replace(/^\$\{(.*)\}$/, "$1");
     if (!["string", "number", "bool"].includes(type)) {
       throw new UnsupportedError(`variable ${name} of type ${type}`);
@@ -270,18 +374,82 @@ const functions: Record<string, TerraformFunction> = {
 };
 
 function terraformScope(config: Config, context: Context): Scope {
-  const values = variableValues(config, context.values ?? {});
+  return scopeOf(
+    config,
+    rootInputs(config, context.values ?? {}),
+    context.countIndex,
+    context.fixtures ?? {},
+  );
+}
+
+/** Where a configuration's variables get their values: the user's, or a module call's. */
+type Inputs = (name: string) => Promise<Value>;
+
+function rootInputs(config: Config, values: Record<string, Value>): Inputs {
+  const resolved = variableValues(config, values);
+  return (name) =>
+    Object.hasOwn(resolved, name)
+      ? Promise.resolve(resolved[name])
+      : Promise.reject(new EvaluationError(`variable ${name} has no value and no default`));
+}
+
+/**
+ * The configuration `module.NAME` calls, with its variables: the call's arguments evaluated in
+ * the caller's scope (with `count.index` = `index` when the call has a count), else defaults.
+ */
+function moduleInputs(
+  parent: Config,
+  parentInputs: Inputs,
+  name: string,
+  index: number | undefined,
+  fixtures: Fixtures,
+): { config: Config; inputs: Inputs } {
+  const module = parent.modules.get(name);
+  if (module === undefined) throw new EvaluationError(`no module ${name} in ${parent.dir}`);
+  const counted = Object.hasOwn(module.call, "count");
+  if (counted !== (index !== undefined)) {
+    throw new EvaluationError(
+      `module.${name} ${counted ? "has a count: index it" : "has no count"}`,
+    );
+  }
+  const callerScope = scopeOf(parent, parentInputs, index, fixtures);
+  const values = new Map<string, Promise<Value>>();
+  const inputs: Inputs = (variable) => {
+    if (!values.has(variable)) {
+      const declared = module.config.variables.get(variable);
+      values.set(
+        variable,
+        declared === undefined
+          ? Promise.reject(new EvaluationError(`module.${name} has no variable ${variable}`))
+          : Object.hasOwn(module.call, variable)
+          ? evaluateValue(module.call[variable], callerScope)
+          : Object.hasOwn(declared, "default")
+          ? Promise.resolve(declared.default as Value)
+          : Promise.reject(new EvaluationError(`module.${name}: ${variable} is not passed`)),
+      );
+    }
+    return values.get(variable)!;
+  };
+  return { config: module.config, inputs };
+}
+
+function scopeOf(
+  config: Config,
+  inputs: Inputs,
+  countIndex: number | undefined,
+  fixtureValues: Fixtures,
+): Scope {
   const locals = new Map<string, Promise<Value>>();
-  const fixtures = objectScope(context.fixtures ?? {}, "resource (no fixture for it)");
+  const fixtures = objectScope(fixtureValues, "resource (no fixture for it)");
   const scope: Scope = {
-    resolve(steps) {
+    async resolve(steps): Promise<{ value: Value; used: number }> {
       const [root, name] = steps;
       switch (root) {
         case "var":
-          if (!Object.hasOwn(values, String(name))) {
-            throw new EvaluationError(`variable ${String(name)} has no value and no default`);
+          if (!config.variables.has(String(name))) {
+            throw new EvaluationError(`variable ${String(name)} is not declared in ${config.dir}`);
           }
-          return Promise.resolve({ value: values[String(name)], used: 2 });
+          return { value: await inputs(String(name)), used: 2 };
         case "local": {
           if (!config.locals.has(String(name))) {
             throw new EvaluationError(`no local.${String(name)}`);
@@ -289,15 +457,30 @@ function terraformScope(config: Config, context: Context): Scope {
           if (!locals.has(String(name))) {
             locals.set(String(name), evaluateValue(config.locals.get(String(name)), scope));
           }
-          return locals.get(String(name))!.then((value) => ({ value, used: 2 }));
+          return { value: await locals.get(String(name))!, used: 2 };
         }
         case "count":
-          if (context.countIndex === undefined) {
-            throw new EvaluationError("count.index outside count");
-          }
-          return Promise.resolve({ value: { index: context.countIndex }, used: 1 });
+          if (countIndex === undefined) throw new EvaluationError("count.index outside count");
+          return { value: { index: countIndex }, used: 1 };
         case "path":
-          return Promise.resolve({ value: { module: config.dir, root: config.dir }, used: 1 });
+          return { value: { module: config.dir, root: config.dir }, used: 1 };
+        case "module": {
+          const counted = Object.hasOwn(config.modules.get(String(name))?.call ?? {}, "count");
+          const index = counted ? steps[2] : undefined;
+          if (counted && typeof index !== "number") {
+            throw new EvaluationError(`module.${String(name)} has a count: index it`);
+          }
+          const used = counted ? 3 : 2;
+          const child = moduleInputs(config, inputs, String(name), index as number, fixtureValues);
+          const output = child.config.outputs.get(String(steps[used]));
+          if (output === undefined) {
+            throw new EvaluationError(
+              `module.${String(name)} has no output ${String(steps[used])}`,
+            );
+          }
+          const childScope = scopeOf(child.config, child.inputs, undefined, fixtureValues);
+          return { value: await evaluateValue(output.value, childScope), used: used + 1 };
+        }
         default:
           return fixtures.resolve(steps);
       }

@@ -1,14 +1,9 @@
 # Where the nodes are: public addresses for SSH, internal ones for the rendezvous. The job token
 # is the only secret and is output only as sensitive (`terraform output -raw dtrain_token`).
 
-locals {
-  public_ips   = [for node in nebius_compute_v1_instance.node : try(split("/", node.status.network_interfaces[0].public_ip_address.address)[0], null)]
-  internal_ips = [for node in nebius_compute_v1_instance.node : split("/", node.status.network_interfaces[0].ip_address.address)[0]]
-}
-
 output "master_public_ip" {
   description = "Public address of the master (node 0), for SSH."
-  value       = local.public_ips[0]
+  value       = module.nodes.public_ips[0]
 }
 
 output "master_internal_ip" {
@@ -18,27 +13,27 @@ output "master_internal_ip" {
 
 output "worker_public_ips" {
   description = "Public addresses of the workers, node 1 first."
-  value       = slice(local.public_ips, 1, var.cluster_size)
+  value       = slice(module.nodes.public_ips, 1, var.cluster_size)
 }
 
 output "worker_internal_ips" {
   description = "Private addresses of the workers, node 1 first."
-  value       = slice(local.internal_ips, 1, var.cluster_size)
+  value       = slice(module.nodes.internal_ips, 1, var.cluster_size)
 }
 
 output "master_port" {
   description = "The master's rendezvous port (--master-port)."
-  value       = local.master_port
+  value       = module.nodes.master_port
 }
 
 output "snapshot_path" {
   description = "Snapshot file on the shared filesystem; the job resumes from it after a restart."
-  value       = "${local.job_dir}/snapshot.safetensors"
+  value       = module.nodes.snapshot_path
 }
 
 output "ssh_master" {
   description = "Command that opens a shell on the master."
-  value       = "ssh ${var.ssh_user}@${local.public_ips[0]}"
+  value       = "ssh ${var.ssh_user}@${module.nodes.public_ips[0]}"
 }
 
 output "dtrain_token" {

@@ -2,22 +2,22 @@
 
 output "public_ip" {
   description = "Public address of the VM, for SSH."
-  value       = try(split("/", nebius_compute_v1_instance.vm.status.network_interfaces[0].public_ip_address.address)[0], null)
+  value       = module.vm.public_ips[0]
 }
 
 output "internal_ip" {
   description = "Private address of the VM."
-  value       = split("/", nebius_compute_v1_instance.vm.status.network_interfaces[0].ip_address.address)[0]
+  value       = module.vm.internal_ips[0]
 }
 
 output "snapshot_path" {
   description = "Snapshot file on the shared filesystem; the job resumes from it after a restart."
-  value       = "${local.job_dir}/snapshot.safetensors"
+  value       = module.vm.snapshot_path
 }
 
 output "ssh" {
   description = "Command that opens a shell on the VM."
-  value       = "ssh ${var.ssh_user}@${try(split("/", nebius_compute_v1_instance.vm.status.network_interfaces[0].public_ip_address.address)[0], "")}"
+  value       = "ssh ${var.ssh_user}@${module.vm.public_ips[0] == null ? "" : module.vm.public_ips[0]}"
 }
 
 output "dtrain_token" {

@@ -1,0 +1,43 @@
+# Where the nodes are: public addresses for SSH, internal ones for the rendezvous. The job token
+# is the only secret and is output only as sensitive (`terraform output -raw dtrain_token`).
+
+output "master_public_ip" {
+  description = "Public address of the master (node 0), for SSH."
+  value       = module.nodes.public_ips[0]
+}
+
+output "master_internal_ip" {
+  description = "Private address of the master: every launcher's --master-addr."
+  value       = google_compute_address.master.address
+}
+
+output "worker_public_ips" {
+  description = "Public addresses of the workers, node 1 first."
+  value       = slice(module.nodes.public_ips, 1, var.cluster_size)
+}
+
+output "worker_internal_ips" {
+  description = "Private addresses of the workers, node 1 first."
+  value       = slice(module.nodes.internal_ips, 1, var.cluster_size)
+}
+
+output "master_port" {
+  description = "The master's rendezvous port (--master-port)."
+  value       = module.nodes.master_port
+}
+
+output "snapshot_path" {
+  description = "Snapshot file on the Filestore share; the job resumes from it after a restart."
+  value       = module.nodes.snapshot_path
+}
+
+output "ssh_master" {
+  description = "Command that opens a shell on the master."
+  value       = "ssh ${var.ssh_user}@${module.nodes.public_ips[0]}"
+}
+
+output "dtrain_token" {
+  description = "The job secret (DTRAIN_TOKEN) the launchers share."
+  value       = random_password.token.result
+  sensitive   = true
+}

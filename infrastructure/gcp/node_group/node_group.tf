@@ -1,0 +1,1 @@
+../../common/node_group.tf

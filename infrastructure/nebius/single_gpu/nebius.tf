@@ -1,0 +1,1 @@
+../nebius.tf
