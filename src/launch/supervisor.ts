@@ -10,6 +10,8 @@ import { fileURLToPath } from "node:url";
 import { type SyncWriter, writeAll } from "../io/write_all.ts";
 import type { LaunchOptions } from "./options.ts";
 
+/** How long the other workers of a failed one get to exit on their own before SIGTERM. */
+const PEER_SETTLE_MS = 1000;
 /** Preloaded into every worker: it dies with the launcher whatever its script does. */
 const WORKER_BOOTSTRAP = fileURLToPath(new URL("../dist/worker_bootstrap.ts", import.meta.url));
 
@@ -96,6 +98,15 @@ export class Supervisor {
           code: status.code,
           signal: status.signal,
         };
+        // Peers usually fail on the same cause a moment later (a collective error reaches every
+        // rank): give them up to a second to exit and print their own message before stopping them.
+        const others = workers.filter((o) => o !== w).map((o) => o.child.status);
+        let timer: ReturnType<typeof setTimeout> | undefined;
+        await Promise.race([
+          Promise.all(others),
+          new Promise((resolve) => (timer = setTimeout(resolve, PEER_SETTLE_MS))),
+        ]);
+        clearTimeout(timer);
         await this.stopAll(w.child);
       }
     }));
