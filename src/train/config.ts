@@ -39,10 +39,15 @@ export const TrainConfigSchema = z.object({
   momentum: z.number().min(0).max(1),
   weightDecay: z.number().nonnegative(),
   optimizer: z.enum(["sgd", "adamw"]),
-  model: z.enum(["mlp", "linear"]),
+  model: z.enum(["mlp", "linear", "gpt"]),
   hidden: z.array(positiveInt).min(1),
-  dataset: z.enum(["fashion-mnist", "synthetic"]),
-  dataRoot: z.string().min(1),
+  blockSize: positiveInt,
+  nLayer: positiveInt,
+  nHead: positiveInt,
+  nEmbd: positiveInt,
+  dropout: z.number().min(0).lt(1),
+  dataset: z.enum(["fashion-mnist", "synthetic", "text"]),
+  dataRoot: z.string(),
   snapshot: z.string().min(1),
   seed: z.number().int().nonnegative(),
   threads: z.number().int().nonnegative(),
@@ -65,8 +70,13 @@ export const DEFAULTS: TrainConfig = {
   optimizer: "sgd",
   model: "mlp",
   hidden: [512, 512],
+  blockSize: 128,
+  nLayer: 4,
+  nHead: 4,
+  nEmbd: 192,
+  dropout: 0,
   dataset: "fashion-mnist",
-  dataRoot: "/usr/share/datasets/fashion-mnist",
+  dataRoot: "",
   snapshot: "runs/default/snapshot.safetensors",
   seed: 0,
   threads: 0,
@@ -74,6 +84,20 @@ export const DEFAULTS: TrainConfig = {
   device: "cpu",
   ...LAUNCHER_DEFAULTS,
   nprocPerNode: 2,
+};
+
+/**
+ * What `--model gpt` changes in the defaults: a byte-level GPT of about 1.8 M parameters on the
+ * fortunes corpus with AdamW, sized to finish in a few minutes on 2 processes × 1 core.
+ */
+export const GPT_DEFAULTS: Partial<TrainConfig> = {
+  dataset: "text",
+  optimizer: "adamw",
+  lr: 2e-3,
+  weightDecay: 0.1,
+  batchSize: 16,
+  epochs: 1,
+  snapshot: "runs/gpt/snapshot.safetensors",
 };
 
 /** Command-line flags: kebab-case names of the config fields, each a string until validated. */
@@ -88,6 +112,11 @@ const FLAGS = {
   optimizer: "optimizer",
   model: "model",
   hidden: "hidden",
+  "block-size": "blockSize",
+  "n-layer": "nLayer",
+  "n-head": "nHead",
+  "n-embd": "nEmbd",
+  dropout: "dropout",
   dataset: "dataset",
   "data-root": "dataRoot",
   snapshot: "snapshot",
@@ -115,8 +144,13 @@ export const USAGE = `usage: deno task train [EPOCHS SAVE_EVERY] [options]
   --batch-size N           samples per batch and process (default ${DEFAULTS.batchSize})
   --lr X                   learning rate (default ${DEFAULTS.lr})
   --optimizer sgd|adamw    (default ${DEFAULTS.optimizer}); --momentum X, --weight-decay X
-  --model mlp|linear       (default ${DEFAULTS.model}); --hidden 512,512 for the MLP's hidden sizes
-  --dataset fashion-mnist|synthetic (default ${DEFAULTS.dataset}); --data-root DIR
+  --model mlp|linear|gpt   (default ${DEFAULTS.model}); --hidden 512,512 for the MLP's hidden sizes
+  --dataset fashion-mnist|synthetic|text (default ${DEFAULTS.dataset}; text with gpt)
+  --data-root DIR          the data set's folder (default: its Debian package's)
+  --block-size N --n-layer N --n-head N --n-embd N --dropout X
+                           the GPT's shape (defaults ${DEFAULTS.blockSize}, ${DEFAULTS.nLayer}, ${DEFAULTS.nHead}, ${DEFAULTS.nEmbd}, ${DEFAULTS.dropout}); --model gpt
+                           also defaults to --dataset text --optimizer adamw --lr ${GPT_DEFAULTS.lr}
+                           --weight-decay ${GPT_DEFAULTS.weightDecay} --batch-size ${GPT_DEFAULTS.batchSize} --epochs ${GPT_DEFAULTS.epochs} --snapshot ${GPT_DEFAULTS.snapshot}
   --snapshot PATH          snapshot file; an existing one is resumed (default ${DEFAULTS.snapshot})
   --config FILE.json       settings as JSON (camelCase keys); flags override it
   --seed N, --threads N (BLAS threads per process, 0 = automatic), --max-steps N (stop early)
@@ -172,9 +206,9 @@ export function parseTrainArgs(args: string[]): TrainConfig | "help" {
     throw new ConfigError("arguments", (error as Error).message);
   }
   if (parsed.values.help) return "help";
-  const merged: Record<string, unknown> = { ...DEFAULTS };
+  const given: Record<string, unknown> = {};
   if (typeof parsed.values.config === "string") {
-    Object.assign(merged, readConfigFile(parsed.values.config));
+    Object.assign(given, readConfigFile(parsed.values.config));
   }
 
   if (positionals.length > 2) {
@@ -192,10 +226,11 @@ export function parseTrainArgs(args: string[]): TrainConfig | "help" {
   }
   for (const [field, raw] of fromCli) {
     const range = field === "nnodes" ? splitNodes(raw) : null;
-    if (range !== null) Object.assign(merged, range);
-    else merged[field] = convert(field, raw);
+    if (range !== null) Object.assign(given, range);
+    else given[field] = convert(field, raw);
   }
-  return validateConfig(merged);
+  const base = given.model === "gpt" ? { ...DEFAULTS, ...GPT_DEFAULTS } : DEFAULTS;
+  return validateConfig({ ...base, ...given });
 }
 
 function convert(field: keyof TrainConfig, raw: string): unknown {
@@ -240,6 +275,18 @@ export function validateConfig(value: unknown): TrainConfig {
       "nnodes",
       `MIN must not exceed MAX in --nnodes MIN:MAX, got ${config.minNodes}:${config.nnodes}`,
     );
+  }
+  const textModel = config.model === "gpt", textData = config.dataset === "text";
+  if (textModel !== textData) {
+    throw new ConfigError(
+      textModel ? "dataset" : "model",
+      textModel
+        ? `the gpt model trains on --dataset text, got "${config.dataset}"`
+        : `--dataset text needs --model gpt, got "${config.model}"`,
+    );
+  }
+  if (config.nEmbd % config.nHead !== 0) {
+    throw new ConfigError("nHead", `must divide nEmbd (${config.nEmbd}), got ${config.nHead}`);
   }
   if (config.nodeRank >= config.nnodes) {
     throw new ConfigError(

@@ -17,6 +17,19 @@ import { launch } from "../launch/launcher.ts";
 import { ConfigError, parseTrainArgs, type TrainConfig, USAGE } from "./config.ts";
 import { checkSnapshot } from "./snapshot.ts";
 import { Trainer } from "./trainer.ts";
+import { GPT } from "../nn/gpt.ts";
+import { TextDataset } from "../data/text.ts";
+import { tensor } from "../tensor/creation.ts";
+import { manualSeed } from "../tensor/random.ts";
+
+/** 300 bytes the trained model writes after a newline (temperature 0.8, top 40), as text. */
+function sampleText(model: GPT): string {
+  manualSeed(1);
+  model.eval();
+  const prompt = tensor(TextDataset.encode("\n"), [1, 1], { dtype: "i32" });
+  const tokens = model.generate(prompt, 300, { temperature: 0.8, topK: 40 }).toArray();
+  return TextDataset.decode(tokens.subarray(1));
+}
 
 async function runWorker(config: TrainConfig): Promise<void> {
   const worldSize = Number(Deno.env.get("WORLD_SIZE") ?? "1");
@@ -31,14 +44,17 @@ async function runWorker(config: TrainConfig): Promise<void> {
     const dump = Deno.env.get("DTRAIN_WEIGHTS_DUMP");
     if (dump) save(`${dump}/rank${trainer.rank}.safetensors`, trainer.model.stateDict());
     if (trainer.rank === 0) {
-      const acc = result.testAccuracy === null
-        ? ""
-        : `, test accuracy ${(result.testAccuracy * 100).toFixed(2)}%`;
+      const acc = result.testAccuracy !== null
+        ? `, test accuracy ${(result.testAccuracy * 100).toFixed(2)}%`
+        : result.validationLoss !== null
+        ? `, validation loss ${result.validationLoss.toFixed(4)}`
+        : "";
       const loss = result.epochsHere > 0
         ? `loss ${result.lastLoss.toFixed(4)}`
         : `nothing left to train (the snapshot has ${result.epochsRun}/${config.epochs} epochs; ` +
           `raise --epochs or remove ${config.snapshot})`;
       console.log(`done: ${result.epochsRun} epochs, ${loss}${acc}`);
+      if (trainer.model instanceof GPT) console.log(`sample:\n${sampleText(trainer.model)}`);
     }
   } finally {
     if (worldSize > 1) await destroyProcessGroup();

@@ -40,8 +40,10 @@ export interface TrainResult {
   epochsHere: number;
   /** Mean training loss of the last epoch run (NaN if none ran). */
   lastLoss: number;
-  /** Test accuracy of the final model (null without a test set). */
+  /** Test accuracy of the final model (null without a test set, or for a language model). */
   testAccuracy: number | null;
+  /** A language model's validation loss in nats per token (null for other tasks). */
+  validationLoss: number | null;
   /** Training samples per second over the epochs run here, summed over ranks. */
   samplesPerSecond: number;
 }
@@ -171,7 +173,7 @@ export class Trainer {
   async runEpoch(
     epoch: number,
     start = 0,
-  ): Promise<{ loss: number; samplesPerSecond: number; accuracy: number | null }> {
+  ): Promise<{ loss: number; samplesPerSecond: number; score: number | null }> {
     this.model.train();
     this.loader.setEpoch(epoch);
     if (start > 0) this.sampler.startAt(start);
@@ -199,22 +201,29 @@ export class Trainer {
       }
     }
     const loss = await this.#meanOverRanks(progress.meanLoss);
-    const accuracy = await this.evaluate();
-    progress.finish(
-      `mean loss ${loss.toFixed(4)}${
-        accuracy === null ? "" : ` test accuracy ${(accuracy * 100).toFixed(2)}%`
-      }`,
-    );
-    return { loss, samplesPerSecond: progress.samplesPerSecond, accuracy };
+    const score = await this.evaluate();
+    progress.finish(`mean loss ${loss.toFixed(4)}${this.#formatScore(score)}`);
+    return { loss, samplesPerSecond: progress.samplesPerSecond, score };
   }
 
-  /** Test accuracy over the whole test set, each rank scoring its stride of it. */
+  #formatScore(score: number | null): string {
+    if (score === null) return "";
+    return this.task.metric === "loss"
+      ? ` validation loss ${score.toFixed(4)}`
+      : ` test accuracy ${(score * 100).toFixed(2)}%`;
+  }
+
+  /**
+   * Scores the model on the whole held-out set, each rank taking its stride of it: the share of
+   * correct classes, or a language model's mean loss per token (the task's `metric`).
+   */
   async evaluate(): Promise<number | null> {
     const test = this.task.test;
     if (test === null) return null;
     this.model.eval();
     let correct = 0, count = 0;
-    const batch = 1000;
+    const language = this.task.metric === "loss";
+    const batch = language ? 32 : 1000;
     for (let start = this.rank; start < test.length; start += batch * this.worldSize) {
       const indices = new Int32Array(
         Math.min(batch, Math.ceil((test.length - start) / this.worldSize)),
@@ -223,6 +232,7 @@ export class Trainer {
       correct += tidy(() =>
         noGrad(() => {
           const [x, y] = test.getBatch(indices);
+          if (language) return this.task.loss(this.model.forward(x), y).item() * indices.length;
           const predicted = this.model.forward(x).argmax(-1).toArray();
           const labels = y.toArray();
           let hits = 0;
@@ -239,13 +249,13 @@ export class Trainer {
 
   /** Trains the remaining epochs, writing snapshots on rank 0 every `saveEvery` and at the end. */
   async train(): Promise<TrainResult> {
-    let lastLoss = NaN, accuracy: number | null = null, rate = 0, epochsHere = 0;
+    let lastLoss = NaN, score: number | null = null, rate = 0, epochsHere = 0;
     const first = this.epochsRun;
     for (let epoch = first; epoch < this.config.epochs; epoch++) {
       const start = epoch === first ? this.#resumePosition : 0;
-      const { loss, samplesPerSecond, accuracy: epochAccuracy } = await this.runEpoch(epoch, start);
+      const { loss, samplesPerSecond, score: epochScore } = await this.runEpoch(epoch, start);
       lastLoss = loss;
-      accuracy = epochAccuracy;
+      score = epochScore;
       rate += samplesPerSecond;
       epochsHere++;
       this.epochsRun = epoch + 1;
@@ -254,12 +264,14 @@ export class Trainer {
       }
     }
     // Each epoch already scored the model; a run with nothing left to train scores the snapshot's.
-    if (epochsHere === 0) accuracy = await this.evaluate();
+    if (epochsHere === 0) score = await this.evaluate();
+    const language = this.task.metric === "loss";
     return {
       epochsRun: this.epochsRun,
       epochsHere,
       lastLoss,
-      testAccuracy: accuracy,
+      testAccuracy: language ? null : score,
+      validationLoss: language ? score : null,
       samplesPerSecond: epochsHere ? rate / epochsHere : 0,
     };
   }
