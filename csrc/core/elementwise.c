@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "dtrain.h"
+#include "fast_exp.h"
 
 int dt_fill_f32(float *dst, int64_t n, float value) {
   CHECK_PTR(dst); CHECK_COUNT(n);
@@ -140,7 +141,7 @@ static inline float apply_unary(int op, float x, float p) {
   switch (op) {
     case DT_RELU: return x > 0.0f ? x : 0.0f;
     case DT_GELU_TANH: return 0.5f * x * (1.0f + tanhf(SQRT_2_OVER_PI * (x + GELU_COEF * x * x * x)));
-    case DT_GELU_ERF: return 0.5f * x * (1.0f + erff(x * INV_SQRT_2));
+    case DT_GELU_ERF: return 0.5f * x * (1.0f + dt_erff(x * INV_SQRT_2));
     case DT_EXP: return expf(x);
     case DT_LOG: return logf(x);
     case DT_TANH: return tanhf(x);
@@ -162,7 +163,8 @@ static inline float unary_derivative(int op, float x, float y, float p) {
       float t = tanhf(inner);
       return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * SQRT_2_OVER_PI * (1.0f + 3.0f * GELU_COEF * x * x);
     }
-    case DT_GELU_ERF: return 0.5f * (1.0f + erff(x * INV_SQRT_2)) + x * INV_SQRT_2PI * expf(-0.5f * x * x);
+    case DT_GELU_ERF:
+      return 0.5f * (1.0f + dt_erff(x * INV_SQRT_2)) + x * INV_SQRT_2PI * dt_expf(-0.5f * x * x);
     case DT_EXP: return y;
     case DT_LOG: return 1.0f / x;
     case DT_TANH: return 1.0f - y * y;
@@ -182,6 +184,8 @@ int dt_unary(int32_t op, const float *x, float *y, int64_t n, float p) {
     for (int64_t i = 0; i < n; i++) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
   } else if (op == DT_SCALE) {
     for (int64_t i = 0; i < n; i++) y[i] = x[i] * p;
+  } else if (op == DT_GELU_ERF) {
+    for (int64_t i = 0; i < n; i++) y[i] = apply_unary(DT_GELU_ERF, x[i], p);
   } else {
     for (int64_t i = 0; i < n; i++) y[i] = apply_unary(op, x[i], p);
   }
@@ -199,6 +203,8 @@ int dt_unary_backward(int32_t op, const float *x, const float *y, const float *g
   CHECK(!needs_x || x != NULL, "dt_unary_backward: op %d needs the input x", op);
   if (op == DT_RELU) {
     for (int64_t i = 0; i < n; i++) gx[i] = x[i] > 0.0f ? gy[i] : 0.0f;
+  } else if (op == DT_GELU_ERF) {
+    for (int64_t i = 0; i < n; i++) gx[i] = gy[i] * unary_derivative(DT_GELU_ERF, x[i], 0.0f, p);
   } else {
     for (int64_t i = 0; i < n; i++)
       gx[i] = gy[i] * unary_derivative(op, x ? x[i] : 0.0f, y ? y[i] : 0.0f, p);

@@ -30,6 +30,20 @@ static inline float dt_expf(float x) {
   return x != x ? x : y;
 }
 
+/* erf in a form the compiler vectorises: Abramowitz & Stegun 7.1.26 over dt_expf (absolute error
+ * under 1.5e-7), the approximation PyTorch's own vectorised CPU erf and exact GELU use. */
+static inline float dt_erff(float x) {
+  float a = x < 0.0f ? -x : x;
+  float t = 1.0f / (1.0f + 0.3275911f * a);
+  float r = 1.061405429f;
+  r = r * t - 1.453152027f;
+  r = r * t + 1.421413741f;
+  r = r * t - 0.284496736f;
+  r = r * t + 0.254829592f;
+  float y = 1.0f - r * t * dt_expf(-a * a);
+  return x < 0.0f ? -y : y;
+}
+
 /* y[i] = exp(x[i] - shift) (y may be x); returns the sum. */
 static inline double dt_exp_shift_sum(const float *x, float *y, int64_t n, float shift) {
   for (int64_t i = 0; i < n; i++) y[i] = dt_expf(x[i] - shift);
