@@ -67,6 +67,18 @@ export function createCpuDevice(): DeviceBackend {
     gatherU8F32: lib.dt_gather_u8_f32,
     gatherRows: lib.dt_gather_rows,
     gatherU8I32: lib.dt_gather_u8_i32,
+    // ---- ops: order, reductions, losses ----
+    clamp: lib.dt_clamp,
+    clampBackward: lib.dt_clamp_backward,
+    abs: lib.dt_abs,
+    absBackward: lib.dt_abs_backward,
+    maximum: lib.dt_maximum,
+    maximumBackward: lib.dt_maximum_backward,
+    maxRows: lib.dt_max_rows,
+    indexRowsBackward: lib.dt_index_rows_backward,
+    extremeBackward: lib.dt_extreme_backward,
+    crossEntropyBackward: lib.dt_cross_entropy_backward,
+    // ---- end ops ----
   };
   return {
     name: "cpu",
