@@ -6,6 +6,7 @@
 
 #include "dtrain.h"
 #include "fast_exp.h"
+#include "row_max.h"
 
 /* ---------------------------------------------------------------- softmax */
 
@@ -21,8 +22,7 @@ static void softmax_rows(const softmax_job *j, int64_t begin, int64_t end) {
   for (int64_t r = begin; r < end; r++) {
     const float *in = j->x + r * cols;
     float *out = j->y + r * cols;
-    float max = in[0];
-    for (int64_t c = 1; c < cols; c++) max = in[c] > max ? in[c] : max;
+    float max = dt_row_max(in, cols);
     /* exp(x - max) lands in out first (vectorised by fast_exp.h), then is scaled or replaced. */
     double sum = dt_exp_shift_sum(in, out, cols, max);
     if (j->log) {
