@@ -234,6 +234,7 @@ function extremeDim(t: Tensor, dim: number, keepdim: boolean, isMin: boolean): V
  * ```
  */
 export function max(t: Tensor): Tensor;
+/** The largest values along `dim` and their i32 indices (`keepdim` keeps `dim` with size 1). */
 export function max(t: Tensor, dim: number, keepdim?: boolean): ValuesIndices;
 export function max(t: Tensor, dim?: number, keepdim = false): Tensor | ValuesIndices {
   expectF32("max", t);
@@ -253,6 +254,7 @@ export function max(t: Tensor, dim?: number, keepdim = false): Tensor | ValuesIn
  * ```
  */
 export function min(t: Tensor): Tensor;
+/** The smallest values along `dim` and their i32 indices (`keepdim` keeps `dim` with size 1). */
 export function min(t: Tensor, dim: number, keepdim?: boolean): ValuesIndices;
 export function min(t: Tensor, dim?: number, keepdim = false): Tensor | ValuesIndices {
   expectF32("min", t);
