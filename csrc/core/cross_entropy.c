@@ -6,7 +6,7 @@
 
 #include "dtrain.h"
 #include "fast_exp.h"
-#include "row_max.h"
+#include "rows.h"
 
 enum { REDUCTION_NONE = 0, REDUCTION_MEAN = 1, REDUCTION_SUM = 2 };
 /* Rows are split into at most this many tasks; the partial sums are added in task order, so the
@@ -37,8 +37,7 @@ static void ce_task(void *ctx, int64_t task) {
       continue;
     }
     float max = dt_row_max(row, cols);
-    double row_sum = 0.0;
-    if (eps) for (int64_t c = 0; c < cols; c++) row_sum += row[c];
+    double row_sum = eps ? dt_row_dot(row, NULL, cols) : 0.0;
     /* with a gradient the exponentials are kept in g, else they are only summed */
     double sum = g ? dt_exp_shift_sum(row, g, cols, max) : 0.0;
     if (!g) for (int64_t c = 0; c < cols; c++) sum += dt_expf(row[c] - max);

@@ -6,7 +6,7 @@
 
 #include "dtrain.h"
 #include "fast_exp.h"
-#include "row_max.h"
+#include "rows.h"
 
 /* ---------------------------------------------------------------- softmax */
 
@@ -41,12 +41,11 @@ static void softmax_backward_rows(const softmax_job *j, int64_t begin, int64_t e
   for (int64_t r = begin; r < end; r++) {
     const float *yr = j->y + r * cols, *gr = j->gy + r * cols;
     float *out = j->gx + r * cols;
-    double acc = 0.0;
+    /* log_softmax needs sum(gy), softmax <gy, y> */
+    double acc = dt_row_dot(gr, j->log ? NULL : yr, cols);
     if (j->log) {
-      for (int64_t c = 0; c < cols; c++) acc += gr[c];
       for (int64_t c = 0; c < cols; c++) out[c] = gr[c] - dt_expf(yr[c]) * (float)acc;
     } else {
-      for (int64_t c = 0; c < cols; c++) acc += (double)gr[c] * yr[c];
       for (int64_t c = 0; c < cols; c++) out[c] = yr[c] * (gr[c] - (float)acc);
     }
   }
