@@ -6,7 +6,18 @@
  */
 
 import assert from "node:assert/strict";
-import { max, maximum, min, type Tensor, tensor, tidy, zeros } from "../../mod.ts";
+import {
+  allocatedBytes,
+  max,
+  maximum,
+  min,
+  randn,
+  type Tensor,
+  tensor,
+  tidy,
+  zeros,
+} from "../../mod.ts";
+import { crossEntropy } from "../../src/tensor/ops/nn.ts";
 import { assertClose, fromFixture, loadCases, type OpCase } from "../_harness/fixtures.ts";
 
 interface ReduceCase extends OpCase {
@@ -113,6 +124,39 @@ Deno.test("softmax over a non-last dimension returns a contiguous tensor of the 
     assert.deepEqual(y.shape, [2, 3, 4]);
     assert.ok(y.isContiguous());
     assertClose(y, new Array(24).fill(1 / 3), "uniform softmax");
+  });
+});
+
+Deno.test("backward through the new ops frees their buffers: only the leaves' gradients stay", () => {
+  tidy(() => {
+    const x = randn([4, 5, 6], { requiresGrad: true }),
+      w = randn([2, 1, 4, 3], { requiresGrad: true });
+    // a transposed input makes every op copy it first; the copies belong to the graph
+    const xt = () => x.transpose(0, 2);
+    const y = tensor(Int32Array.from([0, 1, 2, 3, -100, 1]), [6], { dtype: "i32" });
+    const losses: [string, () => Tensor][] = [
+      ["clamp + abs", () => xt().clamp(-1, 1).abs().sum()],
+      ["maximum broadcast", () => xt().maximum(w.sum([0, 1, 3])).sum()],
+      ["softmax dim 1", () => xt().softmax(1).mul(xt()).sum()],
+      ["logSoftmax dim 0", () => xt().logSoftmax(0).mul(xt()).sum()],
+      ["max dim + min", () => xt().max(1, true).values.sum().add(xt().min())],
+      ["var + std", () => xt().var([0, 2], { keepdim: true }).sum().add(xt().std())],
+      ["mean over dims", () => xt().mean([0, 1]).sum()],
+      ["crossEntropy none", () => crossEntropy(xt().sum(1), y, { reduction: "none" }).sum()],
+      ["crossEntropy smoothed", () => crossEntropy(xt().sum(1), y, { labelSmoothing: 0.1 })],
+      ["matmul broadcast", () => xt().matmul(w).sum()],
+      ["matmul vector", () => xt().matmul(w.sum([0, 1, 3])).sum()],
+    ];
+    for (const [, loss] of losses) loss().backward();
+    for (const [name, loss] of losses) {
+      const l = loss();
+      const before = allocatedBytes();
+      l.backward();
+      assert.ok(
+        allocatedBytes() <= before,
+        `${name}: backward kept ${allocatedBytes() - before} bytes`,
+      );
+    }
   });
 });
 
