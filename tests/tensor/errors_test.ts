@@ -40,7 +40,7 @@ Deno.test("matmul names both shapes when the inner dimensions differ", () => {
     throwsWith(
       () => zeros([2, 3, 4]).matmul(zeros([3, 4, 2])),
       RangeError,
-      /matmul: shapes \[2\] and \[3\] cannot be broadcast together/,
+      /matmul: the batch dimensions of \[2, 3, 4\] and \[3, 4, 2\] cannot be broadcast together \(\[2\] and \[3\]\)/,
     );
   });
 });

@@ -121,7 +121,7 @@ export function matmul(a: Tensor, b: Tensor): Tensor {
       } cannot be multiplied (${k} != ${k2})`,
     );
   }
-  const batch = broadcastShapes("matmul", A.shape.slice(0, -2), B.shape.slice(0, -2));
+  const batch = batchShape(a, b, A.shape.slice(0, -2), B.shape.slice(0, -2));
   let out: Tensor;
   if (B.ndim === 2) {
     // A stack of matrices times one matrix: a single sgemm over all rows.
@@ -140,6 +140,19 @@ export function matmul(a: Tensor, b: Tensor): Tensor {
   }
   const shape = [...batch, ...(a.ndim === 1 ? [] : [m]), ...(b.ndim === 1 ? [] : [n])];
   return sameShape(out.shape, shape) ? out : reshape(out, shape);
+}
+
+/** The broadcast of two batch shapes, or an error naming both operands' full shapes. */
+function batchShape(a: Tensor, b: Tensor, batchA: number[], batchB: number[]): number[] {
+  try {
+    return broadcastShapes("matmul", batchA, batchB);
+  } catch {
+    throw new RangeError(
+      `matmul: the batch dimensions of ${formatShape(a.shape)} and ${
+        formatShape(b.shape)
+      } cannot be broadcast together (${formatShape(batchA)} and ${formatShape(batchB)})`,
+    );
+  }
 }
 
 /** Batched product [B, M, K] @ [B, K, N] on contiguous copies. */
