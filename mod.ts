@@ -50,6 +50,20 @@ export { getNumThreads, setNumThreads } from "./src/tensor/threads.ts";
 export { isGradEnabled, noGrad } from "./src/tensor/autograd.ts";
 export { keep, tidy, tidyAsync } from "./src/tensor/scope.ts";
 export { NativeArgumentError, NativeError } from "./src/tensor/native.ts";
+// ---- ops: order, reductions, matmul ----
+export {
+  abs,
+  clamp,
+  max,
+  maximum,
+  min,
+  minimum,
+  type ValuesIndices,
+} from "./src/tensor/ops/order.ts";
+export { argmax, mean, std, sum, variance, type VarianceOptions } from "./src/tensor/ops/reduce.ts";
+export { matmul } from "./src/tensor/ops/matmul.ts";
+export { logSoftmax, softmax } from "./src/tensor/ops/nn.ts";
+// ---- end ops ----
 export * as nn from "./src/nn/mod.ts";
 export * as F from "./src/nn/functional.ts";
 export * as optim from "./src/optim/mod.ts";

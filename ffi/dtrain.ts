@@ -161,7 +161,9 @@ const symbols = {
       "i64", // int64_t rows
       "i64", // int64_t cols
       "i32", // int32_t ignore_index
-      "pointer", // float *loss
+      "f32", // float label_smoothing
+      "i32", // int32_t reduction (0 none, 1 mean, 2 sum)
+      "pointer", // float *loss (1 float, or rows for none)
       "pointer", // float *grad (nullable)
     ],
     result: "i32",
@@ -336,6 +338,44 @@ const symbols = {
     ],
     result: "i32",
   },
+  // ---- ops: order, reductions, losses (minmax.c, cross_entropy.c) ----
+  dt_clamp: { parameters: ["pointer", "pointer", "i64", "f32", "f32"], result: "i32" }, // (const float *x, float *y, int64_t n, float lo, float hi)
+  dt_clamp_backward: {
+    parameters: ["pointer", "pointer", "pointer", "i64", "f32", "f32"], // (const float *x, const float *gy, float *gx, int64_t n, float lo, float hi)
+    result: "i32",
+  },
+  dt_abs: { parameters: ["pointer", "pointer", "i64"], result: "i32" }, // (const float *x, float *y, int64_t n)
+  dt_abs_backward: { parameters: ["pointer", "pointer", "pointer", "i64"], result: "i32" }, // (const float *x, const float *gy, float *gx, int64_t n)
+  dt_maximum: { parameters: ["pointer", "pointer", "pointer", "i64", "i32"], result: "i32" }, // (const float *a, const float *b, float *out, int64_t n, int32_t is_min)
+  dt_maximum_backward: {
+    parameters: [
+      "pointer", // const float *a
+      "pointer", // const float *b
+      "pointer", // const float *gy
+      "pointer", // float *ga (nullable)
+      "pointer", // float *gb (nullable)
+      "i64", // int64_t n
+      "i32", // int32_t is_min
+    ],
+    result: "i32",
+  },
+  dt_max_rows: {
+    parameters: ["pointer", "pointer", "pointer", "i64", "i64", "i32"], // (const float *x, float *values, int32_t *indices, int64_t rows, int64_t cols, int32_t is_min)
+    result: "i32",
+  },
+  dt_index_rows_backward: {
+    parameters: ["pointer", "pointer", "pointer", "i64", "i64"], // (const float *gy, const int32_t *indices, float *gx, int64_t rows, int64_t cols)
+    result: "i32",
+  },
+  dt_extreme_backward: {
+    parameters: ["pointer", "pointer", "pointer", "pointer", "i64"], // (const float *x, const float *value, const float *gy, float *gx, int64_t n)
+    result: "i32",
+  },
+  dt_cross_entropy_backward: {
+    parameters: ["pointer", "pointer", "pointer", "i64", "i64", "i32"], // (const float *grad, const float *gy, float *gx, int64_t rows, int64_t cols, int32_t per_row)
+    result: "i32",
+  },
+  // ---- end ops ----
 } as const satisfies Deno.ForeignLibraryInterface;
 
 /** The functions of `libdtrain.so` (64-bit sizes take numbers: [Note: 64-bit integers] in load.ts). */

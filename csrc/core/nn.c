@@ -1,93 +1,91 @@
-/* Neural-network kernels, each a forward/backward pair: softmax, log-softmax, fused cross-entropy,
- * MSE, layer norm, embedding and dropout. Rows are the last dimension of a contiguous tensor. */
+/* Neural-network kernels, each a forward/backward pair: softmax, log-softmax, MSE, layer norm,
+ * embedding and dropout (cross-entropy is in
+ * cross_entropy.c). Rows are the last dimension of a contiguous tensor. */
 #include <math.h>
 #include <string.h>
 
 #include "dtrain.h"
+#include "fast_exp.h"
+#include "rows.h"
 
 /* ---------------------------------------------------------------- softmax */
+
+/* Rows are split into tasks of at least this many elements for the thread pool. */
+#define ROW_TASK_ELEMENTS 32768
+
+typedef struct {
+  const float *x; float *y; const float *gy; float *gx; int64_t rows, cols, rows_per_task; int32_t log;
+} softmax_job;
+
+static void softmax_rows(const softmax_job *j, int64_t begin, int64_t end) {
+  int64_t cols = j->cols;
+  for (int64_t r = begin; r < end; r++) {
+    const float *in = j->x + r * cols;
+    float *out = j->y + r * cols;
+    float max = dt_row_max(in, cols);
+    /* exp(x - max) lands in out first (vectorised by fast_exp.h), then is scaled or replaced. */
+    double sum = dt_exp_shift_sum(in, out, cols, max);
+    if (j->log) {
+      float lse = max + (float)log(sum);
+      for (int64_t c = 0; c < cols; c++) out[c] = in[c] - lse;
+    } else {
+      float inv = (float)(1.0 / sum);
+      for (int64_t c = 0; c < cols; c++) out[c] *= inv;
+    }
+  }
+}
+
+/* gx from the output y and gy: softmax gx = y * (gy - <gy, y>); log_softmax gx = gy - exp(y) * sum(gy). */
+static void softmax_backward_rows(const softmax_job *j, int64_t begin, int64_t end) {
+  int64_t cols = j->cols;
+  for (int64_t r = begin; r < end; r++) {
+    const float *yr = j->y + r * cols, *gr = j->gy + r * cols;
+    float *out = j->gx + r * cols;
+    /* log_softmax needs sum(gy), softmax <gy, y> */
+    double acc = dt_row_dot(gr, j->log ? NULL : yr, cols);
+    if (j->log) {
+      for (int64_t c = 0; c < cols; c++) out[c] = gr[c] - dt_expf(yr[c]) * (float)acc;
+    } else {
+      for (int64_t c = 0; c < cols; c++) out[c] = yr[c] * (gr[c] - (float)acc);
+    }
+  }
+}
+
+static void softmax_task(void *ctx, int64_t i) {
+  const softmax_job *j = ctx;
+  int64_t begin = i * j->rows_per_task, end = begin + j->rows_per_task;
+  softmax_rows(j, begin, end < j->rows ? end : j->rows);
+}
+
+static void softmax_backward_task(void *ctx, int64_t i) {
+  const softmax_job *j = ctx;
+  int64_t begin = i * j->rows_per_task, end = begin + j->rows_per_task;
+  softmax_backward_rows(j, begin, end < j->rows ? end : j->rows);
+}
+
+/* Rows per pool task so that each task holds at least ROW_TASK_ELEMENTS elements. */
+static int64_t rows_per_task(int64_t rows, int64_t cols) {
+  int64_t per = ROW_TASK_ELEMENTS / cols;
+  per = per < 1 ? 1 : per;
+  int64_t threads = dt_get_num_threads();
+  int64_t even = (rows + threads - 1) / threads;
+  return per > even ? per : even;
+}
 
 /* y = softmax(x) (or log_softmax when log != 0) over each row of cols elements. */
 int dt_softmax(const float *x, float *y, int64_t rows, int64_t cols, int32_t log) {
   CHECK_PTR(x); CHECK_PTR(y);
   CHECK(rows >= 0 && cols > 0, "dt_softmax: bad shape [%lld, %lld]", (long long)rows, (long long)cols);
-  for (int64_t r = 0; r < rows; r++) {
-    const float *in = x + r * cols;
-    float *out = y + r * cols;
-    float max = in[0];
-    for (int64_t c = 1; c < cols; c++) if (in[c] > max) max = in[c];
-    double sum = 0.0;
-    for (int64_t c = 0; c < cols; c++) sum += expf(in[c] - max);
-    if (log) {
-      float lse = max + (float)logf((float)sum);
-      for (int64_t c = 0; c < cols; c++) out[c] = in[c] - lse;
-    } else {
-      float inv = (float)(1.0 / sum);
-      for (int64_t c = 0; c < cols; c++) out[c] = expf(in[c] - max) * inv;
-    }
-  }
+  softmax_job j = {x, y, NULL, NULL, rows, cols, rows_per_task(rows, cols), log};
+  dt_parallel((rows + j.rows_per_task - 1) / j.rows_per_task, softmax_task, &j);
   return DT_OK;
 }
 
-/* gx from the output y and gy: softmax gx = y * (gy - <gy, y>); log_softmax gx = gy - exp(y) * sum(gy). */
 int dt_softmax_backward(const float *y, const float *gy, float *gx, int64_t rows, int64_t cols, int32_t log) {
   CHECK_PTR(y); CHECK_PTR(gy); CHECK_PTR(gx);
   CHECK(rows >= 0 && cols > 0, "dt_softmax_backward: bad shape");
-  for (int64_t r = 0; r < rows; r++) {
-    const float *yr = y + r * cols, *gr = gy + r * cols;
-    float *out = gx + r * cols;
-    double acc = 0.0;
-    if (log) {
-      for (int64_t c = 0; c < cols; c++) acc += gr[c];
-      for (int64_t c = 0; c < cols; c++) out[c] = gr[c] - expf(yr[c]) * (float)acc;
-    } else {
-      for (int64_t c = 0; c < cols; c++) acc += (double)gr[c] * yr[c];
-      for (int64_t c = 0; c < cols; c++) out[c] = yr[c] * (gr[c] - (float)acc);
-    }
-  }
-  return DT_OK;
-}
-
-/* ---------------------------------------------------------------- cross-entropy */
-
-/* Mean cross-entropy of logits[rows, cols] against integer targets, rows whose target equals
- * ignore_index left out of the mean (NaN when every row is ignored, like PyTorch). Writes the loss
- * and, when grad is not NULL, d loss / d logits in the same pass. */
-int dt_cross_entropy(const float *logits, const int32_t *targets, int64_t rows, int64_t cols,
-                     int32_t ignore_index, float *loss, float *grad) {
-  CHECK_PTR(logits); CHECK_PTR(targets); CHECK_PTR(loss);
-  CHECK(rows >= 0 && cols > 0, "dt_cross_entropy: bad shape [%lld, %lld]", (long long)rows, (long long)cols);
-  int64_t count = 0;
-  for (int64_t r = 0; r < rows; r++) {
-    int32_t t = targets[r];
-    if (t == ignore_index) continue;
-    CHECK(t >= 0 && t < cols, "crossEntropy: target %d at row %lld is out of range [0, %lld)", t,
-          (long long)r, (long long)cols);
-    count++;
-  }
-  double total = 0.0;
-  float inv_count = count ? 1.0f / (float)count : NAN;
-  for (int64_t r = 0; r < rows; r++) {
-    const float *row = logits + r * cols;
-    float *g = grad ? grad + r * cols : NULL;
-    int32_t t = targets[r];
-    if (t == ignore_index) {
-      if (g) memset(g, 0, (size_t)cols * sizeof(float));
-      continue;
-    }
-    float max = row[0];
-    for (int64_t c = 1; c < cols; c++) if (row[c] > max) max = row[c];
-    double sum = 0.0;
-    for (int64_t c = 0; c < cols; c++) sum += expf(row[c] - max);
-    float lse = max + logf((float)sum);
-    total += lse - row[t];
-    if (g) {
-      float inv_sum = (float)(1.0 / sum);
-      for (int64_t c = 0; c < cols; c++) g[c] = expf(row[c] - max) * inv_sum * inv_count;
-      g[t] -= inv_count;
-    }
-  }
-  *loss = count ? (float)(total / (double)count) : NAN;
+  softmax_job j = {NULL, (float *)y, gy, gx, rows, cols, rows_per_task(rows, cols), log};
+  dt_parallel((rows + j.rows_per_task - 1) / j.rows_per_task, softmax_backward_task, &j);
   return DT_OK;
 }
 

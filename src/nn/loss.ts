@@ -2,24 +2,21 @@
  * Losses with PyTorch's `reduction` ("mean", "sum", "none"): cross-entropy (with `ignoreIndex` and
  * `labelSmoothing`), binary cross-entropy on logits, mean squared error.
  *
- * The fused kernels in src/tensor compute the mean forms; the others are composed here from
- * tensor ops. Cross-entropy's composed path builds an [N, C] weight matrix on the host (one-hot
- * target, smoothed), which is fine for byte- or character-level vocabularies; a kernel with
- * reduction and smoothing arguments would avoid it for large C.
+ * Cross-entropy is the fused kernel of src/tensor (every reduction and label smoothing in one
+ * native pass); MSE's mean and sum use its fused kernel; binary cross-entropy is composed here.
  * @module
  */
 
-import { tensor } from "../tensor/creation.ts";
 import {
   crossEntropy as fusedCrossEntropy,
-  logSoftmax,
+  type CrossEntropyOptions,
   mseLoss as fusedMseLoss,
+  type Reduction,
 } from "../tensor/ops/nn.ts";
 import { formatShape, type Tensor } from "../tensor/tensor.ts";
 import { expectF32, sameShape } from "./_checks.ts";
 
-/** How a loss combines its per-element values: their mean, their sum, or none (kept as is). */
-export type Reduction = "mean" | "sum" | "none";
+export type { CrossEntropyOptions, Reduction };
 
 function checkReduction(op: string, reduction: Reduction | undefined): Reduction {
   const r = reduction ?? "mean";
@@ -31,19 +28,6 @@ function checkReduction(op: string, reduction: Reduction | undefined): Reduction
 
 function reduce(loss: Tensor, reduction: Reduction): Tensor {
   return reduction === "none" ? loss : reduction === "sum" ? loss.sum() : loss.mean();
-}
-
-/** Options of {@linkcode crossEntropy}. */
-export interface CrossEntropyOptions {
-  /** "mean" (default, over the targets not ignored), "sum", or "none" (one loss per row). */
-  reduction?: Reduction;
-  /** Targets equal to this are left out of the loss and the mean (default -100, as PyTorch). */
-  ignoreIndex?: number;
-  /**
-   * In [0, 1]: the target distribution becomes `(1 - labelSmoothing)` on the class plus
-   * `labelSmoothing / C` on every class (default 0).
-   */
-  labelSmoothing?: number;
 }
 
 /**
@@ -65,58 +49,8 @@ export function crossEntropy(
   target: Tensor,
   options: CrossEntropyOptions = {},
 ): Tensor {
-  const reduction = checkReduction("crossEntropy", options.reduction);
-  const ignoreIndex = options.ignoreIndex ?? -100;
-  const smoothing = options.labelSmoothing ?? 0;
-  if (!(smoothing >= 0 && smoothing <= 1)) {
-    throw new RangeError(`crossEntropy: labelSmoothing must be in [0, 1], got ${smoothing}`);
-  }
-  if (!Number.isInteger(ignoreIndex)) {
-    throw new RangeError(`crossEntropy: ignoreIndex must be an integer, got ${ignoreIndex}`);
-  }
-  if (smoothing === 0 && reduction === "mean") {
-    return fusedCrossEntropy(input, target, { ignoreIndex });
-  }
-  expectF32("crossEntropy", input);
-  if (target.dtype !== "i32") {
-    throw new TypeError(`crossEntropy: target must be i32 class indices, got ${target.dtype}`);
-  }
-  if (input.ndim !== 2 || target.ndim !== 1 || target.shape[0] !== input.shape[0]) {
-    throw new RangeError(
-      `crossEntropy: expected input [N, C] and target [N], got ${formatShape(input.shape)} and ${
-        formatShape(target.shape)
-      }`,
-    );
-  }
-  const [rows, classes] = input.shape;
-  const targets = target.toArray();
-  let valid = 0;
-  targets.forEach((t, i) => {
-    if (t === ignoreIndex) return;
-    if (!(t >= 0 && t < classes)) {
-      throw new RangeError(
-        `crossEntropy: target ${t} at index ${i} is out of range for ${classes} classes`,
-      );
-    }
-    valid++;
-  });
-  if (reduction === "sum" && smoothing === 0 && valid > 0) {
-    // The fused mean over the valid rows, times their count.
-    return fusedCrossEntropy(input, target, { ignoreIndex }).mul(valid);
-  }
-  // loss_i = -sum_c w_ic log p_ic, with w = (1 - eps) one-hot + eps / C, and 0 on ignored rows:
-  // PyTorch's (1 - eps) * nll + eps * mean_c(-log p).
-  const weights = new Float32Array(rows * classes);
-  targets.forEach((t, i) => {
-    if (t === ignoreIndex) return;
-    weights.fill(smoothing / classes, i * classes, (i + 1) * classes);
-    weights[i * classes + t] += 1 - smoothing;
-  });
-  const w = tensor(weights, [rows, classes]);
-  const perRow = logSoftmax(input).mul(w).sum(-1).neg();
-  if (reduction === "none") return perRow;
-  const total = perRow.sum();
-  return reduction === "sum" ? total : total.div(valid);
+  checkReduction("crossEntropy", options.reduction);
+  return fusedCrossEntropy(input, target, options);
 }
 
 /** Options of {@linkcode binaryCrossEntropyWithLogits}. */

@@ -8,6 +8,7 @@
 import * as elementwise from "./ops/elementwise.ts";
 import { matmul } from "./ops/matmul.ts";
 import * as nnOps from "./ops/nn.ts";
+import * as orderOps from "./ops/order.ts";
 import * as reduceOps from "./ops/reduce.ts";
 import type { Tensor } from "./tensor.ts";
 
@@ -83,28 +84,82 @@ export abstract class TensorMath {
     return elementwise.pow(this, exponent);
   }
 
-  /** Sum of all elements, or over `dim`. */
-  sum(this: Tensor, dim?: number, keepdim = false): Tensor {
+  /** Sum of all elements, or over `dim` (one dimension or several; see `sum`). */
+  sum(this: Tensor, dim?: number | readonly number[] | null, keepdim = false): Tensor {
     return reduceOps.sum(this, dim, keepdim);
   }
 
-  /** Mean of all elements, or over `dim`. */
-  mean(this: Tensor, dim?: number, keepdim = false): Tensor {
+  /** Mean of all elements, or over `dim` (one dimension or several; see `mean`). */
+  mean(this: Tensor, dim?: number | readonly number[] | null, keepdim = false): Tensor {
     return reduceOps.mean(this, dim, keepdim);
   }
 
-  /** Indices of the maxima along the last dimension (i32). */
-  argmax(this: Tensor, dim = -1): Tensor {
-    return reduceOps.argmax(this, dim);
+  /** Variance over `dim` (all when absent), `correction` 1 by default (see `variance`). */
+  var(
+    this: Tensor,
+    dim?: number | readonly number[] | null,
+    options?: reduceOps.VarianceOptions,
+  ): Tensor {
+    return reduceOps.variance(this, dim, options);
   }
 
-  /** Softmax over the last dimension. */
+  /** Standard deviation over `dim` (all when absent), `correction` 1 by default (see `std`). */
+  std(
+    this: Tensor,
+    dim?: number | readonly number[] | null,
+    options?: reduceOps.VarianceOptions,
+  ): Tensor {
+    return reduceOps.std(this, dim, options);
+  }
+
+  /** Indices (i32) of the maxima along `dim` (the last by default; see `argmax`). */
+  argmax(this: Tensor, dim = -1, keepdim = false): Tensor {
+    return reduceOps.argmax(this, dim, keepdim);
+  }
+
+  /** Softmax over `dim` (the last by default). */
   softmax(this: Tensor, dim = -1): Tensor {
     return nnOps.softmax(this, dim);
   }
 
-  /** Log-softmax over the last dimension. */
+  /** Log-softmax over `dim` (the last by default). */
   logSoftmax(this: Tensor, dim = -1): Tensor {
     return nnOps.logSoftmax(this, dim);
+  }
+
+  // ---- order ops (ops/order.ts) ----
+
+  /** Elements limited to [min, max] (either bound may be null; see `clamp`). */
+  clamp(this: Tensor, min?: number | null, max?: number | null): Tensor {
+    return orderOps.clamp(this, min, max);
+  }
+
+  /** |x|. */
+  abs(this: Tensor): Tensor {
+    return orderOps.abs(this);
+  }
+
+  /** The elementwise maximum with `other`, broadcasting (see `maximum`). */
+  maximum(this: Tensor, other: Tensor): Tensor {
+    return orderOps.maximum(this, other);
+  }
+
+  /** The elementwise minimum with `other`, broadcasting (see `minimum`). */
+  minimum(this: Tensor, other: Tensor): Tensor {
+    return orderOps.minimum(this, other);
+  }
+
+  /** The largest element, or `{ values, indices }` along `dim` (see `max`). */
+  max(this: Tensor): Tensor;
+  max(this: Tensor, dim: number, keepdim?: boolean): orderOps.ValuesIndices;
+  max(this: Tensor, dim?: number, keepdim = false): Tensor | orderOps.ValuesIndices {
+    return dim === undefined ? orderOps.max(this) : orderOps.max(this, dim, keepdim);
+  }
+
+  /** The smallest element, or `{ values, indices }` along `dim` (see `min`). */
+  min(this: Tensor): Tensor;
+  min(this: Tensor, dim: number, keepdim?: boolean): orderOps.ValuesIndices;
+  min(this: Tensor, dim?: number, keepdim = false): Tensor | orderOps.ValuesIndices {
+    return dim === undefined ? orderOps.min(this) : orderOps.min(this, dim, keepdim);
   }
 }

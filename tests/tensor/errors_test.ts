@@ -32,7 +32,16 @@ Deno.test("matmul names both shapes when the inner dimensions differ", () => {
       RangeError,
       /matmul: shapes \[2, 3, 4\] and \[2, 5, 2\] cannot be multiplied/,
     );
-    throwsWith(() => zeros([4]).matmul(zeros([4, 2])), RangeError, /matmul: unsupported shapes/);
+    throwsWith(
+      () => zeros([4]).matmul(zeros([5])),
+      RangeError,
+      /matmul: shapes \[4\] and \[5\] cannot be multiplied \(4 != 5\)/,
+    );
+    throwsWith(
+      () => zeros([2, 3, 4]).matmul(zeros([3, 4, 2])),
+      RangeError,
+      /matmul: the batch dimensions of \[2, 3, 4\] and \[3, 4, 2\] cannot be broadcast together \(\[2\] and \[3\]\)/,
+    );
   });
 });
 
@@ -232,7 +241,7 @@ Deno.test("dimension, view and creation errors say what was wrong", () => {
     const t = zeros([2, 3]);
     throwsWith(() => t.sum(2), RangeError, /sum: dimension 2 is out of range for a 2-d tensor/);
     throwsWith(() => t.transpose(0, -3), RangeError, /transpose: dimension -3 is out of range/);
-    throwsWith(() => t.softmax(0), RangeError, /softmax: only the last dimension is supported/);
+    throwsWith(() => t.softmax(2), RangeError, /softmax: dimension 2 is out of range for a 2-d/);
     throwsWith(() => zeros([2, 3, 4]).t(), RangeError, /t\(\): expects a tensor with <= 2/);
     throwsWith(() => t.expand(4, 3), RangeError, /expand: cannot expand \[2, 3\] to \[4, 3\]/);
     throwsWith(

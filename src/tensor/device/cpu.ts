@@ -70,6 +70,18 @@ export function createCpuDevice(): DeviceBackend {
     attentionForward: lib.dt_attention_forward,
     attentionBackward: lib.dt_attention_backward,
     copyToStrided: lib.dt_copy_to_strided,
+    // ---- ops: order, reductions, losses ----
+    clamp: lib.dt_clamp,
+    clampBackward: lib.dt_clamp_backward,
+    abs: lib.dt_abs,
+    absBackward: lib.dt_abs_backward,
+    maximum: lib.dt_maximum,
+    maximumBackward: lib.dt_maximum_backward,
+    maxRows: lib.dt_max_rows,
+    indexRowsBackward: lib.dt_index_rows_backward,
+    extremeBackward: lib.dt_extreme_backward,
+    crossEntropyBackward: lib.dt_cross_entropy_backward,
+    // ---- end ops ----
   };
   return {
     name: "cpu",

@@ -73,7 +73,7 @@ export interface Kernels {
   softmax: Abi["dt_softmax"];
   /** The gradient of `softmax` from its output. */
   softmaxBackward: Abi["dt_softmax_backward"];
-  /** Mean cross-entropy into `loss`, and its gradient into `grad` (nullable). */
+  /** Cross-entropy (reduction, smoothing) into `loss`, and its gradient into `grad` (nullable). */
   crossEntropy: Abi["dt_cross_entropy"];
   /** Mean squared error into `loss`, and d loss / d a into `ga` (nullable). */
   mse: Abi["dt_mse"];
@@ -107,6 +107,28 @@ export interface Kernels {
   attentionBackward: Abi["dt_attention_backward"];
   /** Scatters contiguous memory into a strided view (`shape`, `strides` in host memory). */
   copyToStrided: Abi["dt_copy_to_strided"];
+  // ---- ops: order, reductions, losses ----
+  /** y = min(max(x, lo), hi). */
+  clamp: Abi["dt_clamp"];
+  /** The gradient of `clamp`: gy where lo <= x <= hi. */
+  clampBackward: Abi["dt_clamp_backward"];
+  /** y = |x|. */
+  abs: Abi["dt_abs"];
+  /** The gradient of `abs`: sign(x) * gy. */
+  absBackward: Abi["dt_abs_backward"];
+  /** Elementwise maximum (is_min = 1: minimum) of equal-shaped operands. */
+  maximum: Abi["dt_maximum"];
+  /** The gradients of `maximum`, halved on ties (outputs nullable). */
+  maximumBackward: Abi["dt_maximum_backward"];
+  /** Each row's largest (smallest) value and its i32 index (indices nullable). */
+  maxRows: Abi["dt_max_rows"];
+  /** gy scattered to each row's index, zeros elsewhere. */
+  indexRowsBackward: Abi["dt_index_rows_backward"];
+  /** gy shared evenly between the elements equal to `value`. */
+  extremeBackward: Abi["dt_extreme_backward"];
+  /** The gradient of `crossEntropy` from its saved `grad` and gy (one value, or one per row). */
+  crossEntropyBackward: Abi["dt_cross_entropy_backward"];
+  // ---- end ops ----
 }
 
 /** One device: its allocator, copies and kernels (see [Note: device seam]). */

@@ -5,10 +5,11 @@
  */
 
 import { record } from "../autograd.ts";
-import { formatShape, shapeSize } from "../layout.ts";
+import { formatShape, sameShape, shapeSize } from "../layout.ts";
 import type { Tensor } from "../tensor.ts";
 import { emptyOn, expectF32, expectSameDevice } from "./_util.ts";
-import { contiguous, reshape } from "./shape.ts";
+import { broadcastShapes } from "./elementwise.ts";
+import { contiguous, expand, reshape } from "./shape.ts";
 
 /** A 2-d operand as sgemm sees it: its memory, whether it is transposed, and its leading dimension. */
 interface Operand {
@@ -83,22 +84,75 @@ function matmul2d(a: Tensor, b: Tensor): Tensor {
 }
 
 /**
- * Matrix product with PyTorch's rules for the shapes dtrain supports: 2-d @ 2-d, n-d @ 2-d
- * (leading dimensions of a are batch dimensions), and 3-d @ 3-d with equal batch sizes.
+ * Matrix product with PyTorch's `matmul` rules: 1-d @ 1-d is a dot product; a 1-d operand is a
+ * row (left) or column (right) vector whose dimension is dropped from the result; n-d operands
+ * are stacks of matrices whose leading (batch) dimensions broadcast, and their gradients are
+ * summed back over the broadcast dimensions.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { ones, tensor } from "../../../mod.ts";
+ * const a = ones([2, 1, 3, 4]), b = ones([5, 4, 2]);
+ * assert.deepEqual(a.matmul(b).shape, [2, 5, 3, 2]);
+ * assert.equal(tensor([1, 2, 3]).matmul(tensor([4, 5, 6])).item(), 32);
+ * assert.deepEqual(ones([3, 4]).matmul(ones([4])).shape, [3]);
+ * ```
  */
 export function matmul(a: Tensor, b: Tensor): Tensor {
   expectF32("matmul", a, b);
   expectSameDevice("matmul", a, b);
-  if (a.ndim === 2 && b.ndim === 2) return matmul2d(a, b);
-  if (a.ndim > 2 && b.ndim === 2) {
-    const lead = a.shape.slice(0, -1);
-    const flat = matmul2d(reshape(a, [shapeSize(lead), a.shape[a.ndim - 1]]), b);
-    return reshape(flat, [...lead, b.shape[1]]);
+  if (a.ndim === 0 || b.ndim === 0) {
+    throw new RangeError(
+      `matmul: both arguments need at least 1 dimension, got ${formatShape(a.shape)} and ${
+        formatShape(b.shape)
+      }`,
+    );
   }
-  if (a.ndim === 3 && b.ndim === 3 && a.shape[0] === b.shape[0]) return bmm(a, b);
-  throw new RangeError(
-    `matmul: unsupported shapes ${formatShape(a.shape)} and ${formatShape(b.shape)}`,
-  );
+  if (a.ndim === 2 && b.ndim === 2) return matmul2d(a, b);
+  // 1-d operands become [1, k] and [k, 1]; their dimension is dropped from the result.
+  const A = a.ndim === 1 ? reshape(a, [1, a.shape[0]]) : a;
+  const B = b.ndim === 1 ? reshape(b, [b.shape[0], 1]) : b;
+  const [m, k] = A.shape.slice(-2), [k2, n] = B.shape.slice(-2);
+  if (k !== k2) {
+    throw new RangeError(
+      `matmul: shapes ${formatShape(a.shape)} and ${
+        formatShape(b.shape)
+      } cannot be multiplied (${k} != ${k2})`,
+    );
+  }
+  const batch = batchShape(a, b, A.shape.slice(0, -2), B.shape.slice(0, -2));
+  let out: Tensor;
+  if (B.ndim === 2) {
+    // A stack of matrices times one matrix: a single sgemm over all rows.
+    out = reshape(matmul2d(reshape(A, [shapeSize(batch) * m, k]), B), [...batch, m, n]);
+  } else {
+    // Broadcast batch dimensions are expanded (the expand's backward sums the gradient back).
+    const fit = (t: Tensor, rows: number, cols: number) => {
+      const full = [...batch, rows, cols];
+      return reshape(sameShape(t.shape, full) ? t : expand(t, full), [
+        shapeSize(batch),
+        rows,
+        cols,
+      ]);
+    };
+    out = reshape(bmm(fit(A, m, k), fit(B, k, n)), [...batch, m, n]);
+  }
+  const shape = [...batch, ...(a.ndim === 1 ? [] : [m]), ...(b.ndim === 1 ? [] : [n])];
+  return sameShape(out.shape, shape) ? out : reshape(out, shape);
+}
+
+/** The broadcast of two batch shapes, or an error naming both operands' full shapes. */
+function batchShape(a: Tensor, b: Tensor, batchA: number[], batchB: number[]): number[] {
+  try {
+    return broadcastShapes("matmul", batchA, batchB);
+  } catch {
+    throw new RangeError(
+      `matmul: the batch dimensions of ${formatShape(a.shape)} and ${
+        formatShape(b.shape)
+      } cannot be broadcast together (${formatShape(batchA)} and ${formatShape(batchB)})`,
+    );
+  }
 }
 
 /** Batched product [B, M, K] @ [B, K, N] on contiguous copies. */

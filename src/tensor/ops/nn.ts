@@ -9,24 +9,25 @@ import { record } from "../autograd.ts";
 import { formatShape, normalizeDim, sameShape, shapeSize } from "../layout.ts";
 import type { Tensor } from "../tensor.ts";
 import { emptyOn, expectF32, expectSameDevice, temporaries } from "./_util.ts";
+import { moveDimLast, moveLastDim } from "./_axis.ts";
 import { contiguous, identity } from "./shape.ts";
 import { nextRandomOffset, randomSeed } from "../random.ts";
 
 function softmaxImpl(t: Tensor, dim: number, log: boolean): Tensor {
   const op = log ? "logSoftmax" : "softmax";
   expectF32(op, t);
-  if (normalizeDim(dim, t.ndim, op) !== Math.max(t.ndim - 1, 0)) {
-    throw new RangeError(
-      `${op}: only the last dimension is supported, got dim ${dim} for ${formatShape(t.shape)}`,
-    );
-  }
-  const x = contiguous(t);
-  const cols = t.ndim === 0 ? 1 : t.shape[t.ndim - 1];
+  const d = normalizeDim(dim, t.ndim, op);
+  const last = Math.max(t.ndim - 1, 0);
+  // Another dimension is moved last (a strided copy), handled as rows, and moved back.
+  const moved = d === last ? t : moveDimLast(t, d);
+  const x = contiguous(moved);
+  const cols = t.ndim === 0 ? 1 : t.shape[d];
   const rows = cols === 0 ? 0 : x.numel() / cols;
   const y = emptyOn(x, x.shape);
+  if (cols === 0) return d === last ? y : contiguous(moveLastDim(y, d));
   const dev = y.storage.backend;
   dev.check(dev.kernels.softmax(x.ptr, y.ptr, rows, cols, log ? 1 : 0));
-  return record(
+  const out = record(
     y,
     log ? "LogSoftmaxBackward" : "SoftmaxBackward",
     [x],
@@ -35,30 +36,76 @@ function softmaxImpl(t: Tensor, dim: number, log: boolean): Tensor {
       dev.check(dev.kernels.softmaxBackward(y.ptr, gy.ptr, gx.ptr, rows, cols, log ? 1 : 0));
       return [gx];
     },
-    temporaries([x, t]),
+    temporaries([x, moved]),
     [y],
   );
+  return d === last ? out : contiguous(moveLastDim(out, d));
 }
 
-/** Softmax over the last dimension. */
+/**
+ * Softmax over dimension `dim` (the last by default).
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { tensor } from "../../../mod.ts";
+ * const p = tensor([[0, 0], [Math.log(3), 0]]).softmax(0);
+ * assert.deepEqual(Array.from(p.toArray(), (v) => v.toFixed(2)), ["0.25", "0.50", "0.75", "0.50"]);
+ * ```
+ */
 export function softmax(t: Tensor, dim = -1): Tensor {
   return softmaxImpl(t, dim, false);
 }
 
-/** Log-softmax over the last dimension (numerically stable). */
+/**
+ * Log-softmax over dimension `dim` (the last by default), numerically stable.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { tensor } from "../../../mod.ts";
+ * const y = tensor([[0, 0, 0]]).logSoftmax(1);
+ * assert.ok(Math.abs(y.toArray()[0] + Math.log(3)) < 1e-6);
+ * ```
+ */
 export function logSoftmax(t: Tensor, dim = -1): Tensor {
   return softmaxImpl(t, dim, true);
 }
+
+/** How a loss combines its per-element values: their mean, their sum, or none (kept as is). */
+export type Reduction = "mean" | "sum" | "none";
+
+const REDUCTION_CODE: Record<Reduction, number> = { none: 0, mean: 1, sum: 2 };
 
 /** Options of {@linkcode crossEntropy}. */
 export interface CrossEntropyOptions {
   /** Targets equal to this are left out of the loss and the mean (PyTorch's default -100). */
   ignoreIndex?: number;
+  /** "mean" (default, over the targets not ignored), "sum", or "none" (one loss per row). */
+  reduction?: Reduction;
+  /**
+   * In [0, 1]: the target distribution becomes `(1 - labelSmoothing)` on the class plus
+   * `labelSmoothing / C` on every class (default 0).
+   */
+  labelSmoothing?: number;
 }
 
 /**
- * Mean cross-entropy between logits [N, C] and integer class targets [N] (i32), PyTorch's
- * `F.cross_entropy` with mean reduction. The loss and its gradient come from one fused pass.
+ * Cross-entropy between logits [N, C] and integer class targets [N] (i32), PyTorch's
+ * `F.cross_entropy` with `reduction`, `ignore_index` and `label_smoothing`. The losses and their
+ * gradient come from one fused native pass over the logits, with no [N, C] temporary beyond the
+ * gradient itself.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { tensor } from "../../../mod.ts";
+ * import { crossEntropy } from "./nn.ts";
+ * const logits = tensor([[0, 0], [0, 0]]);
+ * const target = tensor([1, 0], [2], { dtype: "i32" });
+ * assert.ok(Math.abs(crossEntropy(logits, target).item() - Math.log(2)) < 1e-6);
+ * assert.deepEqual(crossEntropy(logits, target, { reduction: "none" }).shape, [2]);
+ * ```
  */
 export function crossEntropy(
   logits: Tensor,
@@ -66,6 +113,19 @@ export function crossEntropy(
   options: CrossEntropyOptions = {},
 ): Tensor {
   const ignoreIndex = options.ignoreIndex ?? -100;
+  const reduction = options.reduction ?? "mean";
+  const smoothing = options.labelSmoothing ?? 0;
+  if (!(reduction in REDUCTION_CODE)) {
+    throw new RangeError(
+      `crossEntropy: reduction must be "mean", "sum" or "none", got ${JSON.stringify(reduction)}`,
+    );
+  }
+  if (!(smoothing >= 0 && smoothing <= 1)) {
+    throw new RangeError(`crossEntropy: labelSmoothing must be in [0, 1], got ${smoothing}`);
+  }
+  if (!Number.isInteger(ignoreIndex)) {
+    throw new RangeError(`crossEntropy: ignoreIndex must be an integer, got ${ignoreIndex}`);
+  }
   expectF32("crossEntropy", logits);
   if (target.dtype !== "i32") {
     throw new TypeError(`crossEntropy: target must be i32 class indices, got ${target.dtype}`);
@@ -80,11 +140,22 @@ export function crossEntropy(
   expectSameDevice("crossEntropy", logits, target);
   const [rows, cols] = logits.shape;
   const x = contiguous(logits), y = contiguous(target);
-  const loss = emptyOn(x, []);
+  const perRow = reduction === "none";
+  const loss = emptyOn(x, perRow ? [rows] : []);
   const grad = x.requiresGrad ? emptyOn(x, x.shape) : null;
   const dev = loss.storage.backend;
   dev.check(
-    dev.kernels.crossEntropy(x.ptr, y.ptr, rows, cols, ignoreIndex, loss.ptr, grad?.ptr ?? null),
+    dev.kernels.crossEntropy(
+      x.ptr,
+      y.ptr,
+      rows,
+      cols,
+      ignoreIndex,
+      smoothing,
+      REDUCTION_CODE[reduction],
+      loss.ptr,
+      grad?.ptr ?? null,
+    ),
   );
   if (y !== target) y.dispose();
   return record(
@@ -93,7 +164,7 @@ export function crossEntropy(
     [x],
     (gy) => {
       const gx = emptyOn(x, x.shape);
-      dev.check(dev.kernels.unary(UnaryOp.scale, grad!.ptr, gx.ptr, gx.numel(), gy.item()));
+      dev.check(dev.kernels.crossEntropyBackward(grad!.ptr, gy.ptr, gx.ptr, rows, cols, +perRow));
       return [gx];
     },
     [...(grad ? [grad] : []), ...temporaries([x, logits])],

@@ -1,10 +1,16 @@
-/** Reductions: sum and mean over everything or one dimension, the broadcast-gradient reduction, argmax. @module */
+/**
+ * Reductions: sum, mean, variance and standard deviation over everything or some dimensions, the
+ * broadcast-gradient reduction, argmax.
+ * @module
+ */
 
 import { record } from "../autograd.ts";
 import { formatShape, normalizeDim, sameShape, shapeSize } from "../layout.ts";
 import type { Tensor } from "../tensor.ts";
 import { alias, emptyOn, expectF32, temporaries } from "./_util.ts";
-import { contiguous } from "./shape.ts";
+import { moveDimLast, normalizeDims } from "./_axis.ts";
+import { mul, sqrt, sub } from "./elementwise.ts";
+import { contiguous, detach, reshape } from "./shape.ts";
 
 /** Sum (or mean) over dimension `dim`, or over all elements when `dim` is undefined. */
 function reduce(t: Tensor, dim: number | undefined, keepdim: boolean, mean: boolean): Tensor {
@@ -42,14 +48,54 @@ function reduce(t: Tensor, dim: number | undefined, keepdim: boolean, mean: bool
   );
 }
 
-/** The sum of all elements, or over `dim` (dropped unless `keepdim`). */
-export function sum(t: Tensor, dim?: number, keepdim = false): Tensor {
-  return reduce(t, dim, keepdim, false);
+/** Reduces over several dimensions, one at a time from the last, keeping them until the end. */
+function reduceDims(
+  t: Tensor,
+  dim: number | readonly number[] | null | undefined,
+  keepdim: boolean,
+  mean: boolean,
+): Tensor {
+  if (typeof dim === "number") return reduce(t, dim, keepdim, mean);
+  const dims = normalizeDims(dim, t.ndim, mean ? "mean" : "sum").sort((a, b) => b - a);
+  if (dims.length >= t.ndim) return reduce(t, undefined, keepdim, mean);
+  if (dims.length === 1) return reduce(t, dims[0], keepdim, mean);
+  let out = t;
+  for (const d of dims) out = reduce(out, d, true, mean);
+  return keepdim ? out : reshape(out, t.shape.filter((_, i) => !dims.includes(i)));
 }
 
-/** The mean of all elements, or over `dim` (dropped unless `keepdim`). */
-export function mean(t: Tensor, dim?: number, keepdim = false): Tensor {
-  return reduce(t, dim, keepdim, true);
+/**
+ * The sum of all elements, or over `dim` (one dimension or several; dropped unless `keepdim`),
+ * PyTorch's `sum`.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { tensor } from "../../../mod.ts";
+ * const x = tensor([[[1, 2], [3, 4]], [[5, 6], [7, 8]]]);
+ * assert.equal(x.sum().item(), 36);
+ * assert.deepEqual(Array.from(x.sum([0, 2]).toArray()), [14, 22]);
+ * assert.deepEqual(x.sum([0, 2], true).shape, [1, 2, 1]);
+ * ```
+ */
+export function sum(t: Tensor, dim?: number | readonly number[] | null, keepdim = false): Tensor {
+  return reduceDims(t, dim, keepdim, false);
+}
+
+/**
+ * The mean of all elements, or over `dim` (one dimension or several; dropped unless `keepdim`).
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { tensor } from "../../../mod.ts";
+ * const x = tensor([[1, 2], [3, 6]]);
+ * assert.equal(x.mean().item(), 3);
+ * assert.deepEqual(Array.from(x.mean(-1).toArray()), [1.5, 4.5]);
+ * ```
+ */
+export function mean(t: Tensor, dim?: number | readonly number[] | null, keepdim = false): Tensor {
+  return reduceDims(t, dim, keepdim, true);
 }
 
 /**
@@ -86,19 +132,104 @@ export function sumToShape(g: Tensor, shape: readonly number[]): Tensor {
   return sameShape(current.shape, shape) ? current : alias(current, shape);
 }
 
-/** Indices of the largest values along the last dimension (i32; first index on ties). */
-export function argmax(t: Tensor, dim = -1): Tensor {
+/**
+ * Indices (i32) of the largest values along `dim` (the last by default, which differs from
+ * PyTorch's flattened default), the first on ties.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { tensor } from "../../../mod.ts";
+ * const x = tensor([[1, 7, 3], [9, 2, 9]]);
+ * assert.deepEqual(Array.from(x.argmax().toArray()), [1, 0]);
+ * assert.deepEqual(Array.from(x.argmax(0).toArray()), [1, 0, 1]);
+ * assert.deepEqual(x.argmax(0, true).shape, [1, 3]);
+ * ```
+ */
+export function argmax(t: Tensor, dim = -1, keepdim = false): Tensor {
   expectF32("argmax", t);
-  if (normalizeDim(dim, t.ndim, "argmax") !== t.ndim - 1) {
-    throw new RangeError(
-      `argmax: only the last dimension is supported, got ${dim} for ${formatShape(t.shape)}`,
-    );
+  const d = normalizeDim(dim, t.ndim, "argmax");
+  const cols = t.ndim === 0 ? 1 : t.shape[d];
+  if (cols === 0) {
+    throw new RangeError(`argmax: dimension ${dim} of ${formatShape(t.shape)} is empty`);
   }
-  const src = contiguous(t);
-  const cols = t.shape[t.ndim - 1];
-  const out = emptyOn(src, t.shape.slice(0, -1), "i32");
+  const moved = t.ndim === 0 ? t : moveDimLast(detach(t), d);
+  const src = contiguous(moved);
+  const out = emptyOn(
+    src,
+    keepdim ? t.shape.map((s, i) => (i === d ? 1 : s)) : t.shape.filter((_, i) => i !== d),
+    "i32",
+  );
   const dev = out.storage.backend;
   dev.check(dev.kernels.argmaxRows(src.ptr, out.ptr, out.numel(), cols));
-  if (src !== t) src.dispose();
+  if (src !== moved) src.dispose();
   return out;
+}
+
+/** Options of {@linkcode variance} and {@linkcode std}. */
+export interface VarianceOptions {
+  /** Subtracted from the element count in the divisor (default 1, Bessel's correction, as PyTorch). */
+  correction?: number;
+  /** Keep the reduced dimensions with size 1 (default false). */
+  keepdim?: boolean;
+}
+
+function varianceOf(
+  op: string,
+  t: Tensor,
+  dim: number | readonly number[] | null | undefined,
+  options: VarianceOptions,
+): Tensor {
+  expectF32(op, t);
+  const correction = options.correction ?? 1;
+  if (typeof correction !== "number" || !Number.isFinite(correction)) {
+    throw new RangeError(`${op}: correction must be a finite number, got ${correction}`);
+  }
+  const dims = normalizeDims(dim, t.ndim, op);
+  const n = dims.reduce((acc, d) => acc * (t.ndim === 0 ? 1 : t.shape[d]), 1);
+  const centered = sub(t, mean(t, dims, true));
+  const squares = sum(mul(centered, centered), dims, options.keepdim ?? false);
+  // n <= correction divides by 0 and gives inf or NaN, as PyTorch does.
+  return mul(squares, 1 / Math.max(n - correction, 0));
+}
+
+/**
+ * The variance over `dim` (one dimension, several, or all when absent), dividing by
+ * `N - correction`; PyTorch's `var(dim, correction=1, keepdim=False)` (its deprecated `unbiased`
+ * is `correction` 1 or 0 here). A method `x.var()`; free as `variance` (`var` is reserved in JS).
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { tensor, variance } from "../../../mod.ts";
+ * const x = tensor([[1, 3], [5, 11]]);
+ * assert.ok(Math.abs(x.var().item() - 56 / 3) < 1e-5); // deviations -4, -2, 0, 6 from 5
+ * assert.deepEqual(Array.from(variance(x, 1, { correction: 0 }).toArray()), [1, 9]);
+ * ```
+ */
+export function variance(
+  t: Tensor,
+  dim?: number | readonly number[] | null,
+  options: VarianceOptions = {},
+): Tensor {
+  return varianceOf("var", t, dim, options);
+}
+
+/**
+ * The standard deviation: the square root of {@linkcode variance}, with the same arguments.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { std, tensor } from "../../../mod.ts";
+ * const x = tensor([[1, 3], [5, 11]]);
+ * assert.deepEqual(Array.from(std(x, 1, { correction: 0, keepdim: true }).toArray()), [1, 3]);
+ * ```
+ */
+export function std(
+  t: Tensor,
+  dim?: number | readonly number[] | null,
+  options: VarianceOptions = {},
+): Tensor {
+  return sqrt(varianceOf("std", t, dim, options));
 }
