@@ -276,14 +276,13 @@ const symbols = {
   // attention.c
   dt_attention_forward: {
     parameters: [
-      "pointer", // const float *q   [bh, tq, d]
+      "pointer", // const float *q   [bh, tq, d] (strided: layout)
       "pointer", // const float *k   [bh, tk, d]
       "pointer", // const float *v   [bh, tk, dv]
       "pointer", // const float *mask (additive, nullable)
-      "i64", // int64_t mask_stride_b
-      "i64", // int64_t mask_stride_h
       "pointer", // float *out  [bh, tq, dv]
-      "pointer", // float *lse  [bh, tq]
+      "pointer", // float *lse  [bh, tq] (contiguous)
+      "buffer", // const int64_t *layout (strides: see csrc/core/attention.c)
       "i64", // int64_t bh
       "i64", // int64_t heads
       "i64", // int64_t tq
@@ -304,14 +303,13 @@ const symbols = {
       "pointer", // const float *k
       "pointer", // const float *v
       "pointer", // const float *mask (nullable)
-      "i64", // int64_t mask_stride_b
-      "i64", // int64_t mask_stride_h
       "pointer", // const float *out
       "pointer", // const float *lse
       "pointer", // const float *gout
       "pointer", // float *gq
       "pointer", // float *gk
       "pointer", // float *gv
+      "buffer", // const int64_t *layout
       "i64", // int64_t bh
       "i64", // int64_t heads
       "i64", // int64_t tq

@@ -4,9 +4,12 @@
  * block's scores sit in a scratch of BLOCK_Q x Tk floats while the block is processed, and the
  * products run through single-threaded cblas_sgemm calls on the thread pool.
  *
- * Layout: q [BH, Tq, D], k [BH, Tk, D], v [BH, Tk, Dv], out [BH, Tq, Dv], lse [BH, Tq], all
- * contiguous. The optional additive mask is indexed (bh / heads) * mask_stride_b + (bh % heads) *
- * mask_stride_h + i * Tk + j, so a mask broadcast over batch or heads needs no copy. Causal
+ * Layout: q [BH, Tq, D], k [BH, Tk, D], v [BH, Tk, Dv], out [BH, Tq, Dv] and the gradients are
+ * strided views: element (bh, t, c) of tensor X sits at (bh / heads) * X.sb + (bh % heads) * X.sh
+ * + t * X.st + c, with the strides in `layout` (see dt_attention_layout), so heads packed side by
+ * side in one [B, T, 3C] projection are read and written in place, with no copies. lse [BH, Tq]
+ * is contiguous. The optional additive mask is indexed the same way with row stride Tk, so a mask
+ * broadcast over batch or heads (stride 0) needs no copy. Causal
  * masking is top-left aligned like PyTorch's is_causal: query i sees keys j <= i. A row that sees
  * no key (all masked) outputs zeros, as PyTorch's safe softmax does. */
 #include <cblas.h>
@@ -19,15 +22,30 @@
 
 #define BLOCK_Q 64
 
+/* Strides of one tensor (in floats): per batch, per head, per row; elements of a row are adjacent. */
+typedef struct {
+  int64_t sb, sh, st;
+} strides_t;
+
+/* The order of the strides in the `layout` array the entry points take. */
+enum { L_Q, L_K, L_V, L_OUT, L_GOUT, L_GQ, L_GK, L_GV, L_COUNT };
+
 typedef struct {
   const float *q, *k, *v, *mask, *out, *lse, *gout;
   float *o, *l, *gq, *gk, *gv;
+  strides_t st[L_COUNT];
   int64_t bh, heads, tq, tk, d, dv, mask_stride_b, mask_stride_h;
   float scale, dropout_p;
   int32_t causal;
   uint64_t seed, offset;
   int status; /* set to DT_ENOMEM by a task whose scratch could not be allocated */
 } attention_t;
+
+/* The offset of head bh's first row in a tensor with strides x. */
+static inline int64_t head_offset(const attention_t *a, int which, int64_t bh) {
+  const strides_t *x = &a->st[which];
+  return (bh / a->heads) * x->sb + (bh % a->heads) * x->sh;
+}
 
 /* Keys that query row i may see at all: causal rows stop at the diagonal. */
 static inline int64_t visible_keys(const attention_t *a, int64_t i) {
@@ -39,11 +57,11 @@ static inline int64_t visible_keys(const attention_t *a, int64_t i) {
  * causal row may not see get -inf. */
 static void block_scores(const attention_t *a, int64_t b, int64_t i0, int64_t rows, int64_t kmax,
                          float *s) {
-  const float *qb = a->q + (b * a->tq + i0) * a->d;
-  const float *kb = a->k + b * a->tk * a->d;
+  const float *qb = a->q + head_offset(a, L_Q, b) + i0 * a->st[L_Q].st;
+  const float *kb = a->k + head_offset(a, L_K, b);
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)rows, (blasint)kmax,
-              (blasint)a->d, a->scale, qb, (blasint)a->d, kb, (blasint)a->d, 0.0f, s,
-              (blasint)kmax);
+              (blasint)a->d, a->scale, qb, (blasint)a->st[L_Q].st, kb, (blasint)a->st[L_K].st,
+              0.0f, s, (blasint)kmax);
   const float *mask = NULL;
   if (a->mask) {
     mask = a->mask + (b / a->heads) * a->mask_stride_b + (b % a->heads) * a->mask_stride_h;
@@ -101,11 +119,14 @@ static void forward_task(void *ctx, int64_t task) {
   int64_t b = task / blocks, i0 = (task % blocks) * BLOCK_Q;
   int64_t rows = a->tq - i0 < BLOCK_Q ? a->tq - i0 : BLOCK_Q;
   int64_t kmax = block_keys(a, i0, rows);
-  float *out = a->o + (b * a->tq + i0) * a->dv;
+  int64_t ld_out = a->st[L_OUT].st;
+  float *out = a->o + head_offset(a, L_OUT, b) + i0 * ld_out;
   float *lse = a->l + b * a->tq + i0;
   if (kmax == 0) {
-    memset(out, 0, (size_t)(rows * a->dv) * sizeof(float));
-    for (int64_t r = 0; r < rows; r++) lse[r] = -INFINITY;
+    for (int64_t r = 0; r < rows; r++) {
+      memset(out + r * ld_out, 0, (size_t)a->dv * sizeof(float));
+      lse[r] = -INFINITY;
+    }
     return;
   }
   float *s = malloc((size_t)(rows * kmax) * sizeof(float));
@@ -130,8 +151,8 @@ static void forward_task(void *ctx, int64_t task) {
   }
   if (a->dropout_p > 0.0f) block_dropout(a, b, i0, rows, kmax, s, s);
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)rows, (blasint)a->dv,
-              (blasint)kmax, 1.0f, s, (blasint)kmax, a->v + b * a->tk * a->dv, (blasint)a->dv,
-              0.0f, out, (blasint)a->dv);
+              (blasint)kmax, 1.0f, s, (blasint)kmax, a->v + head_offset(a, L_V, b),
+              (blasint)a->st[L_V].st, 0.0f, out, (blasint)ld_out);
   free(s);
 }
 
@@ -145,18 +166,29 @@ static int check_shapes(const char *fn, const attention_t *a) {
   return DT_OK;
 }
 
+/* Reads the strides of the tensors an entry point uses from `layout`: 3 per tensor (batch, head,
+ * row) in the order q, k, v, out, gout, gq, gk, gv, then the mask's batch and head strides. */
+static int read_layout(attention_t *a, const int64_t *layout, int tensors) {
+  CHECK(layout != NULL, "scaledDotProductAttention: layout is NULL");
+  for (int x = 0; x < tensors; x++) {
+    a->st[x] = (strides_t){layout[3 * x], layout[3 * x + 1], layout[3 * x + 2]};
+  }
+  a->mask_stride_b = layout[3 * L_COUNT];
+  a->mask_stride_h = layout[3 * L_COUNT + 1];
+  return DT_OK;
+}
+
 int dt_attention_forward(const float *q, const float *k, const float *v, const float *mask,
-                         int64_t mask_stride_b, int64_t mask_stride_h, float *out, float *lse,
-                         int64_t bh, int64_t heads, int64_t tq, int64_t tk, int64_t d, int64_t dv,
-                         float scale, int32_t causal, float dropout_p, uint64_t seed,
-                         uint64_t offset) {
+                         float *out, float *lse, const int64_t *layout, int64_t bh, int64_t heads,
+                         int64_t tq, int64_t tk, int64_t d, int64_t dv, float scale,
+                         int32_t causal, float dropout_p, uint64_t seed, uint64_t offset) {
   CHECK_PTR(q); CHECK_PTR(k); CHECK_PTR(v); CHECK_PTR(out); CHECK_PTR(lse);
   attention_t a = {.q = q, .k = k, .v = v, .mask = mask, .o = out, .l = lse, .bh = bh,
-                   .heads = heads, .tq = tq, .tk = tk, .d = d, .dv = dv,
-                   .mask_stride_b = mask_stride_b, .mask_stride_h = mask_stride_h,
-                   .scale = scale, .dropout_p = dropout_p, .causal = causal, .seed = seed,
-                   .offset = offset, .status = DT_OK};
+                   .heads = heads, .tq = tq, .tk = tk, .d = d, .dv = dv, .scale = scale,
+                   .dropout_p = dropout_p, .causal = causal, .seed = seed, .offset = offset,
+                   .status = DT_OK};
   int st = check_shapes("scaledDotProductAttention", &a);
+  if (st == DT_OK) st = read_layout(&a, layout, L_OUT + 1);
   if (st != DT_OK) return st;
   if (bh == 0 || tq == 0) return DT_OK;
   dt_parallel(bh * ((tq + BLOCK_Q - 1) / BLOCK_Q), forward_task, &a);
@@ -175,9 +207,14 @@ int dt_attention_forward(const float *q, const float *k, const float *v, const f
 static void backward_task(void *ctx, int64_t b) {
   attention_t *a = ctx;
   int64_t tk = a->tk, d = a->d, dv = a->dv;
-  float *gk = a->gk + b * tk * d, *gv = a->gv + b * tk * dv;
-  memset(gk, 0, (size_t)(tk * d) * sizeof(float));
-  memset(gv, 0, (size_t)(tk * dv) * sizeof(float));
+  int64_t ld_q = a->st[L_Q].st, ld_k = a->st[L_K].st, ld_v = a->st[L_V].st;
+  int64_t ld_o = a->st[L_OUT].st, ld_go = a->st[L_GOUT].st, ld_gq = a->st[L_GQ].st;
+  int64_t ld_gk = a->st[L_GK].st, ld_gv = a->st[L_GV].st;
+  float *gk = a->gk + head_offset(a, L_GK, b), *gv = a->gv + head_offset(a, L_GV, b);
+  for (int64_t r = 0; r < tk; r++) {
+    memset(gk + r * ld_gk, 0, (size_t)d * sizeof(float));
+    memset(gv + r * ld_gv, 0, (size_t)dv * sizeof(float));
+  }
   int64_t rows_max = a->tq < BLOCK_Q ? a->tq : BLOCK_Q;
   int64_t bufs = a->dropout_p > 0.0f ? 3 : 2;
   float *p = malloc((size_t)(bufs * rows_max * tk + rows_max + 1) * sizeof(float));
@@ -188,15 +225,16 @@ static void backward_task(void *ctx, int64_t b) {
   float *dp = p + rows_max * tk;
   float *pd = bufs == 3 ? dp + rows_max * tk : p;
   float *delta = p + bufs * rows_max * tk;
-  const float *kb = a->k + b * tk * d, *vb = a->v + b * tk * dv;
+  const float *kb = a->k + head_offset(a, L_K, b), *vb = a->v + head_offset(a, L_V, b);
   for (int64_t i0 = 0; i0 < a->tq; i0 += BLOCK_Q) {
     int64_t rows = a->tq - i0 < BLOCK_Q ? a->tq - i0 : BLOCK_Q;
     int64_t kmax = block_keys(a, i0, rows);
-    const float *qb = a->q + (b * a->tq + i0) * d;
-    const float *go = a->gout + (b * a->tq + i0) * dv, *o = a->out + (b * a->tq + i0) * dv;
-    float *gq = a->gq + (b * a->tq + i0) * d;
+    const float *qb = a->q + head_offset(a, L_Q, b) + i0 * ld_q;
+    const float *go = a->gout + head_offset(a, L_GOUT, b) + i0 * ld_go;
+    const float *o = a->out + head_offset(a, L_OUT, b) + i0 * ld_o;
+    float *gq = a->gq + head_offset(a, L_GQ, b) + i0 * ld_gq;
     if (kmax == 0) {
-      memset(gq, 0, (size_t)(rows * d) * sizeof(float));
+      for (int64_t r = 0; r < rows; r++) memset(gq + r * ld_gq, 0, (size_t)d * sizeof(float));
       continue;
     }
     block_scores(a, b, i0, rows, kmax, p);
@@ -204,13 +242,15 @@ static void backward_task(void *ctx, int64_t b) {
     if (pd != p) block_dropout(a, b, i0, rows, kmax, p, pd);
     /* gv += pd^T go */
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (blasint)kmax, (blasint)dv,
-                (blasint)rows, 1.0f, pd, (blasint)kmax, go, (blasint)dv, 1.0f, gv, (blasint)dv);
+                (blasint)rows, 1.0f, pd, (blasint)kmax, go, (blasint)ld_go, 1.0f, gv,
+                (blasint)ld_gv);
     /* dp = go v^T */
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)rows, (blasint)kmax,
-                (blasint)dv, 1.0f, go, (blasint)dv, vb, (blasint)dv, 0.0f, dp, (blasint)kmax);
+                (blasint)dv, 1.0f, go, (blasint)ld_go, vb, (blasint)ld_v, 0.0f, dp,
+                (blasint)kmax);
     for (int64_t r = 0; r < rows; r++) {
       double acc = 0.0;
-      for (int64_t c = 0; c < dv; c++) acc += (double)go[r * dv + c] * o[r * dv + c];
+      for (int64_t c = 0; c < dv; c++) acc += (double)go[r * ld_go + c] * o[r * ld_o + c];
       delta[r] = (float)acc;
     }
     /* dp becomes dS */
@@ -221,34 +261,31 @@ static void backward_task(void *ctx, int64_t b) {
     }
     /* gq = scale * dS k; gk += scale * dS^T q */
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)rows, (blasint)d,
-                (blasint)kmax, a->scale, dp, (blasint)kmax, kb, (blasint)d, 0.0f, gq, (blasint)d);
+                (blasint)kmax, a->scale, dp, (blasint)kmax, kb, (blasint)ld_k, 0.0f, gq,
+                (blasint)ld_gq);
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (blasint)kmax, (blasint)d,
-                (blasint)rows, a->scale, dp, (blasint)kmax, qb, (blasint)d, 1.0f, gk, (blasint)d);
+                (blasint)rows, a->scale, dp, (blasint)kmax, qb, (blasint)ld_q, 1.0f, gk,
+                (blasint)ld_gk);
   }
   free(p);
 }
 
 int dt_attention_backward(const float *q, const float *k, const float *v, const float *mask,
-                          int64_t mask_stride_b, int64_t mask_stride_h, const float *out,
-                          const float *lse, const float *gout, float *gq, float *gk, float *gv,
-                          int64_t bh, int64_t heads, int64_t tq, int64_t tk, int64_t d, int64_t dv,
-                          float scale, int32_t causal, float dropout_p, uint64_t seed,
-                          uint64_t offset) {
+                          const float *out, const float *lse, const float *gout, float *gq,
+                          float *gk, float *gv, const int64_t *layout, int64_t bh, int64_t heads,
+                          int64_t tq, int64_t tk, int64_t d, int64_t dv, float scale,
+                          int32_t causal, float dropout_p, uint64_t seed, uint64_t offset) {
   CHECK_PTR(q); CHECK_PTR(k); CHECK_PTR(v); CHECK_PTR(out); CHECK_PTR(lse); CHECK_PTR(gout);
   CHECK_PTR(gq); CHECK_PTR(gk); CHECK_PTR(gv);
   attention_t a = {.q = q, .k = k, .v = v, .mask = mask, .out = out, .lse = lse, .gout = gout,
                    .gq = gq, .gk = gk, .gv = gv, .bh = bh, .heads = heads, .tq = tq, .tk = tk,
-                   .d = d, .dv = dv, .mask_stride_b = mask_stride_b,
-                   .mask_stride_h = mask_stride_h, .scale = scale, .dropout_p = dropout_p,
-                   .causal = causal, .seed = seed, .offset = offset, .status = DT_OK};
+                   .d = d, .dv = dv, .scale = scale, .dropout_p = dropout_p, .causal = causal,
+                   .seed = seed, .offset = offset, .status = DT_OK};
   int st = check_shapes("scaledDotProductAttention backward", &a);
+  if (st == DT_OK) st = read_layout(&a, layout, L_COUNT);
   if (st != DT_OK) return st;
   if (bh == 0) return DT_OK;
-  if (tq == 0) {
-    memset(gk, 0, (size_t)(bh * tk * d) * sizeof(float));
-    memset(gv, 0, (size_t)(bh * tk * dv) * sizeof(float));
-    return DT_OK;
-  }
+  /* tq == 0 still runs the tasks: they zero the key and value gradients. */
   dt_parallel(bh, backward_task, &a);
   if (a.status != DT_OK) {
     return dt_fail(a.status, "scaledDotProductAttention backward: out of memory");

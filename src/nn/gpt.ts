@@ -9,7 +9,7 @@
 
 import { arange, rand, tensor } from "../tensor/creation.ts";
 import { noGrad } from "../tensor/autograd.ts";
-import { scaledDotProductAttention } from "../tensor/ops/attention.ts";
+import { packedCausalAttention } from "../tensor/ops/attention.ts";
 import type { Tensor } from "../tensor/tensor.ts";
 import { ModuleDict, ModuleList } from "./container.ts";
 import { normal } from "./init.ts";
@@ -54,7 +54,6 @@ export class CausalSelfAttention extends Module {
   /** Dropout after the output projection. */
   resid_dropout: Dropout;
   readonly #nHead: number;
-  readonly #nEmbd: number;
 
   /** @param config The model's shape. */
   constructor(config: Resolved) {
@@ -64,20 +63,17 @@ export class CausalSelfAttention extends Module {
     this.attn_dropout = new Dropout(config.dropout);
     this.resid_dropout = new Dropout(config.dropout);
     this.#nHead = config.nHead;
-    this.#nEmbd = config.nEmbd;
   }
 
-  /** x [B, T, C] → [B, T, C]. */
+  /**
+   * x [B, T, C] → [B, T, C]: nanoGPT's split into q, k, v, heads moved forward, causal
+   * `scaled_dot_product_attention` and heads merged back, as one fused op that reads the heads in
+   * place in `c_attn`'s output (the same numbers, without the copies).
+   */
   forward(x: Tensor): Tensor {
-    const [b, t, c] = x.shape;
-    const heads = (y: Tensor) => y.view(b, t, this.#nHead, c / this.#nHead).transpose(1, 2);
-    const [q, k, v] = this.c_attn.forward(x).split(this.#nEmbd, 2).map(heads);
-    const y = scaledDotProductAttention(q, k, v, {
-      isCausal: true,
-      dropoutP: this.training ? this.attn_dropout.p : 0,
-    });
-    const merged = y.transpose(1, 2).contiguous().view(b, t, c);
-    return this.resid_dropout.forward(this.c_proj.forward(merged));
+    const dropoutP = this.training ? this.attn_dropout.p : 0;
+    const y = packedCausalAttention(this.c_attn.forward(x), this.#nHead, dropoutP);
+    return this.resid_dropout.forward(this.c_proj.forward(y));
   }
 }
 

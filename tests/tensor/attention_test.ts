@@ -14,6 +14,7 @@ import {
   tidy,
 } from "../../mod.ts";
 import { assertClose, fromFixture, loadCases, type OpCase } from "../_harness/fixtures.ts";
+import { packedCausalAttention } from "../../src/tensor/ops/attention.ts";
 
 function apply(c: OpCase, inputs: Record<string, Tensor>): Tensor {
   const a = c.args as Record<string, unknown>;
@@ -136,4 +137,41 @@ Deno.test("narrow, select, split and chunk refuse out-of-range arguments, naming
   assert.throws(() => x.split([2, 3], 1), /adding up to 6/);
   assert.throws(() => x.chunk(0), /positive integer, got 0/);
   assert.throws(() => x.transpose(0, 1).view([24]), /not compatible with a view/);
+});
+
+Deno.test("scaledDotProductAttention reads strided heads in place and matches contiguous inputs", () => {
+  // q, k, v as GPT makes them: [B, T, H, hs] projections with the heads moved forward (views).
+  const make = () => randn([2, 5, 3, 4], { requiresGrad: true });
+  const [q, k, v] = [make(), make(), make()];
+  const heads = (x: Tensor) => x.transpose(1, 2);
+  const g = randn([2, 3, 5, 4]);
+  const strided = F.scaledDotProductAttention(heads(q), heads(k), heads(v), { isCausal: true });
+  strided.mul(g).sum().backward();
+  const grads = [q, k, v].map((x) => Array.from(x.grad!.toArray()));
+  const [qc, kc, vc] = [q, k, v].map((x) => heads(x).detach().contiguous().requiresGrad_(true));
+  const dense = F.scaledDotProductAttention(qc, kc, vc, { isCausal: true });
+  dense.mul(g).sum().backward();
+  assertClose(strided, Array.from(dense.toArray()), "output");
+  [qc, kc, vc].forEach((x, i) =>
+    assertClose(Array.from(x.grad!.transpose(1, 2).contiguous().toArray()), grads[i], `grad ${i}`)
+  );
+});
+
+Deno.test("packedCausalAttention equals split + scaledDotProductAttention, dropout included", () => {
+  const [b, t, c, h] = [2, 7, 12, 3];
+  const qkv = randn([b, t, 3 * c], { requiresGrad: true });
+  const g = randn([b, t, c]);
+  const state = getRngState();
+  const packed = packedCausalAttention(qkv, h, 0.2);
+  packed.mul(g).sum().backward();
+  const packedGrad = Array.from(qkv.grad!.toArray());
+  qkv.grad = null;
+  setRngState(state);
+  const heads = (x: Tensor) => x.view(b, t, h, c / h).transpose(1, 2);
+  const [q, k, v] = qkv.split(c, 2).map(heads);
+  const y = F.scaledDotProductAttention(q, k, v, { isCausal: true, dropoutP: 0.2 })
+    .transpose(1, 2).reshape([b, t, c]);
+  y.mul(g).sum().backward();
+  assertClose(packed, Array.from(y.toArray()), "output");
+  assertClose(packedGrad, Array.from(qkv.grad!.toArray()), "grad of qkv");
 });

@@ -27,6 +27,42 @@ export interface AttentionOptions {
   scale?: number;
 }
 
+/** Strides of one tensor as the kernel reads it: per batch, per head, per row (in elements). */
+type HeadStrides = [number, number, number];
+
+/**
+ * The strides that address `x` [...lead, T, D] as [(batch, head), T, D] with adjacent elements in
+ * a row, or null when its layout does not allow it (then it is copied): the leading dimensions
+ * before the last (the heads) must collapse into one batch stride.
+ */
+function headStrides(x: Tensor, lead: readonly number[]): HeadStrides | null {
+  const n = lead.length;
+  if (x.shape[n + 1] > 1 && x.strides[n + 1] !== 1) return null;
+  const row = x.strides[n];
+  if (n === 0) return [0, 0, row];
+  const head = x.strides[n - 1];
+  let batch = 0;
+  for (let dim = n - 2; dim >= 0; dim--) {
+    if (lead[dim] === 1) continue;
+    const inner = lead.slice(dim + 1, n - 1).reduce((a, b) => a * b, 1);
+    if (batch === 0) batch = x.strides[dim] / Math.max(inner, 1);
+    if (!Number.isInteger(batch) || x.strides[dim] !== batch * inner) return null;
+  }
+  return [batch, head, row];
+}
+
+/** The kernel's `layout`: q, k, v, out, gout, gq, gk, gv strides (zeros where absent), then the mask's. */
+function packLayout(
+  strides: (HeadStrides | null)[],
+  mask: { strideB: number; strideH: number } | null,
+): BigInt64Array {
+  const layout = new BigInt64Array(26);
+  strides.forEach((s, i) => s?.forEach((v, j) => (layout[3 * i + j] = BigInt(v))));
+  layout[24] = BigInt(mask?.strideB ?? 0);
+  layout[25] = BigInt(mask?.strideH ?? 0);
+  return layout;
+}
+
 /**
  * The mask as the kernel reads it: `[bh]` blocks of `[Tq, Tk]` indexed (b / heads) * strideB +
  * (b % heads) * strideH. Broadcast masks keep stride 0 (no copy) when their layout allows.
@@ -36,7 +72,7 @@ function maskLayout(
   lead: readonly number[],
   tq: number,
   tk: number,
-): { mask: Tensor; heads: number; strideB: number; strideH: number } {
+): { mask: Tensor; strideB: number; strideH: number } {
   let m = expand(mask, [...lead, tq, tk]);
   const n = lead.length;
   const rowsContiguous = m.strides[n + 1] === 1 && (tq === 1 || m.strides[n] === tk);
@@ -52,11 +88,11 @@ function maskLayout(
     if (strideB === 0) strideB = m.strides[d] / Math.max(inner, 1);
     if (m.strides[d] !== expected || !Number.isInteger(strideB)) collapses = false;
   }
-  if (rowsContiguous && collapses) return { mask: m, heads, strideB, strideH };
+  if (rowsContiguous && collapses) return { mask: m, strideB, strideH };
   const packed = contiguous(m);
   if (packed !== m) m.dispose();
   m = packed;
-  return { mask: m, heads, strideB: heads * tq * tk, strideH: tq * tk };
+  return { mask: m, strideB: heads * tq * tk, strideH: tq * tk };
 }
 
 /**
@@ -124,30 +160,33 @@ export function scaledDotProductAttention(
   if (!Number.isFinite(scale)) throw new RangeError(`${op}: scale must be finite, got ${scale}`);
 
   const bh = shapeSize(lead);
-  const Q = contiguous(q), K = contiguous(k), V = contiguous(v);
+  const [Q, K, V] = [q, k, v].map((x) => headStrides(x, lead) ? x : contiguous(x));
   let maskInfo = null;
   if (attnMask) {
     expectF32(`${op} attnMask`, attnMask);
     expectSameDevice(op, q, attnMask);
     maskInfo = maskLayout(attnMask, lead, tq, tk);
   }
-  const heads = maskInfo?.heads ?? 1;
+  const heads = lead.length ? lead[lead.length - 1] : 1;
   const out = emptyOn(Q, [...lead, tq, dv]);
   const lse = emptyOn(Q, [bh, tq]);
   const seed = dropoutP > 0 ? randomSeed() : 0n;
   const offset = dropoutP > 0 ? nextRandomOffset(bh * tq * tk) : 0n;
   const dev = out.storage.backend;
   const maskPtr = maskInfo ? maskInfo.mask.ptr : null;
-  const strideB = maskInfo?.strideB ?? 0, strideH = maskInfo?.strideH ?? 0;
+  const layout = (gout?: Tensor, grads?: Tensor[]) =>
+    packLayout(
+      [Q, K, V, out, gout, ...(grads ?? [])].map((x) => (x ? headStrides(x, lead)! : null)),
+      maskInfo,
+    );
   dev.check(dev.kernels.attentionForward(
     Q.ptr,
     K.ptr,
     V.ptr,
     maskPtr,
-    strideB,
-    strideH,
     out.ptr,
     lse.ptr,
+    layout(),
     bh,
     heads,
     tq,
@@ -166,21 +205,20 @@ export function scaledDotProductAttention(
     "ScaledDotProductAttentionBackward",
     [Q, K, V],
     (gy) => {
-      const G = contiguous(gy);
-      const gq = emptyOn(Q, Q.shape), gk = emptyOn(Q, K.shape), gv = emptyOn(Q, V.shape);
+      const G = headStrides(gy, lead) ? gy : contiguous(gy);
+      const grads = [emptyOn(Q, Q.shape), emptyOn(Q, K.shape), emptyOn(Q, V.shape)];
       dev.check(dev.kernels.attentionBackward(
         Q.ptr,
         K.ptr,
         V.ptr,
         maskInfo ? maskInfo.mask.ptr : null,
-        strideB,
-        strideH,
         out.ptr,
         lse.ptr,
         G.ptr,
-        gq.ptr,
-        gk.ptr,
-        gv.ptr,
+        grads[0].ptr,
+        grads[1].ptr,
+        grads[2].ptr,
+        layout(G, grads),
         bh,
         heads,
         tq,
@@ -194,7 +232,7 @@ export function scaledDotProductAttention(
         offset,
       ));
       if (G !== gy) G.dispose();
-      return [gq, gk, gv].map((g, i) => {
+      return grads.map((g, i) => {
         if ([Q, K, V][i].requiresGrad) return g;
         g.dispose();
         return null;
@@ -202,5 +240,96 @@ export function scaledDotProductAttention(
     },
     [lse, ...maskCopy, ...temporaries([Q, q], [K, k], [V, v])],
     [Q, K, V, out, ...(maskInfo ? [maskInfo.mask] : [])],
+  );
+}
+
+/**
+ * Causal self-attention straight from a fused projection `qkv` [B, T, 3C] (q, k and v side by
+ * side, each split into `nHead` heads of C / nHead, as nanoGPT's `c_attn` makes them) to
+ * y [B, T, C] with the heads side by side again: the same numbers as splitting, transposing and
+ * calling {@linkcode scaledDotProductAttention}, without the copies, since the kernel reads and
+ * writes the heads in place and the backward writes one [B, T, 3C] gradient.
+ */
+export function packedCausalAttention(qkv: Tensor, nHead: number, dropoutP = 0): Tensor {
+  const op = "packedCausalAttention";
+  expectF32(op, qkv);
+  if (qkv.ndim !== 3 || qkv.shape[2] % (3 * nHead) !== 0) {
+    throw new RangeError(
+      `${op}: expected [B, T, 3C] with C divisible by ${nHead} heads, got ${
+        formatShape(qkv.shape)
+      }`,
+    );
+  }
+  if (!(dropoutP >= 0 && dropoutP < 1)) {
+    throw new RangeError(`${op}: dropoutP must be in [0, 1), got ${dropoutP}`);
+  }
+  const [b, t, c3] = qkv.shape;
+  const c = c3 / 3, hs = c / nHead, bh = b * nHead;
+  const X = contiguous(qkv);
+  const y = emptyOn(X, [b, t, c]);
+  const lse = emptyOn(X, [bh, t]);
+  const seed = dropoutP > 0 ? randomSeed() : 0n;
+  const offset = dropoutP > 0 ? nextRandomOffset(bh * t * t) : 0n;
+  const packed: HeadStrides = [t * c3, hs, c3], merged: HeadStrides = [t * c, hs, c];
+  const layout = packLayout([packed, packed, packed, merged, merged, packed, packed, packed], null);
+  const part = (base: Tensor, i: number) => Deno.UnsafePointer.offset(base.ptr!, i * c * 4);
+  const dev = y.storage.backend;
+  const scale = 1 / Math.sqrt(hs);
+  dev.check(dev.kernels.attentionForward(
+    part(X, 0),
+    part(X, 1),
+    part(X, 2),
+    null,
+    y.ptr,
+    lse.ptr,
+    layout,
+    bh,
+    nHead,
+    t,
+    t,
+    hs,
+    hs,
+    scale,
+    1,
+    dropoutP,
+    seed,
+    offset,
+  ));
+  return record(
+    y,
+    "PackedCausalAttentionBackward",
+    [X],
+    (gy) => {
+      const G = contiguous(gy);
+      const g = emptyOn(X, X.shape);
+      dev.check(dev.kernels.attentionBackward(
+        part(X, 0),
+        part(X, 1),
+        part(X, 2),
+        null,
+        y.ptr,
+        lse.ptr,
+        G.ptr,
+        part(g, 0),
+        part(g, 1),
+        part(g, 2),
+        layout,
+        bh,
+        nHead,
+        t,
+        t,
+        hs,
+        hs,
+        scale,
+        1,
+        dropoutP,
+        seed,
+        offset,
+      ));
+      if (G !== gy) G.dispose();
+      return [g];
+    },
+    [lse, ...temporaries([X, qkv])],
+    [X, y],
   );
 }
