@@ -10,9 +10,11 @@ import { matmul } from "./ops/matmul.ts";
 import * as nnOps from "./ops/nn.ts";
 import * as reduceOps from "./ops/reduce.ts";
 import type { Tensor } from "./tensor.ts";
+import { TensorIndexing } from "./tensor_indexing.ts";
+import { sumInt } from "./ops/compare.ts";
 
 /** The math methods `Tensor` inherits; each takes the tensor as `this`. */
-export abstract class TensorMath {
+export abstract class TensorMath extends TensorIndexing {
   /** this + other, broadcasting. */
   add(this: Tensor, other: Tensor | number): Tensor {
     return elementwise.add(this, other);
@@ -83,8 +85,9 @@ export abstract class TensorMath {
     return elementwise.pow(this, exponent);
   }
 
-  /** Sum of all elements, or over `dim`. */
+  /** Sum of all elements, or over `dim` (i32 for i32 and bool tensors). */
   sum(this: Tensor, dim?: number, keepdim = false): Tensor {
+    if (this.dtype !== "f32") return sumInt(this, dim, keepdim); // a count, for i32 and bool
     return reduceOps.sum(this, dim, keepdim);
   }
 
