@@ -18,6 +18,12 @@ import { contiguous, expand, to } from "./shape.ts";
 
 type Op = keyof typeof BinaryOp;
 
+/** Whether `from` broadcasts to exactly `to`. */
+function broadcastsTo(from: readonly number[], to: readonly number[]): boolean {
+  const lead = to.length - from.length;
+  return lead >= 0 && from.every((d, i) => d === 1 || d === to[lead + i]);
+}
+
 /** `other` as a new detached contiguous tensor of `self`'s shape and `dtype`. */
 function fitted(op: string, self: Tensor, other: Tensor, dtype = self.dtype): Tensor {
   if (other.device !== self.device) {
@@ -124,6 +130,13 @@ export function copy(self: Tensor, src: Tensor): void {
     checkInPlace(self, "copy_");
     copyInto(self, src);
     return;
+  }
+  if (!broadcastsTo(src.shape, self.shape)) {
+    throw new RangeError(
+      `copy_: source ${src.dtype} ${formatShape(src.shape)} does not match ${self.dtype} ${
+        formatShape(self.shape)
+      }`,
+    );
   }
   const moved = src.device === self.device ? src : noGrad(() => src.detach().to(self.device));
   const value = fitted("copy_", self, moved);

@@ -41,8 +41,11 @@ export function integerArith(op: ArithName, a: Tensor, b: Tensor | number): Tens
     // Mixed or true division: in f32, where gradients flow to the f32 operand.
     const x = to(a, "f32"), y = typeof b === "number" ? b : to(b, "f32");
     const out = { add, sub, mul, div }[op](x, y);
-    if (x !== a) x.dispose();
-    if (typeof y !== "number" && y !== b) y.dispose();
+    // A converted operand that a recorded backward reads stays alive (freed by tidy or the GC).
+    if (out.gradFn === null) {
+      if (x !== a) x.dispose();
+      if (typeof y !== "number" && y !== b) y.dispose();
+    }
     return out;
   }
   const { x, y, shape, release } = operands(op, a, b);
