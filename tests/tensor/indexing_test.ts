@@ -7,7 +7,9 @@
 
 import assert from "node:assert/strict";
 import {
+  allocatedBytes,
   cat,
+  eq,
   gather,
   indexSelect,
   maskedFill,
@@ -175,4 +177,25 @@ Deno.test("an in-place write to a tensor a backward reads is refused when backwa
   const g = x.gather(1, index);
   g.sum().backward();
   assert.deepEqual(x.grad!.tolist(), [[0, 1], [1, 0]]);
+});
+
+Deno.test("the new ops free every temporary: memory returns to its baseline after tidy", () => {
+  const x = tensor([[1, 2, 3], [4, 5, 6]], undefined, { requiresGrad: true });
+  const index = tensor([[2], [0]], undefined, { dtype: "i32" });
+  const step = () =>
+    tidy(() => {
+      const m = x.gt(2);
+      const y = cat([where(m, x, 0), x.maskedFill(m, 1).tril()], 1).permute(1, 0).unsqueeze(0);
+      const z = y.squeeze(0).sum().add(x.gather(1, index).sum()).add(
+        indexSelect(x, 1, index.squeeze(1)).sum(),
+      );
+      z.backward();
+      return eq(x.int(), 2).sum().item() + x.to("i32").add(1).floorDivide(2).sum().item();
+    });
+  step();
+  x.grad!.zero_();
+  const before = allocatedBytes();
+  for (let i = 0; i < 20; i++) step();
+  x.grad!.zero_();
+  assert.equal(allocatedBytes(), before);
 });

@@ -120,9 +120,7 @@ export function stack(tensors: readonly Tensor[], dim = 0): Tensor {
     }
   });
   const d = normalizeDim(dim, tensors[0].ndim + 1, "stack");
-  const views = tensors.map((t) => unsqueeze(t, d));
-  const out = cat(views, d);
-  return out;
+  return cat(tensors.map((t) => unsqueeze(t, d)), d);
 }
 
 /** Throws unless `index` is an i32 tensor, naming the op. */
