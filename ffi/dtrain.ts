@@ -305,11 +305,14 @@ const symbols = {
     result: "i32",
   }, // (const float *gy, const int32_t *index, int64_t nindex, float *gx, int64_t outer, int64_t axis, int64_t inner)
   dt_copy_blocks: { parameters: ["pointer", "pointer", "i64", "i64", "i64", "i64"], result: "i32" }, // (const void *src, void *dst, int64_t rows, int64_t row_bytes, int64_t src_stride, int64_t dst_stride)
-  dt_where: { parameters: ["pointer", "pointer", "pointer", "pointer", "i64"], result: "i32" }, // (const uint8_t *cond, const void *a, const void *b, void *out, int64_t n)
-  dt_where_backward: {
-    parameters: ["pointer", "pointer", "pointer", "pointer", "i64"],
+  dt_where: {
+    parameters: ["pointer", "i64", "pointer", "i64", "pointer", "i64", "pointer", "i64"],
     result: "i32",
-  }, // (const uint8_t *cond, const float *gy, float *ga, float *gb, int64_t n)
+  }, // (const uint8_t *cond, int64_t nc, const void *a, int64_t na, const void *b, int64_t nb, void *out, int64_t n)
+  dt_where_backward: {
+    parameters: ["pointer", "i64", "pointer", "pointer", "pointer", "i64"],
+    result: "i32",
+  }, // (const uint8_t *cond, int64_t nc, const float *gy, float *ga, float *gb, int64_t n)
   dt_tril: { parameters: ["pointer", "pointer", "i64", "i64", "i64", "i64", "i32"], result: "i32" }, // (const void *x, void *out, int64_t batch, int64_t rows, int64_t cols, int64_t diagonal, int32_t upper)
 } as const satisfies Deno.ForeignLibraryInterface;
 

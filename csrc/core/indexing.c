@@ -148,22 +148,69 @@ int dt_copy_blocks(const void *src, void *dst, int64_t rows, int64_t row_bytes, 
 
 /* ---------------------------------------------------------------- where */
 
-/* out[i] = cond[i] ? a[i] : b[i], all n elements long (the caller broadcasts). */
-int dt_where(const uint8_t *cond, const void *a, const void *b, void *out, int64_t n) {
+typedef struct {
+  const uint8_t *cond;
+  const int32_t *a, *b; /* forward: the values; backward: a is gy */
+  int32_t *out, *out2;  /* forward: out; backward: ga, gb (either NULL) */
+  int64_t n, nc, na, nb;
+} where_job;
+
+static void where_task(void *ctx, int64_t t) {
+  const where_job *w = ctx;
+  int64_t begin = t * GRAIN, end = begin + GRAIN < w->n ? begin + GRAIN : w->n;
+  const uint8_t *restrict cond = w->cond;
+  const int32_t *restrict a = w->a, *restrict b = w->b;
+  int32_t *restrict out = w->out;
+  if (w->nc == w->n && w->na == w->n && w->nb == w->n) {
+    /* Branch-free, so that the compiler vectorises it. */
+    for (int64_t i = begin; i < end; i++) out[i] = cond[i] ? a[i] : b[i];
+    return;
+  }
+  /* Repeating operands: one running position each, wrapped instead of a division per element. */
+  int64_t jc = begin % w->nc, ja = begin % w->na, jb = begin % w->nb;
+  for (int64_t i = begin; i < end; i++) {
+    int32_t x = a[ja], y = b[jb]; /* both loaded: a select, not a branch on random masks */
+    out[i] = cond[jc] ? x : y;
+    if (++jc == w->nc) jc = 0;
+    if (++ja == w->na) ja = 0;
+    if (++jb == w->nb) jb = 0;
+  }
+}
+
+static void where_backward_task(void *ctx, int64_t t) {
+  const where_job *w = ctx;
+  const float *gy = (const float *)w->a;
+  float *ga = (float *)w->out, *gb = (float *)w->out2;
+  int64_t end = (t + 1) * GRAIN < w->n ? (t + 1) * GRAIN : w->n;
+  for (int64_t i = t * GRAIN; i < end; i++) {
+    int keep = w->cond[w->nc == w->n ? i : i % w->nc];
+    if (ga) ga[i] = keep ? gy[i] : 0.0f;
+    if (gb) gb[i] = keep ? 0.0f : gy[i];
+  }
+}
+
+/* out[i] = cond[i] ? a[i] : b[i] for n elements; an operand of fewer elements (nc, na, nb) repeats
+ * every that many, as the binary kernels broadcast (a scalar, or a suffix of the output's shape). */
+int dt_where(const uint8_t *cond, int64_t nc, const void *a, int64_t na, const void *b, int64_t nb,
+             void *out, int64_t n) {
   CHECK_PTR(cond); CHECK_PTR(a); CHECK_PTR(b); CHECK_PTR(out); CHECK_COUNT(n);
-  const int32_t *x = a, *y = b;
-  int32_t *o = out;
-  for (int64_t i = 0; i < n; i++) o[i] = cond[i] ? x[i] : y[i];
+  CHECK((nc > 0 && na > 0 && nb > 0 && n % nc == 0 && n % na == 0 && n % nb == 0) || n == 0,
+        "dt_where: operands of %lld, %lld and %lld elements do not repeat to %lld", (long long)nc,
+        (long long)na, (long long)nb, (long long)n);
+  where_job w = {cond, a, b, out, NULL, n, nc, na, nb};
+  dt_parallel((n + GRAIN - 1) / GRAIN, where_task, &w);
   return DT_OK;
 }
 
-/* ga = cond ? gy : 0 and gb = cond ? 0 : gy (either output may be NULL). */
-int dt_where_backward(const uint8_t *cond, const float *gy, float *ga, float *gb, int64_t n) {
+/* ga = cond ? gy : 0 and gb = cond ? 0 : gy over all n elements (either output may be NULL; the
+ * caller sums a repeated operand's gradient); cond repeats every nc elements. */
+int dt_where_backward(const uint8_t *cond, int64_t nc, const float *gy, float *ga, float *gb,
+                      int64_t n) {
   CHECK_PTR(cond); CHECK_PTR(gy); CHECK_COUNT(n);
-  for (int64_t i = 0; i < n; i++) {
-    if (ga) ga[i] = cond[i] ? gy[i] : 0.0f;
-    if (gb) gb[i] = cond[i] ? 0.0f : gy[i];
-  }
+  CHECK((nc > 0 && n % nc == 0) || n == 0, "dt_where_backward: a condition of %lld elements does not repeat to %lld",
+        (long long)nc, (long long)n);
+  where_job w = {cond, (const int32_t *)gy, NULL, (int32_t *)ga, (int32_t *)gb, n, nc, n, n};
+  dt_parallel((n + GRAIN - 1) / GRAIN, where_backward_task, &w);
   return DT_OK;
 }
 

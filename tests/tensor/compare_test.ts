@@ -5,7 +5,7 @@
  */
 
 import assert from "node:assert/strict";
-import { eq, noGrad, type Tensor, tensor, tidy } from "../../mod.ts";
+import { eq, gather, noGrad, randn, type Tensor, tensor, tidy, where } from "../../mod.ts";
 import { assertClose, type FixtureTensor, fromFixture } from "../_harness/fixtures.ts";
 
 interface ValueCase {
@@ -149,4 +149,27 @@ Deno.test("the in-place ops refuse what PyTorch refuses, naming what they saw", 
   const p = tensor([1, 2], [2], { requiresGrad: true });
   noGrad(() => p.sub_(tensor([1, 1]), 0.5));
   assert.deepEqual(p.toArray(), Float32Array.of(0.5, 1.5));
+});
+
+Deno.test("comparisons, where and gather split big tensors across threads and agree with a loop", () => {
+  tidy(() => {
+    const x = randn([300, 1000]);
+    const values = x.toArray() as Float32Array;
+    const positive = x.gt(0);
+    const expected = Uint8Array.from(values, (v) => (v > 0 ? 1 : 0));
+    assert.deepEqual(positive.toArray(), expected);
+    const w = x.clone().requiresGrad_();
+    const relu = where(positive, w, 0);
+    assert.deepEqual(relu.toArray(), Float32Array.from(values, (v) => (v > 0 ? v : 0)));
+    relu.sum().backward();
+    assert.deepEqual(w.grad!.toArray(), Float32Array.from(expected));
+    const index = tensor(Int32Array.from({ length: 300 * 1000 }, (_, i) => (i * 7) % 1000), [
+      300,
+      1000,
+    ]);
+    const picked = gather(x, 1, index).toArray();
+    for (let i = 0; i < picked.length; i += 997) {
+      assert.equal(picked[i], values[Math.floor(i / 1000) * 1000 + ((i * 7) % 1000)]);
+    }
+  });
 });

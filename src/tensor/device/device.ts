@@ -124,7 +124,7 @@ export interface Kernels {
   indexAdd: Abi["dt_index_add"];
   /** `rows` blocks of `rowBytes` from src to dst, each side with its own byte stride. */
   copyBlocks: Abi["dt_copy_blocks"];
-  /** out = cond ? a : b (bool cond, 4-byte elements). */
+  /** out = cond ? a : b (bool cond, 4-byte elements), a shorter operand repeating. */
   where: Abi["dt_where"];
   /** The gradients of `where` (each output nullable). */
   whereBackward: Abi["dt_where_backward"];

@@ -10,7 +10,8 @@ import { formatShape, normalizeDim, sameShape, shapeSize } from "../layout.ts";
 import { itemSize, type Tensor } from "../tensor.ts";
 import { alias, emptyOn, expectSameDevice, temporaries } from "./_util.ts";
 import { expectBool, promoteTypes, scalarOn, scalarType } from "./compare.ts";
-import { broadcastShapes } from "./elementwise.ts";
+import { broadcastShapes, isSuffix } from "./elementwise.ts";
+import { sumToShape } from "./reduce.ts";
 import { contiguous, expand, to } from "./shape.ts";
 import { unsqueeze } from "./views.ts";
 
@@ -241,14 +242,18 @@ function select(name: string, op: string, cond: Tensor, x: Tensor, y: Tensor): T
       cur = next;
     };
     step(to(cur, wanted));
-    if (!sameShape(cur.shape, shape)) step(expand(cur, shape));
+    // The kernel repeats a scalar or a suffix of the output's shape; anything else is expanded.
+    if (!(sameShape(cur.shape, shape) || cur.numel() === 1 || isSuffix(cur.shape, shape))) {
+      step(expand(cur, shape));
+    }
     step(contiguous(cur));
     return cur;
   };
   const c = fit(cond), a = fit(x, dtype), b = fit(y, dtype);
   const out = emptyOn(c, shape, dtype);
   const dev = out.storage.backend;
-  dev.check(dev.kernels.where(c.ptr, a.ptr, b.ptr, out.ptr, out.numel()));
+  const n = out.numel();
+  dev.check(dev.kernels.where(c.ptr, c.numel(), a.ptr, a.numel(), b.ptr, b.numel(), out.ptr, n));
   // The node owns the final copies. An intermediate outside the graph is freed now; one inside
   // it is an input of a node (ExpandBackward's), freed with the graph or by tidy.
   for (const t of made) if (t !== c && t !== a && t !== b && !t.requiresGrad) t.dispose();
@@ -259,10 +264,16 @@ function select(name: string, op: string, cond: Tensor, x: Tensor, y: Tensor): T
     (gy) => {
       const ga = a.requiresGrad ? emptyOn(a, shape) : null;
       const gb = b.requiresGrad ? emptyOn(b, shape) : null;
-      dev.check(
-        dev.kernels.whereBackward(c.ptr, gy.ptr, ga?.ptr ?? null, gb?.ptr ?? null, gy.numel()),
-      );
-      return [ga, gb];
+      const [pa, pb] = [ga?.ptr ?? null, gb?.ptr ?? null];
+      dev.check(dev.kernels.whereBackward(c.ptr, c.numel(), gy.ptr, pa, pb, n));
+      // A repeated operand's gradient sums over its repeats.
+      const fold = (g: Tensor | null, t: Tensor) => {
+        if (g === null || sameShape(g.shape, t.shape)) return g;
+        const folded = sumToShape(g, t.shape);
+        if (folded !== g) g.dispose();
+        return folded;
+      };
+      return [fold(ga, a), fold(gb, b)];
     },
     [c, a, b].filter((t) => made.includes(t)),
     [],
