@@ -313,7 +313,7 @@ export class Tensor extends TensorMath implements Disposable {
   }
 
   /**
-   * This tensor converted to a dtype (`"f32"`, `"i32"`) or moved to a device (`"cpu"`, or any
+   * This tensor converted to a dtype (`"f32"`, `"i32"`, `"bool"`) or moved to a device (`"cpu"`, or any
    * registered one; the move stays in the graph): a copy, or a new view when nothing changes.
    */
   to(target: DType | Device): Tensor {
