@@ -45,6 +45,9 @@ export {
   zerosLike,
 } from "./src/tensor/creation.ts";
 export { chunk, narrow, select, split } from "./src/tensor/ops/slice.ts";
+export { cat, gather, indexSelect, maskedFill, stack, where } from "./src/tensor/ops/indexing.ts";
+export { permute, squeeze, tril, triu, unsqueeze } from "./src/tensor/ops/views.ts";
+export { eq, ge, gt, le, lt, ne } from "./src/tensor/ops/compare.ts";
 export { getRngState, manualSeed, setRngState } from "./src/tensor/random.ts";
 export { getNumThreads, setNumThreads } from "./src/tensor/threads.ts";
 export { isGradEnabled, noGrad } from "./src/tensor/autograd.ts";

@@ -374,6 +374,49 @@ const symbols = {
     result: "i32",
   },
   // ---- end ops ----
+  // compare.c: the bool and i32 dtypes (dtype codes: DTypeCode below)
+  dt_compare: {
+    parameters: ["i32", "i32", "pointer", "i64", "pointer", "i64", "pointer", "i64"],
+    result: "i32",
+  }, // (int32_t op, int32_t dtype, const void *a, int64_t na, const void *b, int64_t nb, uint8_t *out, int64_t n)
+  dt_cast: { parameters: ["pointer", "i32", "pointer", "i32", "i64"], result: "i32" }, // (const void *src, int32_t src_dtype, void *dst, int32_t dst_dtype, int64_t n)
+  dt_fill_u8: { parameters: ["pointer", "i64", "i32"], result: "i32" }, // (uint8_t *dst, int64_t n, int32_t value)
+  dt_sum_axis_int: {
+    parameters: ["pointer", "i32", "pointer", "i64", "i64", "i64"],
+    result: "i32",
+  }, // (const void *x, int32_t dtype, int32_t *out, int64_t outer, int64_t axis, int64_t inner)
+  dt_binary_i32: {
+    parameters: ["i32", "pointer", "i64", "pointer", "i64", "pointer", "i64"],
+    result: "i32",
+  }, // (int32_t op, const int32_t *a, int64_t na, const int32_t *b, int64_t nb, int32_t *out, int64_t n)
+  dt_clamp_range: { parameters: ["pointer", "pointer", "i64", "f32", "f32"], result: "i32" }, // (const float *x, float *y, int64_t n, float lo, float hi)
+  // indexing.c
+  dt_gather: {
+    parameters: ["pointer", "buffer", "pointer", "buffer", "i32", "i32", "pointer"],
+    result: "i32",
+  }, // (const void *x, const int64_t *xshape, const int32_t *index, const int64_t *ishape, int32_t ndim, int32_t dim, void *out)
+  dt_scatter_add: {
+    parameters: ["pointer", "buffer", "pointer", "buffer", "i32", "i32", "pointer"],
+    result: "i32",
+  }, // (const float *gy, const int64_t *xshape, const int32_t *index, const int64_t *ishape, int32_t ndim, int32_t dim, float *gx)
+  dt_index_select: {
+    parameters: ["pointer", "pointer", "i64", "pointer", "i64", "i64", "i64"],
+    result: "i32",
+  }, // (const void *x, const int32_t *index, int64_t nindex, void *out, int64_t outer, int64_t axis, int64_t inner)
+  dt_index_add: {
+    parameters: ["pointer", "pointer", "i64", "pointer", "i64", "i64", "i64"],
+    result: "i32",
+  }, // (const float *gy, const int32_t *index, int64_t nindex, float *gx, int64_t outer, int64_t axis, int64_t inner)
+  dt_copy_blocks: { parameters: ["pointer", "pointer", "i64", "i64", "i64", "i64"], result: "i32" }, // (const void *src, void *dst, int64_t rows, int64_t row_bytes, int64_t src_stride, int64_t dst_stride)
+  dt_where: {
+    parameters: ["pointer", "i64", "pointer", "i64", "pointer", "i64", "pointer", "i64"],
+    result: "i32",
+  }, // (const uint8_t *cond, int64_t nc, const void *a, int64_t na, const void *b, int64_t nb, void *out, int64_t n)
+  dt_where_backward: {
+    parameters: ["pointer", "i64", "pointer", "pointer", "pointer", "i64"],
+    result: "i32",
+  }, // (const uint8_t *cond, int64_t nc, const float *gy, float *ga, float *gb, int64_t n)
+  dt_tril: { parameters: ["pointer", "pointer", "i64", "i64", "i64", "i64", "i32"], result: "i32" }, // (const void *x, void *out, int64_t batch, int64_t rows, int64_t cols, int64_t diagonal, int32_t upper)
 } as const satisfies Deno.ForeignLibraryInterface;
 
 /** The functions of `libdtrain.so` (64-bit sizes take numbers: [Note: 64-bit integers] in load.ts). */
@@ -409,3 +452,9 @@ export const UnaryOp = {
   scale: 10,
   addScalar: 11,
 } as const;
+
+/** Comparisons (enum dt_compare_op in csrc/core/compare.c). */
+export const CompareOp = { eq: 0, ne: 1, lt: 2, le: 3, gt: 4, ge: 5 } as const;
+
+/** Element types as the kernels number them (enum dt_dtype in csrc/core/compare.c). */
+export const DTypeCode = { f32: 0, i32: 1, bool: 2 } as const;

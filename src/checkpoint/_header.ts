@@ -34,7 +34,8 @@ const FILE_DTYPES: ReadonlyMap<DType, string> = new Map([["f32", "F32"], ["i32",
 const DTRAIN_DTYPES: ReadonlyMap<string, DType> = new Map([["F32", "f32"], ["I32", "i32"]]);
 
 /** Larger alignment first, as the reference orders the data (both are 4 bytes: F32 comes first). */
-const DTYPE_RANK: Readonly<Record<DType, number>> = { f32: 0, i32: 1 };
+// bool is refused before layout (safetensors.ts): the rank only completes the table.
+const DTYPE_RANK: Readonly<Record<DType, number>> = { f32: 0, i32: 1, bool: 2 };
 
 /** One tensor's place in the data region. */
 export interface TensorEntry {

@@ -84,7 +84,9 @@ export function tensor(
   if (flat.length > 0) {
     const typed = dtype === "f32"
       ? (flat instanceof Float32Array ? flat : Float32Array.from(flat))
-      : (flat instanceof Int32Array ? flat : Int32Array.from(flat));
+      : dtype === "i32"
+      ? (flat instanceof Int32Array ? flat : Int32Array.from(flat))
+      : Uint8Array.from(flat, (v) => (v ? 1 : 0));
     t.storage.backend.copyIn(t.ptr, Deno.UnsafePointer.of(typed), typed.byteLength);
   }
   return finish(t, options);

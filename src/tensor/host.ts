@@ -5,18 +5,22 @@
  */
 
 import { formatShape, shapeSize } from "./layout.ts";
-import type { Tensor } from "./tensor.ts";
+import { itemSize, type Tensor } from "./tensor.ts";
 
 /** Host memory that `item()` reads one element through (no allocation per call). */
 const scalar = new DataView(new ArrayBuffer(4));
 const scalarPtr = Deno.UnsafePointer.of(scalar.buffer);
 
 /** `t.toArray()`: a copy of the elements, row-major. */
-export function toArray(t: Tensor): Float32Array | Int32Array {
+export function toArray(t: Tensor): Float32Array | Int32Array | Uint8Array {
   const src = t.isContiguous() ? t : t.contiguous();
   const n = src.numel();
-  const out = t.dtype === "f32" ? new Float32Array(n) : new Int32Array(n);
-  if (n > 0) t.storage.backend.copyOut(Deno.UnsafePointer.of(out), src.ptr, n * 4);
+  const out = t.dtype === "f32"
+    ? new Float32Array(n)
+    : t.dtype === "i32"
+    ? new Int32Array(n)
+    : new Uint8Array(n);
+  if (n > 0) t.storage.backend.copyOut(Deno.UnsafePointer.of(out), src.ptr, n * itemSize(t.dtype));
   if (src !== t) src.dispose();
   return out;
 }
@@ -28,8 +32,9 @@ export function item(t: Tensor): number {
       `item(): tensor ${formatShape(t.shape)} has ${t.numel()} elements, not 1`,
     );
   }
-  t.storage.backend.copyOut(scalarPtr, t.ptr, 4);
+  t.storage.backend.copyOut(scalarPtr, t.ptr, itemSize(t.dtype));
   // Native memory is little-endian on every platform dtrain builds for.
+  if (t.dtype === "bool") return scalar.getUint8(0);
   return t.dtype === "f32" ? scalar.getFloat32(0, true) : scalar.getInt32(0, true);
 }
 
@@ -46,11 +51,4 @@ export function tolist(t: Tensor): number | unknown[] {
     return out;
   };
   return build(0, 0);
-}
-
-/** `t.toString()`: `tensor([[1, 2], [3, 4]], shape=[2, 2], dtype=f32)`. */
-export function format(t: Tensor): string {
-  const n = t.numel();
-  const body = n <= 64 ? JSON.stringify(tolist(t)) : `<${n} elements>`;
-  return `tensor(${body}, shape=${formatShape(t.shape)}, dtype=${t.dtype})`;
 }

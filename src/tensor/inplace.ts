@@ -8,10 +8,10 @@
 import { UnaryOp } from "./device/device.ts";
 import { isGradEnabled } from "./autograd.ts";
 import { formatShape, sameShape } from "./layout.ts";
-import type { Tensor } from "./tensor.ts";
+import { itemSize, type Tensor } from "./tensor.ts";
 
 /** Refuses tensors autograd tracks (under grad mode) and non-contiguous ones; bumps the version. */
-function checkInPlace(t: Tensor, op: string): void {
+export function checkInPlace(t: Tensor, op: string): void {
   if (t.requiresGrad && isGradEnabled()) {
     throw new Error(
       `${op}: a tensor that requires grad is used in an in-place operation; wrap it in noGrad()`,
@@ -29,7 +29,9 @@ export function fillRaw(t: Tensor, value: number): void {
   device.check(
     t.dtype === "f32"
       ? device.kernels.fillF32(t.ptr, t.numel(), value)
-      : device.kernels.fillI32(t.ptr, t.numel(), value),
+      : t.dtype === "i32"
+      ? device.kernels.fillI32(t.ptr, t.numel(), value)
+      : device.kernels.fillU8(t.ptr, t.numel(), value ? 1 : 0),
   );
 }
 
@@ -96,7 +98,7 @@ export function copyInto(dst: Tensor, src: Tensor): void {
         src.ndim,
         new BigInt64Array(src.shape.map(BigInt)),
         new BigInt64Array(src.strides.map(BigInt)),
-        4,
+        itemSize(src.dtype),
       ));
       return;
     }
@@ -105,7 +107,7 @@ export function copyInto(dst: Tensor, src: Tensor): void {
     packed.dispose();
     return;
   }
-  const nbytes = src.numel() * 4;
+  const nbytes = src.numel() * itemSize(src.dtype);
   if (nbytes === 0) return;
   const from = src.storage.backend, to = dst.storage.backend;
   if (from === to) from.copy(dst.ptr, src.ptr, nbytes);

@@ -10,6 +10,8 @@ import { track } from "./scope.ts";
 import { backward, type BackwardOptions, type Node } from "./autograd.ts";
 import * as host from "./host.ts";
 import * as inplace from "./inplace.ts";
+import * as inplaceMath from "./ops/inplace_math.ts";
+import { repr } from "./repr.ts";
 import { contiguousStrides, formatShape, normalizeDim, shapeSize } from "./layout.ts";
 import * as shapeOps from "./ops/shape.ts";
 import * as sliceOps from "./ops/slice.ts";
@@ -27,15 +29,20 @@ export {
 } from "./layout.ts";
 export { copyInto } from "./inplace.ts";
 
-/** Element types: 32-bit float and 32-bit signed integer. */
-export type DType = "f32" | "i32";
+/** Element types: 32-bit float, 32-bit signed integer, and bool (1 byte, 0 or 1, like torch.bool). */
+export type DType = "f32" | "i32" | "bool";
+
+/** Bytes per element of a dtype. */
+export function itemSize(dtype: DType): number {
+  return dtype === "bool" ? 1 : 4;
+}
 
 /** A hook run once a parameter's gradient for the current backward pass is complete. */
 export type GradHook = (param: Tensor) => void;
 
 /** Whether `to()`'s target names a dtype (anything else names a device). */
 function isDType(target: string): target is DType {
-  return target === "f32" || target === "i32";
+  return target === "f32" || target === "i32" || target === "bool";
 }
 
 const registry = new FinalizationRegistry<Storage>((storage) => storage.release());
@@ -121,10 +128,10 @@ export class Tensor extends TensorMath implements Disposable {
     device: Device = "cpu",
   ): Tensor {
     const n = shapeSize(shape);
-    if (!Number.isSafeInteger(n * 4)) {
+    if (!Number.isSafeInteger(n * itemSize(dtype))) {
       throw new RangeError(`tensor of shape ${formatShape(shape)} has too many elements (${n})`);
     }
-    return new Tensor(new Storage(n * 4, zero, device), shape, dtype);
+    return new Tensor(new Storage(n * itemSize(dtype), zero, device), shape, dtype);
   }
 
   /** The device holding the data. */
@@ -173,12 +180,12 @@ export class Tensor extends TensorMath implements Disposable {
     }
     this.#ptr = this.offset === 0
       ? this.storage.ptr
-      : Deno.UnsafePointer.offset(this.storage.ptr!, this.offset * 4);
+      : Deno.UnsafePointer.offset(this.storage.ptr!, this.offset * itemSize(this.dtype));
     return this.#ptr;
   }
 
   /** A copy of the elements, row-major, in host memory. */
-  toArray(): Float32Array | Int32Array {
+  toArray(): Float32Array | Int32Array | Uint8Array {
     return host.toArray(this);
   }
 
@@ -327,7 +334,7 @@ export class Tensor extends TensorMath implements Disposable {
   }
 
   /**
-   * This tensor converted to a dtype (`"f32"`, `"i32"`) or moved to a device (`"cpu"`, or any
+   * This tensor converted to a dtype (`"f32"`, `"i32"`, `"bool"`) or moved to a device (`"cpu"`, or any
    * registered one; the move stays in the graph): a copy, or a new view when nothing changes.
    */
   to(target: DType | Device): Tensor {
@@ -348,26 +355,26 @@ export class Tensor extends TensorMath implements Disposable {
     return this.fill_(0);
   }
 
-  /** Copies `src`'s elements (same shape and dtype, any device) into this tensor. */
+  /** Copies `src`'s elements into this tensor (broadcast to its shape, converted to its dtype, any device). */
   copy_(src: Tensor): this {
-    inplace.copy(this, src);
+    inplaceMath.copy(this, src);
     return this;
   }
 
-  /** this += alpha * other, in place (f32, same shape). */
-  add_(other: Tensor, alpha = 1): this {
-    inplace.addScaled(this, other, alpha);
+  /** this += alpha * other, in place (other broadcast to this shape, or a number). */
+  add_(other: Tensor | number, alpha = 1): this {
+    inplaceMath.arith("add", this, other, alpha);
     return this;
   }
 
-  /** this *= value, in place (f32). */
-  mul_(value: number): this {
-    inplace.scale(this, value);
+  /** this *= other, in place (other broadcast to this shape, or a number). */
+  mul_(other: Tensor | number): this {
+    inplaceMath.arith("mul", this, other);
     return this;
   }
 
-  /** Formats like PyTorch: `tensor([[1, 2], [3, 4]], shape=[2, 2], dtype=f32)`. */
+  /** Formats like PyTorch's repr: `tensor([[1., 2.], [3., 4.]], requiresGrad=True)` (see repr.ts). */
   override toString(): string {
-    return host.format(this);
+    return repr(this);
   }
 }

@@ -11,9 +11,11 @@ import * as nnOps from "./ops/nn.ts";
 import * as orderOps from "./ops/order.ts";
 import * as reduceOps from "./ops/reduce.ts";
 import type { Tensor } from "./tensor.ts";
+import { TensorIndexing } from "./tensor_indexing.ts";
+import { sumInt } from "./ops/compare.ts";
 
 /** The math methods `Tensor` inherits; each takes the tensor as `this`. */
-export abstract class TensorMath {
+export abstract class TensorMath extends TensorIndexing {
   /** this + other, broadcasting. */
   add(this: Tensor, other: Tensor | number): Tensor {
     return elementwise.add(this, other);
@@ -84,8 +86,20 @@ export abstract class TensorMath {
     return elementwise.pow(this, exponent);
   }
 
-  /** Sum of all elements, or over `dim` (one dimension or several; see `sum`). */
+  /**
+   * Sum of all elements, or over `dim` (one dimension or several; see `sum`). i32 and bool
+   * tensors sum to i32 (a count for bool).
+   */
   sum(this: Tensor, dim?: number | readonly number[] | null, keepdim = false): Tensor {
+    if (this.dtype !== "f32") {
+      if (dim === null || dim === undefined || typeof dim === "number") {
+        return sumInt(this, dim ?? undefined, keepdim);
+      }
+      const dims = dim.map((d) => (d < 0 ? d + this.ndim : d)).sort((a, b) => b - a);
+      let out: Tensor = this;
+      for (const d of dims) out = sumInt(out, d, keepdim);
+      return out;
+    }
     return reduceOps.sum(this, dim, keepdim);
   }
 

@@ -111,11 +111,16 @@ Deno.test("expand refuses -1 in a new leading dimension; transpose of a 0-d tens
   });
 });
 
-Deno.test("mul_ refuses an i32 tensor instead of scaling its bits as floats", () => {
+Deno.test("mul_ on an i32 tensor multiplies integers exactly and refuses a fraction", () => {
   tidy(() => {
     const t = tensor([100000000, -3, 7], [3], { dtype: "i32" });
-    assert.throws(() => t.mul_(3), /mul_: expected an f32 tensor, got i32/);
+    assert.throws(
+      () => t.mul_(0.5),
+      /mul_: the result is f32 and cannot be written into an i32 tensor/,
+    );
     assert.deepEqual(Array.from(t.toArray()), [100000000, -3, 7]);
+    t.mul_(3);
+    assert.deepEqual(Array.from(t.toArray()), [300000000, -9, 21]);
   });
 });
 

@@ -75,7 +75,8 @@ export function readSaved(path: string): Saved {
   const { tensors, metadata } = load(path);
   const saved: Saved = { tensors: {}, shapes: {}, metadata };
   for (const [name, t] of Object.entries(tensors)) {
-    saved.tensors[name] = t.toArray();
+    // Checkpoints hold f32 and i32 tensors only (bool is refused on save).
+    saved.tensors[name] = t.toArray() as Float32Array | Int32Array;
     saved.shapes[name] = t.shape;
     t.dispose();
   }

@@ -82,6 +82,21 @@ export function createCpuDevice(): DeviceBackend {
     extremeBackward: lib.dt_extreme_backward,
     crossEntropyBackward: lib.dt_cross_entropy_backward,
     // ---- end ops ----
+    // compare.c and indexing.c
+    compare: lib.dt_compare,
+    cast: lib.dt_cast,
+    fillU8: lib.dt_fill_u8,
+    sumAxisInt: lib.dt_sum_axis_int,
+    binaryI32: lib.dt_binary_i32,
+    clampRange: lib.dt_clamp_range,
+    gather: lib.dt_gather,
+    scatterAdd: lib.dt_scatter_add,
+    indexSelect: lib.dt_index_select,
+    indexAdd: lib.dt_index_add,
+    copyBlocks: lib.dt_copy_blocks,
+    where: lib.dt_where,
+    whereBackward: lib.dt_where_backward,
+    tril: lib.dt_tril,
   };
   return {
     name: "cpu",

@@ -20,7 +20,7 @@
 import type { DtrainSymbols } from "../../../ffi/dtrain.ts";
 
 // The kernel ABI's enums, for the layers above the seam (which never import ffi/ themselves).
-export { BinaryOp, Status, UnaryOp } from "../../../ffi/dtrain.ts";
+export { BinaryOp, CompareOp, DTypeCode, Status, UnaryOp } from "../../../ffi/dtrain.ts";
 
 /** An address in a device's memory (a host address on cpu). */
 export type DevicePtr = Deno.PointerValue;
@@ -129,6 +129,35 @@ export interface Kernels {
   /** The gradient of `crossEntropy` from its saved `grad` and gy (one value, or one per row). */
   crossEntropyBackward: Abi["dt_cross_entropy_backward"];
   // ---- end ops ----
+  // compare.c and indexing.c: the bool and i32 dtypes, and indexing.
+  /** out (bool) = a op b (`CompareOp`), both of one dtype (`DTypeCode`), b or a repeating. */
+  compare: Abi["dt_compare"];
+  /** Converts between dtypes (`DTypeCode`), one side at least bool. */
+  cast: Abi["dt_cast"];
+  /** Sets `n` bool elements to `value` (non-zero is true). */
+  fillU8: Abi["dt_fill_u8"];
+  /** out[o, i] (i32) = sum over a of i32 or bool x[o, a, i]. */
+  sumAxisInt: Abi["dt_sum_axis_int"];
+  /** out = a op b on i32 (`BinaryOp`; div is floor division). */
+  binaryI32: Abi["dt_binary_i32"];
+  /** y = min(max(x, lo), hi) on f32. */
+  clampRange: Abi["dt_clamp_range"];
+  /** out = x gathered along `dim` at i32 `index` (shapes in host memory). */
+  gather: Abi["dt_gather"];
+  /** The gradient of `gather`, added into a zeroed gx. */
+  scatterAdd: Abi["dt_scatter_add"];
+  /** out[o, j, :] = x[o, index[j], :]. */
+  indexSelect: Abi["dt_index_select"];
+  /** The gradient of `indexSelect`, added into a zeroed gx. */
+  indexAdd: Abi["dt_index_add"];
+  /** `rows` blocks of `rowBytes` from src to dst, each side with its own byte stride. */
+  copyBlocks: Abi["dt_copy_blocks"];
+  /** out = cond ? a : b (bool cond, 4-byte elements), a shorter operand repeating. */
+  where: Abi["dt_where"];
+  /** The gradients of `where` (each output nullable). */
+  whereBackward: Abi["dt_where_backward"];
+  /** Lower (upper = 1: upper) triangles of a batch of matrices, the rest zeroed. */
+  tril: Abi["dt_tril"];
 }
 
 /** One device: its allocator, copies and kernels (see [Note: device seam]). */

@@ -5,6 +5,7 @@ import { record } from "../autograd.ts";
 import { formatShape, sameShape } from "../layout.ts";
 import type { Tensor } from "../tensor.ts";
 import { emptyOn, expectF32, expectSameDevice, temporaries } from "./_util.ts";
+import { integerArith, isIntegerOperation } from "./integer.ts";
 import { contiguous, expand } from "./shape.ts";
 
 type BinaryName = keyof typeof BinaryOp;
@@ -26,7 +27,7 @@ export function broadcastShapes(op: string, a: readonly number[], b: readonly nu
 }
 
 /** Whether `small` only repeats over leading dimensions of `shape` (the kernels' fast path). */
-function isSuffix(small: readonly number[], shape: readonly number[]): boolean {
+export function isSuffix(small: readonly number[], shape: readonly number[]): boolean {
   const lead = shape.length - small.length;
   let i = 0;
   while (i < small.length && small[i] === 1) i++;
@@ -124,21 +125,25 @@ function unary(op: UnaryName, t: Tensor, p = 0): Tensor {
 
 /** a + b (b a tensor or a number), broadcasting. */
 export function add(a: Tensor, b: Tensor | number): Tensor {
+  if (isIntegerOperation(a, b)) return integerArith("add", a, b);
   return typeof b === "number" ? unary("addScalar", a, b) : binary("add", a, b);
 }
 
 /** a - b (b a tensor or a number), broadcasting. */
 export function sub(a: Tensor, b: Tensor | number): Tensor {
+  if (isIntegerOperation(a, b)) return integerArith("sub", a, b);
   return typeof b === "number" ? unary("addScalar", a, -b) : binary("sub", a, b);
 }
 
 /** a * b (b a tensor or a number), broadcasting. */
 export function mul(a: Tensor, b: Tensor | number): Tensor {
+  if (isIntegerOperation(a, b)) return integerArith("mul", a, b);
   return typeof b === "number" ? unary("scale", a, b) : binary("mul", a, b);
 }
 
-/** a / b (b a tensor or a number), broadcasting. */
+/** a / b (b a tensor or a number), broadcasting; true division (f32) for i32 operands. */
 export function div(a: Tensor, b: Tensor | number): Tensor {
+  if (isIntegerOperation(a, b)) return integerArith("div", a, b);
   return typeof b === "number" ? unary("scale", a, 1 / b) : binary("div", a, b);
 }
 

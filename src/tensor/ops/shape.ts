@@ -11,7 +11,8 @@ import {
   shapeSize,
 } from "../layout.ts";
 import type { Device } from "../storage.ts";
-import { Tensor } from "../tensor.ts";
+import { type DType, Tensor } from "../tensor.ts";
+import { DTypeCode } from "../device/device.ts";
 import { alias, emptyOn } from "./_util.ts";
 import { sumToShape } from "./reduce.ts";
 
@@ -205,14 +206,19 @@ export function clone(t: Tensor): Tensor {
   return record(out, "CloneBackward", [t], (gy) => [alias(gy)], [], []);
 }
 
-/** Converts between f32 and i32 (a copy; truncation toward zero for f32 to i32). */
-export function to(t: Tensor, dtype: "f32" | "i32"): Tensor {
+/**
+ * Converts between f32, i32 and bool (a copy; truncation toward zero for f32 to i32; non-zero is
+ * true, true is 1).
+ */
+export function to(t: Tensor, dtype: DType): Tensor {
   if (t.dtype === dtype) return t;
   const src = contiguous(t);
   const out = emptyOn(src, t.shape, dtype);
   const dev = out.storage.backend;
   dev.check(
-    dtype === "f32"
+    t.dtype === "bool" || dtype === "bool"
+      ? dev.kernels.cast(src.ptr, DTypeCode[t.dtype], out.ptr, DTypeCode[dtype], t.numel())
+      : dtype === "f32"
       ? dev.kernels.castI32F32(src.ptr, out.ptr, t.numel())
       : dev.kernels.castF32I32(src.ptr, out.ptr, t.numel()),
   );
