@@ -96,9 +96,8 @@ export abstract class TensorMath extends TensorIndexing {
         return sumInt(this, dim ?? undefined, keepdim);
       }
       const dims = dim.map((d) => (d < 0 ? d + this.ndim : d)).sort((a, b) => b - a);
-      let out: Tensor = this;
-      for (const d of dims) out = sumInt(out, d, keepdim);
-      return out;
+      return dims.reduce((out: Tensor | null, d) => sumInt(out ?? this, d, keepdim), null) ??
+        sumInt(this, undefined, keepdim);
     }
     return reduceOps.sum(this, dim, keepdim);
   }
