@@ -37,8 +37,6 @@ function isDType(target: string): target is DType {
   return target === "f32" || target === "i32";
 }
 
-const registry = new FinalizationRegistry<Storage>((storage) => storage.release());
-
 /** Options accepted by every tensor-creating function. */
 export interface TensorOptions {
   /** Element type; "f32" unless said otherwise. */
@@ -108,7 +106,6 @@ export class Tensor extends TensorMath implements Disposable {
     this.offset = offset;
     this.dtype = dtype;
     storage.retain();
-    registry.register(this, storage, this);
     track(this);
   }
 
@@ -170,9 +167,7 @@ export class Tensor extends TensorMath implements Disposable {
     if (this.#disposed || this.storage.ptr === null) {
       throw new ReferenceError(`tensor ${formatShape(this.shape)} ${this.dtype} was disposed`);
     }
-    this.#ptr = this.offset === 0
-      ? this.storage.ptr
-      : Deno.UnsafePointer.offset(this.storage.ptr!, this.offset * 4);
+    this.#ptr = this.offset === 0 ? this.storage.ptr : this.storage.pointerAt(this.offset * 4);
     return this.#ptr;
   }
 
@@ -196,7 +191,6 @@ export class Tensor extends TensorMath implements Disposable {
     if (this.#disposed) return;
     this.#disposed = true;
     this.#ptr = undefined;
-    registry.unregister(this);
     this.storage.release();
   }
 

@@ -25,6 +25,19 @@ export { BinaryOp, Status, UnaryOp } from "../../../ffi/dtrain.ts";
 /** An address in a device's memory (a host address on cpu). */
 export type DevicePtr = Deno.PointerValue;
 
+/**
+ * A block from `DeviceBackend.alloc`. `owner` is set when the JavaScript heap owns the memory (cpu's
+ * ArrayBuffers, see [Note: cpu memory is JavaScript memory] in cpu.ts): the block lives exactly as
+ * long as `owner` is reachable, so whoever uses `ptr` keeps `owner` reachable. Without an owner
+ * the block lives until `free`.
+ */
+export interface DeviceBlock {
+  /** The block's address. */
+  readonly ptr: DevicePtr;
+  /** The object whose lifetime is the block's, if the garbage collector frees it. */
+  readonly owner?: object;
+}
+
 type Abi = DtrainSymbols;
 
 /**
@@ -113,10 +126,13 @@ export interface DeviceBackend {
    * Allocates `nbytes` (zero-filled when `zero`).
    * @throws NativeError with `Status.ENOMEM` when the device is out of memory.
    */
-  alloc(nbytes: number, zero: boolean): DevicePtr;
-  /** Frees a block from `alloc`. */
-  free(ptr: DevicePtr): void;
-  /** Bytes this device's allocator holds now (blocks it borrows elsewhere are counted there). */
+  alloc(nbytes: number, zero: boolean): DeviceBlock;
+  /** Frees a block from `alloc` now (an owned block too: it need not wait for a collection). */
+  free(block: DeviceBlock): void;
+  /**
+   * Bytes this device's allocator holds now (blocks it borrows elsewhere are counted there). Owned
+   * blocks that were garbage collected may still count until their finalizer runs.
+   */
   allocatedBytes(): number;
   /** Copies `nbytes` from host memory into device memory. */
   copyIn(dst: DevicePtr, hostSrc: DevicePtr, nbytes: number): void;
