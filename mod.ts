@@ -25,18 +25,22 @@
  * @module
  */
 
-export { type DType, Tensor, type TensorOptions } from "./src/tensor/tensor.ts";
-export { allocatedBytes, type Device } from "./src/tensor/storage.ts";
+export { type DType, type GradHook, Tensor, type TensorOptions } from "./src/tensor/tensor.ts";
+export type { TensorMath } from "./src/tensor/tensor_math.ts";
+export { allocatedBytes, type Device, type Storage } from "./src/tensor/storage.ts";
 export { getDevice, registerDevice } from "./src/tensor/device/registry.ts";
 export type {
   DeviceBackend,
+  DeviceBlock,
   DeviceFactory,
   DevicePtr,
+  KernelAbi,
   Kernels,
 } from "./src/tensor/device/device.ts";
 export {
   arange,
   full,
+  type NestedArray,
   ones,
   rand,
   randn,
@@ -46,11 +50,17 @@ export {
 } from "./src/tensor/creation.ts";
 export { getRngState, manualSeed, setRngState } from "./src/tensor/random.ts";
 export { getNumThreads, setNumThreads } from "./src/tensor/threads.ts";
-export { isGradEnabled, noGrad } from "./src/tensor/autograd.ts";
-export { keep, tidy, tidyAsync } from "./src/tensor/scope.ts";
+export { type BackwardOptions, isGradEnabled, type Node, noGrad } from "./src/tensor/autograd.ts";
+export { keep, type Scoped, tidy, tidyAsync } from "./src/tensor/scope.ts";
 export { NativeArgumentError, NativeError } from "./src/tensor/native.ts";
 export * as nn from "./src/nn/mod.ts";
-export * as F from "./src/nn/functional.ts";
+export { F } from "./src/nn/functional_namespace.ts";
+export type {
+  BCEWithLogitsOptions,
+  CrossEntropyOptions,
+  MSELossOptions,
+  Reduction,
+} from "./src/nn/loss.ts";
 export * as optim from "./src/optim/mod.ts";
 export * as data from "./src/data/mod.ts";
 export * as checkpoint from "./src/checkpoint/mod.ts";

@@ -3,26 +3,11 @@
  * @module
  */
 
-export { Parameter } from "./parameter.ts";
-export {
-  type IncompatibleKeys,
-  type LoadStateDictOptions,
-  Module,
-  type StateDict,
-} from "./module.ts";
-export {
-  Dropout,
-  Embedding,
-  Flatten,
-  GELU,
-  Identity,
-  LayerNorm,
-  Linear,
-  type LinearOptions,
-  ReLU,
-  RMSNorm,
-  SiLU,
-} from "./layers.ts";
-export { MLP, type MLPOptions, ModuleDict, ModuleList, Sequential } from "./container.ts";
+export * from "./parameter.ts";
+export * from "./module.ts";
+export * from "./layers.ts";
+export * from "./container.ts";
+/** Weight initialisation (PyTorch's `torch.nn.init`). */
 export * as init from "./init.ts";
+/** Helpers around modules and their gradients (PyTorch's `torch.nn.utils`). */
 export * as utils from "./utils/mod.ts";

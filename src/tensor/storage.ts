@@ -69,6 +69,8 @@ export class Storage {
   #uncovered = false;
 
   /**
+   * Allocates a block on `device`.
+   *
    * @param nbytes Bytes to allocate.
    * @param zero Whether to zero-fill them.
    * @param device The device's name.

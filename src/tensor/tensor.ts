@@ -140,6 +140,7 @@ export class Tensor extends TensorMath implements Disposable {
 
   /** The size of dimension `dim` (negative counts from the end), or the whole shape. */
   size(): readonly number[];
+  /** The size of dimension `dim` (negative counts from the end). */
   size(dim: number): number;
   size(dim?: number): number | readonly number[] {
     if (dim === undefined) return this.shape;

@@ -38,7 +38,8 @@ export interface DeviceBlock {
   readonly owner?: object;
 }
 
-type Abi = DtrainSymbols;
+/** libdtrain's functions, by C name: the prototypes every device's kernels follow. */
+export type KernelAbi = DtrainSymbols;
 
 /**
  * The kernels of a device, typed by libdtrain's C ABI (the prototypes are in ffi/dtrain.ts): a
@@ -49,71 +50,71 @@ type Abi = DtrainSymbols;
  */
 export interface Kernels {
   /** c = alpha * op(a) @ op(b) + beta * c (sgemm; `trans*` 0 or 1, leading dimensions `ld*`). */
-  matmul: Abi["dt_matmul"];
+  matmul: KernelAbi["dt_matmul"];
   /** `batch` products of contiguous matrices `stride*` elements apart. */
-  matmulBatched: Abi["dt_matmul_batched"];
+  matmulBatched: KernelAbi["dt_matmul_batched"];
   /** y = x @ op(w) + bias (bias nullable) for `rows` rows. */
-  linearForward: Abi["dt_linear_forward"];
+  linearForward: KernelAbi["dt_linear_forward"];
   /** The gradients of `linearForward` (each output nullable). */
-  linearBackward: Abi["dt_linear_backward"];
+  linearBackward: KernelAbi["dt_linear_backward"];
   /** Sets `n` f32 elements to `value`. */
-  fillF32: Abi["dt_fill_f32"];
+  fillF32: KernelAbi["dt_fill_f32"];
   /** Sets `n` i32 elements to `value`. */
-  fillI32: Abi["dt_fill_i32"];
+  fillI32: KernelAbi["dt_fill_i32"];
   /** Copies a strided view into contiguous memory (`shape`, `strides` in host memory). */
-  copyStrided: Abi["dt_copy_strided"];
+  copyStrided: KernelAbi["dt_copy_strided"];
   /** i32 to f32, `n` elements. */
-  castI32F32: Abi["dt_cast_i32_f32"];
+  castI32F32: KernelAbi["dt_cast_i32_f32"];
   /** f32 to i32 (toward zero), `n` elements. */
-  castF32I32: Abi["dt_cast_f32_i32"];
+  castF32I32: KernelAbi["dt_cast_f32_i32"];
   /** out = a op b, b or a repeating when shorter (`BinaryOp`). */
-  binary: Abi["dt_binary"];
+  binary: KernelAbi["dt_binary"];
   /** The gradients of `binary` (each output nullable). */
-  binaryBackward: Abi["dt_binary_backward"];
+  binaryBackward: KernelAbi["dt_binary_backward"];
   /** y = op(x, p) (`UnaryOp`). */
-  unary: Abi["dt_unary"];
+  unary: KernelAbi["dt_unary"];
   /** The gradient of `unary`, reading x or y as the op needs (the other nullable). */
-  unaryBackward: Abi["dt_unary_backward"];
+  unaryBackward: KernelAbi["dt_unary_backward"];
   /** y += alpha * x. */
-  axpy: Abi["dt_axpy"];
+  axpy: KernelAbi["dt_axpy"];
   /** out[o, i] = scale * sum over a of x[o, a, i]. */
-  sumAxis: Abi["dt_sum_axis"];
+  sumAxis: KernelAbi["dt_sum_axis"];
   /** The gradient of `sumAxis`: gy broadcast back over the axis, times scale. */
-  expandAxis: Abi["dt_expand_axis"];
+  expandAxis: KernelAbi["dt_expand_axis"];
   /** The i32 index of each row's maximum. */
-  argmaxRows: Abi["dt_argmax_rows"];
+  argmaxRows: KernelAbi["dt_argmax_rows"];
   /** Softmax (log = 1: log-softmax) over rows. */
-  softmax: Abi["dt_softmax"];
+  softmax: KernelAbi["dt_softmax"];
   /** The gradient of `softmax` from its output. */
-  softmaxBackward: Abi["dt_softmax_backward"];
+  softmaxBackward: KernelAbi["dt_softmax_backward"];
   /** Mean cross-entropy into `loss`, and its gradient into `grad` (nullable). */
-  crossEntropy: Abi["dt_cross_entropy"];
+  crossEntropy: KernelAbi["dt_cross_entropy"];
   /** Mean squared error into `loss`, and d loss / d a into `ga` (nullable). */
-  mse: Abi["dt_mse"];
+  mse: KernelAbi["dt_mse"];
   /** Layer norm over rows, saving mean and 1/std (w, b nullable). */
-  layernorm: Abi["dt_layernorm"];
+  layernorm: KernelAbi["dt_layernorm"];
   /** The gradients of `layernorm` (dw, db accumulated; outputs nullable). */
-  layernormBackward: Abi["dt_layernorm_backward"];
+  layernormBackward: KernelAbi["dt_layernorm_backward"];
   /** Rows of `weight` picked by i32 `indices`. */
-  embedding: Abi["dt_embedding"];
+  embedding: KernelAbi["dt_embedding"];
   /** The gradient of `embedding`, accumulated into `gweight`. */
-  embeddingBackward: Abi["dt_embedding_backward"];
+  embeddingBackward: KernelAbi["dt_embedding_backward"];
   /** Dropout with the counter RNG at (seed, offset); the same call recomputes the mask. */
-  dropout: Abi["dt_dropout"];
+  dropout: KernelAbi["dt_dropout"];
   /** U[lo, hi) samples from counters offset.. of `seed`. */
-  randUniform: Abi["dt_rand_uniform"];
+  randUniform: KernelAbi["dt_rand_uniform"];
   /** N(mean, std²) samples from counters offset.. of `seed` (two per element). */
-  randn: Abi["dt_randn"];
+  randn: KernelAbi["dt_randn"];
   /** One fused SGD update (momentumBuf nullable; first = 1 seeds it). */
-  sgdStep: Abi["dt_sgd_step"];
+  sgdStep: KernelAbi["dt_sgd_step"];
   /** One fused AdamW update at step `step` (1-based). */
-  adamwStep: Abi["dt_adamw_step"];
+  adamwStep: KernelAbi["dt_adamw_step"];
   /** dst rows = (host u8 src rows at host i32 `indices`) * scale + shift. */
-  gatherU8F32: Abi["dt_gather_u8_f32"];
+  gatherU8F32: KernelAbi["dt_gather_u8_f32"];
   /** dst rows = src rows at host i32 `indices` (`rowBytes` each). */
-  gatherRows: Abi["dt_gather_rows"];
+  gatherRows: KernelAbi["dt_gather_rows"];
   /** dst = host u8 src at host i32 `indices`, as i32. */
-  gatherU8I32: Abi["dt_gather_u8_i32"];
+  gatherU8I32: KernelAbi["dt_gather_u8_i32"];
 }
 
 /** One device: its allocator, copies and kernels (see [Note: device seam]). */
