@@ -36,7 +36,7 @@ const collected = new FinalizationRegistry<number>((nbytes) => {
 /**
  * Disposed buffers by byte length, reused by the next allocation of that size: a loop under `tidy`
  * allocates the same sizes every step, and a reused buffer skips the allocator, the fresh pages'
- * faults, and the zero-fill when none is asked for (a training step measured 9% more CPU time
+ * faults, and the zero-fill when none is asked for (a training step took 4-9% more CPU time
  * without this). At most {@linkcode POOL_LIMIT} bytes wait here; beyond, disposal gives the memory
  * back at once. Buffers the garbage collector frees never come here.
  */
