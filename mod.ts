@@ -25,18 +25,23 @@
  * @module
  */
 
-export { type DType, Tensor, type TensorOptions } from "./src/tensor/tensor.ts";
-export { allocatedBytes, type Device } from "./src/tensor/storage.ts";
+export { type DType, type GradHook, Tensor, type TensorOptions } from "./src/tensor/tensor.ts";
+export type { TensorMath } from "./src/tensor/tensor_math.ts";
+export type { TensorIndexing } from "./src/tensor/tensor_indexing.ts";
+export { allocatedBytes, type Device, type Storage } from "./src/tensor/storage.ts";
 export { getDevice, registerDevice } from "./src/tensor/device/registry.ts";
 export type {
   DeviceBackend,
+  DeviceBlock,
   DeviceFactory,
   DevicePtr,
+  KernelAbi,
   Kernels,
 } from "./src/tensor/device/device.ts";
 export {
   arange,
   full,
+  type NestedArray,
   ones,
   rand,
   randn,
@@ -50,8 +55,8 @@ export { permute, squeeze, tril, triu, unsqueeze } from "./src/tensor/ops/views.
 export { eq, ge, gt, le, lt, ne } from "./src/tensor/ops/compare.ts";
 export { getRngState, manualSeed, setRngState } from "./src/tensor/random.ts";
 export { getNumThreads, setNumThreads } from "./src/tensor/threads.ts";
-export { isGradEnabled, noGrad } from "./src/tensor/autograd.ts";
-export { keep, tidy, tidyAsync } from "./src/tensor/scope.ts";
+export { type BackwardOptions, isGradEnabled, type Node, noGrad } from "./src/tensor/autograd.ts";
+export { keep, type Scoped, tidy, tidyAsync } from "./src/tensor/scope.ts";
 export { NativeArgumentError, NativeError } from "./src/tensor/native.ts";
 // ---- ops: order, reductions, matmul ----
 export {
@@ -68,7 +73,14 @@ export { matmul } from "./src/tensor/ops/matmul.ts";
 export { logSoftmax, softmax } from "./src/tensor/ops/nn.ts";
 // ---- end ops ----
 export * as nn from "./src/nn/mod.ts";
-export * as F from "./src/nn/functional.ts";
+export { F } from "./src/nn/functional_namespace.ts";
+export type {
+  BCEWithLogitsOptions,
+  CrossEntropyOptions,
+  MSELossOptions,
+  Reduction,
+} from "./src/nn/loss.ts";
+export type { AttentionOptions } from "./src/tensor/ops/attention.ts";
 export * as optim from "./src/optim/mod.ts";
 export * as data from "./src/data/mod.ts";
 export * as checkpoint from "./src/checkpoint/mod.ts";

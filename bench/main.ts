@@ -399,7 +399,7 @@ if (import.meta.main) {
   const python = "version" in torch ? torch.python : null;
   console.log(
     `dtrain bench, ${new Date().toISOString()}\nmachine: ${machine.cpu}, ${machine.logicalCpus} ` +
-      `logical CPUs, ${machine.memoryGiB} GiB; load average ${
+      `logical CPUs, ${machine.memoryGiB} GiB, OpenBLAS core ${machine.blasCore}; load average ${
         (machine.loadavg as number[]).map((x) => x.toFixed(2)).join(" ")
       }; others use ${pct(await backgroundBusy(1000))} of the CPUs now`,
   );

@@ -6,6 +6,8 @@
  */
 
 import { fileURLToPath } from "node:url";
+import { loadDtrain } from "../ffi/dtrain.ts";
+import { openblasCoreName } from "../ffi/openblas_core.ts";
 import { epochMs } from "./workload.ts";
 
 /** A command to run: the program and its arguments. */
@@ -148,6 +150,8 @@ export function machineInfo(): Record<string, unknown> {
     logicalCpus: navigator.hardwareConcurrency,
     memoryGiB: Math.round(Deno.systemMemoryInfo().total / 2 ** 30),
     kernel: Deno.osRelease(),
+    // Which kernels OpenBLAS runs ("Prescott" is its generic fallback; see ffi/openblas_core.ts).
+    blasCore: openblasCoreName(loadDtrain().openblas_get_corename) ?? "not OpenBLAS",
     loadavg: Deno.loadavg(),
     deno: Deno.version.deno,
   };

@@ -6,7 +6,8 @@
  * @module
  */
 
-import { lazyLibrary, type Symbols } from "./load.ts";
+import { openLibrary, type Symbols } from "./load.ts";
+import { preferOpenblasCore } from "./openblas_core.ts";
 
 const symbols = {
   // errors.c
@@ -16,6 +17,8 @@ const symbols = {
   dt_free: { parameters: ["pointer"], result: "void" }, // void dt_free(void *ptr)
   dt_allocated_bytes: { parameters: [], result: "i64" }, // int64_t dt_allocated_bytes(void)
   dt_allocated_blocks: { parameters: [], result: "i64" }, // int64_t dt_allocated_blocks(void)
+  // OpenBLAS's, found through libdtrain's dependencies; absent with another BLAS.
+  openblas_get_corename: { parameters: [], result: "pointer", optional: true }, // char *openblas_get_corename(void)
   // blas.c
   dt_matmul: {
     parameters: [
@@ -422,14 +425,23 @@ const symbols = {
 /** The functions of `libdtrain.so` (64-bit sizes take numbers: [Note: 64-bit integers] in load.ts). */
 export type DtrainSymbols = Symbols<typeof symbols>;
 
+let opened: DtrainSymbols | undefined;
+
 /**
- * Opens `libdtrain.so` once per process, on first call: `DTRAIN_LIB` if set, else `build/`. Only
- * the cpu device (src/tensor/device/cpu.ts) calls it; everything else goes through the device.
+ * Opens `libdtrain.so` once per process, on first call: `DTRAIN_LIB` if set, else `build/`, after
+ * choosing OpenBLAS's kernels (ffi/openblas_core.ts). Only the cpu device
+ * (src/tensor/device/cpu.ts) calls it; everything else goes through the device.
  *
  * @returns The library's functions.
  * @throws Error naming the paths tried and saying to run `make build`.
  */
-export const loadDtrain: () => DtrainSymbols = lazyLibrary("libdtrain.so", "DTRAIN_LIB", symbols);
+export function loadDtrain(): DtrainSymbols {
+  if (opened === undefined) {
+    preferOpenblasCore(); // before libopenblas loads with libdtrain: it reads the variable then
+    opened = openLibrary("libdtrain.so", "DTRAIN_LIB", symbols);
+  }
+  return opened;
+}
 
 /** Status codes returned by the native functions (csrc/core/dtrain.h). */
 export const Status = { OK: 0, EINVAL: 1, ENOMEM: 2, EUNSUPPORTED: 3 } as const;

@@ -10,7 +10,8 @@ log=build/test.log
 
 static_failed=0
 targets=$(ls -d mod.ts src ffi tests bench 2>/dev/null | tr '\n' ' ')
-for check in "fmt --check" "lint" "check $targets"; do
+# `doc --lint mod.ts`: every export JSR renders has JSDoc, and no public type names a private one.
+for check in "fmt --check" "lint" "doc --lint mod.ts" "check $targets"; do
   echo "== deno $check"
   # shellcheck disable=SC2086
   "$DENO" $check || static_failed=$((static_failed + 1))

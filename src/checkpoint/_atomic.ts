@@ -13,6 +13,7 @@ import { basename, dirname } from "node:path";
  *
  * @param path The file to create or replace.
  * @param write Writes the new contents to the open temporary file.
+ * @ignore dtrain-internal (its module is re-exported with `export *`)
  */
 export function writeFileAtomic(path: string, write: (file: Deno.FsFile) => void): void {
   const folder = dirname(path);

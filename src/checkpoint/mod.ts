@@ -18,6 +18,6 @@
  * @module
  */
 
-export { type Checkpoint, load, save } from "./safetensors.ts";
-export { CheckpointError } from "./errors.ts";
-export { removeStaleTemporaries } from "./_atomic.ts";
+export * from "./safetensors.ts";
+export * from "./errors.ts";
+export * from "./_atomic.ts";

@@ -60,6 +60,8 @@ export class DataLoader<T extends Sample = Sample> implements Iterable<Tensor[]>
   readonly sampler: Sampler;
 
   /**
+   * Creates a `DataLoader`.
+   *
    * @param dataset The dataset.
    * @param options batchSize, shuffle, dropLast, sampler and seed.
    */

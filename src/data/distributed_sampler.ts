@@ -76,6 +76,8 @@ export class DistributedSampler implements Sampler {
   #position = 0;
 
   /**
+   * Creates a `DistributedSampler`.
+   *
    * @param source The dataset (anything with a `length`).
    * @param options The world size and rank (from the process group when omitted), shuffle, seed
    * and dropLast.

@@ -70,7 +70,11 @@ export class FashionMNIST implements Dataset<[Tensor, Tensor]> {
   readonly #scale: number;
   readonly #shift: number;
 
-  /** @param options root, train and normalize. */
+  /**
+   * Creates a `FashionMNIST`.
+   *
+   * @param options root, train and normalize.
+   */
   constructor(options: FashionMNISTOptions = {}) {
     this.root = options.root ?? FASHION_MNIST_ROOT;
     this.train = options.train ?? true;

@@ -5,18 +5,12 @@
  * @module
  */
 
-export { checkIndex, type Dataset, type Sample, type Sized } from "./dataset.ts";
-export { gatherRows, TensorDataset } from "./tensor_dataset.ts";
-export { SyntheticRegression, type SyntheticRegressionOptions } from "./synthetic.ts";
-export { IDX_IMAGES, IDX_LABELS, type IdxArray, parseIdx, readIdx } from "./idx.ts";
-export { FASHION_MNIST_ROOT, FashionMNIST, type FashionMNISTOptions } from "./fashion_mnist.ts";
-export {
-  RandomSampler,
-  type RandomSamplerOptions,
-  type Sampler,
-  type SamplerState,
-  SequentialSampler,
-} from "./sampler.ts";
-export { DistributedSampler, type DistributedSamplerOptions } from "./distributed_sampler.ts";
-export { DataLoader, type DataLoaderOptions } from "./dataloader.ts";
-export { FORTUNES_ROOT, TextDataset, type TextDatasetOptions } from "./text.ts";
+export * from "./dataset.ts";
+export * from "./tensor_dataset.ts";
+export * from "./synthetic.ts";
+export * from "./idx.ts";
+export * from "./fashion_mnist.ts";
+export * from "./sampler.ts";
+export * from "./distributed_sampler.ts";
+export * from "./dataloader.ts";
+export * from "./text.ts";

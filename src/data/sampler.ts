@@ -31,6 +31,7 @@ export interface Sampler extends Iterable<number> {
  *
  * @param what The caller, for the message.
  * @param epoch The epoch to check.
+ * @ignore dtrain-internal (its module is re-exported with `export *`)
  */
 export function checkEpoch(what: string, epoch: number): void {
   if (!Number.isSafeInteger(epoch) || epoch < 0) {
@@ -43,6 +44,7 @@ export function checkEpoch(what: string, epoch: number): void {
  *
  * @param what The sampler, for the message.
  * @param state The state to check.
+ * @ignore dtrain-internal (its module is re-exported with `export *`)
  */
 export function checkState(what: string, state: SamplerState): SamplerState {
   checkEpoch(what, state.epoch);
@@ -63,7 +65,11 @@ export function checkState(what: string, state: SamplerState): SamplerState {
 export class SequentialSampler implements Sampler {
   readonly #source: Sized;
 
-  /** @param source The dataset (anything with a `length`). */
+  /**
+   * Creates a `SequentialSampler`.
+   *
+   * @param source The dataset (anything with a `length`).
+   */
   constructor(source: Sized) {
     this.#source = source;
   }
@@ -113,6 +119,8 @@ export class RandomSampler implements Sampler {
   #fresh = true;
 
   /**
+   * Creates a `RandomSampler`.
+   *
    * @param source The dataset (anything with a `length`).
    * @param options The seed.
    */

@@ -42,7 +42,11 @@ export class SyntheticRegression extends TensorDataset {
   /** The seed the samples were drawn from. */
   readonly seed: number;
 
-  /** @param options size, inputs, outputs and seed. */
+  /**
+   * Creates a `SyntheticRegression`.
+   *
+   * @param options size, inputs, outputs and seed.
+   */
   constructor(options: SyntheticRegressionOptions = {}) {
     const { size = 2048, inputs = 20, outputs = 1, seed = 0 } = options;
     for (const [name, value] of Object.entries({ size, inputs, outputs })) {

@@ -35,7 +35,11 @@ export class TensorDataset implements Dataset<Tensor[]> {
   /** The tensors whose rows are the samples (contiguous). */
   readonly tensors: readonly Tensor[];
 
-  /** @param tensors Tensors of at least one dimension, all with the same first dimension. */
+  /**
+   * Creates a `TensorDataset`.
+   *
+   * @param tensors Tensors of at least one dimension, all with the same first dimension.
+   */
   constructor(...tensors: Tensor[]) {
     if (tensors.length === 0) throw new RangeError("TensorDataset: needs at least one tensor");
     tensors.forEach((t, i) => {

@@ -56,6 +56,8 @@ export class TextDataset implements Dataset<[Tensor, Tensor]> {
   readonly stride: number;
 
   /**
+   * Creates a `TextDataset`.
+   *
    * @param corpus The whole corpus (both splits), as bytes.
    * @param options See {@linkcode TextDatasetOptions}.
    */

@@ -24,7 +24,10 @@ export interface NativeBuffer {
   dtype: DType;
 }
 
-/** Where a backend finds the rendezvous store and how it binds its own connections. */
+/**
+ * Where a backend finds the rendezvous store and how it binds its own connections.
+ * @ignore dtrain-internal (its module is re-exported with `export *`)
+ */
 export interface BackendInit {
   /** This process's rank within the group. */
   rank: number;

@@ -40,6 +40,8 @@ export class DistError extends Error {
   readonly code: DistErrorCode;
 
   /**
+   * Creates a `DistError`.
+   *
    * @param code What kind of failure this is.
    * @param message What failed, naming the thing and the value.
    * @param options The underlying cause, if any.

@@ -35,7 +35,10 @@ export interface InitOptions {
   iface?: string;
 }
 
-/** The configuration `initProcessGroup` works from. */
+/**
+ * The configuration `initProcessGroup` works from.
+ * @ignore dtrain-internal (its module is re-exported with `export *`)
+ */
 export interface ResolvedInit {
   backend: "gloo";
   rank: number;
@@ -56,7 +59,10 @@ export interface ResolvedInit {
   restartCount: number;
 }
 
-/** Default bound on the rendezvous and on each collective. */
+/**
+ * Default bound on the rendezvous and on each collective.
+ * @ignore dtrain-internal (its module is re-exported with `export *`)
+ */
 export const DEFAULT_TIMEOUT_MS = 300_000;
 
 function invalid(message: string): DistError {
@@ -98,6 +104,7 @@ function intFrom(
  * assert.equal(init.storePort, 29500);
  * assert.equal(init.hostStore, false); // only rank 0 hosts the store
  * ```
+ * @ignore dtrain-internal (its module is re-exported with `export *`)
  */
 export function resolveInit(
   options: InitOptions,

@@ -4,21 +4,11 @@
  * @module
  */
 
-export type { Backend, DType, NativeBuffer, ReduceOp } from "./backend.ts";
-export { REDUCE_OPS } from "./backend.ts";
-export { DistError, type DistErrorCode } from "./errors.ts";
-export { type InitOptions } from "./init_method.ts";
-export {
-  destroyProcessGroup,
-  getLocalRank,
-  getRank,
-  getWorldSize,
-  initProcessGroup,
-  isInitialized,
-  newGroup,
-  worldGroup,
-} from "./init.ts";
-export { allGather, allReduce, barrier, broadcast, reduceScatter } from "./collectives.ts";
-export { ProcessGroup, type TensorLike, Work } from "./process_group.ts";
-export { StoreClient, type StoreClientOptions } from "./store/client.ts";
-export { StoreServer, type StoreServerOptions } from "./store/server.ts";
+export * from "./backend.ts";
+export * from "./errors.ts";
+export * from "./init_method.ts";
+export * from "./init.ts";
+export * from "./collectives.ts";
+export * from "./process_group.ts";
+export * from "./store/client.ts";
+export * from "./store/server.ts";

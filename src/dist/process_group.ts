@@ -37,7 +37,11 @@ export class Work implements PromiseLike<void> {
   #done: Promise<void>;
   #completed = false;
 
-  /** @param done Settles when the collective finished. */
+  /**
+   * Creates a `Work`.
+   *
+   * @param done Settles when the collective finished.
+   */
   constructor(done: Promise<void>) {
     this.#done = done;
     // Marking the promise handled: a failure surfaces on wait(), not as an unhandled
@@ -64,7 +68,10 @@ export class Work implements PromiseLike<void> {
   }
 }
 
-/** Turns a collective's failure into the error its Work rejects with (see init.ts). */
+/**
+ * Turns a collective's failure into the error its Work rejects with (see init.ts).
+ * @ignore dtrain-internal (its module is re-exported with `export *`)
+ */
 export type Diagnose = (err: unknown, group: ProcessGroup) => Promise<unknown>;
 
 function invalid(message: string): DistError {
@@ -122,6 +129,8 @@ export class ProcessGroup {
   #destroyed = false;
 
   /**
+   * Creates a `ProcessGroup`.
+   *
    * @param ranks Global ranks of the members, ascending.
    * @param rank This process's rank within the group, or -1.
    * @param backend The connected communicator (null on non-members).

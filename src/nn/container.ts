@@ -25,11 +25,16 @@ function checkModule(value: unknown, where: string): Module {
  * ```
  */
 export class Sequential extends Module {
+  /** The module at a position. */
   [index: number]: Module;
   /** How many modules it holds. */
   readonly length: number;
 
-  /** @param modules The modules, in order. */
+  /**
+   * Creates a `Sequential`.
+   *
+   * @param modules The modules, in order.
+   */
   constructor(...modules: Module[]) {
     super();
     modules.forEach((m, i) => this[i] = checkModule(m, `Sequential: argument ${i}`));
@@ -61,6 +66,8 @@ export interface MLPOptions {
  */
 export class MLP extends Sequential {
   /**
+   * Creates a `MLP`.
+   *
    * @param sizes Input size, hidden sizes, output size (at least two numbers).
    * @param options See {@linkcode MLPOptions}.
    */
@@ -107,10 +114,15 @@ export class MLP extends Sequential {
  * ```
  */
 export class ModuleList<M extends Module = Module> extends Module implements Iterable<M> {
+  /** The module at a position. */
   [index: number]: M;
   #length = 0;
 
-  /** @param modules The initial modules, in order. */
+  /**
+   * Creates a `ModuleList`.
+   *
+   * @param modules The initial modules, in order.
+   */
   constructor(modules: Iterable<M> = []) {
     super();
     this.extend(modules);
@@ -188,7 +200,11 @@ export class ModuleList<M extends Module = Module> extends Module implements Ite
 export class ModuleDict<M extends Module = Module> extends Module {
   readonly #modules = new Map<string, M>();
 
-  /** @param modules Initial entries: an object or `[name, module]` pairs. */
+  /**
+   * Creates a `ModuleDict`.
+   *
+   * @param modules Initial entries: an object or `[name, module]` pairs.
+   */
   constructor(modules: Record<string, M> | Iterable<[string, M]> = {}) {
     super();
     const entries = Symbol.iterator in modules

@@ -55,7 +55,11 @@ export class CausalSelfAttention extends Module {
   resid_dropout: Dropout;
   readonly #nHead: number;
 
-  /** @param config The model's shape. */
+  /**
+   * Builds the module's layers.
+   *
+   * @param config The model's shape.
+   */
   constructor(config: Resolved) {
     super();
     this.c_attn = new Linear(config.nEmbd, 3 * config.nEmbd, { bias: config.bias });
@@ -88,7 +92,11 @@ export class MLPBlock extends Module {
   /** Dropout on the output. */
   dropout: Dropout;
 
-  /** @param config The model's shape. */
+  /**
+   * Builds the module's layers.
+   *
+   * @param config The model's shape.
+   */
   constructor(config: Resolved) {
     super();
     this.c_fc = new Linear(config.nEmbd, 4 * config.nEmbd, { bias: config.bias });
@@ -114,7 +122,11 @@ export class Block extends Module {
   /** The feed-forward part. */
   mlp: MLPBlock;
 
-  /** @param config The model's shape. */
+  /**
+   * Builds the module's layers.
+   *
+   * @param config The model's shape.
+   */
   constructor(config: Resolved) {
     super();
     this.ln_1 = new LayerNorm(config.nEmbd, { bias: config.bias });
@@ -132,7 +144,11 @@ export class Block extends Module {
 
 /** nanoGPT's `transformer` ModuleDict, with typed access to its entries. */
 export class GPTTransformer extends ModuleDict {
-  /** @param config The model's shape. */
+  /**
+   * Builds the module's layers.
+   *
+   * @param config The model's shape.
+   */
   constructor(config: Resolved) {
     super({
       wte: new Embedding(config.vocabSize, config.nEmbd),
@@ -219,7 +235,11 @@ export class GPT extends Module {
   /** The output head: nEmbd → vocabSize, no bias, its weight shared with `transformer.wte`. */
   lm_head: Linear;
 
-  /** @param config The model's shape. */
+  /**
+   * Builds the module's layers.
+   *
+   * @param config The model's shape.
+   */
   constructor(config: GPTConfig) {
     super();
     const resolved = checkConfig(config);

@@ -52,6 +52,8 @@ export class Linear extends Module {
   bias: Parameter | null;
 
   /**
+   * Creates a `Linear`.
+   *
    * @param inFeatures Size of each input sample.
    * @param outFeatures Size of each output sample.
    * @param options See {@linkcode LinearOptions}.
@@ -111,7 +113,11 @@ export class Identity extends Module {
 export class GELU extends Module {
   /** "none" (erf form) or "tanh". */
   readonly approximate: "none" | "tanh";
-  /** @param options The approximation, as in PyTorch. */
+  /**
+   * Creates a `GELU`.
+   *
+   * @param options The approximation, as in PyTorch.
+   */
   constructor(options: { approximate?: "none" | "tanh" } = {}) {
     super();
     this.approximate = options.approximate ?? "none";
@@ -139,6 +145,8 @@ export class LayerNorm extends Module {
   bias: Parameter | null;
 
   /**
+   * Creates a `LayerNorm`.
+   *
    * @param normalizedShape The trailing dimensions to normalize (a number for one).
    * @param options eps (1e-5), elementwiseAffine (true), bias (true).
    */
@@ -199,6 +207,8 @@ export class RMSNorm extends Module {
   weight: Parameter | null;
 
   /**
+   * Creates a `RMSNorm`.
+   *
    * @param normalizedShape The trailing dimensions to normalize (a number for one).
    * @param options eps (null: float32's machine epsilon), elementwiseAffine (true).
    */
@@ -236,6 +246,8 @@ export class Embedding extends Module {
   /** [numEmbeddings, embeddingDim]. */
   weight: Parameter;
   /**
+   * Creates a `Embedding`.
+   *
    * @param numEmbeddings Size of the table.
    * @param embeddingDim Size of each vector.
    */
@@ -258,7 +270,11 @@ export class Embedding extends Module {
 
 /** Dropout with probability `p` in training mode, the identity in evaluation mode. */
 export class Dropout extends Module {
-  /** @param p Probability of zeroing an element (default 0.5). */
+  /**
+   * Creates a `Dropout`.
+   *
+   * @param p Probability of zeroing an element (default 0.5).
+   */
   constructor(readonly p: number = 0.5) {
     super();
     if (!(p >= 0 && p <= 1)) throw new RangeError(`Dropout: probability ${p} is outside [0, 1]`);
@@ -277,6 +293,8 @@ export class Dropout extends Module {
 /** Flattens dimensions `startDim`..`endDim` (default 1..-1, keeping the batch dimension). */
 export class Flatten extends Module {
   /**
+   * Creates a `Flatten`.
+   *
    * @param startDim First dimension to flatten (default 1).
    * @param endDim Last dimension to flatten (default -1).
    */

@@ -3,35 +3,12 @@
  * @module
  */
 
-export { Parameter } from "./parameter.ts";
-export {
-  type IncompatibleKeys,
-  type LoadStateDictOptions,
-  Module,
-  type StateDict,
-} from "./module.ts";
-export {
-  Dropout,
-  Embedding,
-  Flatten,
-  GELU,
-  Identity,
-  LayerNorm,
-  Linear,
-  type LinearOptions,
-  ReLU,
-  RMSNorm,
-  SiLU,
-} from "./layers.ts";
-export { MLP, type MLPOptions, ModuleDict, ModuleList, Sequential } from "./container.ts";
-export {
-  Block,
-  CausalSelfAttention,
-  type GenerateOptions,
-  GPT,
-  type GPTConfig,
-  GPTTransformer,
-  MLPBlock,
-} from "./gpt.ts";
+export * from "./parameter.ts";
+export * from "./module.ts";
+export * from "./layers.ts";
+export * from "./container.ts";
+export * from "./gpt.ts";
+/** Weight initialisation (PyTorch's `torch.nn.init`). */
 export * as init from "./init.ts";
+/** Helpers around modules and their gradients (PyTorch's `torch.nn.utils`). */
 export * as utils from "./utils/mod.ts";

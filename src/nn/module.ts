@@ -266,7 +266,10 @@ function refuseUnregistered(owner: Module, name: string, value: unknown): void {
   );
 }
 
-/** Clears gradients of `params` (shared by `Module.zeroGrad` and `Optimizer.zeroGrad`). */
+/**
+ * Clears gradients of `params` (shared by `Module.zeroGrad` and `Optimizer.zeroGrad`).
+ * @ignore dtrain-internal (its module is re-exported with `export *`)
+ */
 export function zeroGradients(params: Iterable<Tensor>, setToNone: boolean): void {
   for (const p of params) {
     if (p.grad === null) continue;

@@ -16,6 +16,8 @@ import { Tensor } from "../tensor/tensor.ts";
  */
 export class Parameter extends Tensor {
   /**
+   * Creates a `Parameter`.
+   *
    * @param data The initial values (shared, not copied).
    * @param requiresGrad Whether the optimizer should train it.
    */

@@ -24,6 +24,8 @@ export type AdamOptions = AdamWOptions;
  */
 export class Adam extends AdamW {
   /**
+   * Creates a `Adam`.
+   *
    * @param params Parameters or parameter groups.
    * @param options See {@linkcode AdamOptions}.
    */

@@ -36,6 +36,8 @@ export interface AdamWOptions {
  */
 export class AdamW extends Optimizer<Required<AdamWOptions>> {
   /**
+   * Creates a `AdamW`.
+   *
    * @param params Parameters or parameter groups.
    * @param options See {@linkcode AdamWOptions}.
    */

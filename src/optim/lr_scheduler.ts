@@ -73,6 +73,8 @@ export class LRScheduler {
   #lastLr: number[] = [];
 
   /**
+   * Creates a `LRScheduler`.
+   *
    * @param optimizer The optimizer whose groups' `lr` this sets.
    * @param lrAt The rate of group `group` at epoch `epoch` from its base rate.
    */
@@ -147,6 +149,8 @@ export class LRScheduler {
  */
 export class LambdaLR extends LRScheduler {
   /**
+   * Creates a `LambdaLR`.
+   *
    * @param optimizer The optimizer whose groups' `lr` this sets.
    * @param lrLambda The factor for an epoch, or one such function per parameter group.
    */
@@ -199,6 +203,8 @@ export interface StepLROptions {
  */
 export class StepLR extends LRScheduler {
   /**
+   * Creates a `StepLR`.
+   *
    * @param optimizer The optimizer whose groups' `lr` this sets.
    * @param options See {@linkcode StepLROptions}.
    */
@@ -218,6 +224,8 @@ export class StepLR extends LRScheduler {
  */
 export class CosineWithWarmup extends LRScheduler {
   /**
+   * Creates a `CosineWithWarmup`.
+   *
    * @param optimizer The optimizer whose groups' `lr` this sets.
    * @param options See {@linkcode CosineWithWarmupOptions}.
    */

@@ -39,6 +39,8 @@ export abstract class Optimizer<H extends { lr: number }> {
   readonly state: Map<Tensor, ParamState> = new Map();
 
   /**
+   * Creates a `Optimizer`.
+   *
    * @param params Parameters, or groups `{ params, ...overrides }`.
    * @param defaults Hyperparameters for groups that do not override them.
    */

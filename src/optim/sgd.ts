@@ -40,6 +40,8 @@ export interface SGDOptions {
  */
 export class SGD extends Optimizer<Required<SGDOptions>> {
   /**
+   * Creates a `SGD`.
+   *
    * @param params Parameters or parameter groups.
    * @param options See {@linkcode SGDOptions}.
    */

@@ -3,4 +3,4 @@
  * @module
  */
 
-export { type DDPOptions, type DDPStats, DistributedDataParallel } from "./ddp.ts";
+export * from "./ddp.ts";

@@ -32,6 +32,8 @@ export class Node {
   #reads: [Tensor, number][];
 
   /**
+   * Creates a `Node` (ops do, through `record`).
+   *
    * @param name The op's name, for error messages (`MatmulBackward`).
    * @param inputs The op's tensor inputs, in the order the backward returns gradients.
    * @param backward The gradient closure.

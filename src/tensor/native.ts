@@ -10,6 +10,8 @@ export class NativeError extends Error {
   /** The native status code (see `Status` in ffi/dtrain.ts). */
   readonly status: number;
   /**
+   * Creates a `NativeError`.
+   *
    * @param status The native status code.
    * @param message The native library's message.
    */
@@ -24,7 +26,11 @@ export class NativeError extends Error {
 export class NativeArgumentError extends RangeError {
   /** Always `Status.EINVAL`. */
   readonly status: number = Status.EINVAL;
-  /** @param message The native library's message. */
+  /**
+   * Creates a `NativeArgumentError`.
+   *
+   * @param message The native library's message.
+   */
   constructor(message: string) {
     super(message);
     this.name = "RangeError";

@@ -14,6 +14,11 @@ export interface Scoped {
 
 const scopes: Set<Scoped>[] = [];
 
+/** Whether a `tidy` scope is open (its tensors will be disposed when it closes). */
+export function insideTidy(): boolean {
+  return scopes.length > 0;
+}
+
 /** Records a new tensor in the innermost open scope, if any. */
 export function track(t: Scoped): void {
   if (scopes.length > 0) scopes[scopes.length - 1].add(t);

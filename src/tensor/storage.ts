@@ -2,22 +2,34 @@
  * Native memory behind tensors, and the rules for giving it back.
  *
  * [Note: tensor lifetime]
- * A tensor's bytes live in native memory taken from its device's allocator (libdtrain's on cpu),
- * never in the V8 heap, so kernels read them in place. Several tensors (views) can share one {@linkcode Storage}; it
- * counts them and frees its block when the last one is disposed. Memory comes back in three ways:
+ * A tensor's bytes live in memory taken from its device's allocator, which kernels read in place:
+ * on cpu an ArrayBuffer's backing store (see [Note: cpu memory is JavaScript memory] in
+ * device/cpu.ts), on other devices native memory. Several tensors (views) can share one
+ * {@linkcode Storage}; it counts them and frees its block when the last one is disposed. Memory
+ * comes back in three ways:
  * 1. `tensor.dispose()` or `using` frees at once (idempotent);
  * 2. `tidy(fn)` disposes every tensor made inside `fn` except what `fn` returns and tensors marked
  *    persistent (parameters, gradients, optimizer state): the deterministic way for training loops;
- * 3. a FinalizationRegistry frees tensors that were dropped without either, after a garbage
- *    collection. V8 cannot see native bytes, so the allocator asks for a collection when the live
- *    total has grown past a watermark (when `--v8-flags=--expose-gc` made `gc` available).
+ * 3. the garbage collector frees tensors that were dropped without either. On cpu V8 frees the
+ *    backing store in the collection itself, with no event-loop turn, so a synchronous loop stays
+ *    flat. A block V8 cannot see (a device without an `owner`) is freed by a FinalizationRegistry
+ *    after a collection, on an event-loop turn, and the allocator asks for collections when such
+ *    blocks grow past a watermark (when `--v8-flags=--expose-gc` made `gc` available).
  * Autograd frees its own temporaries (gradients of intermediate results, saved statistics) as soon
  * as a backward pass no longer needs them.
+ *
+ * [Note: pinned addresses]
+ * An owned block lives while its owner is reachable, and a tensor may become unreachable between
+ * reading `ptr` and the kernel call that uses it (`kernel(a.ptr, b.ptr)` where `a` is a temporary,
+ * and reading `b.ptr` allocates). So each address handed out is a key in a WeakMap whose value is
+ * the owner: while the address object is in use, on the stack or in an argument list, the memory
+ * it points to stays allocated.
  * @module
  */
 
-import type { DeviceBackend } from "./device/device.ts";
+import type { DeviceBackend, DeviceBlock } from "./device/device.ts";
 import { allocatedBytesOnAll, getDevice } from "./device/registry.ts";
+import { insideTidy } from "./scope.ts";
 
 /**
  * Where a tensor's memory lives: `"cpu"`, `"cuda:N"` once a GPU device is registered, or the name
@@ -25,7 +37,21 @@ import { allocatedBytesOnAll, getDevice } from "./device/registry.ts";
  */
 export type Device = "cpu" | `cuda:${number}` | (string & Record<never, never>);
 
-/** A reference-counted block of native memory shared by a tensor and its views. */
+/** Frees the blocks of collected storages on devices whose memory V8 cannot see. */
+const unowned = new FinalizationRegistry<{ backend: DeviceBackend; block: DeviceBlock }>(
+  ({ backend, block }) => backend.free(block),
+);
+
+/** Address objects to the owners of the blocks they point into (see [Note: pinned addresses]). */
+const pins = new WeakMap<object, object>();
+
+/** Makes `ptr` keep `owner` alive (no-op for unowned blocks). */
+function pin(ptr: Deno.PointerValue, owner: object | undefined): Deno.PointerValue {
+  if (owner !== undefined && ptr !== null) pins.set(ptr, owner);
+  return ptr;
+}
+
+/** A reference-counted block of device memory shared by a tensor and its views. */
 export class Storage {
   /** The block's address; null once freed. */
   ptr: Deno.PointerValue;
@@ -38,8 +64,13 @@ export class Storage {
   /** Bumped by every in-place write (see [Note: saved-tensor versions] in autograd.ts). */
   version = 0;
   #refs = 0;
+  #block: DeviceBlock;
+  /** Whether only a collection would free the block if dropped (see [Note: collecting dropped tensors]). */
+  #uncovered = false;
 
   /**
+   * Allocates a block on `device`.
+   *
    * @param nbytes Bytes to allocate.
    * @param zero Whether to zero-fill them.
    * @param device The device's name.
@@ -49,10 +80,29 @@ export class Storage {
       throw new RangeError(`cannot allocate ${nbytes} bytes: not a representable size`);
     }
     this.backend = getDevice(device);
-    maybeCollect(nbytes);
-    this.ptr = this.backend.alloc(nbytes, zero);
+    const block = this.backend.alloc(nbytes, zero);
+    this.#block = block;
+    this.ptr = pin(block.ptr, block.owner);
     this.nbytes = nbytes;
     this.device = device;
+    if (block.owner === undefined) {
+      unowned.register(this, { backend: this.backend, block }, this);
+      maybeCollect();
+    } else if (!insideTidy()) {
+      this.#uncovered = true;
+      noteUncovered(nbytes);
+    }
+  }
+
+  /**
+   * The address `byteOffset` bytes into the block, keeping the block alive while it is in use.
+   *
+   * @param byteOffset Bytes from the block's start.
+   * @returns The address.
+   */
+  pointerAt(byteOffset: number): Deno.PointerValue {
+    if (this.ptr === null) throw new ReferenceError("storage was freed");
+    return pin(Deno.UnsafePointer.offset(this.ptr, byteOffset), this.#block.owner);
   }
 
   /** How many tensors share this block. */
@@ -68,23 +118,52 @@ export class Storage {
   /** Drops a user; frees the block when none is left. */
   release(): void {
     if (--this.#refs > 0 || this.ptr === null) return;
-    this.backend.free(this.ptr);
+    if (this.#block.owner === undefined) unowned.unregister(this);
+    if (this.#uncovered) noteUncovered(-this.nbytes);
+    this.backend.free(this.#block);
     this.ptr = null;
   }
 }
 
-/** Bytes currently allocated by the native library (all tensors alive, on every device). */
+/**
+ * Bytes held by tensors on every device: all tensors alive, and dropped ones whose collection has
+ * not been noticed yet (their finalizers run on an event-loop turn).
+ */
 export function allocatedBytes(): number {
   return allocatedBytesOnAll();
 }
 
-let watermark = 256 * 1024 * 1024;
-const collect = (globalThis as { gc?: () => void }).gc;
+/**
+ * [Note: collecting dropped tensors]
+ * V8 frees a dropped cpu tensor in its next collection, but left alone it collects only after
+ * external memory grew by 64 MiB, and its heap grows between collections: a loop that drops its
+ * tensors climbs to a plateau several times its working set. With `gc` available
+ * (`--v8-flags=--expose-gc`, as the README runs dtrain), every MiB allocated outside `tidy` and not
+ * disposed triggers a young-generation collection (well under a millisecond: temporaries die
+ * young), and every 16th of them a full one, which keeps the resident set flat. Memory allocated
+ * inside `tidy` does not count, since tidy disposes it, so a loop under `tidy` never collects
+ * early.
+ */
+const COLLECT_AFTER = 2 ** 20;
+const FULL_EVERY = 16;
+let uncovered = 0;
+let collections = 0;
 
-/** Asks V8 for a collection when native memory outgrew the watermark (see the note above). */
-function maybeCollect(incoming: number): void {
+/** Counts bytes that only a collection can free if dropped, and collects per the note above. */
+function noteUncovered(nbytes: number): void {
+  uncovered += nbytes;
+  if (uncovered < COLLECT_AFTER || collect === undefined) return;
+  uncovered = 0;
+  collect({ type: ++collections % FULL_EVERY === 0 ? "major" : "minor" });
+}
+
+let watermark = 256 * 1024 * 1024;
+const collect = (globalThis as { gc?: (options?: { type: "minor" | "major" }) => void }).gc;
+
+/** Asks V8 for a collection when memory outgrew the watermark (see the note above). */
+function maybeCollect(): void {
   if (collect === undefined) return;
-  const live = allocatedBytes() + incoming;
+  const live = allocatedBytes();
   if (live < watermark) return;
   collect();
   watermark = Math.max(2 * live, 256 * 1024 * 1024);

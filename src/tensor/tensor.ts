@@ -45,8 +45,6 @@ function isDType(target: string): target is DType {
   return target === "f32" || target === "i32" || target === "bool";
 }
 
-const registry = new FinalizationRegistry<Storage>((storage) => storage.release());
-
 /** Options accepted by every tensor-creating function. */
 export interface TensorOptions {
   /** Element type; "f32" unless said otherwise. */
@@ -116,7 +114,6 @@ export class Tensor extends TensorMath implements Disposable {
     this.offset = offset;
     this.dtype = dtype;
     storage.retain();
-    registry.register(this, storage, this);
     track(this);
   }
 
@@ -151,6 +148,7 @@ export class Tensor extends TensorMath implements Disposable {
 
   /** The size of dimension `dim` (negative counts from the end), or the whole shape. */
   size(): readonly number[];
+  /** The size of dimension `dim` (negative counts from the end). */
   size(dim: number): number;
   size(dim?: number): number | readonly number[] {
     if (dim === undefined) return this.shape;
@@ -180,7 +178,7 @@ export class Tensor extends TensorMath implements Disposable {
     }
     this.#ptr = this.offset === 0
       ? this.storage.ptr
-      : Deno.UnsafePointer.offset(this.storage.ptr!, this.offset * itemSize(this.dtype));
+      : this.storage.pointerAt(this.offset * itemSize(this.dtype));
     return this.#ptr;
   }
 
@@ -204,7 +202,6 @@ export class Tensor extends TensorMath implements Disposable {
     if (this.#disposed) return;
     this.#disposed = true;
     this.#ptr = undefined;
-    registry.unregister(this);
     this.storage.release();
   }
 

@@ -162,15 +162,17 @@ export abstract class TensorMath extends TensorIndexing {
     return orderOps.minimum(this, other);
   }
 
-  /** The largest element, or `{ values, indices }` along `dim` (see `max`). */
+  /** The largest element (see `max`). */
   max(this: Tensor): Tensor;
+  /** The largest elements along `dim` and their indices (see `max`). */
   max(this: Tensor, dim: number, keepdim?: boolean): orderOps.ValuesIndices;
   max(this: Tensor, dim?: number, keepdim = false): Tensor | orderOps.ValuesIndices {
     return dim === undefined ? orderOps.max(this) : orderOps.max(this, dim, keepdim);
   }
 
-  /** The smallest element, or `{ values, indices }` along `dim` (see `min`). */
+  /** The smallest element (see `min`). */
   min(this: Tensor): Tensor;
+  /** The smallest elements along `dim` and their indices (see `min`). */
   min(this: Tensor, dim: number, keepdim?: boolean): orderOps.ValuesIndices;
   min(this: Tensor, dim?: number, keepdim = false): Tensor | orderOps.ValuesIndices {
     return dim === undefined ? orderOps.min(this) : orderOps.min(this, dim, keepdim);

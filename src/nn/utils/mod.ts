@@ -3,4 +3,4 @@
  * @module
  */
 
-export { clipGradNorm, type ClipGradNormOptions } from "./clip_grad.ts";
+export * from "./clip_grad.ts";

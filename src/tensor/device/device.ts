@@ -25,7 +25,21 @@ export { BinaryOp, CompareOp, DTypeCode, Status, UnaryOp } from "../../../ffi/dt
 /** An address in a device's memory (a host address on cpu). */
 export type DevicePtr = Deno.PointerValue;
 
-type Abi = DtrainSymbols;
+/**
+ * A block from `DeviceBackend.alloc`. `owner` is set when the JavaScript heap owns the memory (cpu's
+ * ArrayBuffers, see [Note: cpu memory is JavaScript memory] in cpu.ts): the block lives exactly as
+ * long as `owner` is reachable, so whoever uses `ptr` keeps `owner` reachable. Without an owner
+ * the block lives until `free`.
+ */
+export interface DeviceBlock {
+  /** The block's address. */
+  readonly ptr: DevicePtr;
+  /** The object whose lifetime is the block's, if the garbage collector frees it. */
+  readonly owner?: object;
+}
+
+/** libdtrain's functions, by C name: the prototypes every device's kernels follow. */
+export type KernelAbi = DtrainSymbols;
 
 /**
  * The kernels of a device, typed by libdtrain's C ABI (the prototypes are in ffi/dtrain.ts): a
@@ -36,128 +50,128 @@ type Abi = DtrainSymbols;
  */
 export interface Kernels {
   /** c = alpha * op(a) @ op(b) + beta * c (sgemm; `trans*` 0 or 1, leading dimensions `ld*`). */
-  matmul: Abi["dt_matmul"];
+  matmul: KernelAbi["dt_matmul"];
   /** `batch` products of contiguous matrices `stride*` elements apart. */
-  matmulBatched: Abi["dt_matmul_batched"];
+  matmulBatched: KernelAbi["dt_matmul_batched"];
   /** y = x @ op(w) + bias (bias nullable) for `rows` rows. */
-  linearForward: Abi["dt_linear_forward"];
+  linearForward: KernelAbi["dt_linear_forward"];
   /** The gradients of `linearForward` (each output nullable). */
-  linearBackward: Abi["dt_linear_backward"];
+  linearBackward: KernelAbi["dt_linear_backward"];
   /** Sets `n` f32 elements to `value`. */
-  fillF32: Abi["dt_fill_f32"];
+  fillF32: KernelAbi["dt_fill_f32"];
   /** Sets `n` i32 elements to `value`. */
-  fillI32: Abi["dt_fill_i32"];
+  fillI32: KernelAbi["dt_fill_i32"];
   /** Copies a strided view into contiguous memory (`shape`, `strides` in host memory). */
-  copyStrided: Abi["dt_copy_strided"];
+  copyStrided: KernelAbi["dt_copy_strided"];
   /** i32 to f32, `n` elements. */
-  castI32F32: Abi["dt_cast_i32_f32"];
+  castI32F32: KernelAbi["dt_cast_i32_f32"];
   /** f32 to i32 (toward zero), `n` elements. */
-  castF32I32: Abi["dt_cast_f32_i32"];
+  castF32I32: KernelAbi["dt_cast_f32_i32"];
   /** out = a op b, b or a repeating when shorter (`BinaryOp`). */
-  binary: Abi["dt_binary"];
+  binary: KernelAbi["dt_binary"];
   /** The gradients of `binary` (each output nullable). */
-  binaryBackward: Abi["dt_binary_backward"];
+  binaryBackward: KernelAbi["dt_binary_backward"];
   /** y = op(x, p) (`UnaryOp`). */
-  unary: Abi["dt_unary"];
+  unary: KernelAbi["dt_unary"];
   /** The gradient of `unary`, reading x or y as the op needs (the other nullable). */
-  unaryBackward: Abi["dt_unary_backward"];
+  unaryBackward: KernelAbi["dt_unary_backward"];
   /** y += alpha * x. */
-  axpy: Abi["dt_axpy"];
+  axpy: KernelAbi["dt_axpy"];
   /** out[o, i] = scale * sum over a of x[o, a, i]. */
-  sumAxis: Abi["dt_sum_axis"];
+  sumAxis: KernelAbi["dt_sum_axis"];
   /** The gradient of `sumAxis`: gy broadcast back over the axis, times scale. */
-  expandAxis: Abi["dt_expand_axis"];
+  expandAxis: KernelAbi["dt_expand_axis"];
   /** The i32 index of each row's maximum. */
-  argmaxRows: Abi["dt_argmax_rows"];
+  argmaxRows: KernelAbi["dt_argmax_rows"];
   /** Softmax (log = 1: log-softmax) over rows. */
-  softmax: Abi["dt_softmax"];
+  softmax: KernelAbi["dt_softmax"];
   /** The gradient of `softmax` from its output. */
-  softmaxBackward: Abi["dt_softmax_backward"];
+  softmaxBackward: KernelAbi["dt_softmax_backward"];
   /** Cross-entropy (reduction, smoothing) into `loss`, and its gradient into `grad` (nullable). */
-  crossEntropy: Abi["dt_cross_entropy"];
+  crossEntropy: KernelAbi["dt_cross_entropy"];
   /** Mean squared error into `loss`, and d loss / d a into `ga` (nullable). */
-  mse: Abi["dt_mse"];
+  mse: KernelAbi["dt_mse"];
   /** Layer norm over rows, saving mean and 1/std (w, b nullable). */
-  layernorm: Abi["dt_layernorm"];
+  layernorm: KernelAbi["dt_layernorm"];
   /** The gradients of `layernorm` (dw, db accumulated; outputs nullable). */
-  layernormBackward: Abi["dt_layernorm_backward"];
+  layernormBackward: KernelAbi["dt_layernorm_backward"];
   /** Rows of `weight` picked by i32 `indices`. */
-  embedding: Abi["dt_embedding"];
+  embedding: KernelAbi["dt_embedding"];
   /** The gradient of `embedding`, accumulated into `gweight`. */
-  embeddingBackward: Abi["dt_embedding_backward"];
+  embeddingBackward: KernelAbi["dt_embedding_backward"];
   /** Dropout with the counter RNG at (seed, offset); the same call recomputes the mask. */
-  dropout: Abi["dt_dropout"];
+  dropout: KernelAbi["dt_dropout"];
   /** U[lo, hi) samples from counters offset.. of `seed`. */
-  randUniform: Abi["dt_rand_uniform"];
+  randUniform: KernelAbi["dt_rand_uniform"];
   /** N(mean, std²) samples from counters offset.. of `seed` (two per element). */
-  randn: Abi["dt_randn"];
+  randn: KernelAbi["dt_randn"];
   /** One fused SGD update (momentumBuf nullable; first = 1 seeds it). */
-  sgdStep: Abi["dt_sgd_step"];
+  sgdStep: KernelAbi["dt_sgd_step"];
   /** One fused AdamW update at step `step` (1-based). */
-  adamwStep: Abi["dt_adamw_step"];
+  adamwStep: KernelAbi["dt_adamw_step"];
   /** dst rows = (host u8 src rows at host i32 `indices`) * scale + shift. */
-  gatherU8F32: Abi["dt_gather_u8_f32"];
+  gatherU8F32: KernelAbi["dt_gather_u8_f32"];
   /** dst rows = src rows at host i32 `indices` (`rowBytes` each). */
-  gatherRows: Abi["dt_gather_rows"];
+  gatherRows: KernelAbi["dt_gather_rows"];
   /** dst = host u8 src at host i32 `indices`, as i32. */
-  gatherU8I32: Abi["dt_gather_u8_i32"];
+  gatherU8I32: KernelAbi["dt_gather_u8_i32"];
   /** Fused attention forward over [bh, t, d] blocks, saving each query row's log-sum-exp. */
-  attentionForward: Abi["dt_attention_forward"];
+  attentionForward: KernelAbi["dt_attention_forward"];
   /** The gradients of `attentionForward`, recomputing the probabilities from the log-sum-exp. */
-  attentionBackward: Abi["dt_attention_backward"];
+  attentionBackward: KernelAbi["dt_attention_backward"];
   /** Scatters contiguous memory into a strided view (`shape`, `strides` in host memory). */
-  copyToStrided: Abi["dt_copy_to_strided"];
+  copyToStrided: KernelAbi["dt_copy_to_strided"];
   // ---- ops: order, reductions, losses ----
   /** y = min(max(x, lo), hi). */
-  clamp: Abi["dt_clamp"];
+  clamp: KernelAbi["dt_clamp"];
   /** The gradient of `clamp`: gy where lo <= x <= hi. */
-  clampBackward: Abi["dt_clamp_backward"];
+  clampBackward: KernelAbi["dt_clamp_backward"];
   /** y = |x|. */
-  abs: Abi["dt_abs"];
+  abs: KernelAbi["dt_abs"];
   /** The gradient of `abs`: sign(x) * gy. */
-  absBackward: Abi["dt_abs_backward"];
+  absBackward: KernelAbi["dt_abs_backward"];
   /** Elementwise maximum (is_min = 1: minimum) of equal-shaped operands. */
-  maximum: Abi["dt_maximum"];
+  maximum: KernelAbi["dt_maximum"];
   /** The gradients of `maximum`, halved on ties (outputs nullable). */
-  maximumBackward: Abi["dt_maximum_backward"];
+  maximumBackward: KernelAbi["dt_maximum_backward"];
   /** Each row's largest (smallest) value and its i32 index (indices nullable). */
-  maxRows: Abi["dt_max_rows"];
+  maxRows: KernelAbi["dt_max_rows"];
   /** gy scattered to each row's index, zeros elsewhere. */
-  indexRowsBackward: Abi["dt_index_rows_backward"];
+  indexRowsBackward: KernelAbi["dt_index_rows_backward"];
   /** gy shared evenly between the elements equal to `value`. */
-  extremeBackward: Abi["dt_extreme_backward"];
+  extremeBackward: KernelAbi["dt_extreme_backward"];
   /** The gradient of `crossEntropy` from its saved `grad` and gy (one value, or one per row). */
-  crossEntropyBackward: Abi["dt_cross_entropy_backward"];
+  crossEntropyBackward: KernelAbi["dt_cross_entropy_backward"];
   // ---- end ops ----
   // compare.c and indexing.c: the bool and i32 dtypes, and indexing.
   /** out (bool) = a op b (`CompareOp`), both of one dtype (`DTypeCode`), b or a repeating. */
-  compare: Abi["dt_compare"];
+  compare: KernelAbi["dt_compare"];
   /** Converts between dtypes (`DTypeCode`), one side at least bool. */
-  cast: Abi["dt_cast"];
+  cast: KernelAbi["dt_cast"];
   /** Sets `n` bool elements to `value` (non-zero is true). */
-  fillU8: Abi["dt_fill_u8"];
+  fillU8: KernelAbi["dt_fill_u8"];
   /** out[o, i] (i32) = sum over a of i32 or bool x[o, a, i]. */
-  sumAxisInt: Abi["dt_sum_axis_int"];
+  sumAxisInt: KernelAbi["dt_sum_axis_int"];
   /** out = a op b on i32 (`BinaryOp`; div is floor division). */
-  binaryI32: Abi["dt_binary_i32"];
+  binaryI32: KernelAbi["dt_binary_i32"];
   /** y = min(max(x, lo), hi) on f32. */
-  clampRange: Abi["dt_clamp_range"];
+  clampRange: KernelAbi["dt_clamp_range"];
   /** out = x gathered along `dim` at i32 `index` (shapes in host memory). */
-  gather: Abi["dt_gather"];
+  gather: KernelAbi["dt_gather"];
   /** The gradient of `gather`, added into a zeroed gx. */
-  scatterAdd: Abi["dt_scatter_add"];
+  scatterAdd: KernelAbi["dt_scatter_add"];
   /** out[o, j, :] = x[o, index[j], :]. */
-  indexSelect: Abi["dt_index_select"];
+  indexSelect: KernelAbi["dt_index_select"];
   /** The gradient of `indexSelect`, added into a zeroed gx. */
-  indexAdd: Abi["dt_index_add"];
+  indexAdd: KernelAbi["dt_index_add"];
   /** `rows` blocks of `rowBytes` from src to dst, each side with its own byte stride. */
-  copyBlocks: Abi["dt_copy_blocks"];
+  copyBlocks: KernelAbi["dt_copy_blocks"];
   /** out = cond ? a : b (bool cond, 4-byte elements), a shorter operand repeating. */
-  where: Abi["dt_where"];
+  where: KernelAbi["dt_where"];
   /** The gradients of `where` (each output nullable). */
-  whereBackward: Abi["dt_where_backward"];
+  whereBackward: KernelAbi["dt_where_backward"];
   /** Lower (upper = 1: upper) triangles of a batch of matrices, the rest zeroed. */
-  tril: Abi["dt_tril"];
+  tril: KernelAbi["dt_tril"];
 }
 
 /** One device: its allocator, copies and kernels (see [Note: device seam]). */
@@ -170,10 +184,13 @@ export interface DeviceBackend {
    * Allocates `nbytes` (zero-filled when `zero`).
    * @throws NativeError with `Status.ENOMEM` when the device is out of memory.
    */
-  alloc(nbytes: number, zero: boolean): DevicePtr;
-  /** Frees a block from `alloc`. */
-  free(ptr: DevicePtr): void;
-  /** Bytes this device's allocator holds now (blocks it borrows elsewhere are counted there). */
+  alloc(nbytes: number, zero: boolean): DeviceBlock;
+  /** Frees a block from `alloc` now (an owned block too: it need not wait for a collection). */
+  free(block: DeviceBlock): void;
+  /**
+   * Bytes this device's allocator holds now (blocks it borrows elsewhere are counted there). Owned
+   * blocks that were garbage collected may still count until their finalizer runs.
+   */
   allocatedBytes(): number;
   /** Copies `nbytes` from host memory into device memory. */
   copyIn(dst: DevicePtr, hostSrc: DevicePtr, nbytes: number): void;
