@@ -10,8 +10,26 @@ import { fileURLToPath } from "node:url";
 import { type SyncWriter, writeAll } from "../io/write_all.ts";
 import type { LaunchOptions } from "./options.ts";
 
+/**
+ * What `deno run` is given for the module at `url`: a path for a local file, else the URL itself
+ * (dtrain imported from JSR or any URL starts its workers from there too).
+ *
+ * @example
+ * ```ts
+ * import { equal as assertEquals } from "node:assert/strict";
+ * import { runnable } from "./supervisor.ts";
+ * assertEquals(runnable("file:///opt/dtrain/src/train/main.ts"), "/opt/dtrain/src/train/main.ts");
+ * assertEquals(runnable("https://jsr.io/@dtrain/dtrain/0.1.0/src/train/main.ts"),
+ *   "https://jsr.io/@dtrain/dtrain/0.1.0/src/train/main.ts");
+ * ```
+ */
+export function runnable(url: string | URL): string {
+  const parsed = new URL(url);
+  return parsed.protocol === "file:" ? fileURLToPath(parsed) : parsed.href;
+}
+
 /** Preloaded into every worker: it dies with the launcher whatever its script does. */
-const WORKER_BOOTSTRAP = fileURLToPath(new URL("../dist/worker_bootstrap.ts", import.meta.url));
+const WORKER_BOOTSTRAP = runnable(new URL("../dist/worker_bootstrap.ts", import.meta.url));
 
 /** How one worker ended. */
 export interface WorkerExit {

@@ -9,11 +9,11 @@
  */
 
 import { existsSync } from "node:fs";
-import { fileURLToPath } from "node:url";
 import { setNumThreads } from "../tensor/threads.ts";
 import { CheckpointError, save } from "../checkpoint/mod.ts";
 import { destroyProcessGroup, initProcessGroup } from "../dist/mod.ts";
 import { launch } from "../launch/launcher.ts";
+import { runnable } from "../launch/supervisor.ts";
 import { ConfigError, parseTrainArgs, type TrainConfig, USAGE } from "./config.ts";
 import { checkSnapshot } from "./snapshot.ts";
 import { Trainer } from "./trainer.ts";
@@ -83,7 +83,7 @@ export async function main(args: string[]): Promise<number> {
         masterPort: config.masterPort,
         maxRestarts: config.maxRestarts,
         logDir: config.logDir,
-        script: fileURLToPath(import.meta.url),
+        script: runnable(import.meta.url),
         scriptArgs: args,
       });
     } catch (error) {
