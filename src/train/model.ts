@@ -27,29 +27,30 @@ export interface Task {
   loss(output: Tensor, target: Tensor): Tensor;
 }
 
+/** The input and output sizes of each data set, known without loading it. */
+export const DATASET_SHAPES: Record<TrainConfig["dataset"], Pick<Task, "inputs" | "outputs">> = {
+  synthetic: { inputs: 20, outputs: 1 },
+  "fashion-mnist": { inputs: 784, outputs: 10 },
+};
+
 /** Loads the data set named in the config. */
 export function loadTask(config: TrainConfig): Task {
+  const shape = DATASET_SHAPES[config.dataset];
   if (config.dataset === "synthetic") {
-    const train = new SyntheticRegression({
-      size: 2048,
-      inputs: 20,
-      outputs: 1,
-      seed: config.seed,
-    });
-    return { train, test: null, inputs: 20, outputs: 1, loss: mseLoss };
+    const train = new SyntheticRegression({ size: 2048, ...shape, seed: config.seed });
+    return { train, test: null, ...shape, loss: mseLoss };
   }
   const root = config.dataRoot;
   return {
     train: new FashionMNIST({ root, train: true }),
     test: new FashionMNIST({ root, train: false }),
-    inputs: 784,
-    outputs: 10,
+    ...shape,
     loss: (output, target) => crossEntropy(output, target),
   };
 }
 
-/** Builds the model named in the config for the task. */
-export function buildModel(config: TrainConfig, task: Task): Module {
+/** Builds the model named in the config for a task of these sizes. */
+export function buildModel(config: TrainConfig, task: Pick<Task, "inputs" | "outputs">): Module {
   if (config.model === "linear") return new Linear(task.inputs, task.outputs);
   return new MLP([task.inputs, ...config.hidden, task.outputs]);
 }
