@@ -127,7 +127,9 @@ for (const c of CHARTS) {
   new uPlot({
     width: 560, height: 260, legend: { live: false },
     scales: { x: { time: false } },
-    axes: [{ label: c.xLabel }, { label: c.yLabel, size: 80 }],
+    // Steps and epochs are whole numbers: no tick at epoch 1.5.
+    axes: [{ label: c.xLabel, incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000] },
+      { label: c.yLabel, size: 80 }],
     series: [{ label: c.xLabel }, ...c.series.map((s) => ({
       label: s.label, stroke: s.color, width: 2, spanGaps: true,
       points: { show: s.points || c.x.length === 1, size: 7, fill: s.color },

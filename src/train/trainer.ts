@@ -224,7 +224,8 @@ export class Trainer {
         break;
       }
       step++;
-      const logged = step % logEvery === 0;
+      // The step --max-steps stops at is logged too, so the record ends where the run did.
+      const logged = step % logEvery === 0 || (step === steps && steps < full);
       this.#measureGradNorm = logged && this.rank === 0;
       const loss = await this.runBatch(x, y);
       this.step++;
@@ -268,16 +269,18 @@ export class Trainer {
       steps: step,
       position: step < full ? consumed(step) : 0,
     };
-    await this.#runLog?.add({
-      kind: step < full ? "step" : "epoch",
-      step: this.step,
-      epoch: epoch + 1,
-      loss,
-      lr: this.optimizer.paramGroups[0].lr,
-      samplesPerSecond: result.samplesPerSecond,
-      testAccuracy: accuracy,
-    });
     if (step < full) await this.#runLog?.writeReport();
+    else {
+      await this.#runLog?.add({
+        kind: "epoch",
+        step: this.step,
+        epoch: epoch + 1,
+        loss,
+        lr: this.optimizer.paramGroups[0].lr,
+        samplesPerSecond: result.samplesPerSecond,
+        testAccuracy: accuracy,
+      });
+    }
     return result;
   }
 
