@@ -16,8 +16,8 @@ import { destroyProcessGroup, initProcessGroup } from "../dist/mod.ts";
 import { launch } from "../launch/launcher.ts";
 import { runnable } from "../launch/supervisor.ts";
 import { ConfigError, parseTrainArgs, type TrainConfig, USAGE } from "./config.ts";
-import { buildModel, DATASET_SHAPES } from "./model.ts";
-import { checkSnapshot, modelMismatch } from "./snapshot.ts";
+import { buildModel, buildOptimizer, DATASET_SHAPES } from "./model.ts";
+import { checkSnapshot, snapshotMismatch } from "./snapshot.ts";
 import { Trainer, type TrainResult } from "./trainer.ts";
 
 /** The last line of a run. */
@@ -42,15 +42,13 @@ function doneLine(config: TrainConfig, result: TrainResult): string {
 
 /**
  * A snapshot that cannot resume this configuration, refused before any process starts: its
- * metadata and tensor names (checkSnapshot), then the model's tensors and shapes.
+ * metadata and tensor names, the model's tensors and shapes, then the optimizer's state.
  * @throws CheckpointError naming the file and what differs.
  */
 function refuseUnfitSnapshot(config: TrainConfig): void {
   checkSnapshot(config.snapshot);
-  const mismatch = modelMismatch(
-    config.snapshot,
-    buildModel(config, DATASET_SHAPES[config.dataset]),
-  );
+  const model = buildModel(config, DATASET_SHAPES[config.dataset]);
+  const mismatch = snapshotMismatch(config.snapshot, model, buildOptimizer(config, model));
   if (mismatch !== null) throw new CheckpointError(config.snapshot, mismatch);
 }
 

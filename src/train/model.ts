@@ -1,4 +1,4 @@
-/** The models and data the training job can run, chosen by name in the config. @module */
+/** The models, optimizers and data the training job can run, chosen by name in the config. @module */
 
 import { FashionMNIST } from "../data/fashion_mnist.ts";
 import { SyntheticRegression } from "../data/synthetic.ts";
@@ -6,6 +6,9 @@ import type { Dataset } from "../data/dataset.ts";
 import { Linear } from "../nn/layers.ts";
 import { MLP } from "../nn/container.ts";
 import type { Module } from "../nn/module.ts";
+import { AdamW } from "../optim/adamw.ts";
+import type { Optimizer } from "../optim/optimizer.ts";
+import { SGD } from "../optim/sgd.ts";
 import { crossEntropy, mseLoss } from "../tensor/ops/nn.ts";
 import type { Tensor } from "../tensor/tensor.ts";
 import type { TrainConfig } from "./config.ts";
@@ -53,4 +56,16 @@ export function loadTask(config: TrainConfig): Task {
 export function buildModel(config: TrainConfig, task: Pick<Task, "inputs" | "outputs">): Module {
   if (config.model === "linear") return new Linear(task.inputs, task.outputs);
   return new MLP([task.inputs, ...config.hidden, task.outputs]);
+}
+
+/** Builds the optimizer named in the config over `model`'s parameters. */
+export function buildOptimizer(config: TrainConfig, model: Module): Optimizer<{ lr: number }> {
+  const params = model.parameters();
+  return config.optimizer === "adamw"
+    ? new AdamW(params, { lr: config.lr, weightDecay: config.weightDecay })
+    : new SGD(params, {
+      lr: config.lr,
+      momentum: config.momentum,
+      weightDecay: config.weightDecay,
+    });
 }

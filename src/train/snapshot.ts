@@ -186,15 +186,21 @@ export function loadSnapshot(
 }
 
 /**
- * What differs between the model the snapshot at `path` holds and `model`, or null when they fit: missing,
- * unexpected and differently shaped tensors, each with both shapes. What `deno task train` checks
- * before it starts any process, so that resuming with other model flags is one message.
+ * What differs between the snapshot at `path` and the model and optimizer this configuration
+ * builds, or null when they fit: missing, unexpected and differently shaped tensors, each with
+ * both shapes, or another optimizer (its hyperparameter names differ). What `deno task train`
+ * checks before it starts any process, so that resuming with other flags is one message.
  *
  * @param path The snapshot file.
  * @param model A model built from the current configuration.
+ * @param optimizer An optimizer built over it from the current configuration.
  */
-export function modelMismatch(path: string, model: Module): string | null {
-  const { tensors } = load(path);
+export function snapshotMismatch(
+  path: string,
+  model: Module,
+  optimizer: Optimizer<{ lr: number }>,
+): string | null {
+  const { tensors, metadata } = load(path);
   const saved = new Map<string, readonly number[]>();
   for (const [name, t] of Object.entries(tensors)) {
     if (name.startsWith("model.")) saved.set(name.slice("model.".length), t.shape);
@@ -213,9 +219,17 @@ export function modelMismatch(path: string, model: Module): string | null {
   for (const [name, s] of saved) {
     differences.push(`the snapshot has ${name} ${shape(s)}, this model not`);
   }
-  if (differences.length === 0) return null;
-  const shown = differences.slice(0, 4).join("; ") +
-    (differences.length > 4 ? `; and ${differences.length - 4} more` : "");
-  return `was saved from another model than this configuration builds ` +
-    `(--model, --hidden, --dataset): ${shown}`;
+  if (differences.length > 0) {
+    const shown = differences.slice(0, 4).join("; ") +
+      (differences.length > 4 ? `; and ${differences.length - 4} more` : "");
+    return `was saved from another model than this configuration builds ` +
+      `(--model, --hidden, --dataset): ${shown}`;
+  }
+  // checkSnapshot has validated the metadata; an optimizer is known by its hyperparameters.
+  const hyper = (group: Record<string, unknown>) =>
+    Object.keys(group).filter((k) => k !== "params").sort().join(", ");
+  const theirs = hyper(JSON.parse(metadata.dtrain).optimizer.paramGroups[0]);
+  const ours = hyper(optimizer.paramGroups[0]);
+  return theirs === ours ? null : `was saved with another optimizer (hyperparameters ${theirs}) ` +
+    `than --optimizer builds here (${ours})`;
 }

@@ -18,9 +18,7 @@ import {
   isInitialized,
 } from "../dist/mod.ts";
 import type { Module } from "../nn/module.ts";
-import { AdamW } from "../optim/adamw.ts";
 import type { Optimizer } from "../optim/optimizer.ts";
-import { SGD } from "../optim/sgd.ts";
 import { DistributedDataParallel } from "../parallel/ddp.ts";
 import { noGrad } from "../tensor/autograd.ts";
 import { tensor, zeros } from "../tensor/creation.ts";
@@ -28,7 +26,7 @@ import { manualSeed } from "../tensor/random.ts";
 import { tidy, tidyAsync } from "../tensor/scope.ts";
 import type { Tensor } from "../tensor/tensor.ts";
 import type { TrainConfig } from "./config.ts";
-import { buildModel, loadTask, type Task } from "./model.ts";
+import { buildModel, buildOptimizer, loadTask, type Task } from "./model.ts";
 import { gradNorm, stateChecksum } from "./_stats.ts";
 import { RunLog } from "./metrics.ts";
 import { Progress } from "./progress.ts";
@@ -95,14 +93,7 @@ export class Trainer {
     manualSeed(config.seed);
     this.task = loadTask(config);
     this.model = buildModel(config, this.task);
-    const params = this.model.parameters();
-    this.optimizer = config.optimizer === "adamw"
-      ? new AdamW(params, { lr: config.lr, weightDecay: config.weightDecay })
-      : new SGD(params, {
-        lr: config.lr,
-        momentum: config.momentum,
-        weightDecay: config.weightDecay,
-      });
+    this.optimizer = buildOptimizer(config, this.model);
     this.sampler = new DistributedSampler(this.task.train, {
       numReplicas: this.worldSize,
       rank: this.rank,

@@ -76,7 +76,7 @@ Deno.test("train --max-steps counts steps over the run, and its snapshot resumes
   });
 });
 
-Deno.test("train refuses a snapshot of another model with exit 2, naming what differs, before any process starts", async () => {
+Deno.test("train refuses a snapshot of another model or optimizer with exit 2, naming what differs, before any process starts", async () => {
   await withTempDir("dtrain_unfit_", async (dir) => {
     const snapshot = join(dir, "snap.safetensors");
     assertSucceeded(
@@ -103,6 +103,15 @@ Deno.test("train refuses a snapshot of another model with exit 2, naming what di
       /^train: .*snap\.safetensors: was saved from another model than this configuration builds \(--model, --hidden, --dataset\): \S+ is \[16, 20\] in the snapshot but \[8, 20\] here/,
     );
     assert.deepEqual(run.tempEntries, [], "no launcher started");
+
+    const adamw = await train([...SMALL_JOB, "--optimizer", "adamw", "--snapshot", snapshot], {
+      timeoutMs: 20_000,
+    });
+    assert.equal(adamw.code, 2, adamw.stderr);
+    assert.match(
+      adamw.stderr,
+      /^train: .*: was saved with another optimizer \(hyperparameters dampening, lr, momentum, nesterov, weightDecay\) than --optimizer builds here \(betas, eps, lr, weightDecay\)\n$/,
+    );
   });
 });
 
