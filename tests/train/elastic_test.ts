@@ -47,6 +47,9 @@ function node(
       ...job,
     ],
     onLine,
+    // A SIGKILLed launcher's workers get the kernel's parent-death SIGKILL; their teardown may
+    // take a moment on a loaded machine. The README promises death within 2 s.
+    leftoverGraceMs: 2000,
   });
 }
 
