@@ -37,7 +37,7 @@ const RECIPES: Record<string, Recipe> = {
     dir: "core",
     compilerEnv: "CC",
     compiler: "cc",
-    flags: ["-O3", "-march=native", "-fno-math-errno", "-std=c11", "-fPIC", "-shared"],
+    flags: ["-O3", "-march=native", "-fno-math-errno", "-std=c11", "-fPIC"],
     libs: ["-lopenblas", "-lm"],
     packages: ["build-essential", "libopenblas-dev"],
   },
@@ -45,7 +45,7 @@ const RECIPES: Record<string, Recipe> = {
     dir: "gloo",
     compilerEnv: "CXX",
     compiler: "c++",
-    flags: ["-O2", "-std=c++17", "-fPIC", "-shared"],
+    flags: ["-O2", "-std=c++17", "-fPIC"],
     libs: ["-lgloo", "-lpthread"],
     packages: ["build-essential", "libgloo-dev"],
   },
@@ -140,15 +140,35 @@ async function ensureBuilt(fileName: string): Promise<string> {
   const srcDir = join(dir, "src", recipe.dir);
   await Deno.mkdir(srcDir, { recursive: true });
   await Promise.all(names.map((name, i) => Deno.writeTextFile(join(srcDir, name), contents[i])));
+  // One compiler per source file at a time, as `make -j` would, then one link.
+  const objDir = await Deno.makeTempDir({ dir, prefix: "obj-" });
+  const sources = names.filter((n) => /\.(c|cc)$/.test(n));
+  const objects = sources.map((n) => join(objDir, `${n}.o`));
+  let next = 0;
+  const worker = async () => {
+    for (let i = next++; i < sources.length; i = next++) {
+      await compile(fileName, recipe, compiler, [
+        ...recipe.flags,
+        "-c",
+        "-o",
+        objects[i],
+        join(srcDir, sources[i]),
+      ]);
+    }
+  };
+  await Promise.all(
+    Array.from({ length: Math.min(navigator.hardwareConcurrency, sources.length) }, worker),
+  );
   const temporary = `${target}.${Deno.pid}.tmp`;
-  const sources = names.filter((n) => /\.(c|cc)$/.test(n)).map((n) => join(srcDir, n));
   await compile(fileName, recipe, compiler, [
     ...recipe.flags,
+    "-shared",
     "-o",
     temporary,
-    ...sources,
+    ...objects,
     ...recipe.libs,
   ]);
+  await Deno.remove(objDir, { recursive: true });
   await Deno.rename(temporary, target);
   return target;
 }

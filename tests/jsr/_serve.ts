@@ -10,7 +10,8 @@ import { ROOT } from "../_harness/processes.ts";
 /** The files `deno publish --dry-run` would upload, relative to the repository root. */
 export async function publishedFiles(): Promise<string[]> {
   const out = await new Deno.Command(Deno.execPath(), {
-    args: ["publish", "--dry-run", "--allow-dirty"],
+    // The file list does not depend on type checking, which `deno check` does elsewhere.
+    args: ["publish", "--dry-run", "--allow-dirty", "--no-check"],
     cwd: ROOT,
     env: { NO_COLOR: "1" },
     stdout: "piped",
