@@ -225,8 +225,10 @@ async function compile(
 export function missingDependency(log: string): string | null {
   const library = log.match(/cannot find (-l\S+?):?\s/);
   if (library) return library[1];
-  const header = log.match(/fatal error: (\S+?): No such file or directory/);
-  return header ? `the header ${header[1]}` : null;
+  const header = log.match(
+    /fatal error: (\S+?): No such file or directory|no include path in which to search for (\S+)/,
+  );
+  return header ? `the header ${header[1] ?? header[2]}` : null;
 }
 
 async function fetchText(url: URL): Promise<string> {

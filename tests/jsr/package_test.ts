@@ -30,6 +30,15 @@ for (let step = 0; step < 20; step++) {
 console.log(JSON.stringify({ first: losses[0], last: losses.at(-1) }));
 `;
 
+const ALL_REDUCE = (url: string) => `
+import { dist, tensor } from "${url}mod.ts";
+await dist.initProcessGroup({ backend: "gloo" });
+const t = tensor([dist.getRank() + 1]);
+await dist.allReduce(t, "sum");
+console.log("sum " + t.item());
+await dist.destroyProcessGroup();
+`;
+
 Deno.test("the published files alone, over HTTP with empty caches, train and launch 2 ranks", async () => {
   await using server = await servePackage();
   for (const needed of ["mod.ts", "src/launch/main.ts", "src/train/main.ts", "csrc/sources.json"]) {
@@ -72,6 +81,25 @@ Deno.test("the published files alone, over HTTP with empty caches, train and lau
     assert.equal(output.match(/building libdtrain_gloo\.so/g)?.length, 1, output);
     assert.doesNotMatch(output, /building libdtrain\.so/, "libdtrain.so was built twice");
     assert.match(output, /done: 1 epochs/);
+
+    // The served launcher itself, over a script of the user's that imports the served package.
+    await Deno.writeTextFile(`${dir}/allreduce.ts`, ALL_REDUCE(server.url));
+    const plain = await runDeno({
+      args: [
+        `${server.url}src/launch/main.ts`,
+        ...["--nproc-per-node", "2", "--master-port", String(freePort())],
+        `${dir}/allreduce.ts`,
+      ],
+      cwd: dir,
+      env,
+      timeoutMs: 120_000,
+    });
+    assert.equal(plain.code, 0, plain.stdout + plain.stderr);
+    assert.deepEqual(plain.leftovers, []);
+    for (const rank of [0, 1]) {
+      assert.match(plain.stdout, new RegExp(`^\\[rank ${rank}\\] sum 3$`, "m"));
+    }
+    assert.doesNotMatch(plain.stderr, /building/, "both libraries came from the cache");
   });
 });
 
@@ -91,6 +119,31 @@ Deno.test("a missing compiler names the apt-get command that installs it", async
     assert.match(
       run.stderr,
       /no compiler ".*no-such-cc" on PATH \(CC\); install it with: (sudo )?apt-get install -y build-essential libopenblas-dev/,
+    );
+  });
+});
+
+Deno.test("a missing header names the apt-get command that installs it", async () => {
+  await withTempDir("dtrain_noheader_", async (dir) => {
+    // The real compiler, over an empty system root: as on a machine without the C library's or
+    // OpenBLAS's headers and libraries.
+    const cc = `${dir}/cc`;
+    await Deno.writeTextFile(cc, '#!/bin/sh\nexec cc --sysroot=/nonexistent "$@"\n');
+    await Deno.chmod(cc, 0o755);
+    const script = `${dir}/build.ts`;
+    await Deno.writeTextFile(
+      script,
+      `import { buildLibrary } from "${ROOT}ffi/build.ts";\nbuildLibrary("libdtrain.so");\n`,
+    );
+    const run = await runDeno({
+      args: [script],
+      env: { DTRAIN_CACHE: `${dir}/cache`, CC: cc },
+      timeoutMs: 120_000,
+    });
+    assert.notEqual(run.code, 0);
+    assert.match(
+      run.stderr,
+      /cannot build libdtrain\.so: the header \S+\.h is missing; install it with: (sudo )?apt-get install -y build-essential libopenblas-dev/,
     );
   });
 });
