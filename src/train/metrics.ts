@@ -77,6 +77,7 @@ export class RunLog {
       log.metricsPath,
       records.map((r) => JSON.stringify(r) + "\n").join(""),
     );
+    await log.writeReport(); // there to open from the start, with what a resumed run had
     return log;
   }
 

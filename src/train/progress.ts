@@ -73,6 +73,11 @@ export class Progress {
     if (!this.#tty && this.#step < this.steps) this.write(`${this.line()}\n`);
   }
 
+  /** Clears a redrawn line so that another line (a snapshot's) can be printed; it comes back. */
+  clear(): void {
+    if (this.#tty && this.#lastDraw > 0) this.write(REDRAW);
+  }
+
   /** Samples per second so far, over all ranks. */
   get samplesPerSecond(): number {
     return this.#samples / Math.max(this.elapsed, 1e-9);

@@ -82,6 +82,8 @@ export class Trainer {
   /** Set for a logged step: runBatch then measures the gradient norm. */
   #measureGradNorm = false;
   #gradNorm = NaN;
+  /** The running epoch's progress line, cleared before a snapshot's line is printed. */
+  #progress: Progress | null = null;
   /** Where in its epoch the snapshot this run resumed from stopped (0: at an epoch's end). */
   #resumePosition = 0;
 
@@ -204,7 +206,7 @@ export class Trainer {
     const logEvery = this.config.logEvery || Math.max(1, Math.round(full / 10));
     // Rank 0 prints to stdout, Progress's default; the other ranks stay quiet.
     const write = this.rank === 0 ? undefined : () => {};
-    const progress = new Progress(epoch, this.config.epochs, steps, write);
+    const progress = this.#progress = new Progress(epoch, this.config.epochs, steps, write);
     // Every step but an epoch's last consumes batchSize samples on each rank.
     const consumed = (n: number) => start + n * this.config.batchSize * this.worldSize;
     let step = 0, lossSum = 0, interval = { loss: 0, steps: 0, samples: 0, t: performance.now() };
@@ -367,6 +369,7 @@ export class Trainer {
         sampler: position > 0 ? { epoch, seed, position } : { epoch, seed },
       });
       const at = position > 0 ? ` (epoch ${epoch + 1} at sample ${position})` : "";
+      if (position > 0) this.#progress?.clear();
       this.log(`epoch ${this.epochsRun}${at}: snapshot saved to ${this.config.snapshot}`);
     }
     if (this.worldSize > 1) await barrier();
