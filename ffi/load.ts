@@ -2,11 +2,14 @@
  * Finds and opens dtrain's native libraries, with one policy for all of them: each library is
  * opened lazily, once per process, on the first call of its loader; the search order is fixed (an
  * environment variable naming an explicit path first, then the repository's `build/` folder
- * resolved from this file); 64-bit integer parameters take plain numbers.
+ * resolved from this file, else a build of the package's own sources in a cache, made on first
+ * use); 64-bit integer parameters take plain numbers.
  * @module
  */
 
+import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
+import { buildLibrary, canBuild } from "./build.ts";
 
 /**
  * [Note: 64-bit integers]
@@ -46,6 +49,11 @@ export function openLibrary<S extends Deno.ForeignLibraryInterface>(
   if (explicit) candidates.push(explicit);
   const buildDir = new URL("../build/", import.meta.url);
   if (buildDir.protocol === "file:") candidates.push(fileURLToPath(new URL(fileName, buildDir)));
+  // No explicit path and no build beside the code (a JSR or URL import): build it from the
+  // package's sources into the cache (see [Note: self-building libraries] in ffi/build.ts).
+  if (!explicit && !candidates.some((path) => existsSync(path)) && canBuild(fileName)) {
+    candidates.push(buildLibrary(fileName));
+  }
   const errors: Error[] = [];
   for (const path of candidates) {
     try {

@@ -10,6 +10,9 @@ DENO_VERSION=2.9.6
 # tests/infrastructure_slurm_test.ts brings up; shellcheck: the lint of the start-up and batch scripts.
 APT_PACKAGES=(build-essential libopenblas-dev libgloo-dev dataset-fashion-mnist xz-utils iproute2
   fortunes slurm-wlm munge shellcheck)
+# Headless Chromium for the report's screenshot test (tests/train/report_test.ts) is opt-in: it is
+# about 130 packages and 290 MB, more than the rest together, and the test says it skipped.
+if [[ ${DTRAIN_CHROMIUM:-0} == 1 ]]; then APT_PACKAGES+=(chromium); fi
 
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do

@@ -6,6 +6,7 @@
  * @module
  */
 
+import { resolve } from "node:path";
 import { exitWithParent } from "../dist/lifetime.ts";
 import { StoreServer } from "../dist/store/server.ts";
 import { runElastic } from "./elastic.ts";
@@ -22,6 +23,8 @@ export async function launch(options: LaunchOptions): Promise<number> {
   const store = options.nodeRank === 0
     ? StoreServer.listen({ hostname: options.masterAddr, port: options.masterPort, token })
     : null;
+  // Kept after the job, whatever its end: said first so that it can be followed while it runs.
+  console.error(`launch: per-rank logs in ${resolve(logDir)}`);
   const supervisor = new Supervisor(options, token, logDir);
   const stop = (signal: Deno.Signal) => supervisor.interrupt(signal);
   const signals: Deno.Signal[] = ["SIGINT", "SIGTERM"];

@@ -12,8 +12,27 @@ import type { LaunchOptions } from "./options.ts";
 
 /** How long the other workers of a failed one get to exit on their own before SIGTERM. */
 const PEER_SETTLE_MS = 1000;
+
+/**
+ * What `deno run` is given for the module at `url`: a path for a local file, else the URL itself
+ * (dtrain imported from JSR or any URL starts its workers from there too).
+ *
+ * @example
+ * ```ts
+ * import { equal as assertEquals } from "node:assert/strict";
+ * import { runnable } from "./supervisor.ts";
+ * assertEquals(runnable("file:///opt/dtrain/src/train/main.ts"), "/opt/dtrain/src/train/main.ts");
+ * assertEquals(runnable("https://jsr.io/@dtrain/dtrain/0.1.0/src/train/main.ts"),
+ *   "https://jsr.io/@dtrain/dtrain/0.1.0/src/train/main.ts");
+ * ```
+ */
+export function runnable(url: string | URL): string {
+  const parsed = new URL(url);
+  return parsed.protocol === "file:" ? fileURLToPath(parsed) : parsed.href;
+}
+
 /** Preloaded into every worker: it dies with the launcher whatever its script does. */
-const WORKER_BOOTSTRAP = fileURLToPath(new URL("../dist/worker_bootstrap.ts", import.meta.url));
+const WORKER_BOOTSTRAP = runnable(new URL("../dist/worker_bootstrap.ts", import.meta.url));
 
 /** How one worker ended. */
 export interface WorkerExit {
@@ -83,9 +102,10 @@ export class Supervisor {
       );
       return file;
     }));
+    const live = Deno.stdout.isTerminal();
     const pumps = workers.flatMap((w, i) => [
-      pump(w.child.stdout, `[rank ${w.rank}] `, Deno.stdout, logs[i]),
-      pump(w.child.stderr, `[rank ${w.rank}] `, Deno.stderr, logs[i]),
+      pump(w.child.stdout, `[rank ${w.rank}] `, Deno.stdout, logs[i], live),
+      pump(w.child.stderr, `[rank ${w.rank}] `, Deno.stderr, logs[i], false),
     ]);
 
     let firstFailure: WorkerExit | null = null;
@@ -143,6 +163,8 @@ export class Supervisor {
         OPENBLAS_NUM_THREADS: String(threads),
         OMP_NUM_THREADS: String(threads),
       };
+      // Workers write to pipes; this lets rank 0 redraw its progress line on our terminal.
+      if (Deno.stdout.isTerminal()) env.DTRAIN_TTY = "1";
       try {
         const child = new Deno.Command(Deno.execPath(), {
           args: [
@@ -209,26 +231,43 @@ function trySignal(child: Deno.ChildProcess, signal: Deno.Signal): void {
   }
 }
 
-/** Copies a worker's stream line by line to the console with a rank prefix, and to its log. */
+/**
+ * Copies a worker's stream line by line to the console with a rank prefix, and to its log. With
+ * `live` (the console is a terminal) a line still being redrawn (`\r` without a newline yet, a
+ * progress line) is shown as it changes; the log gets each line's final text only.
+ */
 async function pump(
   stream: ReadableStream<Uint8Array>,
   prefix: string,
   console: SyncWriter,
   log: Deno.FsFile,
+  live: boolean,
 ): Promise<void> {
   const encoder = new TextEncoder();
-  let pending = "";
+  // What a redrawn line shows: the text after its last carriage return, without "erase in line".
+  const ERASE = "\x1b[K";
+  const shown = (line: string) => {
+    const text = line.slice(line.lastIndexOf("\r") + 1);
+    return text.startsWith(ERASE) ? text.slice(ERASE.length) : text;
+  };
+  let pending = "", redrawn = false;
   const emit = (line: string) => {
-    writeAll(console, encoder.encode(prefix + line + "\n"));
-    writeAll(log, encoder.encode(line + "\n"));
+    const text = shown(line);
+    writeAll(console, encoder.encode(`${redrawn ? `\r${ERASE}` : ""}${prefix}${text}\n`));
+    writeAll(log, encoder.encode(text + "\n"));
+    redrawn = false;
   };
   const decoder = new TextDecoder();
   for await (const bytes of stream) {
     pending += decoder.decode(bytes, { stream: true });
     let newline;
     while ((newline = pending.indexOf("\n")) >= 0) {
-      emit(pending.slice(0, newline).replace(/\r$/, ""));
+      emit(pending.slice(0, newline));
       pending = pending.slice(newline + 1);
+    }
+    if (live && pending.includes("\r")) {
+      writeAll(console, encoder.encode(`\r${ERASE}${prefix}${shown(pending)}`));
+      redrawn = true;
     }
   }
   if (pending) emit(pending);

@@ -52,6 +52,7 @@ export const TrainConfigSchema = z.object({
   seed: z.number().int().nonnegative(),
   threads: z.number().int().nonnegative(),
   maxSteps: z.number().int().nonnegative(),
+  logEvery: z.number().int().nonnegative(),
   device: z.enum(["cpu", "cuda"]),
 }).extend(LauncherFieldsSchema.shape).strict();
 
@@ -81,6 +82,7 @@ export const DEFAULTS: TrainConfig = {
   seed: 0,
   threads: 0,
   maxSteps: 0,
+  logEvery: 0,
   device: "cpu",
   ...LAUNCHER_DEFAULTS,
   nprocPerNode: 2,
@@ -123,6 +125,7 @@ const FLAGS = {
   seed: "seed",
   threads: "threads",
   "max-steps": "maxSteps",
+  "log-every": "logEvery",
   device: "device",
   ...LAUNCHER_FLAGS,
 } as const satisfies Record<string, keyof TrainConfig>;
@@ -151,12 +154,18 @@ export const USAGE = `usage: deno task train [EPOCHS SAVE_EVERY] [options]
                            the GPT's shape (defaults ${DEFAULTS.blockSize}, ${DEFAULTS.nLayer}, ${DEFAULTS.nHead}, ${DEFAULTS.nEmbd}, ${DEFAULTS.dropout}); --model gpt
                            also defaults to --dataset text --optimizer adamw --lr ${GPT_DEFAULTS.lr}
                            --weight-decay ${GPT_DEFAULTS.weightDecay} --batch-size ${GPT_DEFAULTS.batchSize} --epochs ${GPT_DEFAULTS.epochs} --snapshot ${GPT_DEFAULTS.snapshot}
-  --snapshot PATH          snapshot file; an existing one is resumed (default ${DEFAULTS.snapshot})
+  --snapshot PATH          snapshot file; an existing one is resumed (default ${DEFAULTS.snapshot});
+                           metrics.jsonl, report.html and logs/ (one per rank) go beside it
   --config FILE.json       settings as JSON (camelCase keys); flags override it
-  --seed N, --threads N (BLAS threads per process, 0 = automatic), --max-steps N (stop early)
+  --seed N, --threads N (BLAS threads per process, 0 = automatic)
+  --max-steps N            stop after N optimizer steps over the whole run, resumed ones included
+                           (default 0: no limit); the snapshot then resumes mid-epoch
+  --log-every N            log the loss, learning rate, throughput and gradient norm every N steps
+                           (default 0: about 10 times an epoch), to the console and metrics.jsonl
   --nproc-per-node N       worker processes on this machine (default ${DEFAULTS.nprocPerNode}; 1 = no launcher)
   --nnodes N|MIN:MAX --node-rank R --master-addr A --master-port P --max-restarts K --log-dir D
-                           multi-node launch, spelled like torchrun
+                           multi-node launch, spelled like torchrun (--log-dir: default logs/
+                           beside the snapshot)
   --device cpu|cuda        (default cpu)
 `;
 

@@ -9,14 +9,16 @@
  */
 
 import { existsSync } from "node:fs";
-import { fileURLToPath } from "node:url";
+import { dirname, join } from "node:path";
 import { setNumThreads } from "../tensor/threads.ts";
 import { CheckpointError, save } from "../checkpoint/mod.ts";
 import { destroyProcessGroup, initProcessGroup } from "../dist/mod.ts";
 import { launch } from "../launch/launcher.ts";
+import { runnable } from "../launch/supervisor.ts";
 import { ConfigError, parseTrainArgs, type TrainConfig, USAGE } from "./config.ts";
-import { checkSnapshot } from "./snapshot.ts";
-import { Trainer } from "./trainer.ts";
+import { buildModel, buildOptimizer, DATASET_SHAPES } from "./model.ts";
+import { checkSnapshot, snapshotMismatch } from "./snapshot.ts";
+import { Trainer, type TrainResult } from "./trainer.ts";
 import { GPT } from "../nn/gpt.ts";
 import { TextDataset } from "../data/text.ts";
 import { tensor } from "../tensor/creation.ts";
@@ -29,6 +31,40 @@ function sampleText(model: GPT): string {
   const prompt = tensor(TextDataset.encode("\n"), [1, 1], { dtype: "i32" });
   const tokens = model.generate(prompt, 300, { temperature: 0.8, topK: 40 }).toArray();
   return TextDataset.decode(tokens.subarray(1));
+}
+
+/** The last line of a run. */
+function doneLine(config: TrainConfig, result: TrainResult): string {
+  const acc = result.testAccuracy !== null
+    ? `, test accuracy ${(result.testAccuracy * 100).toFixed(2)}%`
+    : result.validationLoss !== null
+    ? `, validation loss ${result.validationLoss.toFixed(4)}`
+    : "";
+  const loss = `loss ${result.lastLoss.toFixed(4)}`;
+  if (result.stoppedByMaxSteps) {
+    const what = result.stepsHere > 0
+      ? loss
+      : `nothing left to train (the snapshot is at step ${result.step}; raise --max-steps)`;
+    return `done: ${result.epochsRun} epochs and step ${result.step} (--max-steps ` +
+      `${config.maxSteps}), ${what}${acc}`;
+  }
+  const what = result.stepsHere > 0
+    ? loss
+    : `nothing left to train (the snapshot has ${result.epochsRun}/${config.epochs} epochs; ` +
+      `raise --epochs or remove ${config.snapshot})`;
+  return `done: ${result.epochsRun} epochs, ${what}${acc}`;
+}
+
+/**
+ * A snapshot that cannot resume this configuration, refused before any process starts: its
+ * metadata and tensor names, the model's tensors and shapes, then the optimizer's state.
+ * @throws CheckpointError naming the file and what differs.
+ */
+function refuseUnfitSnapshot(config: TrainConfig): void {
+  checkSnapshot(config.snapshot);
+  const model = buildModel(config, DATASET_SHAPES[config.dataset]);
+  const mismatch = snapshotMismatch(config.snapshot, model, buildOptimizer(config, model));
+  if (mismatch !== null) throw new CheckpointError(config.snapshot, mismatch);
 }
 
 async function runWorker(config: TrainConfig): Promise<void> {
@@ -44,16 +80,7 @@ async function runWorker(config: TrainConfig): Promise<void> {
     const dump = Deno.env.get("DTRAIN_WEIGHTS_DUMP");
     if (dump) save(`${dump}/rank${trainer.rank}.safetensors`, trainer.model.stateDict());
     if (trainer.rank === 0) {
-      const acc = result.testAccuracy !== null
-        ? `, test accuracy ${(result.testAccuracy * 100).toFixed(2)}%`
-        : result.validationLoss !== null
-        ? `, validation loss ${result.validationLoss.toFixed(4)}`
-        : "";
-      const loss = result.epochsHere > 0
-        ? `loss ${result.lastLoss.toFixed(4)}`
-        : `nothing left to train (the snapshot has ${result.epochsRun}/${config.epochs} epochs; ` +
-          `raise --epochs or remove ${config.snapshot})`;
-      console.log(`done: ${result.epochsRun} epochs, ${loss}${acc}`);
+      console.log(doneLine(config, result));
       if (trainer.model instanceof GPT) console.log(`sample:\n${sampleText(trainer.model)}`);
     }
   } finally {
@@ -82,7 +109,7 @@ export async function main(args: string[]): Promise<number> {
   const launched = Deno.env.get("RANK") !== undefined;
   try {
     // A bad snapshot is a bad input, refused before any process starts; ranks check it again.
-    if (!launched && existsSync(config.snapshot)) checkSnapshot(config.snapshot);
+    if (!launched && existsSync(config.snapshot)) refuseUnfitSnapshot(config);
   } catch (error) {
     if (!(error instanceof CheckpointError)) throw error;
     console.error(`train: ${error.message}`);
@@ -98,8 +125,8 @@ export async function main(args: string[]): Promise<number> {
         masterAddr: config.masterAddr,
         masterPort: config.masterPort,
         maxRestarts: config.maxRestarts,
-        logDir: config.logDir,
-        script: fileURLToPath(import.meta.url),
+        logDir: config.logDir || join(dirname(config.snapshot), "logs"),
+        script: runnable(import.meta.url),
         scriptArgs: args,
       });
     } catch (error) {

@@ -1,4 +1,4 @@
-/** The models and data the training job can run, chosen by name in the config. @module */
+/** The models, optimizers and data the training job can run, chosen by name in the config. @module */
 
 import { FashionMNIST } from "../data/fashion_mnist.ts";
 import { SyntheticRegression } from "../data/synthetic.ts";
@@ -8,6 +8,9 @@ import { Linear } from "../nn/layers.ts";
 import { MLP } from "../nn/container.ts";
 import { GPT } from "../nn/gpt.ts";
 import type { Module } from "../nn/module.ts";
+import { AdamW } from "../optim/adamw.ts";
+import type { Optimizer } from "../optim/optimizer.ts";
+import { SGD } from "../optim/sgd.ts";
 import { crossEntropy, mseLoss } from "../tensor/ops/nn.ts";
 import type { Tensor } from "../tensor/tensor.ts";
 import type { TrainConfig } from "./config.ts";
@@ -29,13 +32,20 @@ export interface Task {
   test: BatchDataset | null;
   /** How `test` scores the model. */
   metric: Metric;
-  /** Input features per sample (tokens for a language model). */
+  /** Input features per sample (a language model reads `--block-size` tokens instead). */
   inputs: number;
   /** Outputs per sample (classes, regression targets, or the vocabulary). */
   outputs: number;
   /** The loss of a batch. */
   loss(output: Tensor, target: Tensor): Tensor;
 }
+
+/** The input and output sizes of each data set, known without loading it. */
+export const DATASET_SHAPES: Record<TrainConfig["dataset"], Pick<Task, "inputs" | "outputs">> = {
+  synthetic: { inputs: 20, outputs: 1 },
+  "fashion-mnist": { inputs: 784, outputs: 10 },
+  text: { inputs: 1, outputs: TextDataset.vocabSize },
+};
 
 /** Cross-entropy of logits [B, T, V] against next tokens [B, T], over every position. */
 function languageModelLoss(logits: Tensor, targets: Tensor): Tensor {
@@ -45,15 +55,11 @@ function languageModelLoss(logits: Tensor, targets: Tensor): Tensor {
 
 /** Loads the data set named in the config. */
 export function loadTask(config: TrainConfig): Task {
+  const shape = DATASET_SHAPES[config.dataset];
   const root = config.dataRoot || undefined;
   if (config.dataset === "synthetic") {
-    const train = new SyntheticRegression({
-      size: 2048,
-      inputs: 20,
-      outputs: 1,
-      seed: config.seed,
-    });
-    return { train, test: null, metric: "accuracy", inputs: 20, outputs: 1, loss: mseLoss };
+    const train = new SyntheticRegression({ size: 2048, ...shape, seed: config.seed });
+    return { train, test: null, metric: "accuracy", ...shape, loss: mseLoss };
   }
   if (config.dataset === "text") {
     const text = (split: "train" | "val") =>
@@ -62,8 +68,7 @@ export function loadTask(config: TrainConfig): Task {
       train: text("train"),
       test: text("val"),
       metric: "loss",
-      inputs: config.blockSize,
-      outputs: TextDataset.vocabSize,
+      ...shape,
       loss: languageModelLoss,
     };
   }
@@ -71,14 +76,13 @@ export function loadTask(config: TrainConfig): Task {
     train: new FashionMNIST({ root, train: true }),
     test: new FashionMNIST({ root, train: false }),
     metric: "accuracy",
-    inputs: 784,
-    outputs: 10,
+    ...shape,
     loss: (output, target) => crossEntropy(output, target),
   };
 }
 
-/** Builds the model named in the config for the task. */
-export function buildModel(config: TrainConfig, task: Task): Module {
+/** Builds the model named in the config for a task of these sizes. */
+export function buildModel(config: TrainConfig, task: Pick<Task, "inputs" | "outputs">): Module {
   if (config.model === "linear") return new Linear(task.inputs, task.outputs);
   if (config.model === "gpt") {
     return new GPT({
@@ -91,4 +95,26 @@ export function buildModel(config: TrainConfig, task: Task): Module {
     });
   }
   return new MLP([task.inputs, ...config.hidden, task.outputs]);
+}
+
+/**
+ * Builds the optimizer named in the config over `model`'s parameters. A GPT's weight decay falls
+ * only on its matrices and embeddings, as nanoGPT's `configure_optimizers` does.
+ */
+export function buildOptimizer(config: TrainConfig, model: Module): Optimizer<{ lr: number }> {
+  const params = model.parameters();
+  if (config.optimizer === "adamw") {
+    if (!(model instanceof GPT)) {
+      return new AdamW(params, { lr: config.lr, weightDecay: config.weightDecay });
+    }
+    return new AdamW([
+      { params: params.filter((p) => p.ndim >= 2), weightDecay: config.weightDecay },
+      { params: params.filter((p) => p.ndim < 2), weightDecay: 0 },
+    ], { lr: config.lr });
+  }
+  return new SGD(params, {
+    lr: config.lr,
+    momentum: config.momentum,
+    weightDecay: config.weightDecay,
+  });
 }

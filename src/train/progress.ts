@@ -1,6 +1,9 @@
 /**
- * The per-epoch progress line: step count, loss, samples/s and ETA. On a terminal it redraws one
- * line in place; otherwise (logs, CI, the launcher's pipes) it prints plain lines.
+ * What the train job prints while an epoch runs. On a terminal (the job's own, or the launcher's:
+ * the launcher sets DTRAIN_TTY=1 for its workers when its stdout is one) it redraws one line in
+ * place; otherwise (logs, CI, pipes) it prints one plain line per logged step. Either way an
+ * epoch ends with one line, and every line carries one loss, labelled: the training loss averaged
+ * over the ranks.
  * @module
  */
 
@@ -13,22 +16,30 @@ export function formatDuration(seconds: number): string {
   return s >= 60 ? `${Math.floor(s / 60)}m${String(s % 60).padStart(2, "0")}s` : `${s}s`;
 }
 
+/** Whether progress should redraw in place: stdout is a terminal, here or at the launcher. */
+export function onTerminal(): boolean {
+  return Deno.stdout.isTerminal() || Deno.env.get("DTRAIN_TTY") === "1";
+}
+
+/** Erases the rest of the line after a carriage return (ANSI "erase in line"). */
+const REDRAW = "\r\x1b[K";
+
 /** Tracks one epoch and prints its progress. */
 export class Progress {
   readonly #tty: boolean;
   readonly #start = performance.now();
   #lastDraw = 0;
   #samples = 0;
-  #lossSum = 0;
-  #lossCount = 0;
   #step = 0;
+  #loss = NaN;
+  #lr = NaN;
 
   /**
    * @param epoch The epoch number (0-based).
    * @param epochs Total epochs.
-   * @param steps Steps in this epoch.
+   * @param steps Steps this epoch will run.
    * @param write Where lines go (stdout by default).
-   * @param tty Whether to redraw in place (default: stdout is a terminal).
+   * @param tty Whether to redraw in place (default: {@linkcode onTerminal}).
    */
   constructor(
     readonly epoch: number,
@@ -36,45 +47,69 @@ export class Progress {
     readonly steps: number,
     readonly write: (text: string) => void = (t) =>
       writeAll(Deno.stdout, new TextEncoder().encode(t)),
-    tty = Deno.stdout.isTerminal(),
+    tty = onTerminal(),
   ) {
     this.#tty = tty;
   }
 
-  /** Records one finished step. */
-  update(loss: number, samples: number): void {
+  /** Records one finished step of `samples` samples (over all ranks). */
+  update(samples: number): void {
     this.#step++;
     this.#samples += samples;
-    this.#lossSum += loss;
-    this.#lossCount++;
     const now = performance.now();
     if (this.#tty && now - this.#lastDraw > 200) {
       this.#lastDraw = now;
-      this.write(`\r${this.line()}`);
+      this.write(REDRAW + this.line());
     }
   }
 
-  /** The mean loss so far in this epoch. */
-  get meanLoss(): number {
-    return this.#lossCount ? this.#lossSum / this.#lossCount : NaN;
+  /**
+   * A logged step: `loss` (over the ranks, since the last log) and the learning rate. Printed as
+   * its own line unless redrawing, and never for the epoch's last step (its line follows).
+   */
+  log(loss: number, lr: number): void {
+    this.#loss = loss;
+    this.#lr = lr;
+    if (!this.#tty && this.#step < this.steps) this.write(`${this.line()}\n`);
   }
 
-  /** Samples per second so far. */
+  /** Clears a redrawn line so that another line (a snapshot's) can be printed; it comes back. */
+  clear(): void {
+    if (this.#tty && this.#lastDraw > 0) this.write(REDRAW);
+  }
+
+  /** Samples per second so far, over all ranks. */
   get samplesPerSecond(): number {
-    return this.#samples / Math.max((performance.now() - this.#start) / 1000, 1e-9);
+    return this.#samples / Math.max(this.elapsed, 1e-9);
+  }
+
+  /** Seconds since the epoch started. */
+  get elapsed(): number {
+    return (performance.now() - this.#start) / 1000;
   }
 
   /** The current progress line. */
   line(): string {
-    const elapsed = (performance.now() - this.#start) / 1000;
-    const eta = this.#step ? (elapsed / this.#step) * (this.steps - this.#step) : NaN;
-    return `epoch ${this.epoch + 1}/${this.epochs} step ${this.#step}/${this.steps} ` +
-      `loss ${this.meanLoss.toFixed(4)} ${this.samplesPerSecond.toFixed(0)} samples/s ` +
-      `eta ${formatDuration(eta)}`;
+    const eta = this.#step ? (this.elapsed / this.#step) * (this.steps - this.#step) : NaN;
+    const loss = Number.isNaN(this.#loss) ? "" : ` loss ${this.#loss.toFixed(4)}`;
+    const lr = Number.isNaN(this.#lr) ? "" : ` lr ${formatNumber(this.#lr)}`;
+    return `epoch ${this.epoch + 1}/${this.epochs} step ${this.#step}/${this.steps}${loss}${lr} ` +
+      `${this.samplesPerSecond.toFixed(0)} samples/s eta ${formatDuration(eta)}`;
   }
 
-  /** Prints the final line of the epoch, with `extra` (e.g. test accuracy) appended. */
-  finish(extra = ""): void {
-    this.write(`${this.#tty ? "\r" : ""}${this.line()}${extra ? ` ${extra}` : ""}\n`);
+  /**
+   * Prints the epoch's last line: the epoch's mean loss over the ranks, then `extra` (e.g. test
+   * accuracy).
+   */
+  finish(loss: number, extra = ""): void {
+    const line = `epoch ${this.epoch + 1}/${this.epochs} step ${this.#step}/${this.steps} ` +
+      `loss ${loss.toFixed(4)} ${this.samplesPerSecond.toFixed(0)} samples/s ` +
+      `in ${formatDuration(this.elapsed)}${extra ? ` ${extra}` : ""}`;
+    this.write(`${this.#tty ? REDRAW : ""}${line}\n`);
   }
+}
+
+/** A learning rate as printed: 0.05, 3e-4. */
+function formatNumber(x: number): string {
+  return x !== 0 && Math.abs(x) < 1e-3 ? x.toExponential(1) : String(Number(x.toPrecision(4)));
 }

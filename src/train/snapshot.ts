@@ -21,6 +21,8 @@ const decimal = z.string().regex(/^\d+$/, "expected a decimal integer string");
 export const SnapshotMetaSchema = z.object({
   version: z.literal(1),
   epochsRun: count,
+  /** Optimizer steps over the whole run (absent in snapshots from before it was recorded). */
+  step: count.optional(),
   sampler: z.object({ epoch: count, seed: count, position: count.optional() }).strict(),
   rng: z.object({ seed: decimal, offset: decimal }).strict(),
   optimizer: z.object({
@@ -96,6 +98,8 @@ function checkContents(
 export interface SnapshotInfo {
   /** Epochs completed. */
   epochsRun: number;
+  /** Optimizer steps over the whole run (absent in older snapshots). */
+  step?: number;
   /** The sampler's state: epoch, seed, and for a snapshot taken mid-epoch the global position. */
   sampler: { epoch: number; seed: number; position?: number };
 }
@@ -123,6 +127,7 @@ export function saveSnapshot(
     dtrain: JSON.stringify({
       version: 1,
       epochsRun: info.epochsRun,
+      step: info.step,
       sampler: info.sampler,
       rng: getRngState(),
       optimizer: { paramGroups: optim.paramGroups, scalars },
@@ -174,8 +179,57 @@ export function loadSnapshot(
       );
     }
     setRngState(meta.rng);
-    return { epochsRun: meta.epochsRun, sampler: meta.sampler };
+    return { epochsRun: meta.epochsRun, step: meta.step, sampler: meta.sampler };
   } finally {
     for (const t of Object.values(tensors)) t.dispose();
   }
+}
+
+/**
+ * What differs between the snapshot at `path` and the model and optimizer this configuration
+ * builds, or null when they fit: missing, unexpected and differently shaped tensors, each with
+ * both shapes, or another optimizer (its hyperparameter names differ). What `deno task train`
+ * checks before it starts any process, so that resuming with other flags is one message.
+ *
+ * @param path The snapshot file.
+ * @param model A model built from the current configuration.
+ * @param optimizer An optimizer built over it from the current configuration.
+ */
+export function snapshotMismatch(
+  path: string,
+  model: Module,
+  optimizer: Optimizer<{ lr: number }>,
+): string | null {
+  const { tensors, metadata } = load(path);
+  const saved = new Map<string, readonly number[]>();
+  for (const [name, t] of Object.entries(tensors)) {
+    if (name.startsWith("model.")) saved.set(name.slice("model.".length), t.shape);
+    t.dispose();
+  }
+  const shape = (s: readonly number[]) => `[${s.join(", ")}]`;
+  const differences: string[] = [];
+  for (const [name, t] of Object.entries(model.stateDict())) {
+    const there = saved.get(name);
+    if (there === undefined) differences.push(`${name} ${shape(t.shape)} is not in the snapshot`);
+    else if (shape(there) !== shape(t.shape)) {
+      differences.push(`${name} is ${shape(there)} in the snapshot but ${shape(t.shape)} here`);
+    }
+    saved.delete(name);
+  }
+  for (const [name, s] of saved) {
+    differences.push(`the snapshot has ${name} ${shape(s)}, this model not`);
+  }
+  if (differences.length > 0) {
+    const shown = differences.slice(0, 4).join("; ") +
+      (differences.length > 4 ? `; and ${differences.length - 4} more` : "");
+    return `was saved from another model than this configuration builds ` +
+      `(--model, --hidden, --dataset): ${shown}`;
+  }
+  // checkSnapshot has validated the metadata; an optimizer is known by its hyperparameters.
+  const hyper = (group: Record<string, unknown>) =>
+    Object.keys(group).filter((k) => k !== "params").sort().join(", ");
+  const theirs = hyper(JSON.parse(metadata.dtrain).optimizer.paramGroups[0]);
+  const ours = hyper(optimizer.paramGroups[0]);
+  return theirs === ours ? null : `was saved with another optimizer (hyperparameters ${theirs}) ` +
+    `than --optimizer builds here (${ours})`;
 }

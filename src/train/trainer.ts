@@ -18,9 +18,7 @@ import {
   isInitialized,
 } from "../dist/mod.ts";
 import type { Module } from "../nn/module.ts";
-import { AdamW } from "../optim/adamw.ts";
 import type { Optimizer } from "../optim/optimizer.ts";
-import { SGD } from "../optim/sgd.ts";
 import { DistributedDataParallel } from "../parallel/ddp.ts";
 import { noGrad } from "../tensor/autograd.ts";
 import { tensor, zeros } from "../tensor/creation.ts";
@@ -28,7 +26,9 @@ import { manualSeed } from "../tensor/random.ts";
 import { tidy, tidyAsync } from "../tensor/scope.ts";
 import type { Tensor } from "../tensor/tensor.ts";
 import type { TrainConfig } from "./config.ts";
-import { buildModel, loadTask, type Task } from "./model.ts";
+import { buildModel, buildOptimizer, loadTask, type Task } from "./model.ts";
+import { gradNorm, stateChecksum } from "./_stats.ts";
+import { RunLog } from "./metrics.ts";
 import { Progress } from "./progress.ts";
 import { loadSnapshot, saveSnapshot } from "./snapshot.ts";
 
@@ -46,6 +46,25 @@ export interface TrainResult {
   validationLoss: number | null;
   /** Training samples per second over the epochs run here, summed over ranks. */
   samplesPerSecond: number;
+  /** Optimizer steps over the whole run, resumed ones included. */
+  step: number;
+  /** Optimizer steps run by this call. */
+  stepsHere: number;
+  /** Whether `--max-steps` ended the run (perhaps in the middle of an epoch). */
+  stoppedByMaxSteps: boolean;
+}
+
+/** How one pass over (the rest of) an epoch went. */
+export interface EpochResult {
+  /** Mean training loss over the ranks. */
+  loss: number;
+  samplesPerSecond: number;
+  /** The held-out score after the pass: test accuracy, or a language model's validation loss. */
+  score: number | null;
+  /** Steps run in this pass. */
+  steps: number;
+  /** Global samples of the epoch consumed when the pass ended short of it (else 0). */
+  position: number;
 }
 
 /** Trains one model as configured; in a DDP job every rank runs one Trainer. */
@@ -58,7 +77,16 @@ export class Trainer {
   readonly sampler: DistributedSampler;
   readonly loader: DataLoader;
   epochsRun = 0;
+  /** Optimizer steps over the whole run, resumed ones included (what --max-steps counts). */
+  step = 0;
   #ddp: DistributedDataParallel | null = null;
+  /** Rank 0's metrics.jsonl and report.html. */
+  #runLog: RunLog | null = null;
+  /** Set for a logged step: runBatch then measures the gradient norm. */
+  #measureGradNorm = false;
+  #gradNorm = NaN;
+  /** The running epoch's progress line, cleared before a snapshot's line is printed. */
+  #progress: Progress | null = null;
   /** Where in its epoch the snapshot this run resumed from stopped (0: at an epoch's end). */
   #resumePosition = 0;
 
@@ -70,14 +98,7 @@ export class Trainer {
     manualSeed(config.seed);
     this.task = loadTask(config);
     this.model = buildModel(config, this.task);
-    const params = this.model.parameters();
-    this.optimizer = config.optimizer === "adamw"
-      ? new AdamW(params, { lr: config.lr, weightDecay: config.weightDecay })
-      : new SGD(params, {
-        lr: config.lr,
-        momentum: config.momentum,
-        weightDecay: config.weightDecay,
-      });
+    this.optimizer = buildOptimizer(config, this.model);
     this.sampler = new DistributedSampler(this.task.train, {
       numReplicas: this.worldSize,
       rank: this.rank,
@@ -104,6 +125,9 @@ export class Trainer {
       this.epochsRun = info.epochsRun;
       this.sampler.loadStateDict(info.sampler);
       this.#resumePosition = info.sampler.position ?? 0;
+      // Snapshots from before steps were recorded: full epochs at this world size, plus the tail.
+      this.step = info.step ?? this.epochsRun * this.loader.length +
+          Math.ceil(this.#resumePosition / (this.config.batchSize * this.worldSize));
       if (this.rank === 0) {
         const at = this.#resumePosition ? `, sample ${this.#resumePosition}` : "";
         this.log(
@@ -115,6 +139,9 @@ export class Trainer {
     if (this.worldSize > 1) {
       await this.#checkResumeAcrossRanks(found);
       this.#ddp = await DistributedDataParallel.create(this.model);
+    }
+    if (this.rank === 0) {
+      this.#runLog = await RunLog.open(this.config, this.worldSize, found ? this.step : null);
     }
   }
 
@@ -159,6 +186,7 @@ export class Trainer {
       const loss = this.task.loss(this.model.forward(x), y);
       if (ddp) await ddp.backward(loss);
       else loss.backward();
+      if (this.#measureGradNorm) this.#gradNorm = gradNorm(this.model);
       this.optimizer.step();
       this.optimizer.zeroGrad();
       return loss.item();
@@ -167,50 +195,94 @@ export class Trainer {
 
   /**
    * One pass over this rank's share of the training data, from global sample `start` of the
-   * epoch's order (see DistributedSampler.startAt); returns mean loss and throughput. With
-   * `saveEverySteps` it also snapshots every that many steps, recording how far the epoch got.
+   * epoch's order (see DistributedSampler.startAt), ending early at `--max-steps`. Every
+   * `--log-every` steps it logs the loss over the ranks; with `saveEverySteps` it also snapshots
+   * every that many steps, recording how far the epoch got.
    */
-  async runEpoch(
-    epoch: number,
-    start = 0,
-  ): Promise<{ loss: number; samplesPerSecond: number; score: number | null }> {
+  async runEpoch(epoch: number, start = 0): Promise<EpochResult> {
     this.model.train();
     this.loader.setEpoch(epoch);
     if (start > 0) this.sampler.startAt(start);
-    const steps = this.config.maxSteps > 0
-      ? Math.min(this.config.maxSteps, this.loader.length)
-      : this.loader.length;
+    const full = this.loader.length;
+    const left = this.config.maxSteps > 0 ? this.config.maxSteps - this.step : Infinity;
+    const steps = Math.min(full, left);
+    const logEvery = this.config.logEvery || Math.max(1, Math.round(full / 10));
     // Rank 0 prints to stdout, Progress's default; the other ranks stay quiet.
     const write = this.rank === 0 ? undefined : () => {};
-    const progress = new Progress(epoch, this.config.epochs, steps, write);
-    let step = 0;
+    const progress = this.#progress = new Progress(epoch, this.config.epochs, steps, write);
+    // Every step but an epoch's last consumes batchSize samples on each rank.
+    const consumed = (n: number) => start + n * this.config.batchSize * this.worldSize;
+    let step = 0, lossSum = 0, interval = { loss: 0, steps: 0, samples: 0, t: performance.now() };
     for (const [x, y] of this.loader) {
-      if (step++ >= steps) {
+      if (step >= steps) {
         x.dispose();
         y.dispose();
         break;
       }
+      step++;
+      // The step --max-steps stops at is logged too, so the record ends where the run did.
+      const logged = step % logEvery === 0 || (step === steps && steps < full);
+      this.#measureGradNorm = logged && this.rank === 0;
       const loss = await this.runBatch(x, y);
-      progress.update(loss, x.shape[0] * this.worldSize);
+      this.step++;
+      const samples = x.shape[0] * this.worldSize;
       x.dispose();
       y.dispose();
-      // Every step but an epoch's last consumes batchSize samples on each rank.
-      const every = this.config.saveEverySteps;
-      if (every > 0 && step % every === 0 && step < steps) {
-        await this.saveSnapshot(start + step * this.config.batchSize * this.worldSize);
+      progress.update(samples);
+      lossSum += loss;
+      interval.loss += loss;
+      interval.steps++;
+      interval.samples += samples;
+      if (logged) {
+        const mean = await this.#meanOverRanks(interval.loss / interval.steps);
+        const lr = this.optimizer.paramGroups[0].lr;
+        progress.log(mean, lr);
+        await this.#runLog?.add({
+          kind: "step",
+          step: this.step,
+          epoch: epoch + 1,
+          loss: mean,
+          lr,
+          samplesPerSecond: interval.samples / ((performance.now() - interval.t) / 1000),
+          gradNorm: this.#gradNorm,
+        });
+        interval = { loss: 0, steps: 0, samples: 0, t: performance.now() };
       }
+      const every = this.config.saveEverySteps;
+      if (every > 0 && step % every === 0 && step < steps) await this.saveSnapshot(consumed(step));
     }
-    const loss = await this.#meanOverRanks(progress.meanLoss);
+    const loss = await this.#meanOverRanks(step ? lossSum / step : NaN);
     const score = await this.evaluate();
-    progress.finish(`mean loss ${loss.toFixed(4)}${this.#formatScore(score)}`);
-    return { loss, samplesPerSecond: progress.samplesPerSecond, score };
+    const stopped = step < full ? " (stopped by --max-steps)" : "";
+    progress.finish(loss, this.#formatScore(score) + stopped);
+    const language = this.task.metric === "loss";
+    const result = {
+      loss,
+      samplesPerSecond: progress.samplesPerSecond,
+      score,
+      steps: step,
+      position: step < full ? consumed(step) : 0,
+    };
+    if (step < full) await this.#runLog?.writeReport();
+    else {
+      await this.#runLog?.add({
+        kind: "epoch",
+        step: this.step,
+        epoch: epoch + 1,
+        loss,
+        lr: this.optimizer.paramGroups[0].lr,
+        samplesPerSecond: result.samplesPerSecond,
+        ...(language ? { validationLoss: score } : { testAccuracy: score }),
+      });
+    }
+    return result;
   }
 
   #formatScore(score: number | null): string {
     if (score === null) return "";
     return this.task.metric === "loss"
-      ? ` validation loss ${score.toFixed(4)}`
-      : ` test accuracy ${(score * 100).toFixed(2)}%`;
+      ? `validation loss ${score.toFixed(4)}`
+      : `test accuracy ${(score * 100).toFixed(2)}%`;
   }
 
   /**
@@ -247,24 +319,43 @@ export class Trainer {
     return totalCorrect / total;
   }
 
-  /** Trains the remaining epochs, writing snapshots on rank 0 every `saveEvery` and at the end. */
+  /**
+   * Trains the remaining epochs, writing snapshots on rank 0 every `saveEvery` and at the end; a
+   * run that `--max-steps` stops in the middle of an epoch snapshots that position.
+   */
   async train(): Promise<TrainResult> {
-    let lastLoss = NaN, score: number | null = null, rate = 0, epochsHere = 0;
+    let lastLoss = NaN, score: number | null = null, rate = 0, epochsHere = 0, stepsHere = 0;
+    let stoppedByMaxSteps = false;
     const first = this.epochsRun;
+    const { maxSteps } = this.config;
     for (let epoch = first; epoch < this.config.epochs; epoch++) {
+      if (maxSteps > 0 && this.step >= maxSteps) {
+        stoppedByMaxSteps = true;
+        break;
+      }
       const start = epoch === first ? this.#resumePosition : 0;
-      const { loss, samplesPerSecond, score: epochScore } = await this.runEpoch(epoch, start);
-      lastLoss = loss;
-      score = epochScore;
-      rate += samplesPerSecond;
+      const result = await this.runEpoch(epoch, start);
+      lastLoss = result.loss;
+      score = result.score;
+      stepsHere += result.steps;
+      if (result.position > 0) {
+        stoppedByMaxSteps = true;
+        await this.saveSnapshot(result.position);
+        break;
+      }
+      rate += result.samplesPerSecond;
       epochsHere++;
       this.epochsRun = epoch + 1;
-      if (this.epochsRun % this.config.saveEvery === 0 || this.epochsRun === this.config.epochs) {
+      const stopping = maxSteps > 0 && this.step >= maxSteps;
+      if (
+        this.epochsRun % this.config.saveEvery === 0 || this.epochsRun === this.config.epochs ||
+        stopping
+      ) {
         await this.saveSnapshot();
       }
     }
     // Each epoch already scored the model; a run with nothing left to train scores the snapshot's.
-    if (epochsHere === 0) score = await this.evaluate();
+    if (stepsHere === 0) score = await this.evaluate();
     const language = this.task.metric === "loss";
     return {
       epochsRun: this.epochsRun,
@@ -273,6 +364,9 @@ export class Trainer {
       testAccuracy: language ? null : score,
       validationLoss: language ? score : null,
       samplesPerSecond: epochsHere ? rate / epochsHere : 0,
+      step: this.step,
+      stepsHere,
+      stoppedByMaxSteps,
     };
   }
 
@@ -286,9 +380,11 @@ export class Trainer {
       const { epoch, seed } = this.sampler.stateDict();
       saveSnapshot(this.config.snapshot, this.model, this.optimizer, {
         epochsRun: this.epochsRun,
+        step: this.step,
         sampler: position > 0 ? { epoch, seed, position } : { epoch, seed },
       });
       const at = position > 0 ? ` (epoch ${epoch + 1} at sample ${position})` : "";
+      if (position > 0) this.#progress?.clear();
       this.log(`epoch ${this.epochsRun}${at}: snapshot saved to ${this.config.snapshot}`);
     }
     if (this.worldSize > 1) await barrier();
@@ -309,15 +405,4 @@ export class Trainer {
       t.dispose();
     }
   }
-}
-
-/** FNV-1a over the bits of every tensor in `model`'s state dict: equal models, equal sums. */
-function stateChecksum(model: Module): number {
-  let hash = 0x811c9dc5;
-  for (const t of Object.values(model.stateDict())) {
-    const values = t.toArray();
-    const bits = new Uint32Array(values.buffer, values.byteOffset, values.length);
-    for (let i = 0; i < bits.length; i++) hash = Math.imul(hash ^ bits[i], 0x01000193);
-  }
-  return hash | 0;
 }

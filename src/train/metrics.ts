@@ -1,0 +1,106 @@
+/**
+ * A run's record beside its snapshot: `metrics.jsonl`, one JSON object per logged step and per
+ * epoch, appended as they happen, and `report.html`, the page drawn from them (see report.ts),
+ * rewritten at every epoch. Only rank 0 keeps one.
+ * @module
+ */
+
+import { dirname, join } from "node:path";
+import type { TrainConfig } from "./config.ts";
+import { loadReportAssets, renderReport, type ReportAssets } from "./report.ts";
+
+/** One line of `metrics.jsonl`. */
+export interface MetricRecord {
+  /** A logged step, or the end of an epoch. */
+  kind: "step" | "epoch";
+  /** Optimizer steps over the whole run, resumed ones included. */
+  step: number;
+  /** The epoch (from 1) the step belongs to, or that ended. */
+  epoch: number;
+  /** Training loss averaged over the ranks: since the last log, or over the epoch. */
+  loss: number;
+  /** The learning rate of the first parameter group. */
+  lr: number;
+  /** Training samples per second over all ranks: since the last log, or over the epoch. */
+  samplesPerSecond: number;
+  /** The L2 norm of all gradients at this step (steps only). */
+  gradNorm?: number;
+  /** Test-set accuracy in [0, 1] after the epoch; null when the task has no test set. */
+  testAccuracy?: number | null;
+  /** A language model's validation loss (nats per token) after the epoch. */
+  validationLoss?: number | null;
+  /** When it was recorded (ISO 8601). */
+  time: string;
+}
+
+/** Rank 0's record of a run: appends metrics and redraws the report. */
+export class RunLog {
+  readonly metricsPath: string;
+  readonly reportPath: string;
+  readonly #records: MetricRecord[];
+
+  private constructor(
+    readonly config: TrainConfig,
+    readonly worldSize: number,
+    readonly assets: ReportAssets,
+    records: MetricRecord[],
+  ) {
+    const dir = dirname(config.snapshot);
+    this.metricsPath = join(dir, "metrics.jsonl");
+    this.reportPath = join(dir, "report.html");
+    this.#records = records;
+  }
+
+  /**
+   * Opens the run's record. A run that resumed at step `resumedAt` keeps what came before it
+   * (and drops what a killed predecessor logged after its last snapshot, work that is redone); a
+   * fresh run (`resumedAt` null) starts an empty file.
+   */
+  static async open(
+    config: TrainConfig,
+    worldSize: number,
+    resumedAt: number | null,
+  ): Promise<RunLog> {
+    const dir = dirname(config.snapshot);
+    await Deno.mkdir(dir, { recursive: true });
+    let records: MetricRecord[] = [];
+    if (resumedAt !== null) {
+      const text = await Deno.readTextFile(join(dir, "metrics.jsonl")).catch(() => "");
+      records = text.split("\n").filter((l) => l.trim()).flatMap((line) => {
+        try {
+          return [JSON.parse(line) as MetricRecord];
+        } catch {
+          return []; // a line cut short by a kill
+        }
+      }).filter((r) => r.step <= resumedAt);
+    }
+    const log = new RunLog(config, worldSize, await loadReportAssets(), records);
+    await Deno.writeTextFile(
+      log.metricsPath,
+      records.map((r) => JSON.stringify(r) + "\n").join(""),
+    );
+    await log.writeReport(); // there to open from the start, with what a resumed run had
+    return log;
+  }
+
+  /** The records so far. */
+  get records(): readonly MetricRecord[] {
+    return this.#records;
+  }
+
+  /** Appends a record to `metrics.jsonl`; an epoch's record also redraws the report. */
+  async add(record: Omit<MetricRecord, "time">): Promise<void> {
+    const full = { ...record, time: new Date().toISOString() };
+    this.#records.push(full);
+    await Deno.writeTextFile(this.metricsPath, JSON.stringify(full) + "\n", { append: true });
+    if (record.kind === "epoch") await this.writeReport();
+  }
+
+  /** Writes `report.html` atomically (a reader never sees half a page). */
+  async writeReport(): Promise<void> {
+    const html = renderReport(this.#records, this.config, this.worldSize, this.assets);
+    const temporary = `${this.reportPath}.tmp`;
+    await Deno.writeTextFile(temporary, html);
+    await Deno.rename(temporary, this.reportPath);
+  }
+}
