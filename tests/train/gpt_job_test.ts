@@ -20,37 +20,49 @@ const TINY_GPT = [
   "32",
   "--batch-size",
   "8",
-  "--max-steps",
-  "6",
   "--threads",
   "1",
 ];
 
+/** A folder holding the first 24 KiB of Debian's fortunes, for epochs of a few dozen steps. */
+async function smallCorpus(dir: string): Promise<string> {
+  const root = join(dir, "corpus");
+  await Deno.mkdir(root);
+  const text = await Deno.readFile("/usr/share/games/fortunes/fortunes");
+  await Deno.writeFile(join(root, "fortunes"), text.subarray(0, 24 * 1024));
+  return root;
+}
+
 Deno.test("train --model gpt trains a GPT on the fortunes over 2 ranks, reports validation loss and a sample", async () => {
   await withTempDir("dtrain_gpt_job_", async (dir) => {
     const snapshot = join(dir, "gpt.safetensors");
-    const run = await train([...TINY_GPT, "--epochs", "2", "--snapshot", snapshot], {
-      timeoutMs: 120_000,
-    });
+    const job = [...TINY_GPT, "--data-root", await smallCorpus(dir), "--snapshot", snapshot];
+    const run = await train([...job, "--epochs", "2"], { timeoutMs: 120_000 });
     assertSucceeded(run);
-    const epochs = [...run.stdout.matchAll(/epoch (\d)\/2 step 6\/6 .* validation loss ([\d.]+)/g)];
+    const epochs = [
+      ...run.stdout.matchAll(/epoch (\d)\/2 step (\d+)\/\2 .* validation loss ([\d.]+)/g),
+    ];
     assert.deepEqual(epochs.map((m) => m[1]), ["1", "2"], run.stdout);
-    const [first, second] = epochs.map((m) => Number(m[2]));
+    const [first, second] = epochs.map((m) => Number(m[3]));
     assert.ok(second < first, `validation loss did not fall: ${first} then ${second}`);
     assert.ok(first < Math.log(256), `a trained model beats uniform bytes: ${first}`);
     const done = /done: 2 epochs, loss [\d.]+, validation loss ([\d.]+)/.exec(run.stdout);
     assert.ok(done, run.stdout);
     assert.equal(Number(done[1]), second);
     assert.match(run.stdout, /sample:\n[\s\S]{20,}/);
+    const records = (await Deno.readTextFile(join(dir, "metrics.jsonl"))).trim().split("\n")
+      .map((line) => JSON.parse(line)).filter((r) => r.kind === "epoch");
+    assert.deepEqual(records.map((r) => r.epoch), [1, 2]);
+    assert.ok(
+      records.every((r) => Math.abs(r.validationLoss - [first, second][r.epoch - 1]) < 1e-4),
+    );
     const saved = readSaved(snapshot);
     assert.equal(snapshotInfo(saved).epochsRun, 2);
     assert.ok(
       "model.transformer.wte.weight" in saved.tensors && "model.lm_head.weight" in saved.tensors,
     );
 
-    const again = await train([...TINY_GPT, "--epochs", "3", "--snapshot", snapshot], {
-      timeoutMs: 120_000,
-    });
+    const again = await train([...job, "--epochs", "3"], { timeoutMs: 120_000 });
     assertSucceeded(again);
     assert.match(again.stdout, /resuming from .* at epoch 2/);
     assert.match(again.stdout, /done: 3 epochs/);
