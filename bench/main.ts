@@ -9,7 +9,11 @@
  *   ddp        the same epoch split over 2 processes of 1 thread (DDP over Gloo): samples/s and
  *              how much of dtrain's all-reduce time backward hid;
  *   allreduce  f32 all-reduce between 2 processes, 4 KiB to 64 MiB: time and bus bandwidth, from
- *              bench/allreduce.ts and its twin bench/allreduce_torch.py.
+ *              bench/allreduce.ts and its twin bench/allreduce_torch.py;
+ *   gpt        training steps of a GPT (4 layers, 4 heads, width 256, block 128, vocabulary 256,
+ *              batch 8, AdamW, fp32, 2 threads) and its causal attention forward + backward alone
+ *              against F.scaled_dot_product_attention: tokens/s and peak RSS (bench/gpt.ts,
+ *              bench/gpt_torch.py).
  * Prints the tables and writes them, with every run's raw numbers, as JSON.
  *
  * Usage: deno run -A --v8-flags=--expose-gc bench/main.ts [--only=single,ddp,allreduce]
@@ -37,6 +41,7 @@ import {
 import {
   argValue,
   BATCH,
+  GPT_BENCH,
   LR,
   MOMENTUM,
   NORMALIZE,
@@ -46,14 +51,14 @@ import {
   SIZES,
 } from "./workload.ts";
 
-const SECTIONS = ["single", "ddp", "allreduce"] as const;
+const SECTIONS = ["single", "ddp", "allreduce", "gpt"] as const;
 type Section = typeof SECTIONS[number];
 type Framework = "dtrain" | "torch";
 type Runs = Record<Framework, RunResult[]>;
 
 const USAGE =
   `usage: make bench ARGS="[--only=single,ddp,allreduce] [--rounds=3] [--json=PATH] [--no-torch]"
-  --only      sections to run (default all)
+  --only      sections to run: single, ddp, allreduce, gpt (default all)
   --rounds    dtrain/PyTorch alternations per workload; medians are reported (default 3)
   --json      where to write the results (default runs/bench/<date>.json)
   --no-torch  run dtrain only
@@ -390,6 +395,40 @@ async function benchAllReduce(options: Options, python: string | null) {
   return runs;
 }
 
+/** The GPT section: a training step and attention alone, tokens/s and peak RSS on each side. */
+async function benchGpt(options: Options, python: string | null) {
+  const g = GPT_BENCH;
+  console.log(
+    `\n(d) GPT: ${g.layers} layers, ${g.heads} heads, width ${g.width}, block ${g.block}, ` +
+      `vocabulary ${g.vocab}, batch ${g.batch}, AdamW, fp32, 2 threads`,
+  );
+  const shape = Object.entries(g).map(([k, v]) => `--${k}=${v}`);
+  const side = (mode: string) => ({
+    dtrain: single(denoWorker("gpt.ts", [`--mode=${mode}`, "--threads=2"])),
+    torch: python
+      ? single(pythonWorker(python, "gpt_torch.py", [mode, "--threads=2", ...shape]))
+      : undefined,
+  });
+  const tokens = (r: Record<string, unknown>) => `${num(r.tokensPerSecond as number)} tokens/s`;
+  const step = await alternate("gpt step", options.rounds, side("step"), tokens);
+  const attention = await alternate("attention", options.rounds, side("attention"), tokens);
+  const row = (label: string, runs: Runs, name: string, unit: (x: number) => string) => {
+    const d = med(runs.dtrain, name), t = med(runs.torch, name);
+    return [label, unit(d), unit(t), ratio(name === "tokensPerSecond" ? d / t : t / d)];
+  };
+  const mib = (x: number) => `${num(x / 2 ** 20)} MiB`;
+  const rows = [
+    row("training step, tokens/s", step, "tokensPerSecond", (x) => num(x)),
+    row("training step, peak RSS", step, "peakRssBytes", mib),
+    ["training step, dtrain/PyTorch round by round", roundRatios(step, "tokensPerSecond"), "", ""],
+    row("attention fwd+bwd, ms", attention, "attentionMs", (x) => num(x, 2)),
+    row("attention fwd+bwd, peak RSS", attention, "peakRssBytes", mib),
+    ["attention, dtrain/PyTorch round by round", roundRatios(attention, "tokensPerSecond"), "", ""],
+  ];
+  console.log(`\n${table(["(d) GPT", "dtrain", "PyTorch", "advantage"], rows)}`);
+  return { step, attention };
+}
+
 // ---------------------------------------------------------------- main
 
 if (import.meta.main) {
@@ -421,6 +460,7 @@ if (import.meta.main) {
   if (options.sections.includes("allreduce")) {
     results.allreduce = await benchAllReduce(options, python);
   }
+  if (options.sections.includes("gpt")) results.gpt = await benchGpt(options, python);
   results.loadavgAfter = Deno.loadavg();
   await Deno.mkdir(dirname(resolve(options.json)), { recursive: true });
   await Deno.writeTextFile(options.json, JSON.stringify(results, null, 2) + "\n");

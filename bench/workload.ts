@@ -68,3 +68,19 @@ export function argValue(args: readonly string[], name: string, fallback: string
   const hit = args.find((a) => a.startsWith(prefix));
   return hit === undefined ? fallback : hit.slice(prefix.length);
 }
+
+/**
+ * The GPT benchmark: a GPT-2 style model (nanoGPT's architecture) of 4 layers, 4 heads, width
+ * 256, block 128 over a 256-token vocabulary, batch 8, AdamW, fp32; `warmup` untimed steps, then
+ * `steps` timed ones (bench/gpt.ts and bench/gpt_torch.py).
+ */
+export const GPT_BENCH = {
+  layers: 4,
+  heads: 4,
+  width: 256,
+  block: 128,
+  vocab: 256,
+  batch: 8,
+  warmup: 3,
+  steps: 10,
+} as const;
