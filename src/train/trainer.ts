@@ -20,16 +20,16 @@ import {
 import type { Module } from "../nn/module.ts";
 import type { Optimizer } from "../optim/optimizer.ts";
 import { DistributedDataParallel } from "../parallel/ddp.ts";
-import { noGrad } from "../tensor/autograd.ts";
 import { tensor, zeros } from "../tensor/creation.ts";
 import { manualSeed } from "../tensor/random.ts";
-import { tidy, tidyAsync } from "../tensor/scope.ts";
+import { tidyAsync } from "../tensor/scope.ts";
 import type { Tensor } from "../tensor/tensor.ts";
 import type { TrainConfig } from "./config.ts";
 import { buildModel, buildOptimizer, loadTask, type Task } from "./model.ts";
 import { gradNorm, stateChecksum } from "./_stats.ts";
 import { RunLog } from "./metrics.ts";
 import { Progress } from "./progress.ts";
+import { scoreStride } from "./_evaluate.ts";
 import { loadSnapshot, saveSnapshot } from "./snapshot.ts";
 
 /** What a finished run reports. */
@@ -293,27 +293,7 @@ export class Trainer {
     const test = this.task.test;
     if (test === null) return null;
     this.model.eval();
-    let correct = 0, count = 0;
-    const language = this.task.metric === "loss";
-    const batch = language ? 32 : 1000;
-    for (let start = this.rank; start < test.length; start += batch * this.worldSize) {
-      const indices = new Int32Array(
-        Math.min(batch, Math.ceil((test.length - start) / this.worldSize)),
-      );
-      for (let i = 0; i < indices.length; i++) indices[i] = start + i * this.worldSize;
-      correct += tidy(() =>
-        noGrad(() => {
-          const [x, y] = test.getBatch(indices);
-          if (language) return this.task.loss(this.model.forward(x), y).item() * indices.length;
-          const predicted = this.model.forward(x).argmax(-1).toArray();
-          const labels = y.toArray();
-          let hits = 0;
-          for (let i = 0; i < labels.length; i++) if (predicted[i] === labels[i]) hits++;
-          return hits;
-        })
-      );
-      count += indices.length;
-    }
+    const [correct, count] = scoreStride(this.model, this.task, this.rank, this.worldSize);
     this.model.train();
     const [totalCorrect, total] = await this.#sumOverRanks([correct, count]);
     return totalCorrect / total;

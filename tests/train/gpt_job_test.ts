@@ -4,6 +4,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { withTempDir } from "../_harness/processes.ts";
+import { freePort } from "../_harness/ranks.ts";
 import { parseTrainArgs } from "../../src/train/config.ts";
 import { assertSucceeded, readSaved, snapshotInfo, train } from "./_train.ts";
 
@@ -37,7 +38,8 @@ Deno.test("train --model gpt trains a GPT on the fortunes over 2 ranks, reports 
   await withTempDir("dtrain_gpt_job_", async (dir) => {
     const snapshot = join(dir, "gpt.safetensors");
     const job = [...TINY_GPT, "--data-root", await smallCorpus(dir), "--snapshot", snapshot];
-    const run = await train([...job, "--epochs", "2"], { timeoutMs: 120_000 });
+    const port = () => ["--master-port", String(freePort())];
+    const run = await train([...job, ...port(), "--epochs", "2"], { timeoutMs: 120_000 });
     assertSucceeded(run);
     const epochs = [
       ...run.stdout.matchAll(/epoch (\d)\/2 step (\d+)\/\2 .* validation loss ([\d.]+)/g),
@@ -62,7 +64,7 @@ Deno.test("train --model gpt trains a GPT on the fortunes over 2 ranks, reports 
       "model.transformer.wte.weight" in saved.tensors && "model.lm_head.weight" in saved.tensors,
     );
 
-    const again = await train([...job, "--epochs", "3"], { timeoutMs: 120_000 });
+    const again = await train([...job, ...port(), "--epochs", "3"], { timeoutMs: 120_000 });
     assertSucceeded(again);
     assert.match(again.stdout, /resuming from .* at epoch 2/);
     assert.match(again.stdout, /done: 3 epochs/);

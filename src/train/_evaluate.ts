@@ -1,0 +1,42 @@
+/** Scoring held-out data in the train job: each rank takes its stride of the samples. @module */
+
+import type { Module } from "../nn/module.ts";
+import { noGrad } from "../tensor/autograd.ts";
+import { tidy } from "../tensor/scope.ts";
+import type { Task } from "./model.ts";
+
+/**
+ * Scores rank `rank`'s stride of the task's held-out samples (samples rank, rank + worldSize, ...)
+ * in evaluation mode: the number of correct classes, or for a language model (`metric` "loss")
+ * the sum over samples of the mean loss per token. Returns `[score sum, samples]`; the caller sums
+ * them over ranks.
+ */
+export function scoreStride(
+  model: Module,
+  task: Task,
+  rank: number,
+  worldSize: number,
+): [number, number] {
+  const test = task.test;
+  if (test === null) return [0, 0];
+  const language = task.metric === "loss";
+  const batch = language ? 32 : 1000;
+  let score = 0, count = 0;
+  for (let start = rank; start < test.length; start += batch * worldSize) {
+    const indices = new Int32Array(Math.min(batch, Math.ceil((test.length - start) / worldSize)));
+    for (let i = 0; i < indices.length; i++) indices[i] = start + i * worldSize;
+    score += tidy(() =>
+      noGrad(() => {
+        const [x, y] = test.getBatch(indices);
+        if (language) return task.loss(model.forward(x), y).item() * indices.length;
+        const predicted = model.forward(x).argmax(-1).toArray();
+        const labels = y.toArray();
+        let hits = 0;
+        for (let i = 0; i < labels.length; i++) if (predicted[i] === labels[i]) hits++;
+        return hits;
+      })
+    );
+    count += indices.length;
+  }
+  return [score, count];
+}
