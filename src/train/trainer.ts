@@ -23,6 +23,7 @@ import { DistributedDataParallel } from "../parallel/ddp.ts";
 import { tensor, zeros } from "../tensor/creation.ts";
 import { manualSeed } from "../tensor/random.ts";
 import { tidyAsync } from "../tensor/scope.ts";
+import { cosineWithWarmup } from "../optim/lr_scheduler.ts";
 import type { Tensor } from "../tensor/tensor.ts";
 import type { TrainConfig } from "./config.ts";
 import { buildModel, buildOptimizer, loadTask, type Task } from "./model.ts";
@@ -187,10 +188,27 @@ export class Trainer {
       if (ddp) await ddp.backward(loss);
       else loss.backward();
       if (this.#measureGradNorm) this.#gradNorm = gradNorm(this.model);
+      this.#scheduleLr();
       this.optimizer.step();
       this.optimizer.zeroGrad();
       return loss.item();
     });
+  }
+
+  /**
+   * Sets the rate of the step about to run from the step count alone (so a resumed run continues
+   * the same curve): constant, or `--lr-schedule cosine`, a linear warmup over `--warmup-steps`
+   * then a cosine decay to a tenth of `--lr` at the run's last step.
+   */
+  #scheduleLr(): void {
+    const { lr, lrSchedule, warmupSteps, maxSteps, epochs } = this.config;
+    if (lrSchedule !== "cosine") return;
+    const totalSteps = Math.max(
+      maxSteps > 0 ? maxSteps : epochs * this.loader.length,
+      warmupSteps + 1,
+    );
+    const rate = cosineWithWarmup(this.step, lr, { warmupSteps, totalSteps, minLr: lr / 10 });
+    for (const group of this.optimizer.paramGroups) group.lr = rate;
   }
 
   /**

@@ -9,6 +9,7 @@ import { record } from "../autograd.ts";
 import { formatShape, sameShape, shapeSize } from "../layout.ts";
 import { nextRandomOffset, randomSeed } from "../random.ts";
 import type { Tensor } from "../tensor.ts";
+import type { DeviceBackend } from "../device/device.ts";
 import { emptyOn, expectF32, expectSameDevice, temporaries } from "./_util.ts";
 import { contiguous, expand } from "./shape.ts";
 
@@ -95,6 +96,85 @@ function maskLayout(
   return { mask: m, strideB: heads * tq * tk, strideH: tq * tk };
 }
 
+/** One attention problem as the kernels take it: sizes, scale, masking and dropout. */
+interface Problem {
+  bh: number;
+  heads: number;
+  tq: number;
+  tk: number;
+  d: number;
+  dv: number;
+  scale: number;
+  causal: boolean;
+  dropoutP: number;
+  seed: bigint;
+  offset: bigint;
+}
+
+type Ptr = Deno.PointerValue;
+
+/** Runs the forward kernel on `p`; out and lse are written. */
+function forwardKernel(
+  dev: DeviceBackend,
+  p: Problem,
+  [q, k, v, mask, out, lse]: Ptr[],
+  layout: BigInt64Array,
+): void {
+  dev.check(dev.kernels.attentionForward(
+    q,
+    k,
+    v,
+    mask,
+    out,
+    lse,
+    layout,
+    p.bh,
+    p.heads,
+    p.tq,
+    p.tk,
+    p.d,
+    p.dv,
+    p.scale,
+    p.causal ? 1 : 0,
+    p.dropoutP,
+    p.seed,
+    p.offset,
+  ));
+}
+
+/** Runs the backward kernel on `p`; gq, gk and gv are written. */
+function backwardKernel(
+  dev: DeviceBackend,
+  p: Problem,
+  [q, k, v, mask, out, lse, gout, gq, gk, gv]: Ptr[],
+  layout: BigInt64Array,
+): void {
+  dev.check(dev.kernels.attentionBackward(
+    q,
+    k,
+    v,
+    mask,
+    out,
+    lse,
+    gout,
+    gq,
+    gk,
+    gv,
+    layout,
+    p.bh,
+    p.heads,
+    p.tq,
+    p.tk,
+    p.d,
+    p.dv,
+    p.scale,
+    p.causal ? 1 : 0,
+    p.dropoutP,
+    p.seed,
+    p.offset,
+  ));
+}
+
 /**
  * Attention over q `[..., Tq, D]`, k `[..., Tk, D]`, v `[..., Tk, Dv]` with equal leading
  * dimensions, like `torch.nn.functional.scaled_dot_product_attention`: softmax(q kᵀ · scale +
@@ -179,26 +259,8 @@ export function scaledDotProductAttention(
       [Q, K, V, out, gout, ...(grads ?? [])].map((x) => (x ? headStrides(x, lead)! : null)),
       maskInfo,
     );
-  dev.check(dev.kernels.attentionForward(
-    Q.ptr,
-    K.ptr,
-    V.ptr,
-    maskPtr,
-    out.ptr,
-    lse.ptr,
-    layout(),
-    bh,
-    heads,
-    tq,
-    tk,
-    d,
-    dv,
-    scale,
-    causal ? 1 : 0,
-    dropoutP,
-    seed,
-    offset,
-  ));
+  const problem: Problem = { bh, heads, tq, tk, d, dv, scale, causal, dropoutP, seed, offset };
+  forwardKernel(dev, problem, [Q.ptr, K.ptr, V.ptr, maskPtr, out.ptr, lse.ptr], layout());
   const maskCopy = maskInfo && maskInfo.mask !== attnMask ? [maskInfo.mask] : [];
   return record(
     out,
@@ -207,30 +269,17 @@ export function scaledDotProductAttention(
     (gy) => {
       const G = headStrides(gy, lead) ? gy : contiguous(gy);
       const grads = [emptyOn(Q, Q.shape), emptyOn(Q, K.shape), emptyOn(Q, V.shape)];
-      dev.check(dev.kernels.attentionBackward(
+      const ptrs = [
         Q.ptr,
         K.ptr,
         V.ptr,
-        maskInfo ? maskInfo.mask.ptr : null,
+        maskPtr,
         out.ptr,
         lse.ptr,
         G.ptr,
-        grads[0].ptr,
-        grads[1].ptr,
-        grads[2].ptr,
-        layout(G, grads),
-        bh,
-        heads,
-        tq,
-        tk,
-        d,
-        dv,
-        scale,
-        causal ? 1 : 0,
-        dropoutP,
-        seed,
-        offset,
-      ));
+        ...grads.map((g) => g.ptr),
+      ];
+      backwardKernel(dev, problem, ptrs, layout(G, grads));
       if (G !== gy) G.dispose();
       return grads.map((g, i) => {
         if ([Q, K, V][i].requiresGrad) return g;
@@ -274,27 +323,21 @@ export function packedCausalAttention(qkv: Tensor, nHead: number, dropoutP = 0):
   const layout = packLayout([packed, packed, packed, merged, merged, packed, packed, packed], null);
   const part = (base: Tensor, i: number) => Deno.UnsafePointer.offset(base.ptr!, i * c * 4);
   const dev = y.storage.backend;
-  const scale = 1 / Math.sqrt(hs);
-  dev.check(dev.kernels.attentionForward(
-    part(X, 0),
-    part(X, 1),
-    part(X, 2),
-    null,
-    y.ptr,
-    lse.ptr,
-    layout,
+  const problem: Problem = {
     bh,
-    nHead,
-    t,
-    t,
-    hs,
-    hs,
-    scale,
-    1,
+    heads: nHead,
+    tq: t,
+    tk: t,
+    d: hs,
+    dv: hs,
+    scale: 1 / Math.sqrt(hs),
+    causal: true,
     dropoutP,
     seed,
     offset,
-  ));
+  };
+  const qkvPtrs = (base: Tensor) => [0, 1, 2].map((i) => part(base, i));
+  forwardKernel(dev, problem, [...qkvPtrs(X), null, y.ptr, lse.ptr], layout);
   return record(
     y,
     "PackedCausalAttentionBackward",
@@ -302,30 +345,12 @@ export function packedCausalAttention(qkv: Tensor, nHead: number, dropoutP = 0):
     (gy) => {
       const G = contiguous(gy);
       const g = emptyOn(X, X.shape);
-      dev.check(dev.kernels.attentionBackward(
-        part(X, 0),
-        part(X, 1),
-        part(X, 2),
-        null,
-        y.ptr,
-        lse.ptr,
-        G.ptr,
-        part(g, 0),
-        part(g, 1),
-        part(g, 2),
+      backwardKernel(
+        dev,
+        problem,
+        [...qkvPtrs(X), null, y.ptr, lse.ptr, G.ptr, ...qkvPtrs(g)],
         layout,
-        bh,
-        nHead,
-        t,
-        t,
-        hs,
-        hs,
-        scale,
-        1,
-        dropoutP,
-        seed,
-        offset,
-      ));
+      );
       if (G !== gy) G.dispose();
       return [g];
     },
