@@ -21,7 +21,7 @@
  * ```
  *
  * Tensors live on a device found by name (`"cpu"` is built in; `registerDevice` adds one), and
- * `t.to(device)` moves them; see [Note: device seam] in src/tensor/device/device.ts.
+ * `t.to(device)` moves them (`"cuda"` where a GPU is: `cuda.isAvailable()` says, or why not); see [Note: device seam] in src/tensor/device/device.ts.
  * @module
  */
 
@@ -46,6 +46,7 @@ export {
 } from "./src/tensor/creation.ts";
 export { getRngState, manualSeed, setRngState } from "./src/tensor/random.ts";
 export { getNumThreads, setNumThreads } from "./src/tensor/threads.ts";
+export * as cuda from "./src/tensor/device/cuda_api.ts";
 export { isGradEnabled, noGrad } from "./src/tensor/autograd.ts";
 export { keep, tidy, tidyAsync } from "./src/tensor/scope.ts";
 export { NativeArgumentError, NativeError } from "./src/tensor/native.ts";

@@ -306,3 +306,6 @@ export const UnaryOp = {
   scale: 10,
   addScalar: 11,
 } as const;
+
+/** The symbol table itself: libdtrain_cuda.so exports the same kernels (ffi/cuda.ts shares it). */
+export { symbols as dtrainSymbols };

@@ -23,7 +23,7 @@ struct block_info {
 };
 static std::unordered_map<void *, block_info> blocks;
 static std::mutex blocks_mutex;
-static int64_t live_bytes;
+static int64_t live_bytes, device_bytes[MAX_DEVICES];
 
 /* Explains a failed cudaGetDeviceCount in the words a user acts on. */
 static int no_devices(cudaError_t err) {
@@ -135,6 +135,7 @@ DT_EXPORT void *dt_alloc(int64_t nbytes, int32_t zero) {
   std::lock_guard<std::mutex> lock(blocks_mutex);
   blocks[ptr] = {nbytes, current};
   live_bytes += nbytes;
+  device_bytes[current] += nbytes;
   return ptr;
 }
 
@@ -148,6 +149,7 @@ DT_EXPORT void dt_free(void *ptr) {
     if (it == blocks.end()) return;
     info = it->second;
     live_bytes -= info.nbytes;
+    device_bytes[info.device] -= info.nbytes;
     blocks.erase(it);
   }
   cudaFreeAsync(ptr, devices[info.device].compute);
@@ -156,6 +158,12 @@ DT_EXPORT void dt_free(void *ptr) {
 DT_EXPORT int64_t dt_allocated_bytes(void) {
   std::lock_guard<std::mutex> lock(blocks_mutex);
   return live_bytes;
+}
+
+/* Bytes live on device `index` (dt_allocated_bytes counts every device). */
+DT_EXPORT int64_t dt_cuda_allocated_bytes_on(int32_t index) {
+  std::lock_guard<std::mutex> lock(blocks_mutex);
+  return index >= 0 && index < MAX_DEVICES ? device_bytes[index] : 0;
 }
 
 DT_EXPORT int64_t dt_allocated_blocks(void) {

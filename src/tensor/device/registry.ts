@@ -8,9 +8,13 @@
  */
 
 import { createCpuDevice } from "./cpu.ts";
+import { createCudaDevice } from "./cuda.ts";
 import type { DeviceBackend, DeviceFactory } from "./device.ts";
 
-const factories = new Map<string, DeviceFactory>([["cpu", () => createCpuDevice()]]);
+const factories = new Map<string, DeviceFactory>([
+  ["cpu", () => createCpuDevice()],
+  ["cuda", createCudaDevice],
+]);
 const devices = new Map<string, DeviceBackend>();
 /** The devices made so far, once each (the allocation path sums their bytes without an iterator). */
 const made: DeviceBackend[] = [];
