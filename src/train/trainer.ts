@@ -26,6 +26,7 @@ import { noGrad } from "../tensor/autograd.ts";
 import { tensor, zeros } from "../tensor/creation.ts";
 import { manualSeed } from "../tensor/random.ts";
 import { tidy, tidyAsync } from "../tensor/scope.ts";
+import type { Device } from "../tensor/storage.ts";
 import type { Tensor } from "../tensor/tensor.ts";
 import type { TrainConfig } from "./config.ts";
 import { buildModel, loadTask, type Task } from "./model.ts";
@@ -52,6 +53,8 @@ export class Trainer {
   readonly worldSize: number;
   readonly task: Task;
   readonly model: Module;
+  /** Where the model and each batch live ("cpu", or "cuda:LOCAL_RANK"). */
+  readonly device: Device;
   readonly optimizer: Optimizer<{ lr: number }>;
   readonly sampler: DistributedSampler;
   readonly loader: DataLoader;
@@ -67,7 +70,11 @@ export class Trainer {
     this.worldSize = distributed ? getWorldSize() : 1;
     manualSeed(config.seed);
     this.task = loadTask(config);
-    this.model = buildModel(config, this.task);
+    // One GPU per local rank (the launcher sets LOCAL_RANK); the model moves before its optimizer.
+    this.device = config.device === "cuda"
+      ? `cuda:${Number(Deno.env.get("LOCAL_RANK") ?? 0)}`
+      : "cpu";
+    this.model = buildModel(config, this.task).to(this.device);
     const params = this.model.parameters();
     this.optimizer = config.optimizer === "adamw"
       ? new AdamW(params, { lr: config.lr, weightDecay: config.weightDecay })
@@ -154,7 +161,7 @@ export class Trainer {
   async runBatch(x: Tensor, y: Tensor): Promise<number> {
     const ddp = this.#ddp;
     return await tidyAsync(async () => {
-      const loss = this.task.loss(this.model.forward(x), y);
+      const loss = this.task.loss(this.model.forward(x.to(this.device)), y.to(this.device));
       if (ddp) await ddp.backward(loss);
       else loss.backward();
       this.optimizer.step();
@@ -223,7 +230,7 @@ export class Trainer {
       correct += tidy(() =>
         noGrad(() => {
           const [x, y] = test.getBatch(indices);
-          const predicted = this.model.forward(x).argmax(-1).toArray();
+          const predicted = this.model.forward(x.to(this.device)).argmax(-1).toArray();
           const labels = y.toArray();
           let hits = 0;
           for (let i = 0; i < labels.length; i++) if (predicted[i] === labels[i]) hits++;
