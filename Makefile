@@ -45,7 +45,7 @@ ifneq ($(NVCC),)
 cuda: $(BUILD)/libdtrain_cuda.so
 else
 cuda:
-	@echo "cuda: skipping build/libdtrain_cuda.so: nvcc not found (set NVCC= or put it on PATH)"
+	@echo "cuda: skipping build/libdtrain_cuda.so: nvcc not found (put it on PATH or pass NVCC=/path/to/nvcc)"
 endif
 
 $(BUILD)/cuda/%.o: csrc/cuda/%.cu $(CUDA_HDR)
