@@ -42,9 +42,11 @@ const attentionShape = [
   "u64", // uint64_t offset
 ] as const;
 
-const symbols = {
-  ...withoutThreadPool(dtrainSymbols),
-  // attention.cu: csrc/core/attention.c's prototypes (shared once ffi/dtrain.ts binds them)
+/**
+ * csrc/core/attention.c's prototypes, which attention.cu exports too (ffi/dtrain.ts does not bind
+ * them yet; tests/cuda compares the two libraries through this table).
+ */
+export const attentionSymbols = {
   dt_attention_forward: {
     parameters: [
       ...attentionParameters,
@@ -67,6 +69,11 @@ const symbols = {
     ],
     result: "i32",
   },
+} as const satisfies Deno.ForeignLibraryInterface;
+
+const symbols = {
+  ...withoutThreadPool(dtrainSymbols),
+  ...attentionSymbols,
   // runtime.cu
   dt_cuda_device_count: { parameters: ["buffer"], result: "i32" }, // int dt_cuda_device_count(int32_t *count)
   dt_cuda_device_name: { parameters: ["i32", "buffer", "i64"], result: "i32" }, // (int32_t index, char *buf, int64_t len)
