@@ -4,3 +4,8 @@
  */
 
 export { type DDPOptions, type DDPStats, DistributedDataParallel } from "./ddp.ts";
+export {
+  applyMixedPrecision,
+  type MixedPrecisionPolicy,
+  type PrecisionDtype,
+} from "./mixed_precision.ts";
