@@ -50,6 +50,18 @@ function pinned<T>(call: Promise<T>, refs: unknown[]): Promise<T> {
   return call.finally(() => refs.length);
 }
 
+/**
+ * `work`'s value, or a DistError "timeout" with `message` once `ms` have passed. NCCL's blocking
+ * rendezvous has no timeout of its own (and a communicator that never formed cannot be aborted).
+ */
+function withinTimeout<T>(work: Promise<T>, ms: number, message: string): Promise<T> {
+  let timer = 0 as unknown as ReturnType<typeof setTimeout>;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new DistError("timeout", message)), ms);
+  });
+  return Promise.race([work, late]).finally(() => clearTimeout(timer));
+}
+
 /** Frees contexts whose backend was dropped without close(); a backstop only. */
 const leaked = new FinalizationRegistry<{ lib: CudaSymbols; ctx: Deno.PointerValue }>(
   ({ lib, ctx }) => lib.dt_nccl_ctx_free(ctx),
@@ -97,15 +109,23 @@ export class NcclBackend implements Backend {
       out,
     );
     if (made !== CudaStatus.OK) {
-      throw new DistError("invalid", `nccl rendezvous of ${who}: ${cudaLastError(lib)}`);
+      const message = cudaLastError(lib);
+      if (out[0] !== 0n) lib.dt_nccl_ctx_free(Deno.UnsafePointer.create(out[0]));
+      throw new DistError("invalid", `nccl rendezvous of ${who}: ${message}`);
     }
     const ctx = Deno.UnsafePointer.create(out[0]);
     try {
       const id = await exchangeUniqueId(lib, init);
-      const status = await pinned(lib.dt_nccl_connect(ctx, id), [id]);
+      const status = await withinTimeout(
+        pinned(lib.dt_nccl_connect(ctx, id), [id]),
+        init.timeoutMs,
+        `ncclCommInitRank did not finish within ${init.timeoutMs} ms (a peer never joined)`,
+      );
       if (status !== NcclStatus.OK) throw shimError(lib, ctx, status);
     } catch (err) {
-      lib.dt_nccl_ctx_free(ctx);
+      // After a timeout the native rendezvous still holds the context: it cannot be freed, and
+      // the process is expected to exit (the train job does).
+      if (!(err instanceof DistError && err.code === "timeout")) lib.dt_nccl_ctx_free(ctx);
       const e = err instanceof DistError ? err : new DistError("internal", String(err));
       throw new DistError(e.code, `nccl rendezvous of ${who}: ${e.message}`);
     }
