@@ -2,7 +2,17 @@
 // the train job under DDP over NCCL ("auto") on every visible GPU, every rank ending with the
 // same weights. Ignored, with the reason in the name, where there is no GPU.
 import assert from "node:assert/strict";
-import { cuda, manualSeed, nn, optim, type Tensor, tensor } from "../../mod.ts";
+import { cuda, manualSeed, nn, optim, parallel, type Tensor, tensor } from "../../mod.ts";
+import {
+  allGather,
+  allReduce,
+  broadcast,
+  destroyProcessGroup,
+  initProcessGroup,
+  reduceScatter,
+  worldGroup,
+} from "../../src/dist/mod.ts";
+import { freePort } from "../_harness/ranks.ts";
 import { load } from "../../src/checkpoint/mod.ts";
 import { withTempDir } from "../_harness/processes.ts";
 import { SMALL_JOB, train } from "../train/_train.ts";
@@ -76,3 +86,54 @@ gpuTest("train --device cuda under DDP over NCCL on every visible GPU: ranks agr
     }
   });
 });
+
+gpuTest(
+  "an NCCL group of one rank runs every collective on GPU memory, and DDP trains over it",
+  async () => {
+    await initProcessGroup({
+      backend: "nccl",
+      initMethod: `tcp://127.0.0.1:${freePort()}`,
+      rank: 0,
+      worldSize: 1,
+      timeoutMs: 60_000,
+    });
+    try {
+      assert.equal(worldGroup().backendName, "nccl");
+      const x = tensor([1, 2, 3, 4]).to("cuda");
+      await allReduce(x, "sum");
+      await broadcast(x, 0);
+      const gathered = tensor(new Float32Array(4)).to("cuda");
+      await allGather(gathered, x);
+      const scattered = tensor(new Float32Array(4)).to("cuda");
+      await reduceScatter(scattered, x, "sum");
+      for (const t of [x, gathered, scattered]) {
+        assert.deepEqual(Array.from(t.toArray()), [
+          1,
+          2,
+          3,
+          4,
+        ]);
+      }
+      // A host tensor cannot go through NCCL: refused with the device named.
+      assert.throws(
+        () => allReduce(tensor([1])),
+        /a tensor is on cpu, which the nccl backend cannot reach/,
+      );
+
+      manualSeed(2);
+      const model = new nn.Linear(8, 2).to("cuda");
+      const ddp = await parallel.DistributedDataParallel.create(model, {
+        mixedPrecision: { paramDtype: "bf16", reduceDtype: "f32" },
+      });
+      const opt = new optim.SGD(ddp.parameters(), { lr: 0.1 });
+      const input = tensor(new Float32Array(32).fill(0.5), [4, 8]).to("cuda");
+      const first = ddp.forward(input).pow(2).mean();
+      await ddp.backward(first);
+      opt.step();
+      assert.ok(ddp.forward(input).pow(2).mean().item() < first.item());
+    } finally {
+      cuda.setMatmulPrecision("highest");
+      await destroyProcessGroup();
+    }
+  },
+);
