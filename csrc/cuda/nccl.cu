@@ -184,6 +184,17 @@ DT_EXPORT int dt_nccl_unique_id(uint8_t *out) {
   return DT_OK;
 }
 
+/* The context's stream, events and fingerprint buffers, on the current device. */
+static int make_resources(dt_nccl_ctx *ctx) {
+  cudaCheck(cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking));
+  cudaCheck(cudaEventCreateWithFlags(&ctx->ready, cudaEventDisableTiming));
+  cudaCheck(cudaEventCreateWithFlags(&ctx->done, cudaEventDisableTiming));
+  cudaCheck(cudaHostAlloc((void **)&ctx->fp_host, sizeof(fingerprint_t) * ctx->size,
+                          cudaHostAllocPortable));
+  cudaCheck(cudaMalloc((void **)&ctx->fp_dev, sizeof(fingerprint_t) * ctx->size));
+  return DT_OK;
+}
+
 /* A context on `device` for a group of `size` (its stream and events); connect it next. */
 DT_EXPORT int dt_nccl_ctx_new(int32_t device, int32_t rank, int32_t size,
                               const int32_t *global_ranks, int64_t timeout_ms, void **out) {
@@ -191,7 +202,11 @@ DT_EXPORT int dt_nccl_ctx_new(int32_t device, int32_t rank, int32_t size,
   CHECK(size > 0 && rank >= 0 && rank < size, "nccl: rank %d of a group of %d", rank, size);
   const dt_nccl_api *api = dt_nccl();
   if (api == NULL) return DT_EUNSUPPORTED;
+  /* Sets the device up (its compute stream is what collectives wait for), then gives the calling
+   * thread its device back: the kernels' caller tracks which device is current. */
+  int previous = dt_cuda_current_index();
   int st = dt_cuda_use_device(device);
+  if (st == DT_OK && previous >= 0) st = dt_cuda_use_device(previous);
   if (st != DT_OK) return st;
   dt_nccl_ctx *ctx = new dt_nccl_ctx();
   ctx->api = api;
@@ -202,12 +217,12 @@ DT_EXPORT int dt_nccl_ctx_new(int32_t device, int32_t rank, int32_t size,
   ctx->global_ranks = new int32_t[size];
   memcpy(ctx->global_ranks, global_ranks, sizeof(int32_t) * size);
   *out = ctx;
-  cudaCheck(cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking));
-  cudaCheck(cudaEventCreateWithFlags(&ctx->ready, cudaEventDisableTiming));
-  cudaCheck(cudaEventCreateWithFlags(&ctx->done, cudaEventDisableTiming));
-  cudaCheck(cudaHostAlloc((void **)&ctx->fp_host, sizeof(fingerprint_t) * size, cudaHostAllocPortable));
-  cudaCheck(cudaMalloc((void **)&ctx->fp_dev, sizeof(fingerprint_t) * size));
-  return DT_OK;
+  int here = 0;
+  cudaCheck(cudaGetDevice(&here));
+  cudaCheck(cudaSetDevice(device));
+  int made = make_resources(ctx);
+  cudaCheck(cudaSetDevice(here));
+  return made;
 }
 
 /* The collective rendezvous (blocking in NCCL, hence a nonblocking FFI call). */
@@ -234,8 +249,13 @@ DT_EXPORT int dt_nccl_last_error(void *handle, char *buf, int64_t len) {
 /* Orders the next collective after the compute work queued so far (see [Note: NCCL streams]). */
 DT_EXPORT int dt_nccl_mark(void *handle) {
   dt_nccl_ctx *ctx = (dt_nccl_ctx *)handle;
+  /* On the JavaScript thread: its current device is left as it was. */
+  int here = 0;
+  CUDA_OR_FAIL(ctx, cudaGetDevice(&here));
   CUDA_OR_FAIL(ctx, cudaSetDevice(ctx->device));
-  CUDA_OR_FAIL(ctx, cudaEventRecord(ctx->ready, dt_cuda_compute_stream(ctx->device)));
+  cudaError_t recorded = cudaEventRecord(ctx->ready, dt_cuda_compute_stream(ctx->device));
+  CUDA_OR_FAIL(ctx, cudaSetDevice(here));
+  CUDA_OR_FAIL(ctx, recorded);
   return NS_OK;
 }
 
@@ -300,6 +320,8 @@ DT_EXPORT int dt_nccl_barrier(void *handle) {
 DT_EXPORT int dt_nccl_ctx_free(void *handle) {
   dt_nccl_ctx *ctx = (dt_nccl_ctx *)handle;
   if (ctx == NULL) return DT_OK;
+  int here = 0;
+  cudaGetDevice(&here);
   cudaSetDevice(ctx->device);
   if (ctx->comm != NULL) (ctx->broken ? ctx->api->comm_abort : ctx->api->comm_destroy)(ctx->comm);
   if (ctx->stream) cudaStreamDestroy(ctx->stream);
@@ -309,5 +331,6 @@ DT_EXPORT int dt_nccl_ctx_free(void *handle) {
   if (ctx->fp_dev) cudaFree(ctx->fp_dev);
   delete[] ctx->global_ranks;
   delete ctx;
+  cudaSetDevice(here);
   return DT_OK;
 }
