@@ -152,7 +152,10 @@ DT_EXPORT void dt_free(void *ptr) {
     device_bytes[info.device] -= info.nbytes;
     blocks.erase(it);
   }
+  /* Calls on a device's stream are made with that device current, then the thread's is restored. */
+  if (info.device != current) cudaSetDevice(info.device);
   cudaFreeAsync(ptr, devices[info.device].compute);
+  if (info.device != current && current >= 0) cudaSetDevice(current);
 }
 
 DT_EXPORT int64_t dt_allocated_bytes(void) {
