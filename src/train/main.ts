@@ -67,6 +67,14 @@ export async function main(args: string[]): Promise<number> {
     console.error(`train: --device cuda: CUDA is not available: ${cuda.unavailableReason()}`);
     return 2;
   }
+  if (config.device === "cuda" && config.nprocPerNode > cuda.deviceCount()) {
+    const gpus = cuda.deviceCount();
+    console.error(
+      `train: --device cuda runs one process per GPU, but --nproc-per-node is ` +
+        `${config.nprocPerNode} and this machine has ${gpus} GPU${gpus === 1 ? "" : "s"}`,
+    );
+    return 2;
+  }
   const launched = Deno.env.get("RANK") !== undefined;
   try {
     // A bad snapshot is a bad input, refused before any process starts; ranks check it again.
