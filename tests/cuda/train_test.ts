@@ -70,7 +70,7 @@ gpuTest("train --device cuda under DDP over NCCL on every visible GPU: ranks agr
   await withTempDir("dtrain-cuda-ddp-", async (dir) => {
     const run = await train(
       ["--device", "cuda", "--nproc-per-node", String(gpus), "--epochs", "1", ...SMALL_JOB],
-      { timeoutMs: 240_000, env: { DTRAIN_WEIGHTS_DUMP: dir } },
+      { timeoutMs: 120_000, env: { DTRAIN_WEIGHTS_DUMP: dir } },
     );
     assert.equal(run.code, 0, run.stderr);
     assert.deepEqual(run.leftovers, []);
