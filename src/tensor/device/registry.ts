@@ -1,6 +1,7 @@
 /**
- * Devices found by name. Built-in families are the entries of `factories` below (`cpu`; a device
- * shipped with dtrain, such as a `cuda.ts` beside cpu.ts, adds its one entry there); any other
+ * Devices found by name. Built-in families are the entries of `factories` below (`cpu`, and `cuda`
+ * from cuda.ts, which says why when no GPU is usable; a device shipped with dtrain adds its one
+ * entry there); any other
  * registers at run time with `registerDevice(family, factory)`. `"cuda:1"` asks the "cuda" factory
  * for index 1. Each device is made once, on its first use (so its native library opens then), and
  * cached under its full name, so the lookup on the allocation path is one map read.
