@@ -7,8 +7,7 @@
 
 import { type DtrainSymbols, loadDtrain, Status } from "../../../ffi/dtrain.ts";
 import { NativeArgumentError, NativeError } from "../native.ts";
-import type { DeviceBackend } from "./device.ts";
-import { kernelTable } from "./kernel_table.ts";
+import type { DeviceBackend, Kernels } from "./device.ts";
 
 const messageBuffer = new Uint8Array(512);
 
@@ -34,7 +33,41 @@ export function createCpuDevice(): DeviceBackend {
   const copy = (dst: Deno.PointerValue, src: Deno.PointerValue, nbytes: number): void => {
     check(lib.dt_copy(dst, src, nbytes));
   };
-  const kernels = kernelTable(lib);
+  const kernels: Kernels = {
+    matmul: lib.dt_matmul,
+    matmulBatched: lib.dt_matmul_batched,
+    linearForward: lib.dt_linear_forward,
+    linearBackward: lib.dt_linear_backward,
+    fillF32: lib.dt_fill_f32,
+    fillI32: lib.dt_fill_i32,
+    copyStrided: lib.dt_copy_strided,
+    castI32F32: lib.dt_cast_i32_f32,
+    castF32I32: lib.dt_cast_f32_i32,
+    binary: lib.dt_binary,
+    binaryBackward: lib.dt_binary_backward,
+    unary: lib.dt_unary,
+    unaryBackward: lib.dt_unary_backward,
+    axpy: lib.dt_axpy,
+    sumAxis: lib.dt_sum_axis,
+    expandAxis: lib.dt_expand_axis,
+    argmaxRows: lib.dt_argmax_rows,
+    softmax: lib.dt_softmax,
+    softmaxBackward: lib.dt_softmax_backward,
+    crossEntropy: lib.dt_cross_entropy,
+    mse: lib.dt_mse,
+    layernorm: lib.dt_layernorm,
+    layernormBackward: lib.dt_layernorm_backward,
+    embedding: lib.dt_embedding,
+    embeddingBackward: lib.dt_embedding_backward,
+    dropout: lib.dt_dropout,
+    randUniform: lib.dt_rand_uniform,
+    randn: lib.dt_randn,
+    sgdStep: lib.dt_sgd_step,
+    adamwStep: lib.dt_adamw_step,
+    gatherU8F32: lib.dt_gather_u8_f32,
+    gatherRows: lib.dt_gather_rows,
+    gatherU8I32: lib.dt_gather_u8_i32,
+  };
   return {
     name: "cpu",
     kernels,

@@ -1,8 +1,8 @@
 /**
  * The cuda device: libdtrain_cuda's stream-ordered allocator, pinned-staging copies and kernels
- * (csrc/cuda), one compute stream per GPU. The kernel table is libdtrain's (kernel_table.ts), each
- * entry first making its GPU the current one when another was in use, so kernels of `cuda:0` and
- * `cuda:1` may interleave in one process. Kernels run asynchronously: a status reports bad
+ * (csrc/cuda), one compute stream per GPU. The kernels are the cpu device's, by name, each first
+ * making its GPU the current one when another was in use, so kernels of `cuda:0` and `cuda:1` may
+ * interleave in one process. Kernels run asynchronously: a status reports bad
  * arguments at once, while a bad value found on the GPU (an index out of range) is reported by
  * the next copy to the host or `synchronize` (see [Note: device-side errors] in
  * csrc/cuda/internal.cuh).
@@ -12,7 +12,7 @@
 import { CudaStatus, type CudaSymbols, loadCuda } from "../../../ffi/cuda.ts";
 import { NativeArgumentError, NativeError } from "../native.ts";
 import type { DeviceBackend, Kernels } from "./device.ts";
-import { kernelTable } from "./kernel_table.ts";
+import { getDevice } from "./registry.ts";
 
 /** What probing found: the library and the number of GPUs, or why there is none to use. */
 export interface CudaProbe {
@@ -108,11 +108,19 @@ export function useCudaDevice(lib: CudaSymbols, index: number): void {
   active = index;
 }
 
-/** `kernels` with each entry first switching to GPU `index` (a no-op when it is current). */
-function onDevice(lib: CudaSymbols, index: number, kernels: Kernels): Kernels {
+/**
+ * The kernel table of GPU `index`: every kernel the cpu device has (cpu.ts holds the one typed
+ * mapping from C names to the seam's names), bound to libdtrain_cuda's function of the same C
+ * name (`matmulBatched` is `dt_matmul_batched`), each first switching to GPU `index` when another
+ * is current. The library exports libdtrain's whole kernel ABI, so no kernel is missing.
+ */
+function kernelsOn(lib: CudaSymbols, index: number): Kernels {
+  const table = lib as unknown as Record<string, (...args: unknown[]) => number>;
   const bound: Record<string, unknown> = {};
-  for (const [name, kernel] of Object.entries(kernels)) {
-    const call = kernel as (...args: unknown[]) => number;
+  for (const name of Object.keys(getDevice("cpu").kernels)) {
+    const symbol = `dt_${name.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)}`;
+    const call = table[symbol];
+    if (call === undefined) throw new Error(`libdtrain_cuda.so has no ${symbol} (kernel ${name})`);
     bound[name] = (...args: unknown[]) => {
       if (active !== index) useCudaDevice(lib, index);
       return call(...args);
@@ -147,7 +155,7 @@ export function createCudaDevice(index: number): DeviceBackend {
   };
   const device: DeviceBackend = {
     name: `cuda:${index}`,
-    kernels: onDevice(lib, index, kernelTable(lib)),
+    kernels: kernelsOn(lib, index),
     alloc(nbytes, zero) {
       select();
       const ptr = lib.dt_alloc(nbytes, zero ? 1 : 0);
