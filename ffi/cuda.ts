@@ -20,15 +20,8 @@ function withoutThreadPool<T extends typeof dtrainSymbols>(
   return rest;
 }
 
-const attentionParameters = [
-  "pointer", // const float *q
-  "pointer", // const float *k
-  "pointer", // const float *v
-  "pointer", // const float *mask (nullable)
-  "i64", // int64_t mask_stride_b
-  "i64", // int64_t mask_stride_h
-] as const;
 const attentionShape = [
+  "buffer", // const int64_t *layout (3 strides per tensor, then the mask's 2: csrc/core/attention.c)
   "i64", // int64_t bh
   "i64", // int64_t heads
   "i64", // int64_t tq
@@ -43,13 +36,17 @@ const attentionShape = [
 ] as const;
 
 /**
- * csrc/core/attention.c's prototypes, which attention.cu exports too (ffi/dtrain.ts does not bind
- * them yet; tests/cuda compares the two libraries through this table).
+ * csrc/core/attention.c's prototypes as of the strided-layout kernel (main b086002), which
+ * attention.cu exports; ffi/dtrain.ts binds the same once merged, and tests/cuda compares the two
+ * libraries through this table.
  */
 export const attentionSymbols = {
   dt_attention_forward: {
     parameters: [
-      ...attentionParameters,
+      "pointer", // const float *q
+      "pointer", // const float *k
+      "pointer", // const float *v
+      "pointer", // const float *mask (nullable)
       "pointer", // float *out
       "pointer", // float *lse
       ...attentionShape,
@@ -58,7 +55,10 @@ export const attentionSymbols = {
   },
   dt_attention_backward: {
     parameters: [
-      ...attentionParameters,
+      "pointer", // const float *q
+      "pointer", // const float *k
+      "pointer", // const float *v
+      "pointer", // const float *mask (nullable)
       "pointer", // const float *out
       "pointer", // const float *lse
       "pointer", // const float *gout

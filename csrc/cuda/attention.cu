@@ -1,10 +1,13 @@
 /* Scaled dot-product attention, forward and backward, with csrc/core/attention.c's prototypes,
- * layout and results: q [BH, Tq, D], k [BH, Tk, D], v [BH, Tk, Dv], out [BH, Tq, Dv], and the
- * saved log-sum-exp of each query row [BH, Tq] from which the backward recomputes the
- * probabilities. This is the straightforward version: the scores of a group of heads are
- * materialised ([heads, Tq, Tk] in scratch, at most SCRATCH_BYTES at a time) and the products
- * are strided batched cuBLAS calls (bf16 under that matmul precision); the softmax, mask, causal
- * triangle and dropout (the counter RNG at the CPU's counters) run in row kernels. */
+ * layout and results: q [BH, Tq, D], k [BH, Tk, D], v [BH, Tk, Dv], out [BH, Tq, Dv] and the
+ * gradients are strided views (element (bh, t, c) of X at (bh / heads) * X.sb + (bh % heads) *
+ * X.sh + t * X.st + c, the strides in `layout`), so heads packed in one [B, T, 3C] projection are
+ * used in place; the log-sum-exp of each query row [BH, Tq] is contiguous, and the backward
+ * recomputes the probabilities from it. This is the straightforward version: the scores of a
+ * group of heads of one batch element are materialised ([heads, Tq, Tk] in scratch, at most
+ * SCRATCH_BYTES at a time) and the products are strided batched cuBLAS calls over the heads (bf16
+ * under that matmul precision); the softmax, mask, causal triangle and dropout (the counter RNG
+ * at the CPU's counters) run in row kernels. */
 #include "internal.cuh"
 
 #define SCRATCH_BYTES ((int64_t)512 << 20)
@@ -16,6 +19,13 @@ typedef struct {
   float dropout_p;
   uint64_t seed, offset;
 } attn_t;
+
+/* Strides of one tensor (in floats): per batch element, per head, per row. */
+typedef struct {
+  int64_t sb, sh, st;
+} strides_t;
+/* The order of the strides in `layout` (csrc/core/attention.c's), then the mask's two. */
+enum { L_Q, L_K, L_V, L_OUT, L_GOUT, L_GQ, L_GK, L_GV, L_COUNT };
 
 /* The score's additive terms for (b, i, j): the mask, and -inf past the causal diagonal. */
 __device__ __forceinline__ float bias_of(const attn_t &a, int64_t b, int64_t i, int64_t j) {
@@ -69,12 +79,13 @@ __global__ void backward_probs(attn_t a, int64_t b0, float *p, float *pd, const 
 }
 
 /* dp becomes dS = pd * dp - p * delta, delta = go . o of the row (attention.c's derivation). */
-__global__ void backward_ds(attn_t a, int64_t b0, const float *p, const float *pd, float *dp,
-                            const float *go, const float *o, int64_t dv) {
+__global__ void backward_ds(attn_t a, const float *p, const float *pd, float *dp, const float *go,
+                            strides_t gos, const float *o, strides_t os, int64_t dv) {
   __shared__ float shared[32];
-  int64_t row = blockIdx.x, at = (b0 * a.tq + row) * dv;
+  int64_t row = blockIdx.x, hh = row / a.tq, i = row % a.tq;
+  const float *gr = go + hh * gos.sh + i * gos.st, *orow = o + hh * os.sh + i * os.st;
   float acc = 0.0f;
-  for (int64_t c = threadIdx.x; c < dv; c += blockDim.x) acc += go[at + c] * o[at + c];
+  for (int64_t c = threadIdx.x; c < dv; c += blockDim.x) acc += gr[c] * orow[c];
   float delta = block_sum(acc, shared);
   for (int64_t j = threadIdx.x; j < a.tk; j += blockDim.x) {
     int64_t e = row * a.tk + j;
@@ -82,8 +93,24 @@ __global__ void backward_ds(attn_t a, int64_t b0, const float *p, const float *p
   }
 }
 
-__global__ void fill_value(float *dst, int64_t n, float v) {
-  GRID_LOOP(i, n) dst[i] = v;
+/* Sets every element of a strided [bh, rows, cols] tensor to v (rows that see no key). */
+__global__ void fill_strided(float *dst, strides_t s, int64_t heads, int64_t bh, int64_t rows,
+                             int64_t cols, float v) {
+  GRID_LOOP(t, bh * rows * cols) {
+    int64_t c = t % cols, r = (t / cols) % rows, b = t / (cols * rows);
+    dst[(b / heads) * s.sb + (b % heads) * s.sh + r * s.st + c] = v;
+  }
+}
+
+static void read_layout(const int64_t *layout, int tensors, strides_t *st, attn_t *a) {
+  for (int x = 0; x < tensors; x++) st[x] = {layout[3 * x], layout[3 * x + 1], layout[3 * x + 2]};
+  a->mask_stride_b = layout[3 * L_COUNT];
+  a->mask_stride_h = layout[3 * L_COUNT + 1];
+}
+
+/* The first element of head h of batch element b in a tensor with strides s. */
+static inline const float *at(const float *x, const strides_t &s, int64_t b, int64_t h) {
+  return x + b * s.sb + h * s.sh;
 }
 
 static int check_shapes(const char *fn, int64_t bh, int64_t heads, int64_t tq, int64_t tk,
@@ -96,100 +123,112 @@ static int check_shapes(const char *fn, int64_t bh, int64_t heads, int64_t tq, i
   return DT_OK;
 }
 
-/* Heads per group so that `bufs` score buffers of the group fit SCRATCH_BYTES (at least 1). */
-static int64_t group_heads(int64_t bh, int64_t tq, int64_t tk, int bufs) {
+/* Heads per group (of one batch element) so that `bufs` score buffers fit SCRATCH_BYTES. */
+static int64_t group_heads(int64_t heads, int64_t tq, int64_t tk, int bufs) {
   int64_t per_head = bufs * tq * tk * (int64_t)sizeof(float);
-  int64_t g = per_head > 0 ? SCRATCH_BYTES / per_head : bh;
+  int64_t g = per_head > 0 ? SCRATCH_BYTES / per_head : heads;
   if (g < 1) g = 1;
   if (g * tq > 0x7fffffff) g = 0x7fffffff / tq;
-  return g < bh ? g : bh;
+  return g < heads ? g : heads;
 }
 
 DT_EXPORT int dt_attention_forward(const float *q, const float *k, const float *v,
-                                   const float *mask, int64_t mask_stride_b, int64_t mask_stride_h,
-                                   float *out, float *lse, int64_t bh, int64_t heads, int64_t tq,
+                                   const float *mask, float *out, float *lse,
+                                   const int64_t *layout, int64_t bh, int64_t heads, int64_t tq,
                                    int64_t tk, int64_t d, int64_t dv, float scale, int32_t causal,
                                    float dropout_p, uint64_t seed, uint64_t offset) {
   CHECK_PTR(q); CHECK_PTR(k); CHECK_PTR(v); CHECK_PTR(out); CHECK_PTR(lse);
+  CHECK(layout != NULL, "scaledDotProductAttention: layout is NULL");
   int st = check_shapes("scaledDotProductAttention", bh, heads, tq, tk, d, dv, dropout_p);
   if (st != DT_OK) return st;
+  attn_t a = {mask, 0, 0, heads, tq, tk, causal, dropout_p, seed, offset};
+  strides_t s[L_COUNT];
+  read_layout(layout, L_OUT + 1, s, &a);
   CURRENT(dev);
   if (bh == 0 || tq == 0) return DT_OK;
   if (tk == 0) {
-    LAUNCH(dev, bh * tq * dv, fill_value, out, bh * tq * dv, 0.0f);
-    LAUNCH(dev, bh * tq, fill_value, lse, bh * tq, -INFINITY);
+    LAUNCH(dev, bh * tq * dv, fill_strided, out, s[L_OUT], heads, bh, tq, dv, 0.0f);
+    LAUNCH(dev, bh * tq, fill_strided, lse, strides_t{heads * tq, tq, 1}, heads, bh, tq, 1, -INFINITY);
     return DT_OK;
   }
-  attn_t a = {mask, mask_stride_b, mask_stride_h, heads, tq, tk, causal, dropout_p, seed, offset};
-  int64_t group = group_heads(bh, tq, tk, 1);
-  float *s;
-  if ((st = dt_cuda_scratch(dev, group * tq * tk * (int64_t)sizeof(float), (void **)&s)) != DT_OK)
+  int64_t group = group_heads(heads, tq, tk, 1);
+  float *sc;
+  if ((st = dt_cuda_scratch(dev, group * tq * tk * (int64_t)sizeof(float), (void **)&sc)) != DT_OK)
     return st;
-  for (int64_t b0 = 0; b0 < bh && st == DT_OK; b0 += group) {
-    int64_t g = bh - b0 < group ? bh - b0 : group;
-    st = dt_cuda_gemm(dev, 0, 1, tq, tk, d, scale, q + b0 * tq * d, d, tq * d, k + b0 * tk * d, d,
-                      tk * d, 0.0f, s, tk, tq * tk, g);
-    if (st != DT_OK) break;
-    forward_rows<<<(unsigned)(g * tq), THREADS, 0, dev->compute>>>(a, b0, s, lse);
-    if (cudaPeekAtLastError() != cudaSuccess) break;
-    st = dt_cuda_gemm(dev, 0, 0, tq, dv, tk, 1.0f, s, tk, tq * tk, v + b0 * tk * dv, dv, tk * dv,
-                      0.0f, out + b0 * tq * dv, dv, tq * dv, g);
+  for (int64_t b = 0; b < bh / heads && st == DT_OK; b++) {
+    for (int64_t h0 = 0; h0 < heads && st == DT_OK; h0 += group) {
+      int64_t g = heads - h0 < group ? heads - h0 : group;
+      st = dt_cuda_gemm(dev, 0, 1, tq, tk, d, scale, at(q, s[L_Q], b, h0), s[L_Q].st, s[L_Q].sh,
+                        at(k, s[L_K], b, h0), s[L_K].st, s[L_K].sh, 0.0f, sc, tk, tq * tk, g);
+      if (st != DT_OK) break;
+      forward_rows<<<(unsigned)(g * tq), THREADS, 0, dev->compute>>>(a, b * heads + h0, sc, lse);
+      st = dt_cuda_gemm(dev, 0, 0, tq, dv, tk, 1.0f, sc, tk, tq * tk, at(v, s[L_V], b, h0),
+                        s[L_V].st, s[L_V].sh, 0.0f, (float *)at(out, s[L_OUT], b, h0),
+                        s[L_OUT].st, s[L_OUT].sh, g);
+    }
   }
-  dt_cuda_scratch_free(dev, s);
+  dt_cuda_scratch_free(dev, sc);
   if (st != DT_OK) return st;
   LAUNCH_CHECK();
   return DT_OK;
 }
 
 DT_EXPORT int dt_attention_backward(const float *q, const float *k, const float *v,
-                                    const float *mask, int64_t mask_stride_b,
-                                    int64_t mask_stride_h, const float *out, const float *lse,
-                                    const float *gout, float *gq, float *gk, float *gv, int64_t bh,
-                                    int64_t heads, int64_t tq, int64_t tk, int64_t d, int64_t dv,
-                                    float scale, int32_t causal, float dropout_p, uint64_t seed,
-                                    uint64_t offset) {
+                                    const float *mask, const float *out, const float *lse,
+                                    const float *gout, float *gq, float *gk, float *gv,
+                                    const int64_t *layout, int64_t bh, int64_t heads, int64_t tq,
+                                    int64_t tk, int64_t d, int64_t dv, float scale, int32_t causal,
+                                    float dropout_p, uint64_t seed, uint64_t offset) {
   CHECK_PTR(q); CHECK_PTR(k); CHECK_PTR(v); CHECK_PTR(out); CHECK_PTR(lse); CHECK_PTR(gout);
   CHECK_PTR(gq); CHECK_PTR(gk); CHECK_PTR(gv);
+  CHECK(layout != NULL, "scaledDotProductAttention: layout is NULL");
   int st = check_shapes("scaledDotProductAttention backward", bh, heads, tq, tk, d, dv, dropout_p);
   if (st != DT_OK) return st;
+  attn_t a = {mask, 0, 0, heads, tq, tk, causal, dropout_p, seed, offset};
+  strides_t s[L_COUNT];
+  read_layout(layout, L_COUNT, s, &a);
   CURRENT(dev);
   if (bh == 0) return DT_OK;
   if (tq == 0 || tk == 0) {
-    if (tk > 0) LAUNCH(dev, bh * tk * d, fill_value, gk, bh * tk * d, 0.0f);
-    if (tk > 0) LAUNCH(dev, bh * tk * dv, fill_value, gv, bh * tk * dv, 0.0f);
-    if (tq > 0) LAUNCH(dev, bh * tq * d, fill_value, gq, bh * tq * d, 0.0f);
+    if (tk > 0) LAUNCH(dev, bh * tk * d, fill_strided, gk, s[L_GK], heads, bh, tk, d, 0.0f);
+    if (tk > 0) LAUNCH(dev, bh * tk * dv, fill_strided, gv, s[L_GV], heads, bh, tk, dv, 0.0f);
+    if (tq > 0) LAUNCH(dev, bh * tq * d, fill_strided, gq, s[L_GQ], heads, bh, tq, d, 0.0f);
     return DT_OK;
   }
-  attn_t a = {mask, mask_stride_b, mask_stride_h, heads, tq, tk, causal, dropout_p, seed, offset};
   int bufs = dropout_p > 0.0f ? 3 : 2;
-  int64_t group = group_heads(bh, tq, tk, bufs), elems = group * tq * tk;
+  int64_t group = group_heads(heads, tq, tk, bufs), elems = group * tq * tk;
   float *p;
   if ((st = dt_cuda_scratch(dev, bufs * elems * (int64_t)sizeof(float), (void **)&p)) != DT_OK)
     return st;
   float *dp = p + elems, *pd = bufs == 3 ? dp + elems : p;
-  for (int64_t b0 = 0; b0 < bh && st == DT_OK; b0 += group) {
-    int64_t g = bh - b0 < group ? bh - b0 : group;
-    const float *qb = q + b0 * tq * d, *kb = k + b0 * tk * d, *vb = v + b0 * tk * dv;
-    const float *go = gout + b0 * tq * dv;
-    /* p = scale q k^T, then the probabilities */
-    st = dt_cuda_gemm(dev, 0, 1, tq, tk, d, scale, qb, d, tq * d, kb, d, tk * d, 0.0f, p, tk,
-                      tq * tk, g);
-    if (st != DT_OK) break;
-    backward_probs<<<(unsigned)(g * tq), THREADS, 0, dev->compute>>>(a, b0, p, pd, lse);
-    /* gv = pd^T go; dp = go v^T */
-    if ((st = dt_cuda_gemm(dev, 1, 0, tk, dv, tq, 1.0f, pd, tk, tq * tk, go, dv, tq * dv, 0.0f,
-                           gv + b0 * tk * dv, dv, tk * dv, g)) != DT_OK)
-      break;
-    if ((st = dt_cuda_gemm(dev, 0, 1, tq, tk, dv, 1.0f, go, dv, tq * dv, vb, dv, tk * dv, 0.0f, dp,
-                           tk, tq * tk, g)) != DT_OK)
-      break;
-    backward_ds<<<(unsigned)(g * tq), THREADS, 0, dev->compute>>>(a, b0, p, pd, dp, gout, out, dv);
-    /* gq = scale dS k; gk = scale dS^T q */
-    if ((st = dt_cuda_gemm(dev, 0, 0, tq, d, tk, scale, dp, tk, tq * tk, kb, d, tk * d, 0.0f,
-                           gq + b0 * tq * d, d, tq * d, g)) != DT_OK)
-      break;
-    st = dt_cuda_gemm(dev, 1, 0, tk, d, tq, scale, dp, tk, tq * tk, qb, d, tq * d, 0.0f,
-                      gk + b0 * tk * d, d, tk * d, g);
+  for (int64_t b = 0; b < bh / heads && st == DT_OK; b++) {
+    for (int64_t h0 = 0; h0 < heads && st == DT_OK; h0 += group) {
+      int64_t g = heads - h0 < group ? heads - h0 : group;
+      const float *qb = at(q, s[L_Q], b, h0), *kb = at(k, s[L_K], b, h0);
+      const float *vb = at(v, s[L_V], b, h0), *go = at(gout, s[L_GOUT], b, h0);
+      /* p = scale q k^T, then the probabilities */
+      st = dt_cuda_gemm(dev, 0, 1, tq, tk, d, scale, qb, s[L_Q].st, s[L_Q].sh, kb, s[L_K].st,
+                        s[L_K].sh, 0.0f, p, tk, tq * tk, g);
+      if (st != DT_OK) break;
+      backward_probs<<<(unsigned)(g * tq), THREADS, 0, dev->compute>>>(a, b * heads + h0, p, pd, lse);
+      /* gv = pd^T go; dp = go v^T */
+      if ((st = dt_cuda_gemm(dev, 1, 0, tk, dv, tq, 1.0f, pd, tk, tq * tk, go, s[L_GOUT].st,
+                             s[L_GOUT].sh, 0.0f, (float *)at(gv, s[L_GV], b, h0), s[L_GV].st,
+                             s[L_GV].sh, g)) != DT_OK)
+        break;
+      if ((st = dt_cuda_gemm(dev, 0, 1, tq, tk, dv, 1.0f, go, s[L_GOUT].st, s[L_GOUT].sh, vb,
+                             s[L_V].st, s[L_V].sh, 0.0f, dp, tk, tq * tk, g)) != DT_OK)
+        break;
+      backward_ds<<<(unsigned)(g * tq), THREADS, 0, dev->compute>>>(
+          a, p, pd, dp, go, s[L_GOUT], at(out, s[L_OUT], b, h0), s[L_OUT], dv);
+      /* gq = scale dS k; gk = scale dS^T q */
+      if ((st = dt_cuda_gemm(dev, 0, 0, tq, d, tk, scale, dp, tk, tq * tk, kb, s[L_K].st,
+                             s[L_K].sh, 0.0f, (float *)at(gq, s[L_GQ], b, h0), s[L_GQ].st,
+                             s[L_GQ].sh, g)) != DT_OK)
+        break;
+      st = dt_cuda_gemm(dev, 1, 0, tk, d, tq, scale, dp, tk, tq * tk, qb, s[L_Q].st, s[L_Q].sh,
+                        0.0f, (float *)at(gk, s[L_GK], b, h0), s[L_GK].st, s[L_GK].sh, g);
+    }
   }
   dt_cuda_scratch_free(dev, p);
   if (st != DT_OK) return st;

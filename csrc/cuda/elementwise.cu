@@ -31,7 +31,8 @@ struct strided_t {
   int32_t ndim;
 };
 
-__global__ void copy_strided_kernel(const int32_t *src, int32_t *dst, strided_t s, int64_t total) {
+template <typename T>
+__global__ void copy_strided_kernel(const T *src, T *dst, strided_t s, int64_t total) {
   GRID_LOOP(i, total) {
     int64_t rest = i, offset = 0;
     for (int d = s.ndim - 1; d >= 0; d--) {
@@ -42,12 +43,13 @@ __global__ void copy_strided_kernel(const int32_t *src, int32_t *dst, strided_t 
   }
 }
 
-/* shape and strides are host memory (as in csrc/core), src and dst device memory. */
+/* shape and strides are host memory (as in csrc/core), src and dst device memory; 4-byte
+ * elements, or 1-byte ones (bool). */
 DT_EXPORT int dt_copy_strided(const void *src, void *dst, int32_t ndim, const int64_t *shape,
                               const int64_t *strides, int32_t elem_size) {
   CHECK_PTR(src); CHECK_PTR(dst); CHECK_PTR(shape); CHECK_PTR(strides);
   CHECK(ndim >= 0 && ndim <= 8, "dt_copy_strided: %d dimensions (at most 8)", ndim);
-  CHECK(elem_size == 4, "dt_copy_strided: element size %d (only 4)", elem_size);
+  CHECK(elem_size == 4 || elem_size == 1, "dt_copy_strided: element size %d (only 4 or 1)", elem_size);
   strided_t s = {};
   s.ndim = ndim;
   int64_t total = 1;
@@ -58,8 +60,10 @@ DT_EXPORT int dt_copy_strided(const void *src, void *dst, int32_t ndim, const in
     total *= shape[d];
   }
   CURRENT(dev);
-  if (total > 0)
-    LAUNCH(dev, total, copy_strided_kernel, (const int32_t *)src, (int32_t *)dst, s, total);
+  if (total > 0 && elem_size == 4)
+    LAUNCH(dev, total, copy_strided_kernel<int32_t>, (const int32_t *)src, (int32_t *)dst, s, total);
+  else if (total > 0)
+    LAUNCH(dev, total, copy_strided_kernel<uint8_t>, (const uint8_t *)src, (uint8_t *)dst, s, total);
   return DT_OK;
 }
 

@@ -71,10 +71,16 @@ int dt_cuda_blas(dt_cuda_device *dev, void **handle);
 
 /* [Note: device-side errors]
  * A kernel that finds a bad value in device memory (an embedding index or a class target out of
- * range) cannot return a status: the host has moved on. It records the first such error in a
+ * range, an integer division by zero) cannot return a status: the host has moved on. It records the first such error in a
  * device variable and the next synchronisation (dt_cuda_synchronize, a copy to the host) reports
  * it, as PyTorch's device-side asserts do. The kernel leaves the offending output at 0. */
-enum { DT_DEVERR_NONE = 0, DT_DEVERR_EMBEDDING = 1, DT_DEVERR_TARGET = 2 };
+enum {
+  DT_DEVERR_NONE = 0,
+  DT_DEVERR_EMBEDDING = 1,
+  DT_DEVERR_TARGET = 2,
+  DT_DEVERR_INDEX = 3,
+  DT_DEVERR_DIVISION = 4
+};
 typedef struct dt_device_error_s {
   int kind;
   int value;

@@ -194,7 +194,12 @@ static int take_device_error(dt_cuda_device *dev) {
   cudaCheck(cudaMemcpy(&e, dev->error, sizeof e, cudaMemcpyDeviceToHost));
   if (e.kind == DT_DEVERR_NONE) return DT_OK;
   cudaCheck(cudaMemset(dev->error, 0, sizeof e));
-  const char *what = e.kind == DT_DEVERR_EMBEDDING ? "embedding: index" : "crossEntropy: target";
+  if (e.kind == DT_DEVERR_DIVISION)
+    return dt_fail(DT_EINVAL, "integer division by zero (element %lld, found on cuda:%d)",
+                   e.position, current);
+  const char *what = e.kind == DT_DEVERR_EMBEDDING ? "embedding: index"
+                     : e.kind == DT_DEVERR_TARGET  ? "crossEntropy: target"
+                                                   : "index";
   return dt_fail(DT_EINVAL, "%s %d at position %lld is out of range [0, %lld) (found on cuda:%d)",
                  what, e.value, e.position, e.limit, current);
 }
