@@ -3,7 +3,8 @@
 // it is not, the Makefile skips the library with one line saying why.
 import assert from "node:assert/strict";
 import { fileURLToPath } from "node:url";
-import { probeCuda } from "../../src/tensor/device/cuda.ts";
+import { getDevice } from "../../mod.ts";
+import { kernelSymbol, probeCuda } from "../../src/tensor/device/cuda.ts";
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 const LIBRARY = `${ROOT}build/libdtrain_cuda.so`;
@@ -35,6 +36,19 @@ Deno.test({
   assert.doesNotMatch(ldd.out, /libcudart|libcuda\.so/);
   // Opening it checks every symbol of ffi/cuda.ts (libdtrain's kernels included) is exported.
   assert.notEqual(probeCuda().lib, null, probeCuda().reason);
+});
+
+Deno.test({
+  name: `every kernel of the cpu device has a libdtrain_cuda function of the same C name${
+    nvcc ? "" : " [skipped: nvcc not found, so the library is not built here]"
+  }`,
+  ignore: nvcc === "",
+}, () => {
+  const lib = probeCuda().lib as unknown as Record<string, unknown>;
+  const names = Object.keys(getDevice("cpu").kernels);
+  assert.ok(names.length > 30);
+  assert.deepEqual(names.filter((name) => typeof lib[kernelSymbol(name)] !== "function"), []);
+  assert.equal(kernelSymbol("gatherU8F32"), "dt_gather_u8_f32");
 });
 
 Deno.test("without nvcc the Makefile skips the CUDA library with one line saying why", async () => {

@@ -109,6 +109,16 @@ export function useCudaDevice(lib: CudaSymbols, index: number): void {
 }
 
 /**
+ * The C name of a kernel of the seam: `matmulBatched` is `dt_matmul_batched`.
+ *
+ * @param name The kernel's name in the Kernels table.
+ * @returns Its libdtrain symbol.
+ */
+export function kernelSymbol(name: string): string {
+  return `dt_${name.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)}`;
+}
+
+/**
  * The kernel table of GPU `index`: every kernel the cpu device has (cpu.ts holds the one typed
  * mapping from C names to the seam's names), bound to libdtrain_cuda's function of the same C
  * name (`matmulBatched` is `dt_matmul_batched`), each first switching to GPU `index` when another
@@ -118,7 +128,7 @@ function kernelsOn(lib: CudaSymbols, index: number): Kernels {
   const table = lib as unknown as Record<string, (...args: unknown[]) => number>;
   const bound: Record<string, unknown> = {};
   for (const name of Object.keys(getDevice("cpu").kernels)) {
-    const symbol = `dt_${name.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)}`;
+    const symbol = kernelSymbol(name);
     const call = table[symbol];
     if (call === undefined) throw new Error(`libdtrain_cuda.so has no ${symbol} (kernel ${name})`);
     bound[name] = (...args: unknown[]) => {
