@@ -11,17 +11,27 @@ CORE_SRC := $(wildcard csrc/core/*.c)
 CORE_HDR := $(wildcard csrc/core/*.h)
 GLOO_SRC := $(wildcard csrc/gloo/*.cc)
 GLOO_HDR := $(wildcard csrc/gloo/*.h)
+CUDA_SRC := $(wildcard csrc/cuda/*.cu)
+CUDA_HDR := $(wildcard csrc/cuda/*.cuh csrc/cuda/*.h) csrc/core/dtrain.h
+
+# The CUDA library is optional: built when nvcc is found (NVCC=... overrides), skipped with one line
+# otherwise. cuBLAS and NCCL are opened at run time (csrc/cuda/libs.cu), never linked; the CUDA
+# runtime is linked statically, so the library loads where no driver is and says so.
+NVCC    ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
+NVFLAGS ?= -O3 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=compute_80
+NVFLAGS += -std=c++17 -Xcompiler -fPIC,-Wall -cudart static
+CUDA_OBJ := $(patsubst csrc/cuda/%.cu,$(BUILD)/cuda/%.o,$(CUDA_SRC)) $(BUILD)/cuda/errors.o
 
 DENO = $(shell scripts/bootstrap.sh | tail -n 1)
 
-.PHONY: all build deps train test bench check clean
+.PHONY: all build deps train test bench check clean cuda
 
 all: build
 
 deps:
 	@scripts/bootstrap.sh >/dev/null
 
-build: deps $(BUILD)/libdtrain.so $(if $(GLOO_SRC),$(BUILD)/libdtrain_gloo.so)
+build: deps $(BUILD)/libdtrain.so $(if $(GLOO_SRC),$(BUILD)/libdtrain_gloo.so) cuda
 
 $(BUILD)/libdtrain.so: $(CORE_SRC) $(CORE_HDR)
 	@mkdir -p $(BUILD)
@@ -30,6 +40,27 @@ $(BUILD)/libdtrain.so: $(CORE_SRC) $(CORE_HDR)
 $(BUILD)/libdtrain_gloo.so: $(GLOO_SRC) $(GLOO_HDR)
 	@mkdir -p $(BUILD)
 	$(CXX) $(CXXFLAGS) -shared -o $@ $(GLOO_SRC) -lgloo -lpthread
+
+ifneq ($(NVCC),)
+cuda: $(BUILD)/libdtrain_cuda.so
+else
+cuda:
+	@echo "cuda: skipping build/libdtrain_cuda.so: nvcc not found (put it on PATH or pass NVCC=/path/to/nvcc)"
+endif
+
+$(BUILD)/cuda/%.o: csrc/cuda/%.cu $(CUDA_HDR)
+	@mkdir -p $(BUILD)/cuda
+	$(NVCC) $(NVFLAGS) -c -o $@ $<
+
+# libdtrain's error functions (dt_fail, dt_last_error), compiled into this library too.
+$(BUILD)/cuda/errors.o: csrc/core/errors.c csrc/core/dtrain.h
+	@mkdir -p $(BUILD)/cuda
+	$(CC) -O2 -std=c11 -fPIC -Wall -c -o $@ $<
+
+# -Bsymbolic: the kernels share libdtrain's names, and calls inside this library stay inside it.
+$(BUILD)/libdtrain_cuda.so: $(CUDA_OBJ)
+	@echo "cuda: $(NVCC) ($(shell $(NVCC) --version | tail -n 1)); cuBLAS and NCCL load at run time"
+	$(NVCC) $(NVFLAGS) -shared -Xlinker -Bsymbolic -o $@ $(CUDA_OBJ) -ldl -lpthread -lrt
 
 train: build
 	$(DENO) run -A --v8-flags=--expose-gc src/train/main.ts $(ARGS)

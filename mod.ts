@@ -21,7 +21,7 @@
  * ```
  *
  * Tensors live on a device found by name (`"cpu"` is built in; `registerDevice` adds one), and
- * `t.to(device)` moves them; see [Note: device seam] in src/tensor/device/device.ts.
+ * `t.to(device)` moves them (`"cuda"` where a GPU is: `cuda.isAvailable()` says, or why not); see [Note: device seam] in src/tensor/device/device.ts.
  * @module
  */
 
@@ -55,6 +55,7 @@ export { permute, squeeze, tril, triu, unsqueeze } from "./src/tensor/ops/views.
 export { eq, ge, gt, le, lt, ne } from "./src/tensor/ops/compare.ts";
 export { getRngState, manualSeed, setRngState } from "./src/tensor/random.ts";
 export { getNumThreads, setNumThreads } from "./src/tensor/threads.ts";
+export * as cuda from "./src/tensor/device/cuda_api.ts";
 export { type BackwardOptions, isGradEnabled, type Node, noGrad } from "./src/tensor/autograd.ts";
 export { keep, type Scoped, tidy, tidyAsync } from "./src/tensor/scope.ts";
 export { NativeArgumentError, NativeError } from "./src/tensor/native.ts";

@@ -61,3 +61,6 @@ export const CompareOp = { eq: 0, ne: 1, lt: 2, le: 3, gt: 4, ge: 5 } as const;
 
 /** Element types as the kernels number them (enum dt_dtype in csrc/core/compare.c). */
 export const DTypeCode = { f32: 0, i32: 1, bool: 2 } as const;
+
+/** The symbol table itself: libdtrain_cuda.so exports the same kernels (ffi/cuda.ts shares it). */
+export { symbols as dtrainSymbols };

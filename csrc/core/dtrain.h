@@ -38,15 +38,21 @@ enum dt_unary_op {
 };
 
 /* Counter-based RNG (splitmix64 over seed and element index): the same seed and offset give the
- * same numbers whatever the thread count or call split. */
-static inline uint64_t dt_mix64(uint64_t z) {
+ * same numbers whatever the thread count or call split, and on whichever device (the CUDA kernels
+ * in csrc/cuda include these two functions, hence DT_HOSTDEV). */
+#ifdef __CUDACC__
+#define DT_HOSTDEV __host__ __device__
+#else
+#define DT_HOSTDEV
+#endif
+static inline DT_HOSTDEV uint64_t dt_mix64(uint64_t z) {
   z += 0x9E3779B97F4A7C15ull;
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   return z ^ (z >> 31);
 }
 /* A uniform float in [0, 1) from 24 random bits of the counter's hash. */
-static inline float dt_uniform01(uint64_t seed, uint64_t counter) {
+static inline DT_HOSTDEV float dt_uniform01(uint64_t seed, uint64_t counter) {
   return (float)(dt_mix64(seed ^ dt_mix64(counter)) >> 40) * (1.0f / 16777216.0f);
 }
 

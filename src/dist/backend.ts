@@ -1,5 +1,5 @@
 /**
- * The interface a communication backend implements (Gloo on CPU now, NCCL on GPU later).
+ * The interface a communication backend implements (Gloo on CPU, NCCL on GPU, "auto" both).
  * Backends work on raw native buffers and trust their caller: the process group validates
  * arguments and orders calls, so a backend only moves bytes and reports failures.
  * @module
@@ -22,6 +22,8 @@ export interface NativeBuffer {
   count: number;
   /** Element type. */
   dtype: DType;
+  /** Where the memory lives (`"cpu"` when absent, `"cuda:N"`): the "auto" backend picks by it. */
+  device?: string;
 }
 
 /**

@@ -8,6 +8,8 @@
 import type { Backend } from "./backend.ts";
 import { DistError } from "./errors.ts";
 import { GlooBackend } from "./gloo.ts";
+import { NcclBackend } from "./nccl.ts";
+import { AutoBackend } from "./nccl_auto.ts";
 import { type InitOptions, type ResolvedInit, resolveInit } from "./init_method.ts";
 import { ProcessGroup } from "./process_group.ts";
 import { StoreClient } from "./store/client.ts";
@@ -43,7 +45,7 @@ function connectBackend(
   prefix: string,
 ): Promise<Backend> {
   const { storeHost, storePort, token, host, iface, timeoutMs } = config;
-  return GlooBackend.connect({
+  const init = {
     rank: ranks.indexOf(config.rank),
     size: ranks.length,
     globalRanks: ranks,
@@ -54,7 +56,11 @@ function connectBackend(
     host,
     iface,
     timeoutMs,
-  });
+  };
+  // NCCL: one GPU per local rank, as torchrun's LOCAL_RANK convention has it.
+  if (config.backend === "nccl") return NcclBackend.connect({ ...init, device: config.localRank });
+  if (config.backend === "auto") return AutoBackend.connect({ ...init, device: config.localRank });
+  return GlooBackend.connect(init);
 }
 
 /**

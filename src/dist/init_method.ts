@@ -9,8 +9,11 @@ import { MAX_TIMEOUT_MS } from "./store/protocol.ts";
 
 /** Options of `initProcessGroup`; anything left out comes from the environment. */
 export interface InitOptions {
-  /** Communication backend. Only "gloo" exists so far. */
-  backend?: "gloo";
+  /**
+   * Communication backend: "gloo" (host memory, the default), "nccl" (GPU memory, one GPU per
+   * local rank) or "auto" (NCCL for tensors on a GPU, Gloo for the rest).
+   */
+  backend?: BackendName;
   /**
    * "env://" (default: MASTER_ADDR and MASTER_PORT from the environment) or
    * "tcp://host:port" naming the store.
@@ -35,12 +38,16 @@ export interface InitOptions {
   iface?: string;
 }
 
+/** The communication backends `initProcessGroup` knows. */
+export type BackendName = "gloo" | "nccl" | "auto";
+const BACKENDS: readonly BackendName[] = ["gloo", "nccl", "auto"];
+
 /**
  * The configuration `initProcessGroup` works from.
  * @ignore dtrain-internal (its module is re-exported with `export *`)
  */
 export interface ResolvedInit {
-  backend: "gloo";
+  backend: BackendName;
   rank: number;
   worldSize: number;
   localRank: number;
@@ -111,7 +118,9 @@ export function resolveInit(
   env: (name: string) => string | undefined = (name) => Deno.env.get(name),
 ): ResolvedInit {
   const backend = options.backend ?? "gloo";
-  if (backend !== "gloo") throw invalid(`unknown backend "${backend}"; only "gloo" exists`);
+  if (!BACKENDS.includes(backend)) {
+    throw invalid(`unknown backend "${backend}"; use one of ${BACKENDS.join(", ")}`);
+  }
 
   const worldSize = intFrom("worldSize", options.worldSize, env("WORLD_SIZE"));
   if (worldSize === undefined) {

@@ -21,6 +21,8 @@ export interface TensorLike {
   isContiguous(): boolean;
   /** Address of the first element. */
   readonly ptr: Deno.PointerValue;
+  /** Where the memory lives (`"cpu"` when absent; `"cuda:N"` needs the nccl or auto backend). */
+  readonly device?: string;
   /**
    * The reference-counted memory behind `ptr`, if any (dtrain's Tensor has one). Collectives
    * retain it while queued or running, so disposing the tensor meanwhile cannot free the bytes
@@ -95,7 +97,7 @@ function bufferOf(what: string, role: string, t: TensorLike): NativeBuffer {
   }
   const ptr = t.ptr;
   if (ptr === null && count > 0) throw invalid(`${what}: ${role} has a null data pointer`);
-  return { ptr, count, dtype: t.dtype as DType };
+  return { ptr, count, dtype: t.dtype as DType, device: t.device ?? "cpu" };
 }
 
 function checkOp(what: string, op: ReduceOp, dtype: DType): void {
@@ -283,6 +285,17 @@ export class ProcessGroup {
     if (backend === null) {
       throw invalid(
         `${what}: this process is not a member of the group (ranks ${this.#members()})`,
+      );
+    }
+    // A backend reaches host memory (gloo) or GPU memory (nccl) only; "auto" picks per call.
+    const misplaced = tensors.find((t) =>
+      (backend.name === "gloo" && t.device?.startsWith("cuda")) ||
+      (backend.name === "nccl" && !t.device?.startsWith("cuda"))
+    );
+    if (misplaced !== undefined) {
+      throw invalid(
+        `${what}: a tensor is on ${misplaced.device ?? "cpu"}, which the ${backend.name} backend ` +
+          `cannot reach; move it, or use the "auto" backend`,
       );
     }
     // The pointers were read at queue time: hold the memory behind them (and the tensor

@@ -13,6 +13,7 @@
  */
 
 import { noGrad } from "../tensor/autograd.ts";
+import type { Device } from "../tensor/storage.ts";
 import { formatShape, sameShape, type Tensor } from "../tensor/tensor.ts";
 import { Parameter } from "./parameter.ts";
 import { moduleRepr } from "./_repr.ts";
@@ -212,6 +213,35 @@ export abstract class Module {
    */
   zeroGrad(setToNone = true): void {
     zeroGradients(this.parameters(), setToNone);
+  }
+
+  /**
+   * Moves every parameter and buffer to `device` (PyTorch's `module.to(device)`); returns this.
+   * Parameters are replaced by copies on the device (shared ones stay shared), so make the
+   * optimizer after moving the model, as PyTorch advises. Gradients are dropped.
+   */
+  to(device: Device): this {
+    const moved = new Map<Tensor, Tensor>();
+    const move = <T extends Tensor>(t: T, make: (copy: Tensor) => T): T => {
+      if (t.device === device) return t;
+      const known = moved.get(t);
+      if (known !== undefined) return known as T;
+      const copy = make(noGrad(() => t.detach().to(device)));
+      moved.set(t, copy);
+      return copy;
+    };
+    for (const m of this.modules()) {
+      const props = m as unknown as Record<string, unknown>;
+      for (const [name, value] of Object.entries(m)) {
+        if (value instanceof Parameter) {
+          props[name] = move(value, (c) => new Parameter(c, value.requiresGrad));
+        }
+      }
+      for (const [name, t] of m.#buffers) {
+        if (t) m.registerBuffer(name, move(t, (c) => c));
+      }
+    }
+    return this;
   }
 
   /** Runs `fn` on every module (children first, then this one); returns this. */

@@ -46,7 +46,8 @@ export function assignBuckets(
   const close = () => {
     if (pending.length === 0) return;
     const total = pending.reduce((n, p) => n + p.param.numel(), 0);
-    const buffer = Tensor.empty([total], "f32", true);
+    // On the parameters' device, so that a GPU model reduces GPU memory (NCCL under "auto").
+    const buffer = Tensor.empty([total], "f32", true, pending[0].param.device);
     buffer.persistent = true;
     let offset = 0;
     const slots = pending.map(({ name, param }) => {

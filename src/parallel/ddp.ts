@@ -41,6 +41,7 @@ import { tensor } from "../tensor/creation.ts";
 import type { Tensor } from "../tensor/tensor.ts";
 import { assignBuckets, type Bucket, type BucketSlot } from "./_buckets.ts";
 import { verifyParamsAcrossRanks } from "./_verify.ts";
+import { applyMixedPrecision, type MixedPrecisionPolicy } from "./mixed_precision.ts";
 
 /** Options of {@linkcode DistributedDataParallel}. */
 export interface DDPOptions {
@@ -57,6 +58,8 @@ export interface DDPOptions {
   broadcastBuffers?: boolean;
   /** The process group (default: the world). */
   processGroup?: ProcessGroup;
+  /** bf16 compute with f32 master weights and f32 gradient reduction (see mixed_precision.ts). */
+  mixedPrecision?: MixedPrecisionPolicy;
 }
 
 /** Timings of the last synchronised backward, to see how much communication was hidden. */
@@ -98,7 +101,7 @@ export class DistributedDataParallel<M extends Module = Module> extends Module {
   /** Statistics of the last synchronised backward. */
   lastStats: DDPStats = { backwardMs: 0, exposedCommMs: 0, commSpanMs: 0, buckets: 0 };
   readonly #group: ProcessGroup;
-  readonly #options: Required<Omit<DDPOptions, "processGroup">>;
+  readonly #options: Required<Omit<DDPOptions, "processGroup" | "mixedPrecision">>;
   readonly #buckets: Bucket[];
   readonly #slotOf = new Map<Tensor, { bucket: Bucket; slot: BucketSlot }>();
   #ready: Set<Tensor>[] = [];
@@ -113,7 +116,7 @@ export class DistributedDataParallel<M extends Module = Module> extends Module {
   private constructor(
     module: M,
     group: ProcessGroup,
-    options: Required<Omit<DDPOptions, "processGroup">>,
+    options: Required<Omit<DDPOptions, "processGroup" | "mixedPrecision">>,
   ) {
     super();
     this.module = module;
@@ -158,6 +161,7 @@ export class DistributedDataParallel<M extends Module = Module> extends Module {
         );
       }
     }
+    applyMixedPrecision("DistributedDataParallel", module, options.mixedPrecision);
     const named = [...module.namedParameters()];
     if (!named.some(([, p]) => p.requiresGrad)) {
       throw new Error(

@@ -4,3 +4,4 @@
  */
 
 export * from "./ddp.ts";
+export * from "./mixed_precision.ts";

@@ -3,12 +3,13 @@
 import type { Module } from "../nn/module.ts";
 import { noGrad } from "../tensor/autograd.ts";
 import { tidy } from "../tensor/scope.ts";
+import type { Device } from "../tensor/storage.ts";
 import type { Task } from "./model.ts";
 
 /**
  * Scores rank `rank`'s stride of the task's held-out samples (samples rank, rank + worldSize, ...)
  * in evaluation mode: the number of correct classes, or for a language model (`metric` "loss")
- * the sum over samples of the mean loss per token. Returns `[score sum, samples]`; the caller sums
+ * the sum over samples of the mean loss per token, on `device`. Returns `[score sum, samples]`; the caller sums
  * them over ranks.
  */
 export function scoreStride(
@@ -16,6 +17,7 @@ export function scoreStride(
   task: Task,
   rank: number,
   worldSize: number,
+  device: Device = "cpu",
 ): [number, number] {
   const test = task.test;
   if (test === null) return [0, 0];
@@ -27,7 +29,8 @@ export function scoreStride(
     for (let i = 0; i < indices.length; i++) indices[i] = start + i * worldSize;
     score += tidy(() =>
       noGrad(() => {
-        const [x, y] = test.getBatch(indices);
+        const [cpuX, cpuY] = test.getBatch(indices);
+        const x = cpuX.to(device), y = cpuY.to(device);
         if (language) return task.loss(model.forward(x), y).item() * indices.length;
         const predicted = model.forward(x).argmax(-1).toArray();
         const labels = y.toArray();

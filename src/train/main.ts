@@ -11,6 +11,7 @@
 import { existsSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { setNumThreads } from "../tensor/threads.ts";
+import * as cuda from "../tensor/device/cuda_api.ts";
 import { CheckpointError, save } from "../checkpoint/mod.ts";
 import { destroyProcessGroup, initProcessGroup } from "../dist/mod.ts";
 import { launch } from "../launch/launcher.ts";
@@ -72,7 +73,10 @@ async function runWorker(config: TrainConfig): Promise<void> {
   const threads = config.threads || Number(Deno.env.get("DTRAIN_NUM_THREADS") ?? 0) ||
     navigator.hardwareConcurrency;
   setNumThreads(threads);
-  if (worldSize > 1) await initProcessGroup({ backend: "gloo" });
+  // "auto": NCCL for the gradients of a model on the GPU, Gloo for the CPU tensors.
+  if (worldSize > 1) {
+    await initProcessGroup({ backend: config.device === "cuda" ? "auto" : "gloo" });
+  }
   try {
     const trainer = new Trainer(config);
     await trainer.init();
@@ -102,8 +106,16 @@ export async function main(args: string[]): Promise<number> {
     console.log(USAGE);
     return 0;
   }
-  if (config.device !== "cpu") {
-    console.error(`train: device "${config.device}" is not available in this build (only "cpu")`);
+  if (config.device === "cuda" && !cuda.isAvailable()) {
+    console.error(`train: --device cuda: CUDA is not available: ${cuda.unavailableReason()}`);
+    return 2;
+  }
+  if (config.device === "cuda" && config.nprocPerNode > cuda.deviceCount()) {
+    const gpus = cuda.deviceCount();
+    console.error(
+      `train: --device cuda runs one process per GPU, but --nproc-per-node is ` +
+        `${config.nprocPerNode} and this machine has ${gpus} GPU${gpus === 1 ? "" : "s"}`,
+    );
     return 2;
   }
   const launched = Deno.env.get("RANK") !== undefined;

@@ -24,6 +24,7 @@ import { tensor, zeros } from "../tensor/creation.ts";
 import { manualSeed } from "../tensor/random.ts";
 import { tidyAsync } from "../tensor/scope.ts";
 import { cosineWithWarmup } from "../optim/lr_scheduler.ts";
+import type { Device } from "../tensor/storage.ts";
 import type { Tensor } from "../tensor/tensor.ts";
 import type { TrainConfig } from "./config.ts";
 import { buildModel, buildOptimizer, loadTask, type Task } from "./model.ts";
@@ -74,6 +75,8 @@ export class Trainer {
   readonly worldSize: number;
   readonly task: Task;
   readonly model: Module;
+  /** Where the model and each batch live ("cpu", or "cuda:LOCAL_RANK"). */
+  readonly device: Device;
   readonly optimizer: Optimizer<{ lr: number }>;
   readonly sampler: DistributedSampler;
   readonly loader: DataLoader;
@@ -98,7 +101,11 @@ export class Trainer {
     this.worldSize = distributed ? getWorldSize() : 1;
     manualSeed(config.seed);
     this.task = loadTask(config);
-    this.model = buildModel(config, this.task);
+    // One GPU per local rank (the launcher sets LOCAL_RANK); the model moves before its optimizer.
+    this.device = config.device === "cuda"
+      ? `cuda:${Number(Deno.env.get("LOCAL_RANK") ?? 0)}`
+      : "cpu";
+    this.model = buildModel(config, this.task).to(this.device);
     this.optimizer = buildOptimizer(config, this.model);
     this.sampler = new DistributedSampler(this.task.train, {
       numReplicas: this.worldSize,
@@ -184,7 +191,7 @@ export class Trainer {
   async runBatch(x: Tensor, y: Tensor): Promise<number> {
     const ddp = this.#ddp;
     return await tidyAsync(async () => {
-      const loss = this.task.loss(this.model.forward(x), y);
+      const loss = this.task.loss(this.model.forward(x.to(this.device)), y.to(this.device));
       if (ddp) await ddp.backward(loss);
       else loss.backward();
       if (this.#measureGradNorm) this.#gradNorm = gradNorm(this.model);
@@ -311,7 +318,13 @@ export class Trainer {
     const test = this.task.test;
     if (test === null) return null;
     this.model.eval();
-    const [correct, count] = scoreStride(this.model, this.task, this.rank, this.worldSize);
+    const [correct, count] = scoreStride(
+      this.model,
+      this.task,
+      this.rank,
+      this.worldSize,
+      this.device,
+    );
     this.model.train();
     const [totalCorrect, total] = await this.#sumOverRanks([correct, count]);
     return totalCorrect / total;

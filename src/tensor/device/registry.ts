@@ -1,6 +1,7 @@
 /**
- * Devices found by name. Built-in families are the entries of `factories` below (`cpu`; a device
- * shipped with dtrain, such as a `cuda.ts` beside cpu.ts, adds its one entry there); any other
+ * Devices found by name. Built-in families are the entries of `factories` below (`cpu`, and `cuda`
+ * from cuda.ts, which says why when no GPU is usable; a device shipped with dtrain adds its one
+ * entry there); any other
  * registers at run time with `registerDevice(family, factory)`. `"cuda:1"` asks the "cuda" factory
  * for index 1. Each device is made once, on its first use (so its native library opens then), and
  * cached under its full name, so the lookup on the allocation path is one map read.
@@ -8,9 +9,13 @@
  */
 
 import { createCpuDevice } from "./cpu.ts";
+import { createCudaDevice } from "./cuda.ts";
 import type { DeviceBackend, DeviceFactory } from "./device.ts";
 
-const factories = new Map<string, DeviceFactory>([["cpu", () => createCpuDevice()]]);
+const factories = new Map<string, DeviceFactory>([
+  ["cpu", () => createCpuDevice()],
+  ["cuda", createCudaDevice],
+]);
 const devices = new Map<string, DeviceBackend>();
 /** The devices made so far, once each (the allocation path sums their bytes without an iterator). */
 const made: DeviceBackend[] = [];

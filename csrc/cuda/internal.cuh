@@ -1,0 +1,154 @@
+/* What every file of libdtrain_cuda shares: libdtrain's ABI (status codes, CHECK macros, the
+ * counter RNG), the per-device state, the checker macros that carry file and line, and the launch
+ * helpers. Kernels take the prototypes of csrc/core and run on the current device's compute
+ * stream (dt_cuda_use_device picks the device for the calling thread). */
+#pragma once
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+extern "C" {
+#include "../core/dtrain.h"
+}
+
+#define DT_EXPORT extern "C"
+
+/* A failure of the CUDA runtime, cuBLAS or NCCL (beside csrc/core's DT_EINVAL, DT_ENOMEM...). */
+#define DT_EDEVICE 4
+
+/* Returns DT_EDEVICE with "file:line: call: cuda error" as the message when a runtime call fails. */
+#define cudaCheck(call)                                                                            \
+  do {                                                                                             \
+    cudaError_t err_ = (call);                                                                     \
+    if (err_ != cudaSuccess)                                                                       \
+      return dt_fail(DT_EDEVICE, "%s:%d: %s: %s (%s)", __FILE__, __LINE__, #call,                 \
+                     cudaGetErrorString(err_), cudaGetErrorName(err_));                            \
+  } while (0)
+
+/* After a launch: a bad configuration shows at once, not at the next synchronisation. */
+#define LAUNCH_CHECK() cudaCheck(cudaGetLastError())
+
+#define MAX_DEVICES 64
+#define THREADS 256
+#define STAGING_SLOTS 2
+
+/* Everything a device keeps for the process: made on its first use, never freed (as the CUDA
+ * context itself lives until exit). */
+typedef struct {
+  int ready;
+  cudaStream_t compute;
+  void *blas;                      /* cublasHandle_t, made on the first matrix product */
+  char *staging[STAGING_SLOTS];    /* pinned host blocks that host-to-device copies go through */
+  cudaEvent_t staged[STAGING_SLOTS]; /* the last copy out of each block */
+  int next_slot;
+  int64_t staging_bytes;
+  struct dt_device_error_s *error; /* device memory: see [Note: device-side errors] */
+} dt_cuda_device;
+
+/* The calling thread's current device (dt_cuda_use_device), or NULL with a message set. */
+dt_cuda_device *dt_cuda_current(void);
+/* The index of the calling thread's current device. */
+int dt_cuda_current_index(void);
+/* Makes `index` the calling thread's device, setting it up on first use (runtime.cu). */
+extern "C" int dt_cuda_use_device(int32_t index);
+/* The compute stream of device `index`, once set up. */
+cudaStream_t dt_cuda_compute_stream(int index);
+
+/* Stream-ordered scratch for a kernel's temporaries (freed with dt_cuda_scratch_free on the same
+ * stream, so no synchronisation is needed). */
+int dt_cuda_scratch(dt_cuda_device *dev, int64_t nbytes, void **out);
+void dt_cuda_scratch_free(dt_cuda_device *dev, void *ptr);
+
+/* Copies `units` units of `unit_bytes` host bytes to the device at `dst` through the pinned
+ * staging blocks: fill(ctx, block, first, count) writes units [first, first + count) into the
+ * pinned block; the device copy of each block runs asynchronously on the compute stream. */
+typedef void (*dt_fill_fn)(void *ctx, char *block, int64_t first, int64_t count);
+int dt_cuda_stage_in(dt_cuda_device *dev, void *dst, int64_t units, int64_t unit_bytes,
+                     dt_fill_fn fill, void *ctx);
+
+/* The cuBLAS handle of `dev` on its compute stream (loaded with dlopen on first use). */
+int dt_cuda_blas(dt_cuda_device *dev, void **handle);
+
+/* [Note: device-side errors]
+ * A kernel that finds a bad value in device memory (an embedding index or a class target out of
+ * range, an integer division by zero) cannot return a status: the host has moved on. It records the first such error in a
+ * device variable and the next synchronisation (dt_cuda_synchronize, a copy to the host) reports
+ * it, as PyTorch's device-side asserts do. The kernel leaves the offending output at 0. */
+enum {
+  DT_DEVERR_NONE = 0,
+  DT_DEVERR_EMBEDDING = 1,
+  DT_DEVERR_TARGET = 2,
+  DT_DEVERR_INDEX = 3,
+  DT_DEVERR_DIVISION = 4
+};
+typedef struct dt_device_error_s {
+  int kind;
+  int value;
+  long long position, limit;
+} dt_device_error_t;
+
+/* Records the first device-side error of the device whose record `err` is (dt_cuda_device.error). */
+__device__ __forceinline__ void dt_report_device_error(dt_device_error_t *err, int kind, int value,
+                                                       long long position, long long limit) {
+  if (atomicCAS(&err->kind, DT_DEVERR_NONE, kind) != DT_DEVERR_NONE) return;
+  err->value = value;
+  err->position = position;
+  err->limit = limit;
+}
+
+/* Blocks for n elements. */
+static inline unsigned blocks_for(int64_t n) {
+  int64_t b = (n + THREADS - 1) / THREADS;
+  return (unsigned)(b < 65535 * 32 ? (b > 0 ? b : 1) : 65535 * 32);
+}
+
+/* A grid-stride loop: kernels are correct for any grid size. */
+#define GRID_LOOP(i, n)                                                                            \
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);                        \
+       i += (int64_t)blockDim.x * gridDim.x)
+
+/* The sum (or max) of v over the block; every thread gets the result. `shared` holds 32 floats. */
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+__device__ __forceinline__ float block_sum(float v, float *shared) {
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
+  v = warp_sum(v);
+  __syncthreads();
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  v = lane < warps ? shared[lane] : 0.0f;
+  return warp_sum(v);
+}
+__device__ __forceinline__ float block_max(float v, float *shared) {
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
+  v = warp_max(v);
+  __syncthreads();
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  v = lane < warps ? shared[lane] : -INFINITY;
+  return warp_max(v);
+}
+
+/* batch products c_i = alpha * op(a_i) @ op(b_i) + beta * c_i (row-major, `s*` elements apart) on
+ * the device's stream, in the process's matmul precision (blas.cu, [Note: matmul precision]). */
+int dt_cuda_gemm(dt_cuda_device *dev, int32_t ta, int32_t tb, int64_t m, int64_t n, int64_t k,
+                 float alpha, const float *a, int64_t lda, int64_t sa, const float *b, int64_t ldb,
+                 int64_t sb, float beta, float *c, int64_t ldc, int64_t sc, int64_t batch);
+
+/* The current device as `dev`, or DT_EINVAL from the enclosing function. */
+#define CURRENT(dev)                                                                               \
+  dt_cuda_device *dev = dt_cuda_current();                                                         \
+  if (dev == NULL) return DT_EINVAL
+
+/* Launches kernel<<<blocks_for(n), THREADS>>> on the device's stream and checks the launch. */
+#define LAUNCH(dev, n, kernel, ...)                                                                \
+  do {                                                                                             \
+    kernel<<<blocks_for(n), THREADS, 0, (dev)->compute>>>(__VA_ARGS__);                            \
+    LAUNCH_CHECK();                                                                                \
+  } while (0)

@@ -1,0 +1,336 @@
+/* The NCCL shim: one communicator per process group on a device, with the Gloo shim's contract
+ * (csrc/gloo/dtrain_gloo.h): the same status codes, a fingerprint check before every collective
+ * with the same messages, a timeout on every call after which the communicator is aborted
+ * (ncclCommAbort), and a peer's death reported as EPEER. NCCL itself comes from dlopen (libs.cu).
+ *
+ * [Note: NCCL streams]
+ * Collectives run on the communicator's own stream. The process group calls dt_nccl_mark on the
+ * JavaScript thread just before a collective: it records an event on the device's compute stream
+ * after the kernels that produced the buffer, and the communication stream waits for that event,
+ * so compute and communication are ordered without the host waiting. The collective itself is a
+ * nonblocking FFI call: it enqueues the work and polls for its completion (or an NCCL error, or
+ * the timeout) on a worker thread, so its promise settles when the buffer holds the result. */
+#include <string.h>
+#include <time.h>
+
+#include <string>
+
+#include "internal.cuh"
+#include "libs.h"
+
+/* The Gloo shim's status codes (GlooStatus in ffi/gloo.ts), so dist/ maps both the same way. */
+enum { NS_OK = 0, NS_EINVAL = 1, NS_ETIMEOUT = 2, NS_EPEER = 3, NS_EMISMATCH = 4, NS_EBROKEN = 6,
+       NS_EINTERNAL = 7 };
+enum { K_ALLREDUCE = 1, K_BROADCAST, K_ALLGATHER, K_REDUCE_SCATTER, K_BARRIER };
+
+/* What a rank is about to do (csrc/gloo/fingerprint.h's layout). */
+struct fingerprint_t {
+  uint64_t seq, count;
+  int32_t kind, dtype, op, root;
+};
+
+struct dt_nccl_ctx {
+  const dt_nccl_api *api;
+  ncclComm_t comm;
+  int device, rank, size;
+  int64_t timeout_ms;
+  uint64_t seq;
+  bool broken;
+  int32_t *global_ranks;
+  cudaStream_t stream;
+  cudaEvent_t ready, done;
+  fingerprint_t *fp_host, *fp_dev; /* pinned, and device: size entries each */
+  std::string error;
+};
+
+static const char *kind_name(int32_t kind) {
+  static const char *names[] = {"unknown collective", "allReduce", "broadcast", "allGather",
+                                "reduceScatter", "barrier"};
+  return kind >= 1 && kind <= 5 ? names[kind] : names[0];
+}
+static const char *dtype_name(int32_t d) { return d == 0 ? "f32" : d == 1 ? "i32" : "unknown"; }
+static const char *op_name(int32_t op) {
+  static const char *names[] = {"sum", "avg", "min", "max", "prod"};
+  return op >= 0 && op <= 4 ? names[op] : "none";
+}
+
+static int fail(dt_nccl_ctx *ctx, int status, const std::string &message) {
+  ctx->error = message;
+  if (status == NS_ETIMEOUT || status == NS_EPEER) ctx->broken = true;
+  return status;
+}
+
+static std::string rank_name(const dt_nccl_ctx *ctx, int i) {
+  return "rank " + std::to_string(ctx->global_ranks[i]);
+}
+
+#define CUDA_OR_FAIL(ctx, call)                                                                    \
+  do {                                                                                             \
+    cudaError_t e_ = (call);                                                                       \
+    if (e_ != cudaSuccess)                                                                         \
+      return fail(ctx, NS_EINTERNAL, std::string(__FILE__ ":") + std::to_string(__LINE__) +        \
+                                         ": " #call ": " + cudaGetErrorString(e_));                \
+  } while (0)
+
+#define NCCL_OR_FAIL(ctx, call)                                                                    \
+  do {                                                                                             \
+    int r_ = (call);                                                                               \
+    if (r_ != ncclSuccess && r_ != ncclInProgress)                                                 \
+      return fail(ctx, r_ == ncclRemoteError || r_ == ncclSystemError ? NS_EPEER : NS_EINTERNAL,   \
+                  std::string(__FILE__ ":") + std::to_string(__LINE__) + ": " #call ": " +        \
+                      (ctx)->api->error_string(r_) + ": " + (ctx)->api->last_error((ctx)->comm));  \
+  } while (0)
+
+static double now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+/* Waits for the work enqueued on the communication stream, an NCCL error, or the timeout; on a
+ * timeout or error the communicator is aborted, so no rank waits for it forever. */
+static int wait_done(dt_nccl_ctx *ctx, const std::string &label) {
+  CUDA_OR_FAIL(ctx, cudaEventRecord(ctx->done, ctx->stream));
+  double deadline = now_ms() + (double)ctx->timeout_ms;
+  for (;;) {
+    cudaError_t q = cudaEventQuery(ctx->done);
+    if (q == cudaSuccess) return NS_OK;
+    if (q != cudaErrorNotReady) CUDA_OR_FAIL(ctx, q);
+    int async = ncclSuccess;
+    ctx->api->comm_get_async_error(ctx->comm, &async);
+    if (async != ncclSuccess && async != ncclInProgress) {
+      std::string why = ctx->api->error_string(async);
+      ctx->api->comm_abort(ctx->comm);
+      ctx->comm = NULL;
+      return fail(ctx, async == ncclRemoteError || async == ncclSystemError ? NS_EPEER : NS_EINTERNAL,
+                  label + ": NCCL failed (" + why + "): a peer may have died or left");
+    }
+    if (now_ms() > deadline) {
+      ctx->api->comm_abort(ctx->comm);
+      ctx->comm = NULL;
+      return fail(ctx, NS_ETIMEOUT, label + ": timed out after " +
+                                        std::to_string(ctx->timeout_ms) +
+                                        " ms; the NCCL communicator was aborted");
+    }
+    struct timespec pause = {0, 50 * 1000};
+    nanosleep(&pause, NULL);
+  }
+}
+
+/* Compares every rank with group rank 0, as the Gloo shim does, so every rank reports the same. */
+static std::string mismatch(const dt_nccl_ctx *ctx) {
+  const fingerprint_t &ref = ctx->fp_host[0];
+  std::string first = rank_name(ctx, 0), tail = " (op #" + std::to_string(ref.seq) + ")";
+  for (int j = 1; j < ctx->size; j++) {
+    const fingerprint_t &fp = ctx->fp_host[j];
+    std::string rank = rank_name(ctx, j), name = kind_name(ref.kind);
+    if (fp.kind != ref.kind)
+      return "op #" + std::to_string(ref.seq) + ": " + rank + " called " + kind_name(fp.kind) +
+             ", " + first + " called " + name;
+    if (fp.count != ref.count || fp.dtype != ref.dtype)
+      return name + ": " + rank + " sent " + std::to_string(fp.count) + " " +
+             dtype_name(fp.dtype) + " elements, " + first + " expected " +
+             std::to_string(ref.count) +
+             (fp.dtype != ref.dtype ? std::string(" ") + dtype_name(ref.dtype) + " elements" : "") +
+             tail;
+    if (fp.op != ref.op)
+      return name + ": " + rank + " reduces with " + op_name(fp.op) + ", " + first +
+             " expected " + op_name(ref.op) + tail;
+    if (fp.root != ref.root)
+      return name + ": " + rank + " uses root " + std::to_string(ctx->global_ranks[fp.root]) +
+             ", " + first + " expected root " + std::to_string(ctx->global_ranks[ref.root]) + tail;
+  }
+  return "";
+}
+
+/* Opens a collective: checks the context, orders it after the marked compute work, and
+ * exchanges fingerprints (an all-gather of 32 bytes a rank, which also serves as the barrier). */
+static int begin(dt_nccl_ctx *ctx, fingerprint_t mine, std::string &label) {
+  if (ctx->broken || ctx->comm == NULL)
+    return fail(ctx, NS_EBROKEN,
+                "the NCCL communicator failed earlier (" + ctx->error + ") and can no longer be used");
+  mine.seq = ++ctx->seq;
+  label = std::string(kind_name(mine.kind)) + " (op #" + std::to_string(mine.seq) + ")";
+  CUDA_OR_FAIL(ctx, cudaSetDevice(ctx->device));
+  CUDA_OR_FAIL(ctx, cudaStreamWaitEvent(ctx->stream, ctx->ready, 0));
+  ctx->fp_host[ctx->rank] = mine;
+  CUDA_OR_FAIL(ctx, cudaMemcpyAsync(ctx->fp_dev + ctx->rank, &ctx->fp_host[ctx->rank],
+                                    sizeof mine, cudaMemcpyHostToDevice, ctx->stream));
+  NCCL_OR_FAIL(ctx, ctx->api->all_gather(ctx->fp_dev + ctx->rank, ctx->fp_dev, sizeof mine,
+                                         ncclUint8, ctx->comm, ctx->stream));
+  CUDA_OR_FAIL(ctx, cudaMemcpyAsync(ctx->fp_host, ctx->fp_dev, sizeof mine * ctx->size,
+                                    cudaMemcpyDeviceToHost, ctx->stream));
+  int st = wait_done(ctx, label);
+  if (st != NS_OK) return st;
+  std::string diff = mismatch(ctx);
+  if (!diff.empty()) return fail(ctx, NS_EMISMATCH, diff);
+  return NS_OK;
+}
+
+static const int nccl_dtypes[] = {ncclFloat32, ncclInt32};
+static const int nccl_ops[] = {ncclSum, ncclAvg, ncclMin, ncclMax, ncclProd};
+
+/* ---------------------------------------------------------------- the C ABI */
+
+/* The 128 bytes every rank of a communicator must share (rank 0 makes them, the store carries). */
+DT_EXPORT int dt_nccl_unique_id(uint8_t *out) {
+  CHECK_PTR(out);
+  const dt_nccl_api *api = dt_nccl();
+  if (api == NULL) return DT_EUNSUPPORTED;
+  ncclUniqueId id;
+  int r = api->get_unique_id(&id);
+  if (r != ncclSuccess) return dt_fail(DT_EDEVICE, "ncclGetUniqueId: %s", api->error_string(r));
+  memcpy(out, id.internal, sizeof id.internal);
+  return DT_OK;
+}
+
+/* The context's stream, events and fingerprint buffers, on the current device. */
+static int make_resources(dt_nccl_ctx *ctx) {
+  cudaCheck(cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking));
+  cudaCheck(cudaEventCreateWithFlags(&ctx->ready, cudaEventDisableTiming));
+  cudaCheck(cudaEventCreateWithFlags(&ctx->done, cudaEventDisableTiming));
+  cudaCheck(cudaHostAlloc((void **)&ctx->fp_host, sizeof(fingerprint_t) * ctx->size,
+                          cudaHostAllocPortable));
+  cudaCheck(cudaMalloc((void **)&ctx->fp_dev, sizeof(fingerprint_t) * ctx->size));
+  return DT_OK;
+}
+
+/* A context on `device` for a group of `size` (its stream and events); connect it next. */
+DT_EXPORT int dt_nccl_ctx_new(int32_t device, int32_t rank, int32_t size,
+                              const int32_t *global_ranks, int64_t timeout_ms, void **out) {
+  CHECK_PTR(out); CHECK_PTR(global_ranks);
+  CHECK(size > 0 && rank >= 0 && rank < size, "nccl: rank %d of a group of %d", rank, size);
+  const dt_nccl_api *api = dt_nccl();
+  if (api == NULL) return DT_EUNSUPPORTED;
+  /* Sets the device up (its compute stream is what collectives wait for), then gives the calling
+   * thread its device back: the kernels' caller tracks which device is current. */
+  int previous = dt_cuda_current_index();
+  int st = dt_cuda_use_device(device);
+  if (st == DT_OK && previous >= 0) st = dt_cuda_use_device(previous);
+  if (st != DT_OK) return st;
+  dt_nccl_ctx *ctx = new dt_nccl_ctx();
+  ctx->api = api;
+  ctx->device = device;
+  ctx->rank = rank;
+  ctx->size = size;
+  ctx->timeout_ms = timeout_ms;
+  ctx->global_ranks = new int32_t[size];
+  memcpy(ctx->global_ranks, global_ranks, sizeof(int32_t) * size);
+  *out = ctx;
+  int here = 0;
+  cudaCheck(cudaGetDevice(&here));
+  cudaCheck(cudaSetDevice(device));
+  int made = make_resources(ctx);
+  cudaCheck(cudaSetDevice(here));
+  return made;
+}
+
+/* The collective rendezvous (blocking in NCCL, hence a nonblocking FFI call). */
+DT_EXPORT int dt_nccl_connect(void *handle, const uint8_t *id) {
+  dt_nccl_ctx *ctx = (dt_nccl_ctx *)handle;
+  ncclUniqueId uid;
+  memcpy(uid.internal, id, sizeof uid.internal);
+  CUDA_OR_FAIL(ctx, cudaSetDevice(ctx->device));
+  int r = ctx->api->comm_init_rank(&ctx->comm, ctx->size, uid, ctx->rank);
+  if (r != ncclSuccess) {
+    ctx->comm = NULL;
+    return fail(ctx, r == ncclRemoteError || r == ncclSystemError ? NS_EPEER : NS_EINTERNAL,
+                std::string("ncclCommInitRank: ") + ctx->api->error_string(r));
+  }
+  return NS_OK;
+}
+
+DT_EXPORT int dt_nccl_last_error(void *handle, char *buf, int64_t len) {
+  const char *msg = handle ? ((dt_nccl_ctx *)handle)->error.c_str() : "";
+  if (buf != NULL && len > 0) snprintf(buf, (size_t)len, "%s", msg);
+  return (int)strlen(msg);
+}
+
+/* Orders the next collective after the compute work queued so far (see [Note: NCCL streams]). */
+DT_EXPORT int dt_nccl_mark(void *handle) {
+  dt_nccl_ctx *ctx = (dt_nccl_ctx *)handle;
+  /* On the JavaScript thread: its current device is left as it was. */
+  int here = 0;
+  CUDA_OR_FAIL(ctx, cudaGetDevice(&here));
+  CUDA_OR_FAIL(ctx, cudaSetDevice(ctx->device));
+  cudaError_t recorded = cudaEventRecord(ctx->ready, dt_cuda_compute_stream(ctx->device));
+  CUDA_OR_FAIL(ctx, cudaSetDevice(here));
+  CUDA_OR_FAIL(ctx, recorded);
+  return NS_OK;
+}
+
+DT_EXPORT int dt_nccl_allreduce(void *handle, void *buf, uint64_t count, int32_t dtype, int32_t op) {
+  dt_nccl_ctx *ctx = (dt_nccl_ctx *)handle;
+  std::string label;
+  int st = begin(ctx, {0, count, K_ALLREDUCE, dtype, op, -1}, label);
+  if (st != NS_OK) return st;
+  NCCL_OR_FAIL(ctx, ctx->api->all_reduce(buf, buf, count, nccl_dtypes[dtype], nccl_ops[op],
+                                         ctx->comm, ctx->stream));
+  return wait_done(ctx, label);
+}
+
+DT_EXPORT int dt_nccl_broadcast(void *handle, void *buf, uint64_t count, int32_t dtype, int32_t root) {
+  dt_nccl_ctx *ctx = (dt_nccl_ctx *)handle;
+  std::string label;
+  int st = begin(ctx, {0, count, K_BROADCAST, dtype, -1, root}, label);
+  if (st != NS_OK) return st;
+  NCCL_OR_FAIL(ctx, ctx->api->broadcast(buf, buf, count, nccl_dtypes[dtype], root, ctx->comm,
+                                        ctx->stream));
+  return wait_done(ctx, label);
+}
+
+/* outs: one buffer of size * count elements, or one of count elements per rank. */
+DT_EXPORT int dt_nccl_allgather(void *handle, const void *in, uint64_t count, int32_t dtype,
+                                void *const *outs, uint64_t nouts) {
+  dt_nccl_ctx *ctx = (dt_nccl_ctx *)handle;
+  std::string label;
+  int st = begin(ctx, {0, count, K_ALLGATHER, dtype, -1, -1}, label);
+  if (st != NS_OK) return st;
+  if (nouts == 1) {
+    NCCL_OR_FAIL(ctx, ctx->api->all_gather(in, outs[0], count, nccl_dtypes[dtype], ctx->comm,
+                                           ctx->stream));
+  } else {
+    NCCL_OR_FAIL(ctx, ctx->api->group_start());
+    for (int r = 0; r < ctx->size; r++)
+      NCCL_OR_FAIL(ctx, ctx->api->broadcast(in, outs[r], count, nccl_dtypes[dtype], r, ctx->comm,
+                                            ctx->stream));
+    NCCL_OR_FAIL(ctx, ctx->api->group_end());
+  }
+  return wait_done(ctx, label);
+}
+
+DT_EXPORT int dt_nccl_reduce_scatter(void *handle, void *out, const void *in, uint64_t out_count,
+                                     int32_t dtype, int32_t op) {
+  dt_nccl_ctx *ctx = (dt_nccl_ctx *)handle;
+  std::string label;
+  int st = begin(ctx, {0, out_count * ctx->size, K_REDUCE_SCATTER, dtype, op, -1}, label);
+  if (st != NS_OK) return st;
+  NCCL_OR_FAIL(ctx, ctx->api->reduce_scatter(in, out, out_count, nccl_dtypes[dtype],
+                                             nccl_ops[op], ctx->comm, ctx->stream));
+  return wait_done(ctx, label);
+}
+
+/* The fingerprint exchange is an all-gather every rank must join: it is the barrier. */
+DT_EXPORT int dt_nccl_barrier(void *handle) {
+  std::string label;
+  return begin((dt_nccl_ctx *)handle, {0, 0, K_BARRIER, 0, -1, -1}, label);
+}
+
+/* Destroys the communicator (aborts it when it failed) and frees the context. */
+DT_EXPORT int dt_nccl_ctx_free(void *handle) {
+  dt_nccl_ctx *ctx = (dt_nccl_ctx *)handle;
+  if (ctx == NULL) return DT_OK;
+  int here = 0;
+  cudaGetDevice(&here);
+  cudaSetDevice(ctx->device);
+  if (ctx->comm != NULL) (ctx->broken ? ctx->api->comm_abort : ctx->api->comm_destroy)(ctx->comm);
+  if (ctx->stream) cudaStreamDestroy(ctx->stream);
+  if (ctx->ready) cudaEventDestroy(ctx->ready);
+  if (ctx->done) cudaEventDestroy(ctx->done);
+  if (ctx->fp_host) cudaFreeHost(ctx->fp_host);
+  if (ctx->fp_dev) cudaFree(ctx->fp_dev);
+  delete[] ctx->global_ranks;
+  delete ctx;
+  cudaSetDevice(here);
+  return DT_OK;
+}

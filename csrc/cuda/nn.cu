@@ -1,0 +1,362 @@
+/* Neural-network kernels with csrc/core/nn.c's prototypes: softmax, log-softmax, fused
+ * cross-entropy, MSE, layer norm, embedding and dropout. Row kernels run one block per row. An
+ * out-of-range embedding index or class target is reported at the next synchronisation (see
+ * [Note: device-side errors] in internal.cuh). */
+#include "internal.cuh"
+
+#define ROWS_MAX 0x7fffffffLL
+
+/* ---------------------------------------------------------------- softmax */
+
+__global__ void softmax_kernel(const float *x, float *y, int64_t cols, int log) {
+  __shared__ float shared[32];
+  const float *in = x + blockIdx.x * cols;
+  float *out = y + blockIdx.x * cols;
+  float max = -INFINITY;
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) max = fmaxf(max, in[c]);
+  max = block_max(max, shared);
+  float sum = 0.0f;
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) sum += expf(in[c] - max);
+  sum = block_sum(sum, shared);
+  float lse = max + logf(sum), inv = 1.0f / sum;
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
+    out[c] = log ? in[c] - lse : expf(in[c] - max) * inv;
+}
+
+__global__ void softmax_backward_kernel(const float *y, const float *gy, float *gx, int64_t cols,
+                                        int log) {
+  __shared__ float shared[32];
+  const float *yr = y + blockIdx.x * cols, *gr = gy + blockIdx.x * cols;
+  float *out = gx + blockIdx.x * cols;
+  float acc = 0.0f;
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) acc += log ? gr[c] : gr[c] * yr[c];
+  acc = block_sum(acc, shared);
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
+    out[c] = log ? gr[c] - expf(yr[c]) * acc : yr[c] * (gr[c] - acc);
+}
+
+DT_EXPORT int dt_softmax(const float *x, float *y, int64_t rows, int64_t cols, int32_t log) {
+  CHECK_PTR(x); CHECK_PTR(y);
+  CHECK(rows >= 0 && rows <= ROWS_MAX && cols > 0, "dt_softmax: bad shape [%lld, %lld]",
+        (long long)rows, (long long)cols);
+  CURRENT(dev);
+  if (rows == 0) return DT_OK;
+  softmax_kernel<<<(unsigned)rows, THREADS, 0, dev->compute>>>(x, y, cols, log);
+  LAUNCH_CHECK();
+  return DT_OK;
+}
+
+DT_EXPORT int dt_softmax_backward(const float *y, const float *gy, float *gx, int64_t rows,
+                                  int64_t cols, int32_t log) {
+  CHECK_PTR(y); CHECK_PTR(gy); CHECK_PTR(gx);
+  CHECK(rows >= 0 && rows <= ROWS_MAX && cols > 0, "dt_softmax_backward: bad shape");
+  CURRENT(dev);
+  if (rows == 0) return DT_OK;
+  softmax_backward_kernel<<<(unsigned)rows, THREADS, 0, dev->compute>>>(y, gy, gx, cols, log);
+  LAUNCH_CHECK();
+  return DT_OK;
+}
+
+/* ---------------------------------------------------------------- cross-entropy */
+
+/* csrc/core/cross_entropy.c's semantics: PyTorch's F.cross_entropy with ignore_index,
+ * label_smoothing eps and reduction; loss_r = (1 - eps)(lse - x_t) + eps (lse - mean_c x_c). */
+enum { REDUCTION_NONE = 0, REDUCTION_MEAN = 1, REDUCTION_SUM = 2 };
+
+/* Per row: its loss (0 when ignored), and its log-sum-exp (NaN marks an ignored row). */
+__global__ void ce_rows_kernel(const float *logits, const int32_t *targets, int64_t cols,
+                               int32_t ignore_index, float eps, float *row_loss, float *row_lse,
+                               dt_device_error_t *err) {
+  __shared__ float shared[32];
+  int64_t r = blockIdx.x;
+  const float *row = logits + r * cols;
+  int32_t t = targets[r];
+  bool ignored = t == ignore_index, bad = !ignored && (t < 0 || t >= cols);
+  if (ignored || bad) {
+    if (threadIdx.x == 0) {
+      row_loss[r] = 0.0f;
+      row_lse[r] = NAN;
+      if (bad) dt_report_device_error(err, DT_DEVERR_TARGET, t, r, cols);
+    }
+    return;
+  }
+  float max = -INFINITY, total = 0.0f;
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+    max = fmaxf(max, row[c]);
+    total += row[c];
+  }
+  max = block_max(max, shared);
+  total = eps != 0.0f ? block_sum(total, shared) : 0.0f;
+  float sum = 0.0f;
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) sum += expf(row[c] - max);
+  sum = block_sum(sum, shared);
+  if (threadIdx.x == 0) {
+    float lse = max + logf(sum);
+    row_lse[r] = lse;
+    row_loss[r] = (1.0f - eps) * (lse - row[t]) + (eps != 0.0f ? eps * (lse - total / (float)cols) : 0.0f);
+  }
+}
+
+/* One block: the reduced loss (mean over counted rows, NaN when none; or sum), and the scale of
+ * the gradient (1 / count for mean, else 1). Reduction none leaves `loss` to ce_rows_kernel. */
+__global__ void ce_total_kernel(const float *row_loss, const float *row_lse, int64_t rows,
+                                int reduction, float *loss, float *grad_scale) {
+  __shared__ float shared[32];
+  float total = 0.0f, count = 0.0f;
+  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
+    total += row_loss[r];
+    count += isnan(row_lse[r]) ? 0.0f : 1.0f;
+  }
+  total = block_sum(total, shared);
+  count = block_sum(count, shared);
+  if (threadIdx.x != 0) return;
+  if (reduction == REDUCTION_MEAN) {
+    *loss = count > 0.0f ? total / count : NAN;
+    *grad_scale = count > 0.0f ? 1.0f / count : NAN;
+  } else {
+    if (reduction == REDUCTION_SUM) *loss = total;
+    *grad_scale = 1.0f;
+  }
+}
+
+__global__ void ce_grad_kernel(const float *logits, const int32_t *targets, int64_t rows,
+                               int64_t cols, float eps, const float *row_lse,
+                               const float *grad_scale, float *grad) {
+  GRID_LOOP(i, rows * cols) {
+    int64_t r = i / cols, c = i % cols;
+    float lse = row_lse[r], scale = *grad_scale;
+    if (isnan(lse)) {
+      grad[i] = 0.0f;
+      continue;
+    }
+    float g = expf(logits[i] - lse) * scale - eps / (float)cols * scale;
+    grad[i] = c == targets[r] ? g - (1.0f - eps) * scale : g;
+  }
+}
+
+DT_EXPORT int dt_cross_entropy(const float *logits, const int32_t *targets, int64_t rows,
+                               int64_t cols, int32_t ignore_index, float label_smoothing,
+                               int32_t reduction, float *loss, float *grad) {
+  CHECK_PTR(logits); CHECK_PTR(targets); CHECK_PTR(loss);
+  CHECK(rows >= 0 && rows <= ROWS_MAX && cols > 0, "dt_cross_entropy: bad shape [%lld, %lld]",
+        (long long)rows, (long long)cols);
+  CHECK(reduction >= REDUCTION_NONE && reduction <= REDUCTION_SUM, "dt_cross_entropy: reduction %d", reduction);
+  CHECK(label_smoothing >= 0.0f && label_smoothing <= 1.0f,
+        "crossEntropy: labelSmoothing %g is outside [0, 1]", (double)label_smoothing);
+  CURRENT(dev);
+  float *scratch;
+  int st = dt_cuda_scratch(dev, (2 * rows + 1) * (int64_t)sizeof(float), (void **)&scratch);
+  if (st != DT_OK) return st;
+  float *row_loss = reduction == REDUCTION_NONE ? loss : scratch, *row_lse = scratch + rows;
+  float *grad_scale = scratch + 2 * rows;
+  if (rows > 0) {
+    ce_rows_kernel<<<(unsigned)rows, THREADS, 0, dev->compute>>>(
+        logits, targets, cols, ignore_index, label_smoothing, row_loss, row_lse, dev->error);
+  }
+  ce_total_kernel<<<1, 1024, 0, dev->compute>>>(row_loss, row_lse, rows, reduction, loss, grad_scale);
+  if (grad && rows > 0) {
+    ce_grad_kernel<<<blocks_for(rows * cols), THREADS, 0, dev->compute>>>(
+        logits, targets, rows, cols, label_smoothing, row_lse, grad_scale, grad);
+  }
+  dt_cuda_scratch_free(dev, scratch);
+  LAUNCH_CHECK();
+  return DT_OK;
+}
+
+/* gx = grad * gy[0] (mean, sum), or gx[r, :] = grad[r, :] * gy[r] (none). */
+__global__ void ce_backward_kernel(const float *grad, const float *gy, float *gx, int64_t rows,
+                                   int64_t cols, int per_row) {
+  GRID_LOOP(i, rows * cols) gx[i] = grad[i] * gy[per_row ? i / cols : 0];
+}
+
+DT_EXPORT int dt_cross_entropy_backward(const float *grad, const float *gy, float *gx,
+                                        int64_t rows, int64_t cols, int32_t per_row) {
+  CHECK_PTR(grad); CHECK_PTR(gy); CHECK_PTR(gx);
+  CHECK(rows >= 0 && cols > 0, "dt_cross_entropy_backward: bad shape");
+  CURRENT(dev);
+  if (rows > 0) LAUNCH(dev, rows * cols, ce_backward_kernel, grad, gy, gx, rows, cols, per_row);
+  return DT_OK;
+}
+
+/* ---------------------------------------------------------------- MSE */
+
+__global__ void mse_kernel(const float *a, const float *b, int64_t n, float *loss, float *ga) {
+  __shared__ float shared[32];
+  float total = 0.0f, scale = 2.0f / (float)n;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    float d = a[i] - b[i];
+    total += d * d;
+    if (ga) ga[i] = scale * d;
+  }
+  total = block_sum(total, shared);
+  if (threadIdx.x == 0) *loss = n ? total / (float)n : NAN;
+}
+
+DT_EXPORT int dt_mse(const float *a, const float *b, int64_t n, float *loss, float *ga) {
+  CHECK_PTR(a); CHECK_PTR(b); CHECK_PTR(loss); CHECK_COUNT(n);
+  CURRENT(dev);
+  mse_kernel<<<1, 1024, 0, dev->compute>>>(a, b, n, loss, ga);
+  LAUNCH_CHECK();
+  return DT_OK;
+}
+
+/* ---------------------------------------------------------------- layer norm */
+
+__global__ void layernorm_kernel(const float *x, const float *w, const float *b, float *y,
+                                 float *mean, float *rstd, int64_t cols, float eps) {
+  __shared__ float shared[32];
+  const float *in = x + blockIdx.x * cols;
+  float *out = y + blockIdx.x * cols;
+  float s = 0.0f;
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) s += in[c];
+  float mu = block_sum(s, shared) / (float)cols;
+  float s2 = 0.0f;
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+    float d = in[c] - mu;
+    s2 += d * d;
+  }
+  float rs = rsqrtf(block_sum(s2, shared) / (float)cols + eps);
+  if (threadIdx.x == 0) {
+    mean[blockIdx.x] = mu;
+    rstd[blockIdx.x] = rs;
+  }
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+    float v = (in[c] - mu) * rs;
+    out[c] = (w ? v * w[c] : v) + (b ? b[c] : 0.0f);
+  }
+}
+
+DT_EXPORT int dt_layernorm(const float *x, const float *w, const float *b, float *y, float *mean,
+                           float *rstd, int64_t rows, int64_t cols, float eps) {
+  CHECK_PTR(x); CHECK_PTR(y); CHECK_PTR(mean); CHECK_PTR(rstd);
+  CHECK(rows >= 0 && rows <= ROWS_MAX && cols > 0, "dt_layernorm: bad shape [%lld, %lld]",
+        (long long)rows, (long long)cols);
+  CURRENT(dev);
+  if (rows == 0) return DT_OK;
+  layernorm_kernel<<<(unsigned)rows, THREADS, 0, dev->compute>>>(x, w, b, y, mean, rstd, cols, eps);
+  LAUNCH_CHECK();
+  return DT_OK;
+}
+
+__global__ void layernorm_dx_kernel(const float *dy, const float *x, const float *w,
+                                    const float *mean, const float *rstd, float *dx, int64_t cols) {
+  __shared__ float shared[32];
+  int64_t r = blockIdx.x;
+  const float *g = dy + r * cols, *in = x + r * cols;
+  float m = mean[r], rs = rstd[r], sum_dxhat = 0.0f, sum_dxhat_xhat = 0.0f;
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+    float xhat = (in[c] - m) * rs, dxhat = w ? g[c] * w[c] : g[c];
+    sum_dxhat += dxhat;
+    sum_dxhat_xhat += dxhat * xhat;
+  }
+  float mean_dxhat = block_sum(sum_dxhat, shared) / (float)cols;
+  float mean_dxhat_xhat = block_sum(sum_dxhat_xhat, shared) / (float)cols;
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+    float xhat = (in[c] - m) * rs, dxhat = w ? g[c] * w[c] : g[c];
+    dx[r * cols + c] = rs * (dxhat - mean_dxhat - xhat * mean_dxhat_xhat);
+  }
+}
+
+/* dw and db accumulate: a thread per column sums a chunk of rows (blockIdx.y) and adds it. */
+__global__ void layernorm_dwdb_kernel(const float *dy, const float *x, const float *mean,
+                                      const float *rstd, float *dw, float *db, int64_t rows,
+                                      int64_t cols, int64_t chunk) {
+  int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= cols) return;
+  int64_t r0 = (int64_t)blockIdx.y * chunk, r1 = r0 + chunk < rows ? r0 + chunk : rows;
+  float sw = 0.0f, sb = 0.0f;
+  for (int64_t r = r0; r < r1; r++) {
+    float g = dy[r * cols + c];
+    sw += g * (x[r * cols + c] - mean[r]) * rstd[r];
+    sb += g;
+  }
+  if (dw) atomicAdd(dw + c, sw);
+  if (db) atomicAdd(db + c, sb);
+}
+
+DT_EXPORT int dt_layernorm_backward(const float *dy, const float *x, const float *w,
+                                    const float *mean, const float *rstd, float *dx, float *dw,
+                                    float *db, int64_t rows, int64_t cols) {
+  CHECK_PTR(dy); CHECK_PTR(x); CHECK_PTR(mean); CHECK_PTR(rstd);
+  CHECK(rows >= 0 && rows <= ROWS_MAX && cols > 0, "dt_layernorm_backward: bad shape");
+  CURRENT(dev);
+  if (rows == 0) return DT_OK;
+  if (dx) {
+    layernorm_dx_kernel<<<(unsigned)rows, THREADS, 0, dev->compute>>>(dy, x, w, mean, rstd, dx, cols);
+    LAUNCH_CHECK();
+  }
+  if (dw || db) {
+    int64_t chunks = rows < 256 ? rows : 256, chunk = (rows + chunks - 1) / chunks;
+    dim3 grid((unsigned)((cols + THREADS - 1) / THREADS), (unsigned)((rows + chunk - 1) / chunk));
+    layernorm_dwdb_kernel<<<grid, THREADS, 0, dev->compute>>>(dy, x, mean, rstd, dw, db, rows,
+                                                               cols, chunk);
+    LAUNCH_CHECK();
+  }
+  return DT_OK;
+}
+
+/* ---------------------------------------------------------------- embedding */
+
+__global__ void embedding_kernel(const float *weight, const int32_t *indices, float *y, int64_t n,
+                                 int64_t num, int64_t dim, dt_device_error_t *err) {
+  GRID_LOOP(t, n * dim) {
+    int64_t i = t / dim, d = t % dim;
+    int32_t k = indices[i];
+    if (k < 0 || k >= num) {
+      if (d == 0) dt_report_device_error(err, DT_DEVERR_EMBEDDING, k, i, num);
+      y[t] = 0.0f;
+    } else {
+      y[t] = weight[(int64_t)k * dim + d];
+    }
+  }
+}
+
+__global__ void embedding_backward_kernel(const float *gy, const int32_t *indices, float *gweight,
+                                          int64_t n, int64_t num, int64_t dim,
+                                          dt_device_error_t *err) {
+  GRID_LOOP(t, n * dim) {
+    int64_t i = t / dim, d = t % dim;
+    int32_t k = indices[i];
+    if (k < 0 || k >= num) {
+      if (d == 0) dt_report_device_error(err, DT_DEVERR_EMBEDDING, k, i, num);
+    } else {
+      atomicAdd(gweight + (int64_t)k * dim + d, gy[t]);
+    }
+  }
+}
+
+DT_EXPORT int dt_embedding(const float *weight, const int32_t *indices, float *y, int64_t n,
+                           int64_t num, int64_t dim) {
+  CHECK_PTR(weight); CHECK_PTR(indices); CHECK_PTR(y);
+  CHECK(n >= 0 && num >= 0 && dim >= 0, "dt_embedding: negative size");
+  CURRENT(dev);
+  if (n * dim > 0) LAUNCH(dev, n * dim, embedding_kernel, weight, indices, y, n, num, dim, dev->error);
+  return DT_OK;
+}
+
+DT_EXPORT int dt_embedding_backward(const float *gy, const int32_t *indices, float *gweight,
+                                    int64_t n, int64_t num, int64_t dim) {
+  CHECK_PTR(gy); CHECK_PTR(indices); CHECK_PTR(gweight);
+  CHECK(n >= 0 && num >= 0 && dim >= 0, "dt_embedding_backward: negative size");
+  CURRENT(dev);
+  if (n * dim > 0)
+    LAUNCH(dev, n * dim, embedding_backward_kernel, gy, indices, gweight, n, num, dim, dev->error);
+  return DT_OK;
+}
+
+/* ---------------------------------------------------------------- dropout */
+
+/* The same keep decisions as csrc/core: the counter RNG at (seed, offset + i). */
+__global__ void dropout_kernel(const float *x, float *y, int64_t n, float p, float scale,
+                               uint64_t seed, uint64_t offset) {
+  GRID_LOOP(i, n) y[i] = dt_uniform01(seed, offset + (uint64_t)i) >= p ? x[i] * scale : 0.0f;
+}
+
+DT_EXPORT int dt_dropout(const float *x, float *y, int64_t n, float p, uint64_t seed,
+                         uint64_t offset) {
+  CHECK_PTR(x); CHECK_PTR(y); CHECK_COUNT(n);
+  CHECK(p >= 0.0f && p < 1.0f, "dropout: probability %g is outside [0, 1)", (double)p);
+  CURRENT(dev);
+  if (n > 0) LAUNCH(dev, n, dropout_kernel, x, y, n, p, 1.0f / (1.0f - p), seed, offset);
+  return DT_OK;
+}

@@ -1,0 +1,178 @@
+/**
+ * The symbol table of `libdtrain_cuda.so` (csrc/cuda): libdtrain's kernels under their own names
+ * and prototypes (the table is ffi/dtrain.ts's, shared), the CUDA runtime entry points (devices,
+ * copies, synchronisation, matmul precision) and the NCCL shim. Kernels and runtime calls return
+ * a status (`CudaStatus`) whose message is read with `dt_last_error`; NCCL calls return the Gloo
+ * shim's codes (`NcclStatus`) with the message read from their context by `dt_nccl_last_error`.
+ * The library links neither cuBLAS nor NCCL: it opens them on first use (csrc/cuda/libs.cu), so it
+ * loads on machines without a GPU, where `dt_cuda_device_count` says what is missing.
+ * @module
+ */
+
+import { dtrainSymbols } from "./dtrain.ts";
+import { lazyLibrary, type Symbols } from "./load.ts";
+
+/** libdtrain's table without the CPU thread pool, which the CUDA library has no use for. */
+function withoutThreadPool<T extends typeof dtrainSymbols>(
+  table: T,
+): Omit<T, "dt_set_num_threads" | "dt_get_num_threads"> {
+  const { dt_set_num_threads: _set, dt_get_num_threads: _get, ...rest } = table;
+  return rest;
+}
+
+const attentionShape = [
+  "buffer", // const int64_t *layout (3 strides per tensor, then the mask's 2: csrc/core/attention.c)
+  "i64", // int64_t bh
+  "i64", // int64_t heads
+  "i64", // int64_t tq
+  "i64", // int64_t tk
+  "i64", // int64_t d
+  "i64", // int64_t dv
+  "f32", // float scale
+  "i32", // int32_t causal
+  "f32", // float dropout_p
+  "u64", // uint64_t seed
+  "u64", // uint64_t offset
+] as const;
+
+/**
+ * csrc/core/attention.c's prototypes as of the strided-layout kernel (main b086002), which
+ * attention.cu exports; ffi/dtrain.ts binds the same once merged, and tests/cuda compares the two
+ * libraries through this table.
+ */
+export const attentionSymbols = {
+  dt_attention_forward: {
+    parameters: [
+      "pointer", // const float *q
+      "pointer", // const float *k
+      "pointer", // const float *v
+      "pointer", // const float *mask (nullable)
+      "pointer", // float *out
+      "pointer", // float *lse
+      ...attentionShape,
+    ],
+    result: "i32",
+  },
+  dt_attention_backward: {
+    parameters: [
+      "pointer", // const float *q
+      "pointer", // const float *k
+      "pointer", // const float *v
+      "pointer", // const float *mask (nullable)
+      "pointer", // const float *out
+      "pointer", // const float *lse
+      "pointer", // const float *gout
+      "pointer", // float *gq
+      "pointer", // float *gk
+      "pointer", // float *gv
+      ...attentionShape,
+    ],
+    result: "i32",
+  },
+} as const satisfies Deno.ForeignLibraryInterface;
+
+const symbols = {
+  ...withoutThreadPool(dtrainSymbols),
+  ...attentionSymbols,
+  // runtime.cu
+  dt_cuda_device_count: { parameters: ["buffer"], result: "i32" }, // int dt_cuda_device_count(int32_t *count)
+  dt_cuda_device_name: { parameters: ["i32", "buffer", "i64"], result: "i32" }, // (int32_t index, char *buf, int64_t len)
+  dt_cuda_use_device: { parameters: ["i32"], result: "i32" }, // int dt_cuda_use_device(int32_t index)
+  dt_cuda_synchronize: { parameters: [], result: "i32" }, // int dt_cuda_synchronize(void)
+  dt_cuda_copy_in: { parameters: ["pointer", "pointer", "i64"], result: "i32" }, // (void *dst, const void *host_src, int64_t nbytes)
+  dt_cuda_copy_out: { parameters: ["pointer", "pointer", "i64"], result: "i32" }, // (void *host_dst, const void *src, int64_t nbytes)
+  dt_cuda_allocated_bytes_on: { parameters: ["i32"], result: "i64" }, // int64_t dt_cuda_allocated_bytes_on(int32_t index)
+  dt_cuda_mem_info: { parameters: ["buffer", "buffer"], result: "i32" }, // (int64_t *free_bytes, int64_t *total_bytes)
+  // blas.cu, libs.cu
+  dt_cuda_set_matmul_precision: { parameters: ["i32"], result: "i32" }, // int dt_cuda_set_matmul_precision(int32_t mode)
+  dt_cuda_get_matmul_precision: { parameters: [], result: "i32" }, // int32_t dt_cuda_get_matmul_precision(void)
+  dt_cuda_library_available: { parameters: ["i32"], result: "i32" }, // int dt_cuda_library_available(int32_t which)
+  // nccl.cu
+  dt_nccl_unique_id: { parameters: ["buffer"], result: "i32" }, // int dt_nccl_unique_id(uint8_t out[128])
+  dt_nccl_ctx_new: {
+    parameters: [
+      "i32", // int32_t device
+      "i32", // int32_t rank
+      "i32", // int32_t size
+      "buffer", // const int32_t *global_ranks
+      "i64", // int64_t timeout_ms
+      "buffer", // void **out
+    ],
+    result: "i32",
+  },
+  dt_nccl_connect: { parameters: ["pointer", "buffer"], result: "i32", nonblocking: true }, // (void *ctx, const uint8_t id[128])
+  dt_nccl_last_error: { parameters: ["pointer", "buffer", "i64"], result: "i32" }, // (void *ctx, char *buf, int64_t len)
+  dt_nccl_mark: { parameters: ["pointer"], result: "i32" }, // int dt_nccl_mark(void *ctx)
+  dt_nccl_allreduce: {
+    parameters: ["pointer", "pointer", "u64", "i32", "i32"], // (void *ctx, void *buf, uint64_t count, int32_t dtype, int32_t op)
+    result: "i32",
+    nonblocking: true,
+  },
+  dt_nccl_broadcast: {
+    parameters: ["pointer", "pointer", "u64", "i32", "i32"], // (void *ctx, void *buf, uint64_t count, int32_t dtype, int32_t root)
+    result: "i32",
+    nonblocking: true,
+  },
+  dt_nccl_allgather: {
+    parameters: ["pointer", "pointer", "u64", "i32", "buffer", "u64"], // (void *ctx, const void *in, uint64_t count, int32_t dtype, void *const *outs, uint64_t nouts)
+    result: "i32",
+    nonblocking: true,
+  },
+  dt_nccl_reduce_scatter: {
+    parameters: ["pointer", "pointer", "pointer", "u64", "i32", "i32"], // (void *ctx, void *out, const void *in, uint64_t out_count, int32_t dtype, int32_t op)
+    result: "i32",
+    nonblocking: true,
+  },
+  dt_nccl_barrier: { parameters: ["pointer"], result: "i32", nonblocking: true }, // int dt_nccl_barrier(void *ctx)
+  dt_nccl_ctx_free: { parameters: ["pointer"], result: "i32" }, // int dt_nccl_ctx_free(void *ctx)
+} as const satisfies Deno.ForeignLibraryInterface;
+
+/** The functions of `libdtrain_cuda.so` (64-bit sizes take numbers: [Note: 64-bit integers]). */
+export type CudaSymbols = Symbols<typeof symbols>;
+
+/**
+ * Opens `libdtrain_cuda.so` once per process, on first call: `DTRAIN_CUDA_LIB` if set, else
+ * `build/`. Only the cuda device (src/tensor/device/cuda.ts) and the NCCL backend call it.
+ *
+ * @returns The library's functions.
+ * @throws Error naming the paths tried and saying to run `make build` (with nvcc on PATH).
+ */
+export const loadCuda: () => CudaSymbols = lazyLibrary(
+  "libdtrain_cuda.so",
+  "DTRAIN_CUDA_LIB",
+  symbols,
+);
+
+/** Status codes of the kernels and runtime calls (csrc/core/dtrain.h, plus csrc/cuda's EDEVICE). */
+export const CudaStatus = {
+  OK: 0,
+  EINVAL: 1,
+  ENOMEM: 2,
+  /** No driver, no device, or cuBLAS/NCCL not found: the message says which. */
+  EUNSUPPORTED: 3,
+  /** A CUDA runtime, cuBLAS or NCCL call failed. */
+  EDEVICE: 4,
+} as const;
+
+/** The precision of matrix products (csrc/cuda/blas.cu, [Note: matmul precision]). */
+export const MatmulPrecision = { f32: 0, tf32: 1, bf16: 2 } as const;
+
+/** The optional libraries `dt_cuda_library_available` asks about. */
+export const CudaLibrary = { cublas: 0, nccl: 1 } as const;
+
+/** Status codes of the NCCL shim: the Gloo shim's (`GlooStatus` in ffi/gloo.ts). */
+export const NcclStatus = {
+  OK: 0,
+  EINVAL: 1,
+  ETIMEOUT: 2,
+  EPEER: 3,
+  EMISMATCH: 4,
+  EBROKEN: 6,
+  EINTERNAL: 7,
+} as const;
+
+/** Element types of the collectives (the Gloo shim's codes). */
+export const NcclDType = { f32: 0, i32: 1 } as const;
+
+/** Reduction operators (the Gloo shim's codes). */
+export const NcclReduceOp = { sum: 0, avg: 1, min: 2, max: 3, prod: 4 } as const;

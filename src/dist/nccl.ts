@@ -1,0 +1,228 @@
+/**
+ * The NCCL backend: collectives on GPU memory through the NCCL shim of `libdtrain_cuda.so`
+ * (csrc/cuda/nccl.cu), with the Gloo backend's contract: the same fingerprint check and messages,
+ * a timeout on every call (after which the communicator is aborted), a peer's death reported as
+ * a "peer" error that the process group diagnoses through the store. The 128-byte NCCL unique id
+ * travels through dtrain's store. Compute and communication are ordered on the GPU with events
+ * (see [Note: NCCL streams] in csrc/cuda/nccl.cu).
+ * @module
+ */
+
+import {
+  CudaStatus,
+  type CudaSymbols,
+  NcclDType,
+  NcclReduceOp,
+  NcclStatus,
+} from "../../ffi/cuda.ts";
+import { cudaLastError, requireCuda } from "../tensor/device/cuda.ts";
+import type { Backend, BackendInit, NativeBuffer, ReduceOp } from "./backend.ts";
+import { DistError, type DistErrorCode } from "./errors.ts";
+import { StoreClient } from "./store/client.ts";
+
+/** The error code each shim status becomes (the Gloo backend's mapping). */
+const STATUS_CODES: Record<number, DistErrorCode> = {
+  [NcclStatus.EINVAL]: "invalid",
+  [NcclStatus.ETIMEOUT]: "timeout",
+  [NcclStatus.EPEER]: "peer",
+  [NcclStatus.EMISMATCH]: "mismatch",
+  [NcclStatus.EBROKEN]: "broken",
+  [NcclStatus.EINTERNAL]: "internal",
+};
+
+const UNIQUE_ID_BYTES = 128;
+
+/** What NCCL needs beyond a Gloo rendezvous: the GPU this rank's communicator lives on. */
+export interface NcclInit extends BackendInit {
+  /** The CUDA device index (one GPU per local rank: the launcher's LOCAL_RANK). */
+  device: number;
+}
+
+function shimError(lib: CudaSymbols, ctx: Deno.PointerValue, status: number): DistError {
+  const buf = new Uint8Array(2048);
+  const len = lib.dt_nccl_last_error(ctx, buf, buf.length);
+  const message = new TextDecoder().decode(buf.subarray(0, Math.min(len, buf.length - 1)));
+  return new DistError(STATUS_CODES[status] ?? "internal", message || `nccl status ${status}`);
+}
+
+/** Keeps `refs` reachable until `call` settles (a nonblocking call reads them later). */
+function pinned<T>(call: Promise<T>, refs: unknown[]): Promise<T> {
+  return call.finally(() => refs.length);
+}
+
+/**
+ * `work`'s value, or a DistError "timeout" with `message` once `ms` have passed. NCCL's blocking
+ * rendezvous has no timeout of its own (and a communicator that never formed cannot be aborted).
+ */
+function withinTimeout<T>(work: Promise<T>, ms: number, message: string): Promise<T> {
+  let timer = 0 as unknown as ReturnType<typeof setTimeout>;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new DistError("timeout", message)), ms);
+  });
+  return Promise.race([work, late]).finally(() => clearTimeout(timer));
+}
+
+/** Frees contexts whose backend was dropped without close(); a backstop only. */
+const leaked = new FinalizationRegistry<{ lib: CudaSymbols; ctx: Deno.PointerValue }>(
+  ({ lib, ctx }) => lib.dt_nccl_ctx_free(ctx),
+);
+
+/**
+ * An NCCL communicator over one GPU per rank. Created by the process group
+ * (`initProcessGroup({ backend: "nccl" })`); buffers are device pointers of `cuda:<device>`.
+ */
+export class NcclBackend implements Backend {
+  readonly name = "nccl";
+  #lib: CudaSymbols;
+  #ctx: Deno.PointerValue;
+
+  private constructor(lib: CudaSymbols, ctx: Deno.PointerValue) {
+    this.#lib = lib;
+    this.#ctx = ctx;
+    leaked.register(this, { lib, ctx }, this);
+  }
+
+  /**
+   * Exchanges the unique id through the store (group rank 0 makes it) and creates the
+   * communicator on `init.device`.
+   *
+   * @param init Rank, size, store address and token, timeout, and the GPU.
+   * @returns The connected backend.
+   * @throws DistError "invalid" when CUDA or NCCL is unavailable (with the reason), "timeout"
+   *   when the id or a peer does not come, "peer"/"internal" for NCCL's own failures.
+   */
+  static async connect(init: NcclInit): Promise<NcclBackend> {
+    const who = `rank ${init.globalRanks[init.rank]} (group of ${init.size})`;
+    let lib: CudaSymbols;
+    try {
+      lib = requireCuda("nccl backend: CUDA");
+    } catch (err) {
+      throw new DistError("invalid", `nccl rendezvous of ${who}: ${(err as Error).message}`);
+    }
+    const out = new BigUint64Array(1);
+    const made = lib.dt_nccl_ctx_new(
+      init.device,
+      init.rank,
+      init.size,
+      new Int32Array(init.globalRanks),
+      init.timeoutMs,
+      out,
+    );
+    if (made !== CudaStatus.OK) {
+      const message = cudaLastError(lib);
+      if (out[0] !== 0n) lib.dt_nccl_ctx_free(Deno.UnsafePointer.create(out[0]));
+      throw new DistError("invalid", `nccl rendezvous of ${who}: ${message}`);
+    }
+    const ctx = Deno.UnsafePointer.create(out[0]);
+    try {
+      const id = await exchangeUniqueId(lib, init);
+      const status = await withinTimeout(
+        pinned(lib.dt_nccl_connect(ctx, id), [id]),
+        init.timeoutMs,
+        `ncclCommInitRank did not finish within ${init.timeoutMs} ms (a peer never joined)`,
+      );
+      if (status !== NcclStatus.OK) throw shimError(lib, ctx, status);
+    } catch (err) {
+      // After a timeout the native rendezvous still holds the context: it cannot be freed, and
+      // the process is expected to exit (the train job does).
+      if (!(err instanceof DistError && err.code === "timeout")) lib.dt_nccl_ctx_free(ctx);
+      const e = err instanceof DistError ? err : new DistError("internal", String(err));
+      throw new DistError(e.code, `nccl rendezvous of ${who}: ${e.message}`);
+    }
+    return new NcclBackend(lib, ctx);
+  }
+
+  /** Orders the collective after the queued compute work, then awaits the shim's call. */
+  async #run(call: (ctx: Deno.PointerValue) => Promise<number>): Promise<void> {
+    if (this.#ctx === null) throw new DistError("broken", "nccl backend is closed");
+    const ctx = this.#ctx;
+    const marked = this.#lib.dt_nccl_mark(ctx);
+    if (marked !== NcclStatus.OK) throw shimError(this.#lib, ctx, marked);
+    const status = await call(ctx);
+    if (status !== NcclStatus.OK) throw shimError(this.#lib, ctx, status);
+  }
+
+  allReduce(buf: NativeBuffer, op: ReduceOp): Promise<void> {
+    return this.#run((ctx) =>
+      this.#lib.dt_nccl_allreduce(ctx, buf.ptr, buf.count, NcclDType[buf.dtype], NcclReduceOp[op])
+    );
+  }
+
+  broadcast(buf: NativeBuffer, root: number): Promise<void> {
+    return this.#run((ctx) =>
+      this.#lib.dt_nccl_broadcast(ctx, buf.ptr, buf.count, NcclDType[buf.dtype], root)
+    );
+  }
+
+  allGather(outs: NativeBuffer[], input: NativeBuffer): Promise<void> {
+    const ptrs = new BigUint64Array(outs.map((o) => BigInt(Deno.UnsafePointer.value(o.ptr))));
+    return this.#run((ctx) =>
+      pinned(
+        this.#lib.dt_nccl_allgather(
+          ctx,
+          input.ptr,
+          input.count,
+          NcclDType[input.dtype],
+          ptrs,
+          outs.length,
+        ),
+        [ptrs],
+      )
+    );
+  }
+
+  reduceScatter(out: NativeBuffer, input: NativeBuffer, op: ReduceOp): Promise<void> {
+    return this.#run((ctx) =>
+      this.#lib.dt_nccl_reduce_scatter(
+        ctx,
+        out.ptr,
+        input.ptr,
+        out.count,
+        NcclDType[out.dtype],
+        NcclReduceOp[op],
+      )
+    );
+  }
+
+  barrier(): Promise<void> {
+    return this.#run((ctx) => this.#lib.dt_nccl_barrier(ctx));
+  }
+
+  close(): void {
+    if (this.#ctx === null) return;
+    leaked.unregister(this);
+    this.#lib.dt_nccl_ctx_free(this.#ctx);
+    this.#ctx = null;
+  }
+}
+
+/** Group rank 0 makes the unique id and publishes it under the group's prefix; the rest wait. */
+async function exchangeUniqueId(lib: CudaSymbols, init: NcclInit): Promise<Uint8Array> {
+  const store = await StoreClient.connect({
+    hostname: init.storeHost,
+    port: init.storePort,
+    token: init.token,
+    rank: init.globalRanks[init.rank],
+    timeoutMs: init.timeoutMs,
+  });
+  const key = `${init.prefix}nccl/unique_id`;
+  try {
+    if (init.rank === 0) {
+      const id = new Uint8Array(UNIQUE_ID_BYTES);
+      const made = lib.dt_nccl_unique_id(id);
+      if (made !== CudaStatus.OK) throw new DistError("invalid", cudaLastError(lib));
+      await store.set(key, id);
+      return id;
+    }
+    const id = await store.get(key, init.timeoutMs);
+    if (id.length !== UNIQUE_ID_BYTES) {
+      throw new DistError(
+        "store",
+        `the NCCL unique id in the store has ${id.length} bytes, not ${UNIQUE_ID_BYTES}`,
+      );
+    }
+    return id;
+  } finally {
+    store.close();
+  }
+}

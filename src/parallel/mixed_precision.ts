@@ -1,0 +1,66 @@
+/**
+ * Mixed precision for data parallelism, in the shape of PyTorch FSDP2's `MixedPrecisionPolicy`:
+ * `{ paramDtype: "bf16", reduceDtype: "f32" }`. DDP takes it today; FSDP is to take the same.
+ *
+ * [Note: mixed precision]
+ * dtrain keeps every tensor in f32 (the master weights, activations and gradients). A bf16
+ * `paramDtype` makes the GPU's matrix products and attention compute with their operands rounded
+ * to bf16 and f32 accumulation (`cuda.setMatmulPrecision("medium")`, see [Note: matmul
+ * precision] in csrc/cuda/blas.cu): the numerics of FSDP's bf16 unsharded parameters for those
+ * ops, while elementwise ops, norms and the loss stay f32. Gradients are reduced in f32 (the only
+ * `reduceDtype` offered): a bf16 all-reduce would halve the traffic at a cost in accuracy that
+ * dtrain does not take yet.
+ * @module
+ */
+
+import type { Module } from "../nn/module.ts";
+import * as cuda from "../tensor/device/cuda_api.ts";
+
+/** Element types of a mixed-precision policy. */
+export type PrecisionDtype = "f32" | "bf16";
+
+/** PyTorch FSDP2's `MixedPrecisionPolicy`, camelCase (see [Note: mixed precision]). */
+export interface MixedPrecisionPolicy {
+  /** What matrix products and attention compute in (default "f32"; "bf16" needs a GPU). */
+  paramDtype?: PrecisionDtype;
+  /** What gradients are reduced in (default and only "f32"). */
+  reduceDtype?: "f32";
+}
+
+/**
+ * Checks `policy` against `module` and puts it into effect (process-wide, as the GPU's matmul
+ * precision is).
+ *
+ * @param what Who asks, for messages (`DistributedDataParallel`).
+ * @param module The model, whose parameters must be on a GPU for bf16.
+ * @param policy The policy (absent: full f32, nothing changes).
+ * @throws RangeError naming the bad field and its value, or the device of a parameter.
+ */
+export function applyMixedPrecision(
+  what: string,
+  module: Module,
+  policy: MixedPrecisionPolicy | undefined,
+): void {
+  if (policy === undefined) return;
+  const paramDtype = policy.paramDtype ?? "f32";
+  const reduceDtype = policy.reduceDtype ?? "f32";
+  if (paramDtype !== "f32" && paramDtype !== "bf16") {
+    throw new RangeError(
+      `${what}: mixedPrecision.paramDtype must be "f32" or "bf16", got "${paramDtype}"`,
+    );
+  }
+  if (reduceDtype !== "f32") {
+    throw new RangeError(
+      `${what}: mixedPrecision.reduceDtype must be "f32" (gradients reduce in f32), got "${reduceDtype}"`,
+    );
+  }
+  if (paramDtype === "f32") return;
+  const onCpu = module.parameters().find((p) => !p.device.startsWith("cuda"));
+  if (onCpu !== undefined) {
+    throw new RangeError(
+      `${what}: mixedPrecision.paramDtype "bf16" computes on a GPU, but a parameter is on ` +
+        `${onCpu.device}; call model.to("cuda") first`,
+    );
+  }
+  cuda.setMatmulPrecision("medium");
+}

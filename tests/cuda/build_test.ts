@@ -1,0 +1,61 @@
+// The CUDA library's build, checked on every machine: where nvcc is, `make build` made
+// build/libdtrain_cuda.so, which opens cuBLAS and NCCL at run time and so links neither; where
+// it is not, the Makefile skips the library with one line saying why.
+import assert from "node:assert/strict";
+import { fileURLToPath } from "node:url";
+import { getDevice } from "../../mod.ts";
+import { kernelSymbol, probeCuda } from "../../src/tensor/device/cuda.ts";
+
+const ROOT = fileURLToPath(new URL("../../", import.meta.url));
+const LIBRARY = `${ROOT}build/libdtrain_cuda.so`;
+
+async function sh(script: string): Promise<{ code: number; out: string }> {
+  const { code, stdout, stderr } = await new Deno.Command("sh", {
+    args: ["-c", script],
+    cwd: ROOT,
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const text = new TextDecoder();
+  return { code, out: text.decode(stdout) + text.decode(stderr) };
+}
+
+// The Makefile's own search, so the test skips exactly where the build did.
+const nvcc = (await sh("command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null")).out.trim();
+
+Deno.test({
+  name: `build/libdtrain_cuda.so exists and links neither cuBLAS nor NCCL${
+    nvcc ? "" : " [skipped: nvcc not found, so the library is not built here]"
+  }`,
+  ignore: nvcc === "",
+}, async () => {
+  const ldd = await sh(`ldd ${LIBRARY}`);
+  assert.equal(ldd.code, 0, ldd.out);
+  assert.doesNotMatch(ldd.out, /cublas|nccl/i);
+  // The CUDA runtime is static: no libcudart either, so the library loads where no toolkit is.
+  assert.doesNotMatch(ldd.out, /libcudart|libcuda\.so/);
+  // Opening it checks every symbol of ffi/cuda.ts (libdtrain's kernels included) is exported.
+  assert.notEqual(probeCuda().lib, null, probeCuda().reason);
+});
+
+Deno.test({
+  name: `every kernel of the cpu device has a libdtrain_cuda function of the same C name${
+    nvcc ? "" : " [skipped: nvcc not found, so the library is not built here]"
+  }`,
+  ignore: nvcc === "",
+}, () => {
+  const lib = probeCuda().lib as unknown as Record<string, unknown>;
+  const names = Object.keys(getDevice("cpu").kernels);
+  assert.ok(names.length > 30);
+  assert.deepEqual(names.filter((name) => typeof lib[kernelSymbol(name)] !== "function"), []);
+  assert.equal(kernelSymbol("gatherU8F32"), "dt_gather_u8_f32");
+});
+
+Deno.test("without nvcc the Makefile skips the CUDA library with one line saying why", async () => {
+  const run = await sh("make -s cuda NVCC=");
+  assert.equal(run.code, 0, run.out);
+  assert.equal(
+    run.out,
+    "cuda: skipping build/libdtrain_cuda.so: nvcc not found (put it on PATH or pass NVCC=/path/to/nvcc)\n",
+  );
+});

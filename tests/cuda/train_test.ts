@@ -1,0 +1,139 @@
+// Training on the GPU: a GPT step on cuda against the same step on cpu (where nn.GPT exists), and
+// the train job under DDP over NCCL ("auto") on every visible GPU, every rank ending with the
+// same weights. Ignored, with the reason in the name, where there is no GPU.
+import assert from "node:assert/strict";
+import { cuda, manualSeed, nn, optim, parallel, type Tensor, tensor } from "../../mod.ts";
+import {
+  allGather,
+  allReduce,
+  broadcast,
+  destroyProcessGroup,
+  initProcessGroup,
+  reduceScatter,
+  worldGroup,
+} from "../../src/dist/mod.ts";
+import { freePort } from "../_harness/ranks.ts";
+import { load } from "../../src/checkpoint/mod.ts";
+import { withTempDir } from "../_harness/processes.ts";
+import { SMALL_JOB, train } from "../train/_train.ts";
+import { gpuTest, hasGpu, noGpuReason, relativeError } from "./_gpu.ts";
+
+type GPTModel = nn.Module & { forward(idx: Tensor, targets?: Tensor): unknown };
+const GPT = (nn as unknown as Record<string, unknown>).GPT as
+  | (new (config: Record<string, number>) => GPTModel)
+  | undefined;
+
+/** The loss of a forward pass, whether the model returns it alone or as [logits, loss]. */
+function lossOf(out: unknown): Tensor {
+  return (Array.isArray(out) ? out[1] : out) as Tensor;
+}
+
+/** One AdamW step of a small GPT on `device`; the loss and the weights after the step. */
+function gptStep(device: string): { loss: number; weights: Float32Array } {
+  manualSeed(1234);
+  const model = new GPT!({ vocabSize: 97, blockSize: 32, nLayer: 2, nHead: 4, nEmbd: 64 }).to(
+    device,
+  );
+  const opt = new optim.AdamW(model.parameters(), { lr: 1e-3, weightDecay: 0.1 });
+  const tokens = Int32Array.from({ length: 4 * 33 }, (_, i) => (i * 31 + 7) % 97);
+  const idx = tensor(tokens.slice(0, 4 * 32), [4, 32], { dtype: "i32" }).to(device);
+  const targets = tensor(tokens.slice(4, 4 * 32 + 4), [4, 32], { dtype: "i32" }).to(device);
+  const loss = lossOf(model.forward(idx, targets));
+  loss.backward();
+  opt.step();
+  const weights = model.parameters().map((p) => Array.from(p.toArray()));
+  return { loss: loss.item(), weights: Float32Array.from(weights.flat()) };
+}
+
+const gptReason = !hasGpu
+  ? noGpuReason.split(/[:(]/)[0].trim()
+  : GPT
+  ? ""
+  : "nn.GPT does not exist yet";
+Deno.test({
+  name: `a GPT training step on cuda matches cpu (loss and weights, rel err <= 1e-3)${
+    gptReason ? ` [skipped: ${gptReason}]` : ""
+  }`,
+  ignore: gptReason !== "",
+}, () => {
+  const cpu = gptStep("cpu"), gpu = gptStep("cuda");
+  assert.ok(
+    Math.abs(gpu.loss - cpu.loss) <= 1e-3 * Math.abs(cpu.loss),
+    `${gpu.loss} vs ${cpu.loss}`,
+  );
+  const err = relativeError(gpu.weights, cpu.weights);
+  assert.ok(err <= 1e-3, `weights rel err ${err}`);
+});
+
+gpuTest("train --device cuda under DDP over NCCL on every visible GPU: ranks agree", async () => {
+  const gpus = cuda.deviceCount();
+  await withTempDir("dtrain-cuda-ddp-", async (dir) => {
+    const run = await train(
+      ["--device", "cuda", "--nproc-per-node", String(gpus), "--epochs", "1", ...SMALL_JOB],
+      { timeoutMs: 120_000, env: { DTRAIN_WEIGHTS_DUMP: dir } },
+    );
+    assert.equal(run.code, 0, run.stderr);
+    assert.deepEqual(run.leftovers, []);
+    assert.match(run.stdout, /done: 1 epochs, loss \d/);
+    const ranks = Array.from(
+      { length: gpus },
+      (_, r) => load(`${dir}/rank${r}.safetensors`).tensors,
+    );
+    for (const [name, t] of Object.entries(ranks[0])) {
+      for (let r = 1; r < gpus; r++) {
+        assert.deepEqual(ranks[r][name].toArray(), t.toArray(), `rank ${r} differs in ${name}`);
+      }
+    }
+  });
+});
+
+gpuTest(
+  "an NCCL group of one rank runs every collective on GPU memory, and DDP trains over it",
+  async () => {
+    await initProcessGroup({
+      backend: "nccl",
+      initMethod: `tcp://127.0.0.1:${freePort()}`,
+      rank: 0,
+      worldSize: 1,
+      timeoutMs: 60_000,
+    });
+    try {
+      assert.equal(worldGroup().backendName, "nccl");
+      const x = tensor([1, 2, 3, 4]).to("cuda");
+      await allReduce(x, "sum");
+      await broadcast(x, 0);
+      const gathered = tensor(new Float32Array(4)).to("cuda");
+      await allGather(gathered, x);
+      const scattered = tensor(new Float32Array(4)).to("cuda");
+      await reduceScatter(scattered, x, "sum");
+      for (const t of [x, gathered, scattered]) {
+        assert.deepEqual(Array.from(t.toArray()), [
+          1,
+          2,
+          3,
+          4,
+        ]);
+      }
+      // A host tensor cannot go through NCCL: refused with the device named.
+      assert.throws(
+        () => allReduce(tensor([1])),
+        /a tensor is on cpu, which the nccl backend cannot reach/,
+      );
+
+      manualSeed(2);
+      const model = new nn.Linear(8, 2).to("cuda");
+      const ddp = await parallel.DistributedDataParallel.create(model, {
+        mixedPrecision: { paramDtype: "bf16", reduceDtype: "f32" },
+      });
+      const opt = new optim.SGD(ddp.parameters(), { lr: 0.1 });
+      const input = tensor(new Float32Array(32).fill(0.5), [4, 8]).to("cuda");
+      const first = ddp.forward(input).pow(2).mean();
+      await ddp.backward(first);
+      opt.step();
+      assert.ok(ddp.forward(input).pow(2).mean().item() < first.item());
+    } finally {
+      cuda.setMatmulPrecision("highest");
+      await destroyProcessGroup();
+    }
+  },
+);
