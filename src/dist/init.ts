@@ -7,9 +7,9 @@
 
 import type { Backend } from "./backend.ts";
 import { DistError } from "./errors.ts";
-import { GlooBackend } from "./gloo.ts";
 import { type InitOptions, type ResolvedInit, resolveInit } from "./init_method.ts";
 import { ProcessGroup } from "./process_group.ts";
+import { connectBackend as connectSelected } from "./select_backend.ts";
 import { StoreClient } from "./store/client.ts";
 import { MAX_TIMEOUT_MS } from "./store/protocol.ts";
 import { StoreServer } from "./store/server.ts";
@@ -43,7 +43,7 @@ function connectBackend(
   prefix: string,
 ): Promise<Backend> {
   const { storeHost, storePort, token, host, iface, timeoutMs } = config;
-  return GlooBackend.connect({
+  return connectSelected({
     rank: ranks.indexOf(config.rank),
     size: ranks.length,
     globalRanks: ranks,
