@@ -4,7 +4,7 @@
  * @module
  */
 
-import { nowUs, profiling, recordCollective } from "../profile/tracer.ts";
+import { nowUs, profiling, recordCollective, takeTag } from "../profile/tracer.ts";
 import type { Backend, Done, DType, NativeBuffer, ReduceOp } from "./backend.ts";
 import { REDUCE_OPS } from "./backend.ts";
 import { DistError } from "./errors.ts";
@@ -287,6 +287,7 @@ export class ProcessGroup {
     // objects, for those without a storage) until the collective has ended.
     for (const t of tensors) t.storage?.retain();
     const profiled = profiling();
+    const tag = profiled ? takeTag() : null;
     let startUs = 0;
     const invoke = () => {
       if (profiled) startUs = nowUs();
@@ -305,7 +306,7 @@ export class ProcessGroup {
     this.#inFlight++;
     const done = started
       .then((timing) => {
-        if (profiled) recordCollective(what, bytes, timing ?? { startUs, endUs: nowUs() });
+        if (profiled) recordCollective(what, bytes, timing ?? { startUs, endUs: nowUs() }, tag);
       })
       .catch(async (err) => {
         throw await this.#diagnose(err, this);

@@ -36,6 +36,7 @@
 import { broadcast, getWorldSize, worldGroup } from "../dist/mod.ts";
 import type { ProcessGroup, Work } from "../dist/mod.ts";
 import { Module } from "../nn/module.ts";
+import { nowUs, record, tagNext } from "../profile/tracer.ts";
 import { noGrad } from "../tensor/autograd.ts";
 import { tensor } from "../tensor/creation.ts";
 import type { Tensor } from "../tensor/tensor.ts";
@@ -190,15 +191,19 @@ export class DistributedDataParallel<M extends Module = Module> extends Module {
     this.#inBackward = true;
     try {
       const start = performance.now();
+      const startUs = nowUs();
       loss.backward();
       const backwardEnd = performance.now();
+      record("backward", "compute", startUs, nowUs());
       if (!this.#sync) return;
       const gradless = this.#handleUnused();
       this.#issueReadyBuckets();
       const used = this.#options.findUnusedParameters ? this.#reduceUsedMask() : null;
       const works = [...this.#works, ...(used ? [used.work] : [])];
+      const waitUs = nowUs();
       const results = await Promise.allSettled(works.map((w) => w!.wait()));
       const end = performance.now();
+      record("wait for buckets", "wait", waitUs, nowUs());
       this.lastStats = {
         backwardMs: backwardEnd - start,
         exposedCommMs: end - backwardEnd,
@@ -274,6 +279,7 @@ export class DistributedDataParallel<M extends Module = Module> extends Module {
     ) {
       const bucket = this.#buckets[this.#nextToIssue];
       if (this.#nextToIssue === 0) this.#firstIssue = performance.now();
+      tagNext({ bucket: bucket.index });
       this.#works[bucket.index] = this.#group.allReduce(bucket.buffer, "avg");
       this.#nextToIssue++;
     }

@@ -149,13 +149,32 @@ export function record(
   });
 }
 
-/** Records a collective on the comm row, with its payload in bytes. */
+let nextTag: Record<string, unknown> | null = null;
+
+/**
+ * Details for the next collective issued on this thread (DDP says which bucket it is): the
+ * process group takes them when it queues the call, so they cannot land on another collective.
+ */
+export function tagNext(args: Record<string, unknown>): void {
+  if (active !== null) nextTag = args;
+}
+
+/** The details set by {@linkcode tagNext}, once. */
+export function takeTag(): Record<string, unknown> | null {
+  const tag = nextTag;
+  nextTag = null;
+  return tag;
+}
+
+/** Records a collective on the comm row, with its payload in bytes and any tag. */
 export function recordCollective(
   what: string,
   bytes: number,
   timing: { startUs: number; endUs: number },
+  tag: Record<string, unknown> | null = null,
 ): void {
-  record(what, "comm", timing.startUs, timing.endUs, { bytes }, ROWS.comm);
+  const name = tag?.bucket !== undefined ? `${what} bucket ${tag.bucket}` : what;
+  record(name, "comm", timing.startUs, timing.endUs, { bytes, ...tag }, ROWS.comm);
 }
 
 /**
@@ -185,7 +204,6 @@ function profileFromEnv(): string | undefined {
 }
 
 const fromEnv = profileFromEnv();
-if (fromEnv) {
-  startProfile(fromEnv);
-  globalThis.addEventListener("unload", () => stopProfile());
-}
+if (fromEnv) startProfile(fromEnv);
+// Whatever started it, the profile is written when the process exits.
+globalThis.addEventListener("unload", () => stopProfile());

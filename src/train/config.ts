@@ -48,6 +48,7 @@ export const TrainConfigSchema = z.object({
   threads: z.number().int().nonnegative(),
   maxSteps: z.number().int().nonnegative(),
   device: z.enum(["cpu", "cuda"]),
+  profile: z.string(),
 }).extend(LauncherFieldsSchema.shape).strict();
 
 /** A validated training configuration. */
@@ -72,6 +73,7 @@ export const DEFAULTS: TrainConfig = {
   threads: 0,
   maxSteps: 0,
   device: "cpu",
+  profile: "",
   ...LAUNCHER_DEFAULTS,
   nprocPerNode: 2,
 };
@@ -95,6 +97,7 @@ const FLAGS = {
   threads: "threads",
   "max-steps": "maxSteps",
   device: "device",
+  profile: "profile",
   ...LAUNCHER_FLAGS,
 } as const satisfies Record<string, keyof TrainConfig>;
 
@@ -124,6 +127,7 @@ export const USAGE = `usage: deno task train [EPOCHS SAVE_EVERY] [options]
   --nnodes N|MIN:MAX --node-rank R --master-addr A --master-port P --max-restarts K --log-dir D
                            multi-node launch, spelled like torchrun
   --device cpu|cuda        (default cpu)
+  --profile PATH           write a Chrome trace (Perfetto, chrome://tracing) of every rank to PATH
 `;
 
 function formatIssue(issue: z.core.$ZodIssue): ConfigError {

@@ -14,6 +14,7 @@ import { setNumThreads } from "../tensor/threads.ts";
 import { CheckpointError, save } from "../checkpoint/mod.ts";
 import { destroyProcessGroup, initProcessGroup } from "../dist/mod.ts";
 import { launch } from "../launch/launcher.ts";
+import { startProfile } from "../profile/tracer.ts";
 import { ConfigError, parseTrainArgs, type TrainConfig, USAGE } from "./config.ts";
 import { checkSnapshot } from "./snapshot.ts";
 import { Trainer } from "./trainer.ts";
@@ -64,6 +65,11 @@ export async function main(args: string[]): Promise<number> {
     return 2;
   }
   const launched = Deno.env.get("RANK") !== undefined;
+  // The workers start their timelines from the environment; a single process starts its own.
+  if (config.profile && !launched) {
+    Deno.env.set("DTRAIN_PROFILE", config.profile);
+    if (config.nprocPerNode === 1 && config.nnodes === 1) startProfile(config.profile);
+  }
   try {
     // A bad snapshot is a bad input, refused before any process starts; ranks check it again.
     if (!launched && existsSync(config.snapshot)) checkSnapshot(config.snapshot);

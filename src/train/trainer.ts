@@ -29,6 +29,7 @@ import { tidy, tidyAsync } from "../tensor/scope.ts";
 import type { Tensor } from "../tensor/tensor.ts";
 import type { TrainConfig } from "./config.ts";
 import { buildModel, loadTask, type Task } from "./model.ts";
+import { nowUs, record, span } from "../profile/tracer.ts";
 import { Progress } from "./progress.ts";
 import { loadSnapshot, saveSnapshot } from "./snapshot.ts";
 
@@ -154,10 +155,10 @@ export class Trainer {
   async runBatch(x: Tensor, y: Tensor): Promise<number> {
     const ddp = this.#ddp;
     return await tidyAsync(async () => {
-      const loss = this.task.loss(this.model.forward(x), y);
+      const loss = span("forward", "compute", () => this.task.loss(this.model.forward(x), y));
       if (ddp) await ddp.backward(loss);
-      else loss.backward();
-      this.optimizer.step();
+      else span("backward", "compute", () => loss.backward());
+      span("optimizer step", "optim", () => this.optimizer.step());
       this.optimizer.zeroGrad();
       return loss.item();
     });
@@ -182,7 +183,9 @@ export class Trainer {
     const write = this.rank === 0 ? undefined : () => {};
     const progress = new Progress(epoch, this.config.epochs, steps, write);
     let step = 0;
+    let fetchUs = nowUs();
     for (const [x, y] of this.loader) {
+      record("data", "data", fetchUs, nowUs());
       if (step++ >= steps) {
         x.dispose();
         y.dispose();
@@ -197,6 +200,7 @@ export class Trainer {
       if (every > 0 && step % every === 0 && step < steps) {
         await this.saveSnapshot(start + step * this.config.batchSize * this.worldSize);
       }
+      fetchUs = nowUs();
     }
     const loss = await this.#meanOverRanks(progress.meanLoss);
     const accuracy = await this.evaluate();
