@@ -28,6 +28,7 @@ const symbols = {
       "i32", // int size
       "buffer", // const int32_t *global_ranks
       "buffer", // const int32_t *pids
+      "u64", // uint64_t slot_bytes
       "i64", // int64_t timeout_ms
     ],
     result: "i32",

@@ -22,9 +22,11 @@ int dt_shm_last_error(dt_shm_ctx* ctx, char* buf, size_t len);
 // Maps segment `name` ("/dtrain-..."): group rank 0 creates it (`create` = 1), the others open
 // it once rank 0 said it exists. `pids` holds every group rank's process id, watched while
 // waiting so that a dead peer is named at once; `global_ranks` maps group ranks to job ranks.
-// The last rank to map the segment unlinks its name, so nothing survives the processes.
+// Each rank stages up to `slot_bytes` per phase (every rank passes the same). The last rank
+// to map the segment unlinks its name, so nothing survives the processes.
 int dt_shm_ctx_open(dt_shm_ctx* ctx, const char* name, int create, int rank, int size,
-                    const int32_t* global_ranks, const int32_t* pids, int64_t timeout_ms);
+                    const int32_t* global_ranks, const int32_t* pids, uint64_t slot_bytes,
+                    int64_t timeout_ms);
 
 // Unlinks the segment's name if it is still linked (a rank never mapped it), unmaps it and
 // frees the context. Safe on NULL.

@@ -27,7 +27,6 @@ namespace dtrain::shm {
 // fingerprint ([Note: fingerprint] in csrc/gloo/fingerprint.cc), checked before any slot is read.
 constexpr uint64_t kMagic = 0x6d68732d6e696174ULL;  // "tain-shm"
 constexpr size_t kPage = 4096;
-constexpr size_t kSlotBytes = 4 << 20;
 
 struct Header {
   uint64_t magic;
@@ -51,8 +50,8 @@ static_assert(sizeof(RankLine) == 128, "two cache lines per rank");
 inline size_t controlBytes(int size) {
   return (sizeof(RankLine) * size + kPage - 1) / kPage * kPage;
 }
-inline size_t segmentBytes(int size) {
-  return kPage + controlBytes(size) + 2 * kSlotBytes * size;
+inline size_t segmentBytes(int size, size_t slot_bytes) {
+  return kPage + controlBytes(size) + 2 * slot_bytes * size;
 }
 
 }  // namespace dtrain::shm
@@ -71,6 +70,7 @@ struct dt_shm_ctx {
   bool linked = false;  // our name may still be in /dev/shm
   char* base = nullptr;
   size_t bytes = 0;
+  size_t slot_bytes = 0;  // one staging slot: the chunk every phase moves
   int rank = 0;
   int size = 0;
   std::vector<int> global_ranks;
@@ -89,7 +89,7 @@ struct dt_shm_ctx {
   }
   char* slot(int r, uint64_t chunk_no) const {
     return base + dtrain::shm::kPage + dtrain::shm::controlBytes(size) +
-           (2 * static_cast<size_t>(r) + chunk_no % 2) * dtrain::shm::kSlotBytes;
+           (2 * static_cast<size_t>(r) + chunk_no % 2) * slot_bytes;
   }
   std::string rankName(int i) const {
     return "rank " + std::to_string(i >= 0 && i < static_cast<int>(global_ranks.size())

@@ -143,10 +143,11 @@ void runPhases(dt_shm_ctx* ctx, Fingerprint fp, uint64_t stage_bytes,
                                   ctx->broken);
   }
   fp.seq = ++ctx->seq;
-  const uint64_t chunks = std::max<uint64_t>(1, (stage_bytes + kSlotBytes - 1) / kSlotBytes);
+  const size_t slot = ctx->slot_bytes;
+  const uint64_t chunks = std::max<uint64_t>(1, (stage_bytes + slot - 1) / slot);
   for (uint64_t c = 0; c < chunks; c++) {
-    const size_t off = c * kSlotBytes;
-    const size_t len = std::min<uint64_t>(kSlotBytes, stage_bytes - std::min(stage_bytes, off));
+    const size_t off = c * slot;
+    const size_t len = std::min<uint64_t>(slot, stage_bytes - std::min(stage_bytes, off));
     const uint64_t chunk = ctx->chunk++;
     if (len > 0) fill(ctx->slot(ctx->rank, chunk), off, len);
     if (c == 0) ctx->line(ctx->rank)->fp[chunk % 2] = fp;

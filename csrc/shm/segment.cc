@@ -138,7 +138,8 @@ int dt_shm_last_error(dt_shm_ctx* ctx, char* buf, size_t len) {
 }
 
 int dt_shm_ctx_open(dt_shm_ctx* ctx, const char* name, int create, int rank, int size,
-                    const int32_t* global_ranks, const int32_t* pids, int64_t timeout_ms) {
+                    const int32_t* global_ranks, const int32_t* pids, uint64_t slot_bytes,
+                    int64_t timeout_ms) {
   if (ctx == nullptr) return DT_EINVAL;
   std::lock_guard<std::mutex> lock(ctx->queue_mu);
   try {
@@ -146,6 +147,10 @@ int dt_shm_ctx_open(dt_shm_ctx* ctx, const char* name, int create, int rank, int
     if (size < 1 || rank < 0 || rank >= size) {
       throw Failure(DT_EINVAL, "rank " + std::to_string(rank) + " is outside group size " +
                                    std::to_string(size));
+    }
+    if (slot_bytes < 4096 || slot_bytes % 64 != 0) {
+      throw Failure(DT_EINVAL, "slot size must be a multiple of 64 bytes, at least 4096, got " +
+                                   std::to_string(slot_bytes));
     }
     if (timeout_ms <= 0) {
       throw Failure(DT_EINVAL, "timeout must be positive, got " + std::to_string(timeout_ms));
@@ -168,7 +173,8 @@ int dt_shm_ctx_open(dt_shm_ctx* ctx, const char* name, int create, int rank, int
       }
       ctx->pidfds.push_back(fd);
     }
-    const size_t bytes = segmentBytes(size);
+    ctx->slot_bytes = slot_bytes;
+    const size_t bytes = segmentBytes(size, slot_bytes);
     char* base = mapSegment(ctx, create != 0, bytes);
     ctx->base = base;
     ctx->bytes = bytes;

@@ -24,6 +24,19 @@ function lastError(lib: ShmSymbols, ctx: Deno.PointerValue, status: number): Dis
   return new DistError(STATUS_CODES[status] ?? "internal", message || `shm status ${status}`);
 }
 
+/**
+ * Bytes each rank stages per phase: env DTRAIN_SHM_SLOT_MIB (default 4). Larger slots mean
+ * fewer synchronisations per collective, which matters most when the ranks share busy cores;
+ * the segment holds two slots per rank.
+ */
+function slotBytes(): number {
+  const mib = Number(Deno.env.get("DTRAIN_SHM_SLOT_MIB") ?? 4);
+  if (!(mib > 0 && mib <= 1024)) {
+    throw new DistError("invalid", `DTRAIN_SHM_SLOT_MIB must be in (0, 1024], got ${mib}`);
+  }
+  return Math.ceil(mib * 2 ** 20 / 4096) * 4096;
+}
+
 /** Frees contexts whose backend was dropped without close(); a backstop only. */
 const leaked = new FinalizationRegistry<{ lib: ShmSymbols; ctx: Deno.PointerValue }>(
   ({ lib, ctx }) => lib.dt_shm_ctx_free(ctx),
@@ -114,6 +127,7 @@ export class ShmBackend implements Backend {
         size,
         new Int32Array(init.globalRanks),
         pids,
+        slotBytes(),
         timeoutMs,
       );
       if (status !== GlooStatus.OK) fail(lastError(lib, ctx, status));
