@@ -185,12 +185,12 @@ export class Trainer {
     let step = 0;
     let fetchUs = nowUs();
     for (const [x, y] of this.loader) {
-      record("data", "data", fetchUs, nowUs());
       if (step++ >= steps) {
         x.dispose();
         y.dispose();
         break;
       }
+      record("data", "data", fetchUs, nowUs());
       const loss = await this.runBatch(x, y);
       progress.update(loss, x.shape[0] * this.worldSize);
       x.dispose();
