@@ -37,6 +37,16 @@ export function shmEnabled(): boolean {
 /**
  * Groups the members by host: each host's group ranks ascending, hosts ordered by their lowest
  * rank, so that every rank derives the same layout.
+ *
+ * @param keys Each group rank's host key, by group rank.
+ * @returns The group ranks of each host.
+ *
+ * @example Two hosts with two ranks each, interleaved
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { groupByHost } from "./select_backend.ts";
+ * assert.deepEqual(groupByHost(["a", "b", "a", "b"]), [[0, 2], [1, 3]]);
+ * ```
  */
 export function groupByHost(keys: readonly string[]): number[][] {
   const hosts = new Map<string, number[]>();

@@ -53,12 +53,14 @@ const leaked = new FinalizationRegistry<{ lib: ShmSymbols; ctx: Deno.PointerValu
  * import { StoreClient } from "./store/client.ts";
  * import { StoreServer } from "./store/server.ts";
  * const server = StoreServer.listen({ hostname: "127.0.0.1", port: 0, token: "t" });
- * const store = await StoreClient.connect({ hostname: "127.0.0.1", port: server.port, token: "t" });
- * const connect = (rank: number) =>
- *   ShmBackend.connect({
+ * const connect = async (rank: number) => {
+ *   const store = await StoreClient.connect({ hostname: "127.0.0.1", port: server.port, token: "t" });
+ *   const init = {
  *     rank, size: 2, globalRanks: [0, 1], storeHost: "127.0.0.1", storePort: server.port,
  *     token: "t", prefix: "demo/", host: "127.0.0.1", iface: "", timeoutMs: 5000,
- *   }, store);
+ *   };
+ *   return await ShmBackend.connect(init, store).finally(() => store.close());
+ * };
  * const ranks = await Promise.all([connect(0), connect(1)]);
  * const data = [Int32Array.of(1, 2), Int32Array.of(10, 20)];
  * await Promise.all(ranks.map((shm, r) =>
@@ -66,7 +68,6 @@ const leaked = new FinalizationRegistry<{ lib: ShmSymbols; ctx: Deno.PointerValu
  * ));
  * assert.deepEqual(data, [Int32Array.of(11, 22), Int32Array.of(11, 22)]);
  * ranks.forEach((shm) => shm.close());
- * store.close();
  * await server.close();
  * ```
  */
