@@ -34,6 +34,14 @@ const symbols = {
     result: "i32",
   },
   dt_shm_ctx_free: { parameters: ["pointer"], result: "i32" }, // int dt_shm_ctx_free(dt_shm_ctx *ctx)
+  dt_shm_abort: {
+    parameters: [
+      "pointer", // dt_shm_ctx *ctx
+      "i32", // int status
+      "buffer", // const char *message
+    ],
+    result: "i32",
+  },
   dt_shm_ticket: { parameters: ["pointer"], result: "u64" }, // uint64_t dt_shm_ticket(dt_shm_ctx *ctx)
   dt_shm_allreduce: {
     parameters: [

@@ -36,6 +36,10 @@ int dt_shm_ctx_free(dt_shm_ctx* ctx);
 // thread they arrive on, so a caller may issue one while others are still running.
 uint64_t dt_shm_ticket(dt_shm_ctx* ctx);
 
+// Breaks the group from outside its collectives (a hierarchical step across hosts failed): every
+// rank waiting in one, now or later, fails with `status` and `message`. Callable from any thread.
+int dt_shm_abort(dt_shm_ctx* ctx, int status, const char* message);
+
 // The collectives, as in dtrain_gloo.h, each with its ticket. `timing` (NULL or 2 doubles)
 // receives the wall-clock start and end in microseconds since the Unix epoch.
 int dt_shm_allreduce(dt_shm_ctx* ctx, uint64_t ticket, void* buf, uint64_t count, int dtype,

@@ -100,6 +100,10 @@ struct dt_shm_ctx {
 
 namespace dtrain::shm {
 
+// Records `message` as the group's failure (the first one wins): every rank waiting in a
+// collective, or entering one, fails with it instead of waiting for its timeout.
+void recordFailure(dt_shm_ctx* ctx, int status, const std::string& message);
+
 // Runs `body` in the turn of `ticket`, turning exceptions into a status and the error message.
 int serve(dt_shm_ctx* ctx, uint64_t ticket, double* timing, const std::function<void()>& body);
 

@@ -16,6 +16,19 @@
 
 namespace dtrain::shm {
 
+void recordFailure(dt_shm_ctx* ctx, int status, const std::string& message) {
+  Header* h = ctx->header();
+  int32_t none = -1;
+  // The first failure wins; -2 marks the message as being written.
+  if (h->failed.compare_exchange_strong(none, -2)) {
+    h->failed_status = status;
+    size_t n = std::min(message.size(), sizeof(h->failed_message) - 1);
+    memcpy(h->failed_message, message.data(), n);
+    h->failed_message[n] = '\0';
+    h->failed.store(ctx->rank, std::memory_order_release);
+  }
+}
+
 namespace {
 
 // Spins before sleeping: a peer on another core usually arrives within microseconds, and a
@@ -64,15 +77,7 @@ std::string rankList(const dt_shm_ctx* ctx, const std::vector<int>& ranks) {
 // rather than at their timeout, then throws it.
 [[noreturn]] void breakGroup(dt_shm_ctx* ctx, dt_status status, const std::string& message) {
   ctx->broken = message;
-  Header* h = ctx->header();
-  int32_t none = -1;
-  if (h->failed.compare_exchange_strong(none, -2)) {
-    h->failed_status = status;
-    size_t n = std::min(message.size(), sizeof(h->failed_message) - 1);
-    memcpy(h->failed_message, message.data(), n);
-    h->failed_message[n] = '\0';
-    h->failed.store(ctx->rank, std::memory_order_release);
-  }
+  recordFailure(ctx, status, message);
   throw Failure(status, message);
 }
 
@@ -81,8 +86,9 @@ std::string rankList(const dt_shm_ctx* ctx, const std::vector<int>& ranks) {
 void checkPeers(dt_shm_ctx* ctx, const Fingerprint& fp, uint32_t target, bool first,
                 std::chrono::steady_clock::time_point deadline) {
   Header* h = ctx->header();
+  // Our own failures throw where they happen; one recorded by dt_shm_abort lands here too.
   int32_t failed = h->failed.load(std::memory_order_acquire);
-  if (failed >= 0 && failed != ctx->rank) {
+  if (failed >= 0) {
     ctx->broken = h->failed_message;
     throw Failure(static_cast<dt_status>(h->failed_status), h->failed_message);
   }

@@ -215,6 +215,16 @@ int dt_shm_ctx_free(dt_shm_ctx* ctx) {
   return DT_OK;
 }
 
+int dt_shm_abort(dt_shm_ctx* ctx, int status, const char* message) {
+  if (ctx == nullptr || ctx->base == nullptr || message == nullptr) return DT_EINVAL;
+  try {
+    recordFailure(ctx, status, message);
+    return DT_OK;
+  } catch (const std::exception&) {
+    return DT_EINTERNAL;
+  }
+}
+
 uint64_t dt_shm_ticket(dt_shm_ctx* ctx) {
   std::lock_guard<std::mutex> lock(ctx->queue_mu);
   return ctx->next_ticket++;

@@ -15,8 +15,14 @@ import { StoreClient } from "./store/client.ts";
 
 const decoder = new TextDecoder();
 
-/** This process's host identity: host name, boot id, network namespace. */
+/**
+ * This process's host identity: host name, boot id, network namespace; or env DTRAIN_SHM_HOST
+ * when set (ranks with different values never share memory, e.g. to test a hierarchy on one
+ * machine).
+ */
 export function hostKey(): string {
+  const given = Deno.env.get("DTRAIN_SHM_HOST");
+  if (given) return given;
   const read = (path: string, how: (p: string) => string) => {
     try {
       return how(path).trim();

@@ -142,6 +142,21 @@ export class ShmBackend implements Backend {
     return backend;
   }
 
+  /**
+   * Fails the whole host-local group with `err`: every member waiting in a collective, now or
+   * later, rejects with its message instead of waiting for its timeout. The hierarchical backend
+   * calls it when the step across hosts failed, which the other members cannot see.
+   */
+  abort(err: DistError): void {
+    if (this.#ctx === null) return;
+    const status = Object.entries(STATUS_CODES).find(([, code]) => code === err.code)?.[0];
+    this.#lib.dt_shm_abort(
+      this.#ctx,
+      Number(status ?? GlooStatus.EINTERNAL),
+      encoder.encode(`${err.message}\0`),
+    );
+  }
+
   #live(): Deno.PointerValue {
     if (this.#ctx === null) throw new DistError("broken", "shm backend is closed");
     return this.#ctx;

@@ -8,6 +8,7 @@
  */
 
 import type { Backend, BackendInit, NativeBuffer, ReduceOp } from "./backend.ts";
+import { DistError } from "./errors.ts";
 import { GlooBackend } from "./gloo.ts";
 import { ShmBackend } from "./shm.ts";
 import type { StoreClient } from "./store/client.ts";
@@ -34,13 +35,14 @@ export class HierarchicalBackend implements Backend {
   #hostOf: number[];
   #indexOnHost: number[];
   #myHost: number;
-  #local: Backend | null;
+  #local: ShmBackend | null;
   #leaders: Backend | null;
+  #broken: DistError | null = null;
 
   private constructor(
     init: BackendInit,
     hosts: number[][],
-    local: Backend | null,
+    local: ShmBackend | null,
     leaders: Backend | null,
   ) {
     this.#size = init.size;
@@ -95,11 +97,33 @@ export class HierarchicalBackend implements Backend {
     }
   }
 
+  /**
+   * Runs one step on the host's shared-memory group or (`across`) on the leaders' Gloo group, and
+   * passes a lost or hung peer on to the other side at once: a failure across hosts fails the
+   * host's group (its members wait for their leader), and a failure within a leader's host
+   * closes its connections to the other leaders (who wait for it). Afterwards every call fails.
+   */
+  async #step(across: boolean, step: (b: Backend) => Promise<unknown>): Promise<void> {
+    if (this.#broken) throw this.#broken;
+    const backend = across ? this.#leaders : this.#local;
+    if (backend === null) return;
+    try {
+      await step(backend);
+    } catch (err) {
+      if (err instanceof DistError && (err.code === "peer" || err.code === "timeout")) {
+        this.#broken = new DistError("broken", `process group is unusable after: ${err.message}`);
+        if (across) this.#local?.abort(err);
+        else this.#leaders?.close();
+      }
+      throw err;
+    }
+  }
+
   async allReduce(buf: NativeBuffer, op: ReduceOp): Promise<void> {
     const inner = op === "avg" ? "sum" : op;
-    await this.#local?.allReduce(buf, inner);
-    await this.#leaders?.allReduce(buf, inner);
-    await this.#local?.broadcast(buf, 0);
+    await this.#step(false, (l) => l.allReduce(buf, inner));
+    await this.#step(true, (l) => l.allReduce(buf, inner));
+    await this.#step(false, (l) => l.broadcast(buf, 0));
     if (op === "avg" && buf.count > 0) {
       const values = new Float32Array(bytesOf(buf).buffer, 0, buf.count);
       for (let i = 0; i < values.length; i++) values[i] /= this.#size;
@@ -108,9 +132,10 @@ export class HierarchicalBackend implements Backend {
 
   async broadcast(buf: NativeBuffer, root: number): Promise<void> {
     const rootHost = this.#hostOf[root];
-    if (this.#myHost === rootHost) await this.#local?.broadcast(buf, this.#indexOnHost[root]);
-    await this.#leaders?.broadcast(buf, rootHost);
-    if (this.#myHost !== rootHost) await this.#local?.broadcast(buf, 0);
+    const onRootHost = this.#myHost === rootHost;
+    if (onRootHost) await this.#step(false, (l) => l.broadcast(buf, this.#indexOnHost[root]));
+    await this.#step(true, (l) => l.broadcast(buf, rootHost));
+    if (!onRootHost) await this.#step(false, (l) => l.broadcast(buf, 0));
   }
 
   async allGather(outs: NativeBuffer[], input: NativeBuffer): Promise<void> {
@@ -131,9 +156,9 @@ export class HierarchicalBackend implements Backend {
   }
 
   async barrier(): Promise<void> {
-    await this.#local?.barrier();
-    await this.#leaders?.barrier();
-    await this.#local?.barrier();
+    await this.#step(false, (l) => l.barrier());
+    await this.#step(true, (l) => l.barrier());
+    await this.#step(false, (l) => l.barrier());
   }
 
   close(): void {

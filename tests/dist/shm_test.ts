@@ -95,3 +95,39 @@ Deno.test("mismatched collectives and a rank that skips one fail the same way ov
   assert.ok(outcomes[0].mismatch.every((e) => Array.isArray(e) && e.length === 5));
   assert.deepEqual(outcomes[0], outcomes[1]);
 });
+
+Deno.test("across two hosts (DTRAIN_SHM_HOST), a SIGKILLed rank is named by the ranks of both hosts", async () => {
+  const timeoutMs = 20_000;
+  let killedAt = 0;
+  const runs = await runRanks({
+    worker,
+    worldSize: 4,
+    timeoutMs: 60_000,
+    env: (rank) => ({
+      MODE: "loop",
+      TEST_TIMEOUT_MS: String(timeoutMs),
+      DTRAIN_SHM_HOST: rank < 2 ? "host-a" : "host-b",
+    }),
+    onLine: (rank, line, procs) => {
+      if (rank === 3 && line === "looping" && killedAt === 0) {
+        killedAt = performance.now();
+        procs.find((p) => p.rank === 3)!.child.kill("SIGKILL");
+      }
+    },
+  });
+  assert.ok(killedAt > 0, "rank 3 never reached its loop");
+  for (const r of runs.filter((r) => r.rank !== 3)) {
+    assert.equal(r.code, 1, `rank ${r.rank}: ${r.stderr}`);
+    assert.match(
+      String(r.result?.error),
+      /^(allReduce|broadcast) \(op #\d+\): /,
+      `rank ${r.rank}: ${r.result?.error}`,
+    );
+    assert.match(String(r.result?.error), /rank 3 died/, `rank ${r.rank}: ${r.result?.error}`);
+    // Rank 1 waits for its host's leader, which learns of the death through Gloo and fails the
+    // host's shared-memory group at once: nobody waits for the 20 s timeout.
+    assert.ok(r.elapsedMs < runs[3].elapsedMs + 8000, `rank ${r.rank} took ${r.elapsedMs} ms`);
+  }
+  const starts = runs.map((r) => r.stdout.split("\n").find((l) => l.includes("backend")));
+  assert.ok(starts.every((l) => l?.includes('"shm+gloo"')), starts.join("\n"));
+});
