@@ -51,7 +51,7 @@ const symbols = {
       "u64", // uint64_t count
       "i32", // int dtype
       "i32", // int op
-      "buffer", // double *timing
+      "pointer", // double *timing
     ],
     result: "i32",
     nonblocking: true,
@@ -64,7 +64,7 @@ const symbols = {
       "u64", // uint64_t count
       "i32", // int dtype
       "i32", // int root
-      "buffer", // double *timing
+      "pointer", // double *timing
     ],
     result: "i32",
     nonblocking: true,
@@ -78,7 +78,7 @@ const symbols = {
       "i32", // int dtype
       "buffer", // void *const *outs
       "u64", // uint64_t nouts
-      "buffer", // double *timing
+      "pointer", // double *timing
     ],
     result: "i32",
     nonblocking: true,
@@ -92,7 +92,7 @@ const symbols = {
       "u64", // uint64_t out_count
       "i32", // int dtype
       "i32", // int op
-      "buffer", // double *timing
+      "pointer", // double *timing
     ],
     result: "i32",
     nonblocking: true,
@@ -101,7 +101,7 @@ const symbols = {
     parameters: [
       "pointer", // dt_shm_ctx *ctx
       "u64", // uint64_t ticket
-      "buffer", // double *timing
+      "pointer", // double *timing
     ],
     result: "i32",
     nonblocking: true,

@@ -33,9 +33,9 @@ namespace {
 
 // Spins before sleeping: a peer on another core usually arrives within microseconds, and a
 // futex round trip costs more than that; on a loaded machine sleeping sooner is kinder.
-constexpr int kSpins = 2000;
+constexpr int kSpins = 200;
 // How long one futex sleep lasts before the failure checks run again.
-constexpr long kSleepNs = 2'000'000;
+constexpr long kSleepNs = 10'000'000;
 
 inline bool reached(uint32_t value, uint32_t target) {
   return static_cast<int32_t>(value - target) >= 0;

@@ -164,14 +164,16 @@ export class ShmBackend implements Backend {
 
   /** Takes a ticket now, on the JavaScript thread: that fixes the order collectives run in. */
   async #run(
-    call: (ctx: Deno.PointerValue, ticket: number, timing: Float64Array) => Promise<number>,
+    call: (ctx: Deno.PointerValue, ticket: number, timing: Deno.PointerValue) => Promise<number>,
     refs: unknown[] = [],
   ): Promise<OpTiming> {
     const ctx = this.#live();
     const ticket = Number(this.#lib.dt_shm_ticket(ctx));
+    // A pointer, not a "buffer" argument: Deno makes a nonblocking call with a buffer argument
+    // wait for the JavaScript thread, which stalled DDP's backward for milliseconds per bucket.
     const timing = new Float64Array(2);
-    const status = await call(ctx, ticket, timing);
-    refs.length; // keeps the arguments reachable until the native call returned
+    const status = await call(ctx, ticket, Deno.UnsafePointer.of(timing));
+    refs.length; // keeps the arguments (and `timing`) reachable until the native call returned
     if (status !== GlooStatus.OK) throw lastError(this.#lib, ctx, status);
     return { startUs: timing[0], endUs: timing[1] };
   }
