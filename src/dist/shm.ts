@@ -73,7 +73,12 @@ const leaked = new FinalizationRegistry<{ lib: ShmSymbols; ctx: Deno.PointerValu
  */
 export class ShmBackend implements Backend {
   readonly name = "shm";
-  readonly queued = true;
+  /**
+   * On by default; env DTRAIN_SHM_QUEUE=0 makes the process group chain calls as for Gloo (only
+   * a call issued while none runs starts at once), which was faster on an oversubscribed 2-core
+   * machine (BENCHMARKS.md, "Shared memory").
+   */
+  readonly queued = Deno.env.get("DTRAIN_SHM_QUEUE") !== "0";
   #lib: ShmSymbols;
   #ctx: Deno.PointerValue;
 
