@@ -3,7 +3,9 @@
  * one segment per host-local group, collectives in ticket order. Every function returns a status
  * (codes of csrc/gloo/dtrain_gloo.h, also {@linkcode GlooStatus}); a failure's message is read
  * with `dt_shm_last_error`. Collectives are `nonblocking`: they wait for their ticket's turn and
- * run on a worker thread, so the JavaScript thread issues the next one at once.
+ * run on a worker thread, so the JavaScript thread issues the next one at once. Arrays go in as
+ * pointers, never `"buffer"`s: a nonblocking call with a buffer argument stalled its caller for
+ * milliseconds (BENCHMARKS.md, "Shared memory between ranks").
  * @module
  */
 
@@ -76,7 +78,7 @@ const symbols = {
       "pointer", // const void *in
       "u64", // uint64_t count
       "i32", // int dtype
-      "buffer", // void *const *outs
+      "pointer", // void *const *outs
       "u64", // uint64_t nouts
       "pointer", // double *timing
     ],

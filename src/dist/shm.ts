@@ -174,8 +174,8 @@ export class ShmBackend implements Backend {
   ): Promise<OpTiming> {
     const ctx = this.#live();
     const ticket = Number(this.#lib.dt_shm_ticket(ctx));
-    // A pointer, not a "buffer" argument: Deno makes a nonblocking call with a buffer argument
-    // wait for the JavaScript thread, which stalled DDP's backward for milliseconds per bucket.
+    // Pointers, not "buffer" arguments, here and for allGather's outputs: a nonblocking call with
+    // a buffer argument stalled DDP's backward for milliseconds per bucket (BENCHMARKS.md).
     const timing = new Float64Array(2);
     const status = await call(ctx, ticket, Deno.UnsafePointer.of(timing));
     refs.length; // keeps the arguments (and `timing`) reachable until the native call returned
@@ -213,7 +213,7 @@ export class ShmBackend implements Backend {
           input.ptr,
           input.count,
           GlooDType[input.dtype],
-          ptrs,
+          Deno.UnsafePointer.of(ptrs),
           outs.length,
           timing,
         ),
