@@ -2,6 +2,7 @@
 // per rank, and DDP's bucket all-reduces start while backward still runs.
 import assert from "node:assert/strict";
 import { runDeno } from "../_harness/processes.ts";
+import { freePort } from "../_harness/ranks.ts";
 import { assertSucceeded, SMALL_JOB, train } from "../train/_train.ts";
 import type { TraceEvent } from "../../src/profile/tracer.ts";
 import { renderSvg } from "../../src/profile/svg.ts";
@@ -14,6 +15,7 @@ Deno.test("--profile on a 2-rank DDP job writes one trace with a track per rank,
       ...SMALL_JOB,
       ...["--hidden", "1024,1024", "--epochs", "1", "--max-steps", "6"],
       ...["--snapshot", `${dir}/snapshot.safetensors`, "--nproc-per-node", "2"],
+      ...["--master-port", String(freePort())],
       ...["--profile", path],
     ]);
     assertSucceeded(run);
