@@ -10,7 +10,8 @@
  * in src/tensor/autograd.ts) moves its gradient into its bucket and makes `param.grad` a view of
  * the bucket memory, so later accumulation (noSync) writes there directly. When a bucket and every
  * bucket before it are complete, its all-reduce (op "avg") is issued at once and runs on a native
- * thread while backward goes on. Buckets are issued in index order on every rank, so the
+ * thread while backward goes on: every bucket over a backend with its own issue queue (shared
+ * memory), the first bucket otherwise (Gloo; the others start when backward has returned). Buckets are issued in index order on every rank, so the
  * collective sequence is identical everywhere. `await ddp.backward(loss)` returns when every
  * bucket is reduced and the averaged gradients are in `param.grad`.
  *
