@@ -9,8 +9,9 @@ BUILD   := build
 
 CORE_SRC := $(wildcard csrc/core/*.c)
 CORE_HDR := $(wildcard csrc/core/*.h)
-GLOO_SRC := $(wildcard csrc/gloo/*.cc)
-GLOO_HDR := $(wildcard csrc/gloo/*.h)
+# The shared-memory transport (csrc/shm) shares the shim's fingerprints and kernels: one library.
+GLOO_SRC := $(wildcard csrc/gloo/*.cc csrc/shm/*.cc)
+GLOO_HDR := $(wildcard csrc/gloo/*.h csrc/shm/*.h)
 CUDA_SRC := $(wildcard csrc/cuda/*.cu)
 CUDA_HDR := $(wildcard csrc/cuda/*.cuh csrc/cuda/*.h) csrc/core/dtrain.h
 
@@ -39,7 +40,7 @@ $(BUILD)/libdtrain.so: $(CORE_SRC) $(CORE_HDR)
 
 $(BUILD)/libdtrain_gloo.so: $(GLOO_SRC) $(GLOO_HDR)
 	@mkdir -p $(BUILD)
-	$(CXX) $(CXXFLAGS) -shared -o $@ $(GLOO_SRC) -lgloo -lpthread
+	$(CXX) $(CXXFLAGS) -shared -o $@ $(GLOO_SRC) -lgloo -lpthread -lrt
 
 ifneq ($(NVCC),)
 cuda: $(BUILD)/libdtrain_cuda.so

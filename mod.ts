@@ -87,3 +87,4 @@ export * as data from "./src/data/mod.ts";
 export * as checkpoint from "./src/checkpoint/mod.ts";
 export * as dist from "./src/dist/mod.ts";
 export * as parallel from "./src/parallel/mod.ts";
+export * as profile from "./src/profile/mod.ts";

@@ -58,6 +58,7 @@ if (group.rank === 0) {
     steps,
     seconds,
     samplesPerSecond: samples / seconds,
+    stepMs: seconds * 1000 / steps,
     meanLoss: lossSum / steps,
     backwardMs: backwardMs / steps,
     exposedCommMs: exposedMs / steps,

@@ -53,7 +53,8 @@ import {
 
 const SECTIONS = ["single", "ddp", "allreduce", "gpt"] as const;
 type Section = typeof SECTIONS[number];
-type Framework = "dtrain" | "torch";
+/** dtrain as the job picks (shared memory on one host), dtrain with DTRAIN_SHM=0, PyTorch. */
+type Framework = "dtrain" | "gloo" | "torch";
 type Runs = Record<Framework, RunResult[]>;
 
 const USAGE =
@@ -104,8 +105,12 @@ const TORCH_WORKLOAD = [
   `--seed=${SEED}`,
 ];
 
-/** One way to run a workload on each side (torch absent when skipped). */
-type Sides = { dtrain: () => Promise<RunResult>; torch?: () => Promise<RunResult> };
+/** One way to run a workload on each side (gloo and torch absent when not compared). */
+type Sides = {
+  dtrain: () => Promise<RunResult>;
+  gloo?: () => Promise<RunResult>;
+  torch?: () => Promise<RunResult>;
+};
 
 /** Runs the sides alternately, A B then B A, `rounds` times; logs each run as it ends. */
 async function alternate(
@@ -114,8 +119,8 @@ async function alternate(
   sides: Sides,
   headline: (r: Record<string, unknown>) => string,
 ): Promise<Runs> {
-  const runs: Runs = { dtrain: [], torch: [] };
-  const order: Framework[] = sides.torch ? ["dtrain", "torch"] : ["dtrain"];
+  const runs: Runs = { dtrain: [], gloo: [], torch: [] };
+  const order = (["dtrain", "gloo", "torch"] as const).filter((fw) => sides[fw] !== undefined);
   for (let round = 0; round < rounds; round++) {
     for (const fw of round % 2 === 0 ? order : [...order].reverse()) {
       const run = await sides[fw]!();
@@ -297,9 +302,13 @@ async function benchSingle(options: Options, python: string | null) {
 }
 
 async function benchDdp(options: Options, python: string | null) {
-  console.log("\n(b) DDP: 2 processes x 1 thread, batch 64 per rank, 1 epoch, Gloo");
+  console.log(
+    "\n(b) DDP: 2 processes x 1 thread, batch 64 per rank, 1 epoch; dtrain over shared memory " +
+      "and over Gloo (DTRAIN_SHM=0), PyTorch over Gloo",
+  );
   const runs = await alternate("ddp", options.rounds, {
     dtrain: ranks("ddp", 2, () => denoWorker("ddp.ts")),
+    gloo: ranks("ddp", 2, () => denoWorker("ddp.ts"), { DTRAIN_SHM: "0" }),
     torch: python
       ? ranks("ddp", 2, (rank, port) =>
         pythonWorker(python, "torch_side.py", [
@@ -313,22 +322,52 @@ async function benchDdp(options: Options, python: string | null) {
       : undefined,
   }, (r) => `${num(r.samplesPerSecond as number)} samples/s`);
   const d = (name: string) => med(runs.dtrain, name), t = (name: string) => med(runs.torch, name);
+  const g = (name: string) => med(runs.gloo, name);
   const ms = (x: number) => `${num(x, 2)} ms`;
   const rows = [
     [
       "samples/s (both ranks)",
       num(d("samplesPerSecond")),
+      num(g("samplesPerSecond")),
       num(t("samplesPerSecond")),
       ratio(d("samplesPerSecond") / t("samplesPerSecond")),
     ],
-    ["all-reduce time hidden behind backward", pct(d("hiddenFraction")), "n/a", ""],
-    ["backward per step", ms(d("backwardMs")), "n/a", ""],
-    ["all-reduce span per step (first issue to last done)", ms(d("commSpanMs")), "n/a", ""],
-    ["exposed all-reduce wait per step", ms(d("exposedCommMs")), "n/a", ""],
-    ["mean loss over the epoch", num(d("meanLoss"), 3), num(t("meanLoss"), 3), ""],
-    ...noiseRows(runs),
+    [
+      "all-reduce time hidden behind backward",
+      pct(d("hiddenFraction")),
+      pct(g("hiddenFraction")),
+      "n/a",
+      "",
+    ],
+    ["step time (epoch time / steps)", ms(d("stepMs")), ms(g("stepMs")), "n/a", ""],
+    ["backward per step", ms(d("backwardMs")), ms(g("backwardMs")), "n/a", ""],
+    [
+      "all-reduce span per step (first issue to last done)",
+      ms(d("commSpanMs")),
+      ms(g("commSpanMs")),
+      "n/a",
+      "",
+    ],
+    ["exposed all-reduce wait per step", ms(d("exposedCommMs")), ms(g("exposedCommMs")), "n/a", ""],
+    [
+      "exposed wait as a share of the step",
+      pct(d("exposedCommMs") / d("stepMs")),
+      pct(g("exposedCommMs") / g("stepMs")),
+      "n/a",
+      "",
+    ],
+    [
+      "mean loss over the epoch",
+      num(d("meanLoss"), 3),
+      num(g("meanLoss"), 3),
+      num(t("meanLoss"), 3),
+      "",
+    ],
+    ...noiseRows(runs).map(([label, a, b, c]) => [label, a, "", b, c]),
   ];
-  console.log(`\n${table(["(b) DDP, 2 ranks", "dtrain", "PyTorch", "advantage"], rows)}`);
+  console.log(
+    `\n${table(["(b) DDP, 2 ranks", "dtrain shm", "dtrain Gloo", "PyTorch", "shm/PyTorch"], rows)}`,
+  );
   return runs;
 }
 
@@ -338,7 +377,10 @@ async function benchDdp(options: Options, python: string | null) {
  * (the fastest of 5 trials of back-to-back all-reduces); this adds the alternation and medians.
  */
 async function benchAllReduce(options: Options, python: string | null) {
-  console.log("\n(c) all-reduce: f32 sum, 2 processes, Gloo over loopback TCP");
+  console.log(
+    "\n(c) all-reduce: f32 sum, 2 processes; dtrain over shared memory and over Gloo " +
+      "(loopback TCP), PyTorch over Gloo",
+  );
   const missing = ["allreduce.ts", "allreduce_torch.py"].filter((f) => !benchFileExists(f));
   if (missing.length > 0) {
     console.log(`  SKIPPED: bench/${missing.join(" and bench/")} not found`);
@@ -358,6 +400,13 @@ async function benchAllReduce(options: Options, python: string | null) {
       { DTRAIN_BENCH_WORKER: "1" },
       lastJsonLine,
     ),
+    gloo: ranks(
+      "allreduce",
+      2,
+      () => denoWorker("allreduce.ts"),
+      { DTRAIN_BENCH_WORKER: "1", DTRAIN_SHM: "0" },
+      lastJsonLine,
+    ),
     torch: python
       ? () =>
         single(
@@ -373,10 +422,13 @@ async function benchAllReduce(options: Options, python: string | null) {
   const busbw = (bytes: number, s: number) => (2 * (world - 1) / world) * bytes / s / 1e9;
   const rows = sizes.map((bytes) => {
     const sd = seconds(runs.dtrain, bytes), st = seconds(runs.torch, bytes);
+    const sg = seconds(runs.gloo, bytes);
     return [
       bytesLabel(bytes),
       num(sd * 1e6, 1),
       num(busbw(bytes, sd), 3),
+      num(sg * 1e6, 1),
+      num(busbw(bytes, sg), 3),
       num(st * 1e6, 1),
       num(busbw(bytes, st), 3),
       ratio(st / sd),
@@ -385,11 +437,13 @@ async function benchAllReduce(options: Options, python: string | null) {
   console.log(`\n${
     table([
       "(c) size",
-      "dtrain µs",
-      "dtrain busbw GB/s",
+      "dtrain shm µs",
+      "shm busbw GB/s",
+      "dtrain Gloo µs",
+      "Gloo busbw GB/s",
       "PyTorch µs",
       "PyTorch busbw GB/s",
-      "busbw dtrain/PyTorch",
+      "busbw shm/PyTorch",
     ], rows)
   }`);
   return runs;

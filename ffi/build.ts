@@ -21,8 +21,8 @@ import { join } from "node:path";
 
 /** How one library is compiled, and the Debian packages that compiling it needs. */
 interface Recipe {
-  /** The folder under `csrc/` (a key of `csrc/sources.json`). */
-  dir: string;
+  /** The folders under `csrc/` (keys of `csrc/sources.json`) whose sources make the library. */
+  dirs: string[];
   /** The environment variable naming the compiler, as make's, and its default. */
   compilerEnv: "CC" | "CXX";
   compiler: string;
@@ -34,7 +34,7 @@ interface Recipe {
 /** The same commands as the Makefile's. */
 const RECIPES: Record<string, Recipe> = {
   "libdtrain.so": {
-    dir: "core",
+    dirs: ["core"],
     compilerEnv: "CC",
     compiler: "cc",
     flags: ["-O3", "-march=native", "-fno-math-errno", "-std=c11", "-fPIC"],
@@ -42,11 +42,12 @@ const RECIPES: Record<string, Recipe> = {
     packages: ["build-essential", "libopenblas-dev"],
   },
   "libdtrain_gloo.so": {
-    dir: "gloo",
+    // The shared-memory transport (csrc/shm) lives in the Gloo shim's library, as in the Makefile.
+    dirs: ["gloo", "shm"],
     compilerEnv: "CXX",
     compiler: "c++",
     flags: ["-O2", "-std=c++17", "-fPIC"],
-    libs: ["-lgloo", "-lpthread"],
+    libs: ["-lgloo", "-lpthread", "-lrt"],
     packages: ["build-essential", "libgloo-dev"],
   },
 };
@@ -120,9 +121,12 @@ async function ensureBuilt(fileName: string): Promise<string> {
   }
   const base = new URL("../", import.meta.url);
   const lists = JSON.parse(await fetchText(new URL("csrc/sources.json", base)));
-  const names: string[] = lists[recipe.dir] ?? [];
+  // Paths relative to csrc/, so that includes across folders ("../gloo/x.h") resolve.
+  const names: string[] = recipe.dirs.flatMap((d) =>
+    ((lists[d] ?? []) as string[]).map((n) => `${d}/${n}`)
+  );
   const contents = await Promise.all(
-    names.map((name) => fetchText(new URL(`csrc/${recipe.dir}/${name}`, base))),
+    names.map((name) => fetchText(new URL(`csrc/${name}`, base))),
   );
   const version = JSON.parse(await fetchText(new URL("deno.json", base))).version ?? "0";
   const compiler = Deno.env.get(recipe.compilerEnv) || recipe.compiler;
@@ -137,13 +141,13 @@ async function ensureBuilt(fileName: string): Promise<string> {
   await lock.lock(true);
   if (exists(target)) return target;
   console.error(`dtrain: building ${fileName} into ${dir} (once for this version)`);
-  const srcDir = join(dir, "src", recipe.dir);
-  await Deno.mkdir(srcDir, { recursive: true });
+  const srcDir = join(dir, "src");
+  for (const d of recipe.dirs) await Deno.mkdir(join(srcDir, d), { recursive: true });
   await Promise.all(names.map((name, i) => Deno.writeTextFile(join(srcDir, name), contents[i])));
   // One compiler per source file at a time, as `make -j` would, then one link.
   const objDir = await Deno.makeTempDir({ dir, prefix: "obj-" });
   const sources = names.filter((n) => /\.(c|cc)$/.test(n));
-  const objects = sources.map((n) => join(objDir, `${n}.o`));
+  const objects = sources.map((n) => join(objDir, `${n.replace("/", "_")}.o`));
   let next = 0;
   const worker = async () => {
     for (let i = next++; i < sources.length; i = next++) {

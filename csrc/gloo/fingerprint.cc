@@ -63,15 +63,18 @@ void setupFirstMessages(dt_gloo_ctx* ctx) {
   ctx->stage = g.createUnboundBuffer(ctx->stage_mem.data(), n * ctx->region);
 }
 
-namespace {
-
 // Compares every rank with group rank 0, so every rank reports the same first difference.
-std::string mismatchMessage(const dt_gloo_ctx* ctx, const std::vector<Fingerprint>& all) {
+std::string mismatchMessage(const std::vector<int>& globalRanks,
+                            const std::vector<Fingerprint>& all) {
+  auto jobRank = [&](int i) {
+    return i >= 0 && i < static_cast<int>(globalRanks.size()) ? globalRanks[i] : i;
+  };
+  auto rankName = [&](int i) { return "rank " + std::to_string(jobRank(i)); };
   const auto& ref = all[0];
-  const auto first = ctx->rankName(0);
+  const auto first = rankName(0);
   for (size_t j = 1; j < all.size(); j++) {
     const auto& fp = all[j];
-    auto rank = ctx->rankName(static_cast<int>(j));
+    auto rank = rankName(static_cast<int>(j));
     auto tail = " (op #" + std::to_string(ref.seq) + ")";
     if (fp.kind != ref.kind) {
       return "op #" + std::to_string(ref.seq) + ": " + rank + " called " + kindName(fp.kind) +
@@ -91,12 +94,14 @@ std::string mismatchMessage(const dt_gloo_ctx* ctx, const std::vector<Fingerprin
              ", " + first + " expected " + reduceOpName(ref.op) + tail;
     }
     if (fp.root != ref.root) {
-      return name + ": " + rank + " uses root " + std::to_string(ctx->jobRank(fp.root)) + ", " +
-             first + " expected root " + std::to_string(ctx->jobRank(ref.root)) + tail;
+      return name + ": " + rank + " uses root " + std::to_string(jobRank(fp.root)) + ", " +
+             first + " expected root " + std::to_string(jobRank(ref.root)) + tail;
     }
   }
   return "";
 }
+
+namespace {
 
 uint64_t firstMessageSlot(uint64_t seq) {
   return gloo::Slot::build(kFingerprintSlotPrefix, static_cast<uint32_t>(seq));
@@ -168,7 +173,7 @@ void exchangeFirstMessages(dt_gloo_ctx* ctx, const Fingerprint& mine, const Outg
       memcpy(&all[i], inboxOf(ctx, i), kHeader);
     }
   }
-  auto mismatch = mismatchMessage(ctx, all);
+  auto mismatch = mismatchMessage(ctx->global_ranks, all);
   // Every first message of this op has arrived and been sent, so the group stays usable.
   if (!mismatch.empty()) throw Failure(DT_EMISMATCH, mismatch);
 }

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "internal.h"
 
@@ -48,6 +49,12 @@ struct Outgoing {
 
 // "allReduce (op #17)": how errors name the collective.
 std::string opLabel(const Fingerprint& fp);
+
+// The first difference between group rank 0's fingerprint and another's, worded the same on
+// every rank ("" when all agree); `globalRanks` maps group ranks to the job ranks it names.
+// Shared with the shared-memory transport (csrc/shm), which checks the same fingerprints.
+std::string mismatchMessage(const std::vector<int>& globalRanks,
+                            const std::vector<Fingerprint>& all);
 
 // The single entry point of every collective: checks the context, exchanges first messages
 // (fingerprint and any inline payload), then runs `payload`, which may read the inbox.

@@ -54,23 +54,45 @@ export interface BackendInit {
 }
 
 /**
+ * When a collective ran on the backend's own thread, in microseconds since the Unix epoch. A
+ * backend that measures it resolves with it, so that the timeline (src/profile) shows when the
+ * bytes moved rather than when JavaScript noticed.
+ */
+export interface OpTiming {
+  /** When the collective started (its turn came). */
+  startUs: number;
+  /** When it finished. */
+  endUs: number;
+}
+
+/** What a collective's promise resolves with: nothing, or when it ran. */
+export type Done = void | OpTiming;
+
+/**
  * A connected communicator over `size` ranks. Calls must be issued in the same order on
- * every rank and never concurrently; the process group guarantees both. Buffers must stay
- * alive and untouched until the returned promise settles.
+ * every rank; the process group guarantees it. Unless the backend is `queued`, never
+ * concurrently either: the process group then issues each call after the previous settled.
+ * Buffers must stay alive and untouched until the returned promise settles.
  */
 export interface Backend {
   /** The backend's name, e.g. "gloo". */
   readonly name: string;
+  /**
+   * Whether the backend keeps its own issue queue: calls may be made while earlier ones run,
+   * and run in the order they were made. The process group then issues each collective the
+   * moment it is asked for, even from synchronous code (DDP's gradient hooks).
+   */
+  readonly queued?: boolean;
   /** In place: every rank ends with the reduction of all ranks' `buf`. */
-  allReduce(buf: NativeBuffer, op: ReduceOp): Promise<void>;
+  allReduce(buf: NativeBuffer, op: ReduceOp): Promise<Done>;
   /** In place: every rank ends with `root`'s `buf`. */
-  broadcast(buf: NativeBuffer, root: number): Promise<void>;
+  broadcast(buf: NativeBuffer, root: number): Promise<Done>;
   /** `outs` is one flat buffer of size × input.count elements, or one buffer per rank. */
-  allGather(outs: NativeBuffer[], input: NativeBuffer): Promise<void>;
+  allGather(outs: NativeBuffer[], input: NativeBuffer): Promise<Done>;
   /** Rank r receives chunk r (of out.count elements) of the reduction of every `input`. */
-  reduceScatter(out: NativeBuffer, input: NativeBuffer, op: ReduceOp): Promise<void>;
+  reduceScatter(out: NativeBuffer, input: NativeBuffer, op: ReduceOp): Promise<Done>;
   /** Resolves once every rank has called it. */
-  barrier(): Promise<void>;
+  barrier(): Promise<Done>;
   /** Releases native resources. Idempotent; no call may be in flight. */
   close(): void;
 }

@@ -9,8 +9,8 @@ import { GlooDType, GlooReduceOp, GlooStatus, type GlooSymbols, loadGloo } from 
 import type { Backend, BackendInit, NativeBuffer, ReduceOp } from "./backend.ts";
 import { DistError, type DistErrorCode } from "./errors.ts";
 
-/** The error code each native status becomes. */
-const STATUS_CODES: Record<number, DistErrorCode> = {
+/** The error code each native status becomes (shared with the shared-memory backend). */
+export const STATUS_CODES: Record<number, DistErrorCode> = {
   [GlooStatus.EINVAL]: "invalid",
   [GlooStatus.ETIMEOUT]: "timeout",
   [GlooStatus.EPEER]: "peer",

@@ -7,11 +7,11 @@
 
 import type { Backend } from "./backend.ts";
 import { DistError } from "./errors.ts";
-import { GlooBackend } from "./gloo.ts";
 import { NcclBackend } from "./nccl.ts";
 import { AutoBackend } from "./nccl_auto.ts";
 import { type InitOptions, type ResolvedInit, resolveInit } from "./init_method.ts";
 import { ProcessGroup } from "./process_group.ts";
+import { connectBackend as connectSelected } from "./select_backend.ts";
 import { StoreClient } from "./store/client.ts";
 import { MAX_TIMEOUT_MS } from "./store/protocol.ts";
 import { StoreServer } from "./store/server.ts";
@@ -60,7 +60,8 @@ function connectBackend(
   // NCCL: one GPU per local rank, as torchrun's LOCAL_RANK convention has it.
   if (config.backend === "nccl") return NcclBackend.connect({ ...init, device: config.localRank });
   if (config.backend === "auto") return AutoBackend.connect({ ...init, device: config.localRank });
-  return GlooBackend.connect(init);
+  // Gloo, or shared memory between the ranks of one host (src/dist/select_backend.ts).
+  return connectSelected(init);
 }
 
 /**

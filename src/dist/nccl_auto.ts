@@ -7,7 +7,7 @@
  */
 
 import { isAvailable, unavailableReason } from "../tensor/device/cuda_api.ts";
-import type { Backend, NativeBuffer, ReduceOp } from "./backend.ts";
+import type { Backend, Done, NativeBuffer, ReduceOp } from "./backend.ts";
 import { DistError } from "./errors.ts";
 import { GlooBackend } from "./gloo.ts";
 import { NcclBackend, type NcclInit } from "./nccl.ts";
@@ -65,23 +65,23 @@ export class AutoBackend implements Backend {
     return this.#nccl;
   }
 
-  allReduce(buf: NativeBuffer, op: ReduceOp): Promise<void> {
+  allReduce(buf: NativeBuffer, op: ReduceOp): Promise<Done> {
     return this.#for("allReduce", buf).allReduce(buf, op);
   }
 
-  broadcast(buf: NativeBuffer, root: number): Promise<void> {
+  broadcast(buf: NativeBuffer, root: number): Promise<Done> {
     return this.#for("broadcast", buf).broadcast(buf, root);
   }
 
-  allGather(outs: NativeBuffer[], input: NativeBuffer): Promise<void> {
+  allGather(outs: NativeBuffer[], input: NativeBuffer): Promise<Done> {
     return this.#for("allGather", input, ...outs).allGather(outs, input);
   }
 
-  reduceScatter(out: NativeBuffer, input: NativeBuffer, op: ReduceOp): Promise<void> {
+  reduceScatter(out: NativeBuffer, input: NativeBuffer, op: ReduceOp): Promise<Done> {
     return this.#for("reduceScatter", out, input).reduceScatter(out, input, op);
   }
 
-  barrier(): Promise<void> {
+  barrier(): Promise<Done> {
     return this.#gloo.barrier();
   }
 

@@ -4,7 +4,8 @@
  * @module
  */
 
-import type { Backend, DType, NativeBuffer, ReduceOp } from "./backend.ts";
+import { nowUs, profiling, recordCollective, takeTag } from "../profile/tracer.ts";
+import type { Backend, Done, DType, NativeBuffer, ReduceOp } from "./backend.ts";
 import { REDUCE_OPS } from "./backend.ts";
 import { DistError } from "./errors.ts";
 
@@ -151,7 +152,7 @@ export class ProcessGroup {
     this.#diagnose = diagnose;
   }
 
-  /** Name of the backend ("gloo"), or "none" on non-members. */
+  /** Name of the backend ("shm", "gloo", "shm+gloo"), or "none" on non-members. */
   get backendName(): string {
     return this.#backend?.name ?? "none";
   }
@@ -172,7 +173,7 @@ export class ProcessGroup {
     const what = "allReduce";
     const buf = bufferOf(what, "tensor", t);
     checkOp(what, op, buf.dtype);
-    return this.#enqueue(what, (b) => b.allReduce(buf, op), [t]);
+    return this.#enqueue(what, (b) => b.allReduce(buf, op), [t], buf.count * 4);
   }
 
   /**
@@ -189,7 +190,7 @@ export class ProcessGroup {
     if (!Number.isInteger(src) || root < 0) {
       throw invalid(`${what}: src ${src} is not a rank of this group (ranks ${this.#members()})`);
     }
-    return this.#enqueue(what, (b) => b.broadcast(buf, root), [t]);
+    return this.#enqueue(what, (b) => b.broadcast(buf, root), [t], buf.count * 4);
   }
 
   /**
@@ -217,7 +218,8 @@ export class ProcessGroup {
       const why = `input length ${input.count} × group size ${this.size}`;
       this.#sameAs(what, "output", outs[0], input, this.size * input.count, why);
     }
-    return this.#enqueue(what, (b) => b.allGather(outs, input), [...[out].flat(), t]);
+    const bytes = this.size * input.count * 4;
+    return this.#enqueue(what, (b) => b.allGather(outs, input), [...[out].flat(), t], bytes);
   }
 
   /**
@@ -235,7 +237,7 @@ export class ProcessGroup {
     checkOp(what, op, i.dtype);
     const why = `output length ${o.count} × group size ${this.size}`;
     this.#sameAs(what, "input", i, o, this.size * o.count, why);
-    return this.#enqueue(what, (b) => b.reduceScatter(o, i, op), [out, input]);
+    return this.#enqueue(what, (b) => b.reduceScatter(o, i, op), [out, input], i.count * 4);
   }
 
   /**
@@ -243,7 +245,7 @@ export class ProcessGroup {
    * @returns The collective in flight.
    */
   barrier(): Work {
-    return this.#enqueue("barrier", (b) => b.barrier(), []);
+    return this.#enqueue("barrier", (b) => b.barrier(), [], 0);
   }
 
   /**
@@ -279,7 +281,12 @@ export class ProcessGroup {
     }
   }
 
-  #enqueue(what: string, call: (b: Backend) => Promise<void>, tensors: TensorLike[]): Work {
+  #enqueue(
+    what: string,
+    call: (b: Backend) => Promise<Done>,
+    tensors: TensorLike[],
+    bytes: number,
+  ): Work {
     if (this.#destroyed) throw new DistError("invalid", `${what}: process group was destroyed`);
     const backend = this.#backend;
     if (backend === null) {
@@ -301,20 +308,28 @@ export class ProcessGroup {
     // The pointers were read at queue time: hold the memory behind them (and the tensor
     // objects, for those without a storage) until the collective has ended.
     for (const t of tensors) t.storage?.retain();
-    // Chained, not concurrent: the backend sees collectives in issue order on every rank. When
-    // nothing is in flight the call starts at once, on its native thread, so a collective issued
-    // from synchronous code (DDP's gradient hooks during backward) runs while that code goes on;
-    // one issued behind another starts when the JavaScript thread next settles promises.
+    const profiled = profiling();
+    const tag = profiled ? takeTag() : null;
+    let startUs = 0;
     const invoke = () => {
+      if (profiled) startUs = nowUs();
       try {
         return call(backend);
       } catch (err) {
         return Promise.reject(err);
       }
     };
-    const started = this.#inFlight === 0 ? invoke() : this.#tail.then(invoke);
+    // In issue order on every rank. A queued backend orders calls itself, so each starts at
+    // once on its native thread, even one issued from synchronous code (DDP's gradient hooks
+    // during backward) while others run. Otherwise calls are chained: when nothing is in
+    // flight the call starts at once, and one issued behind another starts when the
+    // JavaScript thread next settles promises.
+    const started = backend.queued || this.#inFlight === 0 ? invoke() : this.#tail.then(invoke);
     this.#inFlight++;
     const done = started
+      .then((timing) => {
+        if (profiled) recordCollective(what, bytes, timing ?? { startUs, endUs: nowUs() }, tag);
+      })
       .catch(async (err) => {
         throw await this.#diagnose(err, this);
       })
@@ -322,7 +337,8 @@ export class ProcessGroup {
         this.#inFlight--;
         for (const t of tensors) t.storage?.release();
       });
-    this.#tail = done.catch(() => {});
+    const previous = this.#tail;
+    this.#tail = done.then(() => previous, () => previous);
     return new Work(done);
   }
 }

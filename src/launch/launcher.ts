@@ -9,6 +9,7 @@
 import { resolve } from "node:path";
 import { exitWithParent } from "../dist/lifetime.ts";
 import { StoreServer } from "../dist/store/server.ts";
+import { mergeRankTraces } from "../profile/merge.ts";
 import { runElastic } from "./elastic.ts";
 import type { LaunchOptions } from "./options.ts";
 import { describeExit, logTail, Supervisor } from "./supervisor.ts";
@@ -61,6 +62,8 @@ export async function launch(options: LaunchOptions): Promise<number> {
   } finally {
     for (const [s, h] of handlers) Deno.removeSignalListener(s, h);
     await store?.close();
+    // The workers' DTRAIN_PROFILE timelines (one per rank) become one trace file.
+    await mergeRankTraces(Deno.env.get("DTRAIN_PROFILE"));
   }
 }
 

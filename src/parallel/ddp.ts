@@ -10,7 +10,8 @@
  * in src/tensor/autograd.ts) moves its gradient into its bucket and makes `param.grad` a view of
  * the bucket memory, so later accumulation (noSync) writes there directly. When a bucket and every
  * bucket before it are complete, its all-reduce (op "avg") is issued at once and runs on a native
- * thread while backward goes on. Buckets are issued in index order on every rank, so the
+ * thread while backward goes on: every bucket over a backend with its own issue queue (shared
+ * memory), the first bucket otherwise (Gloo; the others start when backward has returned). Buckets are issued in index order on every rank, so the
  * collective sequence is identical everywhere. `await ddp.backward(loss)` returns when every
  * bucket is reduced and the averaged gradients are in `param.grad`.
  *
@@ -36,6 +37,7 @@
 import { broadcast, getWorldSize, worldGroup } from "../dist/mod.ts";
 import type { ProcessGroup, Work } from "../dist/mod.ts";
 import { Module } from "../nn/module.ts";
+import { nowUs, record, tagNext } from "../profile/tracer.ts";
 import { noGrad } from "../tensor/autograd.ts";
 import { tensor } from "../tensor/creation.ts";
 import type { Tensor } from "../tensor/tensor.ts";
@@ -194,15 +196,19 @@ export class DistributedDataParallel<M extends Module = Module> extends Module {
     this.#inBackward = true;
     try {
       const start = performance.now();
+      const startUs = nowUs();
       loss.backward();
       const backwardEnd = performance.now();
+      record("backward", "compute", startUs, nowUs());
       if (!this.#sync) return;
       const gradless = this.#handleUnused();
       this.#issueReadyBuckets();
       const used = this.#options.findUnusedParameters ? this.#reduceUsedMask() : null;
       const works = [...this.#works, ...(used ? [used.work] : [])];
+      const waitUs = nowUs();
       const results = await Promise.allSettled(works.map((w) => w!.wait()));
       const end = performance.now();
+      record("wait for buckets", "wait", waitUs, nowUs());
       this.lastStats = {
         backwardMs: backwardEnd - start,
         exposedCommMs: end - backwardEnd,
@@ -278,6 +284,7 @@ export class DistributedDataParallel<M extends Module = Module> extends Module {
     ) {
       const bucket = this.#buckets[this.#nextToIssue];
       if (this.#nextToIssue === 0) this.#firstIssue = performance.now();
+      tagNext({ bucket: bucket.index });
       this.#works[bucket.index] = this.#group.allReduce(bucket.buffer, "avg");
       this.#nextToIssue++;
     }

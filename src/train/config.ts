@@ -56,6 +56,7 @@ export const TrainConfigSchema = z.object({
   maxSteps: z.number().int().nonnegative(),
   logEvery: z.number().int().nonnegative(),
   device: z.enum(["cpu", "cuda"]),
+  profile: z.string(),
 }).extend(LauncherFieldsSchema.shape).strict();
 
 /** A validated training configuration. */
@@ -88,6 +89,7 @@ export const DEFAULTS: TrainConfig = {
   maxSteps: 0,
   logEvery: 0,
   device: "cpu",
+  profile: "",
   ...LAUNCHER_DEFAULTS,
   nprocPerNode: 2,
 };
@@ -136,6 +138,7 @@ const FLAGS = {
   "max-steps": "maxSteps",
   "log-every": "logEvery",
   device: "device",
+  profile: "profile",
   ...LAUNCHER_FLAGS,
 } as const satisfies Record<string, keyof TrainConfig>;
 
@@ -178,6 +181,7 @@ export const USAGE = `usage: deno task train [EPOCHS SAVE_EVERY] [options]
                            multi-node launch, spelled like torchrun (--log-dir: default logs/
                            beside the snapshot)
   --device cpu|cuda        (default cpu)
+  --profile PATH           write a Chrome trace (Perfetto, chrome://tracing) of every rank to PATH
 `;
 
 function formatIssue(issue: z.core.$ZodIssue): ConfigError {

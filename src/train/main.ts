@@ -16,6 +16,7 @@ import { CheckpointError, save } from "../checkpoint/mod.ts";
 import { destroyProcessGroup, initProcessGroup } from "../dist/mod.ts";
 import { launch } from "../launch/launcher.ts";
 import { runnable } from "../launch/supervisor.ts";
+import { startProfile } from "../profile/tracer.ts";
 import { ConfigError, parseTrainArgs, type TrainConfig, USAGE } from "./config.ts";
 import { buildModel, buildOptimizer, DATASET_SHAPES } from "./model.ts";
 import { checkSnapshot, snapshotMismatch } from "./snapshot.ts";
@@ -119,6 +120,11 @@ export async function main(args: string[]): Promise<number> {
     return 2;
   }
   const launched = Deno.env.get("RANK") !== undefined;
+  // The workers start their timelines from the environment; a single process starts its own.
+  if (config.profile && !launched) {
+    Deno.env.set("DTRAIN_PROFILE", config.profile);
+    if (config.nprocPerNode === 1 && config.nnodes === 1) startProfile(config.profile);
+  }
   try {
     // A bad snapshot is a bad input, refused before any process starts; ranks check it again.
     if (!launched && existsSync(config.snapshot)) refuseUnfitSnapshot(config);

@@ -30,6 +30,7 @@ import type { TrainConfig } from "./config.ts";
 import { buildModel, buildOptimizer, loadTask, type Task } from "./model.ts";
 import { gradNorm, stateChecksum } from "./_stats.ts";
 import { RunLog } from "./metrics.ts";
+import { nowUs, record, span } from "../profile/tracer.ts";
 import { Progress } from "./progress.ts";
 import { scoreStride } from "./_evaluate.ts";
 import { loadSnapshot, saveSnapshot } from "./snapshot.ts";
@@ -191,12 +192,16 @@ export class Trainer {
   async runBatch(x: Tensor, y: Tensor): Promise<number> {
     const ddp = this.#ddp;
     return await tidyAsync(async () => {
-      const loss = this.task.loss(this.model.forward(x.to(this.device)), y.to(this.device));
+      const loss = span(
+        "forward",
+        "compute",
+        () => this.task.loss(this.model.forward(x.to(this.device)), y.to(this.device)),
+      );
       if (ddp) await ddp.backward(loss);
-      else loss.backward();
+      else span("backward", "compute", () => loss.backward());
       if (this.#measureGradNorm) this.#gradNorm = gradNorm(this.model);
       this.#scheduleLr();
-      this.optimizer.step();
+      span("optimizer step", "optim", () => this.optimizer.step());
       this.optimizer.zeroGrad();
       return loss.item();
     });
@@ -238,6 +243,7 @@ export class Trainer {
     // Every step but an epoch's last consumes batchSize samples on each rank.
     const consumed = (n: number) => start + n * this.config.batchSize * this.worldSize;
     let step = 0, lossSum = 0, interval = { loss: 0, steps: 0, samples: 0, t: performance.now() };
+    let fetchUs = nowUs();
     for (const [x, y] of this.loader) {
       if (step >= steps) {
         x.dispose();
@@ -248,6 +254,7 @@ export class Trainer {
       // The step --max-steps stops at is logged too, so the record ends where the run did.
       const logged = step % logEvery === 0 || (step === steps && steps < full);
       this.#measureGradNorm = logged && this.rank === 0;
+      record("data", "data", fetchUs, nowUs());
       const loss = await this.runBatch(x, y);
       this.step++;
       const samples = x.shape[0] * this.worldSize;
@@ -275,6 +282,7 @@ export class Trainer {
       }
       const every = this.config.saveEverySteps;
       if (every > 0 && step % every === 0 && step < steps) await this.saveSnapshot(consumed(step));
+      fetchUs = nowUs();
     }
     const loss = await this.#meanOverRanks(step ? lossSum / step : NaN);
     const score = await this.evaluate();

@@ -150,7 +150,7 @@ Deno.test("a missing header names the apt-get command that installs it", async (
 
 Deno.test("csrc/sources.json lists every source file the Makefile compiles", async () => {
   const lists = JSON.parse(await Deno.readTextFile(`${ROOT}csrc/sources.json`));
-  for (const dir of ["core", "gloo"]) {
+  for (const dir of ["core", "gloo", "shm"]) {
     const onDisk = [...Deno.readDirSync(`${ROOT}csrc/${dir}`)].map((e) => e.name)
       .filter((n) => /\.(c|cc|h)$/.test(n)).sort();
     assert.deepEqual(

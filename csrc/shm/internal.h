@@ -1,0 +1,117 @@
+// Shared between the shared-memory transport's files: the segment layout, the context behind
+// dt_shm_ctx, and the phase protocol (phase.cc) every collective is built from.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "../gloo/fingerprint.h"
+#include "dtrain_shm.h"
+
+namespace dtrain::shm {
+
+// [Note: shared-memory segment]
+// One segment per group, laid out as a header page, one control line per rank, then two
+// staging slots per rank. A collective is a series of phases, one per slot-sized chunk: each
+// rank copies its chunk into its own slot, raises its `arrive` counter, waits for every other
+// counter, then reads the peers' slots in place (reducing in rank order, so every rank computes
+// bitwise the same result). Chunk k uses slot k % 2, and a rank fills chunk k only after every
+// rank arrived at chunk k-1, which each does only after reading chunk k-2: two slots are enough
+// and each chunk costs one synchronisation. The first phase of a collective also carries its
+// fingerprint ([Note: fingerprint] in csrc/gloo/fingerprint.cc), checked before any slot is read.
+constexpr uint64_t kMagic = 0x6d68732d6e696174ULL;  // "tain-shm"
+constexpr size_t kPage = 4096;
+
+struct Header {
+  uint64_t magic;
+  uint32_t size;
+  std::atomic<uint32_t> mapped;        // ranks that mapped the segment; the last one unlinks
+  std::atomic<int32_t> failed;         // group rank that failed first and broke the group, or -1
+  int32_t failed_status;               // its dt_status
+  char failed_message[1024];           // its message, read by ranks that were waiting on it
+};
+static_assert(sizeof(Header) <= kPage, "the header fits its page");
+
+struct alignas(64) RankLine {
+  std::atomic<uint32_t> arrive;   // phases this rank has arrived at; futex word
+  std::atomic<uint32_t> waiters;  // peers sleeping on `arrive`, so arriving wakes only if needed
+  // The fingerprint of the collective whose first chunk is k, at fp[k % 2]: like the slots, a
+  // rank rewrites it only once every peer has read it.
+  Fingerprint fp[2];
+};
+static_assert(sizeof(RankLine) == 128, "two cache lines per rank");
+
+inline size_t controlBytes(int size) {
+  return (sizeof(RankLine) * size + kPage - 1) / kPage * kPage;
+}
+inline size_t segmentBytes(int size, size_t slot_bytes) {
+  return kPage + controlBytes(size) + 2 * slot_bytes * size;
+}
+
+}  // namespace dtrain::shm
+
+struct dt_shm_ctx {
+  std::mutex error_mu;
+  std::string error;
+
+  // The issue queue: ticket `serving` runs, later ones wait their turn.
+  std::mutex queue_mu;
+  std::condition_variable queue_cv;
+  uint64_t next_ticket = 0;
+  uint64_t serving = 0;
+
+  std::string name;
+  bool linked = false;  // our name may still be in /dev/shm
+  char* base = nullptr;
+  size_t bytes = 0;
+  size_t slot_bytes = 0;  // one staging slot: the chunk every phase moves
+  int rank = 0;
+  int size = 0;
+  std::vector<int> global_ranks;
+  std::vector<int> pids;
+  std::vector<int> pidfds;  // -1 where pidfd_open is unavailable: kill(pid, 0) instead
+  std::chrono::milliseconds timeout{0};
+
+  uint32_t phase = 0;   // phases this rank arrived at
+  uint64_t chunk = 0;   // chunks staged so far, picks the slot
+  uint64_t seq = 0;     // collectives issued; the fingerprint's "op #N"
+  std::string broken;   // set after a failure that leaves peers at different phases
+
+  dtrain::shm::Header* header() const { return reinterpret_cast<dtrain::shm::Header*>(base); }
+  dtrain::shm::RankLine* line(int r) const {
+    return reinterpret_cast<dtrain::shm::RankLine*>(base + dtrain::shm::kPage) + r;
+  }
+  char* slot(int r, uint64_t chunk_no) const {
+    return base + dtrain::shm::kPage + dtrain::shm::controlBytes(size) +
+           (2 * static_cast<size_t>(r) + chunk_no % 2) * slot_bytes;
+  }
+  std::string rankName(int i) const {
+    return "rank " + std::to_string(i >= 0 && i < static_cast<int>(global_ranks.size())
+                                        ? global_ranks[i]
+                                        : i);
+  }
+};
+
+namespace dtrain::shm {
+
+// Records `message` as the group's failure (the first one wins): every rank waiting in a
+// collective, or entering one, fails with it instead of waiting for its timeout.
+void recordFailure(dt_shm_ctx* ctx, int status, const std::string& message);
+
+// Runs `body` in the turn of `ticket`, turning exceptions into a status and the error message.
+int serve(dt_shm_ctx* ctx, uint64_t ticket, double* timing, const std::function<void()>& body);
+
+// One collective: `stage_bytes` staged by every rank in slot-sized chunks; `fill(slot, off, len)`
+// writes this rank's bytes [off, off+len) into its slot, `consume(off, len, chunk)` reads every
+// rank's slot (ctx->slot(r, chunk)) once all arrived. Checks the fingerprint on the first phase.
+void runPhases(dt_shm_ctx* ctx, Fingerprint fp, uint64_t stage_bytes,
+               const std::function<void(char* slot, size_t off, size_t len)>& fill,
+               const std::function<void(size_t off, size_t len, uint64_t chunk)>& consume);
+
+}  // namespace dtrain::shm

@@ -1,0 +1,233 @@
+// The shared-memory context's lifecycle: mapping the group's segment (and unlinking its name as
+// soon as every rank has it), watching the peers' processes, the issue queue, and the
+// exception-to-status boundary of the C ABI.
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <new>
+#include <thread>
+
+#include "internal.h"
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+
+using dtrain::Failure;
+using namespace dtrain::shm;
+
+namespace {
+
+thread_local std::string g_new_error;
+
+void setError(dt_shm_ctx* ctx, const char* message) noexcept {
+  try {
+    std::lock_guard<std::mutex> lock(ctx->error_mu);
+    ctx->error = message;
+  } catch (...) {
+    // Out of memory for the message itself: the status still tells what happened.
+  }
+}
+
+std::string errnoText(const std::string& what) { return what + ": " + strerror(errno); }
+
+double nowUs() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e6 + static_cast<double>(ts.tv_nsec) / 1e3;
+}
+
+// Maps `name`, creating it when `create`; the others retry until rank 0 has sized it.
+char* mapSegment(dt_shm_ctx* ctx, bool create, size_t bytes) {
+  const int flags = create ? O_RDWR | O_CREAT | O_EXCL : O_RDWR;
+  int fd = shm_open(ctx->name.c_str(), flags, 0600);
+  if (fd < 0) throw Failure(DT_EINTERNAL, errnoText("shm_open " + ctx->name));
+  ctx->linked = create;
+  if (create && ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    close(fd);
+    throw Failure(DT_EINTERNAL, errnoText("ftruncate " + ctx->name + " to " +
+                                          std::to_string(bytes) + " bytes"));
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) != bytes) {
+    close(fd);
+    throw Failure(DT_EINTERNAL, ctx->name + " has " + std::to_string(st.st_size) +
+                                    " bytes, expected " + std::to_string(bytes) +
+                                    " (do all ranks agree on the group size?)");
+  }
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (p == MAP_FAILED) throw Failure(DT_EINTERNAL, errnoText("mmap " + ctx->name));
+  return static_cast<char*>(p);
+}
+
+}  // namespace
+
+namespace dtrain::shm {
+
+int serve(dt_shm_ctx* ctx, uint64_t ticket, double* timing, const std::function<void()>& body) {
+  {
+    std::unique_lock<std::mutex> lock(ctx->queue_mu);
+    if (ticket < ctx->serving || ticket >= ctx->next_ticket) {
+      setError(ctx, ("ticket " + std::to_string(ticket) + " was not issued or already served")
+                        .c_str());
+      return DT_EINVAL;
+    }
+    ctx->queue_cv.wait(lock, [&] { return ctx->serving == ticket; });
+  }
+  const double start = nowUs();
+  int status = DT_OK;
+  try {
+    if (ctx->base == nullptr) throw Failure(DT_EINVAL, "shared-memory context is not open");
+    body();
+  } catch (const Failure& e) {
+    setError(ctx, e.what());
+    status = e.status;
+  } catch (const std::bad_alloc&) {
+    setError(ctx, "out of memory");
+    status = DT_EINTERNAL;
+  } catch (const std::exception& e) {
+    setError(ctx, e.what());
+    status = DT_EINTERNAL;
+  }
+  if (timing != nullptr) {
+    timing[0] = start;
+    timing[1] = nowUs();
+  }
+  {
+    std::lock_guard<std::mutex> lock(ctx->queue_mu);
+    ctx->serving++;
+  }
+  ctx->queue_cv.notify_all();
+  return status;
+}
+
+}  // namespace dtrain::shm
+
+extern "C" {
+
+int dt_shm_ctx_new(dt_shm_ctx** out) {
+  if (out == nullptr) return DT_EINVAL;
+  *out = new (std::nothrow) dt_shm_ctx();
+  if (*out == nullptr) {
+    g_new_error = "out of memory";
+    return DT_EINTERNAL;
+  }
+  return DT_OK;
+}
+
+int dt_shm_last_error(dt_shm_ctx* ctx, char* buf, size_t len) {
+  const std::string* message = &g_new_error;
+  std::unique_lock<std::mutex> lock;
+  if (ctx != nullptr) {
+    lock = std::unique_lock<std::mutex>(ctx->error_mu);
+    message = &ctx->error;
+  }
+  if (buf != nullptr && len > 0) {
+    size_t n = message->size() < len - 1 ? message->size() : len - 1;
+    memcpy(buf, message->data(), n);
+    buf[n] = '\0';
+  }
+  return static_cast<int>(message->size());
+}
+
+int dt_shm_ctx_open(dt_shm_ctx* ctx, const char* name, int create, int rank, int size,
+                    const int32_t* global_ranks, const int32_t* pids, uint64_t slot_bytes,
+                    int64_t timeout_ms) {
+  if (ctx == nullptr) return DT_EINVAL;
+  std::lock_guard<std::mutex> lock(ctx->queue_mu);
+  try {
+    if (ctx->base != nullptr) throw Failure(DT_EINVAL, "context is already open");
+    if (size < 1 || rank < 0 || rank >= size) {
+      throw Failure(DT_EINVAL, "rank " + std::to_string(rank) + " is outside group size " +
+                                   std::to_string(size));
+    }
+    if (slot_bytes < 4096 || slot_bytes % 64 != 0) {
+      throw Failure(DT_EINVAL, "slot size must be a multiple of 64 bytes, at least 4096, got " +
+                                   std::to_string(slot_bytes));
+    }
+    if (timeout_ms <= 0) {
+      throw Failure(DT_EINVAL, "timeout must be positive, got " + std::to_string(timeout_ms));
+    }
+    if (name == nullptr || name[0] != '/' || strchr(name + 1, '/') != nullptr) {
+      throw Failure(DT_EINVAL, std::string("segment name must be \"/name\", got \"") +
+                                   (name ? name : "(null)") + "\"");
+    }
+    ctx->name = name;
+    ctx->rank = rank;
+    ctx->size = size;
+    ctx->timeout = std::chrono::milliseconds(timeout_ms);
+    ctx->global_ranks.assign(global_ranks, global_ranks + size);
+    ctx->pids.assign(pids, pids + size);
+    for (int r = 0; r < size; r++) {
+      int fd = r == rank ? -1 : static_cast<int>(syscall(SYS_pidfd_open, pids[r], 0));
+      if (fd < 0 && r != rank && errno == ESRCH) {
+        throw Failure(DT_EPEER, "shared-memory rendezvous: " + ctx->rankName(r) +
+                                    " (process " + std::to_string(pids[r]) + ") is gone");
+      }
+      ctx->pidfds.push_back(fd);
+    }
+    ctx->slot_bytes = slot_bytes;
+    const size_t bytes = segmentBytes(size, slot_bytes);
+    char* base = mapSegment(ctx, create != 0, bytes);
+    ctx->base = base;
+    ctx->bytes = bytes;
+    auto* h = ctx->header();
+    if (create) {
+      h->size = static_cast<uint32_t>(size);
+      h->failed.store(-1);
+      h->magic = kMagic;  // published by the store key the other ranks wait for
+    } else if (h->magic != kMagic || h->size != static_cast<uint32_t>(size)) {
+      throw Failure(DT_EINTERNAL, ctx->name + " is not a dtrain segment of " +
+                                      std::to_string(size) + " ranks");
+    }
+    if (h->mapped.fetch_add(1) + 1 == static_cast<uint32_t>(size)) {
+      shm_unlink(ctx->name.c_str());
+    }
+    return DT_OK;
+  } catch (const Failure& e) {
+    setError(ctx, e.what());
+    return e.status;
+  } catch (const std::exception& e) {
+    setError(ctx, e.what());
+    return DT_EINTERNAL;
+  }
+}
+
+int dt_shm_ctx_free(dt_shm_ctx* ctx) {
+  if (ctx == nullptr) return DT_OK;
+  // The creator unlinks a name that some rank never mapped (it failed or died before it could).
+  if (ctx->linked &&
+      (ctx->base == nullptr || ctx->header()->mapped.load() < static_cast<uint32_t>(ctx->size))) {
+    shm_unlink(ctx->name.c_str());
+  }
+  if (ctx->base != nullptr) munmap(ctx->base, ctx->bytes);
+  for (int fd : ctx->pidfds) {
+    if (fd >= 0) close(fd);
+  }
+  delete ctx;
+  return DT_OK;
+}
+
+int dt_shm_abort(dt_shm_ctx* ctx, int status, const char* message) {
+  if (ctx == nullptr || ctx->base == nullptr || message == nullptr) return DT_EINVAL;
+  try {
+    recordFailure(ctx, status, message);
+    return DT_OK;
+  } catch (const std::exception&) {
+    return DT_EINTERNAL;
+  }
+}
+
+uint64_t dt_shm_ticket(dt_shm_ctx* ctx) {
+  std::lock_guard<std::mutex> lock(ctx->queue_mu);
+  return ctx->next_ticket++;
+}
+
+}  // extern "C"

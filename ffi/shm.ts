@@ -1,0 +1,126 @@
+/**
+ * The symbol table of the shared-memory transport (csrc/shm, built into `libdtrain_gloo.so`):
+ * one segment per host-local group, collectives in ticket order. Every function returns a status
+ * (codes of csrc/gloo/dtrain_gloo.h, also {@linkcode GlooStatus}); a failure's message is read
+ * with `dt_shm_last_error`. Collectives are `nonblocking`: they wait for their ticket's turn and
+ * run on a worker thread, so the JavaScript thread issues the next one at once. Arrays go in as
+ * pointers, never `"buffer"`s: a nonblocking call with a buffer argument stalled its caller for
+ * milliseconds (BENCHMARKS.md, "Shared memory between ranks").
+ * @module
+ */
+
+import { lazyLibrary, type Symbols } from "./load.ts";
+
+const symbols = {
+  dt_shm_ctx_new: { parameters: ["buffer"], result: "i32" }, // int dt_shm_ctx_new(dt_shm_ctx **out)
+  dt_shm_last_error: {
+    parameters: [
+      "pointer", // dt_shm_ctx *ctx (NULL: the last failed dt_shm_ctx_new)
+      "buffer", // char *buf
+      "usize", // size_t len
+    ],
+    result: "i32",
+  },
+  dt_shm_ctx_open: {
+    parameters: [
+      "pointer", // dt_shm_ctx *ctx
+      "buffer", // const char *name
+      "i32", // int create
+      "i32", // int rank
+      "i32", // int size
+      "buffer", // const int32_t *global_ranks
+      "buffer", // const int32_t *pids
+      "u64", // uint64_t slot_bytes
+      "i64", // int64_t timeout_ms
+    ],
+    result: "i32",
+  },
+  dt_shm_ctx_free: { parameters: ["pointer"], result: "i32" }, // int dt_shm_ctx_free(dt_shm_ctx *ctx)
+  dt_shm_abort: {
+    parameters: [
+      "pointer", // dt_shm_ctx *ctx
+      "i32", // int status
+      "buffer", // const char *message
+    ],
+    result: "i32",
+  },
+  dt_shm_ticket: { parameters: ["pointer"], result: "u64" }, // uint64_t dt_shm_ticket(dt_shm_ctx *ctx)
+  dt_shm_allreduce: {
+    parameters: [
+      "pointer", // dt_shm_ctx *ctx
+      "u64", // uint64_t ticket
+      "pointer", // void *buf
+      "u64", // uint64_t count
+      "i32", // int dtype
+      "i32", // int op
+      "pointer", // double *timing
+    ],
+    result: "i32",
+    nonblocking: true,
+  },
+  dt_shm_broadcast: {
+    parameters: [
+      "pointer", // dt_shm_ctx *ctx
+      "u64", // uint64_t ticket
+      "pointer", // void *buf
+      "u64", // uint64_t count
+      "i32", // int dtype
+      "i32", // int root
+      "pointer", // double *timing
+    ],
+    result: "i32",
+    nonblocking: true,
+  },
+  dt_shm_allgather: {
+    parameters: [
+      "pointer", // dt_shm_ctx *ctx
+      "u64", // uint64_t ticket
+      "pointer", // const void *in
+      "u64", // uint64_t count
+      "i32", // int dtype
+      "pointer", // void *const *outs
+      "u64", // uint64_t nouts
+      "pointer", // double *timing
+    ],
+    result: "i32",
+    nonblocking: true,
+  },
+  dt_shm_reduce_scatter: {
+    parameters: [
+      "pointer", // dt_shm_ctx *ctx
+      "u64", // uint64_t ticket
+      "pointer", // void *out
+      "pointer", // const void *in
+      "u64", // uint64_t out_count
+      "i32", // int dtype
+      "i32", // int op
+      "pointer", // double *timing
+    ],
+    result: "i32",
+    nonblocking: true,
+  },
+  dt_shm_barrier: {
+    parameters: [
+      "pointer", // dt_shm_ctx *ctx
+      "u64", // uint64_t ticket
+      "pointer", // double *timing
+    ],
+    result: "i32",
+    nonblocking: true,
+  },
+} as const satisfies Deno.ForeignLibraryInterface;
+
+/** The shared-memory functions (64-bit counts take numbers: [Note: 64-bit integers]). */
+export type ShmSymbols = Symbols<typeof symbols>;
+
+/**
+ * Opens the library once per process, on first call: `DTRAIN_GLOO_LIB` if set, else `build/`.
+ *
+ * @returns The library's shared-memory functions.
+ * @throws Error naming the paths tried and saying to run `make build`.
+ */
+export const loadShm: () => ShmSymbols = lazyLibrary(
+  "libdtrain_gloo.so",
+  "DTRAIN_GLOO_LIB",
+  symbols,
+);

@@ -1,0 +1,250 @@
+/**
+ * The shared-memory backend: collectives between the ranks of one host through one segment in
+ * `/dev/shm` (csrc/shm, [Note: shared-memory segment] in csrc/shm/internal.h). Same guarantees
+ * as Gloo: fingerprints checked on every call, timeouts and dead peers named. The segment's name
+ * is unlinked as soon as every rank has mapped it, so no crash leaves it behind. Collectives run
+ * in issue order on a native queue, so the process group issues them without waiting.
+ * @module
+ */
+
+import { GlooDType, GlooReduceOp, GlooStatus } from "../../ffi/gloo.ts";
+import { loadShm, type ShmSymbols } from "../../ffi/shm.ts";
+import type { Backend, BackendInit, NativeBuffer, OpTiming, ReduceOp } from "./backend.ts";
+import { DistError } from "./errors.ts";
+import { STATUS_CODES } from "./gloo.ts";
+import type { StoreClient } from "./store/client.ts";
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+function lastError(lib: ShmSymbols, ctx: Deno.PointerValue, status: number): DistError {
+  const buf = new Uint8Array(1024);
+  const len = lib.dt_shm_last_error(ctx, buf, buf.length);
+  const message = decoder.decode(buf.subarray(0, Math.min(len, buf.length - 1)));
+  return new DistError(STATUS_CODES[status] ?? "internal", message || `shm status ${status}`);
+}
+
+/**
+ * Bytes each rank stages per phase: env DTRAIN_SHM_SLOT_MIB (default 4). Larger slots mean
+ * fewer synchronisations per collective, which matters most when the ranks share busy cores;
+ * the segment holds two slots per rank.
+ */
+function slotBytes(): number {
+  const mib = Number(Deno.env.get("DTRAIN_SHM_SLOT_MIB") ?? 4);
+  if (!(mib > 0 && mib <= 1024)) {
+    throw new DistError("invalid", `DTRAIN_SHM_SLOT_MIB must be in (0, 1024], got ${mib}`);
+  }
+  return Math.ceil(mib * 2 ** 20 / 4096) * 4096;
+}
+
+/** Frees contexts whose backend was dropped without close(); a backstop only. */
+const leaked = new FinalizationRegistry<{ lib: ShmSymbols; ctx: Deno.PointerValue }>(
+  ({ lib, ctx }) => lib.dt_shm_ctx_free(ctx),
+);
+
+/**
+ * A shared-memory communicator over the ranks of one host. Created by the process group when
+ * every member shares this host (see select_backend.ts); `DTRAIN_SHM=0` turns it off.
+ *
+ * @example Two ranks in one process sum their buffers
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { ShmBackend } from "./shm.ts";
+ * import { StoreClient } from "./store/client.ts";
+ * import { StoreServer } from "./store/server.ts";
+ * const server = StoreServer.listen({ hostname: "127.0.0.1", port: 0, token: "t" });
+ * const connect = async (rank: number) => {
+ *   const store = await StoreClient.connect({ hostname: "127.0.0.1", port: server.port, token: "t" });
+ *   const init = {
+ *     rank, size: 2, globalRanks: [0, 1], storeHost: "127.0.0.1", storePort: server.port,
+ *     token: "t", prefix: "demo/", host: "127.0.0.1", iface: "", timeoutMs: 5000,
+ *   };
+ *   return await ShmBackend.connect(init, store).finally(() => store.close());
+ * };
+ * const ranks = await Promise.all([connect(0), connect(1)]);
+ * const data = [Int32Array.of(1, 2), Int32Array.of(10, 20)];
+ * await Promise.all(ranks.map((shm, r) =>
+ *   shm.allReduce({ ptr: Deno.UnsafePointer.of(data[r]), count: 2, dtype: "i32" }, "sum")
+ * ));
+ * assert.deepEqual(data, [Int32Array.of(11, 22), Int32Array.of(11, 22)]);
+ * ranks.forEach((shm) => shm.close());
+ * await server.close();
+ * ```
+ */
+export class ShmBackend implements Backend {
+  readonly name = "shm";
+  /**
+   * Off by default: the process group chains calls as for Gloo (a call issued while none runs
+   * starts at once), which was faster on our 2-core machines, where handing every bucket to
+   * another thread during backward found no idle core (BENCHMARKS.md, "Shared memory"). Env
+   * DTRAIN_SHM_QUEUE=1 issues every call the moment it is made.
+   */
+  readonly queued = Deno.env.get("DTRAIN_SHM_QUEUE") === "1";
+  #lib: ShmSymbols;
+  #ctx: Deno.PointerValue;
+
+  private constructor(lib: ShmSymbols, ctx: Deno.PointerValue) {
+    this.#lib = lib;
+    this.#ctx = ctx;
+    leaked.register(this, { lib, ctx }, this);
+  }
+
+  /**
+   * Maps the group's segment: group rank 0 creates it once every member's process id is known,
+   * the others map it, and all wait until everyone has (by then its name is unlinked).
+   *
+   * @param init Rank, size, job ranks, key prefix and timeout of the host-local group.
+   * @param store A connected store client, used for the rendezvous only.
+   * @returns The connected backend.
+   * @throws DistError naming what failed (a member that never arrived, the segment).
+   */
+  static async connect(init: BackendInit, store: StoreClient): Promise<ShmBackend> {
+    const lib = loadShm();
+    const { rank, size, prefix, timeoutMs } = init;
+    const key = (k: string) => `${prefix}shm/${k}`;
+    const who = `rank ${init.globalRanks[rank]} (group of ${size})`;
+    const fail = (err: unknown): never => {
+      const message = err instanceof Error ? err.message : String(err);
+      throw new DistError(
+        err instanceof DistError ? err.code : "internal",
+        `shared-memory rendezvous of ${who}: ${message}`,
+        { cause: err },
+      );
+    };
+    await store.set(key(`pid/${rank}`), String(Deno.pid)).catch(fail);
+    const pidKeys = init.globalRanks.map((_, r) => key(`pid/${r}`));
+    await store.wait(pidKeys, timeoutMs).catch(fail);
+    const pids = new Int32Array(size);
+    for (let r = 0; r < size; r++) pids[r] = Number(decoder.decode(await store.get(pidKeys[r])));
+    if (rank !== 0) await store.wait([key("name")], timeoutMs).catch(fail);
+    const name = rank === 0
+      ? `/dtrain-${Deno.pid}-${crypto.randomUUID().slice(0, 8)}`
+      : decoder.decode(await store.get(key("name")));
+    const out = new BigUint64Array(1);
+    const created = lib.dt_shm_ctx_new(out);
+    if (created !== GlooStatus.OK) throw lastError(lib, null, created);
+    const ctx = Deno.UnsafePointer.create(out[0]);
+    const backend = new ShmBackend(lib, ctx);
+    try {
+      const status = lib.dt_shm_ctx_open(
+        ctx,
+        encoder.encode(`${name}\0`),
+        rank === 0 ? 1 : 0,
+        rank,
+        size,
+        new Int32Array(init.globalRanks),
+        pids,
+        slotBytes(),
+        timeoutMs,
+      );
+      if (status !== GlooStatus.OK) fail(lastError(lib, ctx, status));
+      if (rank === 0) await store.set(key("name"), name);
+      if (await store.add(key("mapped"), 1) === size) await store.set(key("ready"), "1");
+      await store.wait([key("ready")], timeoutMs).catch(fail);
+    } catch (err) {
+      backend.close();
+      throw err;
+    }
+    return backend;
+  }
+
+  /**
+   * Fails the whole host-local group with `err`: every member waiting in a collective, now or
+   * later, rejects with its message instead of waiting for its timeout. The hierarchical backend
+   * calls it when the step across hosts failed, which the other members cannot see.
+   */
+  abort(err: DistError): void {
+    if (this.#ctx === null) return;
+    const status = Object.entries(STATUS_CODES).find(([, code]) => code === err.code)?.[0];
+    this.#lib.dt_shm_abort(
+      this.#ctx,
+      Number(status ?? GlooStatus.EINTERNAL),
+      encoder.encode(`${err.message}\0`),
+    );
+  }
+
+  #live(): Deno.PointerValue {
+    if (this.#ctx === null) throw new DistError("broken", "shm backend is closed");
+    return this.#ctx;
+  }
+
+  /** Takes a ticket now, on the JavaScript thread: that fixes the order collectives run in. */
+  async #run(
+    call: (ctx: Deno.PointerValue, ticket: number, timing: Deno.PointerValue) => Promise<number>,
+    refs: unknown[] = [],
+  ): Promise<OpTiming> {
+    const ctx = this.#live();
+    const ticket = Number(this.#lib.dt_shm_ticket(ctx));
+    // Pointers, not "buffer" arguments, here and for allGather's outputs: a nonblocking call with
+    // a buffer argument stalled DDP's backward for milliseconds per bucket (BENCHMARKS.md).
+    const timing = new Float64Array(2);
+    const status = await call(ctx, ticket, Deno.UnsafePointer.of(timing));
+    refs.length; // keeps the arguments (and `timing`) reachable until the native call returned
+    if (status !== GlooStatus.OK) throw lastError(this.#lib, ctx, status);
+    return { startUs: timing[0], endUs: timing[1] };
+  }
+
+  allReduce(buf: NativeBuffer, op: ReduceOp): Promise<OpTiming> {
+    return this.#run((ctx, t, timing) =>
+      this.#lib.dt_shm_allreduce(
+        ctx,
+        t,
+        buf.ptr,
+        buf.count,
+        GlooDType[buf.dtype],
+        GlooReduceOp[op],
+        timing,
+      )
+    );
+  }
+
+  broadcast(buf: NativeBuffer, root: number): Promise<OpTiming> {
+    return this.#run((ctx, t, timing) =>
+      this.#lib.dt_shm_broadcast(ctx, t, buf.ptr, buf.count, GlooDType[buf.dtype], root, timing)
+    );
+  }
+
+  allGather(outs: NativeBuffer[], input: NativeBuffer): Promise<OpTiming> {
+    const ptrs = new BigUint64Array(outs.map((o) => BigInt(Deno.UnsafePointer.value(o.ptr))));
+    return this.#run(
+      (ctx, t, timing) =>
+        this.#lib.dt_shm_allgather(
+          ctx,
+          t,
+          input.ptr,
+          input.count,
+          GlooDType[input.dtype],
+          Deno.UnsafePointer.of(ptrs),
+          outs.length,
+          timing,
+        ),
+      [ptrs],
+    );
+  }
+
+  reduceScatter(out: NativeBuffer, input: NativeBuffer, op: ReduceOp): Promise<OpTiming> {
+    return this.#run((ctx, t, timing) =>
+      this.#lib.dt_shm_reduce_scatter(
+        ctx,
+        t,
+        out.ptr,
+        input.ptr,
+        out.count,
+        GlooDType[out.dtype],
+        GlooReduceOp[op],
+        timing,
+      )
+    );
+  }
+
+  barrier(): Promise<OpTiming> {
+    return this.#run((ctx, t, timing) => this.#lib.dt_shm_barrier(ctx, t, timing));
+  }
+
+  close(): void {
+    if (this.#ctx === null) return;
+    leaked.unregister(this);
+    this.#lib.dt_shm_ctx_free(this.#ctx);
+    this.#ctx = null;
+  }
+}

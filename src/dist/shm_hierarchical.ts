@@ -1,0 +1,169 @@
+/**
+ * Collectives across hosts with several ranks each: within each host over shared memory, between
+ * one leader per host (its lowest rank) over Gloo, then back within the host. Reductions run
+ * in three steps (reduce on the host, reduce across leaders, broadcast on the host); all-gather
+ * and reduce-scatter go through an all-reduce of a staging copy, which moves more bytes than a
+ * dedicated algorithm would but keeps every step one of the two transports' own collectives.
+ * @module
+ */
+
+import type { Backend, BackendInit, NativeBuffer, ReduceOp } from "./backend.ts";
+import { DistError } from "./errors.ts";
+import { GlooBackend } from "./gloo.ts";
+import { ShmBackend } from "./shm.ts";
+import type { StoreClient } from "./store/client.ts";
+
+/** The bytes of `buf`, as a view of its native memory. */
+function bytesOf(buf: NativeBuffer): Uint8Array {
+  if (buf.count === 0 || buf.ptr === null) return new Uint8Array(0);
+  return new Uint8Array(Deno.UnsafePointerView.getArrayBuffer(buf.ptr, buf.count * 4));
+}
+
+/** A native buffer over JavaScript memory that stays reachable while `keep` is. */
+function bufferOver(bytes: Uint8Array<ArrayBuffer>, buf: NativeBuffer): NativeBuffer {
+  return { ptr: Deno.UnsafePointer.of(bytes), count: bytes.length / 4, dtype: buf.dtype };
+}
+
+/**
+ * A hierarchical communicator. Created by select_backend.ts when the group spans hosts and some
+ * host runs more than one member.
+ */
+export class HierarchicalBackend implements Backend {
+  readonly name = "shm+gloo";
+  #size: number;
+  #rank: number;
+  #hostOf: number[];
+  #indexOnHost: number[];
+  #myHost: number;
+  #local: ShmBackend | null;
+  #leaders: Backend | null;
+  #broken: DistError | null = null;
+
+  private constructor(
+    init: BackendInit,
+    hosts: number[][],
+    local: ShmBackend | null,
+    leaders: Backend | null,
+  ) {
+    this.#size = init.size;
+    this.#rank = init.rank;
+    this.#hostOf = new Array(init.size);
+    this.#indexOnHost = new Array(init.size);
+    hosts.forEach((members, h) =>
+      members.forEach((r, i) => {
+        this.#hostOf[r] = h;
+        this.#indexOnHost[r] = i;
+      })
+    );
+    this.#myHost = this.#hostOf[init.rank];
+    this.#local = local;
+    this.#leaders = leaders;
+  }
+
+  /**
+   * Connects the host-local shared-memory group and, on leaders, the Gloo group of leaders.
+   *
+   * @param init The whole group's rank, size, store and timeout.
+   * @param store A connected store client for the shared-memory rendezvous.
+   * @param hosts Group ranks per host, hosts ordered by their lowest rank.
+   * @returns The connected backend.
+   */
+  static async connect(
+    init: BackendInit,
+    store: StoreClient,
+    hosts: number[][],
+  ): Promise<HierarchicalBackend> {
+    const h = hosts.findIndex((members) => members.includes(init.rank));
+    const members = hosts[h];
+    const local = members.length === 1 ? null : await ShmBackend.connect({
+      ...init,
+      rank: members.indexOf(init.rank),
+      size: members.length,
+      globalRanks: members.map((r) => init.globalRanks[r]),
+      prefix: `${init.prefix}host${h}/`,
+    }, store);
+    try {
+      const leaders = members[0] !== init.rank ? null : await GlooBackend.connect({
+        ...init,
+        rank: h,
+        size: hosts.length,
+        globalRanks: hosts.map((m) => init.globalRanks[m[0]]),
+        prefix: `${init.prefix}leaders/`,
+      });
+      return new HierarchicalBackend(init, hosts, local, leaders);
+    } catch (err) {
+      local?.close();
+      throw err;
+    }
+  }
+
+  /**
+   * Runs one step on the host's shared-memory group or (`across`) on the leaders' Gloo group, and
+   * passes a lost or hung peer on to the other side at once: a failure across hosts fails the
+   * host's group (its members wait for their leader), and a failure within a leader's host
+   * closes its connections to the other leaders (who wait for it). Afterwards every call fails.
+   */
+  async #step(across: boolean, step: (b: Backend) => Promise<unknown>): Promise<void> {
+    if (this.#broken) throw this.#broken;
+    const backend = across ? this.#leaders : this.#local;
+    if (backend === null) return;
+    try {
+      await step(backend);
+    } catch (err) {
+      if (err instanceof DistError && (err.code === "peer" || err.code === "timeout")) {
+        this.#broken = new DistError("broken", `process group is unusable after: ${err.message}`);
+        if (across) this.#local?.abort(err);
+        else this.#leaders?.close();
+      }
+      throw err;
+    }
+  }
+
+  async allReduce(buf: NativeBuffer, op: ReduceOp): Promise<void> {
+    const inner = op === "avg" ? "sum" : op;
+    await this.#step(false, (l) => l.allReduce(buf, inner));
+    await this.#step(true, (l) => l.allReduce(buf, inner));
+    await this.#step(false, (l) => l.broadcast(buf, 0));
+    if (op === "avg" && buf.count > 0) {
+      const values = new Float32Array(bytesOf(buf).buffer, 0, buf.count);
+      for (let i = 0; i < values.length; i++) values[i] /= this.#size;
+    }
+  }
+
+  async broadcast(buf: NativeBuffer, root: number): Promise<void> {
+    const rootHost = this.#hostOf[root];
+    const onRootHost = this.#myHost === rootHost;
+    if (onRootHost) await this.#step(false, (l) => l.broadcast(buf, this.#indexOnHost[root]));
+    await this.#step(true, (l) => l.broadcast(buf, rootHost));
+    if (!onRootHost) await this.#step(false, (l) => l.broadcast(buf, 0));
+  }
+
+  async allGather(outs: NativeBuffer[], input: NativeBuffer): Promise<void> {
+    // Every rank's slice is zero except its own: a sum gathers them exactly.
+    const bytes = input.count * 4;
+    const staging = new Uint8Array(bytes * this.#size);
+    staging.set(bytesOf(input), this.#rank * bytes);
+    await this.allReduce(bufferOver(staging, input), "sum");
+    if (outs.length === 1) bytesOf(outs[0]).set(staging);
+    else outs.forEach((o, r) => bytesOf(o).set(staging.subarray(r * bytes, (r + 1) * bytes)));
+  }
+
+  async reduceScatter(out: NativeBuffer, input: NativeBuffer, op: ReduceOp): Promise<void> {
+    const staging = new Uint8Array(bytesOf(input));
+    await this.allReduce(bufferOver(staging, input), op);
+    const bytes = out.count * 4;
+    bytesOf(out).set(staging.subarray(this.#rank * bytes, (this.#rank + 1) * bytes));
+  }
+
+  async barrier(): Promise<void> {
+    await this.#step(false, (l) => l.barrier());
+    await this.#step(true, (l) => l.barrier());
+    await this.#step(false, (l) => l.barrier());
+  }
+
+  close(): void {
+    this.#local?.close();
+    this.#leaders?.close();
+    this.#local = this.#leaders = null;
+  }
+}

@@ -1,0 +1,133 @@
+// The shared-memory backend against Gloo on the same ranks, its fault behaviour, and what it
+// leaves in /dev/shm: nothing, even after a rank is SIGKILLed.
+import assert from "node:assert/strict";
+import { runRanks } from "../_harness/ranks.ts";
+
+const worker = new URL("./workers/shm.ts", import.meta.url);
+
+/** Our segments now in /dev/shm. */
+function segments(): string[] {
+  return [...Deno.readDirSync("/dev/shm")].map((e) => e.name).filter((n) =>
+    n.startsWith("dtrain-")
+  );
+}
+
+for (const worldSize of [2, 3]) {
+  Deno.test(`shared-memory collectives across ${worldSize} ranks equal Gloo's (i32 exactly, f32 to 1e-6)`, async () => {
+    const runs = await runRanks({ worker, worldSize, timeoutMs: 90_000, env: { MODE: "compare" } });
+    for (const r of runs) {
+      assert.equal(r.code, 0, `rank ${r.rank}: ${r.stderr}`);
+      assert.deepEqual(r.result?.backends, ["shm", "gloo"], `rank ${r.rank}`);
+      const worst = r.result?.worst as { f32: number; i32: number };
+      assert.equal(worst.i32, 0, `rank ${r.rank}: i32 results differ`);
+      assert.ok(worst.f32 <= 1e-6, `rank ${r.rank}: f32 results differ by ${worst.f32}`);
+      assert.ok(Number(r.result?.compared) >= 25, `rank ${r.rank}: ${r.result?.compared} compared`);
+    }
+  });
+}
+
+Deno.test("DTRAIN_SHM=0 keeps Gloo for ranks on one host", async () => {
+  const runs = await runRanks({
+    worker,
+    worldSize: 2,
+    timeoutMs: 30_000,
+    env: { MODE: "group", DTRAIN_SHM: "0" },
+  });
+  for (const r of runs) {
+    assert.equal(
+      r.result?.backend,
+      "gloo",
+      `rank ${r.rank}: ${JSON.stringify(r.result)} ${r.stderr}`,
+    );
+  }
+});
+
+Deno.test("a SIGKILLed rank leaves no segment in /dev/shm, and the survivor names it", async () => {
+  const before = new Set(segments());
+  let mapped: string[] | null = null;
+  const runs = await runRanks({
+    worker,
+    worldSize: 2,
+    timeoutMs: 30_000,
+    env: { MODE: "loop", TEST_TIMEOUT_MS: "5000" },
+    onLine: (rank, line, procs) => {
+      if (rank === 1 && line === "looping" && mapped === null) {
+        // Every rank mapped the segment before the first collective, so its name is gone
+        // already: a SIGKILL now cannot leak it.
+        mapped = segments().filter((n) => !before.has(n));
+        procs.find((p) => p.rank === 1)!.child.kill("SIGKILL");
+      }
+    },
+  });
+  assert.deepEqual(mapped, [], "a segment name was still linked while the ranks ran");
+  assert.deepEqual(segments().filter((n) => !before.has(n)), [], "segments left behind");
+  const survivor = runs[0];
+  assert.equal(survivor.code, 1, survivor.stderr);
+  assert.match(String(survivor.result?.error), /^allReduce \(op #\d+\): rank 1 died/);
+});
+
+// faults_test.ts runs its scenarios on the default backend (shared memory, on one host); these
+// run two of them on both backends and require the same outcome word for word.
+const faults = new URL("./workers/faults.ts", import.meta.url);
+
+Deno.test("mismatched collectives and a rank that skips one fail the same way over shared memory and Gloo", async () => {
+  const outcomes = [];
+  for (const shm of ["1", "0"]) {
+    const mismatch = await runRanks({
+      worker: faults,
+      worldSize: 3,
+      timeoutMs: 30_000,
+      env: { MODE: "mismatch", DTRAIN_SHM: shm },
+    });
+    const hang = await runRanks({
+      worker: faults,
+      worldSize: 3,
+      timeoutMs: 30_000,
+      env: { MODE: "hang", HANG_RANK: "2", TEST_TIMEOUT_MS: "1000", DTRAIN_SHM: shm },
+    });
+    outcomes.push({
+      mismatch: mismatch.map((r) => r.result?.errors),
+      hang: hang.filter((r) => r.rank !== 2).map((r) => String(r.result?.error).replace(/; .*/, "") // the diagnosis after ";" polls the store
+      ),
+    });
+  }
+  assert.equal(outcomes[0].mismatch.length, 3);
+  assert.ok(outcomes[0].mismatch.every((e) => Array.isArray(e) && e.length === 5));
+  assert.deepEqual(outcomes[0], outcomes[1]);
+});
+
+Deno.test("across two hosts (DTRAIN_SHM_HOST), a SIGKILLed rank is named by the ranks of both hosts", async () => {
+  const timeoutMs = 20_000;
+  let killedAt = 0;
+  const runs = await runRanks({
+    worker,
+    worldSize: 4,
+    timeoutMs: 60_000,
+    env: (rank) => ({
+      MODE: "loop",
+      TEST_TIMEOUT_MS: String(timeoutMs),
+      DTRAIN_SHM_HOST: rank < 2 ? "host-a" : "host-b",
+    }),
+    onLine: (rank, line, procs) => {
+      if (rank === 3 && line === "looping" && killedAt === 0) {
+        killedAt = performance.now();
+        procs.find((p) => p.rank === 3)!.child.kill("SIGKILL");
+      }
+    },
+  });
+  assert.ok(killedAt > 0, "rank 3 never reached its loop");
+  for (const r of runs.filter((r) => r.rank !== 3)) {
+    assert.equal(r.code, 1, `rank ${r.rank}: ${r.stderr}`);
+    assert.match(
+      String(r.result?.error),
+      /^(allReduce|broadcast) \(op #\d+\): /,
+      `rank ${r.rank}: ${r.result?.error}`,
+    );
+    assert.match(String(r.result?.error), /rank 3 died/, `rank ${r.rank}: ${r.result?.error}`);
+    // Rank 1 waits for its host's leader, which learns of the death through Gloo and fails the
+    // host's shared-memory group at once: nobody waits for the 20 s timeout.
+    assert.ok(r.elapsedMs < runs[3].elapsedMs + 8000, `rank ${r.rank} took ${r.elapsedMs} ms`);
+  }
+  const starts = runs.map((r) => r.stdout.split("\n").find((l) => l.includes("backend")));
+  assert.ok(starts.every((l) => l?.includes('"shm+gloo"')), starts.join("\n"));
+});

@@ -1,0 +1,133 @@
+/**
+ * Worker for the shared-memory tests. MODE picks the scenario:
+ * - "compare": runs every collective on the world group (shared memory) and on a Gloo subgroup
+ *   of the same ranks, on random data crossing the 4 MiB staging slot, and reports the largest
+ *   differences (f32 relative, i32 absolute) and both backends' names;
+ * - "dump": runs a fixed series of collectives on the world group and writes the results to
+ *   OUT_DIR/rank<N>.json (used across hosts, where the launcher runs this script);
+ * - "loop": all-reduces forever, printing "looping" once warmed up.
+ * @module
+ */
+
+import {
+  allGather,
+  allReduce,
+  barrier,
+  broadcast,
+  destroyProcessGroup,
+  getRank,
+  getWorldSize,
+  initProcessGroup,
+  newGroup,
+  reduceScatter,
+  worldGroup,
+} from "../../../src/dist/mod.ts";
+import type { ProcessGroup } from "../../../src/dist/mod.ts";
+import { envInt, runWorker, tensorOf } from "../../_harness/worker.ts";
+
+const mode = Deno.env.get("MODE");
+
+/** Deterministic data of rank `rank`: f32 in [-1, 1) or i32 in [-1000, 1000). */
+function data(rank: number, n: number, dtype: "f32" | "i32", salt: number) {
+  let s = (rank + 1) * 7919 + salt * 104729;
+  const next = () => (s = (Math.imul(s, 1103515245) + 12345) >>> 0) / 2 ** 32;
+  return dtype === "f32"
+    ? Float32Array.from({ length: n }, () => next() * 2 - 1)
+    : Int32Array.from({ length: n }, () => Math.floor(next() * 2000) - 1000);
+}
+
+/** Every collective on `group`, outputs by name. */
+async function series(
+  group: ProcessGroup,
+  big: number,
+): Promise<Map<string, Float32Array | Int32Array>> {
+  const rank = group.rank;
+  const size = group.size;
+  const out = new Map<string, Float32Array | Int32Array>();
+  for (const dtype of ["f32", "i32"] as const) {
+    for (const op of ["sum", "max", "min", ...(dtype === "f32" ? ["avg"] as const : [])] as const) {
+      // Past one 4 MiB staging chunk for the reductions that differ in how they combine.
+      for (const n of op === "sum" || op === "avg" ? [1, 1001, big] : [1, 1001]) {
+        const x = data(rank, n, dtype, n);
+        await allReduce(tensorOf(x), op, group);
+        out.set(`allReduce ${op} ${dtype} ${n}`, x);
+      }
+    }
+    for (const chunk of [3, Math.ceil(big / size)]) {
+      const x = data(rank, size * chunk, dtype, chunk);
+      const y = dtype === "f32" ? new Float32Array(chunk) : new Int32Array(chunk);
+      await reduceScatter(tensorOf(y), tensorOf(x), "sum", group);
+      out.set(`reduceScatter sum ${dtype} ${chunk}`, y);
+    }
+    const n = Math.ceil(big / size);
+    const mine = data(rank, n, dtype, 5);
+    const flat = dtype === "f32" ? new Float32Array(size * n) : new Int32Array(size * n);
+    await allGather(tensorOf(flat), tensorOf(mine), group);
+    out.set(`allGather ${dtype} ${n}`, flat);
+    for (let root = 0; root < size; root++) {
+      const x = data(rank, root === 0 ? big : 1001, dtype, 50 + root);
+      await broadcast(tensorOf(x), group.ranks[root], group);
+      out.set(`broadcast ${dtype} root ${root}`, x);
+    }
+  }
+  await barrier(group);
+  return out;
+}
+
+/** Largest difference: relative (to 1 + |b|) for f32, absolute for i32. */
+function diff(a: Float32Array | Int32Array, b: Float32Array | Int32Array): number {
+  if (a.length !== b.length) return Infinity;
+  let worst = 0;
+  for (let i = 0; i < a.length; i++) {
+    const d = Math.abs(a[i] - b[i]) / (a instanceof Float32Array ? 1 + Math.abs(b[i]) : 1);
+    worst = Math.max(worst, d);
+  }
+  return worst;
+}
+
+await runWorker(async () => {
+  await initProcessGroup({ timeoutMs: envInt("TEST_TIMEOUT_MS", 20_000) });
+  const world = worldGroup();
+  const big = envInt("BIG", 1_048_583); // just over one 4 MiB staging chunk of f32
+  if (mode === "compare") {
+    Deno.env.set("DTRAIN_SHM", "0");
+    const gloo = await newGroup(world.ranks.slice());
+    const shmOut = await series(world, big);
+    const glooOut = await series(gloo, big);
+    const worst = { f32: 0, i32: 0 };
+    for (const [name, x] of shmOut) {
+      const kind = x instanceof Float32Array ? "f32" : "i32";
+      worst[kind] = Math.max(worst[kind], diff(x, glooOut.get(name)!));
+    }
+    const backends = [world.backendName, gloo.backendName];
+    await destroyProcessGroup();
+    return { backends, worst, compared: shmOut.size };
+  }
+  if (mode === "dump") {
+    const out = await series(world, big);
+    const rows = Object.fromEntries([...out].map(([k, v]) => [k, Array.from(v)]));
+    const rank = getRank();
+    await Deno.writeTextFile(
+      `${Deno.env.get("OUT_DIR")}/rank${rank}.json`,
+      JSON.stringify({ backend: world.backendName, size: getWorldSize(), rows }),
+    );
+    await destroyProcessGroup();
+    return { backend: world.backendName };
+  }
+  if (mode === "loop") {
+    const x = tensorOf(new Float32Array(256 * 1024).fill(1));
+    console.log(JSON.stringify({ backend: world.backendName }));
+    for (let i = 0;; i++) {
+      await allReduce(x);
+      if (i === 20) console.log("looping");
+    }
+  }
+  if (mode === "group") {
+    // A subgroup that spans the world's ranks takes the same path as the world.
+    const sub = await newGroup([0, 1]);
+    const backend = sub.backendName;
+    await destroyProcessGroup();
+    return { backend };
+  }
+  throw new Error(`unknown MODE ${mode}`);
+});
