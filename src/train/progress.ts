@@ -28,7 +28,8 @@ const REDRAW = "\r\x1b[K";
 export class Progress {
   readonly #tty: boolean;
   readonly #start = performance.now();
-  #lastDraw = 0;
+  /** When the line was last drawn (null: not yet, so the first step draws at once). */
+  #lastDraw: number | null = null;
   #samples = 0;
   #step = 0;
   #loss = NaN;
@@ -57,7 +58,7 @@ export class Progress {
     this.#step++;
     this.#samples += samples;
     const now = performance.now();
-    if (this.#tty && now - this.#lastDraw > 200) {
+    if (this.#tty && (this.#lastDraw === null || now - this.#lastDraw > 200)) {
       this.#lastDraw = now;
       this.write(REDRAW + this.line());
     }
@@ -75,7 +76,7 @@ export class Progress {
 
   /** Clears a redrawn line so that another line (a snapshot's) can be printed; it comes back. */
   clear(): void {
-    if (this.#tty && this.#lastDraw > 0) this.write(REDRAW);
+    if (this.#tty && this.#lastDraw !== null) this.write(REDRAW);
   }
 
   /** Samples per second so far, over all ranks. */
