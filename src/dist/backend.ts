@@ -62,6 +62,8 @@ export interface Backend {
   broadcast(buf: NativeBuffer, root: number): Promise<void>;
   /** `outs` is one flat buffer of size × input.count elements, or one buffer per rank. */
   allGather(outs: NativeBuffer[], input: NativeBuffer): Promise<void>;
+  /** `allGather` on the calling thread, returning when done; throws DistError (optional). */
+  allGatherBlocking?(outs: NativeBuffer[], input: NativeBuffer): void;
   /** Rank r receives chunk r (of out.count elements) of the reduction of every `input`. */
   reduceScatter(out: NativeBuffer, input: NativeBuffer, op: ReduceOp): Promise<void>;
   /** Resolves once every rank has called it. */
