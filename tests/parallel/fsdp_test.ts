@@ -4,7 +4,7 @@
 import assert from "node:assert/strict";
 import { assertAllOk, type RankResult, runRanks } from "../_harness/ranks.ts";
 import { describe, markedProcesses, markerEnv } from "../_harness/processes.ts";
-import { type Kind, MICRO, STEPS, trainReference } from "./workers/fsdp_problem.ts";
+import { MICRO, STEPS, trainReference } from "./workers/fsdp_problem.ts";
 import type { Config } from "./workers/fsdp.ts";
 
 const worker = new URL("./workers/fsdp.ts", import.meta.url);
@@ -54,47 +54,48 @@ function assertClose(actual: Params, expected: Params, tolerance: number, what: 
 }
 
 const CONFIGS: (Config & { label: string })[] = [
-  { label: "mlp nested", kind: "mlp", nested: true, reshard: true, micro: 1 },
+  { label: "mlp nested", kind: "mlp", nested: true, reshard: true, micro: 1, clip: 0 },
+  { label: "mlp nested, keep", kind: "mlp", nested: true, reshard: false, micro: 1, clip: 0 },
+  { label: "mlp root only", kind: "mlp", nested: false, reshard: true, micro: 1, clip: 0 },
+  { label: "mlp nested, noSync", kind: "mlp", nested: true, reshard: true, micro: MICRO, clip: 0 },
   {
-    label: "mlp nested, reshardAfterForward false",
-    kind: "mlp",
-    nested: true,
-    reshard: false,
-    micro: 1,
-  },
-  { label: "mlp root only", kind: "mlp", nested: false, reshard: true, micro: 1 },
-  {
-    label: "mlp nested, noSync accumulation",
+    label: "mlp nested, clipGradNorm",
     kind: "mlp",
     nested: true,
     reshard: true,
-    micro: MICRO,
-  },
-  { label: "gpt nested", kind: "gpt", nested: true, reshard: true, micro: 1 },
-  {
-    label: "gpt root only, reshardAfterForward false",
-    kind: "gpt",
-    nested: false,
-    reshard: false,
     micro: 1,
+    clip: 0.1,
   },
+  {
+    label: "gpt nested, clipGradNorm",
+    kind: "gpt",
+    nested: true,
+    reshard: true,
+    micro: 1,
+    clip: 0.2,
+  },
+  { label: "gpt root only, keep", kind: "gpt", nested: false, reshard: false, micro: 1, clip: 0 },
 ];
 
 for (const size of [2, 3]) {
-  Deno.test(`fullyShard across ${size} ranks trains like one process on the whole batch (MLP and GPT, nested and root-only, reshardAfterForward both ways, noSync)`, async () => {
+  Deno.test(`fullyShard across ${size} ranks trains like one process on the whole batch (MLP and GPT, nested and root-only, reshardAfterForward true and false ("keep"), noSync, clipGradNorm)`, async () => {
     const runs = await runCase(size, { CASE: "train", CONFIGS: JSON.stringify(CONFIGS) });
     assertAllOk(runs);
-    const references = new Map<string, Params>();
     for (const [i, config] of CONFIGS.entries()) {
-      const key = `${config.kind}/${config.micro}`;
-      if (!references.has(key)) {
-        references.set(key, trainReference(config.kind as Kind, size, STEPS, config.micro));
-      }
+      const reference = trainReference(config.kind, size, STEPS, config.micro, config.clip);
       for (const run of runs) {
         const result = (run.result!.results as Record<string, unknown>[])[i];
         const what = `${config.label}, rank ${run.rank} of ${size}`;
-        const err = assertClose(result.final as Params, references.get(key)!, 1e-5, what);
+        const err = assertClose(result.final as Params, reference.final, 1e-5, what);
         if (run.rank === 0) console.log(`${config.label}: relative error ${err.toExponential(1)}`);
+        // The global norm, equal on every rank, and large enough that clipping acted.
+        const norms = result.norms as number[];
+        assert.equal(norms.length, reference.norms.length, `${what}: norms`);
+        norms.forEach((n, k) => {
+          const want = reference.norms[k];
+          assert.ok(Math.abs(n - want) <= 1e-5 * want, `${what}: norm ${k} ${n}, expected ${want}`);
+          assert.ok(want > config.clip, `${what}: norm ${want} does not exceed ${config.clip}`);
+        });
         // Each rank keeps about 1/N of the parameters (padding and empty shards included).
         const full = result.fullCount as number, local = result.localCount as number;
         assert.ok(local <= Math.ceil(full / size) + 64, `${what}: ${local} of ${full} elements`);

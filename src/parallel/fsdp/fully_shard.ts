@@ -9,6 +9,8 @@
 import { getWorldSize, type ProcessGroup, worldGroup } from "../../dist/mod.ts";
 import type { Module } from "../../nn/module.ts";
 import { Parameter } from "../../nn/parameter.ts";
+import { type GatherPartials, registerShardedGradient } from "../../nn/utils/clip_grad.ts";
+import { tensor } from "../../tensor/creation.ts";
 import { Tensor } from "../../tensor/tensor.ts";
 import { type FSDPStats, type FullyShardOptions, shardLayout } from "./_common.ts";
 import { FSDPParam, type ParamOwner } from "./_param.ts";
@@ -134,11 +136,33 @@ function makeGroup(
     const p = new FSDPParam(fqn, original, owners, flat, offsets[i], rank, size);
     managed.set(p.sharded, p);
     managed.set(p.unsharded, p);
+    registerShardedGradient(p.sharded, partialsGatherer(group));
     p.expose(false);
     original.dispose();
     return p;
   });
   return new FSDPParamGroup(params, flat, group, reshardAfterForward, root);
+}
+
+const gatherers = new WeakMap<ProcessGroup, GatherPartials>();
+
+/** One number from every rank of `group` (clipGradNorm's partial sums), by a blocking gather. */
+function partialsGatherer(group: ProcessGroup): GatherPartials {
+  let gather = gatherers.get(group);
+  if (gather === undefined) {
+    gather = (partial) => {
+      const mine = tensor([partial]), all = Tensor.empty([group.size], "f32");
+      try {
+        group.allGatherBlocking(all, mine);
+        return Array.from(all.toArray());
+      } finally {
+        mine.dispose();
+        all.dispose();
+      }
+    };
+    gatherers.set(group, gather);
+  }
+  return gather;
 }
 
 /** Hooks the forward and adds the FSDP methods, as non-enumerable properties. */

@@ -13,6 +13,7 @@ import {
   getWorldSize,
   initProcessGroup,
 } from "../../../src/dist/mod.ts";
+import { clipGradNorm } from "../../../src/nn/utils/clip_grad.ts";
 import { fullStateDict, fullyShard } from "../../../src/parallel/mod.ts";
 import { tidyAsync } from "../../../src/tensor/scope.ts";
 import { runWorker } from "../../_harness/worker.ts";
@@ -27,15 +28,19 @@ import {
   STEPS,
 } from "./fsdp_problem.ts";
 
-/** A configuration: model, wrapping, reshardAfterForward, micro-batches per step. */
+/**
+ * A configuration: model, wrapping, reshardAfterForward, micro-batches per step, and the total
+ * norm to clip the gradients to (0: none).
+ */
 export interface Config {
   kind: Kind;
   nested: boolean;
   reshard: boolean;
   micro: number;
+  clip: number;
 }
 
-async function train({ kind, nested, reshard, micro }: Config) {
+async function train({ kind, nested, reshard, micro, clip }: Config) {
   const rank = getRank();
   const built = buildModel(kind);
   const fullCount = built.numParameters();
@@ -49,18 +54,20 @@ async function train({ kind, nested, reshard, micro }: Config) {
   const optimizer = buildOptimizer(model.parameters());
   const rows = (m: number, scale: number, step: number) =>
     batchLoss(kind, model, step * micro + m, rank * ROWS, (rank + 1) * ROWS, scale);
+  const norms: number[] = [];
   for (let step = 0; step < STEPS; step++) {
     await tidyAsync(async () => {
       await model.noSync(async () => {
         for (let m = 0; m < micro - 1; m++) await model.backward(rows(m, 1 / micro, step));
       });
       await model.backward(rows(micro - 1, 1 / micro, step));
+      if (clip > 0) norms.push(clipGradNorm(model.parameters(), clip));
       optimizer.step();
       optimizer.zeroGrad();
     });
   }
   const final = stateValues(await fullStateDict(model));
-  return { final, fullCount, localCount, stats: model.lastStats };
+  return { final, norms, fullCount, localCount, stats: model.lastStats };
 }
 
 async function kill() {

@@ -8,6 +8,7 @@
 import { MLP } from "../../../src/nn/container.ts";
 import { GPT } from "../../../src/nn/gpt.ts";
 import type { Module } from "../../../src/nn/module.ts";
+import { clipGradNorm } from "../../../src/nn/utils/clip_grad.ts";
 import { AdamW } from "../../../src/optim/adamw.ts";
 import { tensor } from "../../../src/tensor/creation.ts";
 import { crossEntropy } from "../../../src/tensor/ops/nn.ts";
@@ -77,24 +78,28 @@ export function stateValues(state: Record<string, Tensor>): Record<string, numbe
 
 /**
  * One process on the whole global batch of every step (`worldSize × ROWS` rows per micro-batch,
- * the mean over all of them): what FSDP on `worldSize` ranks must end with.
+ * the mean over all of them): what FSDP on `worldSize` ranks must end with. With `clip`, the
+ * gradients are clipped to that total norm before each step; `norms` are the norms seen.
  */
 export function trainReference(
   kind: Kind,
   worldSize: number,
   steps: number,
   micro = 1,
-): Record<string, number[]> {
+  clip = 0,
+): { final: Record<string, number[]>; norms: number[] } {
   const model = buildModel(kind);
   const optimizer = buildOptimizer(model.parameters());
+  const norms: number[] = [];
   for (let step = 0; step < steps; step++) {
     tidy(() => {
       for (let m = 0; m < micro; m++) {
         batchLoss(kind, model, step * micro + m, 0, worldSize * ROWS, 1 / micro).backward();
       }
+      if (clip > 0) norms.push(clipGradNorm(model.parameters(), clip));
       optimizer.step();
       optimizer.zeroGrad();
     });
   }
-  return stateValues(model.stateDict());
+  return { final: stateValues(model.stateDict()), norms };
 }
