@@ -8,7 +8,7 @@ import { fullyShard } from "../../src/parallel/mod.ts";
 import { randn } from "../../src/tensor/creation.ts";
 import type { Tensor } from "../../src/tensor/tensor.ts";
 
-async function inWorldOfOne(fn: () => Promise<void>): Promise<void> {
+async function inWorldOfOne(fn: () => void | Promise<void>): Promise<void> {
   await initProcessGroup({ initMethod: "tcp://127.0.0.1:0", rank: 0, worldSize: 1 });
   try {
     await fn();
@@ -50,7 +50,7 @@ for (const reshardAfterForward of [true, false]) {
 }
 
 Deno.test("a plain loss.backward() through a fully sharded module says to await model.backward", async () => {
-  await inWorldOfOne(async () => {
+  await inWorldOfOne(() => {
     const model = fullyShard(new MLP([4, 6, 2]));
     const loss = model.forward(randn([3, 4])).sum();
     assert.throws(() => loss.backward(), /await model\.backward\(loss\)/);
@@ -65,6 +65,5 @@ Deno.test("fullyShard refuses a module sharded twice and an unsupported mixed pr
       () => fullyShard(new Linear(2, 2), { mpPolicy: { paramDtype: "bf16" as "f32" } }),
       /mpPolicy\.paramDtype "bf16" is not supported yet; only "f32" is/,
     );
-    return Promise.resolve();
   });
 });
