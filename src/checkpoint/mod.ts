@@ -21,3 +21,10 @@
 export { type Checkpoint, load, save } from "./safetensors.ts";
 export { CheckpointError } from "./errors.ts";
 export { removeStaleTemporaries } from "./_atomic.ts";
+export {
+  consolidate,
+  loadSharded,
+  type LoadShardedOptions,
+  saveSharded,
+  type SaveShardedOptions,
+} from "./sharded.ts";

@@ -5,5 +5,5 @@
 
 export { type DDPOptions, type DDPStats, DistributedDataParallel } from "./ddp.ts";
 export type { FSDPStats, FullyShardOptions, MixedPrecisionPolicy } from "./fsdp/_common.ts";
-export { type FSDPMethods, type FSDPModule, fullyShard } from "./fsdp/fully_shard.ts";
+export { type FSDPMethods, type FSDPModule, fullyShard, localShard } from "./fsdp/fully_shard.ts";
 export { fullStateDict } from "./fsdp/full_state_dict.ts";

@@ -79,6 +79,8 @@ export interface ShardLayout {
   shardRows: number;
   /** Real rows on rank `rank`. */
   localRows: number;
+  /** The first of them, as a row of the full parameter. */
+  rowStart: number;
 }
 
 /** The layout of a parameter of `shape` on rank `rank` of `size`. */
@@ -86,7 +88,8 @@ export function shardLayout(shape: readonly number[], rank: number, size: number
   const rows = shape.length === 0 ? 1 : shape[0];
   const rowNumel = shape.slice(1).reduce((a, b) => a * b, 1);
   const shardRows = Math.ceil(rows / size);
-  return { rows, rowNumel, shardRows, localRows: realRows(rows, shardRows, rank) };
+  const localRows = realRows(rows, shardRows, rank);
+  return { rows, rowNumel, shardRows, localRows, rowStart: Math.min(rows, rank * shardRows) };
 }
 
 /** Real (unpadded) rows in rank `rank`'s chunk of `shardRows` rows out of `rows`. */

@@ -40,6 +40,39 @@ export type FSDPModule<M extends Module = Module> = M & FSDPMethods;
 const managed = new WeakMap<Tensor, FSDPParam>();
 const STATE = Symbol("fsdpState");
 
+/**
+ * Which rows of which full parameter `param` holds on this rank: a shard made by
+ * {@linkcode fullyShard} holds rows `rowStart .. rowStart + rows - 1` of a parameter of `shape`;
+ * any other parameter is whole (and the same on every rank).
+ *
+ * @param param A parameter of a module, sharded or not.
+ * @returns The full shape, the first row held, the number of rows, and whether it is a shard.
+ *
+ * @example A parameter that is not sharded is whole
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { nn, parallel } from "../../../mod.ts";
+ * const layer = new nn.Linear(3, 2);
+ * assert.deepEqual(parallel.localShard(layer.weight), {
+ *   shape: [2, 3], rowStart: 0, rows: 2, sharded: false,
+ * });
+ * ```
+ */
+export function localShard(
+  param: Tensor,
+): { shape: readonly number[]; rowStart: number; rows: number; sharded: boolean } {
+  const p = managed.get(param);
+  if (p === undefined) {
+    return {
+      shape: param.shape,
+      rowStart: 0,
+      rows: param.shape.length === 0 ? 1 : param.shape[0],
+      sharded: false,
+    };
+  }
+  return { shape: p.shape, rowStart: p.layout.rowStart, rows: p.layout.localRows, sharded: true };
+}
+
 /** The FSDP state of a module `fullyShard` changed, or undefined. */
 export function fsdpStateOf(module: Module): FSDPState | undefined {
   return (module as unknown as { [STATE]?: FSDPState })[STATE];

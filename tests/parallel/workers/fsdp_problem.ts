@@ -78,12 +78,13 @@ export function stateValues(state: Record<string, Tensor>): Record<string, numbe
 
 /**
  * One process on the whole global batch of every step (`worldSize × ROWS` rows per micro-batch,
- * the mean over all of them): what FSDP on `worldSize` ranks must end with. With `clip`, the
+ * the mean over all of them): what FSDP on `worldSize` ranks (or `worldSize[step]` in each step)
+ * must end with. With `clip`, the
  * gradients are clipped to that total norm before each step; `norms` are the norms seen.
  */
 export function trainReference(
   kind: Kind,
-  worldSize: number,
+  worldSize: number | number[],
   steps: number,
   micro = 1,
   clip = 0,
@@ -94,7 +95,8 @@ export function trainReference(
   for (let step = 0; step < steps; step++) {
     tidy(() => {
       for (let m = 0; m < micro; m++) {
-        batchLoss(kind, model, step * micro + m, 0, worldSize * ROWS, 1 / micro).backward();
+        const size = typeof worldSize === "number" ? worldSize : worldSize[step];
+        batchLoss(kind, model, step * micro + m, 0, size * ROWS, 1 / micro).backward();
       }
       if (clip > 0) norms.push(clipGradNorm(model.parameters(), clip));
       optimizer.step();
