@@ -9,10 +9,14 @@
  *   ddp        the same epoch split over 2 processes of 1 thread (DDP over Gloo): samples/s and
  *              how much of dtrain's all-reduce time backward hid;
  *   allreduce  f32 all-reduce between 2 processes, 4 KiB to 64 MiB: time and bus bandwidth, from
- *              bench/allreduce.ts and its twin bench/allreduce_torch.py.
+ *              bench/allreduce.ts and its twin bench/allreduce_torch.py;
+ *   fsdp       GPT training with fully_shard (each block, then the root) on 2 processes of 1
+ *              thread over Gloo, against PyTorch's FSDP2: tokens/s, the exposed communication
+ *              share, and per-rank parameter + gradient + AdamW bytes at 4 ranks against DDP's
+ *              (bench/fsdp.ts and bench/fsdp_torch.py).
  * Prints the tables and writes them, with every run's raw numbers, as JSON.
  *
- * Usage: deno run -A --v8-flags=--expose-gc bench/main.ts [--only=single,ddp,allreduce]
+ * Usage: deno run -A --v8-flags=--expose-gc bench/main.ts [--only=single,ddp,allreduce,fsdp]
  *          [--rounds=3] [--json=runs/bench/<time>.json] [--no-torch]
  * The PyTorch interpreter is `DTRAIN_BENCH_PYTHON`, else `python3` from PATH.
  * @module
@@ -46,13 +50,13 @@ import {
   SIZES,
 } from "./workload.ts";
 
-const SECTIONS = ["single", "ddp", "allreduce"] as const;
+const SECTIONS = ["single", "ddp", "allreduce", "fsdp"] as const;
 type Section = typeof SECTIONS[number];
 type Framework = "dtrain" | "torch";
 type Runs = Record<Framework, RunResult[]>;
 
 const USAGE =
-  `usage: make bench ARGS="[--only=single,ddp,allreduce] [--rounds=3] [--json=PATH] [--no-torch]"
+  `usage: make bench ARGS="[--only=single,ddp,allreduce,fsdp] [--rounds=3] [--json=PATH] [--no-torch]"
   --only      sections to run (default all)
   --rounds    dtrain/PyTorch alternations per workload; medians are reported (default 3)
   --json      where to write the results (default runs/bench/<date>.json)
@@ -327,6 +331,72 @@ async function benchDdp(options: Options, python: string | null) {
   return runs;
 }
 
+/** The GPT of the FSDP section: 4 blocks of width 128, byte vocabulary, 8 × 64 tokens per rank. */
+const GPT_ARGS = [
+  "--vocab=256",
+  "--block=64",
+  "--n-layer=4",
+  "--n-head=4",
+  "--n-embd=128",
+  "--batch=8",
+];
+
+async function benchFsdp(options: Options, python: string | null) {
+  console.log("\n(d) FSDP: GPT 4x128, 2 processes x 1 thread, 8x64 tokens per rank, AdamW, Gloo");
+  const side = (strategy: string, world: number, steps: string[]) => ({
+    dtrain: ranks(
+      "fsdp",
+      world,
+      () => denoWorker("fsdp.ts", [`--strategy=${strategy}`, ...GPT_ARGS, ...steps]),
+    ),
+    torch: python
+      ? ranks("fsdp", world, (rank, port) =>
+        pythonWorker(python, "fsdp_torch.py", [
+          `--strategy=${strategy}`,
+          `--rank=${rank}`,
+          `--world-size=${world}`,
+          `--port=${port}`,
+          ...GPT_ARGS,
+          ...steps,
+        ]))
+      : undefined,
+  });
+  const tokens = (r: Record<string, unknown>) => `${num(r.tokensPerSecond as number)} tokens/s`;
+  const speed = ["--steps=20", "--warmup=3"], once = ["--steps=1", "--warmup=0"];
+  const runs = await alternate("fsdp", options.rounds, side("fsdp", 2, speed), tokens);
+  const memory = await alternate("fsdp, 4 ranks", 1, side("fsdp", 4, once), tokens);
+  const ddp4 = await alternate("ddp, 4 ranks", 1, side("ddp", 4, once), tokens);
+  const d = (name: string) => med(runs.dtrain, name), t = (name: string) => med(runs.torch, name);
+  const fraction = (side: Framework) =>
+    med(memory[side], "stateBytes") / med(ddp4[side], "stateBytes");
+  const mib = (x: number) => `${num(x / 2 ** 20, 1)} MiB`;
+  const rows = [
+    [
+      "tokens/s (both ranks)",
+      num(d("tokensPerSecond")),
+      num(t("tokensPerSecond")),
+      ratio(d("tokensPerSecond") / t("tokensPerSecond")),
+    ],
+    ["step time", `${num(d("stepMs"), 1)} ms`, `${num(t("stepMs"), 1)} ms`, ""],
+    ["exposed communication share of a step", pct(d("exposedCommShare")), "n/a", ""],
+    [
+      "params + grads + AdamW per rank at 4 ranks, share of DDP's",
+      `${mib(med(memory.dtrain, "stateBytes"))} (${pct(fraction("dtrain"))})`,
+      `${mib(med(memory.torch, "stateBytes"))} (${pct(fraction("torch"))})`,
+      "",
+    ],
+    ["native memory after forward (2 ranks)", mib(d("allocatedAfterForwardBytes")), "n/a", ""],
+    [
+      "peak RSS (2 ranks)",
+      mib(d("peakRssBytes")),
+      mib(t("peakRssBytes")),
+      ratio(t("peakRssBytes") / d("peakRssBytes")),
+    ],
+  ];
+  console.log(`\n${table(["(d) FSDP, GPT", "dtrain", "PyTorch", "advantage"], rows)}`);
+  return { runs, memory, ddp4 };
+}
+
 /**
  * The all-reduce section runs bench/allreduce.ts (its worker mode, DTRAIN_BENCH_WORKER=1) and
  * bench/allreduce_torch.py --json, which share sizes, iteration counts and the timing rule
@@ -421,6 +491,7 @@ if (import.meta.main) {
   if (options.sections.includes("allreduce")) {
     results.allreduce = await benchAllReduce(options, python);
   }
+  if (options.sections.includes("fsdp")) results.fsdp = await benchFsdp(options, python);
   results.loadavgAfter = Deno.loadavg();
   await Deno.mkdir(dirname(resolve(options.json)), { recursive: true });
   await Deno.writeTextFile(options.json, JSON.stringify(results, null, 2) + "\n");
