@@ -1,4 +1,4 @@
-// fullyShard across 2 and 3 real rank processes, checked against one process that trains on the
+// fullyShard across 2, 3 and 4 real rank processes, checked against one process that trains on the
 // whole global batch: FSDP's averaged, reduce-scattered gradients and sharded AdamW state must
 // give the same parameters, for every wrapping and option, on shards of uneven and empty sizes.
 import assert from "node:assert/strict";
@@ -77,16 +77,20 @@ const CONFIGS: (Config & { label: string })[] = [
   { label: "gpt root only, keep", kind: "gpt", nested: false, reshard: false, micro: 1, clip: 0 },
 ];
 
-for (const size of [2, 3]) {
+for (const size of [2, 3, 4]) {
   Deno.test(`fullyShard across ${size} ranks trains like one process on the whole batch (MLP and GPT, nested and root-only, reshardAfterForward true and false ("keep"), noSync, clipGradNorm)`, async () => {
     const runs = await runCase(size, { CASE: "train", CONFIGS: JSON.stringify(CONFIGS) });
+    // The issue's bar is 1e-5 on 2 and 3 ranks. On 4, the GPT ends ~2e-5 away with or without
+    // clipping (the MLP stays near 1e-7): the averages are summed in another order, and AdamW
+    // turns the last-bit differences of near-zero gradients into steps of the learning rate.
+    const tolerance = size <= 3 ? 1e-5 : 5e-5;
     assertAllOk(runs);
     for (const [i, config] of CONFIGS.entries()) {
       const reference = trainReference(config.kind, size, STEPS, config.micro, config.clip);
       for (const run of runs) {
         const result = (run.result!.results as Record<string, unknown>[])[i];
         const what = `${config.label}, rank ${run.rank} of ${size}`;
-        const err = assertClose(result.final as Params, reference.final, 1e-5, what);
+        const err = assertClose(result.final as Params, reference.final, tolerance, what);
         if (run.rank === 0) console.log(`${config.label}: relative error ${err.toExponential(1)}`);
         // The global norm, equal on every rank, and large enough that clipping acted.
         const norms = result.norms as number[];
