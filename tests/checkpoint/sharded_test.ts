@@ -128,3 +128,28 @@ Deno.test("bad sharded checkpoints are refused with an error naming the file and
     Deno.removeSync(dir, { recursive: true });
   }
 });
+
+Deno.test("the consolidate command line writes the full model, and names a missing checkpoint", async () => {
+  const dir = Deno.makeTempDirSync();
+  try {
+    const model = new Linear(3, 2);
+    await saveSharded(dir, { model });
+    const cli = new URL("../../src/checkpoint/sharded_cli.ts", import.meta.url);
+    const run = (...args: string[]) =>
+      new Deno.Command(Deno.execPath(), { args: ["run", "-A", cli.href, ...args] }).outputSync();
+    const ok = run(dir, `${dir}/full.safetensors`);
+    assert.equal(ok.code, 0, new TextDecoder().decode(ok.stderr));
+    assert.deepEqual(
+      load(`${dir}/full.safetensors`).tensors.weight.toArray(),
+      model.weight.toArray(),
+    );
+    const missing = run(`${dir}/nothing`, `${dir}/x.safetensors`);
+    assert.equal(missing.code, 1);
+    assert.match(
+      new TextDecoder().decode(missing.stderr),
+      /nothing\/index\.json: no sharded checkpoint here/,
+    );
+  } finally {
+    Deno.removeSync(dir, { recursive: true });
+  }
+});
