@@ -138,7 +138,8 @@ export class FSDPParamGroup {
 
   /** Before the module's forward: gather the full parameters. */
   preForward(): void {
-    this.root.ranForward(this);
+    // An evaluation forward (no graph) has no backward to prepare for.
+    if (isGradEnabled()) this.root.ranForward(this);
     this.training = TrainingState.Forward;
     const start = performance.now();
     this.unshardBlocking();
