@@ -133,3 +133,15 @@ for (const where of ["backward", "forward"]) {
     assert.ok(elapsed < 40_000, `took ${elapsed | 0} ms`);
   });
 }
+
+Deno.test("ranks that shard different models get the all-gather's fingerprint error, naming the rank and sizes", async () => {
+  const runs = await runCase(2, { CASE: "mismatch", TEST_TIMEOUT_MS: "5000" });
+  for (const run of runs) {
+    const error = String(run.result?.error);
+    assert.match(
+      error,
+      /allGather.*rank 1 sent \d+ f32 elements, rank 0 expected \d+/,
+      `rank ${run.rank}: ${error}`,
+    );
+  }
+});

@@ -2,6 +2,7 @@
  * Worker for fsdp_test.ts: trains the shared problems with fullyShard on this rank's rows and
  * reports the gathered state dicts. CASE picks the scenario:
  * - "train": every wrapping and option (MODELS lists the configurations to run);
+ * - "mismatch": rank 1 shards a model of other shapes than rank 0's;
  * - "kill": rank KILL_RANK SIGKILLs itself where the others are in an all-gather (WHERE:
  *   "backward" or "forward"), and the survivors report their errors.
  * @module
@@ -14,6 +15,8 @@ import {
   initProcessGroup,
 } from "../../../src/dist/mod.ts";
 import { clipGradNorm } from "../../../src/nn/utils/clip_grad.ts";
+import { MLP } from "../../../src/nn/container.ts";
+import { randn } from "../../../src/tensor/creation.ts";
 import { fullStateDict, fullyShard } from "../../../src/parallel/mod.ts";
 import { tidyAsync } from "../../../src/tensor/scope.ts";
 import { runWorker } from "../../_harness/worker.ts";
@@ -86,6 +89,17 @@ async function kill() {
   return {};
 }
 
+/** Rank 1 shards a wider model: the first forward's all-gather must refuse it on every rank. */
+function mismatch() {
+  const model = fullyShard(new MLP(getRank() === 1 ? [8, 12, 4] : [8, 10, 4]));
+  try {
+    model.forward(randn([2, 8]));
+  } catch (err) {
+    return { error: (err as Error).message };
+  }
+  return { error: "no error" };
+}
+
 await runWorker(async () => {
   await initProcessGroup({
     backend: "gloo",
@@ -93,6 +107,7 @@ await runWorker(async () => {
   });
   try {
     if (Deno.env.get("CASE") === "kill") return await kill();
+    if (Deno.env.get("CASE") === "mismatch") return mismatch();
     const configs = JSON.parse(Deno.env.get("CONFIGS")!) as Config[];
     const results = [];
     for (const config of configs) results.push(await train(config));
