@@ -364,6 +364,7 @@ async function benchFsdp(options: Options, python: string | null) {
   const tokens = (r: Record<string, unknown>) => `${num(r.tokensPerSecond as number)} tokens/s`;
   const speed = ["--steps=20", "--warmup=3"], once = ["--steps=1", "--warmup=0"];
   const runs = await alternate("fsdp", options.rounds, side("fsdp", 2, speed), tokens);
+  const ddp2 = await alternate("ddp (same GPT)", options.rounds, side("ddp", 2, speed), tokens);
   const memory = await alternate("fsdp, 4 ranks", 1, side("fsdp", 4, once), tokens);
   const ddp4 = await alternate("ddp, 4 ranks", 1, side("ddp", 4, once), tokens);
   const d = (name: string) => med(runs.dtrain, name), t = (name: string) => med(runs.torch, name);
@@ -378,6 +379,18 @@ async function benchFsdp(options: Options, python: string | null) {
       ratio(d("tokensPerSecond") / t("tokensPerSecond")),
     ],
     ["step time", `${num(d("stepMs"), 1)} ms`, `${num(t("stepMs"), 1)} ms`, ""],
+    [
+      "DDP tokens/s on the same GPT (2 ranks)",
+      num(med(ddp2.dtrain, "tokensPerSecond")),
+      num(med(ddp2.torch, "tokensPerSecond")),
+      ratio(med(ddp2.dtrain, "tokensPerSecond") / med(ddp2.torch, "tokensPerSecond")),
+    ],
+    [
+      "FSDP tokens/s as a share of own DDP's",
+      pct(d("tokensPerSecond") / med(ddp2.dtrain, "tokensPerSecond")),
+      pct(t("tokensPerSecond") / med(ddp2.torch, "tokensPerSecond")),
+      "",
+    ],
     ["exposed communication share of a step", pct(d("exposedCommShare")), "n/a", ""],
     [
       "params + grads + AdamW per rank at 4 ranks, share of DDP's",
@@ -394,7 +407,7 @@ async function benchFsdp(options: Options, python: string | null) {
     ],
   ];
   console.log(`\n${table(["(d) FSDP, GPT", "dtrain", "PyTorch", "advantage"], rows)}`);
-  return { runs, memory, ddp4 };
+  return { runs, ddp2, memory, ddp4 };
 }
 
 /**

@@ -45,7 +45,8 @@ export interface FullyShardOptions {
   group?: ProcessGroup;
   /**
    * Free the full parameters after the module's forward and gather them again for its backward
-   * (default true: least memory). False keeps them until backward (FSDP's SHARD_GRAD_OP).
+   * (default true: least memory). False keeps them until backward (FSDP's SHARD_GRAD_OP). The
+   * root's own parameters are always kept, as in FSDP2, since its backward comes first.
    */
   reshardAfterForward?: boolean;
   /** See {@linkcode MixedPrecisionPolicy}; only f32 is accepted today. */

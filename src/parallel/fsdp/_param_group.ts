@@ -30,6 +30,8 @@ export interface StepRecorder {
   readonly inBackward: boolean;
   /** Whether gradients are reduced (false inside `noSync`). */
   readonly sync: boolean;
+  /** The root's own group. */
+  readonly group: FSDPParamGroup | null;
   /** Called by each group's pre-forward, in forward order. */
   ranForward(group: FSDPParamGroup): void;
   /** The group whose backward comes after `group`'s (the one to prefetch). */
@@ -146,11 +148,15 @@ export class FSDPParamGroup {
     this.root.count("forwardCommMs", performance.now() - start);
   }
 
-  /** After the module's forward: hook the outputs for backward, and reshard if asked to. */
+  /**
+   * After the module's forward: hook the outputs for backward, and reshard if asked to. The root's
+   * own group stays unsharded, as in FSDP2: backward needs it first, so resharding it would only
+   * gather it again at once.
+   */
   postForward<T>(output: T): T {
     const grad = isGradEnabled();
     const hooked = grad ? this.#hookOutputs(output) : output;
-    if (this.reshardAfterForward || !grad) this.reshard();
+    if ((this.reshardAfterForward && this.root.group !== this) || !grad) this.reshard();
     this.training = TrainingState.Idle;
     return hooked as T;
   }
