@@ -4,6 +4,7 @@ import assert from "node:assert/strict";
 import { destroyProcessGroup, initProcessGroup } from "../../src/dist/mod.ts";
 import { MLP, Sequential } from "../../src/nn/container.ts";
 import { Linear } from "../../src/nn/layers.ts";
+import { Module } from "../../src/nn/module.ts";
 import { fullyShard } from "../../src/parallel/mod.ts";
 import { randn } from "../../src/tensor/creation.ts";
 import type { Tensor } from "../../src/tensor/tensor.ts";
@@ -65,5 +66,29 @@ Deno.test("fullyShard refuses a module sharded twice and an unsupported mixed pr
       () => fullyShard(new Linear(2, 2), { mpPolicy: { paramDtype: "bf16" as "f32" } }),
       /mpPolicy\.paramDtype "bf16" is not supported yet; only "f32" is/,
     );
+  });
+});
+
+Deno.test("a group prefetched for a backward that never reaches it is resharded when backward ends", async () => {
+  await inWorldOfOne(async () => {
+    class TwoHeads extends Module {
+      unused = new Linear(4, 3);
+      used = new Linear(4, 3);
+      forward(x: Tensor): Tensor {
+        this.unused.forward(x);
+        return this.used.forward(x);
+      }
+    }
+    const net = new TwoHeads();
+    fullyShard(net.unused);
+    fullyShard(net.used);
+    const model = fullyShard(net);
+    const shard = net.unused.weight;
+    await model.backward(model.forward(randn([2, 4])).sum());
+    // Forward gathers unused and used (the root has no parameters of its own); backward gathers
+    // used again and prefetches unused, the group before it in forward order.
+    assert.equal(model.lastStats.allGathers, 4);
+    assert.equal(net.unused.weight, shard);
+    assert.deepEqual(Array.from(shard.grad!.toArray()), Array(12).fill(0));
   });
 });

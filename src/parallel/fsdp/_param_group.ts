@@ -206,7 +206,12 @@ export class FSDPParamGroup {
 
   /** Waits for an issued reduce-scatter (or an unconsumed prefetch) and sets the shards' grads. */
   async finishBackward(): Promise<void> {
-    await this.waitForUnshard();
+    if (this.#gather !== null) {
+      // Prefetched for a backward that never reached the group: gathered for nothing, but the
+      // next forward must gather the updated shards again, not reuse these.
+      await this.waitForUnshard();
+      this.reshard();
+    }
     const reduce = this.#reduce;
     this.#reduce = null;
     this.training = TrainingState.Idle;

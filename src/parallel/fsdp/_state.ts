@@ -68,8 +68,8 @@ export class FSDPState implements StepRecorder {
     }
     if (this.#inBackward) throw new Error("FSDP.backward: a backward is already in progress");
     this.#inBackward = true;
+    // Kept through backward: nextInBackward reads it to prefetch.
     const order = this.#forwardOrder;
-    this.#forwardOrder = [];
     try {
       const start = performance.now();
       await backwardAsync(loss);
@@ -85,6 +85,7 @@ export class FSDPState implements StepRecorder {
       }
     } finally {
       for (const group of order) group.training = TrainingState.Idle;
+      this.#forwardOrder = [];
       this.#inBackward = false;
     }
   }
