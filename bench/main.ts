@@ -13,10 +13,14 @@
  *   gpt        training steps of a GPT (4 layers, 4 heads, width 256, block 128, vocabulary 256,
  *              batch 8, AdamW, fp32, 2 threads) and its causal attention forward + backward alone
  *              against F.scaled_dot_product_attention: tokens/s and peak RSS (bench/gpt.ts,
- *              bench/gpt_torch.py).
+ *              bench/gpt_torch.py);
+ *   fsdp       GPT training with fully_shard (each block, then the root) on 2 processes of 1
+ *              thread over Gloo, against PyTorch's FSDP2: tokens/s, the exposed communication
+ *              share, and per-rank parameter + gradient + AdamW bytes at 4 ranks against DDP's
+ *              (bench/fsdp.ts and bench/fsdp_torch.py).
  * Prints the tables and writes them, with every run's raw numbers, as JSON.
  *
- * Usage: deno run -A --v8-flags=--expose-gc bench/main.ts [--only=single,ddp,allreduce]
+ * Usage: deno run -A --v8-flags=--expose-gc bench/main.ts [--only=single,ddp,allreduce,fsdp]
  *          [--rounds=3] [--json=runs/bench/<time>.json] [--no-torch]
  * The PyTorch interpreter is `DTRAIN_BENCH_PYTHON`, else `python3` from PATH.
  * @module
@@ -51,15 +55,15 @@ import {
   SIZES,
 } from "./workload.ts";
 
-const SECTIONS = ["single", "ddp", "allreduce", "gpt"] as const;
+const SECTIONS = ["single", "ddp", "allreduce", "gpt", "fsdp"] as const;
 type Section = typeof SECTIONS[number];
 /** dtrain as the job picks (shared memory on one host), dtrain with DTRAIN_SHM=0, PyTorch. */
 type Framework = "dtrain" | "gloo" | "torch";
 type Runs = Record<Framework, RunResult[]>;
 
 const USAGE =
-  `usage: make bench ARGS="[--only=single,ddp,allreduce] [--rounds=3] [--json=PATH] [--no-torch]"
-  --only      sections to run: single, ddp, allreduce, gpt (default all)
+  `usage: make bench ARGS="[--only=single,ddp,allreduce,gpt,fsdp] [--rounds=3] [--json=PATH] [--no-torch]"
+  --only      sections to run: single, ddp, allreduce, gpt, fsdp (default all)
   --rounds    dtrain/PyTorch alternations per workload; medians are reported (default 3)
   --json      where to write the results (default runs/bench/<date>.json)
   --no-torch  run dtrain only
@@ -371,6 +375,85 @@ async function benchDdp(options: Options, python: string | null) {
   return runs;
 }
 
+/** The GPT of the FSDP section: 4 blocks of width 128, byte vocabulary, 8 × 64 tokens per rank. */
+const GPT_ARGS = [
+  "--vocab=256",
+  "--block=64",
+  "--n-layer=4",
+  "--n-head=4",
+  "--n-embd=128",
+  "--batch=8",
+];
+
+async function benchFsdp(options: Options, python: string | null) {
+  console.log("\n(d) FSDP: GPT 4x128, 2 processes x 1 thread, 8x64 tokens per rank, AdamW, Gloo");
+  const side = (strategy: string, world: number, steps: string[]) => ({
+    dtrain: ranks(
+      "fsdp",
+      world,
+      () => denoWorker("fsdp.ts", [`--strategy=${strategy}`, ...GPT_ARGS, ...steps]),
+    ),
+    torch: python
+      ? ranks("fsdp", world, (rank, port) =>
+        pythonWorker(python, "fsdp_torch.py", [
+          `--strategy=${strategy}`,
+          `--rank=${rank}`,
+          `--world-size=${world}`,
+          `--port=${port}`,
+          ...GPT_ARGS,
+          ...steps,
+        ]))
+      : undefined,
+  });
+  const tokens = (r: Record<string, unknown>) => `${num(r.tokensPerSecond as number)} tokens/s`;
+  const speed = ["--steps=20", "--warmup=3"], once = ["--steps=1", "--warmup=0"];
+  const runs = await alternate("fsdp", options.rounds, side("fsdp", 2, speed), tokens);
+  const ddp2 = await alternate("ddp (same GPT)", options.rounds, side("ddp", 2, speed), tokens);
+  const memory = await alternate("fsdp, 4 ranks", 1, side("fsdp", 4, once), tokens);
+  const ddp4 = await alternate("ddp, 4 ranks", 1, side("ddp", 4, once), tokens);
+  const d = (name: string) => med(runs.dtrain, name), t = (name: string) => med(runs.torch, name);
+  const fraction = (side: Framework) =>
+    med(memory[side], "stateBytes") / med(ddp4[side], "stateBytes");
+  const mib = (x: number) => `${num(x / 2 ** 20, 1)} MiB`;
+  const rows = [
+    [
+      "tokens/s (both ranks)",
+      num(d("tokensPerSecond")),
+      num(t("tokensPerSecond")),
+      ratio(d("tokensPerSecond") / t("tokensPerSecond")),
+    ],
+    ["step time", `${num(d("stepMs"), 1)} ms`, `${num(t("stepMs"), 1)} ms`, ""],
+    [
+      "DDP tokens/s on the same GPT (2 ranks)",
+      num(med(ddp2.dtrain, "tokensPerSecond")),
+      num(med(ddp2.torch, "tokensPerSecond")),
+      ratio(med(ddp2.dtrain, "tokensPerSecond") / med(ddp2.torch, "tokensPerSecond")),
+    ],
+    [
+      "FSDP tokens/s as a share of own DDP's",
+      pct(d("tokensPerSecond") / med(ddp2.dtrain, "tokensPerSecond")),
+      pct(t("tokensPerSecond") / med(ddp2.torch, "tokensPerSecond")),
+      "",
+    ],
+    ["exposed communication share of a step", pct(d("exposedCommShare")), "n/a", ""],
+    [
+      "params + grads + AdamW per rank at 4 ranks, share of DDP's",
+      `${mib(med(memory.dtrain, "stateBytes"))} (${pct(fraction("dtrain"))})`,
+      `${mib(med(memory.torch, "stateBytes"))} (${pct(fraction("torch"))})`,
+      "",
+    ],
+    ["native memory after forward (2 ranks)", mib(d("allocatedAfterForwardBytes")), "n/a", ""],
+    [
+      "peak RSS (2 ranks)",
+      mib(d("peakRssBytes")),
+      mib(t("peakRssBytes")),
+      ratio(t("peakRssBytes") / d("peakRssBytes")),
+    ],
+  ];
+  console.log(`\n${table(["(d) FSDP, GPT", "dtrain", "PyTorch", "advantage"], rows)}`);
+  return { runs, ddp2, memory, ddp4 };
+}
+
 /**
  * The all-reduce section runs bench/allreduce.ts (its worker mode, DTRAIN_BENCH_WORKER=1) and
  * bench/allreduce_torch.py --json, which share sizes, iteration counts and the timing rule
@@ -515,6 +598,7 @@ if (import.meta.main) {
     results.allreduce = await benchAllReduce(options, python);
   }
   if (options.sections.includes("gpt")) results.gpt = await benchGpt(options, python);
+  if (options.sections.includes("fsdp")) results.fsdp = await benchFsdp(options, python);
   results.loadavgAfter = Deno.loadavg();
   await Deno.mkdir(dirname(resolve(options.json)), { recursive: true });
   await Deno.writeTextFile(options.json, JSON.stringify(results, null, 2) + "\n");

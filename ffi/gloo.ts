@@ -71,6 +71,13 @@ const symbols = {
     result: "i32",
     nonblocking: true,
   },
+  // The same C function, called on the JavaScript thread: for callers that cannot await (the
+  // all-gather in FSDP's synchronous forward).
+  dt_gloo_allgather_blocking: {
+    name: "dt_gloo_allgather",
+    parameters: ["pointer", "pointer", "u64", "i32", "buffer", "u64"], // as dt_gloo_allgather
+    result: "i32",
+  },
   dt_gloo_reduce_scatter: {
     parameters: [
       "pointer", // dt_gloo_ctx *ctx

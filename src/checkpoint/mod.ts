@@ -21,3 +21,4 @@
 export * from "./safetensors.ts";
 export * from "./errors.ts";
 export * from "./_atomic.ts";
+export * from "./sharded.ts";

@@ -89,6 +89,8 @@ export interface Backend {
   broadcast(buf: NativeBuffer, root: number): Promise<Done>;
   /** `outs` is one flat buffer of size × input.count elements, or one buffer per rank. */
   allGather(outs: NativeBuffer[], input: NativeBuffer): Promise<Done>;
+  /** `allGather` on the calling thread, returning when done; throws DistError (optional). */
+  allGatherBlocking?(outs: NativeBuffer[], input: NativeBuffer): void;
   /** Rank r receives chunk r (of out.count elements) of the reduction of every `input`. */
   reduceScatter(out: NativeBuffer, input: NativeBuffer, op: ReduceOp): Promise<Done>;
   /** Resolves once every rank has called it. */

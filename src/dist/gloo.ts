@@ -179,6 +179,19 @@ export class GlooBackend implements Backend {
     );
   }
 
+  allGatherBlocking(outs: NativeBuffer[], input: NativeBuffer): void {
+    const ptrs = new BigUint64Array(outs.map((o) => BigInt(Deno.UnsafePointer.value(o.ptr))));
+    const status = this.#lib.dt_gloo_allgather_blocking(
+      this.#live(),
+      input.ptr,
+      input.count,
+      GlooDType[input.dtype],
+      ptrs,
+      outs.length,
+    );
+    if (status !== GlooStatus.OK) throw lastError(this.#lib, this.#ctx, status);
+  }
+
   reduceScatter(out: NativeBuffer, input: NativeBuffer, op: ReduceOp): Promise<void> {
     return this.#check(
       this.#lib.dt_gloo_reduce_scatter(

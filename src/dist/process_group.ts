@@ -202,7 +202,34 @@ export class ProcessGroup {
    * @returns The collective in flight.
    */
   allGather(out: TensorLike | TensorLike[], t: TensorLike): Work {
-    const what = "allGather";
+    const { outs, input } = this.#gatherBuffers("allGather", out, t);
+    const bytes = this.size * input.count * 4;
+    return this.#enqueue("allGather", (b) => b.allGather(outs, input), [...[out].flat(), t], bytes);
+  }
+
+  /**
+   * `allGather` that runs on the calling thread and returns when it is done, for code that
+   * cannot await (FSDP's synchronous forward). Nothing else may be in flight on the group; a
+   * failure throws the backend's DistError (it names the peer when the transport knows it).
+   */
+  allGatherBlocking(out: TensorLike | TensorLike[], t: TensorLike): void {
+    const what = "allGatherBlocking";
+    const { outs, input } = this.#gatherBuffers(what, out, t);
+    const backend = this.#member(what);
+    if (this.#inFlight > 0) {
+      throw invalid(`${what}: ${this.#inFlight} collective(s) still in flight; await them first`);
+    }
+    if (backend.allGatherBlocking === undefined) {
+      throw invalid(`${what}: the ${backend.name} backend has no blocking collectives`);
+    }
+    backend.allGatherBlocking(outs, input);
+  }
+
+  #gatherBuffers(
+    what: string,
+    out: TensorLike | TensorLike[],
+    t: TensorLike,
+  ): { outs: NativeBuffer[]; input: NativeBuffer } {
     const input = bufferOf(what, "input", t);
     const outs = Array.isArray(out)
       ? out.map((o, i) => bufferOf(what, `output ${i}`, o))
@@ -218,8 +245,7 @@ export class ProcessGroup {
       const why = `input length ${input.count} × group size ${this.size}`;
       this.#sameAs(what, "output", outs[0], input, this.size * input.count, why);
     }
-    const bytes = this.size * input.count * 4;
-    return this.#enqueue(what, (b) => b.allGather(outs, input), [...[out].flat(), t], bytes);
+    return { outs, input };
   }
 
   /**
@@ -281,22 +307,27 @@ export class ProcessGroup {
     }
   }
 
+  /** The backend, or an error when the group was destroyed or this process is not a member. */
+  #member(what: string): Backend {
+    if (this.#destroyed) throw new DistError("invalid", `${what}: process group was destroyed`);
+    if (this.#backend === null) {
+      throw invalid(
+        `${what}: this process is not a member of the group (ranks ${this.#members()})`,
+      );
+    }
+    return this.#backend;
+  }
+
   #enqueue(
     what: string,
     call: (b: Backend) => Promise<Done>,
     tensors: TensorLike[],
     bytes: number,
   ): Work {
-    if (this.#destroyed) throw new DistError("invalid", `${what}: process group was destroyed`);
-    const backend = this.#backend;
-    if (backend === null) {
-      throw invalid(
-        `${what}: this process is not a member of the group (ranks ${this.#members()})`,
-      );
-    }
-    // A backend reaches host memory (gloo) or GPU memory (nccl) only; "auto" picks per call.
+    const backend = this.#member(what);
+    // A backend reaches host memory (gloo, shm) or GPU memory (nccl) only; "auto" picks per call.
     const misplaced = tensors.find((t) =>
-      (backend.name === "gloo" && t.device?.startsWith("cuda")) ||
+      (backend.name !== "nccl" && backend.name !== "auto" && t.device?.startsWith("cuda")) ||
       (backend.name === "nccl" && !t.device?.startsWith("cuda"))
     );
     if (misplaced !== undefined) {

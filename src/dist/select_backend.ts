@@ -2,7 +2,7 @@
  * Which backend a group gets. Members report their host through the store (host name, boot id
  * and network namespace: ranks that share all three can map the same `/dev/shm` segment); a group
  * on one host talks over shared memory, a group with one rank per host over Gloo, and anything
- * in between hierarchically (shm_hierarchical.ts). `DTRAIN_SHM=0` selects Gloo everywhere.
+ * in between hierarchically (shm_hierarchical.ts). `DTRAIN_SHM=1` turns it on (Gloo everywhere otherwise).
  * A further backend (NCCL) slots in as one more branch of {@linkcode connectBackend}.
  * @module
  */
@@ -35,9 +35,12 @@ export function hostKey(): string {
   return `${Deno.hostname()}|${bootId}|${netns}`;
 }
 
-/** Whether shared memory may be used (env DTRAIN_SHM is not "0"). */
+/**
+ * Whether shared memory may be used: opt-in (env DTRAIN_SHM=1) while it is no faster than Gloo in
+ * DDP on our 2-core machines and has no blocking all-gather for FSDP's forward (BENCHMARKS.md).
+ */
 export function shmEnabled(): boolean {
-  return Deno.env.get("DTRAIN_SHM") !== "0";
+  return Deno.env.get("DTRAIN_SHM") === "1";
 }
 
 /**

@@ -9,6 +9,13 @@
  * consumers of each leaf before the walk and, when the count reaches zero, accumulates into
  * `leaf.grad` and runs the leaf's post-accumulate hooks at once, while the rest of backward still
  * runs. DDP starts a bucket's all-reduce from these hooks.
+ *
+ * [Note: pre-backward hooks]
+ * A node may carry a `preBackward` callback, run just before its gradient closure. FSDP puts one
+ * on an identity node over each group's outputs, so that the group's parameters are gathered
+ * again before any node that reads them runs. The callback may return a promise (the gather in
+ * flight): {@linkcode backwardAsync} awaits it before going on; the synchronous `backward`
+ * refuses it, since it cannot wait.
  * @module
  */
 
@@ -30,6 +37,8 @@ export class Node {
   #saved: Tensor[];
   /** Tensors whose values the closure reads, with their storage versions at record time. */
   #reads: [Tensor, number][];
+  /** Run just before the gradient closure (see [Note: pre-backward hooks]). */
+  preBackward: (() => Promise<void> | void) | null = null;
 
   /**
    * Creates a `Node` (ops do, through `record`).
@@ -168,6 +177,37 @@ export interface BackwardOptions {
  * @param options See {@linkcode BackwardOptions}.
  */
 export function backward(root: Tensor, gradient?: Tensor, options: BackwardOptions = {}): void {
+  for (const pending of walk(root, gradient, options)) {
+    pending.catch(() => {});
+    throw new Error(
+      "backward: a pre-backward hook needs to wait for communication (an FSDP module's " +
+        "gather); use `await model.backward(loss)` (or backwardAsync) instead of loss.backward()",
+    );
+  }
+}
+
+/**
+ * {@linkcode backward} that awaits the promises returned by nodes' pre-backward hooks (see
+ * [Note: pre-backward hooks]); with none, it does exactly what `backward` does.
+ *
+ * @param root The tensor to differentiate (a scalar unless `gradient` is given).
+ * @param gradient d(something)/d(root); ones for a scalar root.
+ * @param options See {@linkcode BackwardOptions}.
+ */
+export async function backwardAsync(
+  root: Tensor,
+  gradient?: Tensor,
+  options: BackwardOptions = {},
+): Promise<void> {
+  for (const pending of walk(root, gradient, options)) await pending;
+}
+
+/** The backward pass, yielding each promise a pre-backward hook returns before going on. */
+function* walk(
+  root: Tensor,
+  gradient: Tensor | undefined,
+  options: BackwardOptions,
+): Generator<Promise<void>, void, void> {
   if (!root.requiresGrad) {
     throw new Error("backward: the tensor does not require grad and has no grad_fn");
   }
@@ -230,6 +270,8 @@ export function backward(root: Tensor, gradient?: Tensor, options: BackwardOptio
         gy.dispose();
         gy = c;
       }
+      const pending = node.preBackward?.();
+      if (pending instanceof Promise) yield pending;
       inputGrads = node.apply(gy);
       gy.dispose();
     }

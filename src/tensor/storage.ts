@@ -115,6 +115,26 @@ export class Storage {
     this.#refs++;
   }
 
+  /**
+   * Frees the block now but keeps this Storage, and the tensors on it, for {@linkcode reallocate}:
+   * FSDP frees a full parameter between its uses while autograd still refers to it.
+   */
+  freeBlock(): void {
+    if (this.ptr === null) return;
+    if (this.#block.owner === undefined) unowned.unregister(this);
+    this.backend.free(this.#block);
+    this.ptr = null;
+  }
+
+  /** After {@linkcode freeBlock}: a fresh block of the same size (contents undefined). */
+  reallocate(): void {
+    if (this.ptr !== null) return;
+    const block = this.backend.alloc(this.nbytes, false);
+    this.#block = block;
+    this.ptr = pin(block.ptr, block.owner);
+    if (block.owner === undefined) unowned.register(this, { backend: this.backend, block }, this);
+  }
+
   /** Drops a user; frees the block when none is left. */
   release(): void {
     if (--this.#refs > 0 || this.ptr === null) return;

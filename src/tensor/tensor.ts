@@ -89,6 +89,7 @@ export class Tensor extends TensorMath implements Disposable {
   /** Hooks run once this leaf's gradient is complete in a backward pass. */
   readonly postAccumulateGradHooks: GradHook[] = [];
   #ptr: Deno.PointerValue | undefined;
+  #base: Deno.PointerValue = null;
   #disposed = false;
 
   /**
@@ -172,10 +173,12 @@ export class Tensor extends TensorMath implements Disposable {
 
   /** The address of the first element (for kernels and collectives). */
   get ptr(): Deno.PointerValue {
-    if (this.#ptr !== undefined) return this.#ptr;
+    // Keyed on the storage's address: FSDP frees and re-allocates a storage under its tensors.
+    if (this.#ptr !== undefined && this.#base === this.storage.ptr) return this.#ptr;
     if (this.#disposed || this.storage.ptr === null) {
       throw new ReferenceError(`tensor ${formatShape(this.shape)} ${this.dtype} was disposed`);
     }
+    this.#base = this.storage.ptr;
     this.#ptr = this.offset === 0
       ? this.storage.ptr
       : this.storage.pointerAt(this.offset * itemSize(this.dtype));

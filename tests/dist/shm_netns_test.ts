@@ -32,6 +32,7 @@ function env(outDir: string, token: string): Record<string, string> {
     NO_COLOR: "1",
     DENO_NO_UPDATE_CHECK: "1",
     DTRAIN_TOKEN: token,
+    DTRAIN_SHM: "1",
     MODE: "dump",
     OUT_DIR: outDir,
     BIG: "300007",

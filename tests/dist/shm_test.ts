@@ -14,7 +14,12 @@ function segments(): string[] {
 
 for (const worldSize of [2, 3]) {
   Deno.test(`shared-memory collectives across ${worldSize} ranks equal Gloo's (i32 exactly, f32 to 1e-6)`, async () => {
-    const runs = await runRanks({ worker, worldSize, timeoutMs: 90_000, env: { MODE: "compare" } });
+    const runs = await runRanks({
+      worker,
+      worldSize,
+      timeoutMs: 90_000,
+      env: { MODE: "compare", DTRAIN_SHM: "1" },
+    });
     for (const r of runs) {
       assert.equal(r.code, 0, `rank ${r.rank}: ${r.stderr}`);
       assert.deepEqual(r.result?.backends, ["shm", "gloo"], `rank ${r.rank}`);
@@ -26,7 +31,7 @@ for (const worldSize of [2, 3]) {
   });
 }
 
-Deno.test("DTRAIN_SHM=0 keeps Gloo for ranks on one host", async () => {
+Deno.test("without DTRAIN_SHM=1 ranks on one host use Gloo", async () => {
   const runs = await runRanks({
     worker,
     worldSize: 2,
@@ -49,7 +54,7 @@ Deno.test("a SIGKILLed rank leaves no segment in /dev/shm, and the survivor name
     worker,
     worldSize: 2,
     timeoutMs: 30_000,
-    env: { MODE: "loop", TEST_TIMEOUT_MS: "5000" },
+    env: { MODE: "loop", TEST_TIMEOUT_MS: "5000", DTRAIN_SHM: "1" },
     onLine: (rank, line, procs) => {
       if (rank === 1 && line === "looping" && mapped === null) {
         // Every rank mapped the segment before the first collective, so its name is gone
@@ -106,6 +111,7 @@ Deno.test("across two hosts (DTRAIN_SHM_HOST), a SIGKILLed rank is named by the 
     env: (rank) => ({
       MODE: "loop",
       TEST_TIMEOUT_MS: String(timeoutMs),
+      DTRAIN_SHM: "1",
       DTRAIN_SHM_HOST: rank < 2 ? "host-a" : "host-b",
     }),
     onLine: (rank, line, procs) => {

@@ -1,4 +1,14 @@
-/** Gradient clipping by total norm, PyTorch's `torch.nn.utils.clip_grad_norm_`. @module */
+/**
+ * Gradient clipping by total norm, PyTorch's `torch.nn.utils.clip_grad_norm_`.
+ *
+ * [Note: sharded gradients]
+ * Under FSDP each rank holds only its rows of a gradient, so the total norm needs every rank's
+ * partial sum. The sharding layer registers, for each sharded parameter, a function that turns
+ * this rank's partial sum into every rank's (a blocking all-gather of one number); the partials
+ * of sharded gradients are combined in rank order, the same on every rank, before the root is
+ * taken. nn knows nothing of process groups: it only calls what was registered.
+ * @module
+ */
 
 import { noGrad } from "../../tensor/autograd.ts";
 import { formatShape, type Tensor } from "../../tensor/tensor.ts";
@@ -7,6 +17,22 @@ import { formatShape, type Tensor } from "../../tensor/tensor.ts";
 export interface ClipGradNormOptions {
   /** Throw when the total norm is NaN or infinite instead of scaling by it (default false). */
   errorIfNonfinite?: boolean;
+}
+
+/** Every rank's value of `partial`, in rank order (see [Note: sharded gradients]). */
+export type GatherPartials = (partial: number) => number[];
+
+const shardedBy = new WeakMap<Tensor, GatherPartials>();
+
+/**
+ * Marks `param` as one rank's shard of a larger parameter, so that {@linkcode clipGradNorm}
+ * combines its gradient's norm across ranks with `gather` (called by `parallel.fullyShard`).
+ *
+ * @param param The shard.
+ * @param gather Returns every rank's partial sum; the same function for the same process group.
+ */
+export function registerShardedGradient(param: Tensor, gather: GatherPartials): void {
+  shardedBy.set(param, gather);
 }
 
 /** The p-th power sum of |g| over one gradient, read back as a number (the max for p = inf). */
@@ -61,8 +87,15 @@ export function clipGradNorm(
     throw new RangeError(`clipGradNorm: normType must be positive or Infinity, got ${normType}`);
   }
   const params = "shape" in parameters ? [parameters as Tensor] : [...parameters];
-  const grads = params.map((p) => p.grad).filter((g): g is Tensor => g !== null && !g.disposed);
-  if (grads.length === 0) return 0;
+  const hasGrad = (p: Tensor) => p.grad !== null && !p.grad.disposed;
+  const grads = params.filter(hasGrad).map((p) => p.grad!);
+  // Every rank must take part in the gathers, gradient or not (see [Note: sharded gradients]).
+  const gathers = new Map<GatherPartials, Tensor[]>();
+  for (const p of params) {
+    const gather = shardedBy.get(p);
+    if (gather !== undefined) gathers.set(gather, [...gathers.get(gather) ?? [], p]);
+  }
+  if (grads.length === 0 && gathers.size === 0) return 0;
   for (const g of grads) {
     if (!g.isContiguous() || g.dtype !== "f32") {
       throw new TypeError(
@@ -72,10 +105,19 @@ export function clipGradNorm(
       );
     }
   }
+  const combine = (sums: number[]) =>
+    normType === Infinity ? Math.max(0, ...sums) : sums.reduce((a, b) => a + b, 0);
   const total = noGrad(() => {
-    const sums = grads.map((g) => powerSum(g, normType));
-    if (normType === Infinity) return Math.max(...sums);
-    return sums.reduce((a, b) => a + b, 0) ** (1 / normType);
+    const sharded = new Set([...gathers.values()].flat());
+    const sums = params.filter((p) => hasGrad(p) && !sharded.has(p)).map((p) =>
+      powerSum(p.grad!, normType)
+    );
+    for (const [gather, shards] of gathers) {
+      const partial = combine(shards.filter(hasGrad).map((p) => powerSum(p.grad!, normType)));
+      sums.push(combine(gather(partial)));
+    }
+    const sum = combine(sums);
+    return normType === Infinity ? sum : sum ** (1 / normType);
   });
   if (!Number.isFinite(total) && options.errorIfNonfinite) {
     throw new RangeError(

@@ -1,0 +1,102 @@
+/**
+ * dtrain's worker of the FSDP section of `make bench`: one rank of GPT training with
+ * `parallel.fullyShard` (each block, then the root) or DDP, one BLAS thread, AdamW, random tokens.
+ * Its twin is bench/fsdp_torch.py. Rank 0 prints one `BENCH_RESULT` line: tokens/s, step time,
+ * per-rank bytes of parameters + gradients + AdamW state, the native memory after forward (the
+ * activations and the gathered parameters of that moment), peak RSS, and the exposed
+ * communication share.
+ * @module
+ */
+
+import { parseArgs } from "node:util";
+import { barrier, destroyProcessGroup, initProcessGroup } from "../src/dist/mod.ts";
+import { GPT } from "../src/nn/gpt.ts";
+import { AdamW } from "../src/optim/adamw.ts";
+import { DistributedDataParallel, fullyShard } from "../src/parallel/mod.ts";
+import { tensor } from "../src/tensor/creation.ts";
+import { crossEntropy } from "../src/tensor/ops/nn.ts";
+import { manualSeed } from "../src/tensor/random.ts";
+import { tidyAsync } from "../src/tensor/scope.ts";
+import { allocatedBytes } from "../src/tensor/storage.ts";
+import { setNumThreads } from "../src/tensor/threads.ts";
+import { peakRssBytes, report } from "./workload.ts";
+
+const { values } = parseArgs({
+  args: Deno.args,
+  options: Object.fromEntries(
+    ["strategy", "vocab", "block", "n-layer", "n-head", "n-embd", "batch", "steps", "warmup"].map(
+      (name) => [name, { type: "string" as const }],
+    ),
+  ),
+});
+const int = (name: string) => Number(values[name]);
+const [V, T, B] = [int("vocab"), int("block"), int("batch")];
+
+setNumThreads(1);
+const group = await initProcessGroup({ backend: "gloo" });
+manualSeed(0);
+const gpt = new GPT({
+  vocabSize: V,
+  blockSize: T,
+  nLayer: int("n-layer"),
+  nHead: int("n-head"),
+  nEmbd: int("n-embd"),
+});
+const fsdp = values.strategy === "fsdp";
+let forward: (x: ReturnType<typeof tensor>) => ReturnType<typeof tensor>;
+let backward: (loss: ReturnType<typeof tensor>) => Promise<void>;
+let exposed: () => number;
+if (fsdp) {
+  for (const block of gpt.transformer.h.children()) fullyShard(block);
+  const model = fullyShard(gpt);
+  forward = (x) => model.forward(x);
+  backward = (loss) => model.backward(loss);
+  exposed = () => model.lastStats.forwardCommMs + model.lastStats.exposedCommMs;
+} else {
+  const ddp = await DistributedDataParallel.create(gpt);
+  forward = (x) => ddp.forward(x);
+  backward = (loss) => ddp.backward(loss);
+  exposed = () => ddp.lastStats.exposedCommMs;
+}
+const local = gpt.parameters().reduce((n, p) => n + p.numel(), 0);
+const optimizer = new AdamW(gpt.parameters(), { lr: 1e-3 });
+let seed = 1 + group.rank;
+const random = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
+
+let seconds = 0, exposedMs = 0, afterForward = 0, lastLoss = 0;
+const steps = int("steps"), warmup = int("warmup");
+for (let step = 0; step < warmup + steps; step++) {
+  const tokens = Int32Array.from({ length: B * (T + 1) }, () => Math.floor(random() * V));
+  const start = performance.now();
+  lastLoss = await tidyAsync(async () => {
+    const x = tensor(tokens.filter((_, i) => i % (T + 1) !== T), [B, T]);
+    const y = tensor(tokens.filter((_, i) => i % (T + 1) !== 0), [B * T]);
+    const loss = crossEntropy(forward(x).reshape(B * T, V), y);
+    afterForward = Math.max(afterForward, allocatedBytes());
+    await backward(loss);
+    optimizer.step();
+    optimizer.zeroGrad();
+    return loss.item();
+  });
+  if (step >= warmup) {
+    seconds += (performance.now() - start) / 1000;
+    exposedMs += exposed();
+  }
+}
+await barrier();
+if (group.rank === 0) {
+  report({
+    framework: "dtrain",
+    strategy: values.strategy,
+    worldSize: group.size,
+    tokensPerSecond: (steps * B * T * group.size) / seconds,
+    stepMs: (1000 * seconds) / steps,
+    exposedCommShare: exposedMs / (1000 * seconds),
+    localParams: local,
+    stateBytes: local * 4 * 4,
+    allocatedAfterForwardBytes: afterForward,
+    peakRssBytes: peakRssBytes(),
+    loss: lastLoss,
+  });
+}
+await destroyProcessGroup();

@@ -1,0 +1,121 @@
+"""The PyTorch side of the FSDP section of `make bench`: one rank of nanoGPT-style GPT training
+with FSDP2's `fully_shard` (each block, then the root) or DDP, on CPU over Gloo, with the numbers
+bench/main.ts passes (bench/fsdp.ts is dtrain's twin). Prints one `BENCH_RESULT {json}` line on
+rank 0: tokens/s, step time, per-rank bytes of parameters + gradients + AdamW state, peak RSS.
+"""
+
+import argparse
+import json
+import math
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Block(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.n_head = c.n_head
+        self.ln_1 = nn.LayerNorm(c.n_embd)
+        self.c_attn = nn.Linear(c.n_embd, 3 * c.n_embd)
+        self.attn_proj = nn.Linear(c.n_embd, c.n_embd)
+        self.ln_2 = nn.LayerNorm(c.n_embd)
+        self.c_fc = nn.Linear(c.n_embd, 4 * c.n_embd)
+        self.mlp_proj = nn.Linear(4 * c.n_embd, c.n_embd)
+
+    def forward(self, x):
+        b, t, e = x.shape
+        q, k, v = self.c_attn(self.ln_1(x)).split(e, dim=2)
+        heads = lambda z: z.view(b, t, self.n_head, e // self.n_head).transpose(1, 2)
+        y = F.scaled_dot_product_attention(heads(q), heads(k), heads(v), is_causal=True)
+        x = x + self.attn_proj(y.transpose(1, 2).contiguous().view(b, t, e))
+        return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x))))
+
+
+class GPT(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.wte = nn.Embedding(c.vocab, c.n_embd)
+        self.wpe = nn.Embedding(c.block, c.n_embd)
+        self.h = nn.ModuleList([Block(c) for _ in range(c.n_layer)])
+        self.ln_f = nn.LayerNorm(c.n_embd)
+        self.lm_head = nn.Linear(c.n_embd, c.vocab, bias=False)
+        self.wte.weight = self.lm_head.weight
+        for m in self.modules():
+            if isinstance(m, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(m.weight, std=0.02)
+
+    def forward(self, idx):
+        x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1]))
+        for block in self.h:
+            x = block(x)
+        return self.lm_head(self.ln_f(x))
+
+
+def peak_rss_bytes():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return None
+
+
+def main():
+    p = argparse.ArgumentParser()
+    for name in ["rank", "world-size", "port", "vocab", "block", "n-layer", "n-head", "n-embd",
+                 "batch", "steps", "warmup"]:
+        p.add_argument(f"--{name}", type=int, required=True)
+    p.add_argument("--strategy", choices=["fsdp", "ddp"], default="fsdp")
+    c = p.parse_args()
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{c.port}", rank=c.rank,
+                            world_size=c.world_size)
+    torch.manual_seed(0)
+    model = GPT(c)
+    if c.strategy == "fsdp":
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.fsdp import fully_shard
+        mesh = init_device_mesh("cpu", (c.world_size,))
+        for block in model.h:
+            fully_shard(block, mesh=mesh)
+        fully_shard(model, mesh=mesh)
+        local = sum(p.to_local().numel() for p in model.parameters())
+    else:
+        model = nn.parallel.DistributedDataParallel(model)
+        local = sum(p.numel() for p in model.parameters())
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=False)
+    g = torch.Generator().manual_seed(1 + c.rank)
+    step_times = []
+    for step in range(c.warmup + c.steps):
+        idx = torch.randint(0, c.vocab, (c.batch, c.block + 1), generator=g)
+        start = time.perf_counter()
+        logits = model(idx[:, :-1])
+        loss = F.cross_entropy(logits.reshape(-1, c.vocab), idx[:, 1:].reshape(-1))
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        if step >= c.warmup:
+            step_times.append(time.perf_counter() - start)
+    dist.barrier()
+    seconds = sum(step_times)
+    if c.rank == 0:
+        tokens = c.steps * c.batch * c.block * c.world_size
+        print("BENCH_RESULT " + json.dumps({
+            "framework": "torch",
+            "strategy": c.strategy,
+            "worldSize": c.world_size,
+            "tokensPerSecond": tokens / seconds,
+            "stepMs": 1000 * seconds / c.steps,
+            "localParams": local,
+            "stateBytes": local * 4 * 4,
+            "peakRssBytes": peak_rss_bytes(),
+            "loss": loss.item(),
+        }), flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

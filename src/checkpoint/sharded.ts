@@ -1,0 +1,263 @@
+/**
+ * Sharded checkpoints: every rank saves the rows it holds (FSDP shards and their AdamW state),
+ * one JSON index says which rows of which tensor each file holds, and a load on any number of
+ * ranks reads the rows it needs from whichever files hold them (see [Note: sharded checkpoint
+ * layout] in _sharded_index.ts).
+ * @module
+ */
+
+import { barrier, isInitialized, type ProcessGroup, worldGroup } from "../dist/mod.ts";
+import type { Module } from "../nn/module.ts";
+import type { Optimizer, OptimizerStateDict, ParamState } from "../optim/optimizer.ts";
+import { localShard } from "../parallel/mod.ts";
+import { noGrad } from "../tensor/autograd.ts";
+import { formatShape, Tensor } from "../tensor/tensor.ts";
+import {
+  buildIndex,
+  commitIndex,
+  type Index,
+  indexPath,
+  type Piece,
+  readIndex,
+  writeRankPieces,
+} from "./_sharded_index.ts";
+import { CheckpointError } from "./errors.ts";
+import { load, save } from "./safetensors.ts";
+
+// deno-lint-ignore no-explicit-any
+type AnyOptimizer = Optimizer<any>;
+
+/** What `saveSharded` writes. */
+export interface SaveShardedOptions {
+  /** The model: a `fullyShard` root, or any module (then rank 0 saves it whole). */
+  model: Module;
+  /** Its optimizer, whose per-parameter state is saved with the same rows as the parameters. */
+  optimizer?: AnyOptimizer;
+  /** JSON-serialisable values to keep with the checkpoint (step, data position). */
+  extra?: Record<string, unknown>;
+  /** The process group (default: the world, or this process alone before initProcessGroup). */
+  group?: ProcessGroup;
+}
+
+/** What `loadSharded` restores. */
+export interface LoadShardedOptions {
+  /** The model, built and sharded as for training (any world size). */
+  model: Module;
+  /** The optimizer over `model.parameters()`. */
+  optimizer?: AnyOptimizer;
+}
+
+/** The rank and size of `group`, or of this process alone. */
+function whereAmI(
+  group: ProcessGroup | undefined,
+): { rank: number; size: number; sync(): Promise<void> } {
+  const g = group ?? (isInitialized() ? worldGroup("saveSharded") : undefined);
+  if (g === undefined) return { rank: 0, size: 1, sync: () => Promise.resolve() };
+  return { rank: g.rank, size: g.size, sync: () => barrier(g).wait() };
+}
+
+/**
+ * Saves `model` (and `optimizer`) into `dir` as one safetensors file per rank plus `index.json`,
+ * committed atomically. Every rank of the group calls it; `dir` must be one folder that every rank
+ * sees (the same machine, or a shared file system).
+ *
+ * @param dir The checkpoint folder (created if missing; a previous checkpoint there is replaced).
+ * @param options See {@linkcode SaveShardedOptions}.
+ *
+ * @example Save and load in one process
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { checkpoint, nn } from "../../mod.ts";
+ * const dir = Deno.makeTempDirSync();
+ * const model = new nn.Linear(3, 2);
+ * await checkpoint.saveSharded(dir, { model, extra: { step: 7 } });
+ * const copy = new nn.Linear(3, 2);
+ * const extra = checkpoint.loadSharded(dir, { model: copy });
+ * assert.deepEqual(copy.weight.toArray(), model.weight.toArray());
+ * assert.equal(extra.step, 7);
+ * Deno.removeSync(dir, { recursive: true });
+ * ```
+ */
+export async function saveSharded(dir: string, options: SaveShardedOptions): Promise<void> {
+  const { rank, size, sync } = whereAmI(options.group);
+  const previous = readIndex(dir, false);
+  const generation = (previous?.generation ?? 0) + 1;
+  await sync(); // everyone has read the previous generation before rank 0 can replace it
+  const folder = `${dir}/gen-${generation}`;
+  Deno.mkdirSync(folder, { recursive: true });
+  const tensors: Record<string, Tensor> = {};
+  const pieces: Record<string, Piece> = {};
+  const scalars: Record<string, Record<string, number>> = {};
+  const add = (name: string, t: Tensor, shard: ReturnType<typeof localShard>) => {
+    if ((!shard.sharded && rank !== 0) || shard.rows === 0) return;
+    tensors[name] = t;
+    pieces[name] = { shape: [...shard.shape], rowStart: shard.rowStart, rows: shard.rows };
+  };
+  // Every state-dict name, tied parameters under each of their names (as nanoGPT's files have).
+  for (const [name, t] of Object.entries(options.model.stateDict())) {
+    add(`model/${name}`, t, localShard(t));
+  }
+  for (const [fqn, p] of options.model.namedParameters()) {
+    for (const [field, v] of Object.entries(options.optimizer?.state.get(p) ?? {})) {
+      if (typeof v === "number") (scalars[fqn] ??= {})[field] = v;
+      else add(`optim/${fqn}/${field}`, v, localShard(p));
+    }
+  }
+  save(`${folder}/rank-${rank}.safetensors`, tensors);
+  const groups = options.optimizer?.stateDict().paramGroups.map(({ params: _, ...h }) => h);
+  writeRankPieces(`${folder}/rank-${rank}.json`, {
+    pieces,
+    scalars,
+    paramGroups: groups ?? null,
+  });
+  await sync();
+  if (rank === 0) commitIndex(dir, buildIndex(dir, generation, size, options.extra ?? {}));
+  await sync();
+}
+
+/** Reads rows out of a checkpoint's files, each file loaded once. */
+class RowReader {
+  #files = new Map<number, Record<string, Tensor>>();
+  constructor(readonly dir: string, readonly index: Index) {}
+
+  /** Copies rows `rowStart ..` of tensor `name` into `dst` (rows × the rest of `shape`). */
+  read(name: string, dst: Tensor, shape: readonly number[], rowStart: number): void {
+    const entry = this.index.tensors[name];
+    if (entry === undefined) {
+      throw new CheckpointError(indexPath(this.dir), `has no tensor "${name}"`);
+    }
+    if (formatShape(entry.shape) !== formatShape(shape)) {
+      throw new CheckpointError(
+        indexPath(this.dir),
+        `${name} is ${formatShape(entry.shape)}, the model's is ${formatShape(shape)}`,
+      );
+    }
+    const rowNumel = shape.slice(1).reduce((a, b) => a * b, 1);
+    const rows = dst.numel() / rowNumel;
+    const target = dst.view([rows, rowNumel]);
+    for (const piece of entry.pieces) {
+      const from = Math.max(rowStart, piece.rowStart);
+      const to = Math.min(rowStart + rows, piece.rowStart + piece.rows);
+      if (from >= to) continue;
+      const src = this.#tensor(piece.file, name, piece.rows * rowNumel);
+      const source = src.view([piece.rows, rowNumel]);
+      noGrad(() =>
+        target.narrow(0, from - rowStart, to - from).copy_(
+          source.narrow(0, from - piece.rowStart, to - from),
+        )
+      );
+    }
+  }
+
+  #tensor(file: number, name: string, numel: number): Tensor {
+    let tensors = this.#files.get(file);
+    const path = `${this.dir}/${this.index.files[file]}`;
+    if (tensors === undefined) {
+      tensors = load(path).tensors;
+      this.#files.set(file, tensors);
+    }
+    const t = tensors[name];
+    if (t === undefined || t.numel() !== numel || t.dtype !== "f32") {
+      throw new CheckpointError(
+        path,
+        t === undefined
+          ? `lacks "${name}", which the index places there`
+          : `"${name}" is ${t.dtype} ${formatShape(t.shape)}, the index says ${numel} f32 elements`,
+      );
+    }
+    return t;
+  }
+
+  dispose(): void {
+    for (const tensors of this.#files.values()) for (const t of Object.values(tensors)) t.dispose();
+  }
+}
+
+/**
+ * Loads a checkpoint written by {@linkcode saveSharded} on any number of ranks into `model` (and
+ * `optimizer`), each rank reading the rows it holds. Returns the saved `extra`.
+ *
+ * @param dir The checkpoint folder.
+ * @param options See {@linkcode LoadShardedOptions}.
+ * @returns The `extra` values given to `saveSharded`.
+ * @throws CheckpointError naming the index or file that is missing, malformed or mismatched.
+ */
+export function loadSharded(dir: string, options: LoadShardedOptions): Record<string, unknown> {
+  const index = readIndex(dir, true)!;
+  const reader = new RowReader(dir, index);
+  try {
+    const named = [...options.model.namedParameters()];
+    for (const [name, t] of Object.entries(options.model.stateDict())) {
+      const { shape, rowStart } = localShard(t);
+      reader.read(`model/${name}`, t, shape, rowStart);
+    }
+    if (options.optimizer) loadOptimizer(reader, index, named, options.optimizer);
+  } finally {
+    reader.dispose();
+  }
+  return index.extra;
+}
+
+/** Rebuilds the optimizer's state dict from this rank's rows and loads it. */
+function loadOptimizer(
+  reader: RowReader,
+  index: Index,
+  named: [string, Tensor][],
+  optimizer: AnyOptimizer,
+): void {
+  const fqnOf = new Map(named.map(([fqn, p]) => [p as Tensor, fqn]));
+  const own = optimizer.stateDict();
+  const state: Record<number, ParamState> = {};
+  const made: Tensor[] = [];
+  optimizer.paramGroups.flatMap((g) => g.params).forEach((p, i) => {
+    const fqn = fqnOf.get(p);
+    if (fqn === undefined) return;
+    const prefix = `optim/${fqn}/`;
+    const fields = Object.keys(index.tensors).filter((k) => k.startsWith(prefix));
+    if (fields.length === 0 && index.scalars[fqn] === undefined) return;
+    const s: ParamState = { ...index.scalars[fqn] };
+    const { shape, rowStart } = localShard(p);
+    for (const key of fields) {
+      const t = Tensor.empty(p.shape, "f32");
+      made.push(t);
+      reader.read(key, t, shape, rowStart);
+      s[key.slice(prefix.length)] = t;
+    }
+    state[i] = s;
+  });
+  const saved = index.paramGroups ?? [];
+  const dict: OptimizerStateDict<{ lr: number }> = {
+    state,
+    paramGroups: own.paramGroups.map((g, i) => ({ ...g, ...saved[i], params: g.params })),
+  };
+  try {
+    optimizer.loadStateDict(dict);
+  } finally {
+    for (const t of made) t.dispose();
+  }
+}
+
+/**
+ * Writes the model of a sharded checkpoint as one safetensors file with its full tensors and
+ * the module's names, as PyTorch's `load_file` (and nanoGPT, for `nn.GPT`) reads it.
+ *
+ * @param dir The checkpoint folder.
+ * @param outFile The safetensors file to write (atomically).
+ */
+export function consolidate(dir: string, outFile: string): void {
+  const index = readIndex(dir, true)!;
+  const reader = new RowReader(dir, index);
+  const full: Record<string, Tensor> = {};
+  try {
+    for (const [name, { shape }] of Object.entries(index.tensors)) {
+      if (!name.startsWith("model/")) continue;
+      const t = Tensor.empty(shape, "f32");
+      full[name.slice("model/".length)] = t;
+      reader.read(name, t, shape, 0);
+    }
+    save(outFile, full, { format: "pt" });
+  } finally {
+    reader.dispose();
+    for (const t of Object.values(full)) t.dispose();
+  }
+}

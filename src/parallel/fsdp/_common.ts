@@ -1,0 +1,95 @@
+/**
+ * What the FSDP files share: the named states (FSDP2's `_fsdp_common.py`), the options, and the
+ * dim-0 shard arithmetic.
+ * @module
+ */
+
+import type { ProcessGroup } from "../../dist/mod.ts";
+
+/** Whether a parameter group's full parameters exist (FSDP2's `ShardedState`). */
+export enum ShardedState {
+  /** Only this rank's shard exists; the full parameters' memory is freed. */
+  Sharded = "sharded",
+  /** The all-gather is in flight into a staging buffer. */
+  Gathering = "gathering",
+  /** The full parameters are in place and the module's attributes point to them. */
+  Unsharded = "unsharded",
+}
+
+/** Where a parameter group is in a training step (FSDP2's `TrainingState`). */
+export enum TrainingState {
+  /** Between steps. */
+  Idle = "idle",
+  /** Inside the group's forward. */
+  Forward = "forward",
+  /** Backward reached the group's outputs; its gradients are being computed. */
+  PreBackward = "preBackward",
+  /** The group's gradients were reduced (or accumulated under noSync). */
+  PostBackward = "postBackward",
+}
+
+/**
+ * FSDP2's mixed-precision policy, the one DDP takes too (../mixed_precision.ts); FSDP implements
+ * "f32" only so far and refuses "bf16" naming the field.
+ */
+export type { MixedPrecisionPolicy } from "../mixed_precision.ts";
+import type { MixedPrecisionPolicy } from "../mixed_precision.ts";
+
+/** Options of `fullyShard`. */
+export interface FullyShardOptions {
+  /** The process group to shard over (default: the world). */
+  group?: ProcessGroup;
+  /**
+   * Free the full parameters after the module's forward and gather them again for its backward
+   * (default true: least memory). False keeps them until backward (FSDP's SHARD_GRAD_OP). The
+   * root's own parameters are always kept, as in FSDP2, since its backward comes first.
+   */
+  reshardAfterForward?: boolean;
+  /** See {@linkcode MixedPrecisionPolicy}; only f32 is accepted today. */
+  mpPolicy?: MixedPrecisionPolicy;
+}
+
+/** Communication of the last synchronised step, to see how much of it was hidden. */
+export interface FSDPStats {
+  /** Milliseconds blocked in forward all-gathers since the previous synchronised backward. */
+  forwardCommMs: number;
+  /** Milliseconds of the backward pass, waits on gathers included. */
+  backwardMs: number;
+  /** Milliseconds waiting for communication (gathers in backward and the final reduce-scatters). */
+  exposedCommMs: number;
+  /** All-gathers issued (forward and backward). */
+  allGathers: number;
+  /** Reduce-scatters issued. */
+  reduceScatters: number;
+}
+
+/**
+ * How one parameter is cut on dim 0 across `size` ranks: every rank owns `shardRows` rows
+ * (the last ones padded, possibly all padding), of which the first `localRows` are real.
+ */
+export interface ShardLayout {
+  /** Rows of the full parameter (1 for a 0-d parameter). */
+  rows: number;
+  /** Elements per row. */
+  rowNumel: number;
+  /** Rows each rank stores, padding included: ceil(rows / size). */
+  shardRows: number;
+  /** Real rows on rank `rank`. */
+  localRows: number;
+  /** The first of them, as a row of the full parameter. */
+  rowStart: number;
+}
+
+/** The layout of a parameter of `shape` on rank `rank` of `size`. */
+export function shardLayout(shape: readonly number[], rank: number, size: number): ShardLayout {
+  const rows = shape.length === 0 ? 1 : shape[0];
+  const rowNumel = shape.slice(1).reduce((a, b) => a * b, 1);
+  const shardRows = Math.ceil(rows / size);
+  const localRows = realRows(rows, shardRows, rank);
+  return { rows, rowNumel, shardRows, localRows, rowStart: Math.min(rows, rank * shardRows) };
+}
+
+/** Real (unpadded) rows in rank `rank`'s chunk of `shardRows` rows out of `rows`. */
+export function realRows(rows: number, shardRows: number, rank: number): number {
+  return Math.max(0, Math.min(shardRows, rows - rank * shardRows));
+}

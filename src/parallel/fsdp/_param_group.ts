@@ -1,0 +1,261 @@
+/**
+ * The parameters of one `fullyShard` call, which communicate together (FSDP2's
+ * `_fsdp_param_group.py`): one all-gather unshards them, one reduce-scatter reduces their
+ * gradients. The verbs are FSDP2's: `unshard` issues the all-gather, `waitForUnshard` waits and
+ * copies out, `reshard` frees the full parameters.
+ *
+ * [Note: FSDP hooks]
+ * Forward is synchronous, so the group's pre-forward gathers with a blocking all-gather (nothing
+ * else is in flight then: the previous backward awaited everything). Its post-forward puts an
+ * identity node over each output tensor whose pre-backward hook (see [Note: pre-backward hooks]
+ * in src/tensor/autograd.ts) issues the group's all-gather and the next group's (prefetch, in
+ * reverse forward order) and returns the wait, which `backwardAsync` awaits before any node that
+ * reads the group's parameters runs. When every full parameter's gradient is accumulated (the
+ * post-accumulate-grad hooks), the gradients are copied into the reduce-scatter input, the full
+ * parameters are freed, and the reduce-scatter runs off the JavaScript thread while backward goes
+ * on. Every rank runs the same graph, so collectives are issued in the same order everywhere.
+ * @module
+ */
+
+import type { ProcessGroup, Work } from "../../dist/mod.ts";
+import { isGradEnabled, record } from "../../tensor/autograd.ts";
+import { Tensor } from "../../tensor/tensor.ts";
+import { ShardedState, TrainingState } from "./_common.ts";
+import { copyIn, copyOut, takeReduced } from "./_collectives.ts";
+import type { FSDPParam } from "./_param.ts";
+
+/** What a group tells, and asks, the root of its FSDP tree during a step. */
+export interface StepRecorder {
+  /** Whether the root's `backward` is running. */
+  readonly inBackward: boolean;
+  /** Whether gradients are reduced (false inside `noSync`). */
+  readonly sync: boolean;
+  /** The root's own group. */
+  readonly group: FSDPParamGroup | null;
+  /** Called by each group's pre-forward, in forward order. */
+  ranForward(group: FSDPParamGroup): void;
+  /** The group whose backward comes after `group`'s (the one to prefetch). */
+  nextInBackward(group: FSDPParamGroup): FSDPParamGroup | undefined;
+  /** Adds to the step's communication counters. */
+  count(what: "allGathers" | "reduceScatters" | "forwardCommMs" | "exposedCommMs", n: number): void;
+}
+
+/** The parameters of one `fullyShard` call and their communication. */
+export class FSDPParamGroup {
+  /** Whether the full parameters exist. */
+  state = ShardedState.Sharded;
+  /** Where the group is in the step. */
+  training = TrainingState.Idle;
+  /** The root of the FSDP tree this group belongs to (reassigned when a parent is sharded). */
+  root: StepRecorder;
+  #gather: { out: Tensor; work: Work } | null = null;
+  #reduce: { out: Tensor; work: Work } | null = null;
+  /** Full gradients summed since the last reduce-scatter (size × S; noSync accumulates here). */
+  #pending: Tensor | null = null;
+  #ready = new Set<FSDPParam>();
+  readonly #trainable: number;
+
+  /**
+   * @param params The group's parameters, with offsets into `flat`.
+   * @param flat This rank's shards, S elements (see [Note: flat layouts] in _collectives.ts).
+   * @param group The process group.
+   * @param reshardAfterForward Whether to free the full parameters after forward.
+   * @param root The root's recorder.
+   */
+  constructor(
+    readonly params: readonly FSDPParam[],
+    readonly flat: Tensor,
+    readonly group: ProcessGroup,
+    readonly reshardAfterForward: boolean,
+    root: StepRecorder,
+  ) {
+    this.root = root;
+    const trainable = params.filter((p) => p.unsharded.requiresGrad);
+    this.#trainable = trainable.length;
+    for (const p of trainable) {
+      p.unsharded.registerPostAccumulateGradHook(() => this.#onGradReady(p));
+    }
+  }
+
+  /** Elements of this rank's flat shard. */
+  get S(): number {
+    return this.flat.numel();
+  }
+
+  /** Gathers the full parameters on the calling thread (forward cannot await). */
+  unshardBlocking(): void {
+    if (this.state === ShardedState.Unsharded) return;
+    if (this.state === ShardedState.Gathering) {
+      throw new Error("FSDP: a blocking unshard while the group's all-gather is in flight");
+    }
+    const out = this.#gatherOutput();
+    if (out !== null) {
+      try {
+        this.group.allGatherBlocking(out, this.flat);
+        copyOut(out, this.params, this.group.size, this.S);
+      } finally {
+        out.dispose();
+      }
+    }
+    this.#exposeUnsharded();
+  }
+
+  /** Issues the all-gather of the full parameters, unless they exist or are on their way. */
+  unshard(): void {
+    if (this.state !== ShardedState.Sharded) return;
+    const out = this.#gatherOutput();
+    if (out === null) return this.#exposeUnsharded();
+    this.#gather = { out, work: this.group.allGather(out, this.flat) };
+    this.state = ShardedState.Gathering;
+  }
+
+  /** Waits for the all-gather that `unshard` issued and copies the full parameters out. */
+  async waitForUnshard(): Promise<void> {
+    if (this.#gather === null) return;
+    const { out, work } = this.#gather;
+    this.#gather = null;
+    try {
+      const start = performance.now();
+      await work;
+      this.root.count("exposedCommMs", performance.now() - start);
+      copyOut(out, this.params, this.group.size, this.S);
+    } catch (err) {
+      this.state = ShardedState.Sharded;
+      throw err;
+    } finally {
+      out.dispose();
+    }
+    this.#exposeUnsharded();
+  }
+
+  /** Frees the full parameters; the module's attributes hold the shards again. */
+  reshard(): void {
+    if (this.state !== ShardedState.Unsharded) return;
+    for (const p of this.params) {
+      p.freeUnsharded();
+      p.expose(false);
+    }
+    this.state = ShardedState.Sharded;
+  }
+
+  /** Before the module's forward: gather the full parameters. */
+  preForward(): void {
+    // An evaluation forward (no graph) has no backward to prepare for.
+    if (isGradEnabled()) this.root.ranForward(this);
+    this.training = TrainingState.Forward;
+    const start = performance.now();
+    this.unshardBlocking();
+    this.root.count("forwardCommMs", performance.now() - start);
+  }
+
+  /**
+   * After the module's forward: hook the outputs for backward, and reshard if asked to. The root's
+   * own group stays unsharded, as in FSDP2: backward needs it first, so resharding it would only
+   * gather it again at once.
+   */
+  postForward<T>(output: T): T {
+    const grad = isGradEnabled();
+    const hooked = grad ? this.#hookOutputs(output) : output;
+    if ((this.reshardAfterForward && this.root.group !== this) || !grad) this.reshard();
+    this.training = TrainingState.Idle;
+    return hooked as T;
+  }
+
+  /**
+   * Backward reached the group's outputs: gather the full parameters again (and prefetch the
+   * next group's); the returned promise is awaited before the group's nodes run.
+   */
+  preBackward(): Promise<void> | void {
+    if (!this.root.inBackward) {
+      throw new Error(
+        "FSDP: loss.backward() ran on a loss computed through a fully sharded module; its " +
+          "parameters must be gathered and its gradients reduced, which needs " +
+          "`await model.backward(loss)` on the root module",
+      );
+    }
+    if (this.training === TrainingState.PreBackward) return;
+    this.training = TrainingState.PreBackward;
+    this.unshard();
+    const next = this.root.nextInBackward(this);
+    if (next?.reshardAfterForward) next.unshard();
+    if (this.state === ShardedState.Gathering) return this.waitForUnshard();
+  }
+
+  /**
+   * Every gradient is in (or backward ended): add the full gradients into the pending sum, free
+   * the full parameters and, when synchronising, issue the reduce-scatter.
+   */
+  postBackward(): void {
+    if (this.training === TrainingState.PostBackward) return;
+    this.training = TrainingState.PostBackward;
+    this.#ready.clear();
+    const size = this.group.size;
+    this.#pending ??= Object.assign(Tensor.empty([size * this.S], "f32", true), {
+      persistent: true,
+    });
+    copyIn(this.#pending, this.params, size, this.S);
+    this.reshard();
+    if (!this.root.sync || this.S === 0) return;
+    const out = Tensor.empty([this.S], "f32");
+    out.persistent = true;
+    this.#reduce = { out, work: this.group.reduceScatter(out, this.#pending, "avg") };
+    this.root.count("reduceScatters", 1);
+    this.#pending.dispose();
+    this.#pending = null;
+  }
+
+  /** Waits for an issued reduce-scatter (or an unconsumed prefetch) and sets the shards' grads. */
+  async finishBackward(): Promise<void> {
+    if (this.#gather !== null) {
+      // Prefetched for a backward that never reached the group: gathered for nothing, but the
+      // next forward must gather the updated shards again, not reuse these.
+      await this.waitForUnshard();
+      this.reshard();
+    }
+    const reduce = this.#reduce;
+    this.#reduce = null;
+    this.training = TrainingState.Idle;
+    if (reduce === null) return;
+    try {
+      await reduce.work;
+      takeReduced(reduce.out, this.params);
+    } finally {
+      reduce.out.dispose();
+    }
+  }
+
+  #onGradReady(p: FSDPParam): void {
+    if (!this.root.inBackward) this.preBackward();
+    this.#ready.add(p);
+    if (this.#ready.size === this.#trainable) this.postBackward();
+  }
+
+  /** The all-gather's output buffer, or null (and nothing to send) for an empty group. */
+  #gatherOutput(): Tensor | null {
+    if (this.S === 0) return null;
+    this.root.count("allGathers", 1);
+    return Tensor.empty([this.group.size * this.S], "f32");
+  }
+
+  #exposeUnsharded(): void {
+    for (const p of this.params) p.expose(true);
+    this.state = ShardedState.Unsharded;
+  }
+
+  /** Puts an identity node with the pre-backward hook over every tensor in `output`. */
+  #hookOutputs(output: unknown): unknown {
+    if (output instanceof Tensor) {
+      if (!output.requiresGrad) return output;
+      const y = record(viewOf(output), "FSDPPreBackward", [output], (g) => [viewOf(g)], [], []);
+      y.gradFn!.preBackward = () => this.preBackward();
+      return y;
+    }
+    if (Array.isArray(output)) return output.map((o) => this.#hookOutputs(o));
+    return output;
+  }
+}
+
+/** A new tensor over the same memory (the identity's output and its gradient). */
+function viewOf(t: Tensor): Tensor {
+  return new Tensor(t.storage, t.shape, t.dtype, t.strides, t.offset);
+}

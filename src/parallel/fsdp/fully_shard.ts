@@ -1,0 +1,217 @@
+/**
+ * `fullyShard`: fully sharded data parallelism after PyTorch's FSDP2 (`fully_shard`). Each call
+ * makes one parameter group of the module's parameters that no earlier call took, shards every
+ * one on dim 0 across the process group, and hooks the module's forward (see [Note: FSDP hooks]
+ * in _param_group.ts). Call it on submodules first (each transformer block), then on the root.
+ * @module
+ */
+
+import { getWorldSize, type ProcessGroup, worldGroup } from "../../dist/mod.ts";
+import type { Module } from "../../nn/module.ts";
+import { Parameter } from "../../nn/parameter.ts";
+import { type GatherPartials, registerShardedGradient } from "../../nn/utils/clip_grad.ts";
+import { tensor } from "../../tensor/creation.ts";
+import { Tensor } from "../../tensor/tensor.ts";
+import { type FSDPStats, type FullyShardOptions, shardLayout } from "./_common.ts";
+import { FSDPParam, type ParamOwner } from "./_param.ts";
+import { FSDPParamGroup } from "./_param_group.ts";
+import { FSDPState } from "./_state.ts";
+
+/** What `fullyShard` adds to a module. */
+export interface FSDPMethods {
+  /**
+   * Runs backward (gathering each group's parameters again when they were resharded) and, unless
+   * inside `noSync`, waits until every group's gradients are averaged across ranks into the
+   * shards' `.grad`. Call it on the root.
+   */
+  backward(loss: Tensor): Promise<void>;
+  /** Runs `fn` with gradient reduction off: backward passes accumulate full local gradients. */
+  noSync<R>(fn: () => R | Promise<R>): Promise<R>;
+  /** Communication of the last synchronised step (on the root). */
+  readonly lastStats: FSDPStats;
+  /** The process group's size. */
+  readonly worldSize: number;
+}
+
+/** A module changed in place by {@linkcode fullyShard}. */
+export type FSDPModule<M extends Module = Module> = M & FSDPMethods;
+
+/** The shards and full parameters already in some group, to skip in later calls. */
+const managed = new WeakMap<Tensor, FSDPParam>();
+const STATE = Symbol("fsdpState");
+
+/**
+ * Which rows of which full parameter `param` holds on this rank: a shard made by
+ * {@linkcode fullyShard} holds rows `rowStart .. rowStart + rows - 1` of a parameter of `shape`;
+ * any other parameter is whole (and the same on every rank).
+ *
+ * @param param A parameter of a module, sharded or not.
+ * @returns The full shape, the first row held, the number of rows, and whether it is a shard.
+ *
+ * @example A parameter that is not sharded is whole
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { nn, parallel } from "../../../mod.ts";
+ * const layer = new nn.Linear(3, 2);
+ * assert.deepEqual(parallel.localShard(layer.weight), {
+ *   shape: [2, 3], rowStart: 0, rows: 2, sharded: false,
+ * });
+ * ```
+ */
+export function localShard(
+  param: Tensor,
+): { shape: readonly number[]; rowStart: number; rows: number; sharded: boolean } {
+  const p = managed.get(param);
+  if (p === undefined) {
+    return {
+      shape: param.shape,
+      rowStart: 0,
+      rows: param.shape.length === 0 ? 1 : param.shape[0],
+      sharded: false,
+    };
+  }
+  return { shape: p.shape, rowStart: p.layout.rowStart, rows: p.layout.localRows, sharded: true };
+}
+
+/** The FSDP state of a module `fullyShard` changed, or undefined. */
+export function fsdpStateOf(module: Module): FSDPState | undefined {
+  return (module as unknown as { [STATE]?: FSDPState })[STATE];
+}
+
+/**
+ * Shards `module`'s parameters across the process group, in place, and returns it typed as an
+ * FSDP module. Every rank must call it with equal modules (the same initialisation: each rank
+ * keeps its own rows of its own copy) and in the same order.
+ *
+ * @param module The module; its parameters not yet in a group become this call's group.
+ * @param options See {@linkcode FullyShardOptions}.
+ * @returns `module`, whose `parameters()` are now this rank's shards.
+ *
+ * @example One FSDP step
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { dist, F, nn, optim, parallel, randn, tensor } from "../../../mod.ts";
+ * await dist.initProcessGroup({ initMethod: "tcp://127.0.0.1:0", rank: 0, worldSize: 1 });
+ * const model = parallel.fullyShard(new nn.MLP([8, 16, 3]));
+ * const opt = new optim.AdamW(model.parameters(), { lr: 0.01 });
+ * const x = randn([4, 8]), y = tensor([0, 1, 2, 0], [4], { dtype: "i32" });
+ * const loss = F.crossEntropy(model.forward(x), y);
+ * await model.backward(loss); // gradients reduce-scattered into the shards' .grad
+ * assert.ok(model.parameters().every((p) => p.grad !== null));
+ * opt.step();
+ * await dist.destroyProcessGroup();
+ * ```
+ */
+export function fullyShard<M extends Module>(
+  module: M,
+  options: FullyShardOptions = {},
+): FSDPModule<M> {
+  if (fsdpStateOf(module) !== undefined) {
+    throw new Error(`fullyShard: this ${module.constructor.name} is already fully sharded`);
+  }
+  for (const [key, value] of Object.entries(options.mpPolicy ?? {})) {
+    if (value !== undefined && value !== "f32") {
+      throw new RangeError(
+        `fullyShard: mpPolicy.${key} "${value}" is not supported yet; only "f32" is`,
+      );
+    }
+  }
+  const group = options.group ?? worldGroup("fullyShard");
+  if (group.rank < 0) throw new Error("fullyShard: this process is not a member of the group");
+  const state = new FSDPState();
+  state.group = makeGroup(module, group, options.reshardAfterForward ?? true, state);
+  for (const m of module.modules()) {
+    const nested = fsdpStateOf(m);
+    if (nested === undefined) continue;
+    nested.root = state;
+    nested.group!.root = state;
+    state.groups.push(nested.group!);
+  }
+  state.groups.push(state.group);
+  attach(module, state, group);
+  return module as FSDPModule<M>;
+}
+
+/** Shards the parameters of `module` that no group holds yet into one new group. */
+function makeGroup(
+  module: Module,
+  group: ProcessGroup,
+  reshardAfterForward: boolean,
+  root: FSDPState,
+): FSDPParamGroup {
+  const owners = new Map<Parameter, { fqn: string; owners: ParamOwner[] }>();
+  for (const [path, m] of module.namedModules()) {
+    for (const [key, value] of Object.entries(m)) {
+      if (!(value instanceof Parameter) || managed.has(value)) continue;
+      if (value.dtype !== "f32") {
+        throw new TypeError(
+          `fullyShard: parameter ${
+            path ? `${path}.${key}` : key
+          } is ${value.dtype}; only f32 is supported`,
+        );
+      }
+      const entry = owners.get(value) ?? { fqn: path ? `${path}.${key}` : key, owners: [] };
+      entry.owners.push({ module: m, key });
+      owners.set(value, entry);
+    }
+  }
+  const { rank, size } = group;
+  let S = 0;
+  const offsets = [...owners.keys()].map((p) => {
+    const { shardRows, rowNumel } = shardLayout(p.shape, rank, size);
+    const offset = S;
+    S += shardRows * rowNumel;
+    return offset;
+  });
+  const flat = Tensor.empty([S], "f32", true);
+  flat.persistent = true;
+  const params = [...owners].map(([original, { fqn, owners }], i) => {
+    const p = new FSDPParam(fqn, original, owners, flat, offsets[i], rank, size);
+    managed.set(p.sharded, p);
+    managed.set(p.unsharded, p);
+    registerShardedGradient(p.sharded, partialsGatherer(group));
+    p.expose(false);
+    original.dispose();
+    return p;
+  });
+  return new FSDPParamGroup(params, flat, group, reshardAfterForward, root);
+}
+
+const gatherers = new WeakMap<ProcessGroup, GatherPartials>();
+
+/** One number from every rank of `group` (clipGradNorm's partial sums), by a blocking gather. */
+function partialsGatherer(group: ProcessGroup): GatherPartials {
+  let gather = gatherers.get(group);
+  if (gather === undefined) {
+    gather = (partial) => {
+      const mine = tensor([partial]), all = Tensor.empty([group.size], "f32");
+      try {
+        group.allGatherBlocking(all, mine);
+        return Array.from(all.toArray());
+      } finally {
+        mine.dispose();
+        all.dispose();
+      }
+    };
+    gatherers.set(group, gather);
+  }
+  return gather;
+}
+
+/** Hooks the forward and adds the FSDP methods, as non-enumerable properties. */
+function attach(module: Module, state: FSDPState, group: ProcessGroup): void {
+  const forward = module.forward.bind(module);
+  const paramGroup = state.group!;
+  const hidden = (value: unknown) => ({ value, enumerable: false, configurable: true });
+  Object.defineProperties(module, {
+    [STATE]: hidden(state),
+    forward: hidden((...inputs: unknown[]) => {
+      paramGroup.preForward();
+      return paramGroup.postForward(forward(...inputs));
+    }),
+    backward: hidden((loss: Tensor) => state.backward(loss)),
+    noSync: hidden(<R>(fn: () => R | Promise<R>) => state.root.noSync(fn)),
+    lastStats: { get: () => state.root.lastStats, enumerable: false, configurable: true },
+    worldSize: { get: () => getWorldSize(group), enumerable: false, configurable: true },
+  });
+}

@@ -1,0 +1,147 @@
+// fullyShard across 2, 3 and 4 real rank processes, checked against one process that trains on the
+// whole global batch: FSDP's averaged, reduce-scattered gradients and sharded AdamW state must
+// give the same parameters, for every wrapping and option, on shards of uneven and empty sizes.
+import assert from "node:assert/strict";
+import { assertAllOk, type RankResult, runRanks } from "../_harness/ranks.ts";
+import { describe, markedProcesses, markerEnv } from "../_harness/processes.ts";
+import { MICRO, STEPS, trainReference } from "./workers/fsdp_problem.ts";
+import type { Config } from "./workers/fsdp.ts";
+
+const worker = new URL("./workers/fsdp.ts", import.meta.url);
+
+type Params = Record<string, number[]>;
+
+/** Runs the worker on `worldSize` ranks; fails if a process outlives the run. */
+async function runCase(
+  worldSize: number,
+  env: Record<string, string>,
+  onLine?: Parameters<typeof runRanks>[0]["onLine"],
+): Promise<RankResult[]> {
+  const marker = crypto.randomUUID();
+  const runs = await runRanks({
+    worker,
+    worldSize,
+    timeoutMs: 90_000,
+    env: { ...env, ...markerEnv(marker) },
+    onLine,
+  });
+  const left = markedProcesses(marker);
+  assert.deepEqual(left, [], `left behind: ${describe(left)}`);
+  return runs;
+}
+
+/**
+ * Asserts each tensor within a relative error ‖got − want‖ / ‖want‖ of `tolerance`. Per tensor,
+ * not per element: some elements are float noise around zero (a key bias has no gradient), and
+ * AdamW turns noise of any size into steps of the learning rate's size.
+ */
+function assertClose(actual: Params, expected: Params, tolerance: number, what: string): number {
+  assert.deepEqual(Object.keys(actual), Object.keys(expected), `${what}: names`);
+  let worst = 0;
+  for (const [name, want] of Object.entries(expected)) {
+    const got = actual[name];
+    assert.equal(got.length, want.length, `${what}: ${name} length`);
+    let diff = 0, norm = 0;
+    for (let i = 0; i < want.length; i++) {
+      diff += (got[i] - want[i]) ** 2;
+      norm += want[i] ** 2;
+    }
+    const err = Math.sqrt(diff / Math.max(norm, 1e-12));
+    assert.ok(err <= tolerance, `${what}: ${name} has relative error ${err}`);
+    worst = Math.max(worst, err);
+  }
+  return worst;
+}
+
+const CONFIGS: (Config & { label: string })[] = [
+  { label: "mlp nested", kind: "mlp", nested: true, reshard: true, micro: 1, clip: 0 },
+  { label: "mlp nested, keep", kind: "mlp", nested: true, reshard: false, micro: 1, clip: 0 },
+  { label: "mlp root only", kind: "mlp", nested: false, reshard: true, micro: 1, clip: 0 },
+  { label: "mlp nested, noSync", kind: "mlp", nested: true, reshard: true, micro: MICRO, clip: 0 },
+  {
+    label: "mlp nested, clipGradNorm",
+    kind: "mlp",
+    nested: true,
+    reshard: true,
+    micro: 1,
+    clip: 0.1,
+  },
+  {
+    label: "gpt nested, clipGradNorm",
+    kind: "gpt",
+    nested: true,
+    reshard: true,
+    micro: 1,
+    clip: 0.2,
+  },
+  { label: "gpt root only, keep", kind: "gpt", nested: false, reshard: false, micro: 1, clip: 0 },
+];
+
+for (const size of [2, 3, 4]) {
+  Deno.test(`fullyShard across ${size} ranks trains like one process on the whole batch (MLP and GPT, nested and root-only, reshardAfterForward true and false ("keep"), noSync, clipGradNorm)`, async () => {
+    const runs = await runCase(size, { CASE: "train", CONFIGS: JSON.stringify(CONFIGS) });
+    // The issue's bar is 1e-5 on 2 and 3 ranks. On 4, the GPT ends ~2e-5 away with or without
+    // clipping (the MLP stays near 1e-7): the averages are summed in another order, and AdamW
+    // turns the last-bit differences of near-zero gradients into steps of the learning rate.
+    const tolerance = size <= 3 ? 1e-5 : 5e-5;
+    assertAllOk(runs);
+    for (const [i, config] of CONFIGS.entries()) {
+      const reference = trainReference(config.kind, size, STEPS, config.micro, config.clip);
+      for (const run of runs) {
+        const result = (run.result!.results as Record<string, unknown>[])[i];
+        const what = `${config.label}, rank ${run.rank} of ${size}`;
+        const err = assertClose(result.final as Params, reference.final, tolerance, what);
+        if (run.rank === 0) console.log(`${config.label}: relative error ${err.toExponential(1)}`);
+        // The global norm, equal on every rank, and large enough that clipping acted.
+        const norms = result.norms as number[];
+        assert.equal(norms.length, reference.norms.length, `${what}: norms`);
+        norms.forEach((n, k) => {
+          const want = reference.norms[k];
+          assert.ok(Math.abs(n - want) <= 1e-5 * want, `${what}: norm ${k} ${n}, expected ${want}`);
+          assert.ok(want > config.clip, `${what}: norm ${want} does not exceed ${config.clip}`);
+        });
+        // Each rank keeps about 1/N of the parameters (padding and empty shards included).
+        const full = result.fullCount as number, local = result.localCount as number;
+        assert.ok(local <= Math.ceil(full / size) + 64, `${what}: ${local} of ${full} elements`);
+      }
+      const stats = runs[0].result!.results as { stats: { reduceScatters: number } }[];
+      assert.ok(stats[i].stats.reduceScatters > 0, `${config.label}: reduce-scatters counted`);
+    }
+  });
+}
+
+for (const where of ["backward", "forward"]) {
+  Deno.test(`a rank killed during the ${where} all-gather makes both survivors fail in time, naming it`, async () => {
+    const started = performance.now();
+    const runs = await runCase(3, {
+      CASE: "kill",
+      KILL_RANK: "2",
+      WHERE: where,
+      TEST_TIMEOUT_MS: "4000",
+    });
+    const elapsed = performance.now() - started;
+    assert.equal(runs[2].signal, "SIGKILL", `rank 2: ${runs[2].stderr}`);
+    for (const run of runs.slice(0, 2)) {
+      assert.equal(run.code, 1, `rank ${run.rank}: ${run.stderr}`);
+      const error = String(run.result?.error);
+      assert.match(error, /allGather/, `rank ${run.rank}: ${error}`);
+      // A backward gather is awaited, so the store's diagnosis runs; a forward one blocks, and its
+      // error is the transport's own, which names the peer it lost.
+      const named = where === "backward" ? /rank 2 died/ : /connection to rank 2 failed/;
+      assert.match(error, named, `rank ${run.rank}: ${error}`);
+    }
+    assert.ok(elapsed < 40_000, `took ${elapsed | 0} ms`);
+  });
+}
+
+Deno.test("ranks that shard different models get the all-gather's fingerprint error, naming the rank and sizes", async () => {
+  const runs = await runCase(2, { CASE: "mismatch", TEST_TIMEOUT_MS: "5000" });
+  for (const run of runs) {
+    const error = String(run.result?.error);
+    assert.match(
+      error,
+      /allGather.*rank 1 sent \d+ f32 elements, rank 0 expected \d+/,
+      `rank ${run.rank}: ${error}`,
+    );
+  }
+});

@@ -1,0 +1,94 @@
+// fullyShard's states and refusals in a world of one process (the multi-rank behaviour is in
+// fsdp_test.ts): what the module's attributes hold, which memory exists, and the errors.
+import assert from "node:assert/strict";
+import { destroyProcessGroup, initProcessGroup } from "../../src/dist/mod.ts";
+import { MLP, Sequential } from "../../src/nn/container.ts";
+import { Linear } from "../../src/nn/layers.ts";
+import { Module } from "../../src/nn/module.ts";
+import { fullyShard } from "../../src/parallel/mod.ts";
+import { randn } from "../../src/tensor/creation.ts";
+import type { Tensor } from "../../src/tensor/tensor.ts";
+
+async function inWorldOfOne(fn: () => void | Promise<void>): Promise<void> {
+  await initProcessGroup({ initMethod: "tcp://127.0.0.1:0", rank: 0, worldSize: 1 });
+  try {
+    await fn();
+  } finally {
+    await destroyProcessGroup();
+  }
+}
+
+/** A Linear that remembers the weight its forward saw (the full parameter, under FSDP). */
+class Probe extends Linear {
+  #seen: Tensor | null = null;
+  get seen(): Tensor {
+    return this.#seen!;
+  }
+  override forward(x: Tensor): Tensor {
+    this.#seen = this.weight;
+    return super.forward(x);
+  }
+}
+
+for (const reshardAfterForward of [true, false]) {
+  Deno.test(`fullyShard with reshardAfterForward ${reshardAfterForward}: the full parameter's memory is ${reshardAfterForward ? "freed" : "kept"} between forward and backward, freed after`, async () => {
+    await inWorldOfOne(async () => {
+      const probe = new Probe(4, 6);
+      fullyShard(probe, { reshardAfterForward });
+      const model = fullyShard(new Sequential(probe, new Linear(6, 2)), { reshardAfterForward });
+      const shard = probe.weight;
+      const loss = model.forward(randn([3, 4])).sum();
+      assert.notEqual(probe.seen, shard);
+      assert.equal(probe.seen.storage.ptr === null, reshardAfterForward);
+      assert.equal(probe.weight === shard, reshardAfterForward);
+      await model.backward(loss);
+      assert.equal(probe.seen.storage.ptr, null);
+      assert.equal(probe.weight, shard);
+      assert.deepEqual(shard.grad!.shape, [6, 4]);
+      assert.equal(probe.seen.grad, null);
+    });
+  });
+}
+
+Deno.test("a plain loss.backward() through a fully sharded module says to await model.backward", async () => {
+  await inWorldOfOne(() => {
+    const model = fullyShard(new MLP([4, 6, 2]));
+    const loss = model.forward(randn([3, 4])).sum();
+    assert.throws(() => loss.backward(), /await model\.backward\(loss\)/);
+  });
+});
+
+Deno.test("fullyShard refuses a module sharded twice and an unsupported mixed precision, naming them", async () => {
+  await inWorldOfOne(() => {
+    const model = fullyShard(new Linear(2, 2));
+    assert.throws(() => fullyShard(model), /this Linear is already fully sharded/);
+    assert.throws(
+      () => fullyShard(new Linear(2, 2), { mpPolicy: { paramDtype: "bf16" as "f32" } }),
+      /mpPolicy\.paramDtype "bf16" is not supported yet; only "f32" is/,
+    );
+  });
+});
+
+Deno.test("a group prefetched for a backward that never reaches it is resharded when backward ends", async () => {
+  await inWorldOfOne(async () => {
+    class TwoHeads extends Module {
+      unused = new Linear(4, 3);
+      used = new Linear(4, 3);
+      forward(x: Tensor): Tensor {
+        this.unused.forward(x);
+        return this.used.forward(x);
+      }
+    }
+    const net = new TwoHeads();
+    fullyShard(net.unused);
+    fullyShard(net.used);
+    const model = fullyShard(net);
+    const shard = net.unused.weight;
+    await model.backward(model.forward(randn([2, 4])).sum());
+    // Forward gathers unused and used (the root has no parameters of its own); backward gathers
+    // used again and prefetches unused, the group before it in forward order.
+    assert.equal(model.lastStats.allGathers, 4);
+    assert.equal(net.unused.weight, shard);
+    assert.deepEqual(Array.from(shard.grad!.toArray()), Array(12).fill(0));
+  });
+});
