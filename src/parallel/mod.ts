@@ -5,6 +5,11 @@
 
 export * from "./ddp.ts";
 export * from "./mixed_precision.ts";
-export type { FSDPStats, FullyShardOptions } from "./fsdp/_common.ts";
-export { type FSDPMethods, type FSDPModule, fullyShard, localShard } from "./fsdp/fully_shard.ts";
-export { fullStateDict } from "./fsdp/full_state_dict.ts";
+export * from "./fsdp/fully_shard.ts";
+export * from "./fsdp/full_state_dict.ts";
+
+import type * as fsdp from "./fsdp/_common.ts";
+/** Options of `fullyShard`: the group, `reshardAfterForward` and the mixed-precision policy. */
+export type FullyShardOptions = fsdp.FullyShardOptions;
+/** Communication of an FSDP module's last synchronised step (as DDP's `lastStats`). */
+export type FSDPStats = fsdp.FSDPStats;

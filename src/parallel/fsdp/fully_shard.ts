@@ -73,7 +73,10 @@ export function localShard(
   return { shape: p.shape, rowStart: p.layout.rowStart, rows: p.layout.localRows, sharded: true };
 }
 
-/** The FSDP state of a module `fullyShard` changed, or undefined. */
+/**
+ * The FSDP state of a module `fullyShard` changed, or undefined.
+ * @ignore dtrain-internal (its module is re-exported with `export *`)
+ */
 export function fsdpStateOf(module: Module): FSDPState | undefined {
   return (module as unknown as { [STATE]?: FSDPState })[STATE];
 }
