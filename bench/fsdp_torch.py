@@ -13,46 +13,19 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
+from types import SimpleNamespace
+
+from gpt_torch import GPT
 
 
-class Block(nn.Module):
-    def __init__(self, c):
-        super().__init__()
-        self.n_head = c.n_head
-        self.ln_1 = nn.LayerNorm(c.n_embd)
-        self.c_attn = nn.Linear(c.n_embd, 3 * c.n_embd)
-        self.attn_proj = nn.Linear(c.n_embd, c.n_embd)
-        self.ln_2 = nn.LayerNorm(c.n_embd)
-        self.c_fc = nn.Linear(c.n_embd, 4 * c.n_embd)
-        self.mlp_proj = nn.Linear(4 * c.n_embd, c.n_embd)
-
-    def forward(self, x):
-        b, t, e = x.shape
-        q, k, v = self.c_attn(self.ln_1(x)).split(e, dim=2)
-        heads = lambda z: z.view(b, t, self.n_head, e // self.n_head).transpose(1, 2)
-        y = F.scaled_dot_product_attention(heads(q), heads(k), heads(v), is_causal=True)
-        x = x + self.attn_proj(y.transpose(1, 2).contiguous().view(b, t, e))
-        return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x))))
-
-
-class GPT(nn.Module):
-    def __init__(self, c):
-        super().__init__()
-        self.wte = nn.Embedding(c.vocab, c.n_embd)
-        self.wpe = nn.Embedding(c.block, c.n_embd)
-        self.h = nn.ModuleList([Block(c) for _ in range(c.n_layer)])
-        self.ln_f = nn.LayerNorm(c.n_embd)
-        self.lm_head = nn.Linear(c.n_embd, c.vocab, bias=False)
-        self.wte.weight = self.lm_head.weight
-        for m in self.modules():
-            if isinstance(m, (nn.Linear, nn.Embedding)):
-                nn.init.normal_(m.weight, std=0.02)
-
-    def forward(self, idx):
-        x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1]))
-        for block in self.h:
-            x = block(x)
-        return self.lm_head(self.ln_f(x))
+def make_gpt(c):
+    """bench/gpt_torch.py's GPT (nanoGPT's architecture) in this bench's shape, N(0, 0.02) init."""
+    model = GPT(SimpleNamespace(vocab=c.vocab, block=c.block, width=c.n_embd, heads=c.n_head,
+                                layers=c.n_layer))
+    for m in model.modules():
+        if isinstance(m, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(m.weight, std=0.02)
+    return model
 
 
 def peak_rss_bytes():
@@ -74,7 +47,7 @@ def main():
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{c.port}", rank=c.rank,
                             world_size=c.world_size)
     torch.manual_seed(0)
-    model = GPT(c)
+    model = make_gpt(c)
     if c.strategy == "fsdp":
         from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.fsdp import fully_shard

@@ -20,60 +20,14 @@ function withoutThreadPool<T extends typeof dtrainSymbols>(
   return rest;
 }
 
-const attentionShape = [
-  "buffer", // const int64_t *layout (3 strides per tensor, then the mask's 2: csrc/core/attention.c)
-  "i64", // int64_t bh
-  "i64", // int64_t heads
-  "i64", // int64_t tq
-  "i64", // int64_t tk
-  "i64", // int64_t d
-  "i64", // int64_t dv
-  "f32", // float scale
-  "i32", // int32_t causal
-  "f32", // float dropout_p
-  "u64", // uint64_t seed
-  "u64", // uint64_t offset
-] as const;
-
-/**
- * csrc/core/attention.c's prototypes as of the strided-layout kernel (main b086002), which
- * attention.cu exports; ffi/dtrain.ts binds the same once merged, and tests/cuda compares the two
- * libraries through this table.
- */
+/** libdtrain's attention entries, which tests/cuda opens in both libraries to compare them. */
 export const attentionSymbols = {
-  dt_attention_forward: {
-    parameters: [
-      "pointer", // const float *q
-      "pointer", // const float *k
-      "pointer", // const float *v
-      "pointer", // const float *mask (nullable)
-      "pointer", // float *out
-      "pointer", // float *lse
-      ...attentionShape,
-    ],
-    result: "i32",
-  },
-  dt_attention_backward: {
-    parameters: [
-      "pointer", // const float *q
-      "pointer", // const float *k
-      "pointer", // const float *v
-      "pointer", // const float *mask (nullable)
-      "pointer", // const float *out
-      "pointer", // const float *lse
-      "pointer", // const float *gout
-      "pointer", // float *gq
-      "pointer", // float *gk
-      "pointer", // float *gv
-      ...attentionShape,
-    ],
-    result: "i32",
-  },
-} as const satisfies Deno.ForeignLibraryInterface;
+  dt_attention_forward: dtrainSymbols.dt_attention_forward,
+  dt_attention_backward: dtrainSymbols.dt_attention_backward,
+} as const;
 
 const symbols = {
   ...withoutThreadPool(dtrainSymbols),
-  ...attentionSymbols,
   // runtime.cu
   dt_cuda_device_count: { parameters: ["buffer"], result: "i32" }, // int dt_cuda_device_count(int32_t *count)
   dt_cuda_device_name: { parameters: ["i32", "buffer", "i64"], result: "i32" }, // (int32_t index, char *buf, int64_t len)
