@@ -24,6 +24,10 @@ int dt_fail(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3
  * included; returns when all are done. Threads claim tasks in order as they become free. */
 typedef void (*dt_task_fn)(void *ctx, int64_t i);
 void dt_parallel(int64_t tasks, dt_task_fn fn, void *ctx);
+/* Runs fn(ctx, begin, end) over [0, n) cut into one range per thread (ranges of at least
+ * min_chunk elements; a smaller n runs whole on the caller). */
+typedef void (*dt_range_fn)(void *ctx, int64_t begin, int64_t end);
+void dt_parallel_range(int64_t n, int64_t min_chunk, dt_range_fn fn, void *ctx);
 /* The pool's size, the calling thread included (dt_set_num_threads). */
 int32_t dt_get_num_threads(void);
 

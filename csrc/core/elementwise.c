@@ -112,6 +112,40 @@ int dt_binary(int32_t op, const float *a, int64_t na, const float *b, int64_t nb
   return DT_OK;
 }
 
+/* Elements per thread below which a map runs whole on the caller: handing off costs more. */
+#define MAP_MIN_CHUNK 32768
+
+/* The gradients of a binary op whose operands have out's shape: one pass, on the thread pool. */
+typedef struct {
+  int32_t op;
+  const float *a, *b, *gy;
+  float *ga, *gb;
+} binary_backward_t;
+
+static void binary_backward_range(void *ctx, int64_t begin, int64_t end) {
+  const binary_backward_t *j = ctx;
+  const float *a = j->a, *b = j->b, *gy = j->gy;
+  float *ga = j->ga, *gb = j->gb;
+  switch (j->op) {
+    case DT_ADD:
+      if (ga) memcpy(ga + begin, gy + begin, (size_t)(end - begin) * sizeof(float));
+      if (gb) memcpy(gb + begin, gy + begin, (size_t)(end - begin) * sizeof(float));
+      break;
+    case DT_SUB:
+      if (ga) memcpy(ga + begin, gy + begin, (size_t)(end - begin) * sizeof(float));
+      if (gb) for (int64_t i = begin; i < end; i++) gb[i] = -gy[i];
+      break;
+    case DT_MUL:
+      if (ga) for (int64_t i = begin; i < end; i++) ga[i] = gy[i] * b[i];
+      if (gb) for (int64_t i = begin; i < end; i++) gb[i] = gy[i] * a[i];
+      break;
+    default:
+      if (ga) for (int64_t i = begin; i < end; i++) ga[i] = gy[i] / b[i];
+      if (gb) for (int64_t i = begin; i < end; i++) gb[i] = -gy[i] * a[i] / (b[i] * b[i]);
+      break;
+  }
+}
+
 /* Gradients of out = a op b given gy[n]: ga[na] and gb[nb] (either may be NULL when not needed);
  * a broadcast operand's gradient sums over the repeats. */
 int dt_binary_backward(int32_t op, const float *a, int64_t na, const float *b, int64_t nb,
@@ -120,6 +154,11 @@ int dt_binary_backward(int32_t op, const float *a, int64_t na, const float *b, i
   CHECK(op >= DT_ADD && op <= DT_DIV, "dt_binary_backward: unknown op %d", op);
   int status = check_broadcast("dt_binary_backward", na, nb, n);
   if (status) return status;
+  if (na == n && nb == n) {
+    binary_backward_t job = {op, a, b, gy, ga, gb};
+    dt_parallel_range(n, MAP_MIN_CHUNK, binary_backward_range, &job);
+    return DT_OK;
+  }
   if (ga && na < n) memset(ga, 0, (size_t)na * sizeof(float));
   if (gb && nb < n) memset(gb, 0, (size_t)nb * sizeof(float));
   for (int64_t i = 0; i < n; i++) {
@@ -184,19 +223,48 @@ static inline float unary_derivative(int op, float x, float y, float p) {
   }
 }
 
+typedef struct {
+  int32_t op;
+  const float *x, *y, *gy;
+  float *out;
+  float p;
+} map_t;
+
+static void unary_range(void *ctx, int64_t begin, int64_t end) {
+  const map_t *m = ctx;
+  const float *x = m->x;
+  float *y = m->out, p = m->p;
+  if (m->op == DT_RELU) {
+    for (int64_t i = begin; i < end; i++) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+  } else if (m->op == DT_SCALE) {
+    for (int64_t i = begin; i < end; i++) y[i] = x[i] * p;
+  } else if (m->op == DT_GELU_ERF) {
+    for (int64_t i = begin; i < end; i++) y[i] = apply_unary(DT_GELU_ERF, x[i], p);
+  } else {
+    for (int64_t i = begin; i < end; i++) y[i] = apply_unary(m->op, x[i], p);
+  }
+}
+
 int dt_unary(int32_t op, const float *x, float *y, int64_t n, float p) {
   CHECK_PTR(x); CHECK_PTR(y); CHECK_COUNT(n);
   CHECK(op >= DT_RELU && op <= DT_ADD_SCALAR, "dt_unary: unknown op %d", op);
-  if (op == DT_RELU) {
-    for (int64_t i = 0; i < n; i++) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
-  } else if (op == DT_SCALE) {
-    for (int64_t i = 0; i < n; i++) y[i] = x[i] * p;
-  } else if (op == DT_GELU_ERF) {
-    for (int64_t i = 0; i < n; i++) y[i] = apply_unary(DT_GELU_ERF, x[i], p);
-  } else {
-    for (int64_t i = 0; i < n; i++) y[i] = apply_unary(op, x[i], p);
-  }
+  map_t m = {.op = op, .x = x, .out = y, .p = p};
+  dt_parallel_range(n, MAP_MIN_CHUNK, unary_range, &m);
   return DT_OK;
+}
+
+static void unary_backward_range(void *ctx, int64_t begin, int64_t end) {
+  const map_t *m = ctx;
+  const float *x = m->x, *y = m->y, *gy = m->gy;
+  float *gx = m->out, p = m->p;
+  if (m->op == DT_RELU) {
+    for (int64_t i = begin; i < end; i++) gx[i] = x[i] > 0.0f ? gy[i] : 0.0f;
+  } else if (m->op == DT_GELU_ERF) {
+    for (int64_t i = begin; i < end; i++) gx[i] = gy[i] * unary_derivative(DT_GELU_ERF, x[i], 0.0f, p);
+  } else {
+    for (int64_t i = begin; i < end; i++)
+      gx[i] = gy[i] * unary_derivative(m->op, x ? x[i] : 0.0f, y ? y[i] : 0.0f, p);
+  }
 }
 
 /* gx = gy * f'(x); x or y may be NULL when the op's derivative does not read it. */
@@ -208,14 +276,8 @@ int dt_unary_backward(int32_t op, const float *x, const float *y, const float *g
   int needs_x = op == DT_RELU || op == DT_GELU_TANH || op == DT_GELU_ERF || op == DT_LOG || op == DT_POW;
   CHECK(!needs_y || y != NULL, "dt_unary_backward: op %d needs the output y", op);
   CHECK(!needs_x || x != NULL, "dt_unary_backward: op %d needs the input x", op);
-  if (op == DT_RELU) {
-    for (int64_t i = 0; i < n; i++) gx[i] = x[i] > 0.0f ? gy[i] : 0.0f;
-  } else if (op == DT_GELU_ERF) {
-    for (int64_t i = 0; i < n; i++) gx[i] = gy[i] * unary_derivative(DT_GELU_ERF, x[i], 0.0f, p);
-  } else {
-    for (int64_t i = 0; i < n; i++)
-      gx[i] = gy[i] * unary_derivative(op, x ? x[i] : 0.0f, y ? y[i] : 0.0f, p);
-  }
+  map_t m = {.op = op, .x = x, .y = y, .gy = gy, .out = gx, .p = p};
+  dt_parallel_range(n, MAP_MIN_CHUNK, unary_backward_range, &m);
   return DT_OK;
 }
 

@@ -109,25 +109,41 @@ int dt_mse(const float *a, const float *b, int64_t n, float *loss, float *ga) {
 
 /* y = (x - mean) * rstd * w + b over rows of cols elements (biased variance, like PyTorch); saves
  * mean[rows] and rstd[rows] for the backward. w and b may be NULL (no affine). */
-int dt_layernorm(const float *x, const float *w, const float *b, float *y, float *mean, float *rstd,
-                 int64_t rows, int64_t cols, float eps) {
-  CHECK_PTR(x); CHECK_PTR(y); CHECK_PTR(mean); CHECK_PTR(rstd);
-  CHECK(rows >= 0 && cols > 0, "dt_layernorm: bad shape [%lld, %lld]", (long long)rows, (long long)cols);
-  for (int64_t r = 0; r < rows; r++) {
-    const float *in = x + r * cols;
-    float *out = y + r * cols;
+typedef struct {
+  const float *x, *w, *b;
+  float *y, *mean, *rstd;
+  int64_t cols;
+  float eps;
+} layernorm_t;
+
+static void layernorm_rows(void *ctx, int64_t begin, int64_t end) {
+  const layernorm_t *j = ctx;
+  int64_t cols = j->cols;
+  for (int64_t r = begin; r < end; r++) {
+    const float *in = j->x + r * cols;
+    float *out = j->y + r * cols;
     double s = 0.0, s2 = 0.0;
     for (int64_t c = 0; c < cols; c++) s += in[c];
     double mu = s / (double)cols;
     for (int64_t c = 0; c < cols; c++) { double d = in[c] - mu; s2 += d * d; }
-    float m = (float)mu, rs = (float)(1.0 / sqrt(s2 / (double)cols + eps));
-    mean[r] = m;
-    rstd[r] = rs;
+    float m = (float)mu, rs = (float)(1.0 / sqrt(s2 / (double)cols + j->eps));
+    j->mean[r] = m;
+    j->rstd[r] = rs;
     for (int64_t c = 0; c < cols; c++) {
       float v = (in[c] - m) * rs;
-      out[c] = (w ? v * w[c] : v) + (b ? b[c] : 0.0f);
+      out[c] = (j->w ? v * j->w[c] : v) + (j->b ? j->b[c] : 0.0f);
     }
   }
+}
+
+/* Rows are independent: they run on the thread pool, each computed exactly as alone. */
+int dt_layernorm(const float *x, const float *w, const float *b, float *y, float *mean, float *rstd,
+                 int64_t rows, int64_t cols, float eps) {
+  CHECK_PTR(x); CHECK_PTR(y); CHECK_PTR(mean); CHECK_PTR(rstd);
+  CHECK(rows >= 0 && cols > 0, "dt_layernorm: bad shape [%lld, %lld]", (long long)rows, (long long)cols);
+  layernorm_t j = {x, w, b, y, mean, rstd, cols, eps};
+  int64_t min_rows = 32768 / cols > 0 ? 32768 / cols : 1;
+  dt_parallel_range(rows, min_rows, layernorm_rows, &j);
   return DT_OK;
 }
 

@@ -61,22 +61,34 @@ int dt_sgd_step(float *param, const float *grad, float *momentum_buf, int64_t n,
   return DT_OK;
 }
 
+typedef struct {
+  float *param, *exp_avg, *exp_avg_sq;
+  const float *grad;
+  float beta1, beta2, eps, step_size, decay, bias_correction2_sqrt;
+} adamw_t;
+
+static void adamw_range(void *ctx, int64_t begin, int64_t end) {
+  const adamw_t *a = ctx;
+  float *param = a->param, *exp_avg = a->exp_avg, *exp_avg_sq = a->exp_avg_sq;
+  const float *grad = a->grad;
+  for (int64_t i = begin; i < end; i++) {
+    float g = grad[i];
+    param[i] *= a->decay;
+    exp_avg[i] += (1.0f - a->beta1) * (g - exp_avg[i]);
+    exp_avg_sq[i] = exp_avg_sq[i] * a->beta2 + (1.0f - a->beta2) * g * g;
+    float denom = sqrtf(exp_avg_sq[i]) / a->bias_correction2_sqrt + a->eps;
+    param[i] -= a->step_size * exp_avg[i] / denom;
+  }
+}
+
 /* One AdamW step (decoupled weight decay); step is the 1-based step count after this update. */
 int dt_adamw_step(float *param, const float *grad, float *exp_avg, float *exp_avg_sq, int64_t n,
                   float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step) {
   CHECK_PTR(param); CHECK_PTR(grad); CHECK_PTR(exp_avg); CHECK_PTR(exp_avg_sq); CHECK_COUNT(n);
   CHECK(step >= 1, "dt_adamw_step: step %lld (must be >= 1)", (long long)step);
-  float bias_correction1 = 1.0f - powf(beta1, (float)step);
-  float bias_correction2_sqrt = sqrtf(1.0f - powf(beta2, (float)step));
-  float step_size = lr / bias_correction1;
-  float decay = 1.0f - lr * weight_decay;
-  for (int64_t i = 0; i < n; i++) {
-    float g = grad[i];
-    param[i] *= decay;
-    exp_avg[i] += (1.0f - beta1) * (g - exp_avg[i]);
-    exp_avg_sq[i] = exp_avg_sq[i] * beta2 + (1.0f - beta2) * g * g;
-    float denom = sqrtf(exp_avg_sq[i]) / bias_correction2_sqrt + eps;
-    param[i] -= step_size * exp_avg[i] / denom;
-  }
+  adamw_t a = {param, exp_avg, exp_avg_sq, grad, beta1, beta2, eps,
+               lr / (1.0f - powf(beta1, (float)step)), 1.0f - lr * weight_decay,
+               sqrtf(1.0f - powf(beta2, (float)step))};
+  dt_parallel_range(n, MIN_TASK_ELEMENTS, adamw_range, &a);
   return DT_OK;
 }

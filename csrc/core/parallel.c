@@ -188,3 +188,31 @@ void dt_parallel(int64_t tasks, dt_task_fn fn, void *ctx) {
   }
   pthread_mutex_unlock(&pool_lock);
 }
+
+/* ---------------------------------------------------------------- ranges */
+
+typedef struct {
+  dt_range_fn fn;
+  void *ctx;
+  int64_t n, chunk;
+} range_job_t;
+
+static void range_task(void *ctx, int64_t i) {
+  const range_job_t *r = ctx;
+  int64_t begin = i * r->chunk, end = begin + r->chunk < r->n ? begin + r->chunk : r->n;
+  if (begin < end) r->fn(r->ctx, begin, end);
+}
+
+void dt_parallel_range(int64_t n, int64_t min_chunk, dt_range_fn fn, void *ctx) {
+  if (n <= 0) return;
+  int64_t tasks = n / (min_chunk > 0 ? min_chunk : 1);
+  int32_t width = dt_get_num_threads();
+  if (tasks > width) tasks = width;
+  if (tasks <= 1) {
+    fn(ctx, 0, n);
+    return;
+  }
+  /* Chunks of whole 64-byte lines, so that no two threads write one cache line. */
+  range_job_t r = {fn, ctx, n, ((n + tasks - 1) / tasks + 15) / 16 * 16};
+  dt_parallel((n + r.chunk - 1) / r.chunk, range_task, &r);
+}
