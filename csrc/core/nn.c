@@ -2,6 +2,7 @@
  * embedding and dropout (cross-entropy is in
  * cross_entropy.c). Rows are the last dimension of a contiguous tensor. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "dtrain.h"
@@ -147,32 +148,65 @@ int dt_layernorm(const float *x, const float *w, const float *b, float *y, float
   return DT_OK;
 }
 
-/* dx (may be NULL) and dw, db accumulated (+=; either may be NULL) from dy and the saved stats. */
+/* Rows per task of the layer-norm backward: a fixed size, so that the partial weight and bias
+ * gradients add up in the same order whatever the thread count. */
+#define LN_BACKWARD_ROWS 32
+
+typedef struct {
+  const float *dy, *x, *w, *mean, *rstd;
+  float *dx, *partial; /* partial: [tasks][2 * cols], dw then db of each task's rows */
+  int64_t rows, cols;
+  int32_t want_dw, want_db;
+} layernorm_backward_t;
+
+static void layernorm_backward_task(void *ctx, int64_t task) {
+  const layernorm_backward_t *j = ctx;
+  int64_t cols = j->cols, begin = task * LN_BACKWARD_ROWS;
+  int64_t end = begin + LN_BACKWARD_ROWS < j->rows ? begin + LN_BACKWARD_ROWS : j->rows;
+  float *pdw = j->partial + task * 2 * cols, *pdb = pdw + cols;
+  memset(pdw, 0, (size_t)(2 * cols) * sizeof(float));
+  for (int64_t r = begin; r < end; r++) {
+    const float *g = j->dy + r * cols, *in = j->x + r * cols;
+    float m = j->mean[r], rs = j->rstd[r];
+    double sum_dxhat = 0.0, sum_dxhat_xhat = 0.0;
+    for (int64_t c = 0; c < cols; c++) {
+      float xhat = (in[c] - m) * rs;
+      float dxhat = j->w ? g[c] * j->w[c] : g[c];
+      sum_dxhat += dxhat;
+      sum_dxhat_xhat += (double)dxhat * xhat;
+      pdw[c] += g[c] * xhat;
+      pdb[c] += g[c];
+    }
+    if (!j->dx) continue;
+    float mean_dxhat = (float)(sum_dxhat / (double)cols);
+    float mean_dxhat_xhat = (float)(sum_dxhat_xhat / (double)cols);
+    float *out = j->dx + r * cols;
+    for (int64_t c = 0; c < cols; c++) {
+      float xhat = (in[c] - m) * rs;
+      float dxhat = j->w ? g[c] * j->w[c] : g[c];
+      out[c] = rs * (dxhat - mean_dxhat - xhat * mean_dxhat_xhat);
+    }
+  }
+}
+
+/* dx (may be NULL) and dw, db accumulated (+=; either may be NULL) from dy and the saved stats.
+ * Blocks of rows run on the thread pool; their partial dw, db are added in block order. */
 int dt_layernorm_backward(const float *dy, const float *x, const float *w, const float *mean,
                           const float *rstd, float *dx, float *dw, float *db, int64_t rows, int64_t cols) {
   CHECK_PTR(dy); CHECK_PTR(x); CHECK_PTR(mean); CHECK_PTR(rstd);
   CHECK(rows >= 0 && cols > 0, "dt_layernorm_backward: bad shape");
-  for (int64_t r = 0; r < rows; r++) {
-    const float *g = dy + r * cols, *in = x + r * cols;
-    float m = mean[r], rs = rstd[r];
-    double sum_dxhat = 0.0, sum_dxhat_xhat = 0.0;
-    for (int64_t c = 0; c < cols; c++) {
-      float xhat = (in[c] - m) * rs;
-      float dxhat = w ? g[c] * w[c] : g[c];
-      sum_dxhat += dxhat;
-      sum_dxhat_xhat += (double)dxhat * xhat;
-      if (dw) dw[c] += g[c] * xhat;
-      if (db) db[c] += g[c];
-    }
-    if (!dx) continue;
-    float mean_dxhat = (float)(sum_dxhat / (double)cols), mean_dxhat_xhat = (float)(sum_dxhat_xhat / (double)cols);
-    float *out = dx + r * cols;
-    for (int64_t c = 0; c < cols; c++) {
-      float xhat = (in[c] - m) * rs;
-      float dxhat = w ? g[c] * w[c] : g[c];
-      out[c] = rs * (dxhat - mean_dxhat - xhat * mean_dxhat_xhat);
-    }
+  int64_t tasks = (rows + LN_BACKWARD_ROWS - 1) / LN_BACKWARD_ROWS;
+  if (tasks == 0) return DT_OK;
+  float *partial = malloc((size_t)(tasks * 2 * cols) * sizeof(float));
+  if (!partial) return dt_fail(DT_ENOMEM, "layerNorm backward: out of memory (%lld rows)", (long long)rows);
+  layernorm_backward_t j = {dy, x, w, mean, rstd, dx, partial, rows, cols, dw != NULL, db != NULL};
+  dt_parallel(tasks, layernorm_backward_task, &j);
+  for (int64_t t = 0; t < tasks; t++) {
+    const float *pdw = partial + t * 2 * cols, *pdb = pdw + cols;
+    if (dw) for (int64_t c = 0; c < cols; c++) dw[c] += pdw[c];
+    if (db) for (int64_t c = 0; c < cols; c++) db[c] += pdb[c];
   }
+  free(partial);
   return DT_OK;
 }
 
