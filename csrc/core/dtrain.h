@@ -24,6 +24,9 @@ int dt_fail(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3
  * included; returns when all are done. Threads claim tasks in order as they become free. */
 typedef void (*dt_task_fn)(void *ctx, int64_t i);
 void dt_parallel(int64_t tasks, dt_task_fn fn, void *ctx);
+/* Elements per thread below which an elementwise pass runs whole on the caller: handing off
+ * costs more than it saves. */
+#define DT_MIN_RANGE 32768
 /* Runs fn(ctx, begin, end) over [0, n) cut into one range per thread (ranges of at least
  * min_chunk elements; a smaller n runs whole on the caller). */
 typedef void (*dt_range_fn)(void *ctx, int64_t begin, int64_t end);

@@ -4,21 +4,18 @@
 
 #include "dtrain.h"
 
-/* Elements per parallel task of an update: below this a hand-off costs more than it saves. */
-#define MIN_TASK_ELEMENTS 32768
-
 typedef struct {
   float *param;
   const float *grad;
   float *momentum_buf;
-  int64_t n, chunk;
   float lr, momentum, dampening, weight_decay;
   int32_t nesterov, first;
 } sgd_t;
 
 /* The update of elements [begin, end). The operands are distinct buffers (restrict), so that the
  * compiler hoists the conditions out of the loop and vectorises it. */
-static void sgd_range(const sgd_t *s, int64_t begin, int64_t end) {
+static void sgd_range(void *ctx, int64_t begin, int64_t end) {
+  const sgd_t *s = ctx;
   float *restrict param = s->param, *restrict momentum_buf = s->momentum_buf;
   const float *restrict grad = s->grad;
   const float lr = s->lr, momentum = s->momentum, dampening = s->dampening;
@@ -36,28 +33,14 @@ static void sgd_range(const sgd_t *s, int64_t begin, int64_t end) {
   }
 }
 
-static void sgd_task(void *ctx, int64_t i) {
-  const sgd_t *s = ctx;
-  int64_t begin = i * s->chunk, end = begin + s->chunk < s->n ? begin + s->chunk : s->n;
-  if (begin < end) sgd_range(s, begin, end);
-}
-
 /* One SGD step. momentum_buf may be NULL when momentum == 0; first != 0 on the step that creates
  * the buffer (PyTorch then copies the gradient into it instead of applying dampening). */
 int dt_sgd_step(float *param, const float *grad, float *momentum_buf, int64_t n, float lr,
                 float momentum, float dampening, int32_t nesterov, float weight_decay, int32_t first) {
   CHECK_PTR(param); CHECK_PTR(grad); CHECK_COUNT(n);
   CHECK(momentum == 0.0f || momentum_buf != NULL, "dt_sgd_step: momentum %g needs a buffer", (double)momentum);
-  sgd_t s = {param, grad, momentum_buf, n, n, lr, momentum, dampening, weight_decay, nesterov, first};
-  int64_t tasks = n / MIN_TASK_ELEMENTS;
-  int threads = dt_get_num_threads();
-  if (tasks > threads) tasks = threads;
-  if (tasks <= 1) {
-    sgd_range(&s, 0, n);
-    return DT_OK;
-  }
-  s.chunk = ((n + tasks - 1) / tasks + 15) / 16 * 16;
-  dt_parallel(tasks, sgd_task, &s);
+  sgd_t s = {param, grad, momentum_buf, lr, momentum, dampening, weight_decay, nesterov, first};
+  dt_parallel_range(n, DT_MIN_RANGE, sgd_range, &s);
   return DT_OK;
 }
 
@@ -89,6 +72,6 @@ int dt_adamw_step(float *param, const float *grad, float *exp_avg, float *exp_av
   adamw_t a = {param, exp_avg, exp_avg_sq, grad, beta1, beta2, eps,
                lr / (1.0f - powf(beta1, (float)step)), 1.0f - lr * weight_decay,
                sqrtf(1.0f - powf(beta2, (float)step))};
-  dt_parallel_range(n, MIN_TASK_ELEMENTS, adamw_range, &a);
+  dt_parallel_range(n, DT_MIN_RANGE, adamw_range, &a);
   return DT_OK;
 }

@@ -95,9 +95,11 @@ export abstract class TensorMath extends TensorIndexing {
       if (dim === null || dim === undefined || typeof dim === "number") {
         return sumInt(this, dim ?? undefined, keepdim);
       }
-      const dims = dim.map((d) => (d < 0 ? d + this.ndim : d)).sort((a, b) => b - a);
-      return dims.reduce((out: Tensor | null, d) => sumInt(out ?? this, d, keepdim), null) ??
-        sumInt(this, undefined, keepdim);
+      // Highest dimension first, so that the lower ones keep their index without keepdim.
+      const [first, ...rest] = dim.map((d) => (d < 0 ? d + this.ndim : d)).sort((a, b) => b - a);
+      let out = sumInt(this, first, keepdim);
+      for (const d of rest) out = sumInt(out, d, keepdim);
+      return out;
     }
     return reduceOps.sum(this, dim, keepdim);
   }
