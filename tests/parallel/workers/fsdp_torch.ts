@@ -138,6 +138,7 @@ async function train(ref: Reference, run: ReferenceRun) {
   return { name: run.name, losses, norms, final, fullCount, localCount: sharded.numParameters() };
 }
 
+// Only as a rank process: the test imports this file for the fixture's reader.
 if (import.meta.main) {
   await runWorker(async () => {
     await dist.initProcessGroup({ backend: "gloo", timeoutMs: 20_000 });
