@@ -210,8 +210,12 @@ static inline float unary_derivative(int op, float x, float y, float p) {
       float t = tanhf(inner);
       return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * SQRT_2_OVER_PI * (1.0f + 3.0f * GELU_COEF * x * x);
     }
-    case DT_GELU_ERF:
-      return 0.5f * (1.0f + dt_erff(x * INV_SQRT_2)) + x * INV_SQRT_2PI * dt_expf(-0.5f * x * x);
+    case DT_GELU_ERF: {
+      /* exp(-x^2 / 2) is both erf's exp at x / sqrt(2) and the normal density's. */
+      float a = (x < 0.0f ? -x : x) * INV_SQRT_2, e = dt_exp_nonpos(-a * a);
+      float erf = dt_erf_nonneg(a, e);
+      return 0.5f * (1.0f + (x < 0.0f ? -erf : erf)) + x * INV_SQRT_2PI * e;
+    }
     case DT_EXP: return y;
     case DT_LOG: return 1.0f / x;
     case DT_TANH: return 1.0f - y * y;

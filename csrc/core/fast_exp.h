@@ -30,17 +30,43 @@ static inline float dt_expf(float x) {
   return x != x ? x : y;
 }
 
-/* erf in a form the compiler vectorises: Abramowitz & Stegun 7.1.26 over dt_expf (absolute error
- * under 1.5e-7), the approximation PyTorch's own vectorised CPU erf and exact GELU use. */
-static inline float dt_erff(float x) {
-  float a = x < 0.0f ? -x : x;
+/* exp(x) for x <= 0 (erf's and the normal density's argument): dt_expf without the overflow
+ * and NaN selects it cannot need (a NaN still comes out as NaN), a third fewer instructions. */
+static inline float dt_exp_nonpos(float x) {
+  const float log2e = 1.44269504088896341f, ln2_hi = 0.693359375f, ln2_lo = -2.12194440e-4f;
+  float xc = x < -87.3f ? -87.3f : x;
+  float n = (xc * log2e + 12582912.0f) - 12582912.0f;
+  float r = xc - n * ln2_hi - n * ln2_lo;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  int32_t bits = ((int32_t)n + 127) << 23;
+  float scale;
+  memcpy(&scale, &bits, sizeof scale);
+  return x < -87.3f ? 0.0f : p * scale;
+}
+
+/* erf(a) for a >= 0 given e = exp(-a * a): Abramowitz & Stegun 7.1.26 (absolute error under
+ * 1.5e-7), the approximation PyTorch's own vectorised CPU erf and exact GELU use. Taking e from
+ * the caller lets GELU's gradient share it with the normal density, which is the same exp. */
+static inline float dt_erf_nonneg(float a, float e) {
   float t = 1.0f / (1.0f + 0.3275911f * a);
   float r = 1.061405429f;
   r = r * t - 1.453152027f;
   r = r * t + 1.421413741f;
   r = r * t - 0.284496736f;
   r = r * t + 0.254829592f;
-  float y = 1.0f - r * t * dt_expf(-a * a);
+  return 1.0f - r * t * e;
+}
+
+/* erf in a form the compiler vectorises. */
+static inline float dt_erff(float x) {
+  float a = x < 0.0f ? -x : x;
+  float y = dt_erf_nonneg(a, dt_exp_nonpos(-a * a));
   return x < 0.0f ? -y : y;
 }
 

@@ -123,16 +123,17 @@ static void layernorm_rows(void *ctx, int64_t begin, int64_t end) {
   for (int64_t r = begin; r < end; r++) {
     const float *in = j->x + r * cols;
     float *out = j->y + r * cols;
-    double s = 0.0, s2 = 0.0;
-    for (int64_t c = 0; c < cols; c++) s += in[c];
-    double mu = s / (double)cols;
-    for (int64_t c = 0; c < cols; c++) { double d = in[c] - mu; s2 += d * d; }
-    float m = (float)mu, rs = (float)(1.0 / sqrt(s2 / (double)cols + j->eps));
+    double mu = dt_row_dot(in, NULL, cols) / (double)cols;
+    float m = (float)mu, rs = (float)(1.0 / sqrt(dt_row_sq_dev(in, mu, cols) / (double)cols + j->eps));
     j->mean[r] = m;
     j->rstd[r] = rs;
-    for (int64_t c = 0; c < cols; c++) {
-      float v = (in[c] - m) * rs;
-      out[c] = (j->w ? v * j->w[c] : v) + (j->b ? j->b[c] : 0.0f);
+    if (j->w && j->b) {
+      for (int64_t c = 0; c < cols; c++) out[c] = (in[c] - m) * rs * j->w[c] + j->b[c];
+    } else {
+      for (int64_t c = 0; c < cols; c++) {
+        float v = (in[c] - m) * rs;
+        out[c] = (j->w ? v * j->w[c] : v) + (j->b ? j->b[c] : 0.0f);
+      }
     }
   }
 }
@@ -159,33 +160,38 @@ typedef struct {
   int32_t want_dw, want_db;
 } layernorm_backward_t;
 
+/* pdw += dy * xhat, pdb += dy over one row. */
+static void accumulate_affine_grads(float *restrict pdw, float *restrict pdb, const float *restrict g,
+                                    const float *restrict in, float m, float rs, int64_t cols) {
+  for (int64_t c = 0; c < cols; c++) {
+    pdw[c] += g[c] * ((in[c] - m) * rs);
+    pdb[c] += g[c];
+  }
+}
+
 static void layernorm_backward_task(void *ctx, int64_t task) {
   const layernorm_backward_t *j = ctx;
   int64_t cols = j->cols, begin = task * LN_BACKWARD_ROWS;
   int64_t end = begin + LN_BACKWARD_ROWS < j->rows ? begin + LN_BACKWARD_ROWS : j->rows;
   float *pdw = j->partial + task * 2 * cols, *pdb = pdw + cols;
+  const float *w = j->w;
   memset(pdw, 0, (size_t)(2 * cols) * sizeof(float));
   for (int64_t r = begin; r < end; r++) {
     const float *g = j->dy + r * cols, *in = j->x + r * cols;
     float m = j->mean[r], rs = j->rstd[r];
-    double sum_dxhat = 0.0, sum_dxhat_xhat = 0.0;
-    for (int64_t c = 0; c < cols; c++) {
-      float xhat = (in[c] - m) * rs;
-      float dxhat = j->w ? g[c] * j->w[c] : g[c];
-      sum_dxhat += dxhat;
-      sum_dxhat_xhat += (double)dxhat * xhat;
-      pdw[c] += g[c] * xhat;
-      pdb[c] += g[c];
-    }
+    accumulate_affine_grads(pdw, pdb, g, in, m, rs, cols);
     if (!j->dx) continue;
+    /* dxhat = dy * w goes into dx's row first; its two sums are double-lane dot products (see
+     * rows.h), sum(dxhat * xhat) taken as rs * (sum(dxhat * x) - mean * sum(dxhat)), as ATen's
+     * layer-norm backward does, so that every loop here vectorises. */
+    float *out = j->dx + r * cols;
+    for (int64_t c = 0; c < cols; c++) out[c] = g[c] * w[c];
+    double sum_dxhat = dt_row_dot(out, NULL, cols);
+    double sum_dxhat_xhat = rs * (dt_row_dot(out, in, cols) - m * sum_dxhat);
     float mean_dxhat = (float)(sum_dxhat / (double)cols);
     float mean_dxhat_xhat = (float)(sum_dxhat_xhat / (double)cols);
-    float *out = j->dx + r * cols;
-    for (int64_t c = 0; c < cols; c++) {
-      float xhat = (in[c] - m) * rs;
-      float dxhat = j->w ? g[c] * j->w[c] : g[c];
-      out[c] = rs * (dxhat - mean_dxhat - xhat * mean_dxhat_xhat);
-    }
+    for (int64_t c = 0; c < cols; c++)
+      out[c] = rs * (out[c] - mean_dxhat - (in[c] - m) * rs * mean_dxhat_xhat);
   }
 }
 
@@ -197,8 +203,14 @@ int dt_layernorm_backward(const float *dy, const float *x, const float *w, const
   CHECK(rows >= 0 && cols > 0, "dt_layernorm_backward: bad shape");
   int64_t tasks = (rows + LN_BACKWARD_ROWS - 1) / LN_BACKWARD_ROWS;
   if (tasks == 0) return DT_OK;
-  float *partial = malloc((size_t)(tasks * 2 * cols) * sizeof(float));
+  /* Without an affine weight, a row of ones stands in for it: one loop serves both. */
+  float *partial = malloc((size_t)(tasks * 2 * cols + (w ? 0 : cols)) * sizeof(float));
   if (!partial) return dt_fail(DT_ENOMEM, "layerNorm backward: out of memory (%lld rows)", (long long)rows);
+  if (!w) {
+    float *ones = partial + tasks * 2 * cols;
+    for (int64_t c = 0; c < cols; c++) ones[c] = 1.0f;
+    w = ones;
+  }
   layernorm_backward_t j = {dy, x, w, mean, rstd, dx, partial, rows, cols, dw != NULL, db != NULL};
   dt_parallel(tasks, layernorm_backward_task, &j);
   for (int64_t t = 0; t < tasks; t++) {

@@ -36,4 +36,19 @@ static inline double dt_row_dot(const float *x, const float *y, int64_t n) {
   return acc;
 }
 
+/* sum_i (x[i] - mu)^2, accumulated in double lanes (the variance's second pass). */
+static inline double dt_row_sq_dev(const float *x, double mu, int64_t n) {
+  double lane[8] = {0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int l = 0; l < 8; l++) {
+      double d = x[i + l] - mu;
+      lane[l] += d * d;
+    }
+  double acc = 0.0;
+  for (int l = 0; l < 8; l++) acc += lane[l];
+  for (; i < n; i++) acc += (x[i] - mu) * (x[i] - mu);
+  return acc;
+}
+
 #endif
