@@ -97,12 +97,21 @@ static int small_forward(int64_t rows, int64_t in, int64_t out, int32_t w_trans)
          (double)SMALL_BLOCK * (double)rows * (double)in <= SMALL_MAX_MNK;
 }
 
+/* Column blocks of a bias gradient: a linear layer's backward sums gy's columns in tasks of this
+ * many columns beside its products, so that the sum does not run alone after them. */
+#define BIAS_SUM_COLUMNS 256
+
 /* A set of independent products, each cut into blocks, run as one parallel job. An optional
- * bias is written into c's rows before a block's product accumulates onto it (beta = 1). */
+ * bias is written into c's rows before a block's product accumulates onto it (beta = 1). An
+ * optional column sum (a bias gradient) runs as more tasks of the same job. */
 typedef struct {
   gemm_t blocks[MAX_BLOCKS];
   const float *bias[MAX_BLOCKS];
   int count;
+  const float *sum_of; /* [sum_rows, sum_cols], summed over rows into sum_into */
+  float *sum_into;
+  int64_t sum_rows, sum_cols;
+  int sum_tasks;
 } gemm_job_t;
 
 /* Adds g's blocks to the job, cut along the larger output dimension unless `by_columns`. */
@@ -117,8 +126,22 @@ static void add_product(gemm_job_t *job, const gemm_t *g, const float *bias, int
   }
 }
 
+/* sum_into[c] = sum over rows of sum_of[r, c] for one block of columns, rows added in order (the
+ * same sums at any thread count). */
+static void run_column_sum(const gemm_job_t *job, int64_t task) {
+  int64_t begin = task * BIAS_SUM_COLUMNS;
+  int64_t end = begin + BIAS_SUM_COLUMNS < job->sum_cols ? begin + BIAS_SUM_COLUMNS : job->sum_cols;
+  float *dst = job->sum_into;
+  for (int64_t c = begin; c < end; c++) dst[c] = 0.0f;
+  for (int64_t r = 0; r < job->sum_rows; r++) {
+    const float *src = job->sum_of + r * job->sum_cols;
+    for (int64_t c = begin; c < end; c++) dst[c] += src[c];
+  }
+}
+
 static void run_block(void *ctx, int64_t i) {
   gemm_job_t *job = ctx;
+  if (i >= job->count) return run_column_sum(job, i - job->count);
   const gemm_t *g = &job->blocks[i];
   const float *bias = job->bias[i];
   if (bias)
@@ -132,11 +155,12 @@ static void run_job(gemm_job_t *job) {
   double flops = 0;
   for (int i = 0; i < job->count; i++)
     flops += 2.0 * (double)job->blocks[i].m * (double)job->blocks[i].n * (double)job->blocks[i].k;
-  if (job->count == 1 || flops < MIN_PARALLEL_FLOPS) {
-    for (int i = 0; i < job->count; i++) run_block(job, i);
+  int tasks = job->count + job->sum_tasks;
+  if (tasks == 1 || flops < MIN_PARALLEL_FLOPS) {
+    for (int i = 0; i < tasks; i++) run_block(job, i);
     return;
   }
-  dt_parallel(job->count, run_block, job);
+  dt_parallel(tasks, run_block, job);
 }
 
 static int check_gemm(const char *fn, const gemm_t *g) {
@@ -218,7 +242,13 @@ int dt_linear_backward(const float *gy, const float *x, const float *w, float *g
   gemm_job_t job = {.count = 0};
   if (gx) add_product(&job, &dx, NULL, gemm_parts(&dx, share), 0);
   if (gw) add_product(&job, &dw, NULL, gemm_parts(&dw, share), 0);
+  if (gbias) {
+    job.sum_of = gy;
+    job.sum_into = gbias;
+    job.sum_rows = rows;
+    job.sum_cols = out;
+    job.sum_tasks = (int)((out + BIAS_SUM_COLUMNS - 1) / BIAS_SUM_COLUMNS);
+  }
   run_job(&job);
-  if (gbias) return dt_sum_axis(gy, gbias, 1, rows, out, 1.0f);
   return DT_OK;
 }
