@@ -37,6 +37,9 @@ const symbols = {
   dt_cuda_copy_out: { parameters: ["pointer", "pointer", "i64"], result: "i32" }, // (void *host_dst, const void *src, int64_t nbytes)
   dt_cuda_allocated_bytes_on: { parameters: ["i32"], result: "i64" }, // int64_t dt_cuda_allocated_bytes_on(int32_t index)
   dt_cuda_mem_info: { parameters: ["buffer", "buffer"], result: "i32" }, // (int64_t *free_bytes, int64_t *total_bytes)
+  // pinned.cu: the DataLoader's pinMemory path
+  dt_cuda_copy_in_pinned: { parameters: ["i32", "buffer", "buffer", "buffer"], result: "i32" }, // (int32_t n, void *const *dsts, const void *const *host_srcs, const int64_t *nbytes)
+  dt_cuda_pinned_bytes: { parameters: ["i32"], result: "i64" }, // int64_t dt_cuda_pinned_bytes(int32_t index)
   // blas.cu, libs.cu
   dt_cuda_set_matmul_precision: { parameters: ["i32"], result: "i32" }, // int dt_cuda_set_matmul_precision(int32_t mode)
   dt_cuda_get_matmul_precision: { parameters: [], result: "i32" }, // int32_t dt_cuda_get_matmul_precision(void)

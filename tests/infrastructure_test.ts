@@ -38,6 +38,7 @@ import {
   type StartTrainingVars,
 } from "./infrastructure/start_training.ts";
 import { parseTrainArgs, type TrainConfig } from "../src/train/config.ts";
+import { assertGpuLibsBeforeBuild } from "./infrastructure/gpu_libs.ts";
 
 const INFRA_DIR = resolve(NEBIUS_DIR, "..");
 const CLUSTER_DIR = `${NEBIUS_DIR}/cluster`;
@@ -550,6 +551,7 @@ for (const cloud of CLOUDS.slice(1)) {
         assert.equal(flagMap(args).get("log-dir"), `/mnt/shared/dtrain/logs/node-${rank}`);
         const setup = fileOf(node, SETUP_SCRIPT);
         assert.ok(setup.includes(`echo '${cloud.fstab}' >>/etc/fstab`), setup);
+        assertGpuLibsBeforeBuild(setup);
         assert.equal(await bashSyntaxErrors(setup), "", `${cloud.cloud} setup-node.sh`);
         assert.deepEqual(node.files.get(JOB_ENV), {
           content: `DTRAIN_TOKEN=${TOKEN}\n`,
@@ -609,6 +611,12 @@ Deno.test("cluster cloud-init installs dtrain, mounts the shared filesystem and 
   assert.match(setup, new RegExp(`git clone ${values.repo_url} /opt/dtrain`));
   assert.match(setup, /git -C \/opt\/dtrain checkout main/);
   assert.match(setup, /make -C \/opt\/dtrain build/);
+  // --device cuda: nvcc, cuBLAS and NCCL where the image lacks them, before the CUDA library's build.
+  assertGpuLibsBeforeBuild(setup);
+  assert.ok(
+    (node.cloudInit.packages as string[]).includes("curl"),
+    "curl fetches NVIDIA's keyring",
+  );
   assert.match(setup, /systemctl enable --now dtrain-train\.service/);
   const unit = fileOf(node, UNIT);
   assert.match(unit, new RegExp(`^ExecStart=${START_SCRIPT}$`, "m"));
@@ -646,6 +654,7 @@ Deno.test("the single-GPU VM renders one node launching one process with itself 
   assert.equal(flags.get("master-addr"), "127.0.0.1");
   assert.equal(flags.get("snapshot"), "/mnt/shared/dtrain/snapshot.safetensors");
   assert.equal(node.files.get(JOB_ENV)?.content, `DTRAIN_TOKEN=${TOKEN}\n`);
+  assertGpuLibsBeforeBuild(fileOf(node, SETUP_SCRIPT));
 });
 
 Deno.test("the rendered start-up and setup scripts pass bash -n", async () => {
@@ -739,6 +748,9 @@ Deno.test("start-up script: refuses to start without DTRAIN_TOKEN", async () => 
 Deno.test("SLURM batch script starts one launcher per node with SLURM's node id as rank and first host as master", async () => {
   const dir = Deno.makeTempDirSync({ prefix: "dtrain-slurm-" });
   fakeCheckout(`${dir}/checkout`);
+  // The default --device cuda needs the CUDA library built (infrastructure_gpu_test.ts).
+  Deno.mkdirSync(`${dir}/checkout/build`);
+  Deno.writeTextFileSync(`${dir}/checkout/build/libdtrain_cuda.so`, "");
   Deno.mkdirSync(`${dir}/bin`);
   const stubs: Record<string, string> = {
     // scontrol show hostnames NODELIST: one host per line.

@@ -1,11 +1,16 @@
 /**
  * `DataLoader`: batches of a dataset in a sampler's order, each field collated into one contiguous
  * native tensor: by the dataset's own `getBatch` when it has one, else by copying each sample into
- * a preallocated batch tensor.
+ * a preallocated batch tensor. With `pinMemory`, batches go on to a GPU through page-locked host
+ * memory, asynchronously (see [Note: pinned batch ring] in csrc/cuda/pinned.cu).
  * @module
  */
 
+import { isAvailable as cudaIsAvailable, unavailableReason } from "../tensor/device/cuda_api.ts";
+import { copyInPinned } from "../tensor/device/cuda_pinned.ts";
+import { getDevice } from "../tensor/device/registry.ts";
 import { tidy } from "../tensor/scope.ts";
+import type { Device } from "../tensor/storage.ts";
 import { copyInto, formatShape, sameShape, shapeSize, Tensor } from "../tensor/tensor.ts";
 import type { Dataset, Sample } from "./dataset.ts";
 import { RandomSampler, type Sampler, SequentialSampler } from "./sampler.ts";
@@ -22,6 +27,20 @@ export interface DataLoaderOptions {
   sampler?: Sampler;
   /** Seed of the shuffled orders (with `shuffle`). Default 0. */
   seed?: number;
+  /**
+   * Copy each batch to the GPU `device` through page-locked host memory, asynchronously: PyTorch's
+   * `pin_memory=True` with the `.to(device, non_blocking=True)` done by the loader, so batches
+   * arrive on the GPU. Needs CUDA: where it is unavailable the constructor throws, naming the
+   * reason (PyTorch warns and yields CPU batches instead; a loader asked for GPU batches does not
+   * hand back CPU ones here). Default false.
+   */
+  pinMemory?: boolean;
+  /**
+   * Where batches are yielded: `"cpu"`, or a GPU (`"cuda"`, `"cuda:N"`), reached through pinned
+   * memory with `pinMemory` and by `Tensor.to` without. Default `"cuda:0"` with `pinMemory`, else
+   * `"cpu"`.
+   */
+  device?: Device;
 }
 
 /**
@@ -58,15 +77,37 @@ export class DataLoader<T extends Sample = Sample> implements Iterable<Tensor[]>
   readonly dropLast: boolean;
   /** The order of the indices. */
   readonly sampler: Sampler;
+  /** Whether batches reach their GPU through page-locked host memory. */
+  readonly pinMemory: boolean;
+  /** Where batches are yielded (`"cpu"`, `"cuda:0"`). */
+  readonly device: Device;
 
   /**
    * Creates a `DataLoader`.
    *
    * @param dataset The dataset.
-   * @param options batchSize, shuffle, dropLast, sampler and seed.
+   * @param options batchSize, shuffle, dropLast, sampler, seed, pinMemory and device.
+   * @throws Error naming the reason when `pinMemory` is set where CUDA is unavailable.
    */
   constructor(dataset: Dataset<T>, options: DataLoaderOptions = {}) {
     const { batchSize = 1, shuffle = false, dropLast = false, sampler, seed } = options;
+    const { pinMemory = false } = options;
+    if (typeof pinMemory !== "boolean") {
+      throw new TypeError(`DataLoader: pinMemory must be true or false, got ${String(pinMemory)}`);
+    }
+    const device = options.device ?? (pinMemory ? "cuda:0" : "cpu");
+    if (pinMemory && !/^cuda(:\d+)?$/.test(device)) {
+      throw new RangeError(
+        `DataLoader: pinMemory copies batches to a GPU, but device is "${device}" ` +
+          "(leave pinMemory off for batches in host memory)",
+      );
+    }
+    if (pinMemory && !cudaIsAvailable()) {
+      throw new Error(
+        `DataLoader: pinMemory needs CUDA, which is not available: ${unavailableReason()} ` +
+          "(leave pinMemory off, or pass pinMemory: cuda.isAvailable())",
+      );
+    }
     if (!Number.isSafeInteger(batchSize) || batchSize < 1) {
       throw new RangeError(`DataLoader: batchSize ${batchSize} is not a positive integer`);
     }
@@ -81,6 +122,9 @@ export class DataLoader<T extends Sample = Sample> implements Iterable<Tensor[]>
     this.dropLast = dropLast;
     this.sampler = sampler ??
       (shuffle ? new RandomSampler(dataset, { seed }) : new SequentialSampler(dataset));
+    this.pinMemory = pinMemory;
+    // The device's full name ("cuda" is "cuda:0"); an unknown or unusable one throws its reason.
+    this.device = getDevice(device).name;
   }
 
   /** The number of batches per epoch. */
@@ -101,12 +145,44 @@ export class DataLoader<T extends Sample = Sample> implements Iterable<Tensor[]>
     for (const index of this.sampler) {
       batch[n++] = index;
       if (n === this.batchSize) {
-        yield this.collate(batch);
+        yield this.#place(this.collate(batch));
         batch = new Int32Array(this.batchSize);
         n = 0;
       }
     }
-    if (n > 0 && !this.dropLast) yield this.collate(batch.subarray(0, n));
+    if (n > 0 && !this.dropLast) yield this.#place(this.collate(batch.subarray(0, n)));
+  }
+
+  /**
+   * A collated batch on the loader's device: as is on cpu; with `pinMemory`, each host field
+   * copied through the GPU's pinned ring in one call (the copies run on while the next batch is
+   * collated); else moved with `to`. The host fields are disposed.
+   */
+  #place(batch: Tensor[]): Tensor[] {
+    if (this.device === "cpu") return batch;
+    if (!this.pinMemory) return batch.map((t) => moveTo(t, this.device));
+    const sources = batch.map((t) => t.device === "cpu" ? t.contiguous() : null);
+    const placed = batch.map((t, i) =>
+      sources[i] ? Tensor.empty(t.shape, t.dtype, false, this.device) : moveTo(t, this.device)
+    );
+    try {
+      copyInPinned(
+        this.device,
+        placed.flatMap((dst, i) => {
+          const src = sources[i];
+          return src ? [{ dst: dst.ptr, src: src.ptr, nbytes: dst.storage.nbytes }] : [];
+        }),
+      );
+    } catch (err) {
+      placed.forEach((t) => t.dispose());
+      throw err;
+    }
+    sources.forEach((src, i) => {
+      if (src === null) return;
+      src.dispose();
+      batch[i].dispose();
+    });
+    return placed;
   }
 
   /**
@@ -138,6 +214,13 @@ export class DataLoader<T extends Sample = Sample> implements Iterable<Tensor[]>
       return batch;
     });
   }
+}
+
+/** `t` on `device` (a copy, or a view when it is there already); `t` itself is disposed. */
+function moveTo(t: Tensor, device: Device): Tensor {
+  const moved = t.to(device);
+  t.dispose();
+  return moved;
 }
 
 /** Copies `src` into row `row` of contiguous `dst`, checking shape and dtype. */

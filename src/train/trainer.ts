@@ -114,9 +114,12 @@ export class Trainer {
       shuffle: true,
       seed: config.seed,
     });
+    // On a GPU, batches arrive through page-locked memory, copied while the step before runs.
     this.loader = new DataLoader(this.task.train, {
       batchSize: config.batchSize,
       sampler: this.sampler,
+      pinMemory: config.device === "cuda",
+      device: this.device,
     });
   }
 
