@@ -82,8 +82,11 @@ export async function saveSharded(dir: string, options: SaveShardedOptions): Pro
   const { rank, size, sync } = whereAmI(options.group);
   const previous = readIndex(dir, false);
   const generation = (previous?.generation ?? 0) + 1;
-  await sync(); // everyone has read the previous generation before rank 0 can replace it
   const folder = `${dir}/gen-${generation}`;
+  // A save killed before its commit may have left this folder, with files of ranks this save
+  // lacks and half-written temporaries: no index names it, so it starts again empty.
+  if (rank === 0) removeIfThere(folder);
+  await sync(); // everyone has read the previous generation before rank 0 can replace it
   Deno.mkdirSync(folder, { recursive: true });
   const tensors: Record<string, Tensor> = {};
   const pieces: Record<string, Piece> = {};
@@ -113,6 +116,15 @@ export async function saveSharded(dir: string, options: SaveShardedOptions): Pro
   await sync();
   if (rank === 0) commitIndex(dir, buildIndex(dir, generation, size, options.extra ?? {}));
   await sync();
+}
+
+/** Removes `path` and what is under it, if it exists. */
+function removeIfThere(path: string): void {
+  try {
+    Deno.removeSync(path, { recursive: true });
+  } catch (err) {
+    if (!(err instanceof Deno.errors.NotFound)) throw err;
+  }
 }
 
 /** Reads rows out of a checkpoint's files, each file loaded once. */
