@@ -219,7 +219,7 @@ Deno.test("train --strategy fsdp stopped on 2 ranks resumes on 3, then on 1, res
   });
 });
 
-Deno.test("train refuses a snapshot of the other strategy with exit 2, naming the file and both strategies", async () => {
+Deno.test("train refuses a snapshot of the other strategy with exit 2, naming the file and both strategies, and a sharded one that does not fit, naming what", async () => {
   await withTempDir("dtrain_fsdp_refuse_", async (dir) => {
     const ddpSnapshot = join(dir, "ddp.safetensors"), fsdpSnapshot = join(dir, "fsdp");
     const one = ["--nproc-per-node", "1", "--epochs", "1"];
@@ -248,6 +248,17 @@ Deno.test("train refuses a snapshot of the other strategy with exit 2, naming th
     await refused(
       ["--strategy", "fsdp", "--snapshot", fsdpSnapshot, "--hidden", "8"],
       /^train: \S+fsdp: was saved from another model than this configuration builds \(--model, --hidden, --dataset\): 0\.weight is \[16, 20\] in the snapshot but \[8, 20\] here/,
+    );
+    // A sharded snapshot's progress record is checked as a file's metadata is.
+    const indexFile = join(fsdpSnapshot, "index.json");
+    const index = JSON.parse(await Deno.readTextFile(indexFile));
+    await Deno.writeTextFile(
+      indexFile,
+      JSON.stringify({ ...index, extra: { ...index.extra, step: -1 } }),
+    );
+    await refused(
+      ["--strategy", "fsdp", "--snapshot", fsdpSnapshot],
+      /^train: \S+fsdp\/index\.json: snapshot metadata field step: Too small: .* \(got -1\)$/m,
     );
     // Launched workers check it again (a job started by the launcher directly).
     const launched = await launchHooked(["--nproc-per-node", "2"], [
