@@ -7,12 +7,14 @@
  * `dir/gen-N/` (each rank its `rank-R.safetensors` and `rank-R.json`, its piece list), and rank 0
  * then replaces the index atomically: until that rename the previous index, and the folder it
  * names, are what a load sees, so a crash at any point leaves the previous checkpoint loadable and
- * the new one invisible. Rank 0 then removes the folders no index names.
+ * the new one invisible. Rank 0 then removes the folders no index names and temporary index files
+ * of killed commits; a save that finds its generation's folder already there (a killed save's)
+ * empties it first. tests/checkpoint/sharded_crash_test.ts kills real ranks at each step.
  * @module
  */
 
 import { z } from "zod";
-import { writeFileAtomic } from "./_atomic.ts";
+import { removeStaleTemporaries, writeFileAtomic } from "./_atomic.ts";
 import { CheckpointError } from "./errors.ts";
 
 /** The index's format tag. */
@@ -164,7 +166,10 @@ export function buildIndex(
   };
 }
 
-/** Commits `index` atomically, then removes generation folders it does not name. */
+/**
+ * Commits `index` atomically, then removes generation folders it does not name and the
+ * temporary index files of commits killed before their rename.
+ */
 export function commitIndex(dir: string, index: Index): void {
   const path = indexPath(dir);
   checkIndex(path, index);
@@ -179,4 +184,5 @@ export function commitIndex(dir: string, index: Index): void {
       Deno.removeSync(`${dir}/${entry.name}`, { recursive: true });
     }
   }
+  removeStaleTemporaries(path);
 }

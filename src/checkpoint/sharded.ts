@@ -82,8 +82,11 @@ export async function saveSharded(dir: string, options: SaveShardedOptions): Pro
   const { rank, size, sync } = whereAmI(options.group);
   const previous = readIndex(dir, false);
   const generation = (previous?.generation ?? 0) + 1;
-  await sync(); // everyone has read the previous generation before rank 0 can replace it
   const folder = `${dir}/gen-${generation}`;
+  // A save killed before its commit may have left this folder, with files of ranks this save
+  // lacks and half-written temporaries: no index names it, so it starts again empty.
+  if (rank === 0) removeIfThere(folder);
+  await sync(); // everyone has read the previous generation before rank 0 can replace it
   Deno.mkdirSync(folder, { recursive: true });
   const tensors: Record<string, Tensor> = {};
   const pieces: Record<string, Piece> = {};
@@ -113,6 +116,60 @@ export async function saveSharded(dir: string, options: SaveShardedOptions): Pro
   await sync();
   if (rank === 0) commitIndex(dir, buildIndex(dir, generation, size, options.extra ?? {}));
   await sync();
+}
+
+/** What a sharded checkpoint holds, as {@linkcode readShardedMetadata} reads it from the index. */
+export interface ShardedMetadata {
+  /** The number of ranks that saved it. */
+  worldSize: number;
+  /** Counts the saves into its folder. */
+  generation: number;
+  /** Every tensor's full shape: `model/<name>`, and `optim/<parameter>/<field>` for the optimizer. */
+  tensors: Record<string, number[]>;
+  /** The optimizer's parameter groups without their parameters (null when none was saved). */
+  paramGroups: Record<string, unknown>[] | null;
+  /** The `extra` values given to `saveSharded`. */
+  extra: Record<string, unknown>;
+}
+
+/**
+ * Reads what the sharded checkpoint in `dir` holds without loading a tensor: what a job checks
+ * before it builds anything on a checkpoint.
+ *
+ * @param dir The checkpoint folder.
+ * @returns Its metadata, or null when `dir` holds no checkpoint (no index: nothing was committed).
+ * @throws CheckpointError naming the index when it is malformed.
+ *
+ * @example The shapes of a saved model
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { checkpoint, nn } from "../../mod.ts";
+ * const dir = Deno.makeTempDirSync();
+ * assert.equal(checkpoint.readShardedMetadata(dir), null);
+ * await checkpoint.saveSharded(dir, { model: new nn.Linear(3, 2), extra: { step: 7 } });
+ * const meta = checkpoint.readShardedMetadata(dir)!;
+ * assert.deepEqual(meta.tensors["model/weight"], [2, 3]);
+ * assert.deepEqual([meta.worldSize, meta.extra.step], [1, 7]);
+ * Deno.removeSync(dir, { recursive: true });
+ * ```
+ */
+export function readShardedMetadata(dir: string): ShardedMetadata | null {
+  const index = readIndex(dir, false);
+  if (index === null) return null;
+  const { worldSize, generation, paramGroups, extra } = index;
+  const tensors = Object.fromEntries(
+    Object.entries(index.tensors).map(([name, { shape }]) => [name, shape]),
+  );
+  return { worldSize, generation, tensors, paramGroups, extra };
+}
+
+/** Removes `path` and what is under it, if it exists. */
+function removeIfThere(path: string): void {
+  try {
+    Deno.removeSync(path, { recursive: true });
+  } catch (err) {
+    if (!(err instanceof Deno.errors.NotFound)) throw err;
+  }
 }
 
 /** Reads rows out of a checkpoint's files, each file loaded once. */

@@ -9,8 +9,12 @@ import type { Task } from "./model.ts";
 /**
  * Scores rank `rank`'s stride of the task's held-out samples (samples rank, rank + worldSize, ...)
  * in evaluation mode: the number of correct classes, or for a language model (`metric` "loss")
- * the sum over samples of the mean loss per token, on `device`. Returns `[score sum, samples]`; the caller sums
- * them over ranks.
+ * the sum over samples of the mean loss per token, on `device`. Returns `[score sum, samples]`; the
+ * caller sums them over ranks.
+ *
+ * With `lockstep` (a fully sharded model, whose forward gathers parameters from every rank) each
+ * rank runs the same number of forwards: one whose stride has run out scores a sample it does not
+ * count.
  */
 export function scoreStride(
   model: Module,
@@ -18,16 +22,20 @@ export function scoreStride(
   rank: number,
   worldSize: number,
   device: Device = "cpu",
+  lockstep = false,
 ): [number, number] {
   const test = task.test;
   if (test === null) return [0, 0];
   const language = task.metric === "loss";
   const batch = language ? 32 : 1000;
   let score = 0, count = 0;
-  for (let start = rank; start < test.length; start += batch * worldSize) {
-    const indices = new Int32Array(Math.min(batch, Math.ceil((test.length - start) / worldSize)));
-    for (let i = 0; i < indices.length; i++) indices[i] = start + i * worldSize;
-    score += tidy(() =>
+  for (let round = 0; round * batch * worldSize < test.length; round++) {
+    const start = round * batch * worldSize + rank;
+    const n = Math.max(0, Math.min(batch, Math.ceil((test.length - start) / worldSize)));
+    if (n === 0 && !lockstep) break;
+    const indices = n === 0 ? Int32Array.of(0) : new Int32Array(n);
+    for (let i = 0; i < n; i++) indices[i] = start + i * worldSize;
+    const scored = tidy(() =>
       noGrad(() => {
         const [cpuX, cpuY] = test.getBatch(indices);
         const x = cpuX.to(device), y = cpuY.to(device);
@@ -39,7 +47,8 @@ export function scoreStride(
         return hits;
       })
     );
-    count += indices.length;
+    score += n === 0 ? 0 : scored;
+    count += n;
   }
   return [score, count];
 }

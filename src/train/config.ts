@@ -56,6 +56,7 @@ export const TrainConfigSchema = z.object({
   maxSteps: z.number().int().nonnegative(),
   logEvery: z.number().int().nonnegative(),
   device: z.enum(["cpu", "cuda"]),
+  strategy: z.enum(["ddp", "fsdp"]),
   profile: z.string(),
 }).extend(LauncherFieldsSchema.shape).strict();
 
@@ -89,6 +90,7 @@ export const DEFAULTS: TrainConfig = {
   maxSteps: 0,
   logEvery: 0,
   device: "cpu",
+  strategy: "ddp",
   profile: "",
   ...LAUNCHER_DEFAULTS,
   nprocPerNode: 2,
@@ -110,6 +112,12 @@ export const GPT_DEFAULTS: Partial<TrainConfig> = {
   epochs: 1,
   snapshot: "runs/gpt/snapshot.safetensors",
 };
+
+/**
+ * Where `--strategy fsdp` keeps its snapshot when `--snapshot` is not given: a sharded folder, in a
+ * run folder of its own (a DDP snapshot is one file, and the two do not resume each other).
+ */
+export const FSDP_SNAPSHOTS = { gpt: "runs/gpt-fsdp/snapshot", other: "runs/fsdp/snapshot" };
 
 /** Command-line flags: kebab-case names of the config fields, each a string until validated. */
 const FLAGS = {
@@ -138,6 +146,7 @@ const FLAGS = {
   "max-steps": "maxSteps",
   "log-every": "logEvery",
   device: "device",
+  strategy: "strategy",
   profile: "profile",
   ...LAUNCHER_FLAGS,
 } as const satisfies Record<string, keyof TrainConfig>;
@@ -181,6 +190,12 @@ export const USAGE = `usage: deno task train [EPOCHS SAVE_EVERY] [options]
                            multi-node launch, spelled like torchrun (--log-dir: default logs/
                            beside the snapshot)
   --device cpu|cuda        (default cpu)
+  --strategy ddp|fsdp      (default ${DEFAULTS.strategy}) ddp: every process keeps the whole model; fsdp: the
+                           parameters, gradients and optimizer state are sharded over the processes
+                           (each GPT block, each MLP layer, then the rest), the snapshot is a
+                           sharded folder (default ${FSDP_SNAPSHOTS.other}, with gpt ${FSDP_SNAPSHOTS.gpt})
+                           that resumes on any --nproc-per-node, and the final model goes to
+                           model.safetensors beside it; cpu only
   --profile PATH           write a Chrome trace (Perfetto, chrome://tracing) of every rank to PATH
 `;
 
@@ -253,7 +268,10 @@ export function parseTrainArgs(args: string[]): TrainConfig | "help" {
     if (range !== null) Object.assign(given, range);
     else given[field] = convert(field, raw);
   }
-  const base = given.model === "gpt" ? { ...DEFAULTS, ...GPT_DEFAULTS } : DEFAULTS;
+  const base = given.model === "gpt" ? { ...DEFAULTS, ...GPT_DEFAULTS } : { ...DEFAULTS };
+  if (given.strategy === "fsdp") {
+    base.snapshot = given.model === "gpt" ? FSDP_SNAPSHOTS.gpt : FSDP_SNAPSHOTS.other;
+  }
   return validateConfig({ ...base, ...given });
 }
 
@@ -311,6 +329,12 @@ export function validateConfig(value: unknown): TrainConfig {
   }
   if (config.nEmbd % config.nHead !== 0) {
     throw new ConfigError("nHead", `must divide nEmbd (${config.nEmbd}), got ${config.nHead}`);
+  }
+  if (config.strategy === "fsdp" && config.device !== "cpu") {
+    throw new ConfigError(
+      "strategy",
+      `fsdp shards on the cpu device only so far, got --device ${config.device}`,
+    );
   }
   if (config.nodeRank >= config.nnodes) {
     throw new ConfigError(

@@ -1,10 +1,11 @@
 /**
  * `deno task train`: the main job. With `--nproc-per-node N > 1` (the default is 2) or several
  * nodes it starts the launcher, which runs this same file once per rank; each rank then trains
- * with DDP. With `--nproc-per-node 1` it trains in this process.
+ * with DDP, or with FSDP (`--strategy fsdp`). With `--nproc-per-node 1` it trains in this process.
  *
- * Env DTRAIN_WEIGHTS_DUMP=DIR makes every rank write its final weights to
- * DIR/rank<RANK>.safetensors, so that a test can check that all ranks, on every node, agree.
+ * Env DTRAIN_WEIGHTS_DUMP=DIR makes every rank write its final weights (under FSDP the whole
+ * model, gathered) to DIR/rank<RANK>.safetensors, so that a test can check that all ranks, on
+ * every node, agree.
  * @module
  */
 
@@ -13,6 +14,8 @@ import { dirname, join } from "node:path";
 import { setNumThreads } from "../tensor/threads.ts";
 import * as cuda from "../tensor/device/cuda_api.ts";
 import { CheckpointError, save } from "../checkpoint/mod.ts";
+import type { StateDict } from "../nn/module.ts";
+import { fullStateDict } from "../parallel/fsdp/full_state_dict.ts";
 import { destroyProcessGroup, initProcessGroup } from "../dist/mod.ts";
 import { launch } from "../launch/launcher.ts";
 import { runnable } from "../launch/supervisor.ts";
@@ -20,6 +23,12 @@ import { startProfile } from "../profile/tracer.ts";
 import { ConfigError, parseTrainArgs, type TrainConfig, USAGE } from "./config.ts";
 import { buildModel, buildOptimizer, DATASET_SHAPES } from "./model.ts";
 import { checkSnapshot, snapshotMismatch } from "./snapshot.ts";
+import {
+  checkShardedSnapshot,
+  checkSnapshotKind,
+  hasShardedSnapshot,
+  shardedSnapshotMismatch,
+} from "./sharded_snapshot.ts";
 import { Trainer, type TrainResult } from "./trainer.ts";
 import { GPT } from "../nn/gpt.ts";
 import { TextDataset } from "../data/text.ts";
@@ -63,10 +72,40 @@ function doneLine(config: TrainConfig, result: TrainResult): string {
  * @throws CheckpointError naming the file and what differs.
  */
 function refuseUnfitSnapshot(config: TrainConfig): void {
-  checkSnapshot(config.snapshot);
+  const { snapshot, strategy } = config;
+  checkSnapshotKind(snapshot, strategy);
+  const fsdp = strategy === "fsdp";
+  if (fsdp && !hasShardedSnapshot(snapshot)) return;
+  if (fsdp) checkShardedSnapshot(snapshot);
+  else checkSnapshot(snapshot);
   const model = buildModel(config, DATASET_SHAPES[config.dataset]);
-  const mismatch = snapshotMismatch(config.snapshot, model, buildOptimizer(config, model));
-  if (mismatch !== null) throw new CheckpointError(config.snapshot, mismatch);
+  const optimizer = buildOptimizer(config, model);
+  const mismatch = (fsdp ? shardedSnapshotMismatch : snapshotMismatch)(snapshot, model, optimizer);
+  if (mismatch !== null) throw new CheckpointError(snapshot, mismatch);
+}
+
+/**
+ * The trained model's whole state dict (gathered from every rank under FSDP; every rank calls
+ * this), and under FSDP rank 0 writes it to model.safetensors beside the snapshot, with the
+ * module's names, as PyTorch's `load_file` (and nanoGPT, for the GPT) reads it.
+ */
+async function finalWeights(trainer: Trainer): Promise<StateDict> {
+  if (trainer.config.strategy !== "fsdp") return trainer.model.stateDict();
+  const weights = await fullStateDict(trainer.model);
+  if (trainer.rank === 0) {
+    const path = join(dirname(trainer.config.snapshot), "model.safetensors");
+    save(path, weights, { format: "pt" });
+    trainer.log(`model saved to ${path}`);
+  }
+  return weights;
+}
+
+/** A whole copy of a fully sharded GPT, for rank 0 alone to sample from. */
+function wholeGPT(config: TrainConfig, trainer: Trainer, weights: StateDict): GPT {
+  if (config.strategy !== "fsdp") return trainer.model as GPT;
+  const model = buildModel(config, trainer.task) as GPT;
+  model.loadStateDict(weights);
+  return model;
 }
 
 async function runWorker(config: TrainConfig): Promise<void> {
@@ -74,22 +113,30 @@ async function runWorker(config: TrainConfig): Promise<void> {
   const threads = config.threads || Number(Deno.env.get("DTRAIN_NUM_THREADS") ?? 0) ||
     navigator.hardwareConcurrency;
   setNumThreads(threads);
+  // FSDP needs a process group even alone; unlaunched, a group of one on a port of its own.
+  const grouped = worldSize > 1 || config.strategy === "fsdp";
+  const alone = Deno.env.get("RANK") === undefined
+    ? { initMethod: "tcp://127.0.0.1:0", rank: 0, worldSize: 1 }
+    : {};
   // "auto": NCCL for the gradients of a model on the GPU, Gloo for the CPU tensors.
-  if (worldSize > 1) {
-    await initProcessGroup({ backend: config.device === "cuda" ? "auto" : "gloo" });
+  if (grouped) {
+    await initProcessGroup({ backend: config.device === "cuda" ? "auto" : "gloo", ...alone });
   }
   try {
     const trainer = new Trainer(config);
     await trainer.init();
     const result = await trainer.train();
+    const weights = await finalWeights(trainer);
     const dump = Deno.env.get("DTRAIN_WEIGHTS_DUMP");
-    if (dump) save(`${dump}/rank${trainer.rank}.safetensors`, trainer.model.stateDict());
+    if (dump) save(`${dump}/rank${trainer.rank}.safetensors`, weights);
     if (trainer.rank === 0) {
       console.log(doneLine(config, result));
-      if (trainer.model instanceof GPT) console.log(`sample:\n${sampleText(trainer.model)}`);
+      if (trainer.model instanceof GPT) {
+        console.log(`sample:\n${sampleText(wholeGPT(config, trainer, weights))}`);
+      }
     }
   } finally {
-    if (worldSize > 1) await destroyProcessGroup();
+    if (grouped) await destroyProcessGroup();
   }
 }
 

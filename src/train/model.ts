@@ -11,6 +11,7 @@ import type { Module } from "../nn/module.ts";
 import { AdamW } from "../optim/adamw.ts";
 import type { Optimizer } from "../optim/optimizer.ts";
 import { SGD } from "../optim/sgd.ts";
+import { type FSDPModule, fullyShard } from "../parallel/fsdp/fully_shard.ts";
 import { crossEntropy, mseLoss } from "../tensor/ops/nn.ts";
 import type { Tensor } from "../tensor/tensor.ts";
 import type { TrainConfig } from "./config.ts";
@@ -95,6 +96,20 @@ export function buildModel(config: TrainConfig, task: Pick<Task, "inputs" | "out
     });
   }
   return new MLP([task.inputs, ...config.hidden, task.outputs]);
+}
+
+/**
+ * Shards `model` for `--strategy fsdp`, in FSDP2's pattern: each GPT block, or each layer of an
+ * MLP, is a group of its own (gathered only for its forward and backward), then the root takes
+ * what is left (a GPT's embeddings and final norm). Build the optimizer afterwards, over the
+ * shards.
+ */
+export function fullyShardModel(model: Module): FSDPModule {
+  const units = model instanceof GPT
+    ? [...model.transformer.h.children()]
+    : [...model.children()].filter((m) => m.parameters().length > 0);
+  for (const unit of units) fullyShard(unit);
+  return fullyShard(model);
 }
 
 /**

@@ -17,14 +17,18 @@ import type { Tensor } from "../tensor/tensor.ts";
 const count = z.number().int().nonnegative();
 const decimal = z.string().regex(/^\d+$/, "expected a decimal integer string");
 
-/** The schema of a snapshot's `dtrain` metadata (JSON): anything else is refused. */
-export const SnapshotMetaSchema = z.object({
+/** What every snapshot records of the run's progress, a file's and a sharded folder's alike. */
+export const ProgressSchema = z.object({
   version: z.literal(1),
   epochsRun: count,
   /** Optimizer steps over the whole run (absent in snapshots from before it was recorded). */
   step: count.optional(),
   sampler: z.object({ epoch: count, seed: count, position: count.optional() }).strict(),
   rng: z.object({ seed: decimal, offset: decimal }).strict(),
+});
+
+/** The schema of a snapshot's `dtrain` metadata (JSON): anything else is refused. */
+export const SnapshotMetaSchema = ProgressSchema.extend({
   optimizer: z.object({
     paramGroups: z.array(
       z.looseObject({ lr: z.number().nonnegative(), params: z.array(count) }),
@@ -77,7 +81,19 @@ function checkContents(
       `snapshot metadata "dtrain" is not valid JSON: ${(error as Error).message}`,
     );
   }
-  const result = SnapshotMetaSchema.safeParse(json);
+  return checkMetadata(path, json, SnapshotMetaSchema);
+}
+
+/**
+ * Checks a snapshot's metadata against `schema`.
+ * @throws CheckpointError naming `path`, the first bad field and the value seen.
+ */
+export function checkMetadata<S extends z.ZodType>(
+  path: string,
+  json: unknown,
+  schema: S,
+): z.infer<S> {
+  const result = schema.safeParse(json);
   if (!result.success) {
     const issue = result.error.issues[0];
     const field = issue.path.length ? issue.path.join(".") : "(the whole object)";
@@ -206,17 +222,33 @@ export function snapshotMismatch(
     if (name.startsWith("model.")) saved.set(name.slice("model.".length), t.shape);
     t.dispose();
   }
+  // checkSnapshot has validated the metadata.
+  return fitMismatch(saved, JSON.parse(metadata.dtrain).optimizer.paramGroups[0], model, optimizer);
+}
+
+/**
+ * What differs between a snapshot's model tensors (`saved`, names to shapes) and optimizer
+ * hyperparameters (`group`, its first parameter group) and the model and optimizer built here, or
+ * null when they fit (see {@linkcode snapshotMismatch}).
+ */
+export function fitMismatch(
+  saved: Map<string, readonly number[]>,
+  group: Record<string, unknown>,
+  model: Module,
+  optimizer: Optimizer<{ lr: number }>,
+): string | null {
+  const left = new Map(saved);
   const shape = (s: readonly number[]) => `[${s.join(", ")}]`;
   const differences: string[] = [];
   for (const [name, t] of Object.entries(model.stateDict())) {
-    const there = saved.get(name);
+    const there = left.get(name);
     if (there === undefined) differences.push(`${name} ${shape(t.shape)} is not in the snapshot`);
     else if (shape(there) !== shape(t.shape)) {
       differences.push(`${name} is ${shape(there)} in the snapshot but ${shape(t.shape)} here`);
     }
-    saved.delete(name);
+    left.delete(name);
   }
-  for (const [name, s] of saved) {
+  for (const [name, s] of left) {
     differences.push(`the snapshot has ${name} ${shape(s)}, this model not`);
   }
   if (differences.length > 0) {
@@ -225,10 +257,10 @@ export function snapshotMismatch(
     return `was saved from another model than this configuration builds ` +
       `(--model, --hidden, --dataset): ${shown}`;
   }
-  // checkSnapshot has validated the metadata; an optimizer is known by its hyperparameters.
-  const hyper = (group: Record<string, unknown>) =>
-    Object.keys(group).filter((k) => k !== "params").sort().join(", ");
-  const theirs = hyper(JSON.parse(metadata.dtrain).optimizer.paramGroups[0]);
+  // An optimizer is known by its hyperparameters.
+  const hyper = (g: Record<string, unknown>) =>
+    Object.keys(g).filter((k) => k !== "params").sort().join(", ");
+  const theirs = hyper(group);
   const ours = hyper(optimizer.paramGroups[0]);
   return theirs === ours ? null : `was saved with another optimizer (hyperparameters ${theirs}) ` +
     `than --optimizer builds here (${ours})`;

@@ -1,39 +1,32 @@
 /**
  * The training loop, after the original project's `Trainer`: run batches, run epochs, evaluate,
- * save snapshots, resume. It runs the same in one process and in every rank of a DDP job; only
- * rank 0 prints and writes snapshots.
+ * save snapshots, resume. It runs the same in one process and in every rank of a DDP or FSDP job;
+ * only rank 0 prints. Under DDP rank 0 writes each snapshot file; under FSDP every rank writes its
+ * shards of a sharded snapshot folder.
  * @module
  */
 
-import { existsSync } from "node:fs";
-import { removeStaleTemporaries } from "../checkpoint/mod.ts";
 import { DataLoader } from "../data/dataloader.ts";
 import { DistributedSampler } from "../data/distributed_sampler.ts";
-import {
-  allGather,
-  allReduce,
-  barrier,
-  getRank,
-  getWorldSize,
-  isInitialized,
-} from "../dist/mod.ts";
+import { getRank, getWorldSize, isInitialized } from "../dist/mod.ts";
 import type { Module } from "../nn/module.ts";
 import type { Optimizer } from "../optim/optimizer.ts";
 import { DistributedDataParallel } from "../parallel/ddp.ts";
-import { tensor, zeros } from "../tensor/creation.ts";
+import type { FSDPModule } from "../parallel/fsdp/fully_shard.ts";
 import { manualSeed } from "../tensor/random.ts";
 import { tidyAsync } from "../tensor/scope.ts";
 import { cosineWithWarmup } from "../optim/lr_scheduler.ts";
 import type { Device } from "../tensor/storage.ts";
 import type { Tensor } from "../tensor/tensor.ts";
 import type { TrainConfig } from "./config.ts";
-import { buildModel, buildOptimizer, loadTask, type Task } from "./model.ts";
-import { gradNorm, stateChecksum } from "./_stats.ts";
+import { buildModel, buildOptimizer, fullyShardModel, loadTask, type Task } from "./model.ts";
+import { gradNorm, sumOverRanks } from "./_stats.ts";
+import { checkResumeAcrossRanks } from "./_resume.ts";
 import { RunLog } from "./metrics.ts";
 import { nowUs, record, span } from "../profile/tracer.ts";
 import { Progress } from "./progress.ts";
 import { scoreStride } from "./_evaluate.ts";
-import { loadSnapshot, saveSnapshot } from "./snapshot.ts";
+import { resumeSnapshot, type SnapshotPlace, writeSnapshot } from "./_snapshots.ts";
 
 /** What a finished run reports. */
 export interface TrainResult {
@@ -70,7 +63,7 @@ export interface EpochResult {
   position: number;
 }
 
-/** Trains one model as configured; in a DDP job every rank runs one Trainer. */
+/** Trains one model as configured; in a DDP or FSDP job every rank runs one Trainer. */
 export class Trainer {
   readonly rank: number;
   readonly worldSize: number;
@@ -85,6 +78,8 @@ export class Trainer {
   /** Optimizer steps over the whole run, resumed ones included (what --max-steps counts). */
   step = 0;
   #ddp: DistributedDataParallel | null = null;
+  /** The model, fully sharded (`--strategy fsdp`), or null. */
+  readonly #fsdp: FSDPModule | null;
   /** Rank 0's metrics.jsonl and report.html. */
   #runLog: RunLog | null = null;
   /** Set for a logged step: runBatch then measures the gradient norm. */
@@ -95,7 +90,10 @@ export class Trainer {
   /** Where in its epoch the snapshot this run resumed from stopped (0: at an epoch's end). */
   #resumePosition = 0;
 
-  /** Builds the model, optimizer and data; call {@linkcode Trainer.init} before training. */
+  /**
+   * Builds the model (fully sharded under `--strategy fsdp`), the optimizer over its parameters
+   * (the shards under FSDP) and the data; call {@linkcode Trainer.init} before training.
+   */
   constructor(readonly config: TrainConfig, readonly log: (line: string) => void = console.log) {
     const distributed = isInitialized();
     this.rank = distributed ? getRank() : 0;
@@ -106,7 +104,9 @@ export class Trainer {
     this.device = config.device === "cuda"
       ? `cuda:${Number(Deno.env.get("LOCAL_RANK") ?? 0)}`
       : "cpu";
-    this.model = buildModel(config, this.task).to(this.device);
+    const model = buildModel(config, this.task).to(this.device);
+    this.#fsdp = config.strategy === "fsdp" ? fullyShardModel(model) : null;
+    this.model = model;
     this.optimizer = buildOptimizer(config, this.model);
     this.sampler = new DistributedSampler(this.task.train, {
       numReplicas: this.worldSize,
@@ -125,15 +125,14 @@ export class Trainer {
 
   /**
    * Resumes from the snapshot if one exists, checks that every rank resumed from the same one, then
-   * wraps the model in DDP when distributed.
+   * wraps the model in DDP when distributed (and not fully sharded).
+   * @throws CheckpointError for a snapshot of the other strategy, or one that does not fit.
    * @throws Error on every rank, naming what each rank loaded, when they differ.
    */
   async init(): Promise<void> {
-    // A job owns its snapshot path: what a killed predecessor left half-written goes.
-    if (this.rank === 0) removeStaleTemporaries(this.config.snapshot);
-    const found = existsSync(this.config.snapshot);
+    const info = resumeSnapshot(this.#place, this.model, this.optimizer);
+    const found = info !== null;
     if (found) {
-      const info = loadSnapshot(this.config.snapshot, this.model, this.optimizer);
       this.epochsRun = info.epochsRun;
       this.sampler.loadStateDict(info.sampler);
       this.#resumePosition = info.sampler.position ?? 0;
@@ -149,60 +148,31 @@ export class Trainer {
       }
     }
     if (this.worldSize > 1) {
-      await this.#checkResumeAcrossRanks(found);
-      this.#ddp = await DistributedDataParallel.create(this.model);
+      const checksum = info?.checksum ?? 0, of = this.#fsdp ? "snapshot" : "model";
+      const loaded = { found, epochsRun: this.epochsRun, checksum, of } as const;
+      await checkResumeAcrossRanks(this.config.snapshot, this.worldSize, loaded);
+      if (!this.#fsdp) this.#ddp = await DistributedDataParallel.create(this.model);
     }
     if (this.rank === 0) {
       this.#runLog = await RunLog.open(this.config, this.worldSize, found ? this.step : null);
     }
   }
 
-  /**
-   * Ranks that resumed from different snapshots (a path on a disk of each node's own, say) would
-   * run different epochs and hang or diverge: compare what each loaded before training.
-   */
-  async #checkResumeAcrossRanks(found: boolean): Promise<void> {
-    const mine = tensor(
-      Int32Array.from([found ? 1 : 0, this.epochsRun, found ? stateChecksum(this.model) : 0]),
-    );
-    const all = zeros([3 * this.worldSize], { dtype: "i32" });
-    try {
-      await allGather(all, mine);
-      const values = all.toArray();
-      const loaded = Array.from({ length: this.worldSize }, (_, r) => {
-        const [had, epochs, checksum] = values.subarray(3 * r, 3 * r + 3);
-        return had
-          ? `epoch ${epochs} (model checksum ${(checksum >>> 0).toString(16).padStart(8, "0")})`
-          : "no snapshot";
-      });
-      if (loaded.every((l) => l === loaded[0])) return;
-      const ranksOf = new Map<string, number[]>();
-      loaded.forEach((l, r) => ranksOf.set(l, [...(ranksOf.get(l) ?? []), r]));
-      const seen = [...ranksOf].map(([l, ranks]) =>
-        `rank${ranks.length > 1 ? "s" : ""} ${ranks.join(", ")}: ${l}`
-      );
-      throw new Error(
-        `resume: the ranks did not load the same snapshot from ${this.config.snapshot} ` +
-          `(${seen.join("; ")}); put --snapshot on a filesystem every node shares`,
-      );
-    } finally {
-      mine.dispose();
-      all.dispose();
-    }
-  }
-
   /** One optimizer step on a batch; returns its loss. */
   async runBatch(x: Tensor, y: Tensor): Promise<number> {
-    const ddp = this.#ddp;
+    const ddp = this.#ddp, fsdp = this.#fsdp;
     return await tidyAsync(async () => {
       const loss = span(
         "forward",
         "compute",
         () => this.task.loss(this.model.forward(x.to(this.device)), y.to(this.device)),
       );
-      if (ddp) await ddp.backward(loss);
+      if (fsdp) await fsdp.backward(loss);
+      else if (ddp) await ddp.backward(loss);
       else span("backward", "compute", () => loss.backward());
-      if (this.#measureGradNorm) this.#gradNorm = gradNorm(this.model);
+      if (this.#measureGradNorm) {
+        this.#gradNorm = await gradNorm(this.model, fsdp !== null, this.worldSize);
+      }
       this.#scheduleLr();
       span("optimizer step", "optim", () => this.optimizer.step());
       this.optimizer.zeroGrad();
@@ -256,7 +226,7 @@ export class Trainer {
       step++;
       // The step --max-steps stops at is logged too, so the record ends where the run did.
       const logged = step % logEvery === 0 || (step === steps && steps < full);
-      this.#measureGradNorm = logged && this.rank === 0;
+      this.#measureGradNorm = logged && (this.rank === 0 || this.#fsdp !== null);
       record("data", "data", fetchUs, nowUs());
       const loss = await this.runBatch(x, y);
       this.step++;
@@ -335,9 +305,10 @@ export class Trainer {
       this.rank,
       this.worldSize,
       this.device,
+      this.#fsdp !== null,
     );
     this.model.train();
-    const [totalCorrect, total] = await this.#sumOverRanks([correct, count]);
+    const [totalCorrect, total] = await sumOverRanks([correct, count], this.worldSize);
     return totalCorrect / total;
   }
 
@@ -393,38 +364,33 @@ export class Trainer {
   }
 
   /**
-   * Rank 0 writes the snapshot atomically; the others wait so that no rank runs ahead of it.
+   * Writes a snapshot atomically: under DDP rank 0 writes the file while the others wait, so that
+   * no rank runs ahead of it; under FSDP every rank writes its shards and the save commits them.
    *
    * @param position Global samples of the current epoch consumed so far, 0 at an epoch's end.
    */
   async saveSnapshot(position = 0): Promise<void> {
+    const { epoch, seed } = this.sampler.stateDict();
+    const info = {
+      epochsRun: this.epochsRun,
+      step: this.step,
+      sampler: position > 0 ? { epoch, seed, position } : { epoch, seed },
+    };
+    await writeSnapshot(this.#place, this.model, this.optimizer, info);
     if (this.rank === 0) {
-      const { epoch, seed } = this.sampler.stateDict();
-      saveSnapshot(this.config.snapshot, this.model, this.optimizer, {
-        epochsRun: this.epochsRun,
-        step: this.step,
-        sampler: position > 0 ? { epoch, seed, position } : { epoch, seed },
-      });
       const at = position > 0 ? ` (epoch ${epoch + 1} at sample ${position})` : "";
       if (position > 0) this.#progress?.clear();
       this.log(`epoch ${this.epochsRun}${at}: snapshot saved to ${this.config.snapshot}`);
     }
-    if (this.worldSize > 1) await barrier();
+  }
+
+  get #place(): SnapshotPlace {
+    const { snapshot: path, strategy } = this.config;
+    return { path, strategy, rank: this.rank, worldSize: this.worldSize };
   }
 
   async #meanOverRanks(value: number): Promise<number> {
-    const [sum] = await this.#sumOverRanks([value]);
+    const [sum] = await sumOverRanks([value], this.worldSize);
     return sum / this.worldSize;
-  }
-
-  async #sumOverRanks(values: number[]): Promise<number[]> {
-    if (this.worldSize === 1) return values;
-    const t = tensor(values);
-    try {
-      await allReduce(t, "sum");
-      return Array.from(t.toArray());
-    } finally {
-      t.dispose();
-    }
   }
 }

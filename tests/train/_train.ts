@@ -5,6 +5,7 @@
  * @module
  */
 
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import assert from "node:assert/strict";
 import { load } from "../../src/checkpoint/mod.ts";
@@ -31,6 +32,15 @@ export const SMALL_JOB = [
   "--threads",
   "1",
 ];
+
+/** A folder holding the first 24 KiB of Debian's fortunes, for epochs of a few dozen steps. */
+export async function smallCorpus(dir: string): Promise<string> {
+  const root = join(dir, "corpus");
+  await Deno.mkdir(root);
+  const text = await Deno.readFile("/usr/share/games/fortunes/fortunes");
+  await Deno.writeFile(join(root, "fortunes"), text.subarray(0, 24 * 1024));
+  return root;
+}
 
 /** Runs `deno run src/train/main.ts ARGS`. */
 export function train(args: string[], options: Partial<RunOptions> = {}): Promise<RunResult> {

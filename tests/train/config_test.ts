@@ -100,6 +100,16 @@ const CASES: { name: string; args: string[]; files?: Files; message: RegExp }[] 
     message: /^train: --master-port: needs a value, but is followed by --epochs$/,
   },
   {
+    name: "unknown strategy",
+    args: ["--strategy", "zero3"],
+    message: /^train: strategy: Invalid option: expected one of "ddp"\|"fsdp"$/,
+  },
+  {
+    name: "fsdp on the GPU",
+    args: ["--strategy", "fsdp", "--device", "cuda"],
+    message: /^train: strategy: fsdp shards on the cpu device only so far, got --device cuda$/,
+  },
+  {
     name: "node rank outside the nodes",
     args: ["--nnodes", "2", "--node-rank", "2"],
     message: /^train: nodeRank: must be below nnodes \(2\), got 2$/,

@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { withTempDir } from "../_harness/processes.ts";
 import { freePort } from "../_harness/ranks.ts";
 import { parseTrainArgs } from "../../src/train/config.ts";
-import { assertSucceeded, readSaved, snapshotInfo, train } from "./_train.ts";
+import { assertSucceeded, readSaved, smallCorpus, snapshotInfo, train } from "./_train.ts";
 
 const TINY_GPT = [
   "--model",
@@ -24,15 +24,6 @@ const TINY_GPT = [
   "--threads",
   "1",
 ];
-
-/** A folder holding the first 24 KiB of Debian's fortunes, for epochs of a few dozen steps. */
-async function smallCorpus(dir: string): Promise<string> {
-  const root = join(dir, "corpus");
-  await Deno.mkdir(root);
-  const text = await Deno.readFile("/usr/share/games/fortunes/fortunes");
-  await Deno.writeFile(join(root, "fortunes"), text.subarray(0, 24 * 1024));
-  return root;
-}
 
 Deno.test("train --model gpt trains a GPT on the fortunes over 2 ranks, reports validation loss and a sample", async () => {
   await withTempDir("dtrain_gpt_job_", async (dir) => {
