@@ -115,11 +115,12 @@ typedef struct {
   int sum_tasks;
 } gemm_job_t;
 
-/* Adds g's blocks to the job, cut along the larger output dimension unless `by_columns`. */
+/* Adds g's blocks to the job, cut along the larger output dimension unless `by_columns` (rows on a
+ * tie: a thread's block of rows is the one its core wrote in the kernel before, see parallel.c). */
 static void add_product(gemm_job_t *job, const gemm_t *g, const float *bias, int parts,
                         int by_columns) {
   if (parts > MAX_BLOCKS - job->count) parts = MAX_BLOCKS - job->count;
-  by_columns = by_columns || g->n >= g->m;
+  by_columns = by_columns || g->n > g->m;
   for (int p = 0; p < parts; p++) {
     gemm_t block = gemm_block(g, p, parts, by_columns);
     job->bias[job->count] = bias ? bias + (block.c - g->c) % g->ldc : NULL;

@@ -9,8 +9,11 @@
  * optimizer's update. Splitting never cuts the inner (k) dimension, so every element is summed in
  * the same order as on one thread: results do not depend on the thread count.
  *
- * Threads claim tasks as they become free, so one that other processes deschedule holds nobody
- * up. Waiting threads pause briefly, then yield their core, then sleep on a futex: a busy machine
+ * Each thread first runs its own contiguous share of the tasks (the caller the first), then
+ * claims what is left of the others' shares: the same thread gets the same rows of consecutive
+ * kernels (a layer norm's rows, then the product's block of those rows), so data written by one
+ * kernel is read by the next from the same core's cache; and one that other processes deschedule
+ * holds nobody up. A product read its input from the other core's cache 15-20% slower. Waiting threads pause briefly, then yield their core, then sleep on a futex: a busy machine
  * gets its cores back and an idle pool costs nothing. The workers are stopped and joined when the
  * library is unloaded (Deno closes it at exit), so none runs in unmapped code. */
 #define _GNU_SOURCE
@@ -43,7 +46,13 @@ static _Atomic uint32_t generation; /* bumped to publish a job; workers wait on 
 static _Atomic uint32_t pending;    /* workers that have not finished the current job */
 static _Atomic int sleeping_workers;
 static _Atomic int caller_sleeping;
-static _Atomic int64_t next_task;  /* the next task of the current job to claim */
+/* Thread t's share of the current job is tasks [share_begin(t), share_end[t]); cursor[t] is the
+ * next of them to claim, padded to a cache line each. */
+static struct {
+  _Atomic int64_t next;
+  int64_t end;
+  char pad[64 - 2 * sizeof(int64_t)];
+} share[MAX_THREADS];
 static struct {
   dt_task_fn fn;
   void *ctx;
@@ -71,12 +80,16 @@ static inline void wait_round(int round) {
   }
 }
 
-/* Claims and runs tasks until none is left: a thread that was descheduled by other processes
- * leaves its share to the others instead of holding everyone up. */
-static void run_share(void) {
+/* Runs thread `self`'s share of the tasks, then claims the others' leftovers until none is left: a
+ * thread that was descheduled by other processes leaves its share to the others instead of holding
+ * everyone up. */
+static void run_share(int self) {
   inside_task = 1;
-  for (int64_t i; (i = atomic_fetch_add_explicit(&next_task, 1, memory_order_relaxed)) < job.tasks;)
-    job.fn(job.ctx, i);
+  for (int k = 0; k < job.width; k++) {
+    int t = (self + k) % job.width;
+    for (int64_t i; (i = atomic_fetch_add_explicit(&share[t].next, 1, memory_order_relaxed)) < share[t].end;)
+      job.fn(job.ctx, i);
+  }
   inside_task = 0;
 }
 
@@ -98,7 +111,7 @@ static void *worker_main(void *arg) {
     }
     if (atomic_load(&stopping)) return NULL;
     seen = now;
-    if (id < job.width) run_share();
+    if (id < job.width) run_share(id);
     if (atomic_fetch_sub(&pending, 1) == 1 && atomic_load(&caller_sleeping)) futex_wake(&pending);
   }
   return NULL;
@@ -168,11 +181,14 @@ void dt_parallel(int64_t tasks, dt_task_fn fn, void *ctx) {
   job.ctx = ctx;
   job.tasks = tasks;
   job.width = width;
-  atomic_store(&next_task, 0);
+  for (int t = 0; t < width; t++) {
+    atomic_store_explicit(&share[t].next, tasks * t / width, memory_order_relaxed);
+    share[t].end = tasks * (t + 1) / width;
+  }
   atomic_store(&pending, (uint32_t)started);
   atomic_fetch_add_explicit(&generation, 1, memory_order_release);
   if (atomic_load(&sleeping_workers) > 0) futex_wake(&generation);
-  run_share();
+  run_share(0);
   int spins = 0;
   uint32_t left;
   while ((left = atomic_load_explicit(&pending, memory_order_acquire)) != 0) {
