@@ -286,9 +286,23 @@ int dt_unary_backward(int32_t op, const float *x, const float *y, const float *g
   return DT_OK;
 }
 
-/* y += alpha * x: gradient accumulation. */
+typedef struct {
+  float *y;
+  const float *x;
+  float alpha;
+} axpy_t;
+
+static void axpy_range(void *ctx, int64_t begin, int64_t end) {
+  const axpy_t *a = ctx;
+  float *restrict y = a->y;
+  const float *restrict x = a->x;
+  for (int64_t i = begin; i < end; i++) y[i] += a->alpha * x[i];
+}
+
+/* y += alpha * x: gradient accumulation (elementwise, so the same at any thread count). */
 int dt_axpy(float *y, const float *x, int64_t n, float alpha) {
   CHECK_PTR(y); CHECK_PTR(x); CHECK_COUNT(n);
-  for (int64_t i = 0; i < n; i++) y[i] += alpha * x[i];
+  axpy_t a = {y, x, alpha};
+  dt_parallel_range(n, DT_MIN_RANGE, axpy_range, &a);
   return DT_OK;
 }

@@ -314,9 +314,19 @@ function axpy(y: Tensor, x: Tensor): void {
   dev.check(dev.kernels.axpy(y.ptr, x.ptr, y.numel(), 1));
 }
 
-/** Sum of two gradient contributions, out of place (either may share storage with a sibling). */
+/**
+ * Sum of two gradient contributions: into `existing` when it alone owns its memory, else out of
+ * place (either may share storage with a sibling, such as the two views an add passes back).
+ */
 function sumGrads(existing: Tensor | undefined, g: Tensor): Tensor {
   if (existing === undefined) return g;
+  if (existing.storage.refs === 1 && existing.isContiguous() && g.storage !== existing.storage) {
+    const gc = g.isContiguous() ? g : cloneContiguous(g);
+    axpy(existing, gc);
+    if (gc !== g) gc.dispose();
+    g.dispose();
+    return existing;
+  }
   const out = cloneContiguous(existing);
   const gc = g.isContiguous() ? g : cloneContiguous(g);
   axpy(out, gc);
