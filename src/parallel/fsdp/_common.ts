@@ -51,7 +51,11 @@ export interface FullyShardOptions {
 
 /** Communication of the last synchronised step, to see how much of it was hidden. */
 export interface FSDPStats {
-  /** Milliseconds blocked in forward all-gathers since the previous synchronised backward. */
+  /**
+   * Milliseconds the forward spent blocked on its all-gathers since the previous synchronised
+   * backward: waiting for a prefetched one (only what was not hidden behind the previous group's
+   * compute), gathering one that was not, and starting the next.
+   */
   forwardCommMs: number;
   /** Milliseconds of the backward pass, waits on gathers included. */
   backwardMs: number;
@@ -59,6 +63,12 @@ export interface FSDPStats {
   exposedCommMs: number;
   /** All-gathers issued (forward and backward). */
   allGathers: number;
+  /**
+   * Forward all-gathers started ahead, while the group before computed (counted in `allGathers`
+   * too). Zero in the first step, whose forward order is not known yet, and with a backend that
+   * cannot start an all-gather on a thread (`ProcessGroup.canStartAllGather`).
+   */
+  forwardPrefetches: number;
   /** Reduce-scatters issued. */
   reduceScatters: number;
 }

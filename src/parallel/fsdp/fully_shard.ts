@@ -209,8 +209,17 @@ function attach(module: Module, state: FSDPState, group: ProcessGroup): void {
   Object.defineProperties(module, {
     [STATE]: hidden(state),
     forward: hidden((...inputs: unknown[]) => {
-      paramGroup.preForward();
-      return paramGroup.postForward(forward(...inputs));
+      const isRoot = state.root === state;
+      let output: unknown;
+      try {
+        paramGroup.preForward();
+        output = paramGroup.postForward(forward(...inputs));
+      } catch (err) {
+        if (isRoot) state.endForward(true);
+        throw err;
+      }
+      if (isRoot) state.endForward(false);
+      return output;
     }),
     backward: hidden((loss: Tensor) => state.backward(loss)),
     noSync: hidden(<R>(fn: () => R | Promise<R>) => state.root.noSync(fn)),
