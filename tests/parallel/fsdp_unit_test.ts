@@ -109,7 +109,7 @@ class Pair extends Module {
   }
 }
 
-function shardPair(reshardAfterForward = true) {
+function shardPair(reshardAfterForward = true, forwardPrefetch?: boolean) {
   const net = new Pair();
   const forward = net.first.forward.bind(net.first);
   net.first.forward = (x: Tensor) => {
@@ -117,7 +117,7 @@ function shardPair(reshardAfterForward = true) {
     return forward(x);
   };
   fullyShard(net.first, { reshardAfterForward });
-  fullyShard(net.second, { reshardAfterForward });
+  fullyShard(net.second, { reshardAfterForward, forwardPrefetch });
   return { net, model: fullyShard(net, { reshardAfterForward }) };
 }
 
@@ -159,5 +159,15 @@ Deno.test("a prefetched all-gather that the forward does not use is waited for a
     assert.equal(model.lastStats.forwardPrefetches, 2);
     const unchanged = Array.from(net.second.weight.grad!.toArray());
     assert.deepEqual(unchanged, secondGrad, "no gradient added for a group that did not run");
+  });
+});
+
+Deno.test("forwardPrefetch false gathers the module only when its forward starts", async () => {
+  await inWorldOfOne(async () => {
+    const { net, model } = shardPair(true, false);
+    for (let step = 0; step < 2; step++) await model.backward(model.forward(randn([3, 4])).sum());
+    assert.deepEqual(net.seen, ["sharded", "sharded"]);
+    // The root still starts the first module's gather ahead.
+    assert.equal(model.lastStats.forwardPrefetches, 1);
   });
 });

@@ -45,6 +45,14 @@ export interface FullyShardOptions {
    * root's own parameters are always kept, as in FSDP2, since its backward comes first.
    */
   reshardAfterForward?: boolean;
+  /**
+   * Start this module's all-gather ahead in forward, while the module that ran forward before it
+   * (in the previous step) computes (default true; FSDP1's `forward_prefetch`). False gathers it
+   * only when its forward starts, which keeps one group fewer of full parameters in memory and
+   * exposes the whole gather. Needs a backend that can start an all-gather on a native thread
+   * (Gloo); with the others, forward never prefetches.
+   */
+  forwardPrefetch?: boolean;
   /** See {@linkcode MixedPrecisionPolicy}; only f32 is accepted today. */
   mpPolicy?: MixedPrecisionPolicy;
 }

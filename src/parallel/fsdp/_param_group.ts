@@ -75,6 +75,7 @@ export class FSDPParamGroup {
    * @param flat This rank's shards, S elements (see [Note: flat layouts] in _collectives.ts).
    * @param group The process group.
    * @param reshardAfterForward Whether to free the full parameters after forward.
+   * @param forwardPrefetch Whether forward may start the group's all-gather ahead.
    * @param root The root's recorder.
    */
   constructor(
@@ -82,6 +83,7 @@ export class FSDPParamGroup {
     readonly flat: Tensor,
     readonly group: ProcessGroup,
     readonly reshardAfterForward: boolean,
+    readonly forwardPrefetch: boolean,
     root: StepRecorder,
   ) {
     this.root = root;
@@ -126,10 +128,11 @@ export class FSDPParamGroup {
 
   /**
    * Forward prefetch: starts the all-gather on a native thread, to run while the group before
-   * this one computes, when the group is sharded and its process group can start one.
+   * this one computes, when the group is sharded, allows it, and its process group can start one.
    */
   prefetchForward(): void {
-    if (this.state !== ShardedState.Sharded || !this.group.canStartAllGather) return;
+    if (!this.forwardPrefetch || this.state !== ShardedState.Sharded) return;
+    if (!this.group.canStartAllGather) return;
     const out = this.#gatherOutput();
     if (out === null) return this.#exposeUnsharded();
     try {

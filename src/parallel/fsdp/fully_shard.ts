@@ -122,7 +122,7 @@ export function fullyShard<M extends Module>(
   const group = options.group ?? worldGroup("fullyShard");
   if (group.rank < 0) throw new Error("fullyShard: this process is not a member of the group");
   const state = new FSDPState();
-  state.group = makeGroup(module, group, options.reshardAfterForward ?? true, state);
+  state.group = makeGroup(module, group, options, state);
   for (const m of module.modules()) {
     const nested = fsdpStateOf(m);
     if (nested === undefined) continue;
@@ -139,7 +139,7 @@ export function fullyShard<M extends Module>(
 function makeGroup(
   module: Module,
   group: ProcessGroup,
-  reshardAfterForward: boolean,
+  options: FullyShardOptions,
   root: FSDPState,
 ): FSDPParamGroup {
   const owners = new Map<Parameter, { fqn: string; owners: ParamOwner[] }>();
@@ -177,7 +177,8 @@ function makeGroup(
     original.dispose();
     return p;
   });
-  return new FSDPParamGroup(params, flat, group, reshardAfterForward, root);
+  const { reshardAfterForward = true, forwardPrefetch = true } = options;
+  return new FSDPParamGroup(params, flat, group, reshardAfterForward, forwardPrefetch, root);
 }
 
 const gatherers = new WeakMap<ProcessGroup, GatherPartials>();
