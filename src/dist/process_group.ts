@@ -10,8 +10,6 @@ import { REDUCE_OPS } from "./backend.ts";
 import { DistError } from "./errors.ts";
 import { BlockingWork, Work } from "./work.ts";
 
-export { BlockingWork, Work } from "./work.ts";
-
 /**
  * Anything collectives can work on: a contiguous native buffer with a dtype. dtrain's
  * Tensor fits; so does a small wrapper over a typed array.
