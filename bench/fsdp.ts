@@ -4,7 +4,8 @@
  * Its twin is bench/fsdp_torch.py. Rank 0 prints one `BENCH_RESULT` line: tokens/s, step time,
  * per-rank bytes of parameters + gradients + AdamW state, the native memory after forward (the
  * activations and the gathered parameters of that moment), peak RSS, and the exposed
- * communication share.
+ * communication share (and the forward's part of it). `--forward-prefetch=off` turns FSDP's
+ * forward prefetch off, to measure what it hides.
  * @module
  */
 
@@ -24,7 +25,18 @@ import { peakRssBytes, report } from "./workload.ts";
 const { values } = parseArgs({
   args: Deno.args,
   options: Object.fromEntries(
-    ["strategy", "vocab", "block", "n-layer", "n-head", "n-embd", "batch", "steps", "warmup"].map(
+    [
+      "strategy",
+      "vocab",
+      "block",
+      "n-layer",
+      "n-head",
+      "n-embd",
+      "batch",
+      "steps",
+      "warmup",
+      "forward-prefetch",
+    ].map(
       (name) => [name, { type: "string" as const }],
     ),
   ),
@@ -46,12 +58,15 @@ const fsdp = values.strategy === "fsdp";
 let forward: (x: ReturnType<typeof tensor>) => ReturnType<typeof tensor>;
 let backward: (loss: ReturnType<typeof tensor>) => Promise<void>;
 let exposed: () => number;
+let forwardComm = () => 0;
 if (fsdp) {
-  for (const block of gpt.transformer.h.children()) fullyShard(block);
+  const forwardPrefetch = values["forward-prefetch"] !== "off";
+  for (const block of gpt.transformer.h.children()) fullyShard(block, { forwardPrefetch });
   const model = fullyShard(gpt);
   forward = (x) => model.forward(x);
   backward = (loss) => model.backward(loss);
   exposed = () => model.lastStats.forwardCommMs + model.lastStats.exposedCommMs;
+  forwardComm = () => model.lastStats.forwardCommMs;
 } else {
   const ddp = await DistributedDataParallel.create(gpt);
   forward = (x) => ddp.forward(x);
@@ -63,7 +78,7 @@ const optimizer = new AdamW(gpt.parameters(), { lr: 1e-3 });
 let seed = 1 + group.rank;
 const random = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
 
-let seconds = 0, exposedMs = 0, afterForward = 0, lastLoss = 0;
+let seconds = 0, exposedMs = 0, forwardMs = 0, afterForward = 0, lastLoss = 0;
 const steps = int("steps"), warmup = int("warmup");
 for (let step = 0; step < warmup + steps; step++) {
   const tokens = Int32Array.from({ length: B * (T + 1) }, () => Math.floor(random() * V));
@@ -81,6 +96,7 @@ for (let step = 0; step < warmup + steps; step++) {
   if (step >= warmup) {
     seconds += (performance.now() - start) / 1000;
     exposedMs += exposed();
+    forwardMs += forwardComm();
   }
 }
 await barrier();
@@ -92,6 +108,7 @@ if (group.rank === 0) {
     tokensPerSecond: (steps * B * T * group.size) / seconds,
     stepMs: (1000 * seconds) / steps,
     exposedCommShare: exposedMs / (1000 * seconds),
+    forwardCommShare: forwardMs / (1000 * seconds),
     localParams: local,
     stateBytes: local * 4 * 4,
     allocatedAfterForwardBytes: afterForward,

@@ -78,6 +78,23 @@ const symbols = {
     parameters: ["pointer", "pointer", "u64", "i32", "buffer", "u64"], // as dt_gloo_allgather
     result: "i32",
   },
+  // Starts dt_gloo_allgather on a native thread of its own and returns at once (before the
+  // collective ends): FSDP's forward starts the next group's gather, then computes.
+  dt_gloo_allgather_start: {
+    parameters: [
+      "pointer", // dt_gloo_ctx *ctx
+      "pointer", // const void *in
+      "u64", // uint64_t count
+      "i32", // int dtype
+      "buffer", // void *const *outs
+      "u64", // uint64_t nouts
+      "buffer", // dt_gloo_work **work
+    ],
+    result: "i32",
+  },
+  // Blocks the calling (JavaScript) thread until the started collective ends.
+  dt_gloo_work_wait: { parameters: ["pointer"], result: "i32" }, // int dt_gloo_work_wait(dt_gloo_work *work)
+  dt_gloo_work_free: { parameters: ["pointer"], result: "i32" }, // int dt_gloo_work_free(dt_gloo_work *work)
   dt_gloo_reduce_scatter: {
     parameters: [
       "pointer", // dt_gloo_ctx *ctx

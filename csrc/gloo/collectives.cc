@@ -1,5 +1,6 @@
 // The five collectives of the C ABI on raw pointers: argument checks, then the first-message
 // exchange (fingerprint.cc), then the payload inline, through Gloo, or by ring reduce-scatter.
+// The all-gather is also started on a thread of its own (work.cc).
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
 #include <gloo/broadcast.h>
@@ -39,6 +40,62 @@ void checkPointer(const char* what, const void* ptr, uint64_t count) {
 using Elem = float;
 
 }  // namespace
+
+namespace dtrain {
+
+void checkAllGather(dt_gloo_ctx* ctx, const void* in, uint64_t count, int dtype,
+                    void* const* outs, uint64_t nouts) {
+  checkDtype("allGather", dtype);
+  checkPointer("allGather", in, count);
+  const uint64_t n = ctx->gloo ? static_cast<uint64_t>(ctx->gloo->size) : 0;
+  if (outs == nullptr || (nouts != 1 && nouts != n)) {
+    throw Failure(DT_EINVAL, "allGather: expected 1 flat output or " + std::to_string(n) +
+                                 " outputs, got " + std::to_string(nouts));
+  }
+  for (uint64_t i = 0; i < nouts; i++) checkPointer("allGather", outs[i], count);
+}
+
+void allGather(dt_gloo_ctx* ctx, const void* in, uint64_t count, int dtype, void* const* outs,
+               uint64_t nouts) {
+  checkAllGather(ctx, in, count, dtype, outs, nouts);
+  const uint64_t n = ctx->gloo ? static_cast<uint64_t>(ctx->gloo->size) : 0;
+  const size_t bytes = count * dtypeSize(dtype);
+  const bool inlined = bytes <= ctx->inline_bytes;
+  Outgoing out;
+  if (inlined) {
+    out.bytes = bytes;
+    out.fill = [&](char* dst, int) { memcpy(dst, in, bytes); };
+  }
+  // Where rank r's contribution goes.
+  auto slice = [&](uint64_t r) {
+    return nouts == 1 ? static_cast<char*>(outs[0]) + r * bytes : static_cast<char*>(outs[r]);
+  };
+  runCollective(ctx, {0, count, kAllGather, dtype, -1, -1}, out, [&] {
+    if (count == 0) return;
+    const int me = ctx->gloo->rank;
+    if (n == 1 || inlined) {
+      for (uint64_t r = 0; r < n; r++) {
+        const char* src = static_cast<int>(r) == me ? static_cast<const char*>(in)
+                                                    : inboxOf(ctx, r) + kHeader;
+        memmove(slice(r), src, bytes);
+      }
+      return;
+    }
+    std::vector<char> staging(nouts == 1 ? 0 : n * bytes);
+    char* flat = nouts == 1 ? static_cast<char*>(outs[0]) : staging.data();
+    gloo::AllgatherOptions opts(ctx->gloo);
+    opts.setInput(const_cast<Elem*>(static_cast<const Elem*>(in)), count);
+    opts.setOutput(reinterpret_cast<Elem*>(flat), n * count);
+    opts.setTag(static_cast<uint32_t>(ctx->seq));
+    opts.setTimeout(ctx->timeout);
+    gloo::allgather(opts);
+    if (nouts != 1) {
+      for (uint64_t r = 0; r < n; r++) memcpy(slice(r), flat + r * bytes, bytes);
+    }
+  });
+}
+
+}  // namespace dtrain
 
 extern "C" {
 
@@ -117,50 +174,7 @@ int dt_gloo_allgather(dt_gloo_ctx* ctx, const void* in, uint64_t count, int dtyp
                       void* const* outs, uint64_t nouts) {
   if (ctx == nullptr) return DT_EINVAL;
   std::lock_guard<std::mutex> lock(ctx->call_mu);
-  return guard(ctx, [&] {
-    checkDtype("allGather", dtype);
-    checkPointer("allGather", in, count);
-    const uint64_t n = ctx->gloo ? static_cast<uint64_t>(ctx->gloo->size) : 0;
-    if (outs == nullptr || (nouts != 1 && nouts != n)) {
-      throw Failure(DT_EINVAL, "allGather: expected 1 flat output or " + std::to_string(n) +
-                                   " outputs, got " + std::to_string(nouts));
-    }
-    for (uint64_t i = 0; i < nouts; i++) checkPointer("allGather", outs[i], count);
-    const size_t bytes = count * dtypeSize(dtype);
-    const bool inlined = bytes <= ctx->inline_bytes;
-    Outgoing out;
-    if (inlined) {
-      out.bytes = bytes;
-      out.fill = [&](char* dst, int) { memcpy(dst, in, bytes); };
-    }
-    // Where rank r's contribution goes.
-    auto slice = [&](uint64_t r) {
-      return nouts == 1 ? static_cast<char*>(outs[0]) + r * bytes : static_cast<char*>(outs[r]);
-    };
-    runCollective(ctx, {0, count, kAllGather, dtype, -1, -1}, out, [&] {
-      if (count == 0) return;
-      const int me = ctx->gloo->rank;
-      if (n == 1 || inlined) {
-        for (uint64_t r = 0; r < n; r++) {
-          const char* src = static_cast<int>(r) == me ? static_cast<const char*>(in)
-                                                      : inboxOf(ctx, r) + kHeader;
-          memmove(slice(r), src, bytes);
-        }
-        return;
-      }
-      std::vector<char> staging(nouts == 1 ? 0 : n * bytes);
-      char* flat = nouts == 1 ? static_cast<char*>(outs[0]) : staging.data();
-      gloo::AllgatherOptions opts(ctx->gloo);
-      opts.setInput(const_cast<Elem*>(static_cast<const Elem*>(in)), count);
-      opts.setOutput(reinterpret_cast<Elem*>(flat), n * count);
-      opts.setTag(static_cast<uint32_t>(ctx->seq));
-      opts.setTimeout(ctx->timeout);
-      gloo::allgather(opts);
-      if (nouts != 1) {
-        for (uint64_t r = 0; r < n; r++) memcpy(slice(r), flat + r * bytes, bytes);
-      }
-    });
-  });
+  return guard(ctx, [&] { allGather(ctx, in, count, dtype, outs, nouts); });
 }
 
 int dt_gloo_reduce_scatter(dt_gloo_ctx* ctx, void* out, const void* in, uint64_t out_count,

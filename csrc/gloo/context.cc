@@ -19,15 +19,6 @@ thread_local std::string g_new_error;
 // Wide enough for "[ipv6 address]:port" as Gloo prints it.
 constexpr size_t kAddrLen = 96;
 
-void setError(dt_gloo_ctx* ctx, const char* message) noexcept {
-  try {
-    std::lock_guard<std::mutex> lock(ctx->error_mu);
-    ctx->error = message;
-  } catch (...) {
-    // Out of memory for the message itself: the status still tells what happened.
-  }
-}
-
 // [Note: naming peers]
 // Gloo's transport errors name the peer by socket address, and which address depends on
 // the side of the connection and on Gloo's version: the peer's listening address from the
@@ -75,28 +66,42 @@ void learnPeerAddresses(dt_gloo_ctx* ctx, const dtrain::StoreClient& store) {
 
 namespace dtrain {
 
+void setLastError(dt_gloo_ctx* ctx, const char* message) noexcept {
+  try {
+    std::lock_guard<std::mutex> lock(ctx->error_mu);
+    ctx->error = message;
+  } catch (...) {
+    // Out of memory for the message itself: the status still tells what happened.
+  }
+}
+
+std::string lastErrorOf(dt_gloo_ctx* ctx) {
+  std::lock_guard<std::mutex> lock(ctx->error_mu);
+  return ctx->error;
+}
+
 int guard(dt_gloo_ctx* ctx, const std::function<void()>& body) {
   try {
     body();
     return DT_OK;
   } catch (const Failure& e) {
-    setError(ctx, e.what());
+    setLastError(ctx, e.what());
     return e.status;
   } catch (const StoreError& e) {
-    setError(ctx, e.what());
+    setLastError(ctx, e.what());
     return DT_ESTORE;
   } catch (const std::bad_alloc&) {
-    setError(ctx, "out of memory");
+    setLastError(ctx, "out of memory");
     return DT_EINTERNAL;
   } catch (const std::exception& e) {
     try {
-      setError(ctx, (std::string("gloo: ") + e.what()).c_str());
+      setLastError(ctx, (std::string("gloo: ") + e.what()).c_str());
     } catch (...) {
-      setError(ctx, e.what());
+      setLastError(ctx, e.what());
     }
     return DT_EINTERNAL;
   } catch (...) {
-    setError(ctx, "unknown C++ exception");
+    setLastError(ctx, "unknown C++ exception");
     return DT_EINTERNAL;
   }
 }

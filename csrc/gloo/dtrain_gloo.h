@@ -25,6 +25,8 @@ typedef enum { DT_F32 = 0, DT_I32 = 1 } dt_dtype;
 typedef enum { DT_SUM = 0, DT_AVG = 1, DT_MIN = 2, DT_MAX = 3, DT_PROD = 4 } dt_reduce_op;
 
 typedef struct dt_gloo_ctx dt_gloo_ctx;
+// A collective started on a thread of its own (dt_gloo_allgather_start).
+typedef struct dt_gloo_work dt_gloo_work;
 
 // Allocates an unconnected context; its error slot exists from here on.
 int dt_gloo_ctx_new(dt_gloo_ctx** out);
@@ -56,6 +58,23 @@ int dt_gloo_broadcast(dt_gloo_ctx* ctx, void* buf, uint64_t count, int dtype, in
 // flat buffer of size * count elements, or one buffer of `count` elements per rank.
 int dt_gloo_allgather(dt_gloo_ctx* ctx, const void* in, uint64_t count, int dtype,
                       void* const* outs, uint64_t nouts);
+
+// dt_gloo_allgather on a thread of its own, for callers that cannot await (FSDP's synchronous
+// forward prefetches the next group's parameters while the current group computes). Returns
+// once that thread holds the context, so every collective issued afterwards runs after it (see
+// [Note: started collectives] in work.cc). Bad arguments fail here (DT_EINVAL) and nothing is
+// started; anything else is reported by dt_gloo_work_wait. `in` and the buffers `outs` points to
+// must stay untouched until the wait; the pointer array itself is copied.
+int dt_gloo_allgather_start(dt_gloo_ctx* ctx, const void* in, uint64_t count, int dtype,
+                            void* const* outs, uint64_t nouts, dt_gloo_work** work);
+
+// Blocks until `work` has finished and returns its status; on failure the message is the
+// context's last error, as for a blocking call. Bounded by the context timeout, like the
+// collective itself. May be called again (same status).
+int dt_gloo_work_wait(dt_gloo_work* work);
+
+// Waits for `work` if nobody did, then frees it. Free every work before its context. Safe on NULL.
+int dt_gloo_work_free(dt_gloo_work* work);
 
 // Reduces size * out_count input elements across ranks; rank r receives chunk r.
 // `out` must not overlap `in`.

@@ -79,6 +79,16 @@ void setupFirstMessages(dt_gloo_ctx* ctx);
 
 // Runs `body`, turning any exception into a status and the context's error message.
 int guard(dt_gloo_ctx* ctx, const std::function<void()>& body);
+// The context's error message: set (never throws) and read, under its lock.
+void setLastError(dt_gloo_ctx* ctx, const char* message) noexcept;
+std::string lastErrorOf(dt_gloo_ctx* ctx);
+
+// dt_gloo_allgather's argument checks, which throw Failure(DT_EINVAL) before anything is sent.
+void checkAllGather(dt_gloo_ctx* ctx, const void* in, uint64_t count, int dtype,
+                    void* const* outs, uint64_t nouts);
+// dt_gloo_allgather's body, for a caller holding ctx->call_mu (work.cc runs it on its own thread).
+void allGather(dt_gloo_ctx* ctx, const void* in, uint64_t count, int dtype, void* const* outs,
+               uint64_t nouts);
 
 size_t dtypeSize(int dtype);
 const char* dtypeName(int dtype);

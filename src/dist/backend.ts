@@ -69,6 +69,18 @@ export interface OpTiming {
 export type Done = void | OpTiming;
 
 /**
+ * A collective running on a native thread of its own (`Backend.allGatherStart`): the JavaScript
+ * thread goes on working, then blocks in `waitBlocking` until the collective has ended.
+ */
+export interface StartedCollective {
+  /**
+   * Blocks until the collective has ended and throws its DistError, if any. Calling it again
+   * returns or throws the same at once.
+   */
+  waitBlocking(): void;
+}
+
+/**
  * A connected communicator over `size` ranks. Calls must be issued in the same order on
  * every rank; the process group guarantees it. Unless the backend is `queued`, never
  * concurrently either: the process group then issues each call after the previous settled.
@@ -91,6 +103,11 @@ export interface Backend {
   allGather(outs: NativeBuffer[], input: NativeBuffer): Promise<Done>;
   /** `allGather` on the calling thread, returning when done; throws DistError (optional). */
   allGatherBlocking?(outs: NativeBuffer[], input: NativeBuffer): void;
+  /**
+   * `allGather` started on a native thread of its own, returning before it ends; every call made
+   * afterwards runs after it (optional: without it, FSDP's forward does not prefetch).
+   */
+  allGatherStart?(outs: NativeBuffer[], input: NativeBuffer): StartedCollective;
   /** Rank r receives chunk r (of out.count elements) of the reduction of every `input`. */
   reduceScatter(out: NativeBuffer, input: NativeBuffer, op: ReduceOp): Promise<Done>;
   /** Resolves once every rank has called it. */

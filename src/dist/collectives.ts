@@ -6,7 +6,8 @@
 
 import type { ReduceOp } from "./backend.ts";
 import { worldGroup } from "./init.ts";
-import type { ProcessGroup, TensorLike, Work } from "./process_group.ts";
+import type { ProcessGroup, TensorLike } from "./process_group.ts";
+import type { Work } from "./work.ts";
 
 /**
  * Reduces `t` in place across `group`.

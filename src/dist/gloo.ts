@@ -1,12 +1,14 @@
 /**
  * The Gloo backend: TCP collectives on CPU memory through `libdtrain_gloo.so`. Every call
- * runs off the JavaScript thread and checks its fingerprint across ranks first (see
- * [Note: fingerprint] in csrc/gloo/fingerprint.cc).
+ * checks its fingerprint across ranks first (see [Note: fingerprint] in
+ * csrc/gloo/fingerprint.cc) and runs off the JavaScript thread, except `allGatherBlocking`; an
+ * `allGatherStart` runs on a native thread of its own that the JavaScript thread waits for
+ * with a blocking call (see [Note: started collectives] in csrc/gloo/work.cc).
  * @module
  */
 
 import { GlooDType, GlooReduceOp, GlooStatus, type GlooSymbols, loadGloo } from "../../ffi/gloo.ts";
-import type { Backend, BackendInit, NativeBuffer, ReduceOp } from "./backend.ts";
+import type { Backend, BackendInit, NativeBuffer, ReduceOp, StartedCollective } from "./backend.ts";
 import { DistError, type DistErrorCode } from "./errors.ts";
 
 /** The error code each native status becomes (shared with the shared-memory backend). */
@@ -33,6 +35,11 @@ function cstr(s: string): Uint8Array<ArrayBuffer> {
  */
 function pinned<T>(call: Promise<T>, refs: unknown[]): Promise<T> {
   return call.finally(() => refs.length);
+}
+
+/** The addresses of `outs`, as the `void *const *outs` of the all-gathers. */
+function pointersOf(outs: NativeBuffer[]): BigUint64Array<ArrayBuffer> {
+  return new BigUint64Array(outs.map((o) => BigInt(Deno.UnsafePointer.value(o.ptr))));
 }
 
 function lastError(lib: GlooSymbols, ctx: Deno.PointerValue, status: number): DistError {
@@ -75,6 +82,8 @@ export class GlooBackend implements Backend {
   readonly name = "gloo";
   #lib: GlooSymbols;
   #ctx: Deno.PointerValue;
+  /** The waits of started collectives nobody has waited for yet. */
+  #started = new Set<() => void>();
 
   private constructor(lib: GlooSymbols, ctx: Deno.PointerValue) {
     this.#lib = lib;
@@ -163,7 +172,7 @@ export class GlooBackend implements Backend {
   }
 
   allGather(outs: NativeBuffer[], input: NativeBuffer): Promise<void> {
-    const ptrs = new BigUint64Array(outs.map((o) => BigInt(Deno.UnsafePointer.value(o.ptr))));
+    const ptrs = pointersOf(outs);
     return this.#check(
       pinned(
         this.#lib.dt_gloo_allgather(
@@ -180,7 +189,7 @@ export class GlooBackend implements Backend {
   }
 
   allGatherBlocking(outs: NativeBuffer[], input: NativeBuffer): void {
-    const ptrs = new BigUint64Array(outs.map((o) => BigInt(Deno.UnsafePointer.value(o.ptr))));
+    const ptrs = pointersOf(outs);
     const status = this.#lib.dt_gloo_allgather_blocking(
       this.#live(),
       input.ptr,
@@ -190,6 +199,33 @@ export class GlooBackend implements Backend {
       outs.length,
     );
     if (status !== GlooStatus.OK) throw lastError(this.#lib, this.#ctx, status);
+  }
+
+  allGatherStart(outs: NativeBuffer[], input: NativeBuffer): StartedCollective {
+    const handle = new BigUint64Array(1);
+    const status = this.#lib.dt_gloo_allgather_start(
+      this.#live(),
+      input.ptr,
+      input.count,
+      GlooDType[input.dtype],
+      pointersOf(outs),
+      outs.length,
+      handle,
+    );
+    if (status !== GlooStatus.OK) throw lastError(this.#lib, this.#ctx, status);
+    const work = Deno.UnsafePointer.create(handle[0]);
+    let failure: DistError | null | undefined; // undefined until waited
+    const waitBlocking = () => {
+      if (failure === undefined) {
+        const done = this.#lib.dt_gloo_work_wait(work);
+        failure = done === GlooStatus.OK ? null : lastError(this.#lib, this.#ctx, done);
+        this.#lib.dt_gloo_work_free(work);
+        this.#started.delete(waitBlocking);
+      }
+      if (failure !== null) throw failure;
+    };
+    this.#started.add(waitBlocking);
+    return { waitBlocking };
   }
 
   reduceScatter(out: NativeBuffer, input: NativeBuffer, op: ReduceOp): Promise<void> {
@@ -211,6 +247,14 @@ export class GlooBackend implements Backend {
 
   close(): void {
     if (this.#ctx === null) return;
+    // A started collective holds the context until it ends, and its work must be freed first.
+    for (const waitBlocking of [...this.#started]) {
+      try {
+        waitBlocking();
+      } catch {
+        // Its failure is kept for its own waitBlocking to throw.
+      }
+    }
     leaked.unregister(this);
     this.#lib.dt_gloo_ctx_free(this.#ctx);
     this.#ctx = null;

@@ -8,6 +8,7 @@ import { nowUs, profiling, recordCollective, takeTag } from "../profile/tracer.t
 import type { Backend, Done, DType, NativeBuffer, ReduceOp } from "./backend.ts";
 import { REDUCE_OPS } from "./backend.ts";
 import { DistError } from "./errors.ts";
+import { BlockingWork, Work } from "./work.ts";
 
 /**
  * Anything collectives can work on: a contiguous native buffer with a dtype. dtrain's
@@ -30,45 +31,6 @@ export interface TensorLike {
    * the backend is about to read or write.
    */
   readonly storage?: { retain(): void; release(): void };
-}
-
-/**
- * A collective in flight. Await it (or `wait()`) to learn that it finished; the tensors
- * must stay untouched until then (their storage stays allocated even if they are disposed).
- */
-export class Work implements PromiseLike<void> {
-  #done: Promise<void>;
-  #completed = false;
-
-  /**
-   * Creates a `Work`.
-   *
-   * @param done Settles when the collective finished.
-   */
-  constructor(done: Promise<void>) {
-    this.#done = done;
-    // Marking the promise handled: a failure surfaces on wait(), not as an unhandled
-    // rejection of work nobody waited for (the next collective reports it anyway).
-    done.then(() => (this.#completed = true), () => (this.#completed = true));
-  }
-
-  /** Resolves when the collective finished; rejects with its DistError. */
-  wait(): Promise<void> {
-    return this.#done;
-  }
-
-  /** Whether the collective has finished (successfully or not). */
-  isCompleted(): boolean {
-    return this.#completed;
-  }
-
-  /** Lets `await work` wait for it. */
-  then<A = void, B = never>(
-    onFulfilled?: ((value: void) => A | PromiseLike<A>) | null,
-    onRejected?: ((reason: unknown) => B | PromiseLike<B>) | null,
-  ): Promise<A | B> {
-    return this.#done.then(onFulfilled, onRejected);
-  }
 }
 
 /**
@@ -130,6 +92,8 @@ export class ProcessGroup {
   /** Collectives issued and not yet settled. */
   #inFlight = 0;
   #destroyed = false;
+  /** Collectives started on a native thread and not yet waited for. */
+  #started = new Set<BlockingWork>();
 
   /**
    * Creates a `ProcessGroup`.
@@ -215,14 +179,56 @@ export class ProcessGroup {
   allGatherBlocking(out: TensorLike | TensorLike[], t: TensorLike): void {
     const what = "allGatherBlocking";
     const { outs, input } = this.#gatherBuffers(what, out, t);
-    const backend = this.#member(what);
-    if (this.#inFlight > 0) {
-      throw invalid(`${what}: ${this.#inFlight} collective(s) still in flight; await them first`);
-    }
+    const backend = this.#idle(what);
     if (backend.allGatherBlocking === undefined) {
       throw invalid(`${what}: the ${backend.name} backend has no blocking collectives`);
     }
     backend.allGatherBlocking(outs, input);
+  }
+
+  /** Whether this group's backend has `allGatherStart` (Gloo does; FSDP prefetches with it). */
+  get canStartAllGather(): boolean {
+    return this.#backend?.allGatherStart !== undefined;
+  }
+
+  /**
+   * `allGather` started on a native thread of its own, for code that cannot await but has work
+   * to do meanwhile (FSDP's forward gathers the next group while the current one computes).
+   * Collectives issued afterwards run after it. As for `allGatherBlocking`, nothing may be in
+   * flight when it is called; a failure throws from `waitBlocking`.
+   */
+  allGatherStart(out: TensorLike | TensorLike[], t: TensorLike): BlockingWork {
+    const what = "allGatherStart";
+    const { outs, input } = this.#gatherBuffers(what, out, t);
+    const backend = this.#idle(what);
+    if (backend.allGatherStart === undefined) {
+      throw invalid(`${what}: the ${backend.name} backend cannot start collectives on a thread`);
+    }
+    const tensors = [...[out].flat(), t];
+    for (const x of tensors) x.storage?.retain();
+    const release = () => tensors.forEach((x) => x.storage?.release());
+    let started;
+    try {
+      started = backend.allGatherStart(outs, input);
+    } catch (err) {
+      release();
+      throw err;
+    }
+    const work = new BlockingWork(started, () => {
+      this.#started.delete(work);
+      release();
+    });
+    this.#started.add(work);
+    return work;
+  }
+
+  /** The backend, when nothing issued earlier is still queued behind the JavaScript thread. */
+  #idle(what: string): Backend {
+    const backend = this.#member(what);
+    if (this.#inFlight > 0) {
+      throw invalid(`${what}: ${this.#inFlight} collective(s) still in flight; await them first`);
+    }
+    return backend;
   }
 
   #gatherBuffers(
@@ -281,6 +287,13 @@ export class ProcessGroup {
     if (this.#destroyed) return;
     this.#destroyed = true;
     await this.#tail;
+    for (const work of [...this.#started]) {
+      try {
+        work.waitBlocking();
+      } catch {
+        // Its failure is its waiter's to report.
+      }
+    }
     this.#backend?.close();
     this.#backend = null;
   }

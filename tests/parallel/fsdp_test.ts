@@ -106,12 +106,37 @@ for (const size of [2, 3, 4]) {
       }
       const stats = runs[0].result!.results as { stats: { reduceScatters: number } }[];
       assert.ok(stats[i].stats.reduceScatters > 0, `${config.label}: reduce-scatters counted`);
+      for (const run of runs) {
+        const result = (run.result!.results as Record<string, unknown>[])[i];
+        const what = `${config.label}, rank ${run.rank} of ${size}`;
+        // Forward prefetch: after the first step, every forward starts the all-gather of each
+        // group but the first ahead, while the group before computes.
+        const { forwardPrefetches } = result.stats as { forwardPrefetches: number };
+        const expected = (result.groups as number) * config.micro;
+        assert.equal(forwardPrefetches, expected, `${what}: forward prefetches in the last step`);
+        // An evaluation forward between steps (prefetching by the recorded order) computes what
+        // a plain module with the full state dict computes.
+        const [sharded, plain] = result.evalLosses as number[];
+        assert.ok(
+          Math.abs(sharded - plain) <= 1e-6 * Math.abs(plain),
+          `${what}: ${sharded} vs ${plain}`,
+        );
+      }
     }
   });
 }
 
-for (const where of ["backward", "forward"]) {
-  Deno.test(`a rank killed during the ${where} all-gather makes both survivors fail in time, naming it`, async () => {
+const KILLS = [
+  { where: "backward", name: "a rank killed during the backward all-gather" },
+  { where: "forward", name: "a rank killed during the forward all-gather" },
+  {
+    where: "prefetch",
+    name: "a rank killed while a prefetched forward all-gather is in flight",
+  },
+];
+
+for (const { where, name } of KILLS) {
+  Deno.test(`${name} makes both survivors fail in time, naming it`, async () => {
     const started = performance.now();
     const runs = await runCase(3, {
       CASE: "kill",
@@ -121,6 +146,9 @@ for (const where of ["backward", "forward"]) {
     });
     const elapsed = performance.now() - started;
     assert.equal(runs[2].signal, "SIGKILL", `rank 2: ${runs[2].stderr}`);
+    if (where === "prefetch") {
+      assert.match(runs[2].stdout, /^next block gathering$/m, "rank 2 died with a gather started");
+    }
     for (const run of runs.slice(0, 2)) {
       assert.equal(run.code, 1, `rank ${run.rank}: ${run.stderr}`);
       const error = String(run.result?.error);
@@ -129,6 +157,8 @@ for (const where of ["backward", "forward"]) {
       // error is the transport's own, which names the peer it lost.
       const named = where === "backward" ? /rank 2 died/ : /connection to rank 2 failed/;
       assert.match(error, named, `rank ${run.rank}: ${error}`);
+      const pass = where === "backward" ? "backward" : "forward";
+      assert.match(run.stdout, new RegExp(`^failed in ${pass}$`, "m"), `rank ${run.rank}`);
     }
     assert.ok(elapsed < 40_000, `took ${elapsed | 0} ms`);
   });

@@ -5,8 +5,11 @@ import { destroyProcessGroup, initProcessGroup } from "../../src/dist/mod.ts";
 import { MLP, Sequential } from "../../src/nn/container.ts";
 import { Linear } from "../../src/nn/layers.ts";
 import { Module } from "../../src/nn/module.ts";
-import { fullyShard } from "../../src/parallel/mod.ts";
+import { fsdpStateOf, fullyShard } from "../../src/parallel/mod.ts";
+import { noGrad } from "../../src/tensor/autograd.ts";
 import { randn } from "../../src/tensor/creation.ts";
+import { tidyAsync } from "../../src/tensor/scope.ts";
+import { allocatedBytes } from "../../src/tensor/storage.ts";
 import type { Tensor } from "../../src/tensor/tensor.ts";
 
 async function inWorldOfOne(fn: () => void | Promise<void>): Promise<void> {
@@ -90,5 +93,81 @@ Deno.test("a group prefetched for a backward that never reaches it is resharded 
     assert.equal(model.lastStats.allGathers, 4);
     assert.equal(net.unused.weight, shard);
     assert.deepEqual(Array.from(shard.grad!.toArray()), Array(12).fill(0));
+  });
+});
+
+/** Two Linears under a root without parameters; `skipSecond` leaves the second out of forward. */
+class Pair extends Module {
+  first = new Linear(4, 6);
+  second = new Linear(6, 2);
+  skipSecond = false;
+  /** The second group's state each time the first one's forward ran. */
+  seen: string[] = [];
+  forward(x: Tensor): Tensor {
+    const h = this.first.forward(x);
+    return this.skipSecond ? h : this.second.forward(h);
+  }
+}
+
+function shardPair(reshardAfterForward = true, forwardPrefetch?: boolean) {
+  const net = new Pair();
+  const forward = net.first.forward.bind(net.first);
+  net.first.forward = (x: Tensor) => {
+    net.seen.push(fsdpStateOf(net.second)!.group!.state);
+    return forward(x);
+  };
+  fullyShard(net.first, { reshardAfterForward });
+  fullyShard(net.second, { reshardAfterForward, forwardPrefetch });
+  return { net, model: fullyShard(net, { reshardAfterForward }) };
+}
+
+for (const reshardAfterForward of [true, false]) {
+  Deno.test(`from the second step (reshardAfterForward ${reshardAfterForward}), the next group's all-gather is in flight while the group before it computes, in evaluation forwards too`, async () => {
+    await inWorldOfOne(async () => {
+      const { net, model } = shardPair(reshardAfterForward);
+      const shard = net.second.weight;
+      await model.backward(model.forward(randn([3, 4])).sum());
+      assert.deepEqual(net.seen, ["sharded"], "the first step knows no order yet");
+      assert.equal(model.lastStats.forwardPrefetches, 0);
+      await model.backward(model.forward(randn([3, 4])).sum());
+      assert.deepEqual(net.seen.slice(1), ["gathering"]);
+      // The root (no parameters) started the first group's gather, the first group the second's.
+      assert.equal(model.lastStats.forwardPrefetches, 2);
+      noGrad(() => model.forward(randn([3, 4])));
+      assert.deepEqual(net.seen.slice(2), ["gathering"]);
+      assert.equal(net.second.weight, shard, "resharded after the evaluation forward");
+    });
+  });
+}
+
+Deno.test("a prefetched all-gather that the forward does not use is waited for and freed when the root's forward ends", async () => {
+  await inWorldOfOne(async () => {
+    const { net, model } = shardPair();
+    const shard = net.second.weight;
+    await model.backward(model.forward(randn([3, 4])).sum());
+    net.skipSecond = true;
+    const secondGrad = Array.from(net.second.weight.grad!.toArray());
+    const before = allocatedBytes();
+    await tidyAsync(async () => {
+      const loss = model.forward(randn([3, 4])).sum();
+      assert.deepEqual(net.seen, ["sharded", "gathering"]);
+      assert.equal(fsdpStateOf(net.second)!.group!.state, "sharded");
+      assert.equal(net.second.weight, shard);
+      await model.backward(loss);
+    });
+    assert.equal(allocatedBytes(), before, "the gathered parameters were freed");
+    assert.equal(model.lastStats.forwardPrefetches, 2);
+    const unchanged = Array.from(net.second.weight.grad!.toArray());
+    assert.deepEqual(unchanged, secondGrad, "no gradient added for a group that did not run");
+  });
+});
+
+Deno.test("forwardPrefetch false gathers the module only when its forward starts", async () => {
+  await inWorldOfOne(async () => {
+    const { net, model } = shardPair(true, false);
+    for (let step = 0; step < 2; step++) await model.backward(model.forward(randn([3, 4])).sum());
+    assert.deepEqual(net.seen, ["sharded", "sharded"]);
+    // The root still starts the first module's gather ahead.
+    assert.equal(model.lastStats.forwardPrefetches, 1);
   });
 });

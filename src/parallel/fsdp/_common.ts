@@ -45,13 +45,25 @@ export interface FullyShardOptions {
    * root's own parameters are always kept, as in FSDP2, since its backward comes first.
    */
   reshardAfterForward?: boolean;
+  /**
+   * Start this module's all-gather ahead in forward, while the module that ran forward before it
+   * (in the previous step) computes (default true; FSDP1's `forward_prefetch`). False gathers it
+   * only when its forward starts, which keeps one group fewer of full parameters in memory and
+   * exposes the whole gather. Needs a backend that can start an all-gather on a native thread
+   * (Gloo); with the others, forward never prefetches.
+   */
+  forwardPrefetch?: boolean;
   /** See {@linkcode MixedPrecisionPolicy}; only f32 is accepted today. */
   mpPolicy?: MixedPrecisionPolicy;
 }
 
 /** Communication of the last synchronised step, to see how much of it was hidden. */
 export interface FSDPStats {
-  /** Milliseconds blocked in forward all-gathers since the previous synchronised backward. */
+  /**
+   * Milliseconds the forward spent blocked on its all-gathers since the previous synchronised
+   * backward: waiting for a prefetched one (only what was not hidden behind the previous group's
+   * compute), gathering one that was not, and starting the next.
+   */
   forwardCommMs: number;
   /** Milliseconds of the backward pass, waits on gathers included. */
   backwardMs: number;
@@ -59,6 +71,12 @@ export interface FSDPStats {
   exposedCommMs: number;
   /** All-gathers issued (forward and backward). */
   allGathers: number;
+  /**
+   * Forward all-gathers started ahead, while the group before computed (counted in `allGathers`
+   * too). Zero in the first step, whose forward order is not known yet, and with a backend that
+   * cannot start an all-gather on a thread (`ProcessGroup.canStartAllGather`).
+   */
+  forwardPrefetches: number;
   /** Reduce-scatters issued. */
   reduceScatters: number;
 }

@@ -5,19 +5,28 @@
  * copies out, `reshard` frees the full parameters.
  *
  * [Note: FSDP hooks]
- * Forward is synchronous, so the group's pre-forward gathers with a blocking all-gather (nothing
- * else is in flight then: the previous backward awaited everything). Its post-forward puts an
- * identity node over each output tensor whose pre-backward hook (see [Note: pre-backward hooks]
- * in src/tensor/autograd.ts) issues the group's all-gather and the next group's (prefetch, in
- * reverse forward order) and returns the wait, which `backwardAsync` awaits before any node that
- * reads the group's parameters runs. When every full parameter's gradient is accumulated (the
- * post-accumulate-grad hooks), the gradients are copied into the reduce-scatter input, the full
- * parameters are freed, and the reduce-scatter runs off the JavaScript thread while backward goes
- * on. Every rank runs the same graph, so collectives are issued in the same order everywhere.
+ * Forward is synchronous, so it cannot await a collective; it blocks instead. The root records the
+ * order in which groups run forward. From the second step on, each group's pre-forward, once its own
+ * full parameters are in, starts the all-gather of the group that ran forward after it in the last
+ * step on a native thread (`ProcessGroup.allGatherStart`), so that gather runs while this group
+ * computes; that group's pre-forward then only waits for it (a blocking wait), and only what the
+ * compute did not hide counts in `forwardCommMs`. A group with nothing prefetched (the first step,
+ * the first group, a backend that cannot start a gather: shm, nccl) gathers with a blocking
+ * all-gather. At most one gather is in flight in forward, and every rank starts the same ones in
+ * the same order (the same graph, the same recorded order); the root's post-forward waits for and
+ * frees one the forward never used (see FSDPState.endForward). Evaluation forwards prefetch by the
+ * same order but record none. The post-forward puts an identity node over each output tensor whose
+ * pre-backward hook (see [Note: pre-backward hooks] in src/tensor/autograd.ts) issues the group's
+ * all-gather and the next group's (prefetch, in reverse forward order) and returns the wait, which
+ * `backwardAsync` awaits before any node that reads the group's parameters runs. When every full
+ * parameter's gradient is accumulated (the post-accumulate-grad hooks), the gradients are copied
+ * into the reduce-scatter input, the full parameters are freed, and the reduce-scatter runs off
+ * the JavaScript thread while backward goes on. Every rank runs the same graph, so collectives are
+ * issued in the same order everywhere.
  * @module
  */
 
-import type { ProcessGroup, Work } from "../../dist/mod.ts";
+import { BlockingWork, type ProcessGroup, type Work } from "../../dist/mod.ts";
 import { isGradEnabled, record } from "../../tensor/autograd.ts";
 import { Tensor } from "../../tensor/tensor.ts";
 import { ShardedState, TrainingState } from "./_common.ts";
@@ -36,8 +45,13 @@ export interface StepRecorder {
   ranForward(group: FSDPParamGroup): void;
   /** The group whose backward comes after `group`'s (the one to prefetch). */
   nextInBackward(group: FSDPParamGroup): FSDPParamGroup | undefined;
+  /** The group whose forward came after `group`'s in the last step (the one to prefetch). */
+  nextInForward(group: FSDPParamGroup): FSDPParamGroup | undefined;
   /** Adds to the step's communication counters. */
-  count(what: "allGathers" | "reduceScatters" | "forwardCommMs" | "exposedCommMs", n: number): void;
+  count(
+    what: "allGathers" | "forwardPrefetches" | "reduceScatters" | "forwardCommMs" | "exposedCommMs",
+    n: number,
+  ): void;
 }
 
 /** The parameters of one `fullyShard` call and their communication. */
@@ -48,7 +62,8 @@ export class FSDPParamGroup {
   training = TrainingState.Idle;
   /** The root of the FSDP tree this group belongs to (reassigned when a parent is sharded). */
   root: StepRecorder;
-  #gather: { out: Tensor; work: Work } | null = null;
+  /** The all-gather in flight: awaited in backward, started on a native thread in forward. */
+  #gather: { out: Tensor; work: Work | BlockingWork } | null = null;
   #reduce: { out: Tensor; work: Work } | null = null;
   /** Full gradients summed since the last reduce-scatter (size × S; noSync accumulates here). */
   #pending: Tensor | null = null;
@@ -60,6 +75,7 @@ export class FSDPParamGroup {
    * @param flat This rank's shards, S elements (see [Note: flat layouts] in _collectives.ts).
    * @param group The process group.
    * @param reshardAfterForward Whether to free the full parameters after forward.
+   * @param forwardPrefetch Whether forward may start the group's all-gather ahead.
    * @param root The root's recorder.
    */
   constructor(
@@ -67,6 +83,7 @@ export class FSDPParamGroup {
     readonly flat: Tensor,
     readonly group: ProcessGroup,
     readonly reshardAfterForward: boolean,
+    readonly forwardPrefetch: boolean,
     root: StepRecorder,
   ) {
     this.root = root;
@@ -82,22 +99,57 @@ export class FSDPParamGroup {
     return this.flat.numel();
   }
 
-  /** Gathers the full parameters on the calling thread (forward cannot await). */
+  /**
+   * Gathers the full parameters on the calling thread (forward cannot await): waits for the
+   * prefetched all-gather if one is in flight, else runs a blocking one.
+   */
   unshardBlocking(): void {
     if (this.state === ShardedState.Unsharded) return;
-    if (this.state === ShardedState.Gathering) {
+    const started = this.#gather;
+    if (this.state === ShardedState.Gathering && !(started?.work instanceof BlockingWork)) {
       throw new Error("FSDP: a blocking unshard while the group's all-gather is in flight");
     }
-    const out = this.#gatherOutput();
+    this.#gather = null;
+    const out = started?.out ?? this.#gatherOutput();
     if (out !== null) {
       try {
-        this.group.allGatherBlocking(out, this.flat);
+        if (started !== null) (started.work as BlockingWork).waitBlocking();
+        else this.group.allGatherBlocking(out, this.flat);
         copyOut(out, this.params, this.group.size, this.S);
+      } catch (err) {
+        this.state = ShardedState.Sharded;
+        throw err;
       } finally {
         out.dispose();
       }
     }
     this.#exposeUnsharded();
+  }
+
+  /**
+   * Forward prefetch: starts the all-gather on a native thread, to run while the group before
+   * this one computes, when the group is sharded, allows it, and its process group can start one.
+   */
+  prefetchForward(): void {
+    if (!this.forwardPrefetch || this.state !== ShardedState.Sharded) return;
+    if (!this.group.canStartAllGather) return;
+    const out = this.#gatherOutput();
+    if (out === null) return this.#exposeUnsharded();
+    try {
+      this.#gather = { out, work: this.group.allGatherStart(out, this.flat) };
+    } catch (err) {
+      out.dispose();
+      throw err;
+    }
+    this.state = ShardedState.Gathering;
+    this.root.count("forwardPrefetches", 1);
+  }
+
+  /** Waits for a forward prefetch that nothing used and frees what it gathered. */
+  dropPrefetch(): void {
+    if (!(this.#gather?.work instanceof BlockingWork)) return;
+    this.unshardBlocking();
+    this.reshard();
   }
 
   /** Issues the all-gather of the full parameters, unless they exist or are on their way. */
@@ -116,7 +168,8 @@ export class FSDPParamGroup {
     this.#gather = null;
     try {
       const start = performance.now();
-      await work;
+      if (work instanceof BlockingWork) work.waitBlocking();
+      else await work;
       this.root.count("exposedCommMs", performance.now() - start);
       copyOut(out, this.params, this.group.size, this.S);
     } catch (err) {
@@ -138,13 +191,14 @@ export class FSDPParamGroup {
     this.state = ShardedState.Sharded;
   }
 
-  /** Before the module's forward: gather the full parameters. */
+  /** Before the module's forward: gather the full parameters, then prefetch the next group's. */
   preForward(): void {
     // An evaluation forward (no graph) has no backward to prepare for.
     if (isGradEnabled()) this.root.ranForward(this);
     this.training = TrainingState.Forward;
     const start = performance.now();
     this.unshardBlocking();
+    this.root.nextInForward(this)?.prefetchForward();
     this.root.count("forwardCommMs", performance.now() - start);
   }
 

@@ -14,6 +14,7 @@ const emptyStats = (): FSDPStats => ({
   backwardMs: 0,
   exposedCommMs: 0,
   allGathers: 0,
+  forwardPrefetches: 0,
   reduceScatters: 0,
 });
 
@@ -26,6 +27,8 @@ export class FSDPState implements StepRecorder {
   /** Every group under this state's module, its own included (meaningful on the root). */
   groups: FSDPParamGroup[] = [];
   #forwardOrder: FSDPParamGroup[] = [];
+  /** The forward order of the last step that ran backward: what forward prefetches by. */
+  #lastForwardOrder: FSDPParamGroup[] = [];
   #counting = emptyStats();
   #inBackward = false;
   #sync = true;
@@ -52,6 +55,27 @@ export class FSDPState implements StepRecorder {
   nextInBackward(group: FSDPParamGroup): FSDPParamGroup | undefined {
     const i = this.#forwardOrder.indexOf(group);
     return i > 0 ? this.#forwardOrder[i - 1] : undefined;
+  }
+
+  /** The group that ran forward just after `group` in the last step: the one to prefetch. */
+  nextInForward(group: FSDPParamGroup): FSDPParamGroup | undefined {
+    const i = this.#lastForwardOrder.indexOf(group);
+    return i >= 0 ? this.#lastForwardOrder[i + 1] : undefined;
+  }
+
+  /**
+   * After the root's forward: waits for a prefetched all-gather the forward did not use (its
+   * order differed from the last step's, or it failed) and frees what it gathered. `quiet` (when
+   * the forward already failed) keeps a second failure from hiding the first.
+   */
+  endForward(quiet: boolean): void {
+    for (const group of this.groups) {
+      try {
+        group.dropPrefetch();
+      } catch (err) {
+        if (!quiet) throw err;
+      }
+    }
   }
 
   /** Adds to the step's counters. */
@@ -85,6 +109,7 @@ export class FSDPState implements StepRecorder {
       }
     } finally {
       for (const group of order) group.training = TrainingState.Idle;
+      if (order.length > 0) this.#lastForwardOrder = order;
       this.#forwardOrder = [];
       this.#inBackward = false;
     }

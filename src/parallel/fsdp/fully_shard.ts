@@ -122,7 +122,7 @@ export function fullyShard<M extends Module>(
   const group = options.group ?? worldGroup("fullyShard");
   if (group.rank < 0) throw new Error("fullyShard: this process is not a member of the group");
   const state = new FSDPState();
-  state.group = makeGroup(module, group, options.reshardAfterForward ?? true, state);
+  state.group = makeGroup(module, group, options, state);
   for (const m of module.modules()) {
     const nested = fsdpStateOf(m);
     if (nested === undefined) continue;
@@ -139,7 +139,7 @@ export function fullyShard<M extends Module>(
 function makeGroup(
   module: Module,
   group: ProcessGroup,
-  reshardAfterForward: boolean,
+  options: FullyShardOptions,
   root: FSDPState,
 ): FSDPParamGroup {
   const owners = new Map<Parameter, { fqn: string; owners: ParamOwner[] }>();
@@ -177,7 +177,8 @@ function makeGroup(
     original.dispose();
     return p;
   });
-  return new FSDPParamGroup(params, flat, group, reshardAfterForward, root);
+  const { reshardAfterForward = true, forwardPrefetch = true } = options;
+  return new FSDPParamGroup(params, flat, group, reshardAfterForward, forwardPrefetch, root);
 }
 
 const gatherers = new WeakMap<ProcessGroup, GatherPartials>();
@@ -209,8 +210,17 @@ function attach(module: Module, state: FSDPState, group: ProcessGroup): void {
   Object.defineProperties(module, {
     [STATE]: hidden(state),
     forward: hidden((...inputs: unknown[]) => {
-      paramGroup.preForward();
-      return paramGroup.postForward(forward(...inputs));
+      const isRoot = state.root === state;
+      let output: unknown;
+      try {
+        paramGroup.preForward();
+        output = paramGroup.postForward(forward(...inputs));
+      } catch (err) {
+        if (isRoot) state.endForward(true);
+        throw err;
+      }
+      if (isRoot) state.endForward(false);
+      return output;
     }),
     backward: hidden((loss: Tensor) => state.backward(loss)),
     noSync: hidden(<R>(fn: () => R | Promise<R>) => state.root.noSync(fn)),

@@ -4,7 +4,9 @@
  * - "train": every wrapping and option (MODELS lists the configurations to run);
  * - "mismatch": rank 1 shards a model of other shapes than rank 0's;
  * - "kill": rank KILL_RANK SIGKILLs itself where the others are in an all-gather (WHERE:
- *   "backward" or "forward"), and the survivors report their errors.
+ *   "backward", "forward" (before the forward), or "prefetch" (inside the first block's forward,
+ *   while the next block's prefetched all-gather is in flight)), and the survivors report their
+ *   errors, after printing in which pass they failed.
  * @module
  */
 
@@ -17,7 +19,9 @@ import {
 import { clipGradNorm } from "../../../src/nn/utils/clip_grad.ts";
 import { MLP } from "../../../src/nn/container.ts";
 import { randn } from "../../../src/tensor/creation.ts";
-import { fullStateDict, fullyShard } from "../../../src/parallel/mod.ts";
+import type { Module } from "../../../src/nn/module.ts";
+import { fsdpStateOf, fullStateDict, fullyShard } from "../../../src/parallel/mod.ts";
+import { noGrad } from "../../../src/tensor/autograd.ts";
 import { tidyAsync } from "../../../src/tensor/scope.ts";
 import { runWorker } from "../../_harness/worker.ts";
 import {
@@ -58,7 +62,10 @@ async function train({ kind, nested, reshard, micro, clip }: Config) {
   const rows = (m: number, scale: number, step: number) =>
     batchLoss(kind, model, step * micro + m, rank * ROWS, (rank + 1) * ROWS, scale);
   const norms: number[] = [];
+  let evalLosses: number[] = [];
   for (let step = 0; step < STEPS; step++) {
+    // After a step, the forward order is known: this evaluation forward prefetches.
+    if (step === 2) evalLosses = await evalBeside(kind, model, rank);
     await tidyAsync(async () => {
       await model.noSync(async () => {
         for (let m = 0; m < micro - 1; m++) await model.backward(rows(m, 1 / micro, step));
@@ -70,7 +77,17 @@ async function train({ kind, nested, reshard, micro, clip }: Config) {
     });
   }
   const final = stateValues(await fullStateDict(model));
-  return { final, norms, fullCount, localCount, stats: model.lastStats };
+  const groups = nested ? innerModules(built).length : 0;
+  return { final, norms, fullCount, localCount, stats: model.lastStats, groups, evalLosses };
+}
+
+/** An evaluation loss of `model` (no graph) and of a plain model with its full state dict. */
+async function evalBeside(kind: Kind, model: Module, rank: number): Promise<number[]> {
+  const plain = buildModel(kind);
+  plain.loadStateDict(await fullStateDict(model));
+  const loss = (m: Module) =>
+    noGrad(() => batchLoss(kind, m, 99, rank * ROWS, (rank + 1) * ROWS).item());
+  return [loss(model), loss(plain)];
 }
 
 async function kill() {
@@ -78,13 +95,39 @@ async function kill() {
   const victim = Number(Deno.env.get("KILL_RANK"));
   const where = Deno.env.get("WHERE");
   const built = buildModel("mlp");
+  const [first, second] = innerModules(built);
+  let step = 0;
+  if (where === "prefetch" && rank === victim) {
+    // Dies inside the first block's forward, once the second block's all-gather is started.
+    const forward = first.forward.bind(first);
+    Object.assign(first, {
+      forward: (x: unknown) => {
+        if (step === 2) {
+          console.log(`next block ${fsdpStateOf(second)!.group!.state}`);
+          Deno.kill(Deno.pid, "SIGKILL");
+        }
+        return forward(x);
+      },
+    });
+  }
   for (const m of innerModules(built)) fullyShard(m);
   const model = fullyShard(built);
-  for (let step = 0; step < 3; step++) {
+  const pass = async <T>(name: string, fn: () => T | Promise<T>): Promise<T> => {
+    try {
+      return await fn();
+    } catch (err) {
+      console.log(`failed in ${name}`);
+      throw err;
+    }
+  };
+  for (; step < 3; step++) {
     if (step === 2 && rank === victim && where === "forward") Deno.kill(Deno.pid, "SIGKILL");
-    const loss = batchLoss("mlp", model, step, rank * ROWS, (rank + 1) * ROWS);
+    const loss = await pass(
+      "forward",
+      () => batchLoss("mlp", model, step, rank * ROWS, (rank + 1) * ROWS),
+    );
     if (step === 2 && rank === victim) Deno.kill(Deno.pid, "SIGKILL");
-    await model.backward(loss);
+    await pass("backward", () => model.backward(loss));
   }
   return {};
 }
