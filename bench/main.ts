@@ -311,7 +311,8 @@ async function benchDdp(options: Options, python: string | null) {
       "and over Gloo (DTRAIN_SHM=0), PyTorch over Gloo",
   );
   const runs = await alternate("ddp", options.rounds, {
-    dtrain: ranks("ddp", 2, () => denoWorker("ddp.ts")),
+    // Shared memory is opt-in (src/dist/select_backend.ts): asked for here, off for the Gloo column.
+    dtrain: ranks("ddp", 2, () => denoWorker("ddp.ts"), { DTRAIN_SHM: "1" }),
     gloo: ranks("ddp", 2, () => denoWorker("ddp.ts"), { DTRAIN_SHM: "0" }),
     torch: python
       ? ranks("ddp", 2, (rank, port) =>
@@ -480,7 +481,7 @@ async function benchAllReduce(options: Options, python: string | null) {
       "allreduce",
       2,
       () => denoWorker("allreduce.ts"),
-      { DTRAIN_BENCH_WORKER: "1" },
+      { DTRAIN_BENCH_WORKER: "1", DTRAIN_SHM: "1" },
       lastJsonLine,
     ),
     gloo: ranks(
