@@ -3,7 +3,8 @@
  * one segment per host-local group, collectives in ticket order. Every function returns a status
  * (codes of csrc/gloo/dtrain_gloo.h, also {@linkcode GlooStatus}); a failure's message is read
  * with `dt_shm_last_error`. Collectives are `nonblocking`: they wait for their ticket's turn and
- * run on a worker thread, so the JavaScript thread issues the next one at once. Arrays go in as
+ * run on a worker thread, so the JavaScript thread issues the next one at once; only the
+ * all-gather also comes blocking and started (for FSDP's synchronous forward). Arrays go in as
  * pointers, never `"buffer"`s: a nonblocking call with a buffer argument stalled its caller for
  * milliseconds (BENCHMARKS.md, "Shared memory between ranks").
  * @module
@@ -35,6 +36,7 @@ const symbols = {
     ],
     result: "i32",
   },
+  dt_shm_ctx_wait_mapped: { parameters: ["pointer"], result: "i32", nonblocking: true }, // int dt_shm_ctx_wait_mapped(dt_shm_ctx *ctx)
   dt_shm_ctx_free: { parameters: ["pointer"], result: "i32" }, // int dt_shm_ctx_free(dt_shm_ctx *ctx)
   dt_shm_abort: {
     parameters: [
@@ -108,6 +110,40 @@ const symbols = {
     result: "i32",
     nonblocking: true,
   },
+  // Blocking, on the JavaScript thread: FSDP's synchronous forward ([Note: blocking
+  // collectives] in csrc/shm/internal.h says why it cannot wait for an unserved ticket).
+  dt_shm_allgather_blocking: {
+    parameters: [
+      "pointer", // dt_shm_ctx *ctx
+      "pointer", // const void *in
+      "u64", // uint64_t count
+      "i32", // int dtype
+      "buffer", // void *const *outs
+      "u64", // uint64_t nouts
+    ],
+    result: "i32",
+  },
+  dt_shm_allgather_start: {
+    parameters: [
+      "pointer", // dt_shm_ctx *ctx
+      "pointer", // const void *in
+      "u64", // uint64_t count
+      "i32", // int dtype
+      "buffer", // void *const *outs (copied)
+      "u64", // uint64_t nouts
+      "buffer", // dt_shm_work **out
+    ],
+    result: "i32",
+  },
+  dt_shm_work_wait: {
+    parameters: [
+      "pointer", // dt_shm_work *work
+      "buffer", // char *error
+      "usize", // size_t len
+    ],
+    result: "i32",
+  },
+  dt_shm_work_free: { parameters: ["pointer"], result: "i32" }, // int dt_shm_work_free(dt_shm_work *work)
 } as const satisfies Deno.ForeignLibraryInterface;
 
 /** The shared-memory functions (64-bit counts take numbers: [Note: 64-bit integers]). */

@@ -46,6 +46,32 @@ void reduceSlots(dt_shm_ctx* ctx, ReduceFn fn, char* out, size_t at, size_t len,
 
 }  // namespace
 
+namespace dtrain::shm {
+
+void allGather(dt_shm_ctx* ctx, const void* in, uint64_t count, int dtype, void* const* outs,
+               uint64_t nouts) {
+  checkBuffer("allGather", in, count, dtype);
+  const uint64_t n = static_cast<uint64_t>(ctx->size);
+  if (outs == nullptr || (nouts != 1 && nouts != n)) {
+    throw Failure(DT_EINVAL, "allGather: expected 1 flat output or " + std::to_string(n) +
+                                 " outputs, got " + std::to_string(nouts));
+  }
+  for (uint64_t i = 0; i < nouts; i++) checkBuffer("allGather", outs[i], count, dtype);
+  const size_t bytes = count * dtypeSize(dtype);
+  auto src = static_cast<const char*>(in);
+  auto dst = [&](uint64_t r) {
+    return nouts == 1 ? static_cast<char*>(outs[0]) + r * bytes : static_cast<char*>(outs[r]);
+  };
+  runPhases(
+      ctx, {0, count, kAllGather, dtype, -1, -1}, bytes,
+      [&](char* slot, size_t off, size_t len) { memcpy(slot, src + off, len); },
+      [&](size_t off, size_t len, uint64_t chunk) {
+        for (uint64_t r = 0; r < n; r++) memcpy(dst(r) + off, ctx->slot(r, chunk), len);
+      });
+}
+
+}  // namespace dtrain::shm
+
 extern "C" {
 
 int dt_shm_allreduce(dt_shm_ctx* ctx, uint64_t ticket, void* buf, uint64_t count, int dtype,
@@ -92,26 +118,14 @@ int dt_shm_broadcast(dt_shm_ctx* ctx, uint64_t ticket, void* buf, uint64_t count
 int dt_shm_allgather(dt_shm_ctx* ctx, uint64_t ticket, const void* in, uint64_t count,
                      int dtype, void* const* outs, uint64_t nouts, double* timing) {
   if (ctx == nullptr) return DT_EINVAL;
-  return serve(ctx, ticket, timing, [&] {
-    checkBuffer("allGather", in, count, dtype);
-    const uint64_t n = static_cast<uint64_t>(ctx->size);
-    if (outs == nullptr || (nouts != 1 && nouts != n)) {
-      throw Failure(DT_EINVAL, "allGather: expected 1 flat output or " + std::to_string(n) +
-                                   " outputs, got " + std::to_string(nouts));
-    }
-    for (uint64_t i = 0; i < nouts; i++) checkBuffer("allGather", outs[i], count, dtype);
-    const size_t bytes = count * dtypeSize(dtype);
-    auto src = static_cast<const char*>(in);
-    auto dst = [&](uint64_t r) {
-      return nouts == 1 ? static_cast<char*>(outs[0]) + r * bytes : static_cast<char*>(outs[r]);
-    };
-    runPhases(
-        ctx, {0, count, kAllGather, dtype, -1, -1}, bytes,
-        [&](char* slot, size_t off, size_t len) { memcpy(slot, src + off, len); },
-        [&](size_t off, size_t len, uint64_t chunk) {
-          for (uint64_t r = 0; r < n; r++) memcpy(dst(r) + off, ctx->slot(r, chunk), len);
-        });
-  });
+  return serve(ctx, ticket, timing, [&] { allGather(ctx, in, count, dtype, outs, nouts); });
+}
+
+int dt_shm_allgather_blocking(dt_shm_ctx* ctx, const void* in, uint64_t count, int dtype,
+                              void* const* outs, uint64_t nouts) {
+  if (ctx == nullptr) return DT_EINVAL;
+  return serveWhenIdle(ctx, "allGather",
+                       [&] { allGather(ctx, in, count, dtype, outs, nouts); });
 }
 
 int dt_shm_reduce_scatter(dt_shm_ctx* ctx, uint64_t ticket, void* out, const void* in,

@@ -28,6 +28,12 @@ int dt_shm_ctx_open(dt_shm_ctx* ctx, const char* name, int create, int rank, int
                     const int32_t* global_ranks, const int32_t* pids, uint64_t slot_bytes,
                     int64_t timeout_ms);
 
+// Waits (on the caller's thread; bind it nonblocking) until every rank has mapped the segment.
+// It ends the rendezvous in shared memory rather than in the store: a rank that is done with the
+// store then knows every peer is done with it too, so a collective blocking its JavaScript thread
+// (which may host the store's server) can no longer starve a peer's last store request.
+int dt_shm_ctx_wait_mapped(dt_shm_ctx* ctx);
+
 // Unlinks the segment's name if it is still linked (a rank never mapped it), unmaps it and
 // frees the context. Safe on NULL.
 int dt_shm_ctx_free(dt_shm_ctx* ctx);
@@ -51,6 +57,23 @@ int dt_shm_allgather(dt_shm_ctx* ctx, uint64_t ticket, const void* in, uint64_t 
 int dt_shm_reduce_scatter(dt_shm_ctx* ctx, uint64_t ticket, void* out, const void* in,
                           uint64_t out_count, int dtype, int op, double* timing);
 int dt_shm_barrier(dt_shm_ctx* ctx, uint64_t ticket, double* timing);
+
+// dt_shm_allgather on the calling thread, without a ticket of the caller's: it runs once every
+// collective issued earlier has ended ([Note: blocking collectives] in internal.h), and fails
+// with DT_ETIMEOUT if the queue stood still for a whole timeout instead of hanging.
+int dt_shm_allgather_blocking(dt_shm_ctx* ctx, const void* in, uint64_t count, int dtype,
+                              void* const* outs, uint64_t nouts);
+
+// dt_shm_allgather on a thread of its own: takes its ticket before returning (so collectives
+// issued afterwards run after it) and hands back a work to wait for and free. `outs` is copied.
+typedef struct dt_shm_work dt_shm_work;
+int dt_shm_allgather_start(dt_shm_ctx* ctx, const void* in, uint64_t count, int dtype,
+                           void* const* outs, uint64_t nouts, dt_shm_work** out);
+// Blocks until the started gather ended; returns its status and copies its error message
+// (NUL-terminated, truncated to `len`). Calling it again returns the same at once.
+int dt_shm_work_wait(dt_shm_work* work, char* error, size_t len);
+// Waits for the gather if nobody did, then frees the work. Safe on NULL.
+int dt_shm_work_free(dt_shm_work* work);
 
 #ifdef __cplusplus
 }

@@ -104,8 +104,26 @@ namespace dtrain::shm {
 // collective, or entering one, fails with it instead of waiting for its timeout.
 void recordFailure(dt_shm_ctx* ctx, int status, const std::string& message);
 
-// Runs `body` in the turn of `ticket`, turning exceptions into a status and the error message.
-int serve(dt_shm_ctx* ctx, uint64_t ticket, double* timing, const std::function<void()>& body);
+// Runs `body` in the turn of `ticket`, turning exceptions into a status and the error message
+// (on the context, and in `error` when given: a started collective keeps its own).
+int serve(dt_shm_ctx* ctx, uint64_t ticket, double* timing, const std::function<void()>& body,
+          std::string* error = nullptr);
+
+// [Note: blocking collectives]
+// A collective called on the JavaScript thread must never wait for a ticket that only a later
+// event-loop turn would serve: that turn cannot come while the thread is blocked. So it takes no
+// ticket until every ticket issued before it has been served (the collectives on worker threads,
+// and a started one, end without the event loop), then takes the next ticket itself and runs at
+// once. If the queue stands still for a whole timeout, something issued a ticket and never ran
+// it: the call fails with DT_ETIMEOUT saying so rather than hanging.
+int serveWhenIdle(dt_shm_ctx* ctx, const char* what, const std::function<void()>& body);
+
+// The all-gather itself (collectives.cc), shared by its queued, blocking and started forms.
+void allGather(dt_shm_ctx* ctx, const void* in, uint64_t count, int dtype, void* const* outs,
+               uint64_t nouts);
+
+// Waits until every rank has mapped the segment, naming a rank that died first, or timing out.
+void waitMapped(dt_shm_ctx* ctx);
 
 // One collective: `stage_bytes` staged by every rank in slot-sized chunks; `fill(slot, off, len)`
 // writes this rank's bytes [off, off+len) into its slot, `consume(off, len, chunk)` reads every

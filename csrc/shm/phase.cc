@@ -140,6 +140,32 @@ void waitForAll(dt_shm_ctx* ctx, const Fingerprint& fp, bool first) {
 
 }  // namespace
 
+void waitMapped(dt_shm_ctx* ctx) {
+  Header* h = ctx->header();
+  const auto deadline = std::chrono::steady_clock::now() + ctx->timeout;
+  for (;;) {
+    const uint32_t mapped = h->mapped.load(std::memory_order_acquire);
+    if (mapped >= static_cast<uint32_t>(ctx->size)) return;
+    std::vector<int> dead;
+    for (int r = 0; r < ctx->size; r++) {
+      if (r != ctx->rank && isDead(ctx, r)) dead.push_back(r);
+    }
+    if (!dead.empty()) {
+      throw Failure(DT_EPEER, "shared-memory rendezvous: " + rankList(ctx, dead) +
+                                  " died (process " + std::to_string(ctx->pids[dead[0]]) +
+                                  " exited) before mapping " + ctx->name);
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      throw Failure(DT_ETIMEOUT, "shared-memory rendezvous: timed out after " +
+                                     std::to_string(ctx->timeout.count()) + " ms with " +
+                                     std::to_string(mapped) + " of " +
+                                     std::to_string(ctx->size) + " ranks mapping " + ctx->name);
+    }
+    timespec ts{0, 1'000'000};  // the ranks map within milliseconds of each other
+    nanosleep(&ts, nullptr);
+  }
+}
+
 void runPhases(dt_shm_ctx* ctx, Fingerprint fp, uint64_t stage_bytes,
                const std::function<void(char* slot, size_t off, size_t len)>& fill,
                const std::function<void(size_t off, size_t len, uint64_t chunk)>& consume) {

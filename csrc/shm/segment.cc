@@ -35,6 +35,17 @@ void setError(dt_shm_ctx* ctx, const char* message) noexcept {
   }
 }
 
+// Sets the context's error slot and, when asked, a copy that no later failure overwrites.
+void fail(dt_shm_ctx* ctx, const char* message, std::string* error) noexcept {
+  setError(ctx, message);
+  if (error == nullptr) return;
+  try {
+    *error = message;
+  } catch (...) {
+    // Out of memory for the copy: the status still tells what happened.
+  }
+}
+
 std::string errnoText(const std::string& what) { return what + ": " + strerror(errno); }
 
 double nowUs() {
@@ -71,7 +82,8 @@ char* mapSegment(dt_shm_ctx* ctx, bool create, size_t bytes) {
 
 namespace dtrain::shm {
 
-int serve(dt_shm_ctx* ctx, uint64_t ticket, double* timing, const std::function<void()>& body) {
+int serve(dt_shm_ctx* ctx, uint64_t ticket, double* timing, const std::function<void()>& body,
+          std::string* error) {
   {
     std::unique_lock<std::mutex> lock(ctx->queue_mu);
     if (ticket < ctx->serving || ticket >= ctx->next_ticket) {
@@ -87,14 +99,14 @@ int serve(dt_shm_ctx* ctx, uint64_t ticket, double* timing, const std::function<
     if (ctx->base == nullptr) throw Failure(DT_EINVAL, "shared-memory context is not open");
     body();
   } catch (const Failure& e) {
-    setError(ctx, e.what());
     status = e.status;
+    fail(ctx, e.what(), error);
   } catch (const std::bad_alloc&) {
-    setError(ctx, "out of memory");
     status = DT_EINTERNAL;
+    fail(ctx, "out of memory", error);
   } catch (const std::exception& e) {
-    setError(ctx, e.what());
     status = DT_EINTERNAL;
+    fail(ctx, e.what(), error);
   }
   if (timing != nullptr) {
     timing[0] = start;
@@ -106,6 +118,30 @@ int serve(dt_shm_ctx* ctx, uint64_t ticket, double* timing, const std::function<
   }
   ctx->queue_cv.notify_all();
   return status;
+}
+
+int serveWhenIdle(dt_shm_ctx* ctx, const char* what, const std::function<void()>& body) {
+  uint64_t ticket;
+  {
+    std::unique_lock<std::mutex> lock(ctx->queue_mu);
+    // Waits while the queue moves; gives up only when it stood still for a whole timeout.
+    for (uint64_t seen = ctx->serving; ctx->serving != ctx->next_ticket; seen = ctx->serving) {
+      const bool moved = ctx->queue_cv.wait_for(lock, ctx->timeout, [&] {
+        return ctx->serving != seen || ctx->serving == ctx->next_ticket;
+      });
+      if (!moved) {
+        setError(ctx, (std::string(what) + ": " +
+                       std::to_string(ctx->next_ticket - ctx->serving) +
+                       " collective(s) issued earlier on this group did not progress in " +
+                       std::to_string(ctx->timeout.count()) +
+                       " ms; a blocking collective runs only after every earlier one ended")
+                          .c_str());
+        return DT_ETIMEOUT;
+      }
+    }
+    ticket = ctx->next_ticket++;
+  }
+  return serve(ctx, ticket, nullptr, body);
 }
 
 }  // namespace dtrain::shm
@@ -221,6 +257,20 @@ int dt_shm_abort(dt_shm_ctx* ctx, int status, const char* message) {
     recordFailure(ctx, status, message);
     return DT_OK;
   } catch (const std::exception&) {
+    return DT_EINTERNAL;
+  }
+}
+
+int dt_shm_ctx_wait_mapped(dt_shm_ctx* ctx) {
+  if (ctx == nullptr || ctx->base == nullptr) return DT_EINVAL;
+  try {
+    waitMapped(ctx);
+    return DT_OK;
+  } catch (const Failure& e) {
+    setError(ctx, e.what());
+    return e.status;
+  } catch (const std::exception& e) {
+    setError(ctx, e.what());
     return DT_EINTERNAL;
   }
 }

@@ -36,8 +36,8 @@ export function hostKey(): string {
 }
 
 /**
- * Whether shared memory may be used: opt-in (env DTRAIN_SHM=1) while it is no faster than Gloo in
- * DDP on our 2-core machines and has no blocking all-gather for FSDP's forward (BENCHMARKS.md).
+ * Whether shared memory may be used: opt-in (env DTRAIN_SHM=1) while it is not measured and tested
+ * widely enough to be the default (BENCHMARKS.md).
  */
 export function shmEnabled(): boolean {
   return Deno.env.get("DTRAIN_SHM") === "1";

@@ -3,13 +3,21 @@
  * `/dev/shm` (csrc/shm, [Note: shared-memory segment] in csrc/shm/internal.h). Same guarantees
  * as Gloo: fingerprints checked on every call, timeouts and dead peers named. The segment's name
  * is unlinked as soon as every rank has mapped it, so no crash leaves it behind. Collectives run
- * in issue order on a native queue, so the process group issues them without waiting.
+ * in issue order on a native queue, so the process group issues them without waiting; the
+ * all-gather also runs blocking or started on a thread, for FSDP's synchronous forward.
  * @module
  */
 
 import { GlooDType, GlooReduceOp, GlooStatus } from "../../ffi/gloo.ts";
 import { loadShm, type ShmSymbols } from "../../ffi/shm.ts";
-import type { Backend, BackendInit, NativeBuffer, OpTiming, ReduceOp } from "./backend.ts";
+import type {
+  Backend,
+  BackendInit,
+  NativeBuffer,
+  OpTiming,
+  ReduceOp,
+  StartedCollective,
+} from "./backend.ts";
 import { DistError } from "./errors.ts";
 import { STATUS_CODES } from "./gloo.ts";
 import type { StoreClient } from "./store/client.ts";
@@ -35,6 +43,11 @@ function slotBytes(): number {
     throw new DistError("invalid", `DTRAIN_SHM_SLOT_MIB must be in (0, 1024], got ${mib}`);
   }
   return Math.ceil(mib * 2 ** 20 / 4096) * 4096;
+}
+
+/** The addresses of `outs`, for the native pointer array. */
+function pointersOf(outs: NativeBuffer[]): BigUint64Array<ArrayBuffer> {
+  return new BigUint64Array(outs.map((o) => BigInt(Deno.UnsafePointer.value(o.ptr))));
 }
 
 /** Frees contexts whose backend was dropped without close(); a backstop only. */
@@ -82,6 +95,8 @@ export class ShmBackend implements Backend {
   readonly queued = Deno.env.get("DTRAIN_SHM_QUEUE") === "1";
   #lib: ShmSymbols;
   #ctx: Deno.PointerValue;
+  /** The waits of started gathers not yet waited for. */
+  #started = new Set<() => void>();
 
   private constructor(lib: ShmSymbols, ctx: Deno.PointerValue) {
     this.#lib = lib;
@@ -139,8 +154,11 @@ export class ShmBackend implements Backend {
       );
       if (status !== GlooStatus.OK) fail(lastError(lib, ctx, status));
       if (rank === 0) await store.set(key("name"), name);
-      if (await store.add(key("mapped"), 1) === size) await store.set(key("ready"), "1");
-      await store.wait([key("ready")], timeoutMs).catch(fail);
+      // The last step in shared memory, not the store: a rank that returns knows its peers
+      // made their last store request (the name) already, so a blocking collective on its
+      // JavaScript thread, which may serve the store, cannot stall them (dtrain_shm.h).
+      const mapped = await lib.dt_shm_ctx_wait_mapped(ctx);
+      if (mapped !== GlooStatus.OK) fail(lastError(lib, ctx, mapped));
     } catch (err) {
       backend.close();
       throw err;
@@ -205,7 +223,7 @@ export class ShmBackend implements Backend {
   }
 
   allGather(outs: NativeBuffer[], input: NativeBuffer): Promise<OpTiming> {
-    const ptrs = new BigUint64Array(outs.map((o) => BigInt(Deno.UnsafePointer.value(o.ptr))));
+    const ptrs = pointersOf(outs);
     return this.#run(
       (ctx, t, timing) =>
         this.#lib.dt_shm_allgather(
@@ -220,6 +238,57 @@ export class ShmBackend implements Backend {
         ),
       [ptrs],
     );
+  }
+
+  /**
+   * The all-gather on the JavaScript thread, returning when done. It runs once every collective
+   * issued earlier has ended, never waiting for a turn that only the event loop would give
+   * ([Note: blocking collectives] in csrc/shm/internal.h); a dead peer is named at once.
+   */
+  allGatherBlocking(outs: NativeBuffer[], input: NativeBuffer): void {
+    const ctx = this.#live();
+    const status = this.#lib.dt_shm_allgather_blocking(
+      ctx,
+      input.ptr,
+      input.count,
+      GlooDType[input.dtype],
+      pointersOf(outs),
+      outs.length,
+    );
+    if (status !== GlooStatus.OK) throw lastError(this.#lib, ctx, status);
+  }
+
+  /** The all-gather on a native thread of its own; collectives issued afterwards run after it. */
+  allGatherStart(outs: NativeBuffer[], input: NativeBuffer): StartedCollective {
+    const ctx = this.#live();
+    const handle = new BigUint64Array(1);
+    const status = this.#lib.dt_shm_allgather_start(
+      ctx,
+      input.ptr,
+      input.count,
+      GlooDType[input.dtype],
+      pointersOf(outs),
+      outs.length,
+      handle,
+    );
+    if (status !== GlooStatus.OK) throw lastError(this.#lib, ctx, status);
+    const work = Deno.UnsafePointer.create(handle[0]);
+    let failure: DistError | null | undefined; // undefined until waited
+    const waitBlocking = () => {
+      if (failure === undefined) {
+        const buf = new Uint8Array(1024);
+        const done = this.#lib.dt_shm_work_wait(work, buf, buf.length);
+        const message = decoder.decode(buf.subarray(0, buf.indexOf(0)));
+        failure = done === GlooStatus.OK
+          ? null
+          : new DistError(STATUS_CODES[done] ?? "internal", message || `shm status ${done}`);
+        this.#lib.dt_shm_work_free(work);
+        this.#started.delete(waitBlocking);
+      }
+      if (failure !== null) throw failure;
+    };
+    this.#started.add(waitBlocking);
+    return { waitBlocking };
   }
 
   reduceScatter(out: NativeBuffer, input: NativeBuffer, op: ReduceOp): Promise<OpTiming> {
@@ -243,6 +312,14 @@ export class ShmBackend implements Backend {
 
   close(): void {
     if (this.#ctx === null) return;
+    // A started gather runs on the context until it ends, and its work must be freed first.
+    for (const waitBlocking of [...this.#started]) {
+      try {
+        waitBlocking();
+      } catch {
+        // Its failure is kept for its own waitBlocking to throw.
+      }
+    }
     leaked.unregister(this);
     this.#lib.dt_shm_ctx_free(this.#ctx);
     this.#ctx = null;
