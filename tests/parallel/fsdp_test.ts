@@ -177,3 +177,62 @@ Deno.test("ranks that shard different models get the all-gather's fingerprint er
     );
   }
 });
+
+/** Our shared-memory segments now in /dev/shm. */
+function segments(): string[] {
+  return [...Deno.readDirSync("/dev/shm")].map((e) => e.name).filter((n) =>
+    n.startsWith("dtrain-")
+  );
+}
+
+Deno.test("over shared memory (DTRAIN_SHM=1), fullyShard across 3 ranks trains like one process on the whole batch, prefetching in forward", async () => {
+  const configs = [CONFIGS[0], CONFIGS[3], CONFIGS[5]]; // mlp nested, noSync, gpt clipGradNorm
+  assert.deepEqual(configs.map((c) => c.label), [
+    "mlp nested",
+    "mlp nested, noSync",
+    "gpt nested, clipGradNorm",
+  ]);
+  const before = new Set(segments());
+  const runs = await runCase(3, {
+    CASE: "train",
+    CONFIGS: JSON.stringify(configs),
+    DTRAIN_SHM: "1",
+  });
+  assertAllOk(runs);
+  assert.deepEqual(segments().filter((n) => !before.has(n)), [], "segments left behind");
+  for (const [i, config] of configs.entries()) {
+    const reference = trainReference(config.kind, 3, STEPS, config.micro, config.clip);
+    for (const run of runs) {
+      const what = `${config.label}, rank ${run.rank} of 3`;
+      assert.equal(run.result!.backend, "shm", `${what}: backend`);
+      const result = (run.result!.results as Record<string, unknown>[])[i];
+      assertClose(result.final as Params, reference.final, 1e-5, what);
+      // The blocking all-gather gathers each group's first, the started one prefetches the rest.
+      const { forwardPrefetches } = result.stats as { forwardPrefetches: number };
+      assert.equal(forwardPrefetches, (result.groups as number) * config.micro, what);
+    }
+  }
+});
+
+Deno.test("over shared memory (DTRAIN_SHM=1), a rank killed during the blocking forward all-gather makes both survivors fail at once, naming it, leaving no process and no segment", async () => {
+  const before = new Set(segments());
+  const timeoutMs = 4000;
+  const runs = await runCase(3, {
+    CASE: "kill",
+    KILL_RANK: "2",
+    WHERE: "forward",
+    TEST_TIMEOUT_MS: String(timeoutMs),
+    DTRAIN_SHM: "1",
+  });
+  assert.equal(runs[2].signal, "SIGKILL", `rank 2: ${runs[2].stderr}`);
+  for (const run of runs.slice(0, 2)) {
+    assert.equal(run.code, 1, `rank ${run.rank}: ${run.stderr}`);
+    const error = String(run.result?.error);
+    // The transport watches its peers' processes: it names the dead one, not a timeout.
+    assert.match(error, /^allGather \(op #\d+\): rank 2 died \(process \d+ exited\)/, error);
+    assert.match(run.stdout, /^failed in forward$/m, `rank ${run.rank}`);
+    const after = run.elapsedMs - runs[2].elapsedMs;
+    assert.ok(after < timeoutMs / 2, `rank ${run.rank} failed ${after | 0} ms after rank 2 died`);
+  }
+  assert.deepEqual(segments().filter((n) => !before.has(n)), [], "segments left behind");
+});

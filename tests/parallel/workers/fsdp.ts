@@ -144,7 +144,7 @@ function mismatch() {
 }
 
 await runWorker(async () => {
-  await initProcessGroup({
+  const world = await initProcessGroup({
     backend: "gloo",
     timeoutMs: Number(Deno.env.get("TEST_TIMEOUT_MS") ?? 20_000),
   });
@@ -154,7 +154,7 @@ await runWorker(async () => {
     const configs = JSON.parse(Deno.env.get("CONFIGS")!) as Config[];
     const results = [];
     for (const config of configs) results.push(await train(config));
-    return { results, worldSize: getWorldSize() };
+    return { results, worldSize: getWorldSize(), backend: world.backendName };
   } finally {
     await destroyProcessGroup();
   }
