@@ -11,7 +11,7 @@
  * step on a native thread (`ProcessGroup.allGatherStart`), so that gather runs while this group
  * computes; that group's pre-forward then only waits for it (a blocking wait), and only what the
  * compute did not hide counts in `forwardCommMs`. A group with nothing prefetched (the first step,
- * the first group, a backend that cannot start a gather: shm, nccl) gathers with a blocking
+ * the first group, a backend that cannot start a gather: nccl, shm+gloo) gathers with a blocking
  * all-gather. At most one gather is in flight in forward, and every rank starts the same ones in
  * the same order (the same graph, the same recorded order); the root's post-forward waits for and
  * frees one the forward never used (see FSDPState.endForward). Evaluation forwards prefetch by the
