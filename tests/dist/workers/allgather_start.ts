@@ -81,8 +81,9 @@ await runWorker(async () => {
     work.waitBlocking();
     const waitedAt = clock();
     out.late = Array.from(late);
+    const backend = group.backendName; // "none" once destroyed
     await destroyProcessGroup();
-    return { results: out, threadCounts, times: { calledAt, returnedAt, waitedAt } };
+    return { results: out, threadCounts, times: { calledAt, returnedAt, waitedAt }, backend };
   }
   if (mode === "absent") {
     if (rank === envInt("ABSENT_RANK", -1)) {
