@@ -2,7 +2,8 @@
  * Which backend a group gets. Members report their host through the store (host name, boot id
  * and network namespace: ranks that share all three can map the same `/dev/shm` segment); a group
  * on one host talks over shared memory, a group with one rank per host over Gloo, and anything
- * in between hierarchically (shm_hierarchical.ts). `DTRAIN_SHM=1` turns it on (Gloo everywhere otherwise).
+ * in between hierarchically (shm_hierarchical.ts). See {@linkcode shmMode} for what `DTRAIN_SHM`
+ * chooses.
  * A further backend (NCCL) slots in as one more branch of {@linkcode connectBackend}.
  * @module
  */
@@ -36,11 +37,17 @@ export function hostKey(): string {
 }
 
 /**
- * Whether shared memory may be used: opt-in (env DTRAIN_SHM=1) while it is not measured and tested
- * widely enough to be the default (BENCHMARKS.md).
+ * Where shared memory is used, from env `DTRAIN_SHM`: `"0"` never (Gloo everywhere); `"1"` wherever
+ * ranks share a host, hierarchically across hosts; unset (the default), for a group whose ranks all
+ * share one host (2.06× PyTorch's DDP there, against Gloo's 1.11×, BENCHMARKS.md), and Gloo for a
+ * group across hosts, since the hierarchical backend has no blocking all-gather for FSDP yet.
+ *
+ * @returns "off", "all" or "oneHost".
  */
-export function shmEnabled(): boolean {
-  return Deno.env.get("DTRAIN_SHM") === "1";
+export function shmMode(): "off" | "all" | "oneHost" {
+  const value = Deno.env.get("DTRAIN_SHM");
+  if (value === "0") return "off";
+  return value === "1" ? "all" : "oneHost";
 }
 
 /**
@@ -71,7 +78,8 @@ export function groupByHost(keys: readonly string[]): number[][] {
  * @throws DistError naming what failed.
  */
 export async function connectBackend(init: BackendInit): Promise<Backend> {
-  if (init.size === 1 || !shmEnabled()) return await GlooBackend.connect(init);
+  const mode = shmMode();
+  if (init.size === 1 || mode === "off") return await GlooBackend.connect(init);
   const store = await StoreClient.connect({
     hostname: init.storeHost,
     port: init.storePort,
@@ -87,7 +95,9 @@ export async function connectBackend(init: BackendInit): Promise<Backend> {
       await Promise.all(keys.map(async (k) => decoder.decode(await store.get(k)))),
     );
     if (hosts.length === 1) return await ShmBackend.connect(init, store);
-    if (hosts.every((h) => h.length === 1)) return await GlooBackend.connect(init);
+    if (mode === "oneHost" || hosts.every((h) => h.length === 1)) {
+      return await GlooBackend.connect(init);
+    }
     return await HierarchicalBackend.connect(init, store, hosts);
   } finally {
     store.close();

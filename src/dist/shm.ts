@@ -57,7 +57,7 @@ const leaked = new FinalizationRegistry<{ lib: ShmSymbols; ctx: Deno.PointerValu
 
 /**
  * A shared-memory communicator over the ranks of one host. Created by the process group when
- * every member shares this host (see select_backend.ts); `DTRAIN_SHM=1` turns it on.
+ * every member shares this host (see select_backend.ts; `DTRAIN_SHM=0` turns it off).
  *
  * @example Two ranks in one process sum their buffers
  * ```ts

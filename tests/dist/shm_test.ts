@@ -31,21 +31,35 @@ for (const worldSize of [2, 3]) {
   });
 }
 
-Deno.test("without DTRAIN_SHM=1 ranks on one host use Gloo", async () => {
-  const runs = await runRanks({
-    worker,
-    worldSize: 2,
-    timeoutMs: 30_000,
-    env: { MODE: "group", DTRAIN_SHM: "0" },
+const twoHosts = (rank: number) => ({ DTRAIN_SHM_HOST: rank < 2 ? "host-a" : "host-b" });
+for (
+  const [setting, worldSize, env, backend] of [
+    // An empty DTRAIN_SHM is the default even when the suite runs with DTRAIN_SHM=0.
+    ["on one host by default", 2, () => ({ DTRAIN_SHM: "" }), "shm"],
+    ["on one host with DTRAIN_SHM=0", 2, () => ({ DTRAIN_SHM: "0" }), "gloo"],
+    ["on two hosts by default", 4, (r: number) => ({ ...twoHosts(r), DTRAIN_SHM: "" }), "gloo"],
+    [
+      "on two hosts with DTRAIN_SHM=1",
+      4,
+      (r: number) => ({ ...twoHosts(r), DTRAIN_SHM: "1" }),
+      "shm+gloo",
+    ],
+  ] as const
+) {
+  Deno.test(`${setting}, ranks use ${backend}`, async () => {
+    const runs = await runRanks({
+      worker,
+      worldSize,
+      timeoutMs: 30_000,
+      env: (rank) => ({ MODE: "group", ...env(rank) }),
+    });
+    for (const r of runs) {
+      const why = `rank ${r.rank}: ${JSON.stringify(r.result)} ${r.stderr}`;
+      assert.equal(r.result?.world, backend, why);
+      assert.equal(r.result?.backend, backend, why);
+    }
   });
-  for (const r of runs) {
-    assert.equal(
-      r.result?.backend,
-      "gloo",
-      `rank ${r.rank}: ${JSON.stringify(r.result)} ${r.stderr}`,
-    );
-  }
-});
+}
 
 Deno.test("a SIGKILLed rank leaves no segment in /dev/shm, and the survivor names it", async () => {
   const before = new Set(segments());

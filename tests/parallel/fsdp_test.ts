@@ -155,8 +155,8 @@ for (const { where, name } of KILLS) {
       assert.match(error, /allGather/, `rank ${run.rank}: ${error}`);
       // A backward gather is awaited, so the store's diagnosis runs; a forward one blocks, and its
       // error is the transport's own, which names the peer it lost: Gloo by its connection,
-      // shared memory (DTRAIN_SHM=1 on one host) by its process, which it watches.
-      const shm = Deno.env.get("DTRAIN_SHM") === "1";
+      // shared memory (the default on one host; DTRAIN_SHM=0 turns it off) by its process.
+      const shm = Deno.env.get("DTRAIN_SHM") !== "0";
       const named = where === "backward" || shm ? /rank 2 died/ : /connection to rank 2 failed/;
       assert.match(error, named, `rank ${run.rank}: ${error}`);
       const pass = where === "backward" ? "backward" : "forward";

@@ -124,10 +124,10 @@ await runWorker(async () => {
   }
   if (mode === "group") {
     // A subgroup that spans the world's ranks takes the same path as the world.
-    const sub = await newGroup([0, 1]);
-    const backend = sub.backendName;
+    const sub = await newGroup([...Array(getWorldSize()).keys()]);
+    const result = { backend: sub.backendName, world: world.backendName };
     await destroyProcessGroup();
-    return { backend };
+    return result;
   }
   throw new Error(`unknown MODE ${mode}`);
 });
