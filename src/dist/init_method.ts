@@ -10,8 +10,9 @@ import { MAX_TIMEOUT_MS } from "./store/protocol.ts";
 /** Options of `initProcessGroup`; anything left out comes from the environment. */
 export interface InitOptions {
   /**
-   * Communication backend: "gloo" (host memory, the default), "nccl" (GPU memory, one GPU per
-   * local rank) or "auto" (NCCL for tensors on a GPU, Gloo for the rest).
+   * Communication backend: "gloo" (host memory, the default; ranks that share a host talk over
+   * shared memory unless env `DTRAIN_SHM=0`, see `ProcessGroup.backendName`), "nccl" (GPU memory,
+   * one GPU per local rank) or "auto" (NCCL for tensors on a GPU, Gloo for the rest).
    */
   backend?: BackendName;
   /**
