@@ -12,8 +12,9 @@
  * Each thread first runs its own contiguous share of the tasks (the caller the first), then
  * claims what is left of the others' shares: the same thread gets the same rows of consecutive
  * kernels (a layer norm's rows, then the product's block of those rows), so data written by one
- * kernel is read by the next from the same core's cache; and one that other processes deschedule
- * holds nobody up. A product read its input from the other core's cache 15-20% slower. Waiting threads pause briefly, then yield their core, then sleep on a futex: a busy machine
+ * kernel is read by the next from the same core's cache (a product that read its input from the
+ * other core's cache ran 15-20% slower); and one that other processes deschedule holds nobody up.
+ * Waiting threads pause briefly, then yield their core, then sleep on a futex: a busy machine
  * gets its cores back and an idle pool costs nothing. The workers are stopped and joined when the
  * library is unloaded (Deno closes it at exit), so none runs in unmapped code. */
 #define _GNU_SOURCE
@@ -46,8 +47,8 @@ static _Atomic uint32_t generation; /* bumped to publish a job; workers wait on 
 static _Atomic uint32_t pending;    /* workers that have not finished the current job */
 static _Atomic int sleeping_workers;
 static _Atomic int caller_sleeping;
-/* Thread t's share of the current job is tasks [share_begin(t), share_end[t]); cursor[t] is the
- * next of them to claim, padded to a cache line each. */
+/* Thread t's share of the current job: share[t].next is the next of its tasks to claim, up to
+ * share[t].end (a contiguous block; see dt_parallel), one cache line each. */
 static struct {
   _Atomic int64_t next;
   int64_t end;
