@@ -10,6 +10,7 @@
 import { GlooDType, GlooReduceOp, GlooStatus, type GlooSymbols, loadGloo } from "../../ffi/gloo.ts";
 import type { Backend, BackendInit, NativeBuffer, ReduceOp, StartedCollective } from "./backend.ts";
 import { DistError, type DistErrorCode } from "./errors.ts";
+import { StartedCollectives } from "./started.ts";
 
 /** The error code each native status becomes (shared with the shared-memory backend). */
 export const STATUS_CODES: Record<number, DistErrorCode> = {
@@ -83,7 +84,7 @@ export class GlooBackend implements Backend {
   #lib: GlooSymbols;
   #ctx: Deno.PointerValue;
   /** The waits of started collectives nobody has waited for yet. */
-  #started = new Set<() => void>();
+  #started = new StartedCollectives();
 
   private constructor(lib: GlooSymbols, ctx: Deno.PointerValue) {
     this.#lib = lib;
@@ -214,18 +215,10 @@ export class GlooBackend implements Backend {
     );
     if (status !== GlooStatus.OK) throw lastError(this.#lib, this.#ctx, status);
     const work = Deno.UnsafePointer.create(handle[0]);
-    let failure: DistError | null | undefined; // undefined until waited
-    const waitBlocking = () => {
-      if (failure === undefined) {
-        const done = this.#lib.dt_gloo_work_wait(work);
-        failure = done === GlooStatus.OK ? null : lastError(this.#lib, this.#ctx, done);
-        this.#lib.dt_gloo_work_free(work);
-        this.#started.delete(waitBlocking);
-      }
-      if (failure !== null) throw failure;
-    };
-    this.#started.add(waitBlocking);
-    return { waitBlocking };
+    return this.#started.add(() => {
+      const done = this.#lib.dt_gloo_work_wait(work);
+      return done === GlooStatus.OK ? null : lastError(this.#lib, this.#ctx, done);
+    }, () => this.#lib.dt_gloo_work_free(work));
   }
 
   reduceScatter(out: NativeBuffer, input: NativeBuffer, op: ReduceOp): Promise<void> {
@@ -248,13 +241,7 @@ export class GlooBackend implements Backend {
   close(): void {
     if (this.#ctx === null) return;
     // A started collective holds the context until it ends, and its work must be freed first.
-    for (const waitBlocking of [...this.#started]) {
-      try {
-        waitBlocking();
-      } catch {
-        // Its failure is kept for its own waitBlocking to throw.
-      }
-    }
+    this.#started.waitAll();
     leaked.unregister(this);
     this.#lib.dt_gloo_ctx_free(this.#ctx);
     this.#ctx = null;

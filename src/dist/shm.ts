@@ -20,6 +20,7 @@ import type {
 } from "./backend.ts";
 import { DistError } from "./errors.ts";
 import { STATUS_CODES } from "./gloo.ts";
+import { StartedCollectives } from "./started.ts";
 import type { StoreClient } from "./store/client.ts";
 
 const encoder = new TextEncoder();
@@ -96,7 +97,7 @@ export class ShmBackend implements Backend {
   #lib: ShmSymbols;
   #ctx: Deno.PointerValue;
   /** The waits of started gathers not yet waited for. */
-  #started = new Set<() => void>();
+  #started = new StartedCollectives();
 
   private constructor(lib: ShmSymbols, ctx: Deno.PointerValue) {
     this.#lib = lib;
@@ -273,22 +274,14 @@ export class ShmBackend implements Backend {
     );
     if (status !== GlooStatus.OK) throw lastError(this.#lib, ctx, status);
     const work = Deno.UnsafePointer.create(handle[0]);
-    let failure: DistError | null | undefined; // undefined until waited
-    const waitBlocking = () => {
-      if (failure === undefined) {
-        const buf = new Uint8Array(1024);
-        const done = this.#lib.dt_shm_work_wait(work, buf, buf.length);
-        const message = decoder.decode(buf.subarray(0, buf.indexOf(0)));
-        failure = done === GlooStatus.OK
-          ? null
-          : new DistError(STATUS_CODES[done] ?? "internal", message || `shm status ${done}`);
-        this.#lib.dt_shm_work_free(work);
-        this.#started.delete(waitBlocking);
-      }
-      if (failure !== null) throw failure;
-    };
-    this.#started.add(waitBlocking);
-    return { waitBlocking };
+    return this.#started.add(() => {
+      const buf = new Uint8Array(1024);
+      const done = this.#lib.dt_shm_work_wait(work, buf, buf.length);
+      const message = decoder.decode(buf.subarray(0, buf.indexOf(0)));
+      return done === GlooStatus.OK
+        ? null
+        : new DistError(STATUS_CODES[done] ?? "internal", message || `shm status ${done}`);
+    }, () => this.#lib.dt_shm_work_free(work));
   }
 
   reduceScatter(out: NativeBuffer, input: NativeBuffer, op: ReduceOp): Promise<OpTiming> {
@@ -313,13 +306,7 @@ export class ShmBackend implements Backend {
   close(): void {
     if (this.#ctx === null) return;
     // A started gather runs on the context until it ends, and its work must be freed first.
-    for (const waitBlocking of [...this.#started]) {
-      try {
-        waitBlocking();
-      } catch {
-        // Its failure is kept for its own waitBlocking to throw.
-      }
-    }
+    this.#started.waitAll();
     leaked.unregister(this);
     this.#lib.dt_shm_ctx_free(this.#ctx);
     this.#ctx = null;
