@@ -8,9 +8,9 @@
 #include <stdint.h>
 #include <string.h>
 
-static inline float dt_expf(float x) {
+/* exp(xc) for xc already clamped to [-87.3, 88.37]: the reduction and polynomial both exps share. */
+static inline float dt_exp_clamped(float xc) {
   const float log2e = 1.44269504088896341f, ln2_hi = 0.693359375f, ln2_lo = -2.12194440e-4f;
-  float xc = x < -87.3f ? -87.3f : (x > 88.37f ? 88.37f : x);
   /* round to nearest by the 1.5 * 2^23 trick (vectorises, unlike roundf) */
   float n = (xc * log2e + 12582912.0f) - 12582912.0f;
   float r = xc - n * ln2_hi - n * ln2_lo;
@@ -24,7 +24,11 @@ static inline float dt_expf(float x) {
   int32_t bits = ((int32_t)n + 127) << 23;
   float scale;
   memcpy(&scale, &bits, sizeof scale);
-  float y = p * scale;
+  return p * scale;
+}
+
+static inline float dt_expf(float x) {
+  float y = dt_exp_clamped(x < -87.3f ? -87.3f : (x > 88.37f ? 88.37f : x));
   y = x < -87.3f ? 0.0f : y;
   y = x > 88.37f ? __builtin_inff() : y;
   return x != x ? x : y;
@@ -33,21 +37,7 @@ static inline float dt_expf(float x) {
 /* exp(x) for x <= 0 (erf's and the normal density's argument): dt_expf without the overflow
  * and NaN selects it cannot need (a NaN still comes out as NaN), a third fewer instructions. */
 static inline float dt_exp_nonpos(float x) {
-  const float log2e = 1.44269504088896341f, ln2_hi = 0.693359375f, ln2_lo = -2.12194440e-4f;
-  float xc = x < -87.3f ? -87.3f : x;
-  float n = (xc * log2e + 12582912.0f) - 12582912.0f;
-  float r = xc - n * ln2_hi - n * ln2_lo;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  int32_t bits = ((int32_t)n + 127) << 23;
-  float scale;
-  memcpy(&scale, &bits, sizeof scale);
-  return x < -87.3f ? 0.0f : p * scale;
+  return x < -87.3f ? 0.0f : dt_exp_clamped(x < -87.3f ? -87.3f : x);
 }
 
 /* erf(a) for a >= 0 given e = exp(-a * a): Abramowitz & Stegun 7.1.26 (absolute error under
