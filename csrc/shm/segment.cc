@@ -78,6 +78,20 @@ char* mapSegment(dt_shm_ctx* ctx, bool create, size_t bytes) {
   return static_cast<char*>(p);
 }
 
+// Runs `body` and returns DT_OK, or the status it threw, its message kept as the context's error.
+int statusOf(dt_shm_ctx* ctx, const std::function<void()>& body) noexcept {
+  try {
+    body();
+    return DT_OK;
+  } catch (const Failure& e) {
+    setError(ctx, e.what());
+    return e.status;
+  } catch (const std::exception& e) {
+    setError(ctx, e.what());
+    return DT_EINTERNAL;
+  }
+}
+
 }  // namespace
 
 namespace dtrain::shm {
@@ -178,7 +192,7 @@ int dt_shm_ctx_open(dt_shm_ctx* ctx, const char* name, int create, int rank, int
                     int64_t timeout_ms) {
   if (ctx == nullptr) return DT_EINVAL;
   std::lock_guard<std::mutex> lock(ctx->queue_mu);
-  try {
+  return statusOf(ctx, [&] {
     if (ctx->base != nullptr) throw Failure(DT_EINVAL, "context is already open");
     if (size < 1 || rank < 0 || rank >= size) {
       throw Failure(DT_EINVAL, "rank " + std::to_string(rank) + " is outside group size " +
@@ -226,14 +240,7 @@ int dt_shm_ctx_open(dt_shm_ctx* ctx, const char* name, int create, int rank, int
     if (h->mapped.fetch_add(1) + 1 == static_cast<uint32_t>(size)) {
       shm_unlink(ctx->name.c_str());
     }
-    return DT_OK;
-  } catch (const Failure& e) {
-    setError(ctx, e.what());
-    return e.status;
-  } catch (const std::exception& e) {
-    setError(ctx, e.what());
-    return DT_EINTERNAL;
-  }
+  });
 }
 
 int dt_shm_ctx_free(dt_shm_ctx* ctx) {
@@ -263,16 +270,7 @@ int dt_shm_abort(dt_shm_ctx* ctx, int status, const char* message) {
 
 int dt_shm_ctx_wait_mapped(dt_shm_ctx* ctx) {
   if (ctx == nullptr || ctx->base == nullptr) return DT_EINVAL;
-  try {
-    waitMapped(ctx);
-    return DT_OK;
-  } catch (const Failure& e) {
-    setError(ctx, e.what());
-    return e.status;
-  } catch (const std::exception& e) {
-    setError(ctx, e.what());
-    return DT_EINTERNAL;
-  }
+  return statusOf(ctx, [&] { waitMapped(ctx); });
 }
 
 uint64_t dt_shm_ticket(dt_shm_ctx* ctx) {
