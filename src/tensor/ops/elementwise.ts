@@ -4,9 +4,10 @@ import { BinaryOp, UnaryOp } from "../device/device.ts";
 import { record } from "../autograd.ts";
 import { formatShape, sameShape } from "../layout.ts";
 import type { Tensor } from "../tensor.ts";
-import { alias, emptyOn, expectF32, expectSameDevice, temporaries } from "./_util.ts";
+import { emptyOn, expectF32, expectSameDevice, temporaries } from "./_util.ts";
 import { integerArith, isIntegerOperation } from "./integer.ts";
 import { contiguous, expand } from "./shape.ts";
+import { sumToShape } from "./reduce.ts";
 
 type BinaryName = keyof typeof BinaryOp;
 
@@ -52,32 +53,27 @@ function binary(op: BinaryName, a: Tensor, b: Tensor): Tensor {
     `${op[0].toUpperCase()}${op.slice(1)}Backward`,
     [x, y],
     (gy) => {
-      // An addend of the output's own shape passes the gradient through: a view of gy, as
-      // PyTorch's AddBackward does (backward copies before it accumulates into shared memory).
-      // A broadcast addend's gradient is gy summed over the leading rows it repeats along.
-      const passA = op === "add" && na === n, passB = op === "add" && nb === n;
-      const ga = x.requiresGrad ? (passA ? alias(gy, x.shape) : emptyOn(x, x.shape)) : null;
-      const gb = y.requiresGrad ? (passB ? alias(gy, y.shape) : emptyOn(y, y.shape)) : null;
-      const sumRows = (g: Tensor, size: number) =>
-        dev.check(dev.kernels.sumAxis(gy.ptr, g.ptr, 1, size === 0 ? 0 : n / size, size, 1));
-      if (op === "add" && ga !== null && !passA) sumRows(ga, na);
-      if (op === "add" && gb !== null && !passB) sumRows(gb, nb);
-      const computeA = ga !== null && op !== "add", computeB = gb !== null && op !== "add";
-      if (computeA || computeB) {
-        dev.check(
-          dev.kernels.binaryBackward(
-            BinaryOp[op],
-            x.ptr,
-            na,
-            y.ptr,
-            nb,
-            gy.ptr,
-            n,
-            computeA ? ga.ptr : null,
-            computeB ? gb.ptr : null,
-          ),
-        );
+      // An add's gradient is gy itself for an addend of the output's shape (a view, as PyTorch's
+      // AddBackward passes it; backward copies before it accumulates into shared memory), and gy
+      // summed back to a broadcast addend's shape: no kernel call for the pass-through.
+      if (op === "add") {
+        return [x, y].map((t) => t.requiresGrad ? sumToShape(gy, t.shape) : null);
       }
+      const ga = x.requiresGrad ? emptyOn(x, x.shape) : null;
+      const gb = y.requiresGrad ? emptyOn(y, y.shape) : null;
+      dev.check(
+        dev.kernels.binaryBackward(
+          BinaryOp[op],
+          x.ptr,
+          na,
+          y.ptr,
+          nb,
+          gy.ptr,
+          n,
+          ga?.ptr ?? null,
+          gb?.ptr ?? null,
+        ),
+      );
       return [ga, gb];
     },
     temporaries([x, a], [y, b]),
