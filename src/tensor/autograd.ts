@@ -320,18 +320,13 @@ function axpy(y: Tensor, x: Tensor): void {
  */
 function sumGrads(existing: Tensor | undefined, g: Tensor): Tensor {
   if (existing === undefined) return g;
-  if (existing.storage.refs === 1 && existing.isContiguous() && g.storage !== existing.storage) {
-    const gc = g.isContiguous() ? g : cloneContiguous(g);
-    axpy(existing, gc);
-    if (gc !== g) gc.dispose();
-    g.dispose();
-    return existing;
-  }
-  const out = cloneContiguous(existing);
+  const owned = existing.storage.refs === 1 && existing.isContiguous() &&
+    g.storage !== existing.storage;
+  const out = owned ? existing : cloneContiguous(existing);
   const gc = g.isContiguous() ? g : cloneContiguous(g);
   axpy(out, gc);
   if (gc !== g) gc.dispose();
-  existing.dispose();
+  if (out !== existing) existing.dispose();
   g.dispose();
   return out;
 }
