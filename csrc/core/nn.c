@@ -127,13 +127,9 @@ static void layernorm_rows(void *ctx, int64_t begin, int64_t end) {
     float m = (float)mu, rs = (float)(1.0 / sqrt(dt_row_sq_dev(in, mu, cols) / (double)cols + j->eps));
     j->mean[r] = m;
     j->rstd[r] = rs;
-    if (j->w && j->b) {
-      for (int64_t c = 0; c < cols; c++) out[c] = (in[c] - m) * rs * j->w[c] + j->b[c];
-    } else {
-      for (int64_t c = 0; c < cols; c++) {
-        float v = (in[c] - m) * rs;
-        out[c] = (j->w ? v * j->w[c] : v) + (j->b ? j->b[c] : 0.0f);
-      }
+    for (int64_t c = 0; c < cols; c++) {
+      float v = (in[c] - m) * rs;
+      out[c] = (j->w ? v * j->w[c] : v) + (j->b ? j->b[c] : 0.0f);
     }
   }
 }
@@ -157,7 +153,6 @@ typedef struct {
   const float *dy, *x, *w, *mean, *rstd;
   float *dx, *partial; /* partial: [tasks][2 * cols], dw then db of each task's rows */
   int64_t rows, cols;
-  int32_t want_dw, want_db;
 } layernorm_backward_t;
 
 /* pdw += dy * xhat, pdb += dy over one row. */
@@ -211,7 +206,7 @@ int dt_layernorm_backward(const float *dy, const float *x, const float *w, const
     for (int64_t c = 0; c < cols; c++) ones[c] = 1.0f;
     w = ones;
   }
-  layernorm_backward_t j = {dy, x, w, mean, rstd, dx, partial, rows, cols, dw != NULL, db != NULL};
+  layernorm_backward_t j = {dy, x, w, mean, rstd, dx, partial, rows, cols};
   dt_parallel(tasks, layernorm_backward_task, &j);
   for (int64_t t = 0; t < tasks; t++) {
     const float *pdw = partial + t * 2 * cols, *pdb = pdw + cols;
