@@ -311,7 +311,8 @@ async function benchDdp(options: Options, python: string | null) {
       "and over Gloo (DTRAIN_SHM=0), PyTorch over Gloo",
   );
   const runs = await alternate("ddp", options.rounds, {
-    // Shared memory is opt-in (src/dist/select_backend.ts): asked for here, off for the Gloo column.
+    // Shared memory named explicitly (the default on one host, src/dist/select_backend.ts), so the
+    // column measures it whatever the caller's DTRAIN_SHM; the Gloo column turns it off.
     dtrain: ranks("ddp", 2, () => denoWorker("ddp.ts"), { DTRAIN_SHM: "1" }),
     gloo: ranks("ddp", 2, () => denoWorker("ddp.ts"), { DTRAIN_SHM: "0" }),
     torch: python

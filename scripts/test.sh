@@ -30,12 +30,14 @@ DTRAIN_SHM=0 "$DENO" test -A --v8-flags=--expose-gc tests/dist/ tests/parallel/ 
   tests/train/ddp_train_test.ts tests/train/elastic_test.ts "$@" 2>&1 | tee "$gloo_log"
 gloo_rc=${PIPESTATUS[0]}
 
+# count WORD SUMMARY: the number before WORD in a `deno test` summary line, or 0.
+count() { sed -nE "s/.*\\| ([0-9]+) $1.*/\\1/p" <<<"$2" | grep . || echo 0; }
 passed=0 failed=$static_failed ignored=0
 for run in "$log:$test_rc" "$gloo_log:$gloo_rc"; do
   summary=$(grep -E '^(ok|FAILED) \| ' "${run%%:*}" | tail -n 1)
-  passed=$((passed + $(sed -nE 's/.*\| ([0-9]+) passed.*/\1/p' <<<"$summary" | grep . || echo 0)))
-  failed=$((failed + $(sed -nE 's/.*\| ([0-9]+) failed.*/\1/p' <<<"$summary" | grep . || echo 0)))
-  ignored=$((ignored + $(sed -nE 's/.*\| ([0-9]+) ignored.*/\1/p' <<<"$summary" | grep . || echo 0)))
+  passed=$((passed + $(count passed "$summary")))
+  failed=$((failed + $(count failed "$summary")))
+  ignored=$((ignored + $(count ignored "$summary")))
   if [[ -z "$summary" && ${run##*:} -ne 0 ]]; then failed=$((failed + 1)); fi
 done
 echo "${passed} passed, ${failed} failed, ${ignored} skipped"
