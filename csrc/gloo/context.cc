@@ -148,11 +148,7 @@ int dt_gloo_last_error(dt_gloo_ctx* ctx, char* buf, size_t len) {
     lock = std::unique_lock<std::mutex>(ctx->error_mu);
     message = &ctx->error;
   }
-  if (buf != nullptr && len > 0) {
-    size_t n = message->size() < len - 1 ? message->size() : len - 1;
-    memcpy(buf, message->data(), n);
-    buf[n] = '\0';
-  }
+  dtrain::copyMessage(*message, buf, len);
   return static_cast<int>(message->size());
 }
 

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <memory>
@@ -81,6 +82,15 @@ void setupFirstMessages(dt_gloo_ctx* ctx);
 int guard(dt_gloo_ctx* ctx, const std::function<void()>& body);
 // The context's error message: set (never throws) and read, under its lock.
 void setLastError(dt_gloo_ctx* ctx, const char* message) noexcept;
+
+// Copies `message` into buf (len bytes), truncated to fit and NUL-terminated; allocates nothing,
+// so error paths may call it under a lock. The last_error entry points of both backends use it.
+inline void copyMessage(const std::string& message, char* buf, size_t len) noexcept {
+  if (buf == nullptr || len == 0) return;
+  const size_t n = message.size() < len - 1 ? message.size() : len - 1;
+  memcpy(buf, message.data(), n);
+  buf[n] = '\0';
+}
 std::string lastErrorOf(dt_gloo_ctx* ctx);
 
 // dt_gloo_allgather's argument checks, which throw Failure(DT_EINVAL) before anything is sent.

@@ -3,7 +3,6 @@
 // gather takes its ticket before the start returns, so every collective issued afterwards, from
 // any thread, runs after it ([Note: blocking collectives] in internal.h says why waiting for it
 // on the JavaScript thread cannot hang).
-#include <algorithm>
 #include <new>
 #include <string>
 #include <system_error>
@@ -66,11 +65,7 @@ int dt_shm_work_wait(dt_shm_work* work, char* error, size_t len) {
     work->thread.join();
     work->joined = true;
   }
-  if (error != nullptr && len > 0) {
-    const size_t n = std::min(work->error.size(), len - 1);
-    work->error.copy(error, n);
-    error[n] = '\0';
-  }
+  dtrain::copyMessage(work->error, error, len);
   return work->status;
 }
 
