@@ -110,6 +110,20 @@ const symbols = {
     result: "i32",
     nonblocking: true,
   },
+  dt_shm_buffer_alloc: {
+    parameters: [
+      "pointer", // dt_shm_ctx *ctx
+      "u64", // uint64_t ticket
+      "u64", // uint64_t count
+      "i32", // int dtype
+      "pointer", // dt_shm_buffer **out
+      "pointer", // double *timing
+    ],
+    result: "i32",
+    nonblocking: true,
+  },
+  dt_shm_buffer_data: { parameters: ["pointer"], result: "pointer" }, // void *dt_shm_buffer_data(dt_shm_buffer *buffer)
+  dt_shm_buffer_free: { parameters: ["pointer"], result: "i32" }, // int dt_shm_buffer_free(dt_shm_buffer *buffer)
   // Blocking, on the JavaScript thread: FSDP's synchronous forward ([Note: blocking
   // collectives] in csrc/shm/internal.h says why it cannot wait for an unserved ticket).
   dt_shm_allgather_blocking: {

@@ -40,6 +40,8 @@ const char* kindName(int32_t kind) {
       return "reduceScatter";
     case kBarrier:
       return "barrier";
+    case kEmptyShared:
+      return "emptyShared";
     default:
       return "unknown collective";
   }

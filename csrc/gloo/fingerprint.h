@@ -11,7 +11,15 @@
 
 namespace dtrain {
 
-enum Kind : int32_t { kAllReduce = 1, kBroadcast, kAllGather, kReduceScatter, kBarrier };
+// kEmptyShared is the shared-memory transport's collective allocation (csrc/shm/shared_buffer.cc).
+enum Kind : int32_t {
+  kAllReduce = 1,
+  kBroadcast,
+  kAllGather,
+  kReduceScatter,
+  kBarrier,
+  kEmptyShared
+};
 
 const char* kindName(int32_t kind);
 

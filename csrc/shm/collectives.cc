@@ -81,6 +81,15 @@ int dt_shm_allreduce(dt_shm_ctx* ctx, uint64_t ticket, void* buf, uint64_t count
     auto fn = checkReduce("allReduce", dtype, op);
     checkBuffer("allReduce", buf, count, dtype);
     const size_t elem = dtypeSize(dtype);
+    size_t offset = 0;
+    // Small reductions stage instead: one synchronisation, where in place takes two, costs less
+    // than the copy it saves (every rank sees the same size, so every rank picks the same path).
+    auto shared = count * elem >= kInPlaceMinBytes ? findShared(ctx, buf, count * elem, &offset)
+                                                   : nullptr;
+    if (shared) {
+      allReduceShared(ctx, *shared, offset, count, dtype, op, fn);
+      return;
+    }
     auto data = static_cast<char*>(buf);
     runPhases(
         ctx, {0, count, kAllReduce, dtype, op, -1}, count * elem,

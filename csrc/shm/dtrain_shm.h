@@ -58,6 +58,17 @@ int dt_shm_reduce_scatter(dt_shm_ctx* ctx, uint64_t ticket, void* out, const voi
                           uint64_t out_count, int dtype, int op, double* timing);
 int dt_shm_barrier(dt_shm_ctx* ctx, uint64_t ticket, double* timing);
 
+// Shared buffers ([Note: shared buffers] in internal.h): a collective call, every rank passing
+// the same count and dtype, that maps one new segment with a part of `count` elements per rank.
+// dt_shm_buffer_data is this rank's part; dt_shm_allreduce on memory inside it reduces every
+// rank's part in place, without staging. The mapping lives until dt_shm_buffer_free, even past
+// the context.
+typedef struct dt_shm_buffer dt_shm_buffer;
+int dt_shm_buffer_alloc(dt_shm_ctx* ctx, uint64_t ticket, uint64_t count, int dtype,
+                        dt_shm_buffer** out, double* timing);
+void* dt_shm_buffer_data(dt_shm_buffer* buffer);
+int dt_shm_buffer_free(dt_shm_buffer* buffer);
+
 // dt_shm_allgather on the calling thread, without a ticket of the caller's: it runs once every
 // collective issued earlier has ended ([Note: blocking collectives] in internal.h), and fails
 // with DT_ETIMEOUT if the queue stood still for a whole timeout instead of hanging.

@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -44,8 +45,41 @@ struct alignas(64) RankLine {
   // The fingerprint of the collective whose first chunk is k, at fp[k % 2]: like the slots, a
   // rank rewrites it only once every peer has read it.
   Fingerprint fp[2];
+  // Beside fp[k % 2]: the shared buffer and offset the collective works on in place
+  // (whereShared), or kPrivate for a buffer of the rank's own.
+  uint64_t where[2];
 };
 static_assert(sizeof(RankLine) == 128, "two cache lines per rank");
+
+// [Note: shared buffers]
+// A buffer from dt_shm_buffer_alloc is one segment of its own with a part per rank, mapped by
+// every rank: rank r's tensor is part r. An all-reduce on such a tensor needs no staging: once
+// every rank has arrived, rank r reduces its 1/n slice of every part (in rank order, through a
+// cache-sized block) and writes the result into that slice of every part; once every rank has
+// arrived again, each part holds the whole result. Each byte is read once and written once per
+// rank, against a copy into the slot, a read of every slot and a write for the staged path, which
+// is what the 5x bandwidth needs at the largest sizes. Buffers are mapped by rank 0's
+// name plus an id every rank assigns in the same order (allocation is collective), and unlinked
+// as soon as every rank mapped them.
+struct SharedBuffer {
+  uint32_t id = 0;
+  char* base = nullptr;  // a page whose first word counts the ranks that mapped it, then the parts
+  size_t stride = 0;     // bytes per part, a whole number of pages
+  size_t bytes = 0;      // bytes asked for per part
+  size_t map_bytes = 0;
+  char* part(int r) const { return base + kPage + r * stride; }
+  ~SharedBuffer();
+};
+
+// Below this, an all-reduce on a shared buffer stages anyway (see dt_shm_allreduce).
+constexpr size_t kInPlaceMinBytes = 512 * 1024;
+
+// What RankLine::where says for a buffer outside every shared buffer.
+constexpr uint64_t kPrivate = ~uint64_t(0);
+// Offsets up to 2^40 bytes; ids below 2^24.
+inline uint64_t whereShared(uint32_t id, uint64_t offset) {
+  return (static_cast<uint64_t>(id) << 40) | offset;
+}
 
 inline size_t controlBytes(int size) {
   return (sizeof(RankLine) * size + kPage - 1) / kPage * kPage;
@@ -82,6 +116,12 @@ struct dt_shm_ctx {
   uint64_t chunk = 0;   // chunks staged so far, picks the slot
   uint64_t seq = 0;     // collectives issued; the fingerprint's "op #N"
   std::string broken;   // set after a failure that leaves peers at different phases
+
+  // Shared buffers allocated on this context, for the in-place collectives to find; each lives
+  // while its handle (dt_shm_buffer) does, even past the context.
+  std::mutex buffers_mu;
+  std::vector<std::weak_ptr<dtrain::shm::SharedBuffer>> buffers;
+  uint32_t next_buffer = 0;
 
   dtrain::shm::Header* header() const { return reinterpret_cast<dtrain::shm::Header*>(base); }
   dtrain::shm::RankLine* line(int r) const {
@@ -128,8 +168,22 @@ void waitMapped(dt_shm_ctx* ctx);
 // One collective: `stage_bytes` staged by every rank in slot-sized chunks; `fill(slot, off, len)`
 // writes this rank's bytes [off, off+len) into its slot, `consume(off, len, chunk)` reads every
 // rank's slot (ctx->slot(r, chunk)) once all arrived. Checks the fingerprint on the first phase.
-void runPhases(dt_shm_ctx* ctx, Fingerprint fp, uint64_t stage_bytes,
-               const std::function<void(char* slot, size_t off, size_t len)>& fill,
-               const std::function<void(size_t off, size_t len, uint64_t chunk)>& consume);
+// `where` is what the collective works on (kPrivate, or whereShared), checked with the fingerprint.
+// Returns the fingerprint as sent (with its sequence number).
+Fingerprint runPhases(dt_shm_ctx* ctx, Fingerprint fp, uint64_t stage_bytes,
+                      const std::function<void(char* slot, size_t off, size_t len)>& fill,
+                      const std::function<void(size_t off, size_t len, uint64_t chunk)>& consume,
+                      uint64_t where = kPrivate);
+
+// One more synchronisation inside a collective: arrives, then waits for every rank to arrive.
+void sync(dt_shm_ctx* ctx, const Fingerprint& fp);
+
+// The shared buffer holding this rank's [p, p + bytes), and p's offset in its part, if any.
+std::shared_ptr<SharedBuffer> findShared(dt_shm_ctx* ctx, const void* p, size_t bytes,
+                                         size_t* offset);
+
+// The all-reduce of [Note: shared buffers] on `bytes` at `offset` of every part of `buffer`.
+void allReduceShared(dt_shm_ctx* ctx, const SharedBuffer& buffer, size_t offset, uint64_t count,
+                     int dtype, int op, ReduceFn fn);
 
 }  // namespace dtrain::shm

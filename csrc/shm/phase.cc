@@ -166,9 +166,25 @@ void waitMapped(dt_shm_ctx* ctx) {
   }
 }
 
-void runPhases(dt_shm_ctx* ctx, Fingerprint fp, uint64_t stage_bytes,
-               const std::function<void(char* slot, size_t off, size_t len)>& fill,
-               const std::function<void(size_t off, size_t len, uint64_t chunk)>& consume) {
+namespace {
+
+std::string whereText(uint64_t where) {
+  if (where == kPrivate) return "a buffer of its own";
+  return "byte " + std::to_string(where & ((uint64_t(1) << 40) - 1)) + " of shared buffer #" +
+         std::to_string(where >> 40);
+}
+
+}  // namespace
+
+void sync(dt_shm_ctx* ctx, const Fingerprint& fp) {
+  arrive(ctx);
+  waitForAll(ctx, fp, false);
+}
+
+Fingerprint runPhases(dt_shm_ctx* ctx, Fingerprint fp, uint64_t stage_bytes,
+                      const std::function<void(char* slot, size_t off, size_t len)>& fill,
+                      const std::function<void(size_t off, size_t len, uint64_t chunk)>& consume,
+                      uint64_t where) {
   if (!ctx->broken.empty()) {
     throw Failure(DT_EBROKEN, std::string(kindName(fp.kind)) +
                                   ": process group is unusable after an earlier failure: " +
@@ -182,7 +198,10 @@ void runPhases(dt_shm_ctx* ctx, Fingerprint fp, uint64_t stage_bytes,
     const size_t len = std::min<uint64_t>(slot, stage_bytes - std::min(stage_bytes, off));
     const uint64_t chunk = ctx->chunk++;
     if (len > 0) fill(ctx->slot(ctx->rank, chunk), off, len);
-    if (c == 0) ctx->line(ctx->rank)->fp[chunk % 2] = fp;
+    if (c == 0) {
+      ctx->line(ctx->rank)->fp[chunk % 2] = fp;
+      ctx->line(ctx->rank)->where[chunk % 2] = where;
+    }
     arrive(ctx);
     waitForAll(ctx, fp, c == 0);
     if (c == 0 && ctx->size > 1) {
@@ -191,9 +210,20 @@ void runPhases(dt_shm_ctx* ctx, Fingerprint fp, uint64_t stage_bytes,
       auto mismatch = mismatchMessage(ctx->global_ranks, all);
       // Every rank arrived at this phase and throws the same error: the group stays usable.
       if (!mismatch.empty()) throw Failure(DT_EMISMATCH, mismatch);
+      const uint64_t first = ctx->line(0)->where[chunk % 2];
+      for (int r = 1; r < ctx->size; r++) {
+        const uint64_t theirs = ctx->line(r)->where[chunk % 2];
+        if (theirs == first) continue;
+        throw Failure(DT_EMISMATCH, opLabel(fp) + ": " + ctx->rankName(r) + " passed " +
+                                        whereText(theirs) + ", " + ctx->rankName(0) + " " +
+                                        whereText(first) +
+                                        " (a shared buffer is reduced in place only when every "
+                                        "rank passes the same one)");
+      }
     }
     if (len > 0) consume(off, len, chunk);
   }
+  return fp;
 }
 
 }  // namespace dtrain::shm

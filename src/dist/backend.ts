@@ -81,6 +81,18 @@ export interface StartedCollective {
 }
 
 /**
+ * Memory that every rank of a group maps (`Backend.allocShared`): each rank has a part of the
+ * same size, and an all-reduce on memory inside this rank's part reduces every rank's part in
+ * place, without staging copies.
+ */
+export interface SharedBlock {
+  /** This rank's part. */
+  readonly ptr: Deno.PointerValue;
+  /** Unmaps this rank's view of the block now; idempotent. No collective may be using it. */
+  free(): void;
+}
+
+/**
  * A connected communicator over `size` ranks. Calls must be issued in the same order on
  * every rank; the process group guarantees it. Unless the backend is `queued`, never
  * concurrently either: the process group then issues each call after the previous settled.
@@ -112,6 +124,11 @@ export interface Backend {
   reduceScatter(out: NativeBuffer, input: NativeBuffer, op: ReduceOp): Promise<Done>;
   /** Resolves once every rank has called it. */
   barrier(): Promise<Done>;
+  /**
+   * Allocates `count` elements of `dtype` per rank in memory every rank maps (optional: shared
+   * memory only). A collective: every rank passes the same count and dtype.
+   */
+  allocShared?(count: number, dtype: DType): Promise<SharedBlock>;
   /** Releases native resources. Idempotent; no call may be in flight. */
   close(): void;
 }

@@ -39,7 +39,7 @@ export type Device = "cpu" | `cuda:${number}` | (string & Record<never, never>);
 
 /** Frees the blocks of collected storages on devices whose memory V8 cannot see. */
 const unowned = new FinalizationRegistry<{ backend: DeviceBackend; block: DeviceBlock }>(
-  ({ backend, block }) => backend.free(block),
+  ({ backend, block }) => block.release !== undefined ? block.release() : backend.free(block),
 );
 
 /** Address objects to the owners of the blocks they point into (see [Note: pinned addresses]). */
@@ -74,13 +74,15 @@ export class Storage {
    * @param nbytes Bytes to allocate.
    * @param zero Whether to zero-fill them.
    * @param device The device's name.
+   * @param adopt A block allocated elsewhere to use instead (memory shared with other processes),
+   *   freed by its `release`.
    */
-  constructor(nbytes: number, zero: boolean, device: Device = "cpu") {
+  constructor(nbytes: number, zero: boolean, device: Device = "cpu", adopt?: DeviceBlock) {
     if (!Number.isSafeInteger(nbytes) || nbytes < 0) {
       throw new RangeError(`cannot allocate ${nbytes} bytes: not a representable size`);
     }
     this.backend = getDevice(device);
-    const block = this.backend.alloc(nbytes, zero);
+    const block = adopt ?? this.backend.alloc(nbytes, zero);
     this.#block = block;
     this.ptr = pin(block.ptr, block.owner);
     this.nbytes = nbytes;
@@ -122,8 +124,13 @@ export class Storage {
   freeBlock(): void {
     if (this.ptr === null) return;
     if (this.#block.owner === undefined) unowned.unregister(this);
-    this.backend.free(this.#block);
+    this.#free();
     this.ptr = null;
+  }
+
+  #free(): void {
+    if (this.#block.release !== undefined) this.#block.release();
+    else this.backend.free(this.#block);
   }
 
   /** After {@linkcode freeBlock}: a fresh block of the same size (contents undefined). */
@@ -140,7 +147,7 @@ export class Storage {
     if (--this.#refs > 0 || this.ptr === null) return;
     if (this.#block.owner === undefined) unowned.unregister(this);
     if (this.#uncovered) noteUncovered(-this.nbytes);
-    this.backend.free(this.#block);
+    this.#free();
     this.ptr = null;
   }
 }

@@ -151,3 +151,59 @@ Deno.test("across two hosts (DTRAIN_SHM_HOST), a SIGKILLed rank is named by the 
   const starts = runs.map((r) => r.stdout.split("\n").find((l) => l.includes("backend")));
   assert.ok(starts.every((l) => l?.includes('"shm+gloo"')), starts.join("\n"));
 });
+
+for (const worldSize of [2, 3]) {
+  Deno.test(`emptyShared tensors across ${worldSize} ranks all-reduce in place to Gloo's results, and leave no segment`, async () => {
+    const before = new Set(segments());
+    const runs = await runRanks({
+      worker,
+      worldSize,
+      timeoutMs: 90_000,
+      env: { MODE: "shared", DTRAIN_SHM: "1" },
+    });
+    for (const r of runs) {
+      assert.equal(r.code, 0, `rank ${r.rank}: ${r.stderr}`);
+      assert.equal(r.result?.backend, "shm");
+      const worst = r.result?.worst as { f32: number; i32: number };
+      assert.equal(worst.i32, 0, `rank ${r.rank}: i32 results differ`);
+      assert.ok(worst.f32 <= 1e-6, `rank ${r.rank}: f32 results differ by ${worst.f32}`);
+      assert.equal(r.result?.compared, 15);
+      assert.equal(r.result?.zeroFilled, true);
+      assert.deepEqual(r.result?.plainSum, Array(5).fill(worldSize));
+      assert.equal(r.result?.keptAfterDestroy, true);
+      // Every buffer's name was unlinked once all ranks mapped it, while the ranks still ran.
+      assert.deepEqual((r.result?.left as string[]).filter((n) => !before.has(n)), []);
+    }
+  });
+}
+
+Deno.test("an all-reduce of a shared tensor on one rank and a private one on another fails on every rank, and the group goes on", async () => {
+  const runs = await runRanks({
+    worker,
+    worldSize: 2,
+    timeoutMs: 30_000,
+    env: { MODE: "shared-mismatch", DTRAIN_SHM: "1" },
+  });
+  for (const r of runs) {
+    assert.equal(r.code, 0, `rank ${r.rank}: ${r.stderr}`);
+    assert.deepEqual(r.result?.errors, [
+      "allReduce (op #3): rank 1 passed a buffer of its own, rank 0 byte 0 of shared buffer #0 " +
+      "(a shared buffer is reduced in place only when every rank passes the same one)",
+    ]);
+    assert.equal(r.result?.after, 2);
+  }
+});
+
+Deno.test("a rank that dies before emptyShared is named, and its buffer's name is not left in /dev/shm", async () => {
+  const before = new Set(segments());
+  const runs = await runRanks({
+    worker,
+    worldSize: 2,
+    timeoutMs: 30_000,
+    env: { MODE: "shared-dead", DTRAIN_SHM: "1", TEST_TIMEOUT_MS: "20000" },
+  });
+  assert.equal(runs[1].code, 3);
+  assert.match(String(runs[0].result?.error), /^emptyShared \(op #\d+\): rank 1 died/);
+  assert.deepEqual((runs[0].result?.left as string[]).filter((n) => !before.has(n)), []);
+  assert.deepEqual(segments().filter((n) => !before.has(n)), []);
+});

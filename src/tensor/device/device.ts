@@ -36,6 +36,8 @@ export interface DeviceBlock {
   readonly ptr: DevicePtr;
   /** The object whose lifetime is the block's, if the garbage collector frees it. */
   readonly owner?: object;
+  /** Frees a block the device did not allocate (adopted by a Storage), instead of `free`. */
+  readonly release?: () => void;
 }
 
 /** libdtrain's functions, by C name: the prototypes every device's kernels follow. */

@@ -5,7 +5,13 @@
  *   differences (f32 relative, i32 absolute) and both backends' names;
  * - "dump": runs a fixed series of collectives on the world group and writes the results to
  *   OUT_DIR/rank<N>.json (used across hosts, where the launcher runs this script);
- * - "loop": all-reduces forever, printing "looping" once warmed up.
+ * - "loop": all-reduces forever, printing "looping" once warmed up;
+ * - "shared": all-reduces tensors from emptyShared (below and above the in-place threshold, and a
+ *   view at an offset) and the same data on a Gloo subgroup, reporting the largest differences
+ *   and the dtrain segments left in /dev/shm;
+ * - "shared-mismatch": rank 0 all-reduces a shared tensor, the others a private one of the same
+ *   size; reports the errors, then whether the group still works;
+ * - "shared-dead": rank 1 exits instead of calling emptyShared; rank 0 reports its error.
  * @module
  */
 
@@ -15,6 +21,7 @@ import {
   barrier,
   broadcast,
   destroyProcessGroup,
+  emptyShared,
   getRank,
   getWorldSize,
   initProcessGroup,
@@ -23,6 +30,7 @@ import {
   worldGroup,
 } from "../../../src/dist/mod.ts";
 import type { ProcessGroup } from "../../../src/dist/mod.ts";
+import type { Tensor } from "../../../src/tensor/tensor.ts";
 import { envInt, runWorker, tensorOf } from "../../_harness/worker.ts";
 
 const mode = Deno.env.get("MODE");
@@ -85,6 +93,50 @@ function diff(a: Float32Array | Int32Array, b: Float32Array | Int32Array): numbe
   return worst;
 }
 
+/** A typed-array view of `t`'s memory (cpu, contiguous). */
+function viewOf(t: Tensor): Float32Array | Int32Array {
+  const bytes = Deno.UnsafePointerView.getArrayBuffer(t.ptr!, t.numel() * 4);
+  return t.dtype === "i32" ? new Int32Array(bytes) : new Float32Array(bytes);
+}
+
+/** Our segment names now in /dev/shm. */
+function segments(): string[] {
+  return [...Deno.readDirSync("/dev/shm")].map((e) => e.name).filter((n) =>
+    n.startsWith("dtrain-")
+  );
+}
+
+/** Every shared-buffer case on `world`, against the same data on `gloo`. */
+async function sharedSeries(world: ProcessGroup, gloo: ProcessGroup, big: number) {
+  const rank = world.rank;
+  const worst = { f32: 0, i32: 0 };
+  let compared = 0, zeroFilled = true;
+  for (const dtype of ["f32", "i32"] as const) {
+    for (const op of ["sum", "max", ...(dtype === "f32" ? ["avg"] as const : [])] as const) {
+      // 1001 elements stage (below the in-place threshold); `big` is reduced in place, whole
+      // and as a view that starts 7 elements into its buffer.
+      for (const [n, at] of [[1001, 0], [big, 0], [big, 7]]) {
+        const shared = await emptyShared([n + at], { dtype, group: world });
+        zeroFilled &&= viewOf(shared).every((v) => v === 0);
+        const x = at === 0 ? shared : shared.narrow(0, at, n);
+        const expected = data(rank, n, dtype, n + at);
+        viewOf(x).set(expected);
+        await allReduce(x, op, world);
+        await allReduce(tensorOf(expected), op, gloo);
+        worst[dtype] = Math.max(worst[dtype], diff(viewOf(x), expected));
+        compared++;
+        shared.dispose();
+      }
+    }
+  }
+  // Gloo has no shared memory: an ordinary zero-filled tensor, which its all-reduce sums.
+  const plain = await emptyShared([5], { group: gloo });
+  viewOf(plain).fill(1);
+  await allReduce(plain, "sum", gloo);
+  const plainSum = Array.from(viewOf(plain));
+  return { worst, compared, zeroFilled, plainSum };
+}
+
 await runWorker(async () => {
   await initProcessGroup({ timeoutMs: envInt("TEST_TIMEOUT_MS", 20_000) });
   const world = worldGroup();
@@ -102,6 +154,42 @@ await runWorker(async () => {
     const backends = [world.backendName, gloo.backendName];
     await destroyProcessGroup();
     return { backends, worst, compared: shmOut.size };
+  }
+  if (mode === "shared") {
+    Deno.env.set("DTRAIN_SHM", "0");
+    const gloo = await newGroup(world.ranks.slice());
+    const result = { backend: world.backendName, ...await sharedSeries(world, gloo, big) };
+    // A shared tensor outlives its group (DDP's gradients stay readable after the job).
+    const kept = await emptyShared([big]);
+    viewOf(kept).fill(1);
+    await allReduce(kept);
+    // No rank allocates any more, and each buffer's name went once every rank had mapped it.
+    const left = segments();
+    await destroyProcessGroup();
+    return { ...result, left, keptAfterDestroy: viewOf(kept).every((v) => v === world.size) };
+  }
+  if (mode === "shared-mismatch") {
+    const x = getRank() === 0 ? await emptyShared([big]) : tensorOf(new Float32Array(big));
+    if (getRank() !== 0) await emptyShared([big]); // every rank allocates: it is collective
+    const errors = [];
+    try {
+      await allReduce(x);
+    } catch (err) {
+      errors.push((err as Error).message);
+    }
+    const one = tensorOf(new Float32Array([1]));
+    await allReduce(one);
+    await destroyProcessGroup();
+    return { errors, after: one.data[0] };
+  }
+  if (mode === "shared-dead") {
+    if (getRank() === 1) Deno.exit(3);
+    try {
+      await emptyShared([big]);
+      return { error: null };
+    } catch (err) {
+      return { error: (err as Error).message, left: segments() };
+    }
   }
   if (mode === "dump") {
     const out = await series(world, big);

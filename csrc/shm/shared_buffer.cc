@@ -1,0 +1,206 @@
+// Shared buffers ([Note: shared buffers] in internal.h): their collective allocation, and the
+// all-reduce that works on them in place.
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <new>
+
+#include "internal.h"
+
+using namespace dtrain;
+using namespace dtrain::shm;
+
+struct dt_shm_buffer {
+  std::shared_ptr<SharedBuffer> buffer;
+  char* data = nullptr;  // this rank's part
+};
+
+namespace dtrain::shm {
+
+SharedBuffer::~SharedBuffer() {
+  if (base != nullptr) munmap(base, map_bytes);
+}
+
+std::shared_ptr<SharedBuffer> findShared(dt_shm_ctx* ctx, const void* p, size_t bytes,
+                                         size_t* offset) {
+  std::lock_guard<std::mutex> lock(ctx->buffers_mu);
+  auto at = reinterpret_cast<uintptr_t>(p);
+  for (const auto& weak : ctx->buffers) {
+    auto buffer = weak.lock();
+    if (!buffer) continue;
+    auto mine = reinterpret_cast<uintptr_t>(buffer->part(ctx->rank));
+    if (at >= mine && at + bytes <= mine + buffer->bytes) {
+      *offset = at - mine;
+      return buffer;
+    }
+  }
+  return nullptr;
+}
+
+void allReduceShared(dt_shm_ctx* ctx, const SharedBuffer& buffer, size_t offset, uint64_t count,
+                     int dtype, int op, ReduceFn fn) {
+  const size_t elem = dtypeSize(dtype);
+  const Fingerprint fp = runPhases(ctx, {0, count, kAllReduce, dtype, op, -1}, 0, nullptr,
+                                   nullptr, whereShared(buffer.id, offset));
+  // Every part is complete: reduce this rank's slice, whole cache lines so that no two ranks
+  // write the same line.
+  const uint64_t line = 64 / elem;
+  const uint64_t per = (count + ctx->size - 1) / ctx->size;
+  const uint64_t share = (per + line - 1) / line * line;
+  const uint64_t lo = std::min<uint64_t>(count, ctx->rank * share);
+  const uint64_t hi = std::min<uint64_t>(count, lo + share);
+  std::vector<char*> parts(ctx->size);
+  for (int r = 0; r < ctx->size; r++) parts[r] = buffer.part(r) + offset;
+  // The block stays in L1 between the reduction and its copies into every part.
+  alignas(64) static thread_local char block[16384];
+  const uint64_t step = sizeof(block) / elem;
+  for (uint64_t i = lo; i < hi; i += step) {
+    const size_t n = std::min<uint64_t>(step, hi - i);
+    const size_t at = i * elem;
+    if (ctx->size == 1) {
+      memcpy(block, parts[0] + at, n * elem);
+    } else {
+      fn(block, parts[0] + at, parts[1] + at, n);
+      for (int r = 2; r < ctx->size; r++) fn(block, block, parts[r] + at, n);
+    }
+    if (op == DT_AVG) divideInPlace(reinterpret_cast<float*>(block), n, ctx->size);
+    for (int r = 0; r < ctx->size; r++) memcpy(parts[r] + at, block, n * elem);
+  }
+  // Every slice is in every part: the parts are their owners' again.
+  sync(ctx, fp);
+}
+
+}  // namespace dtrain::shm
+
+namespace {
+
+std::string errnoText(const std::string& what) { return what + ": " + strerror(errno); }
+
+// Maps buffer `name` of `bytes`, creating it (rank 0) or opening what rank 0 created.
+char* mapBuffer(const std::string& name, bool create, size_t bytes) {
+  const int fd = shm_open(name.c_str(), create ? O_RDWR | O_CREAT | O_EXCL : O_RDWR, 0600);
+  if (fd < 0) throw Failure(DT_EINTERNAL, errnoText("shm_open " + name));
+  if (create && ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    close(fd);
+    throw Failure(DT_EINTERNAL, errnoText("ftruncate " + name + " to " + std::to_string(bytes) +
+                                          " bytes"));
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) != bytes) {
+    close(fd);
+    throw Failure(DT_EINTERNAL, name + " has " + std::to_string(st.st_size) + " bytes, expected " +
+                                    std::to_string(bytes));
+  }
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (p == MAP_FAILED) throw Failure(DT_EINTERNAL, errnoText("mmap " + name));
+  return static_cast<char*>(p);
+}
+
+// Every rank learns whether every rank succeeded: a rank's failure message travels in its slot,
+// and every rank throws the first one (the group stays usable, each rank having arrived).
+void agree(dt_shm_ctx* ctx, const Fingerprint& fp, const std::string& mine) {
+  constexpr size_t kMessage = 1024;
+  runPhases(
+      ctx, fp, kMessage,
+      [&](char* slot, size_t, size_t) {
+        const size_t n = std::min(mine.size(), kMessage - 1);
+        memcpy(slot, mine.data(), n);
+        slot[n] = '\0';
+      },
+      [&](size_t, size_t, uint64_t chunk) {
+        for (int r = 0; r < ctx->size; r++) {
+          const char* theirs = ctx->slot(r, chunk);
+          if (theirs[0] != '\0') {
+            throw Failure(DT_EINTERNAL,
+                          "emptyShared: " + ctx->rankName(r) + " failed: " + theirs);
+          }
+        }
+      });
+}
+
+}  // namespace
+
+extern "C" {
+
+int dt_shm_buffer_alloc(dt_shm_ctx* ctx, uint64_t ticket, uint64_t count, int dtype,
+                        dt_shm_buffer** out, double* timing) {
+  if (ctx == nullptr || out == nullptr) return DT_EINVAL;
+  *out = nullptr;
+  return serve(ctx, ticket, timing, [&] {
+    const size_t elem = dtypeSize(dtype);
+    if (elem == 0) throw Failure(DT_EINVAL, "emptyShared: unknown dtype code " +
+                                                std::to_string(dtype));
+    if (count == 0 || count > (uint64_t(1) << 40) / elem) {
+      throw Failure(DT_EINVAL, "emptyShared: element count must be in [1, 2^40 bytes], got " +
+                                   std::to_string(count));
+    }
+    auto buffer = std::make_shared<SharedBuffer>();
+    buffer->bytes = count * elem;
+    buffer->stride = (buffer->bytes + kPage - 1) / kPage * kPage;
+    buffer->map_bytes = kPage + buffer->stride * ctx->size;
+    buffer->id = ctx->next_buffer++;
+    const std::string name = ctx->name + "-" + std::to_string(buffer->id);
+    const Fingerprint fp{0, count, kEmptyShared, dtype, -1, -1};
+    const bool creator = ctx->rank == 0;
+    // Rank 0 creates, everyone learns whether it could; then the others map, and the last rank
+    // to map unlinks the name (so that a rank returning from here knows it is gone); everyone
+    // learns whether all could. Should one fail, rank 0 unlinks the name on its way out.
+    struct Unlink {
+      const std::string& name;
+      bool armed;
+      ~Unlink() {
+        if (armed) shm_unlink(name.c_str());
+      }
+    } unlink{name, false};
+    std::string error;
+    if (creator) {
+      try {
+        buffer->base = mapBuffer(name, true, buffer->map_bytes);
+        unlink.armed = true;
+      } catch (const Failure& e) {
+        error = e.what();
+      }
+    }
+    agree(ctx, fp, error);
+    if (!creator) {
+      try {
+        buffer->base = mapBuffer(name, false, buffer->map_bytes);
+      } catch (const Failure& e) {
+        error = e.what();
+      }
+    }
+    if (buffer->base != nullptr) {
+      auto* mapped = reinterpret_cast<std::atomic<uint32_t>*>(buffer->base);
+      if (mapped->fetch_add(1) + 1 == static_cast<uint32_t>(ctx->size)) {
+        shm_unlink(name.c_str());
+      }
+    }
+    agree(ctx, fp, error);
+    auto* handle = new dt_shm_buffer{buffer, buffer->part(ctx->rank)};
+    {
+      std::lock_guard<std::mutex> lock(ctx->buffers_mu);
+      auto& list = ctx->buffers;
+      list.erase(std::remove_if(list.begin(), list.end(), [](auto& w) { return w.expired(); }),
+                 list.end());
+      list.push_back(buffer);
+    }
+    *out = handle;
+  });
+}
+
+void* dt_shm_buffer_data(dt_shm_buffer* buffer) {
+  return buffer == nullptr ? nullptr : buffer->data;
+}
+
+int dt_shm_buffer_free(dt_shm_buffer* buffer) {
+  delete buffer;
+  return DT_OK;
+}
+
+}  // extern "C"
