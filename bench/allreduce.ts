@@ -16,7 +16,14 @@
  */
 
 import { fileURLToPath } from "node:url";
-import { allReduce, barrier, destroyProcessGroup, initProcessGroup } from "../src/dist/mod.ts";
+import {
+  allReduce,
+  barrier,
+  destroyProcessGroup,
+  emptyShared,
+  initProcessGroup,
+} from "../src/dist/mod.ts";
+import { zeros } from "../src/tensor/creation.ts";
 import { findTorch } from "./runner.ts";
 
 const SIZES = [4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20];
@@ -40,14 +47,12 @@ function busbw(bytes: number, seconds: number): number {
 async function worker(): Promise<void> {
   const group = await initProcessGroup({ timeoutMs: 120_000 });
   const rows: Row[] = [];
+  // DTRAIN_BENCH_SHARED=1: the tensor lives in memory every rank maps (emptyShared), which the
+  // shared-memory backend reduces in place.
+  const shared = Deno.env.get("DTRAIN_BENCH_SHARED") === "1";
   for (const bytes of SIZES) {
-    const data = new Float32Array(bytes / 4).fill(1);
-    const x = {
-      dtype: "f32",
-      numel: data.length,
-      isContiguous: () => true,
-      ptr: Deno.UnsafePointer.of(data),
-    };
+    const x = shared ? await emptyShared([bytes / 4]) : zeros([bytes / 4]);
+    x.fill_(1);
     const n = iterations(bytes);
     for (let i = 0; i < Math.min(n, 20); i++) await allReduce(x);
     const trials: number[] = [];
@@ -58,6 +63,7 @@ async function worker(): Promise<void> {
       trials.push((performance.now() - start) / 1000 / n);
     }
     rows.push({ bytes, seconds: Math.min(...trials) });
+    x.dispose();
   }
   if (group.rank === 0) console.log(JSON.stringify({ rows }));
   await destroyProcessGroup();

@@ -4,7 +4,7 @@
  * prints wall and CPU milliseconds per step, backward and exposed all-reduce wait.
  *
  *     deno task launch --nproc-per-node 2 bench/ddp_steps.ts                 # shared memory
- *     DTRAIN_SHM_QUEUE=1 deno task launch --nproc-per-node 2 bench/ddp_steps.ts
+ *     DTRAIN_SHM_QUEUE=0 deno task launch --nproc-per-node 2 bench/ddp_steps.ts  # queue off
  *     DTRAIN_SHM=0 deno task launch --nproc-per-node 2 bench/ddp_steps.ts    # Gloo
  * @module
  */

@@ -57,8 +57,11 @@ import {
 
 const SECTIONS = ["single", "ddp", "allreduce", "gpt", "fsdp"] as const;
 type Section = typeof SECTIONS[number];
-/** dtrain as the job picks (shared memory on one host), dtrain with DTRAIN_SHM=0, PyTorch. */
-type Framework = "dtrain" | "gloo" | "torch";
+/**
+ * dtrain as the job picks (shared memory on one host), dtrain on memory every rank maps
+ * (emptyShared; the all-reduce section only), dtrain with DTRAIN_SHM=0, PyTorch.
+ */
+type Framework = "dtrain" | "shared" | "gloo" | "torch";
 type Runs = Record<Framework, RunResult[]>;
 
 const USAGE =
@@ -109,9 +112,10 @@ const TORCH_WORKLOAD = [
   `--seed=${SEED}`,
 ];
 
-/** One way to run a workload on each side (gloo and torch absent when not compared). */
+/** One way to run a workload on each side (the others absent when not compared). */
 type Sides = {
   dtrain: () => Promise<RunResult>;
+  shared?: () => Promise<RunResult>;
   gloo?: () => Promise<RunResult>;
   torch?: () => Promise<RunResult>;
 };
@@ -123,8 +127,10 @@ async function alternate(
   sides: Sides,
   headline: (r: Record<string, unknown>) => string,
 ): Promise<Runs> {
-  const runs: Runs = { dtrain: [], gloo: [], torch: [] };
-  const order = (["dtrain", "gloo", "torch"] as const).filter((fw) => sides[fw] !== undefined);
+  const runs: Runs = { dtrain: [], shared: [], gloo: [], torch: [] };
+  const order = (["dtrain", "shared", "gloo", "torch"] as const).filter((fw) =>
+    sides[fw] !== undefined
+  );
   for (let round = 0; round < rounds; round++) {
     for (const fw of round % 2 === 0 ? order : [...order].reverse()) {
       const run = await sides[fw]!();
@@ -485,6 +491,14 @@ async function benchAllReduce(options: Options, python: string | null) {
       { DTRAIN_BENCH_WORKER: "1", DTRAIN_SHM: "1" },
       lastJsonLine,
     ),
+    // The tensor in memory every rank maps (dist.emptyShared), reduced in place, as DDP's buckets.
+    shared: ranks(
+      "allreduce",
+      2,
+      () => denoWorker("allreduce.ts"),
+      { DTRAIN_BENCH_WORKER: "1", DTRAIN_SHM: "1", DTRAIN_BENCH_SHARED: "1" },
+      lastJsonLine,
+    ),
     gloo: ranks(
       "allreduce",
       2,
@@ -507,28 +521,32 @@ async function benchAllReduce(options: Options, python: string | null) {
   const busbw = (bytes: number, s: number) => (2 * (world - 1) / world) * bytes / s / 1e9;
   const rows = sizes.map((bytes) => {
     const sd = seconds(runs.dtrain, bytes), st = seconds(runs.torch, bytes);
-    const sg = seconds(runs.gloo, bytes);
+    const ss = seconds(runs.shared, bytes), sg = seconds(runs.gloo, bytes);
     return [
       bytesLabel(bytes),
       num(sd * 1e6, 1),
       num(busbw(bytes, sd), 3),
+      num(ss * 1e6, 1),
+      num(busbw(bytes, ss), 3),
       num(sg * 1e6, 1),
-      num(busbw(bytes, sg), 3),
       num(st * 1e6, 1),
       num(busbw(bytes, st), 3),
       ratio(st / sd),
+      ratio(st / ss),
     ];
   });
   console.log(`\n${
     table([
       "(c) size",
-      "dtrain shm µs",
-      "shm busbw GB/s",
-      "dtrain Gloo µs",
-      "Gloo busbw GB/s",
+      "shm µs",
+      "shm GB/s",
+      "shm in place µs",
+      "in place GB/s",
+      "Gloo µs",
       "PyTorch µs",
-      "PyTorch busbw GB/s",
-      "busbw shm/PyTorch",
+      "PyTorch GB/s",
+      "shm/PyTorch",
+      "in place/PyTorch",
     ], rows)
   }`);
   return runs;

@@ -13,9 +13,11 @@ import { loadShm, type ShmSymbols } from "../../ffi/shm.ts";
 import type {
   Backend,
   BackendInit,
+  DType,
   NativeBuffer,
   OpTiming,
   ReduceOp,
+  SharedBlock,
   StartedCollective,
 } from "./backend.ts";
 import { DistError } from "./errors.ts";
@@ -56,6 +58,11 @@ const leaked = new FinalizationRegistry<{ lib: ShmSymbols; ctx: Deno.PointerValu
   ({ lib, ctx }) => lib.dt_shm_ctx_free(ctx),
 );
 
+/** Unmaps shared buffers dropped without `free`; a backstop only. */
+const unmapOnCollect = new FinalizationRegistry<{ lib: ShmSymbols; handle: Deno.PointerValue }>(
+  ({ lib, handle }) => lib.dt_shm_buffer_free(handle),
+);
+
 /**
  * A shared-memory communicator over the ranks of one host. Created by the process group when
  * every member shares this host (see select_backend.ts; `DTRAIN_SHM=0` turns it off).
@@ -88,12 +95,13 @@ const leaked = new FinalizationRegistry<{ lib: ShmSymbols; ctx: Deno.PointerValu
 export class ShmBackend implements Backend {
   readonly name = "shm";
   /**
-   * Off by default: the process group chains calls as for Gloo (a call issued while none runs
-   * starts at once), which was faster on our 2-core machines, where handing every bucket to
-   * another thread during backward found no idle core (BENCHMARKS.md, "Shared memory"). Env
-   * DTRAIN_SHM_QUEUE=1 issues every call the moment it is made.
+   * On by default: the process group hands every call over the moment it is made, even from
+   * synchronous code, so each DDP bucket's all-reduce starts as soon as its gradients are in,
+   * while backward goes on. Env DTRAIN_SHM_QUEUE=0 chains calls as for Gloo instead (a call
+   * issued while none runs starts at once); on our 2-core machines the two measure the same
+   * (BENCHMARKS.md, "Shared memory between ranks").
    */
-  readonly queued = Deno.env.get("DTRAIN_SHM_QUEUE") === "1";
+  readonly queued = Deno.env.get("DTRAIN_SHM_QUEUE") !== "0";
   #lib: ShmSymbols;
   #ctx: Deno.PointerValue;
   /** The waits of started gathers not yet waited for. */
@@ -301,6 +309,40 @@ export class ShmBackend implements Backend {
 
   barrier(): Promise<OpTiming> {
     return this.#run((ctx, t, timing) => this.#lib.dt_shm_barrier(ctx, t, timing));
+  }
+
+  /**
+   * A shared buffer ([Note: shared buffers] in csrc/shm/internal.h): one new segment with a part
+   * per rank, which all-reduces on this rank's part reduce in place. It outlives the backend; a
+   * block dropped without `free` is unmapped once collected.
+   */
+  async allocShared(count: number, dtype: DType): Promise<SharedBlock> {
+    const out = new BigUint64Array(1);
+    await this.#run(
+      (ctx, t, timing) =>
+        this.#lib.dt_shm_buffer_alloc(
+          ctx,
+          t,
+          count,
+          GlooDType[dtype],
+          Deno.UnsafePointer.of(out),
+          timing,
+        ),
+      [out],
+    );
+    const lib = this.#lib;
+    const handle = Deno.UnsafePointer.create(out[0]);
+    const block = {
+      ptr: lib.dt_shm_buffer_data(handle),
+      free() {
+        if (this.ptr === null) return;
+        unmapOnCollect.unregister(block);
+        lib.dt_shm_buffer_free(handle);
+        this.ptr = null;
+      },
+    };
+    unmapOnCollect.register(block, { lib, handle }, block);
+    return block;
   }
 
   close(): void {

@@ -5,6 +5,7 @@
  * @module
  */
 
+import type { Device } from "../tensor/storage.ts";
 import { Tensor } from "../tensor/tensor.ts";
 
 /** Where one parameter's gradient lives inside a bucket. */
@@ -33,24 +34,39 @@ export interface Bucket {
 
 /**
  * Assigns `params` (given in registration order) to buckets. Each bucket is closed once its size
- * reaches the cap, so a parameter larger than the cap gets a bucket of its own.
+ * reaches the cap, so a parameter larger than the cap gets a bucket of its own. `alloc` makes
+ * each bucket's zero-filled flat buffer, one after another in bucket order (DDP's allocation is
+ * collective: memory every rank maps, see src/dist/shared_tensor.ts).
  */
-export function assignBuckets(
+export async function assignBuckets(
   params: readonly { name: string; param: Tensor }[],
   firstBucketBytes: number,
   bucketBytes: number,
-): Bucket[] {
-  const buckets: Bucket[] = [];
+  alloc: (numel: number, device: Device) => Promise<Tensor> = (numel, device) =>
+    Promise.resolve(Tensor.empty([numel], "f32", true, device)),
+): Promise<Bucket[]> {
+  const groups: { name: string; param: Tensor }[][] = [];
   let pending: { name: string; param: Tensor }[] = [];
   let pendingBytes = 0;
   const close = () => {
-    if (pending.length === 0) return;
-    const total = pending.reduce((n, p) => n + p.param.numel(), 0);
+    if (pending.length > 0) groups.push(pending);
+    pending = [];
+    pendingBytes = 0;
+  };
+  for (let i = params.length - 1; i >= 0; i--) {
+    pending.push(params[i]);
+    pendingBytes += params[i].param.numel() * 4;
+    if (pendingBytes >= (groups.length === 0 ? firstBucketBytes : bucketBytes)) close();
+  }
+  close();
+  const buckets: Bucket[] = [];
+  for (const members of groups) {
+    const total = members.reduce((n, p) => n + p.param.numel(), 0);
     // On the parameters' device, so that a GPU model reduces GPU memory (NCCL under "auto").
-    const buffer = Tensor.empty([total], "f32", true, pending[0].param.device);
+    const buffer = await alloc(total, members[0].param.device);
     buffer.persistent = true;
     let offset = 0;
-    const slots = pending.map(({ name, param }) => {
+    const slots = members.map(({ name, param }) => {
       const at = offset;
       const makeView = () => {
         const view = new Tensor(buffer.storage, param.shape, "f32", undefined, at);
@@ -61,14 +77,6 @@ export function assignBuckets(
       return { param, name, offset: at, view: makeView(), makeView };
     });
     buckets.push({ index: buckets.length, buffer, slots });
-    pending = [];
-    pendingBytes = 0;
-  };
-  for (let i = params.length - 1; i >= 0; i--) {
-    pending.push(params[i]);
-    pendingBytes += params[i].param.numel() * 4;
-    if (pendingBytes >= (buckets.length === 0 ? firstBucketBytes : bucketBytes)) close();
   }
-  close();
   return buckets;
 }

@@ -11,8 +11,10 @@
  * the bucket memory, so later accumulation (noSync) writes there directly. When a bucket and every
  * bucket before it are complete, its all-reduce (op "avg") is issued at once and runs on a native
  * thread while backward goes on: every bucket over a backend with its own issue queue (shared
- * memory), the first bucket otherwise (Gloo; the others start when backward has returned). Buckets are issued in index order on every rank, so the
- * collective sequence is identical everywhere. `await ddp.backward(loss)` returns when every
+ * memory), the first bucket otherwise (Gloo; the others start when backward has returned).
+ * Buckets are issued in index order on every rank, so the collective sequence is identical
+ * everywhere. Bucket memory comes from `emptyShared`: over shared memory every rank maps every
+ * rank's buckets, and an all-reduce reduces them where they lie, with no staging copy. `await ddp.backward(loss)` returns when every
  * bucket is reduced and the averaged gradients are in `param.grad`.
  *
  * [Note: unused parameters]
@@ -34,13 +36,13 @@
  * @module
  */
 
-import { broadcast, getWorldSize, worldGroup } from "../dist/mod.ts";
+import { broadcast, emptyShared, getWorldSize, worldGroup } from "../dist/mod.ts";
 import type { ProcessGroup, Work } from "../dist/mod.ts";
 import { Module } from "../nn/module.ts";
 import { nowUs, record, tagNext } from "../profile/tracer.ts";
 import { noGrad } from "../tensor/autograd.ts";
 import { tensor } from "../tensor/creation.ts";
-import type { Tensor } from "../tensor/tensor.ts";
+import { Tensor } from "../tensor/tensor.ts";
 import { assignBuckets, type Bucket, type BucketSlot } from "./_buckets.ts";
 import { verifyParamsAcrossRanks } from "./_verify.ts";
 import { applyMixedPrecision, type MixedPrecisionPolicy } from "./mixed_precision.ts";
@@ -119,19 +121,13 @@ export class DistributedDataParallel<M extends Module = Module> extends Module {
     module: M,
     group: ProcessGroup,
     options: Required<Omit<DDPOptions, "processGroup" | "mixedPrecision">>,
+    buckets: Bucket[],
   ) {
     super();
     this.module = module;
     this.#group = group;
     this.#options = options;
-    const named = [...module.namedParameters()].filter(([, p]) => p.requiresGrad).map((
-      [name, param],
-    ) => ({ name, param }));
-    this.#buckets = assignBuckets(
-      named,
-      options.firstBucketMb * 2 ** 20,
-      options.bucketCapMb * 2 ** 20,
-    );
+    this.#buckets = buckets;
     for (const bucket of this.#buckets) {
       for (const slot of bucket.slots) {
         this.#slotOf.set(slot.param, { bucket, slot });
@@ -172,7 +168,17 @@ export class DistributedDataParallel<M extends Module = Module> extends Module {
     }
     await verifyParamsAcrossRanks(named, group);
     await broadcastFromFirst([...module.parameters(), ...module.buffers()], group);
-    return new DistributedDataParallel(module, group, resolved);
+    const buckets = await assignBuckets(
+      named.filter(([, p]) => p.requiresGrad).map(([name, param]) => ({ name, param })),
+      resolved.firstBucketMb * 2 ** 20,
+      resolved.bucketCapMb * 2 ** 20,
+      // cpu buckets in memory every rank maps, reduced in place over shared memory.
+      (numel, device) =>
+        device === "cpu"
+          ? emptyShared([numel], { group })
+          : Promise.resolve(Tensor.empty([numel], "f32", true, device)),
+    );
+    return new DistributedDataParallel(module, group, resolved, buckets);
   }
 
   /** Runs the wrapped module's forward, with its arguments and result types. */

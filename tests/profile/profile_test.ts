@@ -17,7 +17,7 @@ Deno.test("--profile on a 2-rank DDP job writes one trace with a track per rank,
       ...["--snapshot", `${dir}/snapshot.safetensors`, "--nproc-per-node", "2"],
       ...["--master-port", String(freePort())],
       ...["--profile", path],
-    ], { env: { DTRAIN_SHM: "1", DTRAIN_SHM_QUEUE: "1" } }); // README, "Every bucket overlapped"
+    ], { env: { DTRAIN_SHM: "1" } }); // README, "Every bucket overlapped"
     assertSucceeded(run);
     // Only the merged file is left: the launcher removed the per-rank parts.
     assert.deepEqual([...Deno.readDirSync(dir)].map((e) => e.name).sort(), [
