@@ -75,6 +75,12 @@ const symbols = {
     result: "i32",
     nonblocking: true,
   },
+  // The same all-gather on the calling thread, for FSDP's synchronous forward: it returns once
+  // the gather is done (or failed, or timed out and aborted the communicator).
+  dt_nccl_allgather_blocking: {
+    parameters: ["pointer", "pointer", "u64", "i32", "buffer", "u64"], // (as dt_nccl_allgather)
+    result: "i32",
+  },
   dt_nccl_reduce_scatter: {
     parameters: ["pointer", "pointer", "pointer", "u64", "i32", "i32"], // (void *ctx, void *out, const void *in, uint64_t out_count, int32_t dtype, int32_t op)
     result: "i32",

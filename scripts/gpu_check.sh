@@ -20,7 +20,8 @@
 # Steps: 1. the machine (GPU, driver, nvcc, torch, the wheels' libraries); 2. build; 3. CUDA
 # available; 4. the CUDA tests (tests/cuda: every op against the CPU at f32 rel err <= 1e-4 and
 # bf16 <= 2e-2, attention, a DataLoader batch through pinned memory equal to the CPU batch, a GPT
-# step where nn.GPT exists, DDP over NCCL on every visible GPU); 5. the GPT-2 small benchmark,
+# step where nn.GPT exists, DDP and FSDP over NCCL on every visible GPU, FSDP on one GPU against
+# FSDP on the cpu); 5. the GPT-2 small benchmark,
 # dtrain (scripts/gpu_bench.ts) then PyTorch eager (scripts/gpu_bench_torch.py), bf16.
 set -uo pipefail
 export NO_COLOR=1

@@ -299,6 +299,19 @@ DT_EXPORT int dt_nccl_allgather(void *handle, const void *in, uint64_t count, in
   return wait_done(ctx, label);
 }
 
+/* dt_nccl_allgather on the JavaScript thread, for FSDP's synchronous forward: returns once the
+ * gather is done, and leaves the thread's current device as it was (begin sets the context's). */
+DT_EXPORT int dt_nccl_allgather_blocking(void *handle, const void *in, uint64_t count,
+                                         int32_t dtype, void *const *outs, uint64_t nouts) {
+  dt_nccl_ctx *ctx = (dt_nccl_ctx *)handle;
+  int here = 0;
+  CUDA_OR_FAIL(ctx, cudaGetDevice(&here));
+  int st = dt_nccl_allgather(handle, in, count, dtype, outs, nouts);
+  cudaError_t restored = cudaSetDevice(here);
+  if (st == NS_OK) CUDA_OR_FAIL(ctx, restored);
+  return st;
+}
+
 DT_EXPORT int dt_nccl_reduce_scatter(void *handle, void *out, const void *in, uint64_t out_count,
                                      int32_t dtype, int32_t op) {
   dt_nccl_ctx *ctx = (dt_nccl_ctx *)handle;

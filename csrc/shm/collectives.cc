@@ -70,6 +70,24 @@ void allGather(dt_shm_ctx* ctx, const void* in, uint64_t count, int dtype, void*
       });
 }
 
+void broadcast(dt_shm_ctx* ctx, void* buf, uint64_t count, int dtype, int root) {
+  checkBuffer("broadcast", buf, count, dtype);
+  if (root < 0 || root >= ctx->size) {
+    throw Failure(DT_EINVAL, "broadcast: root " + std::to_string(root) +
+                                 " is outside group size " + std::to_string(ctx->size));
+  }
+  auto data = static_cast<char*>(buf);
+  const bool mine = ctx->rank == root;
+  runPhases(
+      ctx, {0, count, kBroadcast, dtype, -1, root}, count * dtypeSize(dtype),
+      [&](char* slot, size_t off, size_t len) {
+        if (mine) memcpy(slot, data + off, len);
+      },
+      [&](size_t off, size_t len, uint64_t chunk) {
+        if (!mine) memcpy(data + off, ctx->slot(root, chunk), len);
+      });
+}
+
 }  // namespace dtrain::shm
 
 extern "C" {
@@ -105,23 +123,12 @@ int dt_shm_allreduce(dt_shm_ctx* ctx, uint64_t ticket, void* buf, uint64_t count
 int dt_shm_broadcast(dt_shm_ctx* ctx, uint64_t ticket, void* buf, uint64_t count, int dtype,
                      int root, double* timing) {
   if (ctx == nullptr) return DT_EINVAL;
-  return serve(ctx, ticket, timing, [&] {
-    checkBuffer("broadcast", buf, count, dtype);
-    if (root < 0 || root >= ctx->size) {
-      throw Failure(DT_EINVAL, "broadcast: root " + std::to_string(root) +
-                                   " is outside group size " + std::to_string(ctx->size));
-    }
-    auto data = static_cast<char*>(buf);
-    const bool mine = ctx->rank == root;
-    runPhases(
-        ctx, {0, count, kBroadcast, dtype, -1, root}, count * dtypeSize(dtype),
-        [&](char* slot, size_t off, size_t len) {
-          if (mine) memcpy(slot, data + off, len);
-        },
-        [&](size_t off, size_t len, uint64_t chunk) {
-          if (!mine) memcpy(data + off, ctx->slot(root, chunk), len);
-        });
-  });
+  return serve(ctx, ticket, timing, [&] { broadcast(ctx, buf, count, dtype, root); });
+}
+
+int dt_shm_broadcast_blocking(dt_shm_ctx* ctx, void* buf, uint64_t count, int dtype, int root) {
+  if (ctx == nullptr) return DT_EINVAL;
+  return serveWhenIdle(ctx, "broadcast", [&] { broadcast(ctx, buf, count, dtype, root); });
 }
 
 int dt_shm_allgather(dt_shm_ctx* ctx, uint64_t ticket, const void* in, uint64_t count,

@@ -75,6 +75,10 @@ int dt_shm_buffer_free(dt_shm_buffer* buffer);
 int dt_shm_allgather_blocking(dt_shm_ctx* ctx, const void* in, uint64_t count, int dtype,
                               void* const* outs, uint64_t nouts);
 
+// dt_shm_broadcast, blocking the same way (the hierarchical backend's blocking all-gather hands
+// the gathered result from each host's leader to its members with it).
+int dt_shm_broadcast_blocking(dt_shm_ctx* ctx, void* buf, uint64_t count, int dtype, int root);
+
 // dt_shm_allgather on a thread of its own: takes its ticket before returning (so collectives
 // issued afterwards run after it) and hands back a work to wait for and free. `outs` is copied.
 typedef struct dt_shm_work dt_shm_work;

@@ -158,6 +158,9 @@ int serve(dt_shm_ctx* ctx, uint64_t ticket, double* timing, const std::function<
 // it: the call fails with DT_ETIMEOUT saying so rather than hanging.
 int serveWhenIdle(dt_shm_ctx* ctx, const char* what, const std::function<void()>& body);
 
+// The broadcast itself (collectives.cc), shared by its queued and blocking forms.
+void broadcast(dt_shm_ctx* ctx, void* buf, uint64_t count, int dtype, int root);
+
 // The all-gather itself (collectives.cc), shared by its queued, blocking and started forms.
 void allGather(dt_shm_ctx* ctx, const void* in, uint64_t count, int dtype, void* const* outs,
                uint64_t nouts);

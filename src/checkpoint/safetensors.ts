@@ -89,8 +89,6 @@ export function save(
     if (name === "__metadata__") refuse(`"__metadata__" is reserved and cannot name a tensor`);
     if (t.disposed) refuse(`${what} ${JSON.stringify(t.shape)} ${t.dtype} was disposed`);
     if (t.dtype === "bool") refuse(`${what} is bool; dtrain stores F32 and I32 (convert it first)`);
-    // A device pointer is not host memory; reading it here would crash the process.
-    if (t.device !== "cpu") refuse(`${what} is on ${t.device}; move it to the CPU first`);
   }
   for (const [key, value] of Object.entries(metadata ?? {})) {
     if (typeof value !== "string") {

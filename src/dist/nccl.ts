@@ -171,6 +171,29 @@ export class NcclBackend implements Backend {
     );
   }
 
+  /**
+   * The all-gather on the JavaScript thread, for FSDP's synchronous forward: ordered after the
+   * compute queued so far, and returning once the gather is done (same checks, timeout and abort
+   * as the awaited one). FSDP's forward then computes on what it gathered; the next forward's
+   * gather is not prefetched (this backend cannot start one on a thread of its own yet).
+   */
+  allGatherBlocking(outs: NativeBuffer[], input: NativeBuffer): void {
+    if (this.#ctx === null) throw new DistError("broken", "nccl backend is closed");
+    const ctx = this.#ctx;
+    const marked = this.#lib.dt_nccl_mark(ctx);
+    if (marked !== NcclStatus.OK) throw shimError(this.#lib, ctx, marked);
+    const ptrs = new BigUint64Array(outs.map((o) => BigInt(Deno.UnsafePointer.value(o.ptr))));
+    const status = this.#lib.dt_nccl_allgather_blocking(
+      ctx,
+      input.ptr,
+      input.count,
+      NcclDType[input.dtype],
+      ptrs,
+      outs.length,
+    );
+    if (status !== NcclStatus.OK) throw shimError(this.#lib, ctx, status);
+  }
+
   reduceScatter(out: NativeBuffer, input: NativeBuffer, op: ReduceOp): Promise<void> {
     return this.#run((ctx) =>
       this.#lib.dt_nccl_reduce_scatter(

@@ -77,6 +77,14 @@ export class AutoBackend implements Backend {
     return this.#for("allGather", input, ...outs).allGather(outs, input);
   }
 
+  allGatherBlocking(outs: NativeBuffer[], input: NativeBuffer): void {
+    const backend = this.#for("allGatherBlocking", input, ...outs);
+    if (backend.allGatherBlocking === undefined) {
+      throw new DistError("invalid", `allGatherBlocking: the ${backend.name} backend has none`);
+    }
+    backend.allGatherBlocking(outs, input);
+  }
+
   reduceScatter(out: NativeBuffer, input: NativeBuffer, op: ReduceOp): Promise<Done> {
     return this.#for("reduceScatter", out, input).reduceScatter(out, input, op);
   }

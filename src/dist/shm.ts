@@ -267,6 +267,19 @@ export class ShmBackend implements Backend {
     if (status !== GlooStatus.OK) throw lastError(this.#lib, ctx, status);
   }
 
+  /** The broadcast on the JavaScript thread, returning when done, as `allGatherBlocking`. */
+  broadcastBlocking(buf: NativeBuffer, root: number): void {
+    const ctx = this.#live();
+    const status = this.#lib.dt_shm_broadcast_blocking(
+      ctx,
+      buf.ptr,
+      buf.count,
+      GlooDType[buf.dtype],
+      root,
+    );
+    if (status !== GlooStatus.OK) throw lastError(this.#lib, ctx, status);
+  }
+
   /** The all-gather on a native thread of its own; collectives issued afterwards run after it. */
   allGatherStart(outs: NativeBuffer[], input: NativeBuffer): StartedCollective {
     const ctx = this.#live();

@@ -32,21 +32,23 @@ export class HierarchicalBackend implements Backend {
   readonly name = "shm+gloo";
   #size: number;
   #rank: number;
+  #hosts: number[][];
   #hostOf: number[];
   #indexOnHost: number[];
   #myHost: number;
   #local: ShmBackend | null;
-  #leaders: Backend | null;
+  #leaders: GlooBackend | null;
   #broken: DistError | null = null;
 
   private constructor(
     init: BackendInit,
     hosts: number[][],
     local: ShmBackend | null,
-    leaders: Backend | null,
+    leaders: GlooBackend | null,
   ) {
     this.#size = init.size;
     this.#rank = init.rank;
+    this.#hosts = hosts;
     this.#hostOf = new Array(init.size);
     this.#indexOnHost = new Array(init.size);
     hosts.forEach((members, h) =>
@@ -110,11 +112,7 @@ export class HierarchicalBackend implements Backend {
     try {
       await step(backend);
     } catch (err) {
-      if (err instanceof DistError && (err.code === "peer" || err.code === "timeout")) {
-        this.#broken = new DistError("broken", `process group is unusable after: ${err.message}`);
-        if (across) this.#local?.abort(err);
-        else this.#leaders?.close();
-      }
+      this.#fail(across, err);
       throw err;
     }
   }
@@ -146,6 +144,67 @@ export class HierarchicalBackend implements Backend {
     await this.allReduce(bufferOver(staging, input), "sum");
     if (outs.length === 1) bytesOf(outs[0]).set(staging);
     else outs.forEach((o, r) => bytesOf(o).set(staging.subarray(r * bytes, (r + 1) * bytes)));
+  }
+
+  /**
+   * The all-gather on the JavaScript thread, for FSDP's synchronous forward: the host's chunks
+   * gathered over shared memory, the hosts' blobs gathered between the leaders over Gloo (each
+   * padded to the largest host's, since hosts may run different numbers of ranks), then the
+   * whole result broadcast from each leader to its host's members.
+   */
+  allGatherBlocking(outs: NativeBuffer[], input: NativeBuffer): void {
+    const bytes = input.count * 4;
+    const members = this.#hosts[this.#myHost];
+    const widest = Math.max(...this.#hosts.map((h) => h.length));
+    const result = new Uint8Array(bytes * this.#size);
+    const hostBlob = new Uint8Array(bytes * widest);
+    if (this.#local === null) hostBlob.set(bytesOf(input));
+    this.#blocking(
+      false,
+      this.#local,
+      (l) => l.allGatherBlocking([bufferOver(hostBlob, input)], input),
+    );
+    if (this.#leaders !== null) {
+      const everyBlob = new Uint8Array(hostBlob.length * this.#hosts.length);
+      const blobs = bufferOver(everyBlob, input);
+      this.#blocking(
+        true,
+        this.#leaders,
+        (l) => l.allGatherBlocking([blobs], bufferOver(hostBlob, input)),
+      );
+      this.#hosts.forEach((ranks, h) =>
+        ranks.forEach((r, i) => {
+          const at = (h * widest + i) * bytes;
+          result.set(everyBlob.subarray(at, at + bytes), r * bytes);
+        })
+      );
+    }
+    if (members.length > 1) {
+      this.#blocking(false, this.#local, (l) => l.broadcastBlocking(bufferOver(result, input), 0));
+    }
+    if (outs.length === 1) bytesOf(outs[0]).set(result);
+    else outs.forEach((o, r) => bytesOf(o).set(result.subarray(r * bytes, (r + 1) * bytes)));
+  }
+
+  /** `#step` for a blocking call on `backend` (the host's, or across hosts the leaders'). */
+  #blocking<B extends Backend>(across: boolean, backend: B | null, step: (b: B) => void): void {
+    if (this.#broken) throw this.#broken;
+    if (backend === null) return;
+    try {
+      step(backend);
+    } catch (err) {
+      this.#fail(across, err);
+      throw err;
+    }
+  }
+
+  /** After a lost or hung peer, fails the other side at once and every later call. */
+  #fail(across: boolean, err: unknown): void {
+    if (err instanceof DistError && (err.code === "peer" || err.code === "timeout")) {
+      this.#broken = new DistError("broken", `process group is unusable after: ${err.message}`);
+      if (across) this.#local?.abort(err);
+      else this.#leaders?.close();
+    }
   }
 
   async reduceScatter(out: NativeBuffer, input: NativeBuffer, op: ReduceOp): Promise<void> {

@@ -1,6 +1,7 @@
 /**
  * Mixed precision for data parallelism, in the shape of PyTorch FSDP2's `MixedPrecisionPolicy`:
- * `{ paramDtype: "bf16", reduceDtype: "f32" }`. DDP takes it today; FSDP is to take the same.
+ * `{ paramDtype: "bf16", reduceDtype: "f32" }`, taken by DDP (`mixedPrecision`) and FSDP
+ * (`mpPolicy`).
  *
  * [Note: mixed precision]
  * dtrain keeps every tensor in f32 (the master weights, activations and gradients). A bf16
@@ -34,31 +35,33 @@ export interface MixedPrecisionPolicy {
  * @param what Who asks, for messages (`DistributedDataParallel`).
  * @param module The model, whose parameters must be on a GPU for bf16.
  * @param policy The policy (absent: full f32, nothing changes).
+ * @param field The option's name, for messages (FSDP's is `mpPolicy`).
  * @throws RangeError naming the bad field and its value, or the device of a parameter.
  */
 export function applyMixedPrecision(
   what: string,
   module: Module,
   policy: MixedPrecisionPolicy | undefined,
+  field = "mixedPrecision",
 ): void {
   if (policy === undefined) return;
   const paramDtype = policy.paramDtype ?? "f32";
   const reduceDtype = policy.reduceDtype ?? "f32";
   if (paramDtype !== "f32" && paramDtype !== "bf16") {
     throw new RangeError(
-      `${what}: mixedPrecision.paramDtype must be "f32" or "bf16", got "${paramDtype}"`,
+      `${what}: ${field}.paramDtype must be "f32" or "bf16", got "${paramDtype}"`,
     );
   }
   if (reduceDtype !== "f32") {
     throw new RangeError(
-      `${what}: mixedPrecision.reduceDtype must be "f32" (gradients reduce in f32), got "${reduceDtype}"`,
+      `${what}: ${field}.reduceDtype must be "f32" (gradients reduce in f32), got "${reduceDtype}"`,
     );
   }
   if (paramDtype === "f32") return;
   const onCpu = module.parameters().find((p) => !p.device.startsWith("cuda"));
   if (onCpu !== undefined) {
     throw new RangeError(
-      `${what}: mixedPrecision.paramDtype "bf16" computes on a GPU, but a parameter is on ` +
+      `${what}: ${field}.paramDtype "bf16" computes on a GPU, but a parameter is on ` +
         `${onCpu.device}; call model.to("cuda") first`,
     );
   }

@@ -195,7 +195,7 @@ export const USAGE = `usage: deno task train [EPOCHS SAVE_EVERY] [options]
                            (each GPT block, each MLP layer, then the rest), the snapshot is a
                            sharded folder (default ${FSDP_SNAPSHOTS.other}, with gpt ${FSDP_SNAPSHOTS.gpt})
                            that resumes on any --nproc-per-node, and the final model goes to
-                           model.safetensors beside it; cpu only
+                           model.safetensors beside it
   --profile PATH           write a Chrome trace (Perfetto, chrome://tracing) of every rank to PATH
 `;
 
@@ -329,12 +329,6 @@ export function validateConfig(value: unknown): TrainConfig {
   }
   if (config.nEmbd % config.nHead !== 0) {
     throw new ConfigError("nHead", `must divide nEmbd (${config.nEmbd}), got ${config.nHead}`);
-  }
-  if (config.strategy === "fsdp" && config.device !== "cpu") {
-    throw new ConfigError(
-      "strategy",
-      `fsdp shards on the cpu device only so far, got --device ${config.device}`,
-    );
   }
   if (config.nodeRank >= config.nnodes) {
     throw new ConfigError(

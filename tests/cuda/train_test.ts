@@ -1,8 +1,9 @@
-// Training on the GPU: a GPT step on cuda against the same step on cpu (where nn.GPT exists), and
-// the train job under DDP over NCCL ("auto") on every visible GPU, every rank ending with the
-// same weights. Ignored, with the reason in the name, where there is no GPU.
+// Training on the GPU: a GPT step on cuda against the same step on cpu (where nn.GPT exists), the
+// train job under DDP and under FSDP over NCCL ("auto") on every visible GPU, every rank ending
+// with the same weights, and FSDP on one GPU against FSDP on the cpu. Ignored, with the reason in
+// the name, where there is no GPU.
 import assert from "node:assert/strict";
-import { cuda, manualSeed, nn, optim, parallel, type Tensor, tensor } from "../../mod.ts";
+import { cuda, manualSeed, nn, optim, parallel, randn, type Tensor, tensor } from "../../mod.ts";
 import {
   allGather,
   allReduce,
@@ -135,5 +136,74 @@ gpuTest(
       cuda.setMatmulPrecision("highest");
       await destroyProcessGroup();
     }
+  },
+);
+
+gpuTest(
+  "train --device cuda --strategy fsdp over NCCL on every visible GPU: ranks agree",
+  async () => {
+    const gpus = cuda.deviceCount();
+    await withTempDir("dtrain-cuda-fsdp-", async (dir) => {
+      const run = await train(
+        [
+          ...["--device", "cuda", "--strategy", "fsdp", "--nproc-per-node", String(gpus)],
+          ...["--epochs", "1", "--snapshot", `${dir}/snapshots`, ...SMALL_JOB],
+        ],
+        { timeoutMs: 120_000, env: { DTRAIN_WEIGHTS_DUMP: dir } },
+      );
+      assert.equal(run.code, 0, run.stderr);
+      assert.deepEqual(run.leftovers, []);
+      assert.match(run.stdout, /done: 1 epochs, loss \d/);
+      // Under FSDP every rank dumps the whole (gathered) model: they must agree bit for bit.
+      const ranks = Array.from(
+        { length: gpus },
+        (_, r) => load(`${dir}/rank${r}.safetensors`).tensors,
+      );
+      for (const [name, t] of Object.entries(ranks[0])) {
+        for (let r = 1; r < gpus; r++) {
+          assert.deepEqual(ranks[r][name].toArray(), t.toArray(), `rank ${r} differs in ${name}`);
+        }
+      }
+    });
+  },
+);
+
+/** Three SGD steps of a fully sharded MLP on `device` in a world of one; its final weights. */
+async function fsdpSteps(device: string, backend: "gloo" | "nccl"): Promise<Float32Array> {
+  await initProcessGroup({
+    backend,
+    initMethod: `tcp://127.0.0.1:${freePort()}`,
+    rank: 0,
+    worldSize: 1,
+    timeoutMs: 60_000,
+  });
+  try {
+    manualSeed(3);
+    const model = new nn.MLP([16, 32, 4]).to(device);
+    for (const layer of model.children()) parallel.fullyShard(layer);
+    const sharded = parallel.fullyShard(model);
+    const opt = new optim.SGD(sharded.parameters(), { lr: 0.1 });
+    const x = randn([8, 16]).to(device);
+    for (let step = 0; step < 3; step++) {
+      const loss = sharded.forward(x).pow(2).mean();
+      await sharded.backward(loss);
+      nn.utils.clipGradNorm(sharded.parameters(), 1);
+      opt.step();
+      opt.zeroGrad();
+    }
+    const state = await parallel.fullStateDict(sharded);
+    return Float32Array.from(Object.values(state).flatMap((t) => Array.from(t.toArray())));
+  } finally {
+    await destroyProcessGroup();
+  }
+}
+
+gpuTest(
+  "FSDP over NCCL on one GPU (blocking all-gathers, clipping) matches FSDP on the cpu",
+  async () => {
+    const cpu = await fsdpSteps("cpu", "gloo");
+    const gpu = await fsdpSteps("cuda", "nccl");
+    const err = relativeError(gpu, cpu);
+    assert.ok(err <= 1e-4, `weights rel err ${err}`);
   },
 );

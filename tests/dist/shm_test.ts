@@ -37,7 +37,13 @@ for (
     // An empty DTRAIN_SHM is the default even when the suite runs with DTRAIN_SHM=0.
     ["on one host by default", 2, () => ({ DTRAIN_SHM: "" }), "shm"],
     ["on one host with DTRAIN_SHM=0", 2, () => ({ DTRAIN_SHM: "0" }), "gloo"],
-    ["on two hosts by default", 4, (r: number) => ({ ...twoHosts(r), DTRAIN_SHM: "" }), "gloo"],
+    ["on two hosts by default", 4, (r: number) => ({ ...twoHosts(r), DTRAIN_SHM: "" }), "shm+gloo"],
+    [
+      "on two hosts with one rank each",
+      2,
+      (r: number) => ({ DTRAIN_SHM_HOST: r < 1 ? "host-a" : "host-b", DTRAIN_SHM: "" }),
+      "gloo",
+    ],
     [
       "on two hosts with DTRAIN_SHM=1",
       4,

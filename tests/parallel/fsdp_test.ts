@@ -14,7 +14,7 @@ type Params = Record<string, number[]>;
 /** Runs the worker on `worldSize` ranks; fails if a process outlives the run. */
 async function runCase(
   worldSize: number,
-  env: Record<string, string>,
+  env: Record<string, string> | ((rank: number) => Record<string, string>),
   onLine?: Parameters<typeof runRanks>[0]["onLine"],
 ): Promise<RankResult[]> {
   const marker = crypto.randomUUID();
@@ -22,7 +22,7 @@ async function runCase(
     worker,
     worldSize,
     timeoutMs: 90_000,
-    env: { ...env, ...markerEnv(marker) },
+    env: (rank) => ({ ...(typeof env === "function" ? env(rank) : env), ...markerEnv(marker) }),
     onLine,
   });
   const left = markedProcesses(marker);
@@ -212,6 +212,52 @@ Deno.test("over shared memory (DTRAIN_SHM=1), fullyShard across 3 ranks trains l
       assert.equal(forwardPrefetches, (result.groups as number) * config.micro, what);
     }
   }
+});
+
+Deno.test("across two hosts of 2 and 1 ranks (shared memory within, Gloo between), fullyShard trains like one process on the whole batch", async () => {
+  const configs = [CONFIGS[0], CONFIGS[5]]; // mlp nested, gpt clipGradNorm
+  const before = new Set(segments());
+  const runs = await runCase(3, (rank) => ({
+    CASE: "train",
+    CONFIGS: JSON.stringify(configs),
+    DTRAIN_SHM: "",
+    DTRAIN_SHM_HOST: rank < 2 ? "host-a" : "host-b",
+  }));
+  assertAllOk(runs);
+  assert.deepEqual(segments().filter((n) => !before.has(n)), [], "segments left behind");
+  for (const [i, config] of configs.entries()) {
+    const reference = trainReference(config.kind, 3, STEPS, config.micro, config.clip);
+    for (const run of runs) {
+      const what = `${config.label}, rank ${run.rank} of 3`;
+      assert.equal(run.result!.backend, "shm+gloo", `${what}: backend`);
+      const result = (run.result!.results as Record<string, unknown>[])[i];
+      assertClose(result.final as Params, reference.final, 1e-5, what);
+    }
+  }
+});
+
+Deno.test("across two hosts, a rank killed during the blocking forward all-gather makes the ranks of the other host fail in time, naming it", async () => {
+  const before = new Set(segments());
+  const timeoutMs = 4000;
+  const runs = await runCase(3, (rank) => ({
+    CASE: "kill",
+    KILL_RANK: "2",
+    WHERE: "forward",
+    TEST_TIMEOUT_MS: String(timeoutMs),
+    DTRAIN_SHM: "",
+    DTRAIN_SHM_HOST: rank < 2 ? "host-a" : "host-b",
+  }));
+  assert.equal(runs[2].signal, "SIGKILL", `rank 2: ${runs[2].stderr}`);
+  for (const run of runs.slice(0, 2)) {
+    assert.equal(run.code, 1, `rank ${run.rank}: ${run.stderr}`);
+    const error = String(run.result?.error);
+    // Rank 0 leads host-a and loses its Gloo connection to rank 2; rank 1, waiting for its
+    // leader on shared memory, gets the same error passed on at once.
+    assert.match(error, /allGather \(op #\d+\): .*rank 2/, `rank ${run.rank}: ${error}`);
+    assert.match(run.stdout, /^failed in forward$/m, `rank ${run.rank}`);
+    assert.ok(run.elapsedMs - runs[2].elapsedMs < timeoutMs + 2000, `rank ${run.rank} took long`);
+  }
+  assert.deepEqual(segments().filter((n) => !before.has(n)), [], "segments left behind");
 });
 
 Deno.test("over shared memory (DTRAIN_SHM=1), a rank killed during the blocking forward all-gather makes both survivors fail at once, naming it, leaving no process and no segment", async () => {

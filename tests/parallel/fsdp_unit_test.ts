@@ -61,14 +61,22 @@ Deno.test("a plain loss.backward() through a fully sharded module says to await 
   });
 });
 
-Deno.test("fullyShard refuses a module sharded twice and an unsupported mixed precision, naming them", async () => {
+Deno.test("fullyShard refuses a module sharded twice and a mixed precision it cannot run, naming them", async () => {
   await inWorldOfOne(() => {
     const model = fullyShard(new Linear(2, 2));
     assert.throws(() => fullyShard(model), /this Linear is already fully sharded/);
+    // bf16 computes on a GPU (DDP's policy, the same message): refused for a cpu module.
     assert.throws(
-      () => fullyShard(new Linear(2, 2), { mpPolicy: { paramDtype: "bf16" as "f32" } }),
-      /mpPolicy\.paramDtype "bf16" is not supported yet; only "f32" is/,
+      () => fullyShard(new Linear(2, 2), { mpPolicy: { paramDtype: "bf16" } }),
+      /^RangeError: fullyShard: mpPolicy\.paramDtype "bf16" computes on a GPU, but a parameter is on cpu; call model\.to\("cuda"\) first$/,
     );
+    assert.throws(
+      () => fullyShard(new Linear(2, 2), { mpPolicy: { reduceDtype: "bf16" as "f32" } }),
+      /fullyShard: mpPolicy\.reduceDtype must be "f32" \(gradients reduce in f32\), got "bf16"/,
+    );
+    // f32 is a policy like no policy.
+    const plain = fullyShard(new Linear(2, 2), { mpPolicy: { paramDtype: "f32" } });
+    assert.equal(plain.parameters().length, 2);
   });
 });
 

@@ -105,11 +105,6 @@ const CASES: { name: string; args: string[]; files?: Files; message: RegExp }[] 
     message: /^train: strategy: Invalid option: expected one of "ddp"\|"fsdp"$/,
   },
   {
-    name: "fsdp on the GPU",
-    args: ["--strategy", "fsdp", "--device", "cuda"],
-    message: /^train: strategy: fsdp shards on the cpu device only so far, got --device cuda$/,
-  },
-  {
     name: "node rank outside the nodes",
     args: ["--nnodes", "2", "--node-rank", "2"],
     message: /^train: nodeRank: must be below nnodes \(2\), got 2$/,
@@ -172,16 +167,19 @@ Deno.test({
   name: "train --device cuda exits 2 with the reason before starting any worker (no GPU here)",
   ignore: gpuPresent,
 }, async () => {
-  // The default is 2 processes: the device must be refused before the launcher starts.
-  const run = await train(["--device", "cuda"], { timeoutMs: 20_000 });
-  assert.equal(run.code, 2, run.stderr);
-  assert.deepEqual(run.leftovers, []);
-  assert.equal(
-    run.stderr,
-    `train: --device cuda: CUDA is not available: ${cuda.unavailableReason()}\n`,
-  );
-  assert.equal(run.stdout, "");
-  assert.deepEqual(run.tempEntries, [], "no launcher log folder is created");
+  // The default is 2 processes: the device must be refused before the launcher starts; the
+  // same under FSDP, which shards on a GPU too.
+  for (const strategy of ["ddp", "fsdp"]) {
+    const run = await train(["--device", "cuda", "--strategy", strategy], { timeoutMs: 20_000 });
+    assert.equal(run.code, 2, run.stderr);
+    assert.deepEqual(run.leftovers, []);
+    assert.equal(
+      run.stderr,
+      `train: --device cuda: CUDA is not available: ${cuda.unavailableReason()}\n`,
+    );
+    assert.equal(run.stdout, "");
+    assert.deepEqual(run.tempEntries, [], "no launcher log folder is created");
+  }
 });
 
 Deno.test("train passes on the launcher's refusals as one message without a stack trace", async (t) => {

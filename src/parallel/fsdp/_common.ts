@@ -29,8 +29,9 @@ export enum TrainingState {
 }
 
 /**
- * FSDP2's mixed-precision policy, the one DDP takes too (../mixed_precision.ts); FSDP implements
- * "f32" only so far and refuses "bf16" naming the field.
+ * FSDP2's mixed-precision policy, the one DDP takes too (see [Note: mixed precision] in
+ * ../mixed_precision.ts): bf16 computes the matrix products and attention of a GPU model with
+ * bf16 operands, while the shards, the gathered parameters and the reduced gradients stay f32.
  */
 export type { MixedPrecisionPolicy } from "../mixed_precision.ts";
 import type { MixedPrecisionPolicy } from "../mixed_precision.ts";
@@ -50,10 +51,10 @@ export interface FullyShardOptions {
    * (in the previous step) computes (default true; FSDP1's `forward_prefetch`). False gathers it
    * only when its forward starts, which keeps one group fewer of full parameters in memory and
    * exposes the whole gather. Needs a backend that can start an all-gather on a native thread
-   * (Gloo); with the others, forward never prefetches.
+   * (Gloo, shared memory); with the others (NCCL), forward never prefetches.
    */
   forwardPrefetch?: boolean;
-  /** See {@linkcode MixedPrecisionPolicy}; only f32 is accepted today. */
+  /** See {@linkcode MixedPrecisionPolicy}; "bf16" needs the module on a GPU. */
   mpPolicy?: MixedPrecisionPolicy;
 }
 

@@ -72,7 +72,7 @@ export class FSDPParam {
     const src = original.contiguous();
     copyElements(this.sharded, 0, src, rank * shardRows * rowNumel, localRows * rowNumel);
     src.dispose();
-    const full = Tensor.empty(original.shape, "f32");
+    const full = Tensor.empty(original.shape, "f32", false, flat.device);
     this.unsharded = new Parameter(full, original.requiresGrad);
     full.dispose();
     freeStorage(this.unsharded.storage);

@@ -244,13 +244,13 @@ export class FSDPParamGroup {
     this.training = TrainingState.PostBackward;
     this.#ready.clear();
     const size = this.group.size;
-    this.#pending ??= Object.assign(Tensor.empty([size * this.S], "f32", true), {
+    this.#pending ??= Object.assign(Tensor.empty([size * this.S], "f32", true, this.flat.device), {
       persistent: true,
     });
     copyIn(this.#pending, this.params, size, this.S);
     this.reshard();
     if (!this.root.sync || this.S === 0) return;
-    const out = Tensor.empty([this.S], "f32");
+    const out = Tensor.empty([this.S], "f32", false, this.flat.device);
     out.persistent = true;
     this.#reduce = { out, work: this.group.reduceScatter(out, this.#pending, "avg") };
     this.root.count("reduceScatters", 1);
@@ -288,7 +288,7 @@ export class FSDPParamGroup {
   #gatherOutput(): Tensor | null {
     if (this.S === 0) return null;
     this.root.count("allGathers", 1);
-    return Tensor.empty([this.group.size * this.S], "f32");
+    return Tensor.empty([this.group.size * this.S], "f32", false, this.flat.device);
   }
 
   #exposeUnsharded(): void {

@@ -11,7 +11,9 @@ import type { Module } from "../../nn/module.ts";
 import { Parameter } from "../../nn/parameter.ts";
 import { type GatherPartials, registerShardedGradient } from "../../nn/utils/clip_grad.ts";
 import { tensor } from "../../tensor/creation.ts";
+import type { Device } from "../../tensor/storage.ts";
 import { Tensor } from "../../tensor/tensor.ts";
+import { applyMixedPrecision } from "../mixed_precision.ts";
 import { type FSDPStats, type FullyShardOptions, shardLayout } from "./_common.ts";
 import { FSDPParam, type ParamOwner } from "./_param.ts";
 import { FSDPParamGroup } from "./_param_group.ts";
@@ -112,13 +114,7 @@ export function fullyShard<M extends Module>(
   if (fsdpStateOf(module) !== undefined) {
     throw new Error(`fullyShard: this ${module.constructor.name} is already fully sharded`);
   }
-  for (const [key, value] of Object.entries(options.mpPolicy ?? {})) {
-    if (value !== undefined && value !== "f32") {
-      throw new RangeError(
-        `fullyShard: mpPolicy.${key} "${value}" is not supported yet; only "f32" is`,
-      );
-    }
-  }
+  applyMixedPrecision("fullyShard", module, options.mpPolicy, "mpPolicy");
   const group = options.group ?? worldGroup("fullyShard");
   if (group.rank < 0) throw new Error("fullyShard: this process is not a member of the group");
   const state = new FSDPState();
@@ -158,6 +154,14 @@ function makeGroup(
       owners.set(value, entry);
     }
   }
+  const devices = new Set([...owners.keys()].map((p) => p.device));
+  if (devices.size > 1) {
+    throw new Error(
+      `fullyShard: the parameters are on ${[...devices].join(" and ")}; move the module to one ` +
+        "device first",
+    );
+  }
+  const device = devices.values().next().value ?? "cpu";
   const { rank, size } = group;
   let S = 0;
   const offsets = [...owners.keys()].map((p) => {
@@ -166,13 +170,13 @@ function makeGroup(
     S += shardRows * rowNumel;
     return offset;
   });
-  const flat = Tensor.empty([S], "f32", true);
+  const flat = Tensor.empty([S], "f32", true, device);
   flat.persistent = true;
   const params = [...owners].map(([original, { fqn, owners }], i) => {
     const p = new FSDPParam(fqn, original, owners, flat, offsets[i], rank, size);
     managed.set(p.sharded, p);
     managed.set(p.unsharded, p);
-    registerShardedGradient(p.sharded, partialsGatherer(group));
+    registerShardedGradient(p.sharded, partialsGatherer(group, device));
     p.expose(false);
     original.dispose();
     return p;
@@ -181,14 +185,20 @@ function makeGroup(
   return new FSDPParamGroup(params, flat, group, reshardAfterForward, forwardPrefetch, root);
 }
 
-const gatherers = new WeakMap<ProcessGroup, GatherPartials>();
+const gatherers = new WeakMap<ProcessGroup, Map<Device, GatherPartials>>();
 
-/** One number from every rank of `group` (clipGradNorm's partial sums), by a blocking gather. */
-function partialsGatherer(group: ProcessGroup): GatherPartials {
-  let gather = gatherers.get(group);
+/**
+ * One number from every rank of `group` (clipGradNorm's partial sums), by a blocking gather on
+ * the shards' device (the one the group's backend reaches for them).
+ */
+function partialsGatherer(group: ProcessGroup, device: Device): GatherPartials {
+  const byDevice = gatherers.get(group) ?? new Map<Device, GatherPartials>();
+  gatherers.set(group, byDevice);
+  let gather = byDevice.get(device);
   if (gather === undefined) {
     gather = (partial) => {
-      const mine = tensor([partial]), all = Tensor.empty([group.size], "f32");
+      const mine = tensor([partial], undefined, { device });
+      const all = Tensor.empty([group.size], "f32", false, device);
       try {
         group.allGatherBlocking(all, mine);
         return Array.from(all.toArray());
@@ -197,7 +207,7 @@ function partialsGatherer(group: ProcessGroup): GatherPartials {
         all.dispose();
       }
     };
-    gatherers.set(group, gather);
+    byDevice.set(device, gather);
   }
   return gather;
 }
