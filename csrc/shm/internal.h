@@ -57,8 +57,8 @@ static_assert(sizeof(RankLine) == 128, "two cache lines per rank");
 // every rank has arrived, rank r reduces its 1/n slice of every part (in rank order, through a
 // cache-sized block) and writes the result into that slice of every part; once every rank has
 // arrived again, each part holds the whole result. Each byte is read once and written once per
-// rank, against a copy into the slot, a read of every slot and a write for the staged path, which
-// is what the 5x bandwidth needs at the largest sizes. Buffers are mapped by rank 0's
+// rank, against a copy into the slot, a read of every slot and a write for the staged path:
+// 1.5-3.5x the bandwidth from 1 to 64 MiB (BENCHMARKS.md). Buffers are mapped by rank 0's
 // name plus an id every rank assigns in the same order (allocation is collective), and unlinked
 // as soon as every rank mapped them.
 struct SharedBuffer {
@@ -76,7 +76,8 @@ constexpr size_t kInPlaceMinBytes = 512 * 1024;
 
 // What RankLine::where says for a buffer outside every shared buffer.
 constexpr uint64_t kPrivate = ~uint64_t(0);
-// Offsets up to 2^40 bytes; ids below 2^24.
+// Offsets up to 2^40 bytes; ids below kMaxSharedBuffers, so that none aliases kPrivate.
+constexpr uint32_t kMaxSharedBuffers = (1u << 24) - 1;
 inline uint64_t whereShared(uint32_t id, uint64_t offset) {
   return (static_cast<uint64_t>(id) << 40) | offset;
 }
@@ -139,6 +140,12 @@ struct dt_shm_ctx {
 };
 
 namespace dtrain::shm {
+
+// Maps segment `name` of `bytes`: creating it and reserving its pages (rank 0), or opening the
+// one rank 0 created. `created` is set once the name exists, for the caller to unlink; `hint`
+// ends the message for a segment of the wrong size.
+char* mapShared(const std::string& name, bool create, size_t bytes, const char* hint,
+                bool* created);
 
 // Records `message` as the group's failure (the first one wins): every rank waiting in a
 // collective, or entering one, fails with it instead of waiting for its timeout.

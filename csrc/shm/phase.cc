@@ -108,7 +108,7 @@ void checkPeers(dt_shm_ctx* ctx, const Fingerprint& fp, uint32_t target, bool fi
     breakGroup(ctx, DT_ETIMEOUT, opLabel(fp) + ": timed out after " +
                                      std::to_string(ctx->timeout.count()) + " ms waiting for " +
                                      rankList(ctx, missing) +
-                                     (first ? " to join" : " to stage its next chunk"));
+                                     (first ? " to join" : " to reach the collective's next step"));
   }
 }
 

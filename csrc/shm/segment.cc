@@ -54,28 +54,10 @@ double nowUs() {
   return static_cast<double>(ts.tv_sec) * 1e6 + static_cast<double>(ts.tv_nsec) / 1e3;
 }
 
-// Maps `name`, creating it when `create`; the others retry until rank 0 has sized it.
+// Maps the group's segment, creating it when `create` (rank 0; the others open it once told).
 char* mapSegment(dt_shm_ctx* ctx, bool create, size_t bytes) {
-  const int flags = create ? O_RDWR | O_CREAT | O_EXCL : O_RDWR;
-  int fd = shm_open(ctx->name.c_str(), flags, 0600);
-  if (fd < 0) throw Failure(DT_EINTERNAL, errnoText("shm_open " + ctx->name));
-  ctx->linked = create;
-  if (create && ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
-    close(fd);
-    throw Failure(DT_EINTERNAL, errnoText("ftruncate " + ctx->name + " to " +
-                                          std::to_string(bytes) + " bytes"));
-  }
-  struct stat st;
-  if (fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) != bytes) {
-    close(fd);
-    throw Failure(DT_EINTERNAL, ctx->name + " has " + std::to_string(st.st_size) +
-                                    " bytes, expected " + std::to_string(bytes) +
-                                    " (do all ranks agree on the group size?)");
-  }
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  close(fd);
-  if (p == MAP_FAILED) throw Failure(DT_EINTERNAL, errnoText("mmap " + ctx->name));
-  return static_cast<char*>(p);
+  return mapShared(ctx->name, create, bytes, "do all ranks agree on the group size?",
+                   &ctx->linked);
 }
 
 // Runs `body` and returns DT_OK, or the status it threw, its message kept as the context's error.
@@ -95,6 +77,39 @@ int statusOf(dt_shm_ctx* ctx, const std::function<void()>& body) noexcept {
 }  // namespace
 
 namespace dtrain::shm {
+
+char* mapShared(const std::string& name, bool create, size_t bytes, const char* hint,
+                bool* created) {
+  const int flags = create ? O_RDWR | O_CREAT | O_EXCL : O_RDWR;
+  int fd = shm_open(name.c_str(), flags, 0600);
+  if (fd < 0) throw Failure(DT_EINTERNAL, errnoText("shm_open " + name));
+  *created = create;
+  if (create && ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    close(fd);
+    throw Failure(DT_EINTERNAL, errnoText("ftruncate " + name + " to " + std::to_string(bytes) +
+                                          " bytes"));
+  }
+  // tmpfs takes any size from ftruncate and faults later: reserve the pages now, so that a full
+  // /dev/shm is an error here rather than SIGBUS at the first write.
+  const int reserved = create ? posix_fallocate(fd, 0, static_cast<off_t>(bytes)) : 0;
+  if (reserved != 0 && reserved != EOPNOTSUPP && reserved != EINVAL) {
+    close(fd);
+    throw Failure(DT_EINTERNAL, "no room for " + std::to_string(bytes) + " bytes of " + name +
+                                    " in /dev/shm (" + strerror(reserved) +
+                                    "): enlarge /dev/shm (docker run --shm-size), or set "
+                                    "DTRAIN_SHM=0 to use Gloo instead");
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) != bytes) {
+    close(fd);
+    throw Failure(DT_EINTERNAL, name + " has " + std::to_string(st.st_size) + " bytes, expected " +
+                                    std::to_string(bytes) + " (" + hint + ")");
+  }
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (p == MAP_FAILED) throw Failure(DT_EINTERNAL, errnoText("mmap " + name));
+  return static_cast<char*>(p);
+}
 
 int serve(dt_shm_ctx* ctx, uint64_t ticket, double* timing, const std::function<void()>& body,
           std::string* error) {

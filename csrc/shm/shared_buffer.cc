@@ -1,11 +1,7 @@
 // Shared buffers ([Note: shared buffers] in internal.h): their collective allocation, and the
 // all-reduce that works on them in place.
-#include <errno.h>
-#include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <new>
@@ -47,8 +43,8 @@ void allReduceShared(dt_shm_ctx* ctx, const SharedBuffer& buffer, size_t offset,
   const size_t elem = dtypeSize(dtype);
   const Fingerprint fp = runPhases(ctx, {0, count, kAllReduce, dtype, op, -1}, 0, nullptr,
                                    nullptr, whereShared(buffer.id, offset));
-  // Every part is complete: reduce this rank's slice, whole cache lines so that no two ranks
-  // write the same line.
+  // Every part is complete: reduce this rank's slice, in whole cache lines (so that no two ranks
+  // write the same line when the tensor starts on one, as DDP's buckets do).
   const uint64_t line = 64 / elem;
   const uint64_t per = (count + ctx->size - 1) / ctx->size;
   const uint64_t share = (per + line - 1) / line * line;
@@ -78,29 +74,6 @@ void allReduceShared(dt_shm_ctx* ctx, const SharedBuffer& buffer, size_t offset,
 }  // namespace dtrain::shm
 
 namespace {
-
-std::string errnoText(const std::string& what) { return what + ": " + strerror(errno); }
-
-// Maps buffer `name` of `bytes`, creating it (rank 0) or opening what rank 0 created.
-char* mapBuffer(const std::string& name, bool create, size_t bytes) {
-  const int fd = shm_open(name.c_str(), create ? O_RDWR | O_CREAT | O_EXCL : O_RDWR, 0600);
-  if (fd < 0) throw Failure(DT_EINTERNAL, errnoText("shm_open " + name));
-  if (create && ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
-    close(fd);
-    throw Failure(DT_EINTERNAL, errnoText("ftruncate " + name + " to " + std::to_string(bytes) +
-                                          " bytes"));
-  }
-  struct stat st;
-  if (fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) != bytes) {
-    close(fd);
-    throw Failure(DT_EINTERNAL, name + " has " + std::to_string(st.st_size) + " bytes, expected " +
-                                    std::to_string(bytes));
-  }
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  close(fd);
-  if (p == MAP_FAILED) throw Failure(DT_EINTERNAL, errnoText("mmap " + name));
-  return static_cast<char*>(p);
-}
 
 // Every rank learns whether every rank succeeded: a rank's failure message travels in its slot,
 // and every rank throws the first one (the group stays usable, each rank having arrived).
@@ -133,15 +106,20 @@ int dt_shm_buffer_alloc(dt_shm_ctx* ctx, uint64_t ticket, uint64_t count, int dt
   if (ctx == nullptr || out == nullptr) return DT_EINVAL;
   *out = nullptr;
   return serve(ctx, ticket, timing, [&] {
+    // A rank's bad arguments travel through `agree`, so that every rank fails with them at once
+    // rather than its peers waiting for it until their timeout.
+    std::string error;
     const size_t elem = dtypeSize(dtype);
-    if (elem == 0) throw Failure(DT_EINVAL, "emptyShared: unknown dtype code " +
-                                                std::to_string(dtype));
-    if (count == 0 || count > (uint64_t(1) << 40) / elem) {
-      throw Failure(DT_EINVAL, "emptyShared: element count must be in [1, 2^40 bytes], got " +
-                                   std::to_string(count));
+    if (elem == 0) {
+      error = "unknown dtype code " + std::to_string(dtype);
+    } else if (count > (uint64_t(1) << 40) / elem) {
+      error = "a part of " + std::to_string(count) + " elements is over 2^40 bytes";
+    } else if (ctx->next_buffer >= kMaxSharedBuffers) {
+      error = "this group has made " + std::to_string(ctx->next_buffer) + " shared buffers, " +
+              "the most one group can";
     }
     auto buffer = std::make_shared<SharedBuffer>();
-    buffer->bytes = count * elem;
+    buffer->bytes = error.empty() ? count * elem : 0;
     buffer->stride = (buffer->bytes + kPage - 1) / kPage * kPage;
     buffer->map_bytes = kPage + buffer->stride * ctx->size;
     buffer->id = ctx->next_buffer++;
@@ -149,20 +127,18 @@ int dt_shm_buffer_alloc(dt_shm_ctx* ctx, uint64_t ticket, uint64_t count, int dt
     const Fingerprint fp{0, count, kEmptyShared, dtype, -1, -1};
     const bool creator = ctx->rank == 0;
     // Rank 0 creates, everyone learns whether it could; then the others map, and the last rank
-    // to map unlinks the name (so that a rank returning from here knows it is gone); everyone
+    // to map unlinks the name, so that a rank returning from here knows it is gone; everyone
     // learns whether all could. Should one fail, rank 0 unlinks the name on its way out.
     struct Unlink {
       const std::string& name;
-      bool armed;
+      bool armed = false;
       ~Unlink() {
         if (armed) shm_unlink(name.c_str());
       }
-    } unlink{name, false};
-    std::string error;
-    if (creator) {
+    } unlink{name};
+    if (creator && error.empty()) {
       try {
-        buffer->base = mapBuffer(name, true, buffer->map_bytes);
-        unlink.armed = true;
+        buffer->base = mapShared(name, true, buffer->map_bytes, "a peer resized it", &unlink.armed);
       } catch (const Failure& e) {
         error = e.what();
       }
@@ -170,7 +146,8 @@ int dt_shm_buffer_alloc(dt_shm_ctx* ctx, uint64_t ticket, uint64_t count, int dt
     agree(ctx, fp, error);
     if (!creator) {
       try {
-        buffer->base = mapBuffer(name, false, buffer->map_bytes);
+        bool opened = false;
+        buffer->base = mapShared(name, false, buffer->map_bytes, "a peer resized it", &opened);
       } catch (const Failure& e) {
         error = e.what();
       }
@@ -182,6 +159,7 @@ int dt_shm_buffer_alloc(dt_shm_ctx* ctx, uint64_t ticket, uint64_t count, int dt
       }
     }
     agree(ctx, fp, error);
+    unlink.armed = false;  // every rank mapped it, and the last one unlinked it
     auto* handle = new dt_shm_buffer{buffer, buffer->part(ctx->rank)};
     {
       std::lock_guard<std::mutex> lock(ctx->buffers_mu);

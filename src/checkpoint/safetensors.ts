@@ -56,7 +56,8 @@ function writeTensor(file: Deno.FsFile, t: Tensor): void {
  * @param tensors The tensors by name, e.g. a module's state dict (`"0.weight"` of shape [out, in]).
  * @param metadata Free-form strings stored as `__metadata__` (PyTorch writes `{format: "pt"}`);
  * none are written when omitted.
- * @throws CheckpointError when a value is not a live CPU tensor, a name is `__metadata__`, or a
+ * @throws CheckpointError when a value is not a live tensor (one on a GPU is written through a host
+ * copy), a name is `__metadata__`, or a
  * metadata value is not a string, before anything is written; the file system's errors as they are.
  *
  * @example Save a state dict and read it back

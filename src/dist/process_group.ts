@@ -180,6 +180,7 @@ export class ProcessGroup {
     const what = "allGatherBlocking";
     const { outs, input } = this.#gatherBuffers(what, out, t);
     const backend = this.#idle(what);
+    this.#checkReach(what, backend, [...[out].flat(), t]);
     if (backend.allGatherBlocking === undefined) {
       throw invalid(`${what}: the ${backend.name} backend has no blocking collectives`);
     }
@@ -201,6 +202,7 @@ export class ProcessGroup {
     const what = "allGatherStart";
     const { outs, input } = this.#gatherBuffers(what, out, t);
     const backend = this.#idle(what);
+    this.#checkReach(what, backend, [...[out].flat(), t]);
     if (backend.allGatherStart === undefined) {
       throw invalid(`${what}: the ${backend.name} backend cannot start collectives on a thread`);
     }
@@ -291,8 +293,8 @@ export class ProcessGroup {
    */
   async allocShared(count: number, dtype: DType): Promise<SharedBlock | null> {
     const what = "allocShared";
-    if (!Number.isSafeInteger(count) || count < 1) {
-      throw invalid(`${what}: count must be a positive integer, got ${count}`);
+    if (!Number.isSafeInteger(count) || count < 0) {
+      throw invalid(`${what}: count must be a non-negative integer, got ${count}`);
     }
     if (dtype !== "f32" && dtype !== "i32") {
       throw invalid(`${what}: dtype must be "f32" or "i32", got "${dtype}"`);
@@ -362,14 +364,8 @@ export class ProcessGroup {
     return this.#backend;
   }
 
-  #enqueue(
-    what: string,
-    call: (b: Backend) => Promise<Done>,
-    tensors: TensorLike[],
-    bytes: number,
-  ): Work {
-    const backend = this.#member(what);
-    // A backend reaches host memory (gloo, shm) or GPU memory (nccl) only; "auto" picks per call.
+  /** A backend reaches host memory (gloo, shm) or GPU memory (nccl) only; "auto" picks per call. */
+  #checkReach(what: string, backend: Backend, tensors: TensorLike[]): void {
     const misplaced = tensors.find((t) =>
       (backend.name !== "nccl" && backend.name !== "auto" && t.device?.startsWith("cuda")) ||
       (backend.name === "nccl" && !t.device?.startsWith("cuda"))
@@ -380,6 +376,16 @@ export class ProcessGroup {
           `cannot reach; move it, or use the "auto" backend`,
       );
     }
+  }
+
+  #enqueue(
+    what: string,
+    call: (b: Backend) => Promise<Done>,
+    tensors: TensorLike[],
+    bytes: number,
+  ): Work {
+    const backend = this.#member(what);
+    this.#checkReach(what, backend, tensors);
     // The pointers were read at queue time: hold the memory behind them (and the tensor
     // objects, for those without a storage) until the collective has ended.
     for (const t of tensors) t.storage?.retain();

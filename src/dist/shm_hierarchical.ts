@@ -186,13 +186,22 @@ export class HierarchicalBackend implements Backend {
     else outs.forEach((o, r) => bytesOf(o).set(result.subarray(r * bytes, (r + 1) * bytes)));
   }
 
-  /** `#step` for a blocking call on `backend` (the host's, or across hosts the leaders'). */
+  /**
+   * `#step` for a blocking call on `backend` (the host's, or across hosts the leaders'). Any
+   * failure across hosts fails the host's group too, a mismatch included: its members block
+   * their threads in the broadcast that would follow, and must not wait out their timeout.
+   */
   #blocking<B extends Backend>(across: boolean, backend: B | null, step: (b: B) => void): void {
     if (this.#broken) throw this.#broken;
     if (backend === null) return;
     try {
       step(backend);
     } catch (err) {
+      const e = err instanceof DistError ? err : new DistError("internal", String(err));
+      if (across && e.code !== "peer" && e.code !== "timeout") {
+        this.#broken = new DistError("broken", `process group is unusable after: ${e.message}`);
+        this.#local?.abort(e);
+      }
       this.#fail(across, err);
       throw err;
     }

@@ -13,8 +13,8 @@
  * thread while backward goes on: every bucket over a backend with its own issue queue (shared
  * memory), the first bucket otherwise (Gloo; the others start when backward has returned).
  * Buckets are issued in index order on every rank, so the collective sequence is identical
- * everywhere. Bucket memory comes from `emptyShared`: over shared memory every rank maps every
- * rank's buckets, and an all-reduce reduces them where they lie, with no staging copy. `await ddp.backward(loss)` returns when every
+ * everywhere. The memory of cpu buckets comes from `emptyShared`: over shared memory every rank
+ * maps every rank's buckets, and an all-reduce reduces them where they lie, with no staging copy. `await ddp.backward(loss)` returns when every
  * bucket is reduced and the averaged gradients are in `param.grad`.
  *
  * [Note: unused parameters]
@@ -36,7 +36,7 @@
  * @module
  */
 
-import { broadcast, emptyShared, getWorldSize, worldGroup } from "../dist/mod.ts";
+import { broadcast, DistError, emptyShared, getWorldSize, worldGroup } from "../dist/mod.ts";
 import type { ProcessGroup, Work } from "../dist/mod.ts";
 import { Module } from "../nn/module.ts";
 import { nowUs, record, tagNext } from "../profile/tracer.ts";
@@ -172,10 +172,9 @@ export class DistributedDataParallel<M extends Module = Module> extends Module {
       named.filter(([, p]) => p.requiresGrad).map(([name, param]) => ({ name, param })),
       resolved.firstBucketMb * 2 ** 20,
       resolved.bucketCapMb * 2 ** 20,
-      // cpu buckets in memory every rank maps, reduced in place over shared memory.
       (numel, device) =>
         device === "cpu"
-          ? emptyShared([numel], { group })
+          ? sharedBucket(numel, group)
           : Promise.resolve(Tensor.empty([numel], "f32", true, device)),
     );
     return new DistributedDataParallel(module, group, resolved, buckets);
@@ -361,6 +360,25 @@ function adoptBucketView(slot: BucketSlot): void {
     }
   });
   param.grad = view;
+}
+
+/**
+ * A cpu bucket in memory every rank maps (reduced in place over shared memory), or a private one
+ * where `/dev/shm` has no room for it: every rank learns the same failure, so all fall back alike,
+ * and training goes on with a staged all-reduce. Failures of a peer still throw.
+ */
+async function sharedBucket(numel: number, group: ProcessGroup): Promise<Tensor> {
+  try {
+    return await emptyShared([numel], { group });
+  } catch (err) {
+    if (!(err instanceof DistError && err.code === "internal")) throw err;
+    if (group.rank === 0) {
+      console.warn(
+        `DistributedDataParallel: a gradient bucket stays in private memory: ${err.message}`,
+      );
+    }
+    return Tensor.empty([numel], "f32", true);
+  }
 }
 
 /** Copies the group's first rank's `tensors` to every rank (parameters at creation, buffers after steps). */

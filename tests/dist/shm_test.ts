@@ -213,3 +213,22 @@ Deno.test("a rank that dies before emptyShared is named, and its buffer's name i
   assert.deepEqual((runs[0].result?.left as string[]).filter((n) => !before.has(n)), []);
   assert.deepEqual(segments().filter((n) => !before.has(n)), []);
 });
+
+Deno.test("an emptyShared larger than /dev/shm fails on every rank with what to do, leaving the group usable and nothing behind", async () => {
+  const before = new Set(segments());
+  const runs = await runRanks({
+    worker,
+    worldSize: 2,
+    timeoutMs: 30_000,
+    env: { MODE: "shared-full", DTRAIN_SHM: "1" },
+  });
+  for (const r of runs) {
+    assert.equal(r.code, 0, `rank ${r.rank}: ${r.stderr}`);
+    assert.match(
+      String(r.result?.error),
+      /^internal: emptyShared: rank 0 failed: no room for \d+ bytes of \/dtrain-\S+ in \/dev\/shm \(No space left on device\): enlarge \/dev\/shm \(docker run --shm-size\), or set DTRAIN_SHM=0/,
+    );
+    assert.equal(r.result?.after, 2);
+    assert.deepEqual((r.result?.left as string[]).filter((n) => !before.has(n)), []);
+  }
+});

@@ -11,7 +11,8 @@
  *   and the dtrain segments left in /dev/shm;
  * - "shared-mismatch": rank 0 all-reduces a shared tensor, the others a private one of the same
  *   size; reports the errors, then whether the group still works;
- * - "shared-dead": rank 1 exits instead of calling emptyShared; rank 0 reports its error.
+ * - "shared-dead": rank 1 exits instead of calling emptyShared; rank 0 reports its error;
+ * - "shared-full": every rank asks emptyShared for more than /dev/shm holds, then all-reduces.
  * @module
  */
 
@@ -21,6 +22,7 @@ import {
   barrier,
   broadcast,
   destroyProcessGroup,
+  type DistError,
   emptyShared,
   getRank,
   getWorldSize,
@@ -125,6 +127,7 @@ async function sharedSeries(world: ProcessGroup, gloo: ProcessGroup, big: number
         await allReduce(tensorOf(expected), op, gloo);
         worst[dtype] = Math.max(worst[dtype], diff(viewOf(x), expected));
         compared++;
+        x.dispose(); // the view, then the tensor: the part is unmapped at once
         shared.dispose();
       }
     }
@@ -181,6 +184,20 @@ await runWorker(async () => {
     await allReduce(one);
     await destroyProcessGroup();
     return { errors, after: one.data[0] };
+  }
+  if (mode === "shared-full") {
+    // 2^37 f32 per rank: more than any /dev/shm here holds.
+    let error = "";
+    try {
+      await emptyShared([2 ** 37]);
+    } catch (err) {
+      error = `${(err as DistError).code}: ${(err as Error).message}`;
+    }
+    const one = tensorOf(new Float32Array([1]));
+    await allReduce(one);
+    const left = segments();
+    await destroyProcessGroup();
+    return { error, after: one.data[0], left };
   }
   if (mode === "shared-dead") {
     if (getRank() === 1) Deno.exit(3);
