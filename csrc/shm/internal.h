@@ -54,20 +54,34 @@ static_assert(sizeof(RankLine) == 128, "two cache lines per rank");
 // [Note: shared buffers]
 // A buffer from dt_shm_buffer_alloc is one segment of its own with a part per rank, mapped by
 // every rank: rank r's tensor is part r. An all-reduce on such a tensor needs no staging: once
-// every rank has arrived, rank r reduces its 1/n slice of every part (in rank order, through a
-// cache-sized block) and writes the result into that slice of every part; once every rank has
-// arrived again, each part holds the whole result. Each byte is read once and written once per
-// rank, against a copy into the slot, a read of every slot and a write for the staged path:
-// 1.5-3.5x the bandwidth from 1 to 64 MiB (BENCHMARKS.md). Buffers are mapped by rank 0's
-// name plus an id every rank assigns in the same order (allocation is collective), and unlinked
-// as soon as every rank mapped them.
+// every rank has arrived, the ranks take blocks from one counter in the segment until none is
+// left, reduce each from every part (in rank order, through a cache-sized buffer) and write it
+// into every part; a rank returns once the count of finished blocks is full, when every part
+// holds the whole result. Each byte is read once and written once per rank, against a copy into
+// the slot, a read of every slot and a write for the staged path: 2.2-3.7x the bandwidth from 1
+// to 64 MiB (BENCHMARKS.md). Taking blocks rather than a fixed slice per rank means a rank whose
+// thread is slow to wake holds nobody up. Buffers are mapped by rank 0's name plus an id every
+// rank assigns in the same order (allocation is collective), and unlinked as soon as every rank
+// mapped them.
+//
+// The first page of a shared buffer's segment. Blocks of an in-place all-reduce are claimed and
+// counted in words tagged with the collective's sequence number, so that a word left by an
+// earlier collective on the buffer reads as zero without anyone resetting it.
+struct SharedHeader {
+  std::atomic<uint32_t> mapped;              // ranks that mapped the segment; the last unlinks
+  alignas(64) std::atomic<uint64_t> claim;   // (tag << 32) | the next block to reduce
+  alignas(64) std::atomic<uint64_t> done;    // (tag << 32) | blocks reduced and written back
+};
+static_assert(sizeof(SharedHeader) <= kPage, "the shared header fits its page");
+
 struct SharedBuffer {
   uint32_t id = 0;
-  char* base = nullptr;  // a page whose first word counts the ranks that mapped it, then the parts
+  char* base = nullptr;  // the SharedHeader's page, then the parts
   size_t stride = 0;     // bytes per part, a whole number of pages
   size_t bytes = 0;      // bytes asked for per part
   size_t map_bytes = 0;
   char* part(int r) const { return base + kPage + r * stride; }
+  SharedHeader* header() const { return reinterpret_cast<SharedHeader*>(base); }
   ~SharedBuffer();
 };
 
@@ -185,8 +199,11 @@ Fingerprint runPhases(dt_shm_ctx* ctx, Fingerprint fp, uint64_t stage_bytes,
                       const std::function<void(size_t off, size_t len, uint64_t chunk)>& consume,
                       uint64_t where = kPrivate);
 
-// One more synchronisation inside a collective: arrives, then waits for every rank to arrive.
-void sync(dt_shm_ctx* ctx, const Fingerprint& fp);
+// Waits inside a collective until `ready()` holds: spinning, then yielding, then sleeping a
+// little, and failing the group when a rank dies or the timeout passes (`what` says what was
+// awaited).
+void waitUntil(dt_shm_ctx* ctx, const Fingerprint& fp, const char* what,
+               const std::function<bool()>& ready);
 
 // The shared buffer holding this rank's [p, p + bytes), and p's offset in its part, if any.
 std::shared_ptr<SharedBuffer> findShared(dt_shm_ctx* ctx, const void* p, size_t bytes,

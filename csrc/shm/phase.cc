@@ -4,6 +4,7 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -176,9 +177,43 @@ std::string whereText(uint64_t where) {
 
 }  // namespace
 
-void sync(dt_shm_ctx* ctx, const Fingerprint& fp) {
-  arrive(ctx);
-  waitForAll(ctx, fp, false);
+void waitUntil(dt_shm_ctx* ctx, const Fingerprint& fp, const char* what,
+               const std::function<bool()>& ready) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + ctx->timeout;
+  for (int spins = 0; !ready(); spins++) {
+    if (spins < kSpins) {
+      cpuRelax();
+      continue;
+    }
+    // Whoever holds the last blocks is running (or waiting for a core): give it ours first,
+    // and sleep only once that has not been enough for a millisecond.
+    const auto now = std::chrono::steady_clock::now();
+    if (now - start < std::chrono::milliseconds(1)) {
+      sched_yield();
+      continue;
+    }
+    timespec ts{0, 50'000};
+    nanosleep(&ts, nullptr);
+    if (int32_t failed = ctx->header()->failed.load(std::memory_order_acquire); failed >= 0) {
+      ctx->broken = ctx->header()->failed_message;
+      throw Failure(static_cast<dt_status>(ctx->header()->failed_status),
+                    ctx->header()->failed_message);
+    }
+    std::vector<int> dead;
+    for (int r = 0; r < ctx->size; r++) {
+      if (r != ctx->rank && isDead(ctx, r)) dead.push_back(r);
+    }
+    if (!dead.empty()) {
+      breakGroup(ctx, DT_EPEER, opLabel(fp) + ": " + rankList(ctx, dead) + " died (process " +
+                                    std::to_string(ctx->pids[dead[0]]) + " exited)");
+    }
+    if (now >= deadline) {
+      breakGroup(ctx, DT_ETIMEOUT, opLabel(fp) + ": timed out after " +
+                                       std::to_string(ctx->timeout.count()) + " ms waiting for " +
+                                       what);
+    }
+  }
 }
 
 Fingerprint runPhases(dt_shm_ctx* ctx, Fingerprint fp, uint64_t stage_bytes,

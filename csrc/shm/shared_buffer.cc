@@ -43,32 +43,53 @@ void allReduceShared(dt_shm_ctx* ctx, const SharedBuffer& buffer, size_t offset,
   const size_t elem = dtypeSize(dtype);
   const Fingerprint fp = runPhases(ctx, {0, count, kAllReduce, dtype, op, -1}, 0, nullptr,
                                    nullptr, whereShared(buffer.id, offset));
-  // Every part is complete: reduce this rank's slice, in whole cache lines (so that no two ranks
-  // write the same line when the tensor starts on one, as DDP's buckets do).
-  const uint64_t line = 64 / elem;
-  const uint64_t per = (count + ctx->size - 1) / ctx->size;
-  const uint64_t share = (per + line - 1) / line * line;
-  const uint64_t lo = std::min<uint64_t>(count, ctx->rank * share);
-  const uint64_t hi = std::min<uint64_t>(count, lo + share);
+  // Every part is complete. The ranks take blocks from one counter until none is left, so that a
+  // rank whose thread is slow to get a core (or to wake) holds nobody up: the others reduce its
+  // share. Each block is reduced by one rank, in rank order, so every part gets the same bits.
   std::vector<char*> parts(ctx->size);
   for (int r = 0; r < ctx->size; r++) parts[r] = buffer.part(r) + offset;
-  // The block stays in L1 between the reduction and its copies into every part.
+  // A block stays in L1 between the reduction and its copies into every part; 16 KiB keeps the
+  // blocks in whole cache lines when the tensor starts on one (DDP's buckets do).
   alignas(64) static thread_local char block[16384];
   const uint64_t step = sizeof(block) / elem;
-  for (uint64_t i = lo; i < hi; i += step) {
-    const size_t n = std::min<uint64_t>(step, hi - i);
-    const size_t at = i * elem;
-    if (ctx->size == 1) {
-      memcpy(block, parts[0] + at, n * elem);
-    } else {
-      fn(block, parts[0] + at, parts[1] + at, n);
-      for (int r = 2; r < ctx->size; r++) fn(block, block, parts[r] + at, n);
+  // Claimed a few blocks at a time: about 16 claims per rank, so that the claim and done counters
+  // (one cache line each, which every claim moves between cores) cost little even at 64 MiB.
+  const uint64_t unit = std::max<uint64_t>(1, (count + step - 1) / step / (16 * ctx->size)) * step;
+  const uint64_t blocks = (count + unit - 1) / unit;
+  const uint64_t tag = static_cast<uint32_t>(fp.seq);
+  auto ofTag = [&](uint64_t word) { return (word >> 32) == tag ? word & 0xffffffffu : 0; };
+  SharedHeader* h = buffer.header();
+  for (;;) {
+    uint64_t word = h->claim.load(std::memory_order_acquire);
+    const uint64_t next = ofTag(word);
+    if (next >= blocks) break;
+    if (!h->claim.compare_exchange_weak(word, (tag << 32) | (next + 1),
+                                        std::memory_order_acq_rel)) {
+      continue;
     }
-    if (op == DT_AVG) divideInPlace(reinterpret_cast<float*>(block), n, ctx->size);
-    for (int r = 0; r < ctx->size; r++) memcpy(parts[r] + at, block, n * elem);
+    const uint64_t end = std::min<uint64_t>(count, (next + 1) * unit);
+    for (uint64_t i = next * unit; i < end; i += step) {
+      const size_t n = std::min<uint64_t>(step, end - i);
+      const size_t at = i * elem;
+      if (ctx->size == 1) {
+        memcpy(block, parts[0] + at, n * elem);
+      } else {
+        fn(block, parts[0] + at, parts[1] + at, n);
+        for (int r = 2; r < ctx->size; r++) fn(block, block, parts[r] + at, n);
+      }
+      if (op == DT_AVG) divideInPlace(reinterpret_cast<float*>(block), n, ctx->size);
+      for (int r = 0; r < ctx->size; r++) memcpy(parts[r] + at, block, n * elem);
+    }
+    for (uint64_t d = h->done.load(std::memory_order_relaxed);
+         !h->done.compare_exchange_weak(d, (tag << 32) | (ofTag(d) + 1),
+                                        std::memory_order_acq_rel);) {
+    }
   }
-  // Every slice is in every part: the parts are their owners' again.
-  sync(ctx, fp);
+  // Every block is in every part once the count is full; no rank reads or writes a part after
+  // that, so the parts are their owners' again. (The next collective on the buffer cannot start
+  // before every rank arrives at it, which each does after leaving this one.)
+  waitUntil(ctx, fp, "the ranks still reducing blocks of the shared buffer",
+            [&] { return ofTag(h->done.load(std::memory_order_acquire)) == blocks; });
 }
 
 }  // namespace dtrain::shm
@@ -153,8 +174,7 @@ int dt_shm_buffer_alloc(dt_shm_ctx* ctx, uint64_t ticket, uint64_t count, int dt
       }
     }
     if (buffer->base != nullptr) {
-      auto* mapped = reinterpret_cast<std::atomic<uint32_t>*>(buffer->base);
-      if (mapped->fetch_add(1) + 1 == static_cast<uint32_t>(ctx->size)) {
+      if (buffer->header()->mapped.fetch_add(1) + 1 == static_cast<uint32_t>(ctx->size)) {
         shm_unlink(name.c_str());
       }
     }

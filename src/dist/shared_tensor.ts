@@ -20,7 +20,7 @@ export interface EmptySharedOptions {
 /**
  * A zero-filled cpu tensor that every rank of the group can read in place, for buffers that
  * collectives touch most (DDP puts its gradient buckets there). Over shared memory an all-reduce
- * of such a tensor reduces every rank's copy where it lies, without staging it: 1.5–3.5× the
+ * of such a tensor reduces every rank's copy where it lies, without staging it: 2.2–3.7× the
  * bandwidth from 1 to 64 MiB (BENCHMARKS.md). Where the group's backend has no shared memory
  * (Gloo, or ranks on several hosts) it is an ordinary zero-filled tensor, so callers need no
  * second path. A collective call: every rank passes the same shape and dtype, in the same order

@@ -67,29 +67,32 @@ for (
   });
 }
 
-Deno.test("a SIGKILLed rank leaves no segment in /dev/shm, and the survivor names it", async () => {
-  const before = new Set(segments());
-  let mapped: string[] | null = null;
-  const runs = await runRanks({
-    worker,
-    worldSize: 2,
-    timeoutMs: 30_000,
-    env: { MODE: "loop", TEST_TIMEOUT_MS: "5000", DTRAIN_SHM: "1" },
-    onLine: (rank, line, procs) => {
-      if (rank === 1 && line === "looping" && mapped === null) {
-        // Every rank mapped the segment before the first collective, so its name is gone
-        // already: a SIGKILL now cannot leak it.
-        mapped = segments().filter((n) => !before.has(n));
-        procs.find((p) => p.rank === 1)!.child.kill("SIGKILL");
-      }
-    },
+for (const mode of ["loop", "shared-loop"]) {
+  Deno.test(`a SIGKILLed rank leaves no segment in /dev/shm, and the survivor names it (${mode === "loop" ? "staged" : "in place"})`, async () => {
+    const before = new Set(segments());
+    let mapped: string[] | null = null;
+    const runs = await runRanks({
+      worker,
+      worldSize: 2,
+      timeoutMs: 30_000,
+      env: { MODE: mode, TEST_TIMEOUT_MS: "5000", DTRAIN_SHM: "1" },
+      onLine: (rank, line, procs) => {
+        if (rank === 1 && line === "looping" && mapped === null) {
+          // Every rank mapped the segment before the first collective, so its name is gone
+          // already: a SIGKILL now cannot leak it.
+          mapped = segments().filter((n) => !before.has(n));
+          procs.find((p) => p.rank === 1)!.child.kill("SIGKILL");
+        }
+      },
+    });
+    assert.deepEqual(mapped, [], "a segment name was still linked while the ranks ran");
+    assert.deepEqual(segments().filter((n) => !before.has(n)), [], "segments left behind");
+    const survivor = runs[0];
+    assert.equal(survivor.code, 1, survivor.stderr);
+    assert.match(String(survivor.result?.error), /^allReduce \(op #\d+\): rank 1 died/);
+    assert.ok(survivor.elapsedMs - runs[1].elapsedMs < 2500, "the survivor took its timeout");
   });
-  assert.deepEqual(mapped, [], "a segment name was still linked while the ranks ran");
-  assert.deepEqual(segments().filter((n) => !before.has(n)), [], "segments left behind");
-  const survivor = runs[0];
-  assert.equal(survivor.code, 1, survivor.stderr);
-  assert.match(String(survivor.result?.error), /^allReduce \(op #\d+\): rank 1 died/);
-});
+}
 
 // faults_test.ts runs its scenarios on the default backend (shared memory, on one host); these
 // run two of them on both backends and require the same outcome word for word.

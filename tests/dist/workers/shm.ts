@@ -5,7 +5,8 @@
  *   differences (f32 relative, i32 absolute) and both backends' names;
  * - "dump": runs a fixed series of collectives on the world group and writes the results to
  *   OUT_DIR/rank<N>.json (used across hosts, where the launcher runs this script);
- * - "loop": all-reduces forever, printing "looping" once warmed up;
+ * - "loop": all-reduces forever, printing "looping" once warmed up ("shared-loop": on a tensor
+ *   from emptyShared, reduced in place);
  * - "shared": all-reduces tensors from emptyShared (below and above the in-place threshold, and a
  *   view at an offset) and the same data on a Gloo subgroup, reporting the largest differences
  *   and the dtrain segments left in /dev/shm;
@@ -219,8 +220,11 @@ await runWorker(async () => {
     await destroyProcessGroup();
     return { backend: world.backendName };
   }
-  if (mode === "loop") {
-    const x = tensorOf(new Float32Array(256 * 1024).fill(1));
+  if (mode === "loop" || mode === "shared-loop") {
+    // shared-loop: a tensor every rank maps, past the in-place threshold.
+    const x = mode === "loop"
+      ? tensorOf(new Float32Array(256 * 1024).fill(1))
+      : await emptyShared([1 << 20]);
     console.log(JSON.stringify({ backend: world.backendName }));
     for (let i = 0;; i++) {
       await allReduce(x);
