@@ -137,6 +137,17 @@ const symbols = {
     ],
     result: "i32",
   },
+  dt_shm_allreduce_blocking: {
+    parameters: [
+      "pointer", // dt_shm_ctx *ctx
+      "pointer", // void *buf
+      "u64", // uint64_t count
+      "i32", // int dtype
+      "i32", // int op
+      "pointer", // double *timing
+    ],
+    result: "i32",
+  },
   dt_shm_broadcast_blocking: {
     parameters: [
       "pointer", // dt_shm_ctx *ctx

@@ -70,6 +70,31 @@ void allGather(dt_shm_ctx* ctx, const void* in, uint64_t count, int dtype, void*
       });
 }
 
+void allReduce(dt_shm_ctx* ctx, void* buf, uint64_t count, int dtype, int op) {
+  auto fn = checkReduce("allReduce", dtype, op);
+  checkBuffer("allReduce", buf, count, dtype);
+  const size_t elem = dtypeSize(dtype);
+  size_t offset = 0;
+  // Small reductions stage instead: their one synchronisation costs less than the copy in place
+  // saves, and the in-place path waits twice (every rank sees the same size, so every rank picks
+  // the same path).
+  auto shared = count * elem >= kInPlaceMinBytes ? findShared(ctx, buf, count * elem, &offset)
+                                                 : nullptr;
+  if (shared) {
+    allReduceShared(ctx, *shared, offset, count, dtype, op, fn);
+    return;
+  }
+  auto data = static_cast<char*>(buf);
+  runPhases(
+      ctx, {0, count, kAllReduce, dtype, op, -1}, count * elem,
+      [&](char* slot, size_t off, size_t len) { memcpy(slot, data + off, len); },
+      [&](size_t off, size_t len, uint64_t chunk) {
+        reduceSlots(ctx, fn, data + off, 0, len, chunk, elem);
+        if (op == DT_AVG) divideInPlace(reinterpret_cast<float*>(data + off), len / elem,
+                                        ctx->size);
+      });
+}
+
 void broadcast(dt_shm_ctx* ctx, void* buf, uint64_t count, int dtype, int root) {
   checkBuffer("broadcast", buf, count, dtype);
   if (root < 0 || root >= ctx->size) {
@@ -95,29 +120,13 @@ extern "C" {
 int dt_shm_allreduce(dt_shm_ctx* ctx, uint64_t ticket, void* buf, uint64_t count, int dtype,
                      int op, double* timing) {
   if (ctx == nullptr) return DT_EINVAL;
-  return serve(ctx, ticket, timing, [&] {
-    auto fn = checkReduce("allReduce", dtype, op);
-    checkBuffer("allReduce", buf, count, dtype);
-    const size_t elem = dtypeSize(dtype);
-    size_t offset = 0;
-    // Small reductions stage instead: one synchronisation, where in place takes two, costs less
-    // than the copy it saves (every rank sees the same size, so every rank picks the same path).
-    auto shared = count * elem >= kInPlaceMinBytes ? findShared(ctx, buf, count * elem, &offset)
-                                                   : nullptr;
-    if (shared) {
-      allReduceShared(ctx, *shared, offset, count, dtype, op, fn);
-      return;
-    }
-    auto data = static_cast<char*>(buf);
-    runPhases(
-        ctx, {0, count, kAllReduce, dtype, op, -1}, count * elem,
-        [&](char* slot, size_t off, size_t len) { memcpy(slot, data + off, len); },
-        [&](size_t off, size_t len, uint64_t chunk) {
-          reduceSlots(ctx, fn, data + off, 0, len, chunk, elem);
-          if (op == DT_AVG) divideInPlace(reinterpret_cast<float*>(data + off), len / elem,
-                                          ctx->size);
-        });
-  });
+  return serve(ctx, ticket, timing, [&] { allReduce(ctx, buf, count, dtype, op); });
+}
+
+int dt_shm_allreduce_blocking(dt_shm_ctx* ctx, void* buf, uint64_t count, int dtype, int op,
+                              double* timing) {
+  if (ctx == nullptr) return DT_EINVAL;
+  return serveWhenIdle(ctx, "allReduce", [&] { allReduce(ctx, buf, count, dtype, op); }, timing);
 }
 
 int dt_shm_broadcast(dt_shm_ctx* ctx, uint64_t ticket, void* buf, uint64_t count, int dtype,

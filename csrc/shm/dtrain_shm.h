@@ -75,6 +75,11 @@ int dt_shm_buffer_free(dt_shm_buffer* buffer);
 int dt_shm_allgather_blocking(dt_shm_ctx* ctx, const void* in, uint64_t count, int dtype,
                               void* const* outs, uint64_t nouts);
 
+// dt_shm_allreduce, blocking the same way, with its timing: DDP reduces its last bucket with it
+// once backward has returned, where handing it to another thread would only add a wake-up.
+int dt_shm_allreduce_blocking(dt_shm_ctx* ctx, void* buf, uint64_t count, int dtype, int op,
+                              double* timing);
+
 // dt_shm_broadcast, blocking the same way (the hierarchical backend's blocking all-gather hands
 // the gathered result from each host's leader to its members with it).
 int dt_shm_broadcast_blocking(dt_shm_ctx* ctx, void* buf, uint64_t count, int dtype, int root);

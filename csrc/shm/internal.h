@@ -177,7 +177,11 @@ int serve(dt_shm_ctx* ctx, uint64_t ticket, double* timing, const std::function<
 // and a started one, end without the event loop), then takes the next ticket itself and runs at
 // once. If the queue stands still for a whole timeout, something issued a ticket and never ran
 // it: the call fails with DT_ETIMEOUT saying so rather than hanging.
-int serveWhenIdle(dt_shm_ctx* ctx, const char* what, const std::function<void()>& body);
+int serveWhenIdle(dt_shm_ctx* ctx, const char* what, const std::function<void()>& body,
+                  double* timing = nullptr);
+
+// The all-reduce itself (collectives.cc), shared by its queued and blocking forms.
+void allReduce(dt_shm_ctx* ctx, void* buf, uint64_t count, int dtype, int op);
 
 // The broadcast itself (collectives.cc), shared by its queued and blocking forms.
 void broadcast(dt_shm_ctx* ctx, void* buf, uint64_t count, int dtype, int root);

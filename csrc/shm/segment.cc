@@ -149,7 +149,8 @@ int serve(dt_shm_ctx* ctx, uint64_t ticket, double* timing, const std::function<
   return status;
 }
 
-int serveWhenIdle(dt_shm_ctx* ctx, const char* what, const std::function<void()>& body) {
+int serveWhenIdle(dt_shm_ctx* ctx, const char* what, const std::function<void()>& body,
+                  double* timing) {
   uint64_t ticket;
   {
     std::unique_lock<std::mutex> lock(ctx->queue_mu);
@@ -170,7 +171,7 @@ int serveWhenIdle(dt_shm_ctx* ctx, const char* what, const std::function<void()>
     }
     ticket = ctx->next_ticket++;
   }
-  return serve(ctx, ticket, nullptr, body);
+  return serve(ctx, ticket, timing, body);
 }
 
 }  // namespace dtrain::shm

@@ -109,6 +109,11 @@ export interface Backend {
   readonly queued?: boolean;
   /** In place: every rank ends with the reduction of all ranks' `buf`. */
   allReduce(buf: NativeBuffer, op: ReduceOp): Promise<Done>;
+  /**
+   * `allReduce` on the calling thread, returning when done (optional; a queued backend only:
+   * it runs after every collective issued before it); throws DistError.
+   */
+  allReduceBlocking?(buf: NativeBuffer, op: ReduceOp): Done;
   /** In place: every rank ends with `root`'s `buf`. */
   broadcast(buf: NativeBuffer, root: number): Promise<Done>;
   /** `outs` is one flat buffer of size × input.count elements, or one buffer per rank. */

@@ -141,6 +141,37 @@ export class ProcessGroup {
   }
 
   /**
+   * `allReduce` on the calling thread, returning when it is done, for a caller with nothing else
+   * to do meanwhile (DDP's last bucket, once backward has returned): it saves the hand-off to a
+   * native thread and back. Collectives issued earlier and still running come first.
+   *
+   * Needs a backend with its own issue queue and a blocking all-reduce (shared memory; see
+   * `canAllReduceBlocking`); a failure throws the backend's DistError.
+   */
+  allReduceBlocking(t: TensorLike, op: ReduceOp = "sum"): void {
+    const what = "allReduceBlocking";
+    const buf = bufferOf(what, "tensor", t);
+    checkOp(what, op, buf.dtype);
+    const backend = this.#member(what);
+    if (backend.allReduceBlocking === undefined || !backend.queued) {
+      throw invalid(`${what}: the ${backend.name} backend has no blocking all-reduce`);
+    }
+    this.#checkReach(what, backend, [t]);
+    const profiled = profiling();
+    const tag = profiled ? takeTag() : null;
+    const startUs = profiled ? nowUs() : 0;
+    const timing = backend.allReduceBlocking(buf, op);
+    if (profiled) {
+      recordCollective("allReduce", buf.count * 4, timing ?? { startUs, endUs: nowUs() }, tag);
+    }
+  }
+
+  /** Whether `allReduceBlocking` works on this group (over shared memory). */
+  get canAllReduceBlocking(): boolean {
+    return this.#backend?.allReduceBlocking !== undefined && this.#backend.queued === true;
+  }
+
+  /**
    * Copies `src`'s tensor into `t` on every rank.
    *
    * @param t The tensor, in place; every rank passes the same dtype and length.

@@ -267,6 +267,22 @@ export class ShmBackend implements Backend {
     if (status !== GlooStatus.OK) throw lastError(this.#lib, ctx, status);
   }
 
+  /** The all-reduce on the JavaScript thread, returning when done, as `allGatherBlocking`. */
+  allReduceBlocking(buf: NativeBuffer, op: ReduceOp): OpTiming {
+    const ctx = this.#live();
+    const timing = new Float64Array(2);
+    const status = this.#lib.dt_shm_allreduce_blocking(
+      ctx,
+      buf.ptr,
+      buf.count,
+      GlooDType[buf.dtype],
+      GlooReduceOp[op],
+      Deno.UnsafePointer.of(timing),
+    );
+    if (status !== GlooStatus.OK) throw lastError(this.#lib, ctx, status);
+    return { startUs: timing[0], endUs: timing[1] };
+  }
+
   /** The broadcast on the JavaScript thread, returning when done, as `allGatherBlocking`. */
   broadcastBlocking(buf: NativeBuffer, root: number): void {
     const ctx = this.#live();

@@ -11,8 +11,9 @@
  * the bucket memory, so later accumulation (noSync) writes there directly. When a bucket and every
  * bucket before it are complete, its all-reduce (op "avg") is issued at once and runs on a native
  * thread while backward goes on: every bucket over a backend with its own issue queue (shared
- * memory), the first bucket otherwise (Gloo; the others start when backward has returned).
- * Buckets are issued in index order on every rank, so the collective sequence is identical
+ * memory), the first bucket otherwise (Gloo; the others start when backward has returned). Over
+ * shared memory the last bucket, complete only as backward ends, is reduced on this thread once
+ * backward returns (see `#issueReadyBuckets`). Buckets are issued in index order on every rank, so the collective sequence is identical
  * everywhere. The memory of cpu buckets comes from `emptyShared`: over shared memory every rank
  * maps every rank's buckets, and an all-reduce reduces them where they lie, with no staging copy. `await ddp.backward(loss)` returns when every
  * bucket is reduced and the averaged gradients are in `param.grad`.
@@ -37,7 +38,7 @@
  */
 
 import { broadcast, DistError, emptyShared, getWorldSize, worldGroup } from "../dist/mod.ts";
-import type { ProcessGroup, Work } from "../dist/mod.ts";
+import { type ProcessGroup, Work } from "../dist/mod.ts";
 import { Module } from "../nn/module.ts";
 import { nowUs, record, tagNext } from "../profile/tracer.ts";
 import { noGrad } from "../tensor/autograd.ts";
@@ -116,6 +117,8 @@ export class DistributedDataParallel<M extends Module = Module> extends Module {
   #firstIssue = 0;
   #sync = true;
   #inBackward = false;
+  /** Whether `loss.backward()` has returned in the current synchronised backward. */
+  #backwardReturned = false;
 
   private constructor(
     module: M,
@@ -203,6 +206,7 @@ export class DistributedDataParallel<M extends Module = Module> extends Module {
       const start = performance.now();
       const startUs = nowUs();
       loss.backward();
+      this.#backwardReturned = true;
       const backwardEnd = performance.now();
       record("backward", "compute", startUs, nowUs());
       if (!this.#sync) return;
@@ -216,7 +220,9 @@ export class DistributedDataParallel<M extends Module = Module> extends Module {
       record("wait for buckets", "wait", waitUs, nowUs());
       this.lastStats = {
         backwardMs: backwardEnd - start,
-        exposedCommMs: end - backwardEnd,
+        // From backward's end, or from the first issue when every bucket waited for backward
+        // to return (one bucket, reduced on this thread).
+        exposedCommMs: end - Math.max(backwardEnd, this.#firstIssue),
         commSpanMs: end - this.#firstIssue,
         buckets: this.#buckets.length,
       };
@@ -254,6 +260,7 @@ export class DistributedDataParallel<M extends Module = Module> extends Module {
   }
 
   #resetIteration(): void {
+    this.#backwardReturned = false;
     this.#ready = this.#buckets.map(() => new Set());
     this.#works = this.#buckets.map(() => undefined);
     this.#nextToIssue = 0;
@@ -281,17 +288,30 @@ export class DistributedDataParallel<M extends Module = Module> extends Module {
     this.#issueReadyBuckets();
   }
 
-  /** Issues buckets in index order while the next one is complete. */
+  /**
+   * Issues buckets in index order while the next one is complete. Where the group can all-reduce
+   * on this thread (shared memory), the last bucket waits for backward to return and is reduced
+   * here, blocking: it is complete only as backward ends, nothing is left to overlap it with, and
+   * a native thread would have to wake for it and then wake this one (see BENCHMARKS.md).
+   */
   #issueReadyBuckets(): void {
     while (
       this.#nextToIssue < this.#buckets.length &&
       this.#ready[this.#nextToIssue].size === this.#buckets[this.#nextToIssue].slots.length
     ) {
       const bucket = this.#buckets[this.#nextToIssue];
+      const here = bucket.index === this.#buckets.length - 1 &&
+        this.#group.canAllReduceBlocking;
+      if (here && !this.#backwardReturned) return;
       if (this.#nextToIssue === 0) this.#firstIssue = performance.now();
       tagNext({ bucket: bucket.index });
-      this.#works[bucket.index] = this.#group.allReduce(bucket.buffer, "avg");
       this.#nextToIssue++;
+      if (here) {
+        this.#group.allReduceBlocking(bucket.buffer, "avg");
+        this.#works[bucket.index] = new Work(Promise.resolve());
+      } else {
+        this.#works[bucket.index] = this.#group.allReduce(bucket.buffer, "avg");
+      }
     }
   }
 

@@ -13,7 +13,8 @@ Deno.test("--profile on a 2-rank DDP job writes one trace with a track per rank,
     const path = `${dir}/trace.json`;
     const run = await train([
       ...SMALL_JOB,
-      ...["--hidden", "1024,1024", "--epochs", "1", "--max-steps", "6"],
+      // Three wide layers: the first bucket is ready with a whole layer's backward still to run.
+      ...["--hidden", "1024,1024,1024", "--epochs", "1", "--max-steps", "6"],
       ...["--snapshot", `${dir}/snapshot.safetensors`, "--nproc-per-node", "2"],
       ...["--master-port", String(freePort())],
       ...["--profile", path],
