@@ -195,6 +195,9 @@ void waitUntil(dt_shm_ctx* ctx, const Fingerprint& fp, const char* what,
     }
     timespec ts{0, 50'000};
     nanosleep(&ts, nullptr);
+    // A peer that finished the last block may have exited or failed since: only an unfinished
+    // collective is blamed on it (its writes precede its exit, so `ready` sees them).
+    if (ready()) return;
     if (int32_t failed = ctx->header()->failed.load(std::memory_order_acquire); failed >= 0) {
       ctx->broken = ctx->header()->failed_message;
       throw Failure(static_cast<dt_status>(ctx->header()->failed_status),
@@ -204,11 +207,11 @@ void waitUntil(dt_shm_ctx* ctx, const Fingerprint& fp, const char* what,
     for (int r = 0; r < ctx->size; r++) {
       if (r != ctx->rank && isDead(ctx, r)) dead.push_back(r);
     }
-    if (!dead.empty()) {
+    if (!dead.empty() && !ready()) {
       breakGroup(ctx, DT_EPEER, opLabel(fp) + ": " + rankList(ctx, dead) + " died (process " +
                                     std::to_string(ctx->pids[dead[0]]) + " exited)");
     }
-    if (now >= deadline) {
+    if (now >= deadline && !ready()) {
       breakGroup(ctx, DT_ETIMEOUT, opLabel(fp) + ": timed out after " +
                                        std::to_string(ctx->timeout.count()) + " ms waiting for " +
                                        what);

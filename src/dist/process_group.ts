@@ -143,12 +143,14 @@ export class ProcessGroup {
   /**
    * `allReduce` on the calling thread, returning when it is done, for a caller with nothing else
    * to do meanwhile (DDP's last bucket, once backward has returned): it saves the hand-off to a
-   * native thread and back. Collectives issued earlier and still running come first.
+   * native thread and back. Collectives issued earlier and still running come first. Needs a
+   * backend with its own issue queue and a blocking all-reduce (shared memory; see
+   * `canAllReduceBlocking`).
    *
-   * Needs a backend with its own issue queue and a blocking all-reduce (shared memory; see
-   * `canAllReduceBlocking`); a failure throws the backend's DistError.
+   * @returns A Work that has already run: it resolves, or rejects with the failure diagnosed as
+   *   `allReduce`'s would be (so a caller awaiting several reports the earliest one's error).
    */
-  allReduceBlocking(t: TensorLike, op: ReduceOp = "sum"): void {
+  allReduceBlocking(t: TensorLike, op: ReduceOp = "sum"): Work {
     const what = "allReduceBlocking";
     const buf = bufferOf(what, "tensor", t);
     checkOp(what, op, buf.dtype);
@@ -160,10 +162,17 @@ export class ProcessGroup {
     const profiled = profiling();
     const tag = profiled ? takeTag() : null;
     const startUs = profiled ? nowUs() : 0;
-    const timing = backend.allReduceBlocking(buf, op);
-    if (profiled) {
-      recordCollective("allReduce", buf.count * 4, timing ?? { startUs, endUs: nowUs() }, tag);
+    let done: Promise<void>;
+    try {
+      const timing = backend.allReduceBlocking(buf, op);
+      if (profiled) {
+        recordCollective("allReduce", buf.count * 4, timing ?? { startUs, endUs: nowUs() }, tag);
+      }
+      done = Promise.resolve();
+    } catch (err) {
+      done = this.#diagnose(err, this).then((diagnosed) => Promise.reject(diagnosed));
     }
+    return new Work(done);
   }
 
   /** Whether `allReduceBlocking` works on this group (over shared memory). */

@@ -38,7 +38,7 @@
  */
 
 import { broadcast, DistError, emptyShared, getWorldSize, worldGroup } from "../dist/mod.ts";
-import { type ProcessGroup, Work } from "../dist/mod.ts";
+import type { ProcessGroup, Work } from "../dist/mod.ts";
 import { Module } from "../nn/module.ts";
 import { nowUs, record, tagNext } from "../profile/tracer.ts";
 import { noGrad } from "../tensor/autograd.ts";
@@ -210,11 +210,13 @@ export class DistributedDataParallel<M extends Module = Module> extends Module {
       const backwardEnd = performance.now();
       record("backward", "compute", startUs, nowUs());
       if (!this.#sync) return;
+      // From here on the step waits for communication (the last bucket may be reduced on this
+      // thread, inside #issueReadyBuckets).
+      const waitUs = nowUs();
       const gradless = this.#handleUnused();
       this.#issueReadyBuckets();
       const used = this.#options.findUnusedParameters ? this.#reduceUsedMask() : null;
       const works = [...this.#works, ...(used ? [used.work] : [])];
-      const waitUs = nowUs();
       const results = await Promise.allSettled(works.map((w) => w!.wait()));
       const end = performance.now();
       record("wait for buckets", "wait", waitUs, nowUs());
@@ -306,12 +308,9 @@ export class DistributedDataParallel<M extends Module = Module> extends Module {
       if (this.#nextToIssue === 0) this.#firstIssue = performance.now();
       tagNext({ bucket: bucket.index });
       this.#nextToIssue++;
-      if (here) {
-        this.#group.allReduceBlocking(bucket.buffer, "avg");
-        this.#works[bucket.index] = new Work(Promise.resolve());
-      } else {
-        this.#works[bucket.index] = this.#group.allReduce(bucket.buffer, "avg");
-      }
+      this.#works[bucket.index] = here
+        ? this.#group.allReduceBlocking(bucket.buffer, "avg")
+        : this.#group.allReduce(bucket.buffer, "avg");
     }
   }
 
