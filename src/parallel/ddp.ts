@@ -13,9 +13,10 @@
  * thread while backward goes on: every bucket over a backend with its own issue queue (shared
  * memory), the first bucket otherwise (Gloo; the others start when backward has returned). Over
  * shared memory the last bucket, complete only as backward ends, is reduced on this thread once
- * backward returns (see `#issueReadyBuckets`). Buckets are issued in index order on every rank, so the collective sequence is identical
- * everywhere. The memory of cpu buckets comes from `emptyShared`: over shared memory every rank
- * maps every rank's buckets, and an all-reduce reduces them where they lie, with no staging copy. `await ddp.backward(loss)` returns when every
+ * backward returns (see `#issueReadyBuckets`). Buckets are issued in index order on every rank, so
+ * the collective sequence is identical everywhere. The memory of cpu buckets comes from
+ * `emptyShared`: over shared memory every rank maps every rank's buckets, and an all-reduce
+ * reduces them where they lie, with no staging copy. `await ddp.backward(loss)` returns when every
  * bucket is reduced and the averaged gradients are in `param.grad`.
  *
  * [Note: unused parameters]
