@@ -50,8 +50,8 @@ for (const [worldSize, victim] of [[3, 2], [3, 0]]) {
   });
 }
 
-for (const victim of [2, 0]) {
-  Deno.test(`a hung rank ${victim} (SIGSTOP mid all-reduce) is named by every other rank within the timeout + 2 s`, async () => {
+for (const [victim, shared] of [[2, false], [0, false], [2, true]] as const) {
+  Deno.test(`a hung rank ${victim} (SIGSTOP mid all-reduce${shared ? " of a shared tensor, in place" : ""}) is named by every other rank within the timeout + 2 s`, async () => {
     const timeoutMs = 3000;
     let stoppedAt = 0;
     const reportedAfter = new Map<number, number>();
@@ -59,7 +59,7 @@ for (const victim of [2, 0]) {
       worker,
       worldSize: 3,
       timeoutMs: 30_000,
-      env: { MODE: "loop", TEST_TIMEOUT_MS: String(timeoutMs) },
+      env: { MODE: "loop", TEST_TIMEOUT_MS: String(timeoutMs), SHARED: shared ? "1" : "0" },
       onLine: (rank, line, procs) => {
         const victimProc = procs.find((p) => p.rank === victim)!;
         if (rank === victim && line === "looping" && stoppedAt === 0) {

@@ -1,6 +1,7 @@
 /**
  * Worker for faults_test.ts. MODE picks the scenario:
- * - "loop": all-reduce forever (printing "looping" once warmed up) until something fails;
+ * - "loop": all-reduce forever (printing "looping" once warmed up) until something fails; with
+ *   SHARED=1 on a tensor from emptyShared;
  * - "mismatch": a series of collectives where rank 1 disagrees with the others, then a valid one;
  * - "hang": rank HANG_RANK skips the collective the others call;
  * - "job": a short, valid job (used while the store is under attack);
@@ -13,6 +14,7 @@ import {
   allReduce,
   broadcast,
   destroyProcessGroup,
+  emptyShared,
   getRank,
   initProcessGroup,
   newGroup,
@@ -35,7 +37,10 @@ await runWorker(async () => {
   await initProcessGroup({ timeoutMs });
   const rank = getRank();
   if (mode === "loop") {
-    const x = tensorOf(new Float32Array(16 * 1024).fill(1));
+    // SHARED=1: a tensor every rank maps, big enough to be reduced in place over shared memory.
+    const x = Deno.env.get("SHARED") === "1"
+      ? await emptyShared([1 << 20])
+      : tensorOf(new Float32Array(16 * 1024).fill(1));
     for (let i = 0;; i++) {
       await allReduce(x);
       if (i === 20) console.log("looping");
