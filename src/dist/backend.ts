@@ -27,6 +27,14 @@ export interface NativeBuffer {
 }
 
 /**
+ * The addresses of `outs`, as the `void *const *outs` array the native all-gathers take.
+ * @ignore dtrain-internal (its module is re-exported with `export *`)
+ */
+export function pointersOf(outs: NativeBuffer[]): BigUint64Array<ArrayBuffer> {
+  return new BigUint64Array(outs.map((o) => BigInt(Deno.UnsafePointer.value(o.ptr))));
+}
+
+/**
  * Where a backend finds the rendezvous store and how it binds its own connections.
  * @ignore dtrain-internal (its module is re-exported with `export *`)
  */

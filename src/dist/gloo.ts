@@ -8,7 +8,14 @@
  */
 
 import { GlooDType, GlooReduceOp, GlooStatus, type GlooSymbols, loadGloo } from "../../ffi/gloo.ts";
-import type { Backend, BackendInit, NativeBuffer, ReduceOp, StartedCollective } from "./backend.ts";
+import {
+  type Backend,
+  type BackendInit,
+  type NativeBuffer,
+  pointersOf,
+  type ReduceOp,
+  type StartedCollective,
+} from "./backend.ts";
 import { DistError, type DistErrorCode } from "./errors.ts";
 import { StartedCollectives } from "./started.ts";
 
@@ -36,11 +43,6 @@ function cstr(s: string): Uint8Array<ArrayBuffer> {
  */
 function pinned<T>(call: Promise<T>, refs: unknown[]): Promise<T> {
   return call.finally(() => refs.length);
-}
-
-/** The addresses of `outs`, as the `void *const *outs` of the all-gathers. */
-function pointersOf(outs: NativeBuffer[]): BigUint64Array<ArrayBuffer> {
-  return new BigUint64Array(outs.map((o) => BigInt(Deno.UnsafePointer.value(o.ptr))));
 }
 
 function lastError(lib: GlooSymbols, ctx: Deno.PointerValue, status: number): DistError {

@@ -16,7 +16,13 @@ import {
   NcclStatus,
 } from "../../ffi/cuda.ts";
 import { cudaLastError, requireCuda } from "../tensor/device/cuda.ts";
-import type { Backend, BackendInit, NativeBuffer, ReduceOp } from "./backend.ts";
+import {
+  type Backend,
+  type BackendInit,
+  type NativeBuffer,
+  pointersOf,
+  type ReduceOp,
+} from "./backend.ts";
 import { DistError, type DistErrorCode } from "./errors.ts";
 import { StoreClient } from "./store/client.ts";
 
@@ -132,12 +138,18 @@ export class NcclBackend implements Backend {
     return new NcclBackend(lib, ctx);
   }
 
-  /** Orders the collective after the queued compute work, then awaits the shim's call. */
-  async #run(call: (ctx: Deno.PointerValue) => Promise<number>): Promise<void> {
+  /** The live context, with the next collective ordered after the compute queued so far. */
+  #ordered(): Deno.PointerValue {
     if (this.#ctx === null) throw new DistError("broken", "nccl backend is closed");
     const ctx = this.#ctx;
     const marked = this.#lib.dt_nccl_mark(ctx);
     if (marked !== NcclStatus.OK) throw shimError(this.#lib, ctx, marked);
+    return ctx;
+  }
+
+  /** Orders the collective after the queued compute work, then awaits the shim's call. */
+  async #run(call: (ctx: Deno.PointerValue) => Promise<number>): Promise<void> {
+    const ctx = this.#ordered();
     const status = await call(ctx);
     if (status !== NcclStatus.OK) throw shimError(this.#lib, ctx, status);
   }
@@ -155,7 +167,7 @@ export class NcclBackend implements Backend {
   }
 
   allGather(outs: NativeBuffer[], input: NativeBuffer): Promise<void> {
-    const ptrs = new BigUint64Array(outs.map((o) => BigInt(Deno.UnsafePointer.value(o.ptr))));
+    const ptrs = pointersOf(outs);
     return this.#run((ctx) =>
       pinned(
         this.#lib.dt_nccl_allgather(
@@ -178,17 +190,13 @@ export class NcclBackend implements Backend {
    * gather is not prefetched (this backend cannot start one on a thread of its own yet).
    */
   allGatherBlocking(outs: NativeBuffer[], input: NativeBuffer): void {
-    if (this.#ctx === null) throw new DistError("broken", "nccl backend is closed");
-    const ctx = this.#ctx;
-    const marked = this.#lib.dt_nccl_mark(ctx);
-    if (marked !== NcclStatus.OK) throw shimError(this.#lib, ctx, marked);
-    const ptrs = new BigUint64Array(outs.map((o) => BigInt(Deno.UnsafePointer.value(o.ptr))));
+    const ctx = this.#ordered();
     const status = this.#lib.dt_nccl_allgather_blocking(
       ctx,
       input.ptr,
       input.count,
       NcclDType[input.dtype],
-      ptrs,
+      pointersOf(outs),
       outs.length,
     );
     if (status !== NcclStatus.OK) throw shimError(this.#lib, ctx, status);

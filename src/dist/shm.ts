@@ -10,15 +10,16 @@
 
 import { GlooDType, GlooReduceOp, GlooStatus } from "../../ffi/gloo.ts";
 import { loadShm, type ShmSymbols } from "../../ffi/shm.ts";
-import type {
-  Backend,
-  BackendInit,
-  DType,
-  NativeBuffer,
-  OpTiming,
-  ReduceOp,
-  SharedBlock,
-  StartedCollective,
+import {
+  type Backend,
+  type BackendInit,
+  type DType,
+  type NativeBuffer,
+  type OpTiming,
+  pointersOf,
+  type ReduceOp,
+  type SharedBlock,
+  type StartedCollective,
 } from "./backend.ts";
 import { DistError } from "./errors.ts";
 import { STATUS_CODES } from "./gloo.ts";
@@ -46,11 +47,6 @@ function slotBytes(): number {
     throw new DistError("invalid", `DTRAIN_SHM_SLOT_MIB must be in (0, 1024], got ${mib}`);
   }
   return Math.ceil(mib * 2 ** 20 / 4096) * 4096;
-}
-
-/** The addresses of `outs`, for the native pointer array. */
-function pointersOf(outs: NativeBuffer[]): BigUint64Array<ArrayBuffer> {
-  return new BigUint64Array(outs.map((o) => BigInt(Deno.UnsafePointer.value(o.ptr))));
 }
 
 /** Frees contexts whose backend was dropped without close(); a backstop only. */
@@ -195,6 +191,13 @@ export class ShmBackend implements Backend {
     return this.#ctx;
   }
 
+  /** A call that returns when done, on the JavaScript thread; throws the context's error. */
+  #now(call: (ctx: Deno.PointerValue) => number): void {
+    const ctx = this.#live();
+    const status = call(ctx);
+    if (status !== GlooStatus.OK) throw lastError(this.#lib, ctx, status);
+  }
+
   /** Takes a ticket now, on the JavaScript thread: that fixes the order collectives run in. */
   async #run(
     call: (ctx: Deno.PointerValue, ticket: number, timing: Deno.PointerValue) => Promise<number>,
@@ -255,61 +258,55 @@ export class ShmBackend implements Backend {
    * ([Note: blocking collectives] in csrc/shm/internal.h); a dead peer is named at once.
    */
   allGatherBlocking(outs: NativeBuffer[], input: NativeBuffer): void {
-    const ctx = this.#live();
-    const status = this.#lib.dt_shm_allgather_blocking(
-      ctx,
-      input.ptr,
-      input.count,
-      GlooDType[input.dtype],
-      pointersOf(outs),
-      outs.length,
+    this.#now((ctx) =>
+      this.#lib.dt_shm_allgather_blocking(
+        ctx,
+        input.ptr,
+        input.count,
+        GlooDType[input.dtype],
+        pointersOf(outs),
+        outs.length,
+      )
     );
-    if (status !== GlooStatus.OK) throw lastError(this.#lib, ctx, status);
   }
 
   /** The all-reduce on the JavaScript thread, returning when done, as `allGatherBlocking`. */
   allReduceBlocking(buf: NativeBuffer, op: ReduceOp): OpTiming {
-    const ctx = this.#live();
     const timing = new Float64Array(2);
-    const status = this.#lib.dt_shm_allreduce_blocking(
-      ctx,
-      buf.ptr,
-      buf.count,
-      GlooDType[buf.dtype],
-      GlooReduceOp[op],
-      Deno.UnsafePointer.of(timing),
+    this.#now((ctx) =>
+      this.#lib.dt_shm_allreduce_blocking(
+        ctx,
+        buf.ptr,
+        buf.count,
+        GlooDType[buf.dtype],
+        GlooReduceOp[op],
+        Deno.UnsafePointer.of(timing),
+      )
     );
-    if (status !== GlooStatus.OK) throw lastError(this.#lib, ctx, status);
     return { startUs: timing[0], endUs: timing[1] };
   }
 
   /** The broadcast on the JavaScript thread, returning when done, as `allGatherBlocking`. */
   broadcastBlocking(buf: NativeBuffer, root: number): void {
-    const ctx = this.#live();
-    const status = this.#lib.dt_shm_broadcast_blocking(
-      ctx,
-      buf.ptr,
-      buf.count,
-      GlooDType[buf.dtype],
-      root,
+    this.#now((ctx) =>
+      this.#lib.dt_shm_broadcast_blocking(ctx, buf.ptr, buf.count, GlooDType[buf.dtype], root)
     );
-    if (status !== GlooStatus.OK) throw lastError(this.#lib, ctx, status);
   }
 
   /** The all-gather on a native thread of its own; collectives issued afterwards run after it. */
   allGatherStart(outs: NativeBuffer[], input: NativeBuffer): StartedCollective {
-    const ctx = this.#live();
     const handle = new BigUint64Array(1);
-    const status = this.#lib.dt_shm_allgather_start(
-      ctx,
-      input.ptr,
-      input.count,
-      GlooDType[input.dtype],
-      pointersOf(outs),
-      outs.length,
-      handle,
+    this.#now((ctx) =>
+      this.#lib.dt_shm_allgather_start(
+        ctx,
+        input.ptr,
+        input.count,
+        GlooDType[input.dtype],
+        pointersOf(outs),
+        outs.length,
+        handle,
+      )
     );
-    if (status !== GlooStatus.OK) throw lastError(this.#lib, ctx, status);
     const work = Deno.UnsafePointer.create(handle[0]);
     return this.#started.add(() => {
       const buf = new Uint8Array(1024);
