@@ -32,21 +32,21 @@ void checkBuffer(const char* what, const void* ptr, uint64_t count, int dtype) {
   if (ptr == nullptr && count > 0) throw Failure(DT_EINVAL, std::string(what) + ": null buffer");
 }
 
-// out[i] = slot_0[i] op slot_1[i] op ... in rank order, so every rank gets the same bits.
-void reduceSlots(dt_shm_ctx* ctx, ReduceFn fn, char* out, size_t at, size_t len, uint64_t chunk,
-                 size_t elem) {
-  const size_t n = len / elem;
-  if (ctx->size == 1) {
-    memcpy(out, ctx->slot(0, chunk) + at, len);
-    return;
-  }
-  fn(out, ctx->slot(0, chunk) + at, ctx->slot(1, chunk) + at, n);
-  for (int r = 2; r < ctx->size; r++) fn(out, out, ctx->slot(r, chunk) + at, n);
-}
-
 }  // namespace
 
 namespace dtrain::shm {
+
+void reduceInRankOrder(dt_shm_ctx* ctx, ReduceFn fn, int op, char* out, size_t bytes, size_t elem,
+                       const std::function<const char*(int)>& src) {
+  const size_t n = bytes / elem;
+  if (ctx->size == 1) {
+    memcpy(out, src(0), bytes);
+  } else {
+    fn(out, src(0), src(1), n);
+    for (int r = 2; r < ctx->size; r++) fn(out, out, src(r), n);
+  }
+  if (op == DT_AVG) divideInPlace(reinterpret_cast<float*>(out), n, ctx->size);
+}
 
 void allGather(dt_shm_ctx* ctx, const void* in, uint64_t count, int dtype, void* const* outs,
                uint64_t nouts) {
@@ -89,9 +89,8 @@ void allReduce(dt_shm_ctx* ctx, void* buf, uint64_t count, int dtype, int op) {
       ctx, {0, count, kAllReduce, dtype, op, -1}, count * elem,
       [&](char* slot, size_t off, size_t len) { memcpy(slot, data + off, len); },
       [&](size_t off, size_t len, uint64_t chunk) {
-        reduceSlots(ctx, fn, data + off, 0, len, chunk, elem);
-        if (op == DT_AVG) divideInPlace(reinterpret_cast<float*>(data + off), len / elem,
-                                        ctx->size);
+        reduceInRankOrder(ctx, fn, op, data + off, len, elem,
+                          [&](int r) { return ctx->slot(r, chunk); });
       });
 }
 
@@ -178,9 +177,8 @@ int dt_shm_reduce_scatter(dt_shm_ctx* ctx, uint64_t ticket, void* out, const voi
           const size_t lo = std::max(off, mine), hi = std::min(off + len, mine + bytes);
           if (lo >= hi) return;
           char* dst = o + (lo - mine);
-          reduceSlots(ctx, fn, dst, lo - off, hi - lo, chunk, elem);
-          if (op == DT_AVG) divideInPlace(reinterpret_cast<float*>(dst), (hi - lo) / elem,
-                                          ctx->size);
+          reduceInRankOrder(ctx, fn, op, dst, hi - lo, elem,
+                            [&](int r) { return ctx->slot(r, chunk) + (lo - off); });
         });
   });
 }
