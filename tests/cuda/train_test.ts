@@ -66,11 +66,16 @@ Deno.test({
   assert.ok(err <= 1e-3, `weights rel err ${err}`);
 });
 
-gpuTest("train --device cuda under DDP over NCCL on every visible GPU: ranks agree", async () => {
+/**
+ * Runs the train job on every visible GPU with `args(dir)` (dir: a fresh folder) and checks that
+ * every rank ends with the same weights, bit for bit (each rank dumps its whole model there; under
+ * FSDP the gathered one).
+ */
+async function trainOnEveryGpu(prefix: string, args: (dir: string) => string[]): Promise<void> {
   const gpus = cuda.deviceCount();
-  await withTempDir("dtrain-cuda-ddp-", async (dir) => {
+  await withTempDir(prefix, async (dir) => {
     const run = await train(
-      ["--device", "cuda", "--nproc-per-node", String(gpus), "--epochs", "1", ...SMALL_JOB],
+      ["--device", "cuda", "--nproc-per-node", String(gpus), "--epochs", "1", ...args(dir)],
       { timeoutMs: 120_000, env: { DTRAIN_WEIGHTS_DUMP: dir } },
     );
     assert.equal(run.code, 0, run.stderr);
@@ -86,6 +91,10 @@ gpuTest("train --device cuda under DDP over NCCL on every visible GPU: ranks agr
       }
     }
   });
+}
+
+gpuTest("train --device cuda under DDP over NCCL on every visible GPU: ranks agree", async () => {
+  await trainOnEveryGpu("dtrain-cuda-ddp-", () => SMALL_JOB);
 });
 
 gpuTest(
@@ -142,29 +151,10 @@ gpuTest(
 gpuTest(
   "train --device cuda --strategy fsdp over NCCL on every visible GPU: ranks agree",
   async () => {
-    const gpus = cuda.deviceCount();
-    await withTempDir("dtrain-cuda-fsdp-", async (dir) => {
-      const run = await train(
-        [
-          ...["--device", "cuda", "--strategy", "fsdp", "--nproc-per-node", String(gpus)],
-          ...["--epochs", "1", "--snapshot", `${dir}/snapshots`, ...SMALL_JOB],
-        ],
-        { timeoutMs: 120_000, env: { DTRAIN_WEIGHTS_DUMP: dir } },
-      );
-      assert.equal(run.code, 0, run.stderr);
-      assert.deepEqual(run.leftovers, []);
-      assert.match(run.stdout, /done: 1 epochs, loss \d/);
-      // Under FSDP every rank dumps the whole (gathered) model: they must agree bit for bit.
-      const ranks = Array.from(
-        { length: gpus },
-        (_, r) => load(`${dir}/rank${r}.safetensors`).tensors,
-      );
-      for (const [name, t] of Object.entries(ranks[0])) {
-        for (let r = 1; r < gpus; r++) {
-          assert.deepEqual(ranks[r][name].toArray(), t.toArray(), `rank ${r} differs in ${name}`);
-        }
-      }
-    });
+    await trainOnEveryGpu(
+      "dtrain-cuda-fsdp-",
+      (dir) => ["--strategy", "fsdp", "--snapshot", `${dir}/snapshots`, ...SMALL_JOB],
+    );
   },
 );
 

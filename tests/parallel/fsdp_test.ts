@@ -185,6 +185,34 @@ function segments(): string[] {
   );
 }
 
+/**
+ * Trains `configs` on 3 ranks with `env`, then checks that no segment was left and, on every rank,
+ * the `backend` the world got and the final weights against one process on the whole batch;
+ * `check` adds a test's own assertions on each rank's result.
+ */
+async function trainOnThreeRanks(
+  configs: typeof CONFIGS,
+  env: Record<string, string> | ((rank: number) => Record<string, string>),
+  backend: string,
+  check: (result: Record<string, unknown>, config: (typeof CONFIGS)[number], what: string) => void =
+    () => {},
+): Promise<void> {
+  const before = new Set(segments());
+  const runs = await runCase(3, env);
+  assertAllOk(runs);
+  assert.deepEqual(segments().filter((n) => !before.has(n)), [], "segments left behind");
+  for (const [i, config] of configs.entries()) {
+    const reference = trainReference(config.kind, 3, STEPS, config.micro, config.clip);
+    for (const run of runs) {
+      const what = `${config.label}, rank ${run.rank} of 3`;
+      assert.equal(run.result!.backend, backend, `${what}: backend`);
+      const result = (run.result!.results as Record<string, unknown>[])[i];
+      assertClose(result.final as Params, reference.final, 1e-5, what);
+      check(result, config, what);
+    }
+  }
+}
+
 Deno.test("over shared memory (DTRAIN_SHM=1), fullyShard across 3 ranks trains like one process on the whole batch, prefetching in forward", async () => {
   const configs = [CONFIGS[0], CONFIGS[3], CONFIGS[5]]; // mlp nested, noSync, gpt clipGradNorm
   assert.deepEqual(configs.map((c) => c.label), [
@@ -192,48 +220,22 @@ Deno.test("over shared memory (DTRAIN_SHM=1), fullyShard across 3 ranks trains l
     "mlp nested, noSync",
     "gpt nested, clipGradNorm",
   ]);
-  const before = new Set(segments());
-  const runs = await runCase(3, {
-    CASE: "train",
-    CONFIGS: JSON.stringify(configs),
-    DTRAIN_SHM: "1",
+  const env = { CASE: "train", CONFIGS: JSON.stringify(configs), DTRAIN_SHM: "1" };
+  await trainOnThreeRanks(configs, env, "shm", (result, config, what) => {
+    // The blocking all-gather gathers each group's first, the started one prefetches the rest.
+    const { forwardPrefetches } = result.stats as { forwardPrefetches: number };
+    assert.equal(forwardPrefetches, (result.groups as number) * config.micro, what);
   });
-  assertAllOk(runs);
-  assert.deepEqual(segments().filter((n) => !before.has(n)), [], "segments left behind");
-  for (const [i, config] of configs.entries()) {
-    const reference = trainReference(config.kind, 3, STEPS, config.micro, config.clip);
-    for (const run of runs) {
-      const what = `${config.label}, rank ${run.rank} of 3`;
-      assert.equal(run.result!.backend, "shm", `${what}: backend`);
-      const result = (run.result!.results as Record<string, unknown>[])[i];
-      assertClose(result.final as Params, reference.final, 1e-5, what);
-      // The blocking all-gather gathers each group's first, the started one prefetches the rest.
-      const { forwardPrefetches } = result.stats as { forwardPrefetches: number };
-      assert.equal(forwardPrefetches, (result.groups as number) * config.micro, what);
-    }
-  }
 });
 
 Deno.test("across two hosts of 2 and 1 ranks (shared memory within, Gloo between), fullyShard trains like one process on the whole batch", async () => {
   const configs = [CONFIGS[0], CONFIGS[5]]; // mlp nested, gpt clipGradNorm
-  const before = new Set(segments());
-  const runs = await runCase(3, (rank) => ({
+  await trainOnThreeRanks(configs, (rank) => ({
     CASE: "train",
     CONFIGS: JSON.stringify(configs),
     DTRAIN_SHM: "",
     DTRAIN_SHM_HOST: rank < 2 ? "host-a" : "host-b",
-  }));
-  assertAllOk(runs);
-  assert.deepEqual(segments().filter((n) => !before.has(n)), [], "segments left behind");
-  for (const [i, config] of configs.entries()) {
-    const reference = trainReference(config.kind, 3, STEPS, config.micro, config.clip);
-    for (const run of runs) {
-      const what = `${config.label}, rank ${run.rank} of 3`;
-      assert.equal(run.result!.backend, "shm+gloo", `${what}: backend`);
-      const result = (run.result!.results as Record<string, unknown>[])[i];
-      assertClose(result.final as Params, reference.final, 1e-5, what);
-    }
-  }
+  }), "shm+gloo");
 });
 
 Deno.test("across two hosts, a rank killed during the blocking forward all-gather makes the ranks of the other host fail in time, naming it", async () => {
