@@ -112,7 +112,7 @@ export class HierarchicalBackend implements Backend {
     try {
       await step(backend);
     } catch (err) {
-      this.#fail(across, err);
+      this.#fail(across, err, false);
       throw err;
     }
   }
@@ -187,9 +187,8 @@ export class HierarchicalBackend implements Backend {
   }
 
   /**
-   * `#step` for a blocking call on `backend` (the host's, or across hosts the leaders'). Any
-   * failure across hosts fails the host's group too, a mismatch included: its members block
-   * their threads in the broadcast that would follow, and must not wait out their timeout.
+   * `#step` for a blocking call on `backend` (the host's, or across hosts the leaders'), where
+   * any failure across hosts fails the host's group too (see `#fail`).
    */
   #blocking<B extends Backend>(across: boolean, backend: B | null, step: (b: B) => void): void {
     if (this.#broken) throw this.#broken;
@@ -197,23 +196,24 @@ export class HierarchicalBackend implements Backend {
     try {
       step(backend);
     } catch (err) {
-      const e = err instanceof DistError ? err : new DistError("internal", String(err));
-      if (across && e.code !== "peer" && e.code !== "timeout") {
-        this.#broken = new DistError("broken", `process group is unusable after: ${e.message}`);
-        this.#local?.abort(e);
-      }
-      this.#fail(across, err);
+      this.#fail(across, err, true);
       throw err;
     }
   }
 
-  /** After a lost or hung peer, fails the other side at once and every later call. */
-  #fail(across: boolean, err: unknown): void {
-    if (err instanceof DistError && (err.code === "peer" || err.code === "timeout")) {
-      this.#broken = new DistError("broken", `process group is unusable after: ${err.message}`);
-      if (across) this.#local?.abort(err);
-      else this.#leaders?.close();
-    }
+  /**
+   * After a failure on one side, fails the other side at once and every later call: after a lost
+   * or hung peer always, and after any failure across hosts in a blocking call, since the host's
+   * members then block their threads in the broadcast that would follow and must not wait out
+   * their timeout.
+   */
+  #fail(across: boolean, err: unknown, blocking: boolean): void {
+    const e = err instanceof DistError ? err : new DistError("internal", String(err));
+    const lost = e.code === "peer" || e.code === "timeout";
+    if (!lost && !(blocking && across)) return;
+    this.#broken = new DistError("broken", `process group is unusable after: ${e.message}`);
+    if (across) this.#local?.abort(e);
+    else this.#leaders?.close();
   }
 
   async reduceScatter(out: NativeBuffer, input: NativeBuffer, op: ReduceOp): Promise<void> {
