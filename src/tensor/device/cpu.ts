@@ -192,6 +192,7 @@ export function createCpuDevice(): DeviceBackend {
   };
   return {
     name: "cpu",
+    isHostMemory: true,
     kernels,
     alloc: allocBuffer,
     free: freeBuffer,

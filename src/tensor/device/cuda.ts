@@ -165,6 +165,7 @@ export function createCudaDevice(index: number): DeviceBackend {
   };
   const device: DeviceBackend = {
     name: `cuda:${index}`,
+    isHostMemory: false,
     kernels: kernelsOn(lib, index),
     alloc(nbytes, zero) {
       select();

@@ -180,6 +180,11 @@ export interface Kernels {
 export interface DeviceBackend {
   /** The full name tensors report (`"cpu"`, `"cuda:0"`). */
   readonly name: string;
+  /**
+   * Whether this device's pointers are host addresses that JavaScript and host libraries (Gloo,
+   * shared memory, files) may read and write directly: true for cpu, false for a GPU.
+   */
+  readonly isHostMemory: boolean;
   /** The kernel table. */
   readonly kernels: Kernels;
   /**
