@@ -34,6 +34,7 @@ function countingDevice(): DeviceBackend {
   }
   return {
     name: "counting",
+    isHostMemory: false, // its own memory as far as the layers above can tell, so they copy in and out
     kernels: kernels as unknown as Kernels,
     alloc: (nbytes, zero) => (count("alloc"), cpu.alloc(nbytes, zero)),
     free: (ptr) => (count("free"), cpu.free(ptr)),
