@@ -17,6 +17,10 @@ for check in "fmt --check" "lint" "doc --lint mod.ts" "check $targets"; do
   "$DENO" $check || static_failed=$((static_failed + 1))
 done
 
+# The 400-line cap on src/, ffi/ and csrc/ (.ci/line_cap.sh).
+echo "== line cap"
+.ci/line_cap.sh || static_failed=$((static_failed + 1))
+
 echo "== deno test"
 # Doc examples (README.md and JSDoc) run as tests too, so the examples stay true.
 "$DENO" test -A --doc --v8-flags=--expose-gc README.md mod.ts src/ tests/ "$@" 2>&1 | tee "$log"
