@@ -8,7 +8,8 @@
  * `cpp_extension` moved its build folder off a shared `/tmp`: the cache is per user (DTRAIN_CACHE,
  * `$XDG_CACHE_HOME/dtrain`, `~/.cache/dtrain`, else `$TMPDIR/dtrain-cache-<uid>`), created with mode
  * 0700; the cache and each `<version>-<hash>/` folder in it are used only when they belong to this
- * user and nobody else can write to them, else refused with an error naming the path and its owner.
+ * user and nobody else can write to them, and no other user (root aside) can rename a folder above
+ * them, else refused with an error naming the path and its owner.
  * A library is used only when it belongs to this user, is writable by nobody else, and matches its
  * record (`<library>.sha256`, its SHA-256, written last, after the library is in place); anything
  * else (an empty or truncated file, a build killed midway, a planted file) is rebuilt.
@@ -16,7 +17,7 @@
  */
 
 import { createHash } from "node:crypto";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 
 /** A cache folder that another user owns or may write to; the message names it and its owner. */
 export class UnsafeCacheError extends Error {
@@ -87,6 +88,23 @@ export async function privateFolder(path: string, what: string): Promise<void> {
         `owner uid ${info.uid}); remove it or \`chmod go-w\` it`,
     );
   }
+  // Whoever may rename an enclosing folder may swap the whole cache for one of their own.
+  const real = await Deno.realPath(path);
+  for (let dir = dirname(real);; dir = dirname(dir)) {
+    const above = await Deno.stat(dir);
+    const sticky = (above.mode! & 0o1000) !== 0; // as /tmp: only an entry's owner may rename it
+    const why = above.uid !== uid && above.uid !== 0
+      ? `belongs to uid ${above.uid}, who could replace it`
+      : (above.mode! & 0o022) !== 0 && !sticky
+      ? `may be written by others (mode ${octal(above.mode!)}, no sticky bit), who could replace it`
+      : null;
+    if (why !== null) {
+      throw new UnsafeCacheError(
+        `refusing the ${what} ${path}: the folder ${dir} above it ${why}; ${fix}`,
+      );
+    }
+    if (dir === dirname(dir)) return;
+  }
 }
 
 /**
@@ -145,5 +163,5 @@ function sha256(path: string): string {
 }
 
 function octal(mode: number): string {
-  return `0${(mode & 0o777).toString(8)}`;
+  return `0${(mode & 0o7777).toString(8)}`;
 }

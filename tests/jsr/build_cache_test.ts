@@ -185,9 +185,32 @@ Deno.test({
       await Deno.chmod(shared, 0o1777);
       await refused(
         "a world-writable DTRAIN_CACHE",
-        new RegExp(`refusing the build cache ${shared}: others can write to it \\(mode 0777`),
+        new RegExp(`refusing the build cache ${shared}: others can write to it \\(mode 01777`),
         { ...env, DTRAIN_CACHE: shared },
       );
+      // A folder above it that another user owns, or anyone may write without the sticky bit.
+      for (
+        const [above, mode, owner, why] of [
+          ["theirs", 0o755, NOBODY, `belongs to uid ${NOBODY}, who could replace it`],
+          ["open", 0o777, 0, "may be written by others \\(mode 0777, no sticky bit\\)"],
+        ] as const
+      ) {
+        await Deno.mkdir(`${dir}/${above}/cache`, { recursive: true, mode: 0o700 });
+        await Deno.chmod(`${dir}/${above}`, mode);
+        await Deno.chown(`${dir}/${above}`, owner, owner);
+        await refused(
+          `a cache in a folder that ${why}`,
+          new RegExp(
+            `refusing the build cache ${dir}/${above}/cache: the folder ${dir}/${above} above it ${why}`,
+          ),
+          { ...env, DTRAIN_CACHE: `${dir}/${above}/cache` },
+        );
+      }
+      // The sticky bit (as /tmp's) keeps others from renaming what is ours.
+      await Deno.mkdir(`${dir}/sticky/cache`, { recursive: true, mode: 0o700 });
+      await Deno.chmod(`${dir}/sticky`, 0o1777);
+      const sticky = await loadIn(dir, { ...env, DTRAIN_CACHE: `${dir}/sticky/cache` }, 60_000);
+      assert.match(sticky.stderr, /building libdtrain\.so into .*\/sticky\/cache\//);
     }),
 });
 
