@@ -8,16 +8,19 @@
  * sources of a remote package needs `fetch`. So {@linkcode buildLibrary} runs this file as a child
  * `deno run` and waits for it: the child reads `csrc/sources.json` and the sources it lists from
  * wherever this file was loaded from (a `file:` checkout, `https://jsr.io/...`), hashes them with
- * the compiler command, and looks for `<DTRAIN_CACHE>/<version>-<hash>/<library>`. When it is
- * missing the child takes an exclusive lock on that folder's `.lock` file, looks again (the ranks
- * of a job start together; the first builds, the others wait and find it), compiles into a
- * temporary file and renames it into place, so no process ever opens a half-written library. A
- * new version or any changed source gets a new folder; nothing is rebuilt in place.
+ * the compiler command, and looks for `<DTRAIN_CACHE>/<version>-<hash>/<library>`, which it uses
+ * only when [Note: a private build cache] (build_cache.ts) trusts it. Otherwise the child takes an
+ * exclusive lock on that folder's `.lock` file, looks again (the ranks of a job start together;
+ * the first builds, the others wait and find it), compiles into a temporary file, renames it into
+ * place and then writes its record, so no process ever opens a half-written library. A new
+ * version or any changed source gets a new folder; a library is rebuilt in place only when the
+ * one there is not trusted.
  * @module
  */
 
 import { createHash } from "node:crypto";
 import { join } from "node:path";
+import { cacheRoot, commitLibrary, privateFolder, untrustedLibrary } from "./build_cache.ts";
 
 /** How one library is compiled, and the Debian packages that compiling it needs. */
 interface Recipe {
@@ -67,25 +70,6 @@ export function canBuild(fileName: string): boolean {
 }
 
 /**
- * The cache's root: `DTRAIN_CACHE`, else `$XDG_CACHE_HOME/dtrain`, else `~/.cache/dtrain`.
- *
- * @example
- * ```ts
- * import { equal as assertEquals } from "node:assert/strict";
- * import { cacheRoot } from "./build.ts";
- * Deno.env.set("DTRAIN_CACHE", "/tmp/dtrain-cache");
- * assertEquals(cacheRoot(), "/tmp/dtrain-cache");
- * Deno.env.delete("DTRAIN_CACHE");
- * ```
- */
-export function cacheRoot(): string {
-  const explicit = Deno.env.get("DTRAIN_CACHE");
-  if (explicit) return explicit;
-  const xdg = Deno.env.get("XDG_CACHE_HOME") || join(Deno.env.get("HOME") ?? "/tmp", ".cache");
-  return join(xdg, "dtrain");
-}
-
-/**
  * Builds `fileName` from the package's sources unless the cache has it (see
  * [Note: self-building libraries]); blocks until it is there.
  *
@@ -132,15 +116,24 @@ async function ensureBuilt(fileName: string): Promise<string> {
   const compiler = Deno.env.get(recipe.compilerEnv) || recipe.compiler;
   const hash = createHash("sha256").update([compiler, ...recipe.flags, ...recipe.libs].join(" "));
   names.forEach((name, i) => hash.update(`\0${name}\0${contents[i]}`));
-  const dir = join(cacheRoot(), `${version}-${hash.digest("hex").slice(0, 16)}`);
+  // Both folders are checked on every use, not only when created (see [Note: a private build
+  // cache] in build_cache.ts).
+  const root = cacheRoot();
+  await privateFolder(root, "build cache");
+  const dir = join(root, `${version}-${hash.digest("hex").slice(0, 16)}`);
+  await privateFolder(dir, "build cache entry");
   const target = join(dir, fileName);
-  if (exists(target)) return target;
+  if (untrustedLibrary(target) === null) return target;
 
-  await Deno.mkdir(dir, { recursive: true });
   using lock = await Deno.open(join(dir, ".lock"), { create: true, write: true });
   await lock.lock(true);
-  if (exists(target)) return target;
-  console.error(`dtrain: building ${fileName} into ${dir} (once for this version)`);
+  const unused = untrustedLibrary(target);
+  if (unused === null) return target;
+  console.error(
+    unused === "missing"
+      ? `dtrain: building ${fileName} into ${dir} (once for this version)`
+      : `dtrain: building ${fileName} into ${dir} again, not using the one there: ${unused}`,
+  );
   const srcDir = join(dir, "src");
   for (const d of recipe.dirs) await Deno.mkdir(join(srcDir, d), { recursive: true });
   await Promise.all(names.map((name, i) => Deno.writeTextFile(join(srcDir, name), contents[i])));
@@ -173,7 +166,7 @@ async function ensureBuilt(fileName: string): Promise<string> {
     ...recipe.libs,
   ]);
   await Deno.remove(objDir, { recursive: true });
-  await Deno.rename(temporary, target);
+  await commitLibrary(temporary, target);
   return target;
 }
 
@@ -247,14 +240,6 @@ async function fetchText(url: URL): Promise<string> {
     throw new BuildError(`cannot read ${url}: HTTP ${response.status}`);
   }
   return await response.text();
-}
-
-function exists(path: string): boolean {
-  try {
-    return Deno.statSync(path).isFile;
-  } catch {
-    return false;
-  }
 }
 
 if (import.meta.main) {

@@ -27,7 +27,7 @@
 
 import { StoreClient } from "../dist/store/client.ts";
 import type { LaunchOptions } from "./options.ts";
-import { describeExit, type Supervisor } from "./supervisor.ts";
+import { describeExit, signalExitCode, type Supervisor } from "./supervisor.ts";
 
 /** This node's place in one round. */
 interface Round {
@@ -83,7 +83,7 @@ export async function runElastic(
       const failed = await supervisor.runGroup(round, { nodeRank: slot, nnodes: nodes });
       watching = false;
       await watch;
-      if (supervisor.interruptedBy) return supervisor.interruptedBy === "SIGINT" ? 130 : 143;
+      if (supervisor.interruptedBy) return signalExitCode(supervisor.interruptedBy);
       if (failed === null && !otherFailed) {
         await finish(store, `elastic/r${round}/finished`, nodes, options.nodeRank === 0);
         return 0;

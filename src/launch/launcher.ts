@@ -10,14 +10,24 @@ import { resolve } from "node:path";
 import { exitWithParent } from "../dist/lifetime.ts";
 import { StoreServer } from "../dist/store/server.ts";
 import { mergeRankTraces } from "../profile/merge.ts";
+import { discardProfile } from "../profile/tracer.ts";
 import { runElastic } from "./elastic.ts";
 import type { LaunchOptions } from "./options.ts";
-import { describeExit, logTail, Supervisor } from "./supervisor.ts";
+import {
+  describeExit,
+  FORWARDED_SIGNALS,
+  logTail,
+  signalExitCode,
+  Supervisor,
+} from "./supervisor.ts";
 
 /** Runs the job on this node; resolves to the launcher's exit code. */
 export async function launch(options: LaunchOptions): Promise<number> {
   // Killed with its parent (`deno task`, a shell, a scheduler's step), it stops its workers.
   exitWithParent("SIGTERM");
+  // Its ranks record the timeline (DTRAIN_PROFILE) and it merges theirs; its own would overwrite
+  // the merged trace at exit.
+  discardProfile();
   const token = jobToken(options);
   const logDir = options.logDir || await Deno.makeTempDir({ prefix: "dtrain-launch-" });
   await Deno.mkdir(logDir, { recursive: true });
@@ -27,9 +37,7 @@ export async function launch(options: LaunchOptions): Promise<number> {
   // Kept after the job, whatever its end: said first so that it can be followed while it runs.
   console.error(`launch: per-rank logs in ${resolve(logDir)}`);
   const supervisor = new Supervisor(options, token, logDir);
-  const stop = (signal: Deno.Signal) => supervisor.interrupt(signal);
-  const signals: Deno.Signal[] = ["SIGINT", "SIGTERM"];
-  const handlers = signals.map((s) => [s, () => stop(s)] as const);
+  const handlers = FORWARDED_SIGNALS.map((s) => [s, () => supervisor.interrupt(s)] as const);
   for (const [s, h] of handlers) Deno.addSignalListener(s, h);
   try {
     // Elastic jobs, and multi-node jobs that may restart: every node restarts in the same round,
@@ -40,7 +48,7 @@ export async function launch(options: LaunchOptions): Promise<number> {
     for (let attempt = 0; attempt <= options.maxRestarts; attempt++) {
       const failed = await supervisor.runGroup(attempt);
       // Interrupted is interrupted, even when the workers shut down cleanly on the signal.
-      if (supervisor.interruptedBy) return supervisor.interruptedBy === "SIGINT" ? 130 : 143;
+      if (supervisor.interruptedBy) return signalExitCode(supervisor.interruptedBy);
       if (failed === null) return 0;
       const tail = await logTail(supervisor.logPath(failed.localRank), 20);
       const how = describeExit(failed);

@@ -3,6 +3,7 @@
  * @module
  */
 
+import { discardProfile, unwritableTrace } from "../profile/tracer.ts";
 import { launch } from "./launcher.ts";
 import { LAUNCH_USAGE, LaunchArgsError, parseLaunchArgs } from "./options.ts";
 
@@ -18,6 +19,14 @@ if (import.meta.main) {
   if (options === "help") {
     console.log(LAUNCH_USAGE);
     Deno.exit(0);
+  }
+  // The ranks write their timelines at the end of the run: a path they cannot write is refused now.
+  const trace = Deno.env.get("DTRAIN_PROFILE");
+  const unwritable = trace ? unwritableTrace(trace) : null;
+  if (unwritable !== null) {
+    discardProfile();
+    console.error(`launch: DTRAIN_PROFILE: ${unwritable}`);
+    Deno.exit(2);
   }
   try {
     Deno.exit(await launch(options));

@@ -42,8 +42,8 @@ export interface LaunchOptions {
 export const LauncherFieldsSchema = z.object({
   nprocPerNode: z.number().int().positive(),
   nnodes: z.number().int().positive(),
-  /** 0: as many as nnodes (a static job); see `--nnodes MIN:MAX`. */
-  minNodes: z.number().int().nonnegative(),
+  /** The fewest nodes of an elastic job (`--nnodes MIN:MAX`); unset for a static job. */
+  minNodes: z.number().int().min(1, "MIN must be at least 1 in --nnodes MIN:MAX").optional(),
   nodeRank: z.number().int().nonnegative(),
   masterAddr: z.string().min(1),
   masterPort: z.number().int().min(1).max(65535),
@@ -55,7 +55,7 @@ export const LauncherFieldsSchema = z.object({
 export const LauncherFlagsSchema = LauncherFieldsSchema.strict().refine(
   (o) => o.nodeRank < o.nnodes,
   { message: "must be below --nnodes", path: ["nodeRank"] },
-).refine((o) => o.minNodes <= o.nnodes, {
+).refine((o) => o.minNodes === undefined || o.minNodes <= o.nnodes, {
   message: "MIN must not exceed MAX in --nnodes MIN:MAX",
   path: ["nnodes"],
 });
@@ -64,7 +64,6 @@ export const LauncherFlagsSchema = LauncherFieldsSchema.strict().refine(
 export const LAUNCHER_DEFAULTS: z.infer<typeof LauncherFieldsSchema> = {
   nprocPerNode: 1,
   nnodes: 1,
-  minNodes: 0,
   nodeRank: 0,
   masterAddr: "127.0.0.1",
   masterPort: 29500,
@@ -143,10 +142,8 @@ export function parseLaunchArgs(args: string[]): LaunchOptions | "help" {
     } else if (field === "masterAddr" || field === "logDir") {
       values[field] = raw;
     } else {
-      const n = Number(raw);
-      if (raw.trim() === "" || !Number.isFinite(n)) {
-        throw new LaunchArgsError(`--${flag}: expected a number, got "${raw}"`);
-      }
+      const n = decimalNumber(raw);
+      if (typeof n === "string") throw new LaunchArgsError(`--${flag}: ${n}`);
       values[field] = n;
     }
   }
@@ -154,13 +151,15 @@ export function parseLaunchArgs(args: string[]): LaunchOptions | "help" {
   if (!result.success) {
     const issue = result.error.issues[0];
     const field = String(issue.path[0] ?? "");
-    const flag = Object.entries(LAUNCHER_FLAGS).find(([, f]) => f === field)?.[0] ?? field;
+    const flag = field === "minNodes"
+      ? "nnodes"
+      : Object.entries(LAUNCHER_FLAGS).find(([, f]) => f === field)?.[0] ?? field;
     throw new LaunchArgsError(`--${flag}: ${issue.message}`);
   }
   const { minNodes, ...rest } = result.data;
   return {
     ...rest,
-    minNodes: minNodes || rest.nnodes,
+    minNodes: minNodes ?? rest.nnodes,
     script: args[scriptIndex],
     scriptArgs: args.slice(scriptIndex + 1),
   };
@@ -183,6 +182,28 @@ export function splitNodes(raw: string): { minNodes: number; nnodes: number } | 
 }
 
 /**
+ * `raw` as a number written in decimal (`12`, `0.5`, `1e-3`), or what is wrong with it: other
+ * bases (`0x10`, `0o7`, `0b1`), which `Number()` would take, are refused like any non-number.
+ *
+ * @example
+ * ```ts
+ * import { equal as assertEquals } from "node:assert/strict";
+ * import { decimalNumber } from "./options.ts";
+ * assertEquals(decimalNumber("1e3"), 1000);
+ * assertEquals(decimalNumber("0x10"), 'expected a number, got "0x10" (numbers are read in decimal only)');
+ * assertEquals(decimalNumber("abc"), 'expected a number, got "abc"');
+ * ```
+ */
+export function decimalNumber(raw: string): number | string {
+  const text = raw.trim();
+  if (/^[+-]?(\d+\.?\d*|\.\d+)(e[+-]?\d+)?$/i.test(text) && Number.isFinite(Number(text))) {
+    return Number(text);
+  }
+  const otherBase = text !== "" && Number.isFinite(Number(text));
+  return `expected a number, got "${raw}"${otherBase ? " (numbers are read in decimal only)" : ""}`;
+}
+
+/**
  * What is wrong with `value` as the value of a flag, or null: a flag needs a value, and one that
  * looks like another flag means the value was forgotten (it would swallow the next flag).
  *
@@ -200,11 +221,14 @@ export function badFlagValue(value: string | undefined): string | null {
   return null;
 }
 
-/** The index of the first argument that is neither a flag nor a flag's value. */
+/**
+ * The index of the first argument that is neither a flag nor a flag's value. A short flag
+ * (`-n`) counts as a flag, for parseArgs to refuse by name, never as the script.
+ */
 function findScript(args: string[]): number {
   for (let i = 0; i < args.length; i++) {
     const arg = args[i];
-    if (!arg.startsWith("--")) return i;
+    if (!arg.startsWith("-") || arg === "-") return i;
     if (arg === "--help") continue;
     const eq = arg.indexOf("=");
     const flag = eq < 0 ? arg : arg.slice(0, eq);

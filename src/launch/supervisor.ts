@@ -34,6 +34,34 @@ export function runnable(url: string | URL): string {
 /** Preloaded into every worker: it dies with the launcher whatever its script does. */
 const WORKER_BOOTSTRAP = runnable(new URL("../dist/worker_bootstrap.ts", import.meta.url));
 
+/**
+ * The signals the launcher passes on to every worker (a terminal's hangup and quit as well as
+ * Ctrl-C and a scheduler's SIGTERM), and the numbers that make its exit code 128 + n, as a shell
+ * reports a process killed by one.
+ */
+const SIGNAL_NUMBERS = { SIGHUP: 1, SIGINT: 2, SIGQUIT: 3, SIGTERM: 15 } as const;
+
+/** A signal the launcher forwards to its workers. */
+export type ForwardedSignal = keyof typeof SIGNAL_NUMBERS;
+
+/** The signals the launcher forwards to its workers. */
+export const FORWARDED_SIGNALS = Object.keys(SIGNAL_NUMBERS) as ForwardedSignal[];
+
+/**
+ * The launcher's exit code after `signal` interrupted it: 128 + the signal's number.
+ *
+ * @example
+ * ```ts
+ * import { equal as assertEquals } from "node:assert/strict";
+ * import { signalExitCode } from "./supervisor.ts";
+ * assertEquals(signalExitCode("SIGHUP"), 129);
+ * assertEquals(signalExitCode("SIGTERM"), 143);
+ * ```
+ */
+export function signalExitCode(signal: ForwardedSignal): number {
+  return 128 + SIGNAL_NUMBERS[signal];
+}
+
 /** How one worker ended. */
 export interface WorkerExit {
   rank: number;
@@ -64,7 +92,7 @@ export interface Placement {
 
 /** Starts, watches and stops one node's workers. */
 export class Supervisor {
-  interruptedBy: Deno.Signal | null = null;
+  interruptedBy: ForwardedSignal | null = null;
   #children: Deno.ChildProcess[] = [];
   #placement: Placement;
 
@@ -83,7 +111,7 @@ export class Supervisor {
    * Forwards a signal to the workers, SIGKILLing those still alive after the grace period; the
    * group then ends and the launcher exits.
    */
-  interrupt(signal: Deno.Signal): void {
+  interrupt(signal: ForwardedSignal): void {
     this.interruptedBy = signal;
     void this.#stop(this.#children, signal);
   }

@@ -10,6 +10,8 @@
  * @module
  */
 
+import { dirname } from "node:path";
+
 /** One complete event ("X") of the Chrome trace format. */
 export interface TraceEvent {
   /** What ran: "forward", "allReduce", ... */
@@ -73,9 +75,56 @@ export function profiling(): boolean {
  */
 export function startProfile(path: string, rank?: number): void {
   if (path === "") throw new Error("startProfile: the trace path is empty");
+  const problem = unwritableTrace(path);
+  if (problem !== null) throw new Error(`startProfile: ${problem}`);
   const envRank = Deno.env.get("RANK");
   const r = rank ?? (envRank === undefined ? 0 : Number(envRank));
   active = { path: envRank === undefined ? path : `${path}.rank${r}.json`, rank: r, events: [] };
+}
+
+/**
+ * Why no trace can be written to `path`, or null: its folder must exist and take a new file, so
+ * that a missing folder, a read-only filesystem or a folder without write permission is found
+ * before a run starts rather than when it ends.
+ *
+ * @param path The trace file (`--profile`, DTRAIN_PROFILE).
+ * @returns The reason, naming the path, or null.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { unwritableTrace } from "./tracer.ts";
+ * assert.equal(unwritableTrace(`${await Deno.makeTempDir()}/trace.json`), null);
+ * assert.match(unwritableTrace("/no/such/folder/trace.json")!, /folder \/no\/such\/folder does not exist/);
+ * ```
+ */
+export function unwritableTrace(path: string): string | null {
+  const dir = dirname(path);
+  try {
+    if (Deno.statSync(path).isDirectory) return `cannot write the trace ${path}: it is a folder`;
+  } catch {
+    // Not there yet: it is written at the end.
+  }
+  try {
+    Deno.removeSync(Deno.makeTempFileSync({ dir, prefix: ".dtrain-trace-" }));
+    return null;
+  } catch (error) {
+    const why = error instanceof Deno.errors.NotFound
+      ? `its folder ${dir} does not exist`
+      : `its folder ${dir} does not take new files (${(error as Error).message})`;
+    return `cannot write the trace ${path}: ${why}`;
+  }
+}
+
+/**
+ * Drops this process's timeline unwritten (and the note at exit that DTRAIN_PROFILE could not be
+ * written). The launcher calls it: its ranks record the job and it merges their traces into the
+ * path, which its own (empty) timeline would overwrite at exit; so does a command that refuses
+ * the path itself.
+ */
+export function discardProfile(): void {
+  active = null;
+  envProblem = null;
 }
 
 /**
@@ -204,6 +253,12 @@ function profileFromEnv(): string | undefined {
 }
 
 const fromEnv = profileFromEnv();
-if (fromEnv) startProfile(fromEnv);
+// An import must not throw. The launcher and the train job refuse such a path with exit 2 before
+// any rank starts (and discard this); a script of its own runs unprofiled and is told at exit.
+let envProblem = fromEnv ? unwritableTrace(fromEnv) : null;
+if (fromEnv && envProblem === null) startProfile(fromEnv);
 // Whatever started it, the profile is written when the process exits.
-globalThis.addEventListener("unload", () => stopProfile());
+globalThis.addEventListener("unload", () => {
+  if (envProblem !== null) console.error(`dtrain: DTRAIN_PROFILE: ${envProblem}; no trace written`);
+  stopProfile();
+});

@@ -9,11 +9,14 @@ import { parseArgs } from "node:util";
 import { z } from "zod";
 import {
   badFlagValue,
+  decimalNumber,
   LAUNCHER_DEFAULTS,
   LAUNCHER_FLAGS,
   LauncherFieldsSchema,
   splitNodes,
 } from "../launch/options.ts";
+import { discardProfile, unwritableTrace } from "../profile/tracer.ts";
+import { exceedsMemory } from "./footprint.ts";
 
 /** An invalid configuration or command line; `field` names the culprit. */
 export class ConfigError extends Error {
@@ -272,7 +275,15 @@ export function parseTrainArgs(args: string[]): TrainConfig | "help" {
   if (given.strategy === "fsdp") {
     base.snapshot = given.model === "gpt" ? FSDP_SNAPSHOTS.gpt : FSDP_SNAPSHOTS.other;
   }
-  return validateConfig({ ...base, ...given });
+  const config = validateConfig({ ...base, ...given });
+  // The ranks write the trace when the run ends: a path they cannot write is refused now.
+  const trace = config.profile || Deno.env.get("DTRAIN_PROFILE");
+  const unwritable = trace ? unwritableTrace(trace) : null;
+  if (unwritable !== null) {
+    discardProfile();
+    throw new ConfigError(config.profile ? "profile" : "DTRAIN_PROFILE", unwritable);
+  }
+  return config;
 }
 
 function convert(field: keyof TrainConfig, raw: string): unknown {
@@ -281,10 +292,8 @@ function convert(field: keyof TrainConfig, raw: string): unknown {
 }
 
 function parseNumber(field: string, raw: string): number {
-  const value = Number(raw.trim());
-  if (raw.trim() === "" || !Number.isFinite(value)) {
-    throw new ConfigError(field, `expected a number, got "${raw}"`);
-  }
+  const value = decimalNumber(raw);
+  if (typeof value === "string") throw new ConfigError(field, value);
   return value;
 }
 
@@ -312,7 +321,7 @@ export function validateConfig(value: unknown): TrainConfig {
   const result = TrainConfigSchema.safeParse(value);
   if (!result.success) throw formatIssue(result.error.issues[0]);
   const config = result.data;
-  if (config.minNodes > config.nnodes) {
+  if (config.minNodes !== undefined && config.minNodes > config.nnodes) {
     throw new ConfigError(
       "nnodes",
       `MIN must not exceed MAX in --nnodes MIN:MAX, got ${config.minNodes}:${config.nnodes}`,
@@ -336,5 +345,7 @@ export function validateConfig(value: unknown): TrainConfig {
       `must be below nnodes (${config.nnodes}), got ${config.nodeRank}`,
     );
   }
+  const tooBig = exceedsMemory(config);
+  if (tooBig !== null) throw new ConfigError(config.model === "gpt" ? "nEmbd" : "hidden", tooBig);
   return config;
 }

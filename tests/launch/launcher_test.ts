@@ -155,6 +155,28 @@ Deno.test("launch --max-restarts 1 restarts the whole group after a failure", as
   });
 });
 
+for (const restarts of [0, 1, 2]) {
+  Deno.test(`launch --max-restarts ${restarts} runs a group that always fails exactly ${restarts + 1} time(s)`, async () => {
+    await withTempDir("dtrain_launch_", async (logDir) => {
+      const run = await launch(
+        ["--nproc-per-node", "2", "--max-restarts", String(restarts), "--log-dir", logDir],
+        ["fail", "1"],
+        { timeoutMs: 30_000 },
+      );
+      assert.equal(run.code, 1, run.stderr);
+      assertNoLeftovers(run);
+      assert.equal(run.stderr.match(/restarting the group/g)?.length ?? 0, restarts, run.stderr);
+      for (const rank of [0, 1]) {
+        const ready = new RegExp(`^\\[rank ${rank}\\] attempt (\\d+) ready$`, "gm");
+        const attempts = [...run.stdout.matchAll(ready)].map((m) => Number(m[1]));
+        assert.deepEqual(attempts, Array.from({ length: restarts + 1 }, (_, i) => i), run.stdout);
+        const log = await Deno.readTextFile(join(logDir, `rank_${rank}.log`));
+        assert.equal(log.match(/^--- attempt \d+,/gm)?.length, restarts + 1, log);
+      }
+    });
+  });
+}
+
 Deno.test("launch without restarts left fails after the last restart", async () => {
   const run = await launch(["--nproc-per-node", "2", "--max-restarts", "1"], ["fail", "0"]);
   assert.equal(run.code, 1, run.stderr);
@@ -180,7 +202,14 @@ async function interrupt(signal: Deno.Signal, mode: string): Promise<RunResult> 
   return run;
 }
 
-for (const [signal, code] of [["SIGTERM", 143], ["SIGINT", 130]] as const) {
+for (
+  const [signal, code] of [
+    ["SIGTERM", 143],
+    ["SIGINT", 130],
+    ["SIGHUP", 129],
+    ["SIGQUIT", 131],
+  ] as const
+) {
   Deno.test(`launch forwards ${signal} to the workers and exits ${code} with none left`, async () => {
     const run = await interrupt(signal, "wait");
     assert.equal(run.code, code, run.stderr);
@@ -305,6 +334,14 @@ const BAD_FLAGS: [string[], RegExp][] = [
   [["--max-restarts=-1"], /--max-restarts: Too small/],
   [["--nnodes", "2", "--node-rank", "2"], /--node-rank: must be below --nnodes/],
   [["--bogus", "1"], /--bogus/],
+  [["--nnodes", "0:2"], /^launch: --nnodes: MIN must be at least 1 in --nnodes MIN:MAX$/],
+  [
+    ["--nproc-per-node", "0x10"],
+    /^launch: --nproc-per-node: expected a number, got "0x10" \(numbers are read in decimal only\)$/,
+  ],
+  [["--max-restarts", "0b1"], /^launch: --max-restarts: expected a number, got "0b1"/],
+  // A short flag is a flag, not the script.
+  [["-n", "2"], /^launch: Unknown option '-n'/],
   [
     ["--master-port", "--nproc-per-node", "2"],
     /^launch: --master-port: needs a value, but is followed by --nproc-per-node$/,

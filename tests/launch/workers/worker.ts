@@ -7,9 +7,9 @@
  * - `wait`: print "ready" and wait (forever) for a signal; a plain script that never touches
  *   dtrain, so only what the launcher preloads can make it exit with the launcher;
  * - `dist-wait`: like `wait`, but it joins the process group first;
- * - `graceful`: like `wait`, but on SIGTERM or SIGINT print which one arrived and exit 0, as a
- *   job that shuts down cleanly does;
- * - `stubborn`: like `wait`, but print and ignore SIGTERM and SIGINT, as a hung job does.
+ * - `graceful`: like `wait`, but on SIGTERM, SIGINT, SIGHUP or SIGQUIT print which one arrived
+ *   and exit 0, as a job that shuts down cleanly does;
+ * - `stubborn`: like `wait`, but print and ignore those signals, as a hung job does.
  * @module
  */
 
@@ -57,7 +57,7 @@ switch (mode) {
   case "graceful":
   case "stubborn":
     if (mode !== "wait") {
-      for (const signal of ["SIGTERM", "SIGINT"] as const) {
+      for (const signal of ["SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT"] as const) {
         Deno.addSignalListener(signal, () => {
           console.log(`got ${signal}`);
           if (mode === "graceful") Deno.exit(0);
