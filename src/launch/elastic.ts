@@ -62,6 +62,17 @@ export async function runElastic(
     ? await Deno.makeTempDir({ prefix: "dtrain-stop-" })
     : null;
   try {
+    // Nodes that disagree on MIN:MAX would disagree on which rounds can grow, and so on the
+    // collectives their workers run (stop_request.ts): the first node's pair is the job's.
+    const shape = `${options.minNodes}:${options.nnodes}`;
+    const jobShape = decode(await store.compareSet("elastic/nnodes", "", shape));
+    if (jobShape !== shape) {
+      console.error(
+        `launch: this node has --nnodes ${shape}, but the job runs with --nnodes ${jobShape} ` +
+          `(its first node's); give every node the same`,
+      );
+      return 2;
+    }
     const rdzv = new Rendezvous(store, options);
     for (;;) {
       const place = await rdzv.join();

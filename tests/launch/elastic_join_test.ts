@@ -5,7 +5,14 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { freePort } from "../_harness/ranks.ts";
-import { describe, ROOT, runDeno, type RunResult, withTempDir } from "../_harness/processes.ts";
+import {
+  describe,
+  ROOT,
+  runDeno,
+  type Running,
+  type RunResult,
+  withTempDir,
+} from "../_harness/processes.ts";
 import {
   assertBitIdentical,
   launchHooked,
@@ -167,3 +174,41 @@ for (const strategy of ["ddp", "fsdp"] as const) {
     });
   });
 }
+
+Deno.test("a node whose --nnodes MIN:MAX differs from the job's exits 2 naming both, and the job goes on", async () => {
+  const port = freePort();
+  const worker = fileURLToPath(new URL("./workers/worker.ts", import.meta.url));
+  const launcher = (
+    nnodes: string,
+    nodeRank: number,
+    onLine?: (line: string, run: Running) => void,
+  ) =>
+    runDeno({
+      timeoutMs: 60_000,
+      env: { DTRAIN_TOKEN: "elastic-join-test-token" },
+      args: [
+        `${ROOT}src/launch/main.ts`,
+        ...["--nnodes", nnodes, "--node-rank", String(nodeRank), "--master-port", String(port)],
+        ...[worker, "wait"],
+      ],
+      onLine: (line, running) => onLine?.(line, running),
+    });
+  let other: Promise<RunResult> | undefined;
+  const first = await launcher("1:2", 0, (line, running) => {
+    if (!/^\[rank 0\] ready$/.test(line)) return;
+    // The job is up: a node with another MAX comes, and is refused; then the job is stopped.
+    other ??= launcher("1:3", 1).finally(() => running.kill("SIGTERM"));
+  });
+  const refused = await other;
+  assert.ok(refused, `the job never came up:\n${first.stderr}`);
+  assert.equal(refused.code, 2, refused.stderr);
+  assert.match(
+    refused.stderr,
+    /launch: this node has --nnodes 1:3, but the job runs with --nnodes 1:2 \(its first node's\); give every node the same/,
+  );
+  assert.doesNotMatch(refused.stderr, /round/);
+  assert.deepEqual(refused.leftovers, []);
+  assert.doesNotMatch(first.stderr, /waiting to join/, "the refused node never waited");
+  assert.equal(first.code, 143, first.stderr);
+  assert.deepEqual(first.leftovers, []);
+});
