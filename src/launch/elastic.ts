@@ -13,8 +13,10 @@
  *
  * [Note: elastic rendezvous]
  * Keys, under `elastic/`:
- *   round            the round being formed or run (decimal; advanced once per failure by a
- *                    compare-and-set from r to r + 1, so two failing nodes advance it once)
+ *   nnodes           the job's MIN:MAX, set by its first node; a node with another exits 2
+ *   round            the round being formed or run (decimal; advanced once per failed or
+ *                    stopped round by a compare-and-set from r to r + 1, so that every node of
+ *                    the round advancing it advances it once)
  *   r<R>/joined      a counter: a launcher's slot in round R is its count minus 1
  *   r<R>/closed      the number of nodes of round R, set by the launcher in slot 0 once MAX have
  *                    joined, or MIN have and the last call has passed; a launcher whose slot is
