@@ -11,7 +11,8 @@
  * `reduce_boolean_decision` of a received SIGTERM), so that every rank stops after the same step,
  * whichever node's launcher asked first. Only a round that can grow sets the variable: other jobs
  * pay nothing per step. Stopped workers exit with {@linkcode EXIT_STOPPED}, which tells the
- * launcher "stopped as asked, resume me" apart from "finished" (0) and a failure.
+ * launcher "stopped as asked, resume me" apart from "finished" (0) and a failure. A script that
+ * never looks for the file runs on; the waiting node then joins the next round, if one comes.
  * @module
  */
 
@@ -32,6 +33,14 @@ export const EXIT_STOPPED = 75;
  *
  * @param worldSize The number of ranks.
  * @returns Whether every rank is to stop here.
+ *
+ * @example Without a launcher that may ask, every step goes on
+ * ```ts
+ * import { equal as assertEquals } from "node:assert/strict";
+ * import { stopAgreed } from "./stop_request.ts";
+ * Deno.env.delete("DTRAIN_STOP_FILE");
+ * assertEquals(await stopAgreed(1), false);
+ * ```
  */
 export async function stopAgreed(worldSize: number): Promise<boolean> {
   const file = Deno.env.get(STOP_FILE_ENV);
