@@ -163,9 +163,9 @@ async function runRound(
         return;
       }
       const waiting = stopFile && !asked ? await rdzv.count(`elastic/r${round}/waiting`) : 0;
-      if (waiting > 0) {
+      if (stopFile && waiting > 0) {
         asked = true;
-        await Deno.writeTextFile(stopFile!, "");
+        await Deno.writeTextFile(stopFile, "");
         console.error(
           `launch: round ${round}: ${waiting} node(s) waiting to join; stopping the workers ` +
             `at their next step boundary`,
