@@ -87,8 +87,9 @@ export const LAUNCH_USAGE = `usage: deno task launch [options] SCRIPT [SCRIPT_AR
 
   --nproc-per-node N   worker processes on this node (default 1)
   --nnodes M|MIN:MAX   nodes in the job (default 1); MIN:MAX makes it elastic: when a node is
-                       lost the others restart their workers at the new world size (a node that
-                       comes back joins at the next restart), up to --max-restarts times per job
+                       lost the others restart their workers at the new world size, up to
+                       --max-restarts times per job; a node that arrives is admitted (the others
+                       stop at a step boundary with a snapshot) up to MAX, beyond which it exits 0
   --node-rank R        this node's index (default 0); in an elastic job node 0 only hosts the
                        store, and ranks follow the order in which nodes join each round
   --master-addr A      address of node 0's rendezvous store (default 127.0.0.1)

@@ -9,6 +9,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { type SyncWriter, writeAll } from "../io/write_all.ts";
 import type { LaunchOptions } from "./options.ts";
+import { EXIT_STOPPED, STOP_FILE_ENV } from "./stop_request.ts";
 
 /** How long the other workers of a failed one get to exit on their own before SIGTERM. */
 const PEER_SETTLE_MS = 1000;
@@ -88,11 +89,18 @@ export interface Placement {
   nodeRank: number;
   /** Nodes in the run. */
   nnodes: number;
+  /**
+   * The file whose creation asks the workers to stop at their next step boundary (an elastic
+   * round that can grow; stop_request.ts): a worker that then exits with EXIT_STOPPED did not fail.
+   */
+  stopFile?: string;
 }
 
 /** Starts, watches and stops one node's workers. */
 export class Supervisor {
   interruptedBy: ForwardedSignal | null = null;
+  /** Whether a worker of the last group stopped as its stop file asked (EXIT_STOPPED). */
+  stoppedOnRequest = false;
   #children: Deno.ChildProcess[] = [];
   #placement: Placement;
 
@@ -121,6 +129,7 @@ export class Supervisor {
     this.#placement = placement ?? this.#placement;
     const workers = await this.#spawnAll(attempt);
     this.#children = workers.map((w) => w.child);
+    this.stoppedOnRequest = false;
     if (this.interruptedBy) this.interrupt(this.interruptedBy);
 
     const logs = await Promise.all(workers.map(async (w) => {
@@ -139,7 +148,9 @@ export class Supervisor {
     let firstFailure: WorkerExit | null = null;
     await Promise.all(workers.map(async (w) => {
       const status = await w.child.status;
-      if ((status.code !== 0 || status.signal) && firstFailure === null) {
+      const stopped = this.#placement.stopFile !== undefined && status.code === EXIT_STOPPED;
+      if (stopped) this.stoppedOnRequest = true;
+      if ((status.code !== 0 || status.signal) && !stopped && firstFailure === null) {
         firstFailure = {
           rank: w.rank,
           localRank: w.localRank,
@@ -191,6 +202,7 @@ export class Supervisor {
         OPENBLAS_NUM_THREADS: String(threads),
         OMP_NUM_THREADS: String(threads),
       };
+      if (this.#placement.stopFile) env[STOP_FILE_ENV] = this.#placement.stopFile;
       // Workers write to pipes; this lets rank 0 redraw its progress line on our terminal.
       if (Deno.stdout.isTerminal()) env.DTRAIN_TTY = "1";
       try {

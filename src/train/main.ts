@@ -19,6 +19,7 @@ import { fullStateDict } from "../parallel/fsdp/full_state_dict.ts";
 import { destroyProcessGroup, initProcessGroup } from "../dist/mod.ts";
 import { launch } from "../launch/launcher.ts";
 import { runnable } from "../launch/supervisor.ts";
+import { EXIT_STOPPED } from "../launch/stop_request.ts";
 import { startProfile } from "../profile/tracer.ts";
 import { ConfigError, parseTrainArgs, type TrainConfig, USAGE } from "./config.ts";
 import { buildModel, buildOptimizer, DATASET_SHAPES } from "./model.ts";
@@ -108,7 +109,8 @@ function wholeGPT(config: TrainConfig, trainer: Trainer, weights: StateDict): GP
   return model;
 }
 
-async function runWorker(config: TrainConfig): Promise<void> {
+/** Trains this rank; resolves to its exit code (EXIT_STOPPED when the launcher stopped it). */
+async function runWorker(config: TrainConfig): Promise<number> {
   const worldSize = Number(Deno.env.get("WORLD_SIZE") ?? "1");
   const threads = config.threads || Number(Deno.env.get("DTRAIN_NUM_THREADS") ?? 0) ||
     navigator.hardwareConcurrency;
@@ -126,6 +128,12 @@ async function runWorker(config: TrainConfig): Promise<void> {
     const trainer = new Trainer(config);
     await trainer.init();
     const result = await trainer.train();
+    if (trainer.stoppedOnRequest) {
+      if (trainer.rank === 0) {
+        console.log(`stopped by the launcher at step ${result.step}; the snapshot resumes the run`);
+      }
+      return EXIT_STOPPED;
+    }
     const weights = await finalWeights(trainer);
     const dump = Deno.env.get("DTRAIN_WEIGHTS_DUMP");
     if (dump) save(`${dump}/rank${trainer.rank}.safetensors`, weights);
@@ -135,6 +143,7 @@ async function runWorker(config: TrainConfig): Promise<void> {
         console.log(`sample:\n${sampleText(wholeGPT(config, trainer, weights))}`);
       }
     }
+    return 0;
   } finally {
     if (grouped) await destroyProcessGroup();
   }
@@ -201,13 +210,12 @@ export async function main(args: string[]): Promise<number> {
     }
   }
   try {
-    await runWorker(config);
+    return await runWorker(config);
   } catch (error) {
     if (!(error instanceof CheckpointError)) throw error;
     console.error(`train: ${error.message}`);
     return 2;
   }
-  return 0;
 }
 
 if (import.meta.main) {

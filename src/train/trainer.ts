@@ -27,6 +27,7 @@ import { nowUs, record, span } from "../profile/tracer.ts";
 import { Progress } from "./progress.ts";
 import { scoreStride } from "./_evaluate.ts";
 import { resumeSnapshot, type SnapshotPlace, writeSnapshot } from "./_snapshots.ts";
+import { stopAgreed } from "../launch/stop_request.ts";
 
 /** What a finished run reports. */
 export interface TrainResult {
@@ -77,6 +78,8 @@ export class Trainer {
   epochsRun = 0;
   /** Optimizer steps over the whole run, resumed ones included (what --max-steps counts). */
   step = 0;
+  /** Whether the launcher's request (launch/stop_request.ts) ended the run, with work left. */
+  stoppedOnRequest = false;
   #ddp: DistributedDataParallel | null = null;
   /** The model, fully sharded (`--strategy fsdp`), or null. */
   readonly #fsdp: FSDPModule | null;
@@ -253,13 +256,22 @@ export class Trainer {
         });
         interval = { loss: 0, steps: 0, samples: 0, t: performance.now() };
       }
+      // A stop at the run's last step would only restart a finished job.
+      const last = this.step === this.config.maxSteps ||
+        (step === full && epoch + 1 === this.config.epochs);
+      if (!last && await stopAgreed(this.worldSize)) {
+        this.stoppedOnRequest = true;
+        break;
+      }
       const every = this.config.saveEverySteps;
       if (every > 0 && step % every === 0 && step < steps) await this.saveSnapshot(consumed(step));
       fetchUs = nowUs();
     }
     const loss = await this.#meanOverRanks(step ? lossSum / step : NaN);
     const score = await this.evaluate();
-    const stopped = step < full ? " (stopped by --max-steps)" : "";
+    const stopped = step < full
+      ? ` (stopped by ${this.stoppedOnRequest ? "the launcher" : "--max-steps"})`
+      : "";
     progress.finish(loss, this.#formatScore(score) + stopped);
     const language = this.task.metric === "loss";
     const result = {
@@ -332,20 +344,21 @@ export class Trainer {
       score = result.score;
       stepsHere += result.steps;
       if (result.position > 0) {
-        stoppedByMaxSteps = true;
+        stoppedByMaxSteps = !this.stoppedOnRequest;
         await this.saveSnapshot(result.position);
         break;
       }
       rate += result.samplesPerSecond;
       epochsHere++;
       this.epochsRun = epoch + 1;
-      const stopping = maxSteps > 0 && this.step >= maxSteps;
+      const stopping = (maxSteps > 0 && this.step >= maxSteps) || this.stoppedOnRequest;
       if (
         this.epochsRun % this.config.saveEvery === 0 || this.epochsRun === this.config.epochs ||
         stopping
       ) {
         await this.saveSnapshot();
       }
+      if (this.stoppedOnRequest) break;
     }
     // Each epoch already scored the model; a run with nothing left to train scores the snapshot's.
     if (stepsHere === 0) score = await this.evaluate();
