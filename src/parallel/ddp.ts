@@ -44,6 +44,7 @@ import { Module } from "../nn/module.ts";
 import { nowUs, record, tagNext } from "../profile/tracer.ts";
 import { noGrad } from "../tensor/autograd.ts";
 import { tensor } from "../tensor/creation.ts";
+import { getDevice } from "../tensor/device/mod.ts";
 import { Tensor } from "../tensor/tensor.ts";
 import { assignBuckets, type Bucket, type BucketSlot } from "./_buckets.ts";
 import { verifyParamsAcrossRanks } from "./_verify.ts";
@@ -177,7 +178,7 @@ export class DistributedDataParallel<M extends Module = Module> extends Module {
       resolved.firstBucketMb * 2 ** 20,
       resolved.bucketCapMb * 2 ** 20,
       (numel, device) =>
-        device === "cpu"
+        getDevice(device).isHostMemory
           ? sharedBucket(numel, group)
           : Promise.resolve(Tensor.empty([numel], "f32", true, device)),
     );

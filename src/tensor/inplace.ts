@@ -85,8 +85,8 @@ export function scale(t: Tensor, value: number): void {
 
 /**
  * Copies `src`'s elements into contiguous `dst` (same shape and dtype). Across devices the bytes
- * go through the seam: into or out of cpu memory with the other device's `copyIn`/`copyOut`,
- * between two other devices through a cpu staging block.
+ * go through the seam: into or out of host memory with the other device's `copyIn`/`copyOut`,
+ * between two devices of their own memory through a host staging block.
  */
 export function copyInto(dst: Tensor, src: Tensor): void {
   if (!src.isContiguous()) {
@@ -111,8 +111,8 @@ export function copyInto(dst: Tensor, src: Tensor): void {
   if (nbytes === 0) return;
   const from = src.storage.backend, to = dst.storage.backend;
   if (from === to) from.copy(dst.ptr, src.ptr, nbytes);
-  else if (from.name === "cpu") to.copyIn(dst.ptr, src.ptr, nbytes);
-  else if (to.name === "cpu") from.copyOut(dst.ptr, src.ptr, nbytes);
+  else if (from.isHostMemory) to.copyIn(dst.ptr, src.ptr, nbytes);
+  else if (to.isHostMemory) from.copyOut(dst.ptr, src.ptr, nbytes);
   else {
     const staging = new Uint8Array(nbytes);
     from.copyOut(Deno.UnsafePointer.of(staging), src.ptr, nbytes);

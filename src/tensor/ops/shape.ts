@@ -13,6 +13,7 @@ import {
 import type { Device } from "../storage.ts";
 import { type DType, Tensor } from "../tensor.ts";
 import { DTypeCode } from "../device/device.ts";
+import { canonicalDeviceName } from "../device/mod.ts";
 import { alias, emptyOn } from "./_util.ts";
 import { sumToShape } from "./reduce.ts";
 
@@ -231,7 +232,7 @@ export function to(t: Tensor, dtype: DType): Tensor {
  * its gradient copied back to `t`'s device.
  */
 export function toDevice(t: Tensor, device: Device): Tensor {
-  if (t.device === device) return t;
+  if (t.device === canonicalDeviceName(device)) return t;
   const out = Tensor.empty(t.shape, t.dtype, false, device);
   copyInto(out, t);
   return record(out, "ToCopyBackward", [t], (gy) => [toDevice(gy, t.device)], [], []);
