@@ -6,9 +6,10 @@
  */
 
 import { UnaryOp } from "./device/device.ts";
-import { isGradEnabled } from "./autograd.ts";
+import { isGradEnabled } from "./grad_mode.ts";
 import { formatShape, sameShape } from "./layout.ts";
-import { itemSize, type Tensor } from "./tensor.ts";
+import { itemSize } from "./dtype.ts";
+import type { Tensor } from "./tensor.ts";
 
 /** Refuses tensors autograd tracks (under grad mode) and non-contiguous ones; bumps the version. */
 export function checkInPlace(t: Tensor, op: string): void {
