@@ -29,15 +29,23 @@ export { type DType, type GradHook, Tensor, type TensorOptions } from "./src/ten
 export type { TensorMath } from "./src/tensor/tensor_math.ts";
 export type { TensorIndexing } from "./src/tensor/tensor_indexing.ts";
 export { allocatedBytes, type Device, type Storage } from "./src/tensor/storage.ts";
-export { getDevice, registerDevice } from "./src/tensor/device/registry.ts";
-export type {
-  DeviceBackend,
-  DeviceBlock,
-  DeviceFactory,
-  DevicePtr,
-  KernelAbi,
-  Kernels,
-} from "./src/tensor/device/device.ts";
+export {
+  canonicalDeviceName,
+  cuda,
+  type DeviceBackend,
+  type DeviceBlock,
+  type DeviceFactory,
+  type DevicePtr,
+  getDevice,
+  type HostCopy,
+  type KernelAbi,
+  type KernelFunction,
+  type KernelName,
+  type Kernels,
+  type KernelSymbol,
+  kernelSymbols,
+  registerDevice,
+} from "./src/tensor/device/mod.ts";
 export {
   arange,
   full,
@@ -55,11 +63,9 @@ export { permute, squeeze, tril, triu, unsqueeze } from "./src/tensor/ops/views.
 export { eq, ge, gt, le, lt, ne } from "./src/tensor/ops/compare.ts";
 export { getRngState, manualSeed, setRngState } from "./src/tensor/random.ts";
 export { getNumThreads, setNumThreads } from "./src/tensor/threads.ts";
-export * as cuda from "./src/tensor/device/cuda_api.ts";
 export { type BackwardOptions, isGradEnabled, type Node, noGrad } from "./src/tensor/autograd.ts";
 export { keep, type Scoped, tidy, tidyAsync } from "./src/tensor/scope.ts";
 export { NativeArgumentError, NativeError } from "./src/tensor/native.ts";
-// ---- ops: order, reductions, matmul ----
 export {
   abs,
   clamp,
@@ -72,7 +78,6 @@ export {
 export { argmax, mean, std, sum, variance, type VarianceOptions } from "./src/tensor/ops/reduce.ts";
 export { matmul } from "./src/tensor/ops/matmul.ts";
 export { logSoftmax, softmax } from "./src/tensor/ops/nn.ts";
-// ---- end ops ----
 export * as nn from "./src/nn/mod.ts";
 export { F } from "./src/nn/functional_namespace.ts";
 export type {

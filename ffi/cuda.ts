@@ -95,7 +95,8 @@ export type CudaSymbols = Symbols<typeof symbols>;
 
 /**
  * Opens `libdtrain_cuda.so` once per process, on first call: `DTRAIN_CUDA_LIB` if set, else
- * `build/`. Only the cuda device (src/tensor/device/cuda.ts) and the NCCL backend call it.
+ * `build/`. Only the cuda device's runtime (src/tensor/device/cuda_runtime.ts) calls it; the NCCL
+ * backend reaches the library through that runtime's `requireCuda`.
  *
  * @returns The library's functions.
  * @throws Error naming the paths tried and saying to run `make build` (with nvcc on PATH).

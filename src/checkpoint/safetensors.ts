@@ -34,9 +34,10 @@ function forEachChunk(
   }
 }
 
-/** Writes `t`'s elements row-major, straight from native memory (a GPU tensor through a host copy). */
+/** Writes `t`'s elements row-major, straight from host memory (a GPU tensor through a host copy). */
 function writeTensor(file: Deno.FsFile, t: Tensor): void {
-  const source = t.isContiguous() && t.device === "cpu" ? t : Tensor.empty(t.shape, t.dtype);
+  const inPlace = t.isContiguous() && t.storage.backend.isHostMemory;
+  const source = inPlace ? t : Tensor.empty(t.shape, t.dtype);
   try {
     if (source !== t) copyInto(source, t);
     if (t.numel() > 0) forEachChunk(source.ptr!, t.numel() * 4, (view) => writeAll(file, view));

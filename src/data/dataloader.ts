@@ -6,9 +6,7 @@
  * @module
  */
 
-import { isAvailable as cudaIsAvailable, unavailableReason } from "../tensor/device/cuda_api.ts";
-import { copyInPinned } from "../tensor/device/cuda_pinned.ts";
-import { getDevice } from "../tensor/device/registry.ts";
+import { cuda, type DeviceBackend, getDevice } from "../tensor/device/mod.ts";
 import { tidy } from "../tensor/scope.ts";
 import type { Device } from "../tensor/storage.ts";
 import { copyInto, formatShape, sameShape, shapeSize, Tensor } from "../tensor/tensor.ts";
@@ -81,6 +79,7 @@ export class DataLoader<T extends Sample = Sample> implements Iterable<Tensor[]>
   readonly pinMemory: boolean;
   /** Where batches are yielded (`"cpu"`, `"cuda:0"`). */
   readonly device: Device;
+  #backend: DeviceBackend;
 
   /**
    * Creates a `DataLoader`.
@@ -96,16 +95,21 @@ export class DataLoader<T extends Sample = Sample> implements Iterable<Tensor[]>
       throw new TypeError(`DataLoader: pinMemory must be true or false, got ${String(pinMemory)}`);
     }
     const device = options.device ?? (pinMemory ? "cuda:0" : "cpu");
-    if (pinMemory && !/^cuda(:\d+)?$/.test(device)) {
+    // An unknown or unusable device throws its reason; pinMemory names CUDA's, its one provider.
+    let backend: DeviceBackend;
+    try {
+      backend = getDevice(device);
+    } catch (err) {
+      if (!pinMemory || cuda.isAvailable()) throw err;
+      throw new Error(
+        `DataLoader: pinMemory needs CUDA, which is not available: ${cuda.unavailableReason()} ` +
+          "(leave pinMemory off, or pass pinMemory: cuda.isAvailable())",
+      );
+    }
+    if (pinMemory && backend.isHostMemory) {
       throw new RangeError(
         `DataLoader: pinMemory copies batches to a GPU, but device is "${device}" ` +
           "(leave pinMemory off for batches in host memory)",
-      );
-    }
-    if (pinMemory && !cudaIsAvailable()) {
-      throw new Error(
-        `DataLoader: pinMemory needs CUDA, which is not available: ${unavailableReason()} ` +
-          "(leave pinMemory off, or pass pinMemory: cuda.isAvailable())",
       );
     }
     if (!Number.isSafeInteger(batchSize) || batchSize < 1) {
@@ -123,8 +127,8 @@ export class DataLoader<T extends Sample = Sample> implements Iterable<Tensor[]>
     this.sampler = sampler ??
       (shuffle ? new RandomSampler(dataset, { seed }) : new SequentialSampler(dataset));
     this.pinMemory = pinMemory;
-    // The device's full name ("cuda" is "cuda:0"); an unknown or unusable one throws its reason.
-    this.device = getDevice(device).name;
+    this.device = backend.name; // canonical, as tensors carry it ("cuda" is "cuda:0")
+    this.#backend = backend;
   }
 
   /** The number of batches per epoch. */
@@ -154,20 +158,20 @@ export class DataLoader<T extends Sample = Sample> implements Iterable<Tensor[]>
   }
 
   /**
-   * A collated batch on the loader's device: as is on cpu; with `pinMemory`, each host field
-   * copied through the GPU's pinned ring in one call (the copies run on while the next batch is
-   * collated); else moved with `to`. The host fields are disposed.
+   * A collated batch on the loader's device: as is when it is there already; with `pinMemory`,
+   * each field in host memory copied in one `copyInAsync` call (through the GPU's pinned ring: the
+   * copies run on while the next batch is collated); else moved with `to`. The host fields are
+   * disposed.
    */
   #place(batch: Tensor[]): Tensor[] {
-    if (this.device === "cpu") return batch;
+    if (batch.every((t) => t.device === this.device)) return batch;
     if (!this.pinMemory) return batch.map((t) => moveTo(t, this.device));
-    const sources = batch.map((t) => t.device === "cpu" ? t.contiguous() : null);
+    const sources = batch.map((t) => t.storage.backend.isHostMemory ? t.contiguous() : null);
     const placed = batch.map((t, i) =>
       sources[i] ? Tensor.empty(t.shape, t.dtype, false, this.device) : moveTo(t, this.device)
     );
     try {
-      copyInPinned(
-        this.device,
+      this.#backend.copyInAsync(
         placed.flatMap((dst, i) => {
           const src = sources[i];
           return src ? [{ dst: dst.ptr, src: src.ptr, nbytes: dst.storage.nbytes }] : [];

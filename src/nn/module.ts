@@ -13,6 +13,7 @@
  */
 
 import { noGrad } from "../tensor/autograd.ts";
+import { canonicalDeviceName } from "../tensor/device/mod.ts";
 import type { Device } from "../tensor/storage.ts";
 import { formatShape, sameShape, type Tensor } from "../tensor/tensor.ts";
 import { Parameter } from "./parameter.ts";
@@ -222,8 +223,9 @@ export abstract class Module {
    */
   to(device: Device): this {
     const moved = new Map<Tensor, Tensor>();
+    const target = canonicalDeviceName(device); // tensors carry canonical names ("cuda:0")
     const move = <T extends Tensor>(t: T, make: (copy: Tensor) => T): T => {
-      if (t.device === device) return t;
+      if (t.device === target) return t;
       const known = moved.get(t);
       if (known !== undefined) return known as T;
       const copy = make(noGrad(() => t.detach().to(device)));

@@ -1,10 +1,16 @@
 /**
  * Gradient buckets for DDP: parameters in reverse registration order (the order backward
  * produces their gradients), packed into flat f32 buffers of at most `firstBucketMb` for the first
- * bucket and `bucketCapMb` after, the way PyTorch's reducer assigns them.
+ * bucket and `bucketCapMb` after, the way PyTorch's reducer assigns them; the buffers' memory
+ * (shared between ranks in host memory, see [Note: overlapped bucketed all-reduce] in ddp.ts); and
+ * the views of it that serve as the parameters' gradients.
  * @module
  */
 
+import { DistError, emptyShared } from "../dist/mod.ts";
+import type { ProcessGroup } from "../dist/mod.ts";
+import { noGrad } from "../tensor/autograd.ts";
+import { getDevice } from "../tensor/device/mod.ts";
 import type { Device } from "../tensor/storage.ts";
 import { Tensor } from "../tensor/tensor.ts";
 
@@ -79,4 +85,60 @@ export async function assignBuckets(
     buckets.push({ index: buckets.length, buffer, slots });
   }
   return buckets;
+}
+
+/**
+ * How DDP allocates a bucket of `numel` f32 on `device`: in host memory, memory every rank of
+ * `group` maps (see `sharedBucket`); on a device of its own memory (a GPU), a plain zeroed tensor.
+ *
+ * @param group The process group whose ranks share host buckets.
+ * @returns The allocator `assignBuckets` takes.
+ */
+export function bucketMemory(
+  group: ProcessGroup,
+): (numel: number, device: Device) => Promise<Tensor> {
+  return (numel, device) =>
+    getDevice(device).isHostMemory
+      ? sharedBucket(numel, group)
+      : Promise.resolve(Tensor.empty([numel], "f32", true, device));
+}
+
+/**
+ * Makes the bucket view the parameter's gradient, copying a separately allocated gradient in. The
+ * view is recreated when `zeroGrad()` disposed it (set-to-none clears `.grad` every step).
+ */
+export function adoptBucketView(slot: BucketSlot): void {
+  const { param } = slot;
+  const grad = param.grad;
+  if (grad !== null && grad === slot.view && !grad.disposed) return;
+  if (slot.view.disposed) slot.view = slot.makeView();
+  const view = slot.view;
+  noGrad(() => {
+    if (grad === null || grad.disposed) {
+      view.zero_();
+    } else {
+      view.copy_(grad);
+      grad.dispose();
+    }
+  });
+  param.grad = view;
+}
+
+/**
+ * A host bucket in memory every rank maps (reduced in place over shared memory), or a private one
+ * where `/dev/shm` has no room for it: every rank learns the same failure, so all fall back alike,
+ * and training goes on with a staged all-reduce. Failures of a peer still throw.
+ */
+async function sharedBucket(numel: number, group: ProcessGroup): Promise<Tensor> {
+  try {
+    return await emptyShared([numel], { group });
+  } catch (err) {
+    if (!(err instanceof DistError && err.code === "internal")) throw err;
+    if (group.rank === 0) {
+      console.warn(
+        `DistributedDataParallel: a gradient bucket stays in private memory: ${err.message}`,
+      );
+    }
+    return Tensor.empty([numel], "f32", true);
+  }
 }

@@ -38,14 +38,19 @@
  * @module
  */
 
-import { broadcast, DistError, emptyShared, getWorldSize, worldGroup } from "../dist/mod.ts";
+import { broadcast, getWorldSize, worldGroup } from "../dist/mod.ts";
 import type { ProcessGroup, Work } from "../dist/mod.ts";
 import { Module } from "../nn/module.ts";
 import { nowUs, record, tagNext } from "../profile/tracer.ts";
-import { noGrad } from "../tensor/autograd.ts";
 import { tensor } from "../tensor/creation.ts";
-import { Tensor } from "../tensor/tensor.ts";
-import { assignBuckets, type Bucket, type BucketSlot } from "./_buckets.ts";
+import type { Tensor } from "../tensor/tensor.ts";
+import {
+  adoptBucketView,
+  assignBuckets,
+  type Bucket,
+  bucketMemory,
+  type BucketSlot,
+} from "./_buckets.ts";
 import { verifyParamsAcrossRanks } from "./_verify.ts";
 import { applyMixedPrecision, type MixedPrecisionPolicy } from "./mixed_precision.ts";
 
@@ -176,10 +181,7 @@ export class DistributedDataParallel<M extends Module = Module> extends Module {
       named.filter(([, p]) => p.requiresGrad).map(([name, param]) => ({ name, param })),
       resolved.firstBucketMb * 2 ** 20,
       resolved.bucketCapMb * 2 ** 20,
-      (numel, device) =>
-        device === "cpu"
-          ? sharedBucket(numel, group)
-          : Promise.resolve(Tensor.empty([numel], "f32", true, device)),
+      bucketMemory(group),
     );
     return new DistributedDataParallel(module, group, resolved, buckets);
   }
@@ -358,46 +360,6 @@ export class DistributedDataParallel<M extends Module = Module> extends Module {
   /** The parameters in bucket order, the order of the used mask. */
   #params(): Tensor[] {
     return this.#buckets.flatMap((b) => b.slots.map((s) => s.param));
-  }
-}
-
-/**
- * Makes the bucket view the parameter's gradient, copying a separately allocated gradient in. The
- * view is recreated when `zeroGrad()` disposed it (set-to-none clears `.grad` every step).
- */
-function adoptBucketView(slot: BucketSlot): void {
-  const { param } = slot;
-  const grad = param.grad;
-  if (grad !== null && grad === slot.view && !grad.disposed) return;
-  if (slot.view.disposed) slot.view = slot.makeView();
-  const view = slot.view;
-  noGrad(() => {
-    if (grad === null || grad.disposed) {
-      view.zero_();
-    } else {
-      view.copy_(grad);
-      grad.dispose();
-    }
-  });
-  param.grad = view;
-}
-
-/**
- * A cpu bucket in memory every rank maps (reduced in place over shared memory), or a private one
- * where `/dev/shm` has no room for it: every rank learns the same failure, so all fall back alike,
- * and training goes on with a staged all-reduce. Failures of a peer still throw.
- */
-async function sharedBucket(numel: number, group: ProcessGroup): Promise<Tensor> {
-  try {
-    return await emptyShared([numel], { group });
-  } catch (err) {
-    if (!(err instanceof DistError && err.code === "internal")) throw err;
-    if (group.rank === 0) {
-      console.warn(
-        `DistributedDataParallel: a gradient bucket stays in private memory: ${err.message}`,
-      );
-    }
-    return Tensor.empty([numel], "f32", true);
   }
 }
 

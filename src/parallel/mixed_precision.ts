@@ -15,7 +15,7 @@
  */
 
 import type { Module } from "../nn/module.ts";
-import * as cuda from "../tensor/device/cuda_api.ts";
+import { cuda } from "../tensor/device/mod.ts";
 
 /** Element types of a mixed-precision policy. */
 export type PrecisionDtype = "f32" | "bf16";
@@ -58,7 +58,7 @@ export function applyMixedPrecision(
     );
   }
   if (paramDtype === "f32") return;
-  const onCpu = module.parameters().find((p) => !p.device.startsWith("cuda"));
+  const onCpu = module.parameters().find((p) => p.storage.backend.isHostMemory);
   if (onCpu !== undefined) {
     throw new RangeError(
       `${what}: ${field}.paramDtype "bf16" computes on a GPU, but a parameter is on ` +

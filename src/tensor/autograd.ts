@@ -19,15 +19,18 @@
  * @module
  */
 
+import { isGradEnabled } from "./grad_mode.ts";
 import { copyInto, fillRaw } from "./inplace.ts";
 import { formatShape, sameShape } from "./layout.ts";
-import { Tensor } from "./tensor.ts";
+import type { Tensor } from "./tensor.ts";
+
+// Grad mode has its own file (the in-place ops read it too); its functions are autograd's API.
+export { isGradEnabled, noGrad } from "./grad_mode.ts";
 
 /** Turns the output's gradient into one gradient per input (null where none flows). */
 export type BackwardFn = (gradOutput: Tensor) => (Tensor | null)[];
 
 let nextSeq = 0;
-let gradEnabled = true;
 
 /** One recorded operation of the autograd graph. */
 export class Node {
@@ -112,33 +115,6 @@ export class Node {
   }
 }
 
-/** Whether operations are being recorded (false inside `noGrad`). */
-export function isGradEnabled(): boolean {
-  return gradEnabled;
-}
-
-/**
- * Runs `fn` without recording operations for autograd (PyTorch's `torch.no_grad()`).
- *
- * @example Evaluation without a graph
- * ```ts
- * import assert from "node:assert/strict";
- * import { noGrad, tensor } from "../../mod.ts";
- * const w = tensor([1, 2], [2], { requiresGrad: true });
- * const y = noGrad(() => w.mul(2));
- * assert.deepStrictEqual(y.requiresGrad, false);
- * ```
- */
-export function noGrad<R>(fn: () => R): R {
-  const previous = gradEnabled;
-  gradEnabled = false;
-  try {
-    return fn();
-  } finally {
-    gradEnabled = previous;
-  }
-}
-
 /**
  * Records `out` as the result of an op on `inputs` when any input requires a gradient and grad
  * mode is on; otherwise frees `saved` at once. Returns `out`. `saved` lists tensors the node owns
@@ -153,7 +129,7 @@ export function record(
   saved: Tensor[] = [],
   reads: readonly Tensor[] = inputs,
 ): Tensor {
-  if (gradEnabled && inputs.some((t) => t.requiresGrad)) {
+  if (isGradEnabled() && inputs.some((t) => t.requiresGrad)) {
     out.requiresGrad = true;
     out.gradFn = new Node(name, inputs, backward, saved, reads);
   } else {
@@ -220,7 +196,7 @@ function* walk(
         }`,
       );
     }
-    seed = Tensor.empty(root.shape, "f32", false, root.device);
+    seed = root.newEmpty(root.shape);
     fillRaw(seed, 1);
   } else {
     if (!sameShape(gradient.shape, root.shape)) {
@@ -303,7 +279,7 @@ function runHooks(leaf: Tensor): void {
 }
 
 function cloneContiguous(t: Tensor): Tensor {
-  const out = Tensor.empty(t.shape, t.dtype, false, t.device);
+  const out = t.newEmpty(t.shape);
   copyInto(out, t);
   return out;
 }

@@ -5,7 +5,8 @@
  */
 
 import { formatShape, shapeSize } from "./layout.ts";
-import { itemSize, type Tensor } from "./tensor.ts";
+import { itemSize } from "./dtype.ts";
+import type { Tensor } from "./tensor.ts";
 
 /** Host memory that `item()` reads one element through (no allocation per call). */
 const scalar = new DataView(new ArrayBuffer(4));

@@ -6,9 +6,10 @@
  */
 
 import { UnaryOp } from "./device/device.ts";
-import { isGradEnabled } from "./autograd.ts";
+import { isGradEnabled } from "./grad_mode.ts";
 import { formatShape, sameShape } from "./layout.ts";
-import { itemSize, type Tensor } from "./tensor.ts";
+import { itemSize } from "./dtype.ts";
+import type { Tensor } from "./tensor.ts";
 
 /** Refuses tensors autograd tracks (under grad mode) and non-contiguous ones; bumps the version. */
 export function checkInPlace(t: Tensor, op: string): void {
@@ -85,8 +86,8 @@ export function scale(t: Tensor, value: number): void {
 
 /**
  * Copies `src`'s elements into contiguous `dst` (same shape and dtype). Across devices the bytes
- * go through the seam: into or out of cpu memory with the other device's `copyIn`/`copyOut`,
- * between two other devices through a cpu staging block.
+ * go through the seam: into or out of host memory with the other device's `copyIn`/`copyOut`,
+ * between two devices of their own memory through a host staging block.
  */
 export function copyInto(dst: Tensor, src: Tensor): void {
   if (!src.isContiguous()) {
@@ -111,8 +112,8 @@ export function copyInto(dst: Tensor, src: Tensor): void {
   if (nbytes === 0) return;
   const from = src.storage.backend, to = dst.storage.backend;
   if (from === to) from.copy(dst.ptr, src.ptr, nbytes);
-  else if (from.name === "cpu") to.copyIn(dst.ptr, src.ptr, nbytes);
-  else if (to.name === "cpu") from.copyOut(dst.ptr, src.ptr, nbytes);
+  else if (from.isHostMemory) to.copyIn(dst.ptr, src.ptr, nbytes);
+  else if (to.isHostMemory) from.copyOut(dst.ptr, src.ptr, nbytes);
   else {
     const staging = new Uint8Array(nbytes);
     from.copyOut(Deno.UnsafePointer.of(staging), src.ptr, nbytes);

@@ -1,6 +1,6 @@
 /**
- * Shapes and strides: sizes, row-major strides, checks, equality and formatting. Pure functions
- * on number arrays, shared by the tensor, its ops and the layers above.
+ * Shapes and strides: sizes, row-major strides, checks, equality, broadcasting and formatting.
+ * Pure functions on number arrays, shared by the tensor, its ops and the layers above.
  * @module
  */
 
@@ -88,4 +88,28 @@ export function normalizeDim(dim: number, ndim: number, op: string): number {
     throw new RangeError(`${op}: dimension ${dim} is out of range for a ${ndim}-d tensor`);
   }
   return d;
+}
+
+/** The broadcast shape of a and b (numpy rules), or an error naming both. */
+export function broadcastShapes(op: string, a: readonly number[], b: readonly number[]): number[] {
+  const n = Math.max(a.length, b.length);
+  const out: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const da = a[a.length - n + i] ?? 1, db = b[b.length - n + i] ?? 1;
+    if (da !== db && da !== 1 && db !== 1) {
+      throw new RangeError(
+        `${op}: shapes ${formatShape(a)} and ${formatShape(b)} cannot be broadcast together`,
+      );
+    }
+    out.push(da === 1 ? db : da);
+  }
+  return out;
+}
+
+/** Whether `small` only repeats over leading dimensions of `shape` (the kernels' fast path). */
+export function isSuffix(small: readonly number[], shape: readonly number[]): boolean {
+  const lead = shape.length - small.length;
+  let i = 0;
+  while (i < small.length && small[i] === 1) i++;
+  return small.slice(i).every((d, j) => d === shape[lead + i + j]);
 }

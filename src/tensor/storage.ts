@@ -27,8 +27,12 @@
  * @module
  */
 
-import type { DeviceBackend, DeviceBlock } from "./device/device.ts";
-import { allocatedBytesOnAll, getDevice } from "./device/registry.ts";
+import {
+  allocatedBytesOnAll,
+  type DeviceBackend,
+  type DeviceBlock,
+  getDevice,
+} from "./device/mod.ts";
 import { insideTidy } from "./scope.ts";
 
 /**
@@ -57,7 +61,7 @@ export class Storage {
   ptr: Deno.PointerValue;
   /** The block's size in bytes. */
   readonly nbytes: number;
-  /** The device holding the block, by name. */
+  /** The device holding the block, by its canonical name (`"cuda"` becomes `"cuda:0"`). */
   readonly device: Device;
   /** The device holding the block: its allocator, copies and kernels. */
   readonly backend: DeviceBackend;
@@ -73,7 +77,7 @@ export class Storage {
    *
    * @param nbytes Bytes to allocate.
    * @param zero Whether to zero-fill them.
-   * @param device The device's name.
+   * @param device The device's name (any alias: the storage keeps the canonical one).
    * @param adopt A block allocated elsewhere to use instead (memory shared with other processes),
    *   freed by its `release`.
    */
@@ -86,7 +90,7 @@ export class Storage {
     this.#block = block;
     this.ptr = pin(block.ptr, block.owner);
     this.nbytes = nbytes;
-    this.device = device;
+    this.device = this.backend.name;
     if (block.owner === undefined) {
       unowned.register(this, { backend: this.backend, block }, this);
       maybeCollect();

@@ -5,6 +5,7 @@
  * @module
  */
 
+import { type DType, isDType, itemSize } from "./dtype.ts";
 import { type Device, Storage } from "./storage.ts";
 import { track } from "./scope.ts";
 import { backward, type BackwardOptions, type Node } from "./autograd.ts";
@@ -17,7 +18,7 @@ import * as shapeOps from "./ops/shape.ts";
 import * as sliceOps from "./ops/slice.ts";
 import { TensorMath } from "./tensor_math.ts";
 
-// The layout helpers and `copyInto` have their own files; these re-exports keep the imports of
+// The layout helpers, dtypes and `copyInto` have their own files; these re-exports keep the imports of
 // the layers above (`from "../tensor/tensor.ts"`) working.
 export {
   checkShape,
@@ -28,22 +29,10 @@ export {
   shapeSize,
 } from "./layout.ts";
 export { copyInto } from "./inplace.ts";
-
-/** Element types: 32-bit float, 32-bit signed integer, and bool (1 byte, 0 or 1, like torch.bool). */
-export type DType = "f32" | "i32" | "bool";
-
-/** Bytes per element of a dtype. */
-export function itemSize(dtype: DType): number {
-  return dtype === "bool" ? 1 : 4;
-}
+export { type DType, itemSize } from "./dtype.ts";
 
 /** A hook run once a parameter's gradient for the current backward pass is complete. */
 export type GradHook = (param: Tensor) => void;
-
-/** Whether `to()`'s target names a dtype (anything else names a device). */
-function isDType(target: string): target is DType {
-  return target === "f32" || target === "i32" || target === "bool";
-}
 
 /** Options accepted by every tensor-creating function. */
 export interface TensorOptions {
@@ -130,6 +119,31 @@ export class Tensor extends TensorMath implements Disposable {
       throw new RangeError(`tensor of shape ${formatShape(shape)} has too many elements (${n})`);
     }
     return new Tensor(new Storage(n * itemSize(dtype), zero, device), shape, dtype);
+  }
+
+  /**
+   * A new uninitialised contiguous tensor (PyTorch's `new_empty`), of this tensor's dtype and
+   * device unless `options` names others; `zero` fills it with zeros (PyTorch's `new_zeros`).
+   */
+  newEmpty(
+    shape: readonly number[],
+    options: { dtype?: DType; device?: Device; zero?: boolean } = {},
+  ): Tensor {
+    const { dtype = this.dtype, device = this.device, zero = false } = options;
+    return Tensor.empty(shape, dtype, zero, device);
+  }
+
+  /**
+   * A new tensor object over this tensor's memory with its own shape, strides and offset, outside
+   * the autograd graph: how the view ops make their results, each then recording its own node
+   * (users want `view`, `reshape`, `narrow` or `detach`).
+   */
+  alias(
+    shape: readonly number[] = this.shape,
+    strides?: readonly number[],
+    offset = this.offset,
+  ): Tensor {
+    return new Tensor(this.storage, shape, this.dtype, strides, offset);
   }
 
   /** The device holding the data. */

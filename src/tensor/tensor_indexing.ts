@@ -8,7 +8,7 @@
 import * as compareOps from "./ops/compare.ts";
 import * as indexing from "./ops/indexing.ts";
 import * as inplaceMath from "./ops/inplace_math.ts";
-import { integerArith } from "./ops/integer.ts";
+import { floorDivide } from "./ops/integer.ts";
 import * as views from "./ops/views.ts";
 import { repr } from "./repr.ts";
 import type { Tensor } from "./tensor.ts";
@@ -47,7 +47,7 @@ export abstract class TensorIndexing {
 
   /** Floor division of i32 tensors (PyTorch's `floor_divide`, `//`). */
   floorDivide(this: Tensor, other: Tensor | number): Tensor {
-    return integerArith("floorDivide", this, other);
+    return floorDivide(this, other);
   }
 
   /** A copy as f32 (PyTorch's `.float()`). */

@@ -3,7 +3,7 @@
  * @module
  */
 
-import { getCpuThreads, setCpuThreads } from "./device/cpu.ts";
+import { getCpuThreads, setCpuThreads } from "./device/mod.ts";
 
 /**
  * Sets how many threads the CPU kernels (matrix products, optimizer updates) may use.

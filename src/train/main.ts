@@ -12,7 +12,7 @@
 import { existsSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { setNumThreads } from "../tensor/threads.ts";
-import * as cuda from "../tensor/device/cuda_api.ts";
+import { cuda } from "../tensor/device/mod.ts";
 import { CheckpointError, save } from "../checkpoint/mod.ts";
 import type { StateDict } from "../nn/module.ts";
 import { fullStateDict } from "../parallel/fsdp/full_state_dict.ts";

@@ -41,6 +41,7 @@ function countingDevice(): DeviceBackend {
     allocatedBytes: () => 0, // its blocks come from cpu's allocator, which counts them
     copyIn: (dst, src, nbytes) => (count("copyIn"), cpu.copy(dst, src, nbytes)),
     copyOut: (dst, src, nbytes) => (count("copyOut"), cpu.copy(dst, src, nbytes)),
+    copyInAsync: (copies) => (count("copyInAsync"), cpu.copyInAsync(copies)),
     copy: (dst, src, nbytes) => (count("copy"), cpu.copy(dst, src, nbytes)),
     check: (status) => cpu.check(status),
   };

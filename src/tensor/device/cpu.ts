@@ -1,13 +1,14 @@
 /**
  * The cpu device: memory from JavaScript ArrayBuffers, and libdtrain's kernels (OpenBLAS for
- * matrix products). The kernel table holds the FFI functions themselves, so the hot paths cost one
- * native call, as before the seam existed.
+ * matrix products). The kernel table holds the FFI functions themselves (kernels.ts binds them),
+ * so the hot paths cost one native call, as before the seam existed.
  * @module
  */
 
 import { type DtrainSymbols, loadDtrain, Status } from "../../../ffi/dtrain.ts";
 import { NativeArgumentError, NativeError } from "../native.ts";
-import type { DeviceBackend, DeviceBlock, Kernels } from "./device.ts";
+import type { DeviceBackend, DeviceBlock } from "./device.ts";
+import { bindKernels } from "./kernels.ts";
 
 /**
  * [Note: cpu memory is JavaScript memory]
@@ -125,81 +126,19 @@ export function createCpuDevice(): DeviceBackend {
   const copy = (dst: Deno.PointerValue, src: Deno.PointerValue, nbytes: number): void => {
     check(lib.dt_copy(dst, src, nbytes));
   };
-  const kernels: Kernels = {
-    matmul: lib.dt_matmul,
-    matmulBatched: lib.dt_matmul_batched,
-    linearForward: lib.dt_linear_forward,
-    linearBackward: lib.dt_linear_backward,
-    fillF32: lib.dt_fill_f32,
-    fillI32: lib.dt_fill_i32,
-    copyStrided: lib.dt_copy_strided,
-    castI32F32: lib.dt_cast_i32_f32,
-    castF32I32: lib.dt_cast_f32_i32,
-    binary: lib.dt_binary,
-    binaryBackward: lib.dt_binary_backward,
-    unary: lib.dt_unary,
-    unaryBackward: lib.dt_unary_backward,
-    axpy: lib.dt_axpy,
-    sumAxis: lib.dt_sum_axis,
-    expandAxis: lib.dt_expand_axis,
-    argmaxRows: lib.dt_argmax_rows,
-    softmax: lib.dt_softmax,
-    softmaxBackward: lib.dt_softmax_backward,
-    crossEntropy: lib.dt_cross_entropy,
-    mse: lib.dt_mse,
-    layernorm: lib.dt_layernorm,
-    layernormBackward: lib.dt_layernorm_backward,
-    embedding: lib.dt_embedding,
-    embeddingBackward: lib.dt_embedding_backward,
-    dropout: lib.dt_dropout,
-    randUniform: lib.dt_rand_uniform,
-    randn: lib.dt_randn,
-    sgdStep: lib.dt_sgd_step,
-    adamwStep: lib.dt_adamw_step,
-    gatherU8F32: lib.dt_gather_u8_f32,
-    gatherRows: lib.dt_gather_rows,
-    gatherU8I32: lib.dt_gather_u8_i32,
-    attentionForward: lib.dt_attention_forward,
-    attentionBackward: lib.dt_attention_backward,
-    copyToStrided: lib.dt_copy_to_strided,
-    // ---- ops: order, reductions, losses ----
-    clamp: lib.dt_clamp,
-    clampBackward: lib.dt_clamp_backward,
-    abs: lib.dt_abs,
-    absBackward: lib.dt_abs_backward,
-    maximum: lib.dt_maximum,
-    maximumBackward: lib.dt_maximum_backward,
-    maxRows: lib.dt_max_rows,
-    indexRowsBackward: lib.dt_index_rows_backward,
-    extremeBackward: lib.dt_extreme_backward,
-    crossEntropyBackward: lib.dt_cross_entropy_backward,
-    // ---- end ops ----
-    // compare.c and indexing.c
-    compare: lib.dt_compare,
-    cast: lib.dt_cast,
-    fillU8: lib.dt_fill_u8,
-    sumAxisInt: lib.dt_sum_axis_int,
-    binaryI32: lib.dt_binary_i32,
-    clampRange: lib.dt_clamp_range,
-    gather: lib.dt_gather,
-    scatterAdd: lib.dt_scatter_add,
-    indexSelect: lib.dt_index_select,
-    indexAdd: lib.dt_index_add,
-    copyBlocks: lib.dt_copy_blocks,
-    where: lib.dt_where,
-    whereBackward: lib.dt_where_backward,
-    tril: lib.dt_tril,
-  };
   return {
     name: "cpu",
     isHostMemory: true,
-    kernels,
+    kernels: bindKernels(lib),
     alloc: allocBuffer,
     free: freeBuffer,
     allocatedBytes: () => liveBytes,
-    // Host memory is device memory here: the three copies are one memcpy.
+    // Host memory is device memory here: every copy is one memcpy, done at once.
     copyIn: copy,
     copyOut: copy,
+    copyInAsync(copies) {
+      for (const { dst, src, nbytes } of copies) copy(dst, src, nbytes);
+    },
     copy,
     check,
   };

@@ -5,7 +5,7 @@
  */
 
 import { MatmulPrecision } from "../../../ffi/cuda.ts";
-import { checkCuda, probeCuda, requireCuda, useCudaDevice } from "./cuda.ts";
+import { checkCuda, cudaIndex, probeCuda, requireCuda, useCudaDevice } from "./cuda_runtime.ts";
 
 /**
  * Whether tensors can live on `"cuda"`: the CUDA library was built, a driver is installed and a
@@ -54,14 +54,6 @@ export function deviceCount(): number {
   return probeCuda().count;
 }
 
-/** The index of a device name or number (`"cuda:1"` and `1` are 1, `"cuda"` is 0). */
-function indexOf(device: number | string): number {
-  if (typeof device === "number") return device;
-  const match = /^cuda(?::(\d+))?$/.exec(device);
-  if (match === null) throw new RangeError(`cuda: "${device}" is not a cuda device name`);
-  return Number(match[1] ?? 0);
-}
-
 /**
  * Waits until every kernel and copy queued on the GPU has finished, and reports an error a
  * kernel found on the GPU since the last synchronisation (an index out of range).
@@ -71,7 +63,7 @@ function indexOf(device: number | string): number {
  */
 export function synchronize(device: number | string = 0): void {
   const lib = requireCuda("cuda.synchronize: CUDA");
-  useCudaDevice(lib, indexOf(device));
+  useCudaDevice(lib, cudaIndex(device, "cuda"));
   checkCuda(lib, lib.dt_cuda_synchronize());
 }
 
@@ -85,7 +77,7 @@ export function synchronize(device: number | string = 0): void {
 export function getDeviceName(device: number | string = 0): string {
   const lib = requireCuda("cuda.getDeviceName: CUDA");
   const buf = new Uint8Array(256);
-  checkCuda(lib, lib.dt_cuda_device_name(indexOf(device), buf, buf.length));
+  checkCuda(lib, lib.dt_cuda_device_name(cudaIndex(device, "cuda"), buf, buf.length));
   return new TextDecoder().decode(buf.subarray(0, buf.indexOf(0)));
 }
 

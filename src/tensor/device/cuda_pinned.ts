@@ -1,51 +1,36 @@
 /**
- * Batches to a GPU through page-locked host memory, for the DataLoader's `pinMemory`: the
- * pointer-level call into csrc/cuda/pinned.cu, whose [Note: pinned batch ring] says how the
- * asynchronous copies are ordered against the compute stream and when a buffer is reused.
+ * Host-to-GPU copies through page-locked host memory, the cuda device's `copyInAsync` (the
+ * DataLoader's `pinMemory`): the pointer-level call into csrc/cuda/pinned.cu, whose [Note: pinned
+ * batch ring] says how the asynchronous copies are ordered against the compute stream and when a
+ * buffer is reused.
  * @module
  */
 
-import { checkCuda, probeCuda, requireCuda, useCudaDevice } from "./cuda.ts";
-import type { DevicePtr } from "./device.ts";
-
-/** One block to copy: `nbytes` from host memory at `src` to GPU memory at `dst`. */
-export interface PinnedField {
-  /** The destination, in the GPU's memory. */
-  dst: DevicePtr;
-  /** The source, in host memory; free to reuse once {@linkcode copyInPinned} returns. */
-  src: DevicePtr;
-  /** Bytes to copy. */
-  nbytes: number;
-}
-
-/** The index of a GPU's name (`"cuda"` is 0, `"cuda:1"` is 1). */
-function cudaIndex(device: string): number {
-  const match = /^cuda(?::(\d+))?$/.exec(device);
-  if (match === null) throw new RangeError(`"${device}" is not a cuda device name`);
-  return Number(match[1] ?? 0);
-}
+import type { CudaSymbols } from "../../../ffi/cuda.ts";
+import type { HostCopy } from "./device.ts";
+import { checkCuda, cudaIndex, probeCuda, useCudaDevice } from "./cuda_runtime.ts";
 
 /**
- * Copies each field from host memory to GPU `device` through the GPU's ring of page-locked
+ * Copies each block from host memory to GPU `index` through the GPU's ring of page-locked
  * buffers, on its copy stream. Returns once the sources may be reused; the copies complete before
  * any work queued afterwards on the GPU's compute stream starts.
  *
- * @param device The GPU (`"cuda:0"`).
- * @param fields The blocks to copy, one per batch field.
- * @throws Error with the reason when CUDA is unavailable; the library's error otherwise.
+ * @param lib The opened library.
+ * @param index The GPU.
+ * @param copies The blocks to copy.
+ * @throws The library's error.
  */
-export function copyInPinned(device: string, fields: readonly PinnedField[]): void {
-  const lib = requireCuda(`pinMemory on "${device}": CUDA`);
-  useCudaDevice(lib, cudaIndex(device));
-  const dsts = new BigUint64Array(fields.length);
-  const srcs = new BigUint64Array(fields.length);
-  const nbytes = new BigInt64Array(fields.length);
-  fields.forEach((field, i) => {
-    dsts[i] = BigInt(Deno.UnsafePointer.value(field.dst));
-    srcs[i] = BigInt(Deno.UnsafePointer.value(field.src));
-    nbytes[i] = BigInt(field.nbytes);
+export function copyInPinned(lib: CudaSymbols, index: number, copies: readonly HostCopy[]): void {
+  useCudaDevice(lib, index);
+  const dsts = new BigUint64Array(copies.length);
+  const srcs = new BigUint64Array(copies.length);
+  const nbytes = new BigInt64Array(copies.length);
+  copies.forEach((copy, i) => {
+    dsts[i] = BigInt(Deno.UnsafePointer.value(copy.dst));
+    srcs[i] = BigInt(Deno.UnsafePointer.value(copy.src));
+    nbytes[i] = BigInt(copy.nbytes);
   });
-  checkCuda(lib, lib.dt_cuda_copy_in_pinned(fields.length, dsts, srcs, nbytes));
+  checkCuda(lib, lib.dt_cuda_copy_in_pinned(copies.length, dsts, srcs, nbytes));
 }
 
 /**
@@ -57,5 +42,5 @@ export function copyInPinned(device: string, fields: readonly PinnedField[]): vo
  */
 export function pinnedBytes(device: string = "cuda:0"): number {
   const lib = probeCuda().lib;
-  return lib === null ? 0 : Number(lib.dt_cuda_pinned_bytes(cudaIndex(device)));
+  return lib === null ? 0 : Number(lib.dt_cuda_pinned_bytes(cudaIndex(device, "pinnedBytes")));
 }

@@ -1,10 +1,11 @@
 /**
  * Devices found by name. Built-in families are the entries of `factories` below (`cpu`, and `cuda`
  * from cuda.ts, which says why when no GPU is usable; a device shipped with dtrain adds its one
- * entry there); any other
- * registers at run time with `registerDevice(family, factory)`. `"cuda:1"` asks the "cuda" factory
- * for index 1. Each device is made once, on its first use (so its native library opens then), and
- * cached under its full name, so the lookup on the allocation path is one map read.
+ * entry there); any other registers at run time with `registerDevice(family, factory)`. `"cuda:1"`
+ * asks the "cuda" factory for index 1, and `"cuda"` is `"cuda:0"`: each device is made once per
+ * family and index, on its first use (so its native library opens then), and cached under every
+ * name it was asked by, so the lookup on the allocation path is one map read. A device's own
+ * `name` is its canonical name, the one tensors carry and comparisons use.
  * @module
  */
 
@@ -56,10 +57,31 @@ export function getDevice(name: string): DeviceBackend {
       })`,
     );
   }
-  const device = factory(Number(match[2] ?? 0));
+  const index = Number(match[2] ?? 0);
+  const key = `${match[1]}:${index}`;
+  const device = devices.get(key) ?? factory(index);
+  devices.set(key, device);
   devices.set(name, device);
   if (!made.includes(device)) made.push(device);
   return device;
+}
+
+/**
+ * The canonical name of a device (`"cuda"` and `"cuda:0"` are `"cuda:0"`; `"cpu"` is `"cpu"`): the
+ * name tensors carry, so two names of one device compare equal once made canonical.
+ *
+ * @param name A device name, as `getDevice` takes it.
+ * @returns The device's own name.
+ * @throws Error as `getDevice` does for a device that is not available.
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { canonicalDeviceName } from "../../../mod.ts";
+ * assert.equal(canonicalDeviceName("cpu"), "cpu");
+ * ```
+ */
+export function canonicalDeviceName(name: string): string {
+  return getDevice(name).name;
 }
 
 /** Bytes held by every device made so far. */

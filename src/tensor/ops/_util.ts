@@ -1,7 +1,8 @@
-/** Helpers shared by the op families: input checks, aliases and outputs on the inputs' device. @module */
+/** Helpers shared by the op families: input checks and outputs on the inputs' device. @module */
 
 import { formatShape } from "../layout.ts";
-import { type DType, Tensor } from "../tensor.ts";
+import type { DType } from "../dtype.ts";
+import type { Tensor } from "../tensor.ts";
 
 /** Throws unless every tensor is f32 (the dtype the float kernels take). */
 export function expectF32(op: string, ...tensors: Tensor[]): void {
@@ -22,16 +23,6 @@ export function expectSameDevice(op: string, ...tensors: Tensor[]): void {
   }
 }
 
-/** A view of `t`'s memory as a new tensor object (shares the storage). */
-export function alias(
-  t: Tensor,
-  shape: readonly number[] = t.shape,
-  strides?: readonly number[],
-  offset = t.offset,
-): Tensor {
-  return new Tensor(t.storage, shape, t.dtype, strides, offset);
-}
-
 /** A new contiguous tensor on `like`'s device (uninitialised unless `zero`). */
 export function emptyOn(
   like: Tensor,
@@ -39,7 +30,7 @@ export function emptyOn(
   dtype: DType = "f32",
   zero = false,
 ): Tensor {
-  return Tensor.empty(shape, dtype, zero, like.device);
+  return like.newEmpty(shape, { dtype, zero });
 }
 
 /**

@@ -6,10 +6,16 @@
  */
 
 import { CompareOp, DTypeCode } from "../device/device.ts";
-import { formatShape, normalizeDim, sameShape, shapeSize } from "../layout.ts";
+import {
+  broadcastShapes,
+  formatShape,
+  isSuffix,
+  normalizeDim,
+  sameShape,
+  shapeSize,
+} from "../layout.ts";
 import type { DType, Tensor } from "../tensor.ts";
 import { emptyOn, expectSameDevice } from "./_util.ts";
-import { broadcastShapes, isSuffix } from "./elementwise.ts";
 import { contiguous, expand, to } from "./shape.ts";
 
 /** The comparisons, by name. */

@@ -2,38 +2,13 @@
 
 import { BinaryOp, UnaryOp } from "../device/device.ts";
 import { record } from "../autograd.ts";
-import { formatShape, sameShape } from "../layout.ts";
+import { broadcastShapes, isSuffix, sameShape } from "../layout.ts";
 import type { Tensor } from "../tensor.ts";
 import { emptyOn, expectF32, expectSameDevice, temporaries } from "./_util.ts";
-import { integerArith, isIntegerOperation } from "./integer.ts";
-import { contiguous, expand } from "./shape.ts";
-import { sumToShape } from "./reduce.ts";
+import { integerArith, isIntegerOperation, staysInteger } from "./integer.ts";
+import { contiguous, expand, sumToShape, to } from "./shape.ts";
 
 type BinaryName = keyof typeof BinaryOp;
-
-/** The broadcast shape of a and b (numpy rules), or an error naming both. */
-export function broadcastShapes(op: string, a: readonly number[], b: readonly number[]): number[] {
-  const n = Math.max(a.length, b.length);
-  const out: number[] = [];
-  for (let i = 0; i < n; i++) {
-    const da = a[a.length - n + i] ?? 1, db = b[b.length - n + i] ?? 1;
-    if (da !== db && da !== 1 && db !== 1) {
-      throw new RangeError(
-        `${op}: shapes ${formatShape(a)} and ${formatShape(b)} cannot be broadcast together`,
-      );
-    }
-    out.push(da === 1 ? db : da);
-  }
-  return out;
-}
-
-/** Whether `small` only repeats over leading dimensions of `shape` (the kernels' fast path). */
-export function isSuffix(small: readonly number[], shape: readonly number[]): boolean {
-  const lead = shape.length - small.length;
-  let i = 0;
-  while (i < small.length && small[i] === 1) i++;
-  return small.slice(i).every((d, j) => d === shape[lead + i + j]);
-}
 
 function binary(op: BinaryName, a: Tensor, b: Tensor): Tensor {
   expectF32(op, a, b);
@@ -130,27 +105,44 @@ function unary(op: UnaryName, t: Tensor, p = 0): Tensor {
   );
 }
 
+/**
+ * `a op b` where an operand is i32 or bool, with PyTorch's type promotion (see integer.ts): in
+ * i32 when both are integers (and `op` is not true division), else both converted to f32, where
+ * gradients flow to the f32 operand.
+ */
+function promoted(op: BinaryName, a: Tensor, b: Tensor | number): Tensor {
+  if (staysInteger(op, a, b)) return integerArith(op, a, b);
+  const x = to(a, "f32"), y = typeof b === "number" ? b : to(b, "f32");
+  const out = { add, sub, mul, div }[op](x, y);
+  // A converted operand that a recorded backward reads stays alive (freed by tidy or the GC).
+  if (out.gradFn === null) {
+    if (x !== a) x.dispose();
+    if (typeof y !== "number" && y !== b) y.dispose();
+  }
+  return out;
+}
+
 /** a + b (b a tensor or a number), broadcasting. */
 export function add(a: Tensor, b: Tensor | number): Tensor {
-  if (isIntegerOperation(a, b)) return integerArith("add", a, b);
+  if (isIntegerOperation(a, b)) return promoted("add", a, b);
   return typeof b === "number" ? unary("addScalar", a, b) : binary("add", a, b);
 }
 
 /** a - b (b a tensor or a number), broadcasting. */
 export function sub(a: Tensor, b: Tensor | number): Tensor {
-  if (isIntegerOperation(a, b)) return integerArith("sub", a, b);
+  if (isIntegerOperation(a, b)) return promoted("sub", a, b);
   return typeof b === "number" ? unary("addScalar", a, -b) : binary("sub", a, b);
 }
 
 /** a * b (b a tensor or a number), broadcasting. */
 export function mul(a: Tensor, b: Tensor | number): Tensor {
-  if (isIntegerOperation(a, b)) return integerArith("mul", a, b);
+  if (isIntegerOperation(a, b)) return promoted("mul", a, b);
   return typeof b === "number" ? unary("scale", a, b) : binary("mul", a, b);
 }
 
 /** a / b (b a tensor or a number), broadcasting; true division (f32) for i32 operands. */
 export function div(a: Tensor, b: Tensor | number): Tensor {
-  if (isIntegerOperation(a, b)) return integerArith("div", a, b);
+  if (isIntegerOperation(a, b)) return promoted("div", a, b);
   return typeof b === "number" ? unary("scale", a, 1 / b) : binary("div", a, b);
 }
 

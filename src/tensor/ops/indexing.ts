@@ -6,13 +6,19 @@
  */
 
 import { record } from "../autograd.ts";
-import { formatShape, normalizeDim, sameShape, shapeSize } from "../layout.ts";
-import { itemSize, type Tensor } from "../tensor.ts";
-import { alias, emptyOn, expectSameDevice, temporaries } from "./_util.ts";
+import {
+  broadcastShapes,
+  formatShape,
+  isSuffix,
+  normalizeDim,
+  sameShape,
+  shapeSize,
+} from "../layout.ts";
+import { itemSize } from "../dtype.ts";
+import type { Tensor } from "../tensor.ts";
+import { emptyOn, expectSameDevice, temporaries } from "./_util.ts";
 import { expectBool, promoteTypes, scalarOn, scalarType } from "./compare.ts";
-import { broadcastShapes, isSuffix } from "./elementwise.ts";
-import { sumToShape } from "./reduce.ts";
-import { contiguous, expand, to } from "./shape.ts";
+import { contiguous, expand, sumToShape, to } from "./shape.ts";
 import { unsqueeze } from "./views.ts";
 
 const int64s = (values: readonly number[]) => new BigInt64Array(values.map(BigInt));
@@ -86,7 +92,7 @@ export function cat(tensors: readonly Tensor[], dim = 0): Tensor {
     out,
     "CatBackward",
     tensors,
-    (gy) => tensors.map((t, i) => alias(gy, t.shape, gy.strides, gy.offset + starts[i] * inner)),
+    (gy) => tensors.map((t, i) => gy.alias(t.shape, gy.strides, gy.offset + starts[i] * inner)),
     [],
     [],
   );

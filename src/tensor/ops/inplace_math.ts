@@ -9,11 +9,10 @@
 
 import { BinaryOp, UnaryOp } from "../device/device.ts";
 import { addScaled, checkInPlace, copyInto } from "../inplace.ts";
-import { formatShape, sameShape } from "../layout.ts";
+import { broadcastShapes, formatShape, sameShape } from "../layout.ts";
 import type { Tensor } from "../tensor.ts";
 import { noGrad } from "../autograd.ts";
 import { scalarOn } from "./compare.ts";
-import { broadcastShapes } from "./elementwise.ts";
 import { contiguous, expand, to } from "./shape.ts";
 
 type Op = keyof typeof BinaryOp;

@@ -1,7 +1,8 @@
 /**
  * Arithmetic that involves i32 or bool tensors, with PyTorch's type promotion: i32 with i32 (or
- * an integer number) stays i32, anything with f32 (or a fraction) becomes f32, and `/` is true
- * division (f32) while `floorDivide` keeps integers. f32 with f32 never comes here.
+ * an integer number) stays i32 and is computed here, anything with f32 (or a fraction) becomes
+ * f32 (elementwise.ts converts the operands), and `/` is true division (f32) while `floorDivide`
+ * keeps integers. f32 with f32 never comes here.
  * @module
  */
 
@@ -10,7 +11,6 @@ import { formatShape } from "../layout.ts";
 import type { Tensor } from "../tensor.ts";
 import { emptyOn } from "./_util.ts";
 import { operands } from "./compare.ts";
-import { add, div, mul, sub } from "./elementwise.ts";
 import { to } from "./shape.ts";
 
 /** The arithmetic ops of this file. */
@@ -21,8 +21,13 @@ export function isIntegerOperation(a: Tensor, b: Tensor | number): boolean {
   return a.dtype !== "f32" || (typeof b !== "number" && b.dtype !== "f32");
 }
 
-/** `a op b` for operands of which one at least is i32 or bool (see the module doc). */
-export function integerArith(op: ArithName, a: Tensor, b: Tensor | number): Tensor {
+/**
+ * Whether `a op b`, one operand at least i32 or bool, computes in i32 here (else in f32: mixed
+ * operands, or true division).
+ *
+ * @throws TypeError for two bool tensors, and for `floorDivide` of anything but integers.
+ */
+export function staysInteger(op: ArithName, a: Tensor, b: Tensor | number): boolean {
   if (a.dtype === "bool" && typeof b !== "number" && b.dtype === "bool") {
     throw new TypeError(
       `${op}: arithmetic on two bool tensors is not supported; convert one with .to("i32")`,
@@ -30,24 +35,24 @@ export function integerArith(op: ArithName, a: Tensor, b: Tensor | number): Tens
   }
   const integer = (a.dtype !== "f32") &&
     (typeof b === "number" ? Number.isInteger(b) : b.dtype !== "f32");
-  if (!integer || op === "div") {
-    if (op === "floorDivide") {
-      throw new TypeError(
-        `floorDivide: expected i32 operands, got ${a.dtype} ${formatShape(a.shape)} and ${
-          typeof b === "number" ? `the number ${b}` : `${b.dtype} ${formatShape(b.shape)}`
-        }`,
-      );
-    }
-    // Mixed or true division: in f32, where gradients flow to the f32 operand.
-    const x = to(a, "f32"), y = typeof b === "number" ? b : to(b, "f32");
-    const out = { add, sub, mul, div }[op](x, y);
-    // A converted operand that a recorded backward reads stays alive (freed by tidy or the GC).
-    if (out.gradFn === null) {
-      if (x !== a) x.dispose();
-      if (typeof y !== "number" && y !== b) y.dispose();
-    }
-    return out;
+  if (!integer && op === "floorDivide") {
+    throw new TypeError(
+      `floorDivide: expected i32 operands, got ${a.dtype} ${formatShape(a.shape)} and ${
+        typeof b === "number" ? `the number ${b}` : `${b.dtype} ${formatShape(b.shape)}`
+      }`,
+    );
   }
+  return integer && op !== "div";
+}
+
+/** Floor division of i32 operands (PyTorch's `floor_divide`). */
+export function floorDivide(a: Tensor, b: Tensor | number): Tensor {
+  staysInteger("floorDivide", a, b);
+  return integerArith("floorDivide", a, b);
+}
+
+/** `a op b` in i32, for operands that {@linkcode staysInteger} accepted. */
+export function integerArith(op: ArithName, a: Tensor, b: Tensor | number): Tensor {
   const { x, y, shape, release } = operands(op, a, b);
   try {
     // Both are i32 now (bool operands promote to i32 next to an integer).

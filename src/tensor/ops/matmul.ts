@@ -5,10 +5,9 @@
  */
 
 import { record } from "../autograd.ts";
-import { formatShape, sameShape, shapeSize } from "../layout.ts";
+import { broadcastShapes, formatShape, sameShape, shapeSize } from "../layout.ts";
 import type { Tensor } from "../tensor.ts";
 import { emptyOn, expectF32, expectSameDevice } from "./_util.ts";
-import { broadcastShapes } from "./elementwise.ts";
 import { contiguous, expand, reshape } from "./shape.ts";
 
 /** A 2-d operand as sgemm sees it: its memory, whether it is transposed, and its leading dimension. */

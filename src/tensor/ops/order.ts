@@ -5,11 +5,10 @@
  */
 
 import { record } from "../autograd.ts";
-import { formatShape, normalizeDim, sameShape } from "../layout.ts";
+import { broadcastShapes, formatShape, normalizeDim, sameShape } from "../layout.ts";
 import type { Tensor } from "../tensor.ts";
 import { emptyOn, expectF32, expectSameDevice, temporaries } from "./_util.ts";
 import { moveDimLast } from "./_axis.ts";
-import { broadcastShapes } from "./elementwise.ts";
 import { contiguous, expand, reshape } from "./shape.ts";
 
 /**

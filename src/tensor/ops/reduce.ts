@@ -1,13 +1,13 @@
 /**
- * Reductions: sum, mean, variance and standard deviation over everything or some dimensions, the
- * broadcast-gradient reduction, argmax.
+ * Reductions: sum, mean, variance and standard deviation over everything or some dimensions,
+ * argmax.
  * @module
  */
 
 import { record } from "../autograd.ts";
-import { formatShape, normalizeDim, sameShape, shapeSize } from "../layout.ts";
+import { formatShape, normalizeDim, shapeSize } from "../layout.ts";
 import type { Tensor } from "../tensor.ts";
-import { alias, emptyOn, expectF32, temporaries } from "./_util.ts";
+import { emptyOn, expectF32, temporaries } from "./_util.ts";
 import { moveDimLast, normalizeDims } from "./_axis.ts";
 import { mul, sqrt, sub } from "./elementwise.ts";
 import { contiguous, detach, reshape } from "./shape.ts";
@@ -96,40 +96,6 @@ export function sum(t: Tensor, dim?: number | readonly number[] | null, keepdim 
  */
 export function mean(t: Tensor, dim?: number | readonly number[] | null, keepdim = false): Tensor {
   return reduceDims(t, dim, keepdim, true);
-}
-
-/**
- * Sums a broadcast gradient back to `shape` (the shape before broadcasting): over extra leading
- * dimensions, and over dimensions that were 1. A fresh contiguous tensor.
- */
-export function sumToShape(g: Tensor, shape: readonly number[]): Tensor {
-  const src = contiguous(g);
-  const dev = src.storage.backend;
-  const lead = src.ndim - shape.length;
-  let current = src;
-  const leadSize = shapeSize(src.shape.slice(0, lead));
-  if (lead > 0) {
-    const next = emptyOn(src, src.shape.slice(lead));
-    dev.check(dev.kernels.sumAxis(current.ptr, next.ptr, 1, leadSize, next.numel(), 1));
-    current = next;
-  }
-  for (let d = 0; d < shape.length; d++) {
-    if (shape[d] !== 1 || current.shape[d] === 1) continue;
-    const next = emptyOn(src, current.shape.map((s, i) => (i === d ? 1 : s)));
-    dev.check(dev.kernels.sumAxis(
-      current.ptr,
-      next.ptr,
-      shapeSize(current.shape.slice(0, d)),
-      current.shape[d],
-      shapeSize(current.shape.slice(d + 1)),
-      1,
-    ));
-    if (current !== src) current.dispose();
-    current = next;
-  }
-  if (current === src) return alias(src, shape);
-  if (src !== g) src.dispose();
-  return sameShape(current.shape, shape) ? current : alias(current, shape);
 }
 
 /**

@@ -1,4 +1,4 @@
-/** View and layout ops: reshape, view, flatten, transpose, expand, contiguous, detach, clone, and the dtype and device conversions. @module */
+/** View and layout ops: reshape, view, flatten, transpose, expand (and summing a broadcast gradient back), contiguous, detach, clone, and the dtype and device conversions. @module */
 
 import { record } from "../autograd.ts";
 import { copyInto } from "../inplace.ts";
@@ -11,17 +11,18 @@ import {
   shapeSize,
 } from "../layout.ts";
 import type { Device } from "../storage.ts";
-import { type DType, Tensor } from "../tensor.ts";
+import type { DType } from "../dtype.ts";
+import type { Tensor } from "../tensor.ts";
 import { DTypeCode } from "../device/device.ts";
-import { alias, emptyOn } from "./_util.ts";
-import { sumToShape } from "./reduce.ts";
+import { canonicalDeviceName } from "../device/mod.ts";
+import { emptyOn } from "./_util.ts";
 
 /** A contiguous tensor with `t`'s elements: `t` itself when it already is (PyTorch semantics). */
 export function contiguous(t: Tensor): Tensor {
   if (t.isContiguous()) return t;
   const out = emptyOn(t, t.shape, t.dtype);
   copyInto(out, t);
-  return record(out, "ContiguousBackward", [t], (gy) => [alias(gy)], [], []);
+  return record(out, "ContiguousBackward", [t], (gy) => [gy.alias()], [], []);
 }
 
 /** Resolves one -1 in a requested shape against `numel` elements. */
@@ -53,12 +54,12 @@ function inferShape(shape: readonly number[], numel: number, op: string): number
 export function reshape(t: Tensor, shape: readonly number[]): Tensor {
   const target = inferShape(shape, t.numel(), "reshape");
   const source = contiguous(t);
-  const out = alias(source, target, contiguousStrides(target));
+  const out = source.alias(target, contiguousStrides(target));
   return record(
     out,
     "ReshapeBackward",
     [source],
-    (gy) => [alias(gy, source.shape, contiguousStrides(source.shape))],
+    (gy) => [gy.alias(source.shape, contiguousStrides(source.shape))],
     [],
     [],
   );
@@ -113,7 +114,7 @@ export function view(t: Tensor, shape: readonly number[]): Tensor {
     );
   }
   return record(
-    alias(t, target, strides),
+    t.alias(target, strides),
     "ViewBackward",
     [t],
     (gy) => [reshape(gy, t.shape)],
@@ -145,7 +146,7 @@ export function transpose(t: Tensor, dim0: number, dim1: number): Tensor {
   const shape = [...t.shape], strides = [...t.strides];
   [shape[a], shape[b]] = [shape[b], shape[a]];
   [strides[a], strides[b]] = [strides[b], strides[a]];
-  const out = alias(t, shape, strides);
+  const out = t.alias(shape, strides);
   return record(out, "TransposeBackward", [t], (gy) => [transposeView(gy, a, b)], [], []);
 }
 
@@ -153,7 +154,7 @@ function transposeView(t: Tensor, a: number, b: number): Tensor {
   const shape = [...t.shape], strides = [...t.strides];
   [shape[a], shape[b]] = [shape[b], shape[a]];
   [strides[a], strides[b]] = [strides[b], strides[a]];
-  return alias(t, shape, strides);
+  return t.alias(shape, strides);
 }
 
 /** A view of `t` repeated along new leading or size-1 dimensions (stride 0), like PyTorch's `expand`. */
@@ -185,25 +186,25 @@ export function expand(t: Tensor, shape: readonly number[]): Tensor {
     strides.push(src >= 0 && t.shape[src] === size ? t.strides[src] : 0);
   }
   if (sameShape(target, t.shape)) return identity(t);
-  const out = alias(t, target, strides);
+  const out = t.alias(target, strides);
   return record(out, "ExpandBackward", [t], (gy) => [sumToShape(gy, t.shape)], [], []);
 }
 
 /** A new tensor object for `t`'s memory that stays in the graph (an identity op). */
 export function identity(t: Tensor): Tensor {
-  return record(alias(t, t.shape, t.strides), "AliasBackward", [t], (gy) => [alias(gy)], [], []);
+  return record(t.alias(t.shape, t.strides), "AliasBackward", [t], (gy) => [gy.alias()], [], []);
 }
 
 /** A tensor sharing `t`'s memory, cut from the graph. */
 export function detach(t: Tensor): Tensor {
-  return alias(t, t.shape, t.strides);
+  return t.alias(t.shape, t.strides);
 }
 
 /** A contiguous copy of `t` that stays in the graph. */
 export function clone(t: Tensor): Tensor {
   const out = emptyOn(t, t.shape, t.dtype);
   copyInto(out, t);
-  return record(out, "CloneBackward", [t], (gy) => [alias(gy)], [], []);
+  return record(out, "CloneBackward", [t], (gy) => [gy.alias()], [], []);
 }
 
 /**
@@ -231,8 +232,42 @@ export function to(t: Tensor, dtype: DType): Tensor {
  * its gradient copied back to `t`'s device.
  */
 export function toDevice(t: Tensor, device: Device): Tensor {
-  if (t.device === device) return t;
-  const out = Tensor.empty(t.shape, t.dtype, false, device);
+  if (t.device === canonicalDeviceName(device)) return t;
+  const out = t.newEmpty(t.shape, { device });
   copyInto(out, t);
   return record(out, "ToCopyBackward", [t], (gy) => [toDevice(gy, t.device)], [], []);
+}
+
+/**
+ * Sums a broadcast gradient back to `shape` (the shape before broadcasting): over extra leading
+ * dimensions, and over dimensions that were 1. A fresh contiguous tensor.
+ */
+export function sumToShape(g: Tensor, shape: readonly number[]): Tensor {
+  const src = contiguous(g);
+  const dev = src.storage.backend;
+  const lead = src.ndim - shape.length;
+  let current = src;
+  const leadSize = shapeSize(src.shape.slice(0, lead));
+  if (lead > 0) {
+    const next = emptyOn(src, src.shape.slice(lead));
+    dev.check(dev.kernels.sumAxis(current.ptr, next.ptr, 1, leadSize, next.numel(), 1));
+    current = next;
+  }
+  for (let d = 0; d < shape.length; d++) {
+    if (shape[d] !== 1 || current.shape[d] === 1) continue;
+    const next = emptyOn(src, current.shape.map((s, i) => (i === d ? 1 : s)));
+    dev.check(dev.kernels.sumAxis(
+      current.ptr,
+      next.ptr,
+      shapeSize(current.shape.slice(0, d)),
+      current.shape[d],
+      shapeSize(current.shape.slice(d + 1)),
+      1,
+    ));
+    if (current !== src) current.dispose();
+    current = next;
+  }
+  if (current === src) return src.alias(shape);
+  if (src !== g) src.dispose();
+  return sameShape(current.shape, shape) ? current : current.alias(shape);
 }

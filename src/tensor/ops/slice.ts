@@ -8,7 +8,7 @@
 import { record } from "../autograd.ts";
 import { formatShape, normalizeDim } from "../layout.ts";
 import type { Tensor } from "../tensor.ts";
-import { alias, emptyOn } from "./_util.ts";
+import { emptyOn } from "./_util.ts";
 import { contiguous } from "./shape.ts";
 
 /** Writes contiguous `src` into the strided view `dst` (same shape and dtype). */
@@ -43,7 +43,7 @@ function scatterBack(input: Tensor, gy: Tensor, place: (grad: Tensor) => Tensor)
 function narrowView(t: Tensor, dim: number, start: number, length: number): Tensor {
   const shape = [...t.shape];
   shape[dim] = length;
-  return alias(t, shape, t.strides, t.offset + start * t.strides[dim]);
+  return t.alias(shape, t.strides, t.offset + start * t.strides[dim]);
 }
 
 /**
@@ -110,8 +110,7 @@ export function select(t: Tensor, dim: number, index: number): Tensor {
     );
   }
   const view = (x: Tensor) =>
-    alias(
-      x,
+    x.alias(
       x.shape.filter((_, k) => k !== d),
       x.strides.filter((_, k) => k !== d),
       x.offset + i * x.strides[d],

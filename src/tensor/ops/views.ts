@@ -7,16 +7,16 @@
 import { record } from "../autograd.ts";
 import { contiguousStrides, formatShape, normalizeDim, shapeSize } from "../layout.ts";
 import type { Tensor } from "../tensor.ts";
-import { alias, emptyOn, temporaries } from "./_util.ts";
+import { emptyOn, temporaries } from "./_util.ts";
 import { contiguous } from "./shape.ts";
 
 /** A view of `t` with `shape`/`strides`, whose gradient is `gy` viewed back in `t`'s shape. */
 function reshapedView(t: Tensor, name: string, shape: number[], strides: number[]): Tensor {
   return record(
-    alias(t, shape, strides),
+    t.alias(shape, strides),
     name,
     [t],
-    (gy) => [alias(gy, t.shape, contiguousStrides(t.shape))],
+    (gy) => [gy.alias(t.shape, contiguousStrides(t.shape))],
     [],
     [],
   );
@@ -92,7 +92,7 @@ export function permute(t: Tensor, dims: readonly number[]): Tensor {
   const inverse = new Array<number>(order.length);
   order.forEach((d, i) => (inverse[d] = i));
   const view = (x: Tensor, perm: number[]) =>
-    alias(x, perm.map((d) => x.shape[d]), perm.map((d) => x.strides[d]));
+    x.alias(perm.map((d) => x.shape[d]), perm.map((d) => x.strides[d]));
   return record(view(t, order), "PermuteBackward", [t], (gy) => [view(gy, inverse)], [], []);
 }
 
