@@ -1,17 +1,11 @@
 /* Kernels of the bool and i32 dtypes: comparisons giving bool (1 byte a element, 0 or 1), casts
- * to and from bool, integer arithmetic and sums (a count of true elements), and the clamp that
- * `clamp_` runs in place.
+ * to and from bool, integer arithmetic and sums (a count of true elements).
  * Binary operands broadcast as in elementwise.c: a shorter operand's elements repeat every `na`
  * (or `nb`) output elements. */
 #include <math.h>
 #include <string.h>
 
 #include "dtrain.h"
-
-/* Element types, as the TypeScript side numbers them (DTypeCode in ffi/dtrain.ts). */
-enum dt_dtype { DT_F32 = 0, DT_I32 = 1, DT_BOOL = 2 };
-/* Comparisons (CompareOp in ffi/dtrain.ts). */
-enum dt_compare_op { DT_EQ = 0, DT_NE = 1, DT_LT = 2, DT_LE = 3, DT_GT = 4, DT_GE = 5 };
 
 static int check_repeat(const char *fn, int64_t na, int64_t nb, int64_t n) {
   CHECK(n >= 0 && na >= 0 && nb >= 0, "%s: negative count", fn);
@@ -158,16 +152,6 @@ int dt_binary_i32(int32_t op, const int32_t *a, int64_t na, const int32_t *b, in
         out[i] = (int32_t)y == -1 ? (int32_t)(0u - x) : floor_div((int32_t)x, (int32_t)y);
         break;
     }
-  }
-  return DT_OK;
-}
-
-/* y = min(max(x, lo), hi) on f32 (pass -inf / +inf for a missing bound); NaN stays NaN. */
-int dt_clamp_range(const float *x, float *y, int64_t n, float lo, float hi) {
-  CHECK_PTR(x); CHECK_PTR(y); CHECK_COUNT(n);
-  for (int64_t i = 0; i < n; i++) {
-    float v = x[i];
-    y[i] = v < lo ? lo : v > hi ? hi : v;
   }
   return DT_OK;
 }
