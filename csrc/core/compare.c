@@ -5,15 +5,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "broadcast.h"
 #include "dtrain.h"
-
-static int check_repeat(const char *fn, int64_t na, int64_t nb, int64_t n) {
-  CHECK(n >= 0 && na >= 0 && nb >= 0, "%s: negative count", fn);
-  CHECK((na == n || (na > 0 && n % na == 0)) && (nb == n || (nb > 0 && n % nb == 0)),
-        "%s: operands of %lld and %lld elements do not broadcast to %lld", fn, (long long)na,
-        (long long)nb, (long long)n);
-  return DT_OK;
-}
 
 /* One running position per operand, wrapped instead of a division per element; the common
  * shapes (equal, or a scalar on the right) get loops the compiler vectorises. */
@@ -71,7 +64,7 @@ int dt_compare(int32_t op, int32_t dtype, const void *a, int64_t na, const void 
   CHECK_PTR(a); CHECK_PTR(b); CHECK_PTR(out);
   CHECK(op >= DT_EQ && op <= DT_GE, "dt_compare: unknown op %d", op);
   CHECK(dtype >= DT_F32 && dtype <= DT_BOOL, "dt_compare: unknown dtype %d", dtype);
-  int status = check_repeat("dt_compare", na, nb, n);
+  int status = dt_check_repeat("dt_compare", na, nb, n);
   if (status) return status;
   compare_job c = {op, dtype, a, b, na, nb, n, out};
   dt_parallel((n + GRAIN - 1) / GRAIN, compare_task, &c);
@@ -138,7 +131,7 @@ int dt_binary_i32(int32_t op, const int32_t *a, int64_t na, const int32_t *b, in
                   int32_t *out, int64_t n) {
   CHECK_PTR(a); CHECK_PTR(b); CHECK_PTR(out);
   CHECK(op >= DT_ADD && op <= DT_DIV, "dt_binary_i32: unknown op %d", op);
-  int status = check_repeat("dt_binary_i32", na, nb, n);
+  int status = dt_check_repeat("dt_binary_i32", na, nb, n);
   if (status) return status;
   for (int64_t i = 0; i < n; i++) {
     /* Unsigned arithmetic wraps around without undefined behaviour. */

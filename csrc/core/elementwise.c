@@ -5,6 +5,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "broadcast.h"
 #include "dtrain.h"
 #include "scalar_math.h"
 
@@ -58,19 +59,11 @@ int dt_cast_f32_i32(const float *src, int32_t *dst, int64_t n) {
     }                                                                                              \
   } while (0)
 
-static int check_broadcast(const char *fn, int64_t na, int64_t nb, int64_t n) {
-  CHECK(na >= 0 && nb >= 0 && n >= 0, "%s: negative size", fn);
-  CHECK((na == n || (na > 0 && n % na == 0 && nb == n)) && (nb == n || (nb > 0 && n % nb == 0 && na == n)),
-        "%s: operands of %lld and %lld elements do not broadcast to %lld", fn, (long long)na,
-        (long long)nb, (long long)n);
-  return DT_OK;
-}
-
 /* out[n] = a op b, where a has na and b has nb elements (each n, or a divisor of n). */
 int dt_binary(int32_t op, const float *a, int64_t na, const float *b, int64_t nb, float *out, int64_t n) {
   CHECK_PTR(a); CHECK_PTR(b); CHECK_PTR(out);
   CHECK(op >= DT_ADD && op <= DT_DIV, "dt_binary: unknown op %d", op);
-  int status = check_broadcast("dt_binary", na, nb, n);
+  int status = dt_check_broadcast("dt_binary", na, nb, n);
   if (status) return status;
   switch (op) {
     case DT_ADD: BINARY_LOOP(dt_binary_apply(DT_ADD, x, y)); break;
@@ -117,7 +110,7 @@ int dt_binary_backward(int32_t op, const float *a, int64_t na, const float *b, i
                        const float *gy, int64_t n, float *ga, float *gb) {
   CHECK_PTR(a); CHECK_PTR(b); CHECK_PTR(gy);
   CHECK(op >= DT_ADD && op <= DT_DIV, "dt_binary_backward: unknown op %d", op);
-  int status = check_broadcast("dt_binary_backward", na, nb, n);
+  int status = dt_check_broadcast("dt_binary_backward", na, nb, n);
   if (status) return status;
   if (na == n && nb == n) {
     binary_backward_t job = {op, a, b, gy, ga, gb};

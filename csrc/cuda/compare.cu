@@ -2,14 +2,7 @@
  * bool, casts to and from bool, integer arithmetic (a zero divisor is a device-side error) and
  * sums. A shorter operand's elements repeat every `na` (or `nb`) output elements. */
 #include "internal.cuh"
-
-static int check_repeat(const char *fn, int64_t na, int64_t nb, int64_t n) {
-  CHECK(n >= 0 && na >= 0 && nb >= 0, "%s: negative count", fn);
-  CHECK((na == n || (na > 0 && n % na == 0)) && (nb == n || (nb > 0 && n % nb == 0)),
-        "%s: operands of %lld and %lld elements do not broadcast to %lld", fn, (long long)na,
-        (long long)nb, (long long)n);
-  return DT_OK;
-}
+#include "../core/broadcast.h"
 
 template <typename T>
 __global__ void compare_kernel(int op, const T *a, int64_t na, const T *b, int64_t nb,
@@ -27,7 +20,7 @@ DT_EXPORT int dt_compare(int32_t op, int32_t dtype, const void *a, int64_t na, c
   CHECK_PTR(a); CHECK_PTR(b); CHECK_PTR(out);
   CHECK(op >= DT_EQ && op <= DT_GE, "dt_compare: unknown op %d", op);
   CHECK(dtype >= DT_F32 && dtype <= DT_BOOL, "dt_compare: unknown dtype %d", dtype);
-  int st = check_repeat("dt_compare", na, nb, n);
+  int st = dt_check_repeat("dt_compare", na, nb, n);
   if (st) return st;
   CURRENT(dev);
   if (n == 0) return DT_OK;
@@ -126,7 +119,7 @@ DT_EXPORT int dt_binary_i32(int32_t op, const int32_t *a, int64_t na, const int3
                             int32_t *out, int64_t n) {
   CHECK_PTR(a); CHECK_PTR(b); CHECK_PTR(out);
   CHECK(op >= DT_ADD && op <= DT_DIV, "dt_binary_i32: unknown op %d", op);
-  int st = check_repeat("dt_binary_i32", na, nb, n);
+  int st = dt_check_repeat("dt_binary_i32", na, nb, n);
   if (st) return st;
   CURRENT(dev);
   if (n > 0) LAUNCH(dev, n, binary_i32_kernel, op, a, na, b, nb, out, n, dev->error);

@@ -2,6 +2,7 @@
  * math is csrc/core/scalar_math.h's): fills, copies, casts, binary and unary maps and their
  * backwards, axpy. One thread per element over a grid-stride loop. */
 #include "internal.cuh"
+#include "../core/broadcast.h"
 
 template <typename T>
 __global__ void fill_kernel(T *dst, int64_t n, T value) {
@@ -58,14 +59,6 @@ DT_EXPORT int dt_cast_f32_i32(const float *src, int32_t *dst, int64_t n) {
 
 /* ---------------------------------------------------------------- binary ops */
 
-static int check_broadcast(const char *fn, int64_t na, int64_t nb, int64_t n) {
-  CHECK(na >= 0 && nb >= 0 && n >= 0, "%s: negative size", fn);
-  CHECK((na == n || (na > 0 && n % na == 0 && nb == n)) && (nb == n || (nb > 0 && n % nb == 0 && na == n)),
-        "%s: operands of %lld and %lld elements do not broadcast to %lld", fn, (long long)na,
-        (long long)nb, (long long)n);
-  return DT_OK;
-}
-
 __global__ void binary_kernel(int op, const float *a, int64_t na, const float *b, int64_t nb,
                               float *out, int64_t n) {
   GRID_LOOP(i, n) out[i] = dt_binary_apply(op, a[na == n ? i : i % na], b[nb == n ? i : i % nb]);
@@ -75,7 +68,7 @@ DT_EXPORT int dt_binary(int32_t op, const float *a, int64_t na, const float *b, 
                         float *out, int64_t n) {
   CHECK_PTR(a); CHECK_PTR(b); CHECK_PTR(out);
   CHECK(op >= DT_ADD && op <= DT_DIV, "dt_binary: unknown op %d", op);
-  int st = check_broadcast("dt_binary", na, nb, n);
+  int st = dt_check_broadcast("dt_binary", na, nb, n);
   if (st) return st;
   CURRENT(dev);
   if (n > 0) LAUNCH(dev, n, binary_kernel, op, a, na, b, nb, out, n);
@@ -117,7 +110,7 @@ DT_EXPORT int dt_binary_backward(int32_t op, const float *a, int64_t na, const f
                                  int64_t nb, const float *gy, int64_t n, float *ga, float *gb) {
   CHECK_PTR(a); CHECK_PTR(b); CHECK_PTR(gy);
   CHECK(op >= DT_ADD && op <= DT_DIV, "dt_binary_backward: unknown op %d", op);
-  int st = check_broadcast("dt_binary_backward", na, nb, n);
+  int st = dt_check_broadcast("dt_binary_backward", na, nb, n);
   if (st) return st;
   CURRENT(dev);
   if (n == 0) return DT_OK;
