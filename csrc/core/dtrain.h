@@ -68,7 +68,7 @@ void dt_parallel(int64_t tasks, dt_task_fn fn, void *ctx);
 typedef void (*dt_range_fn)(void *ctx, int64_t begin, int64_t end);
 void dt_parallel_range(int64_t n, int64_t min_chunk, dt_range_fn fn, void *ctx);
 
-/* ---------------------------------------------------------------- blas.c */
+/* ---------------------------------------------------------------- matmul.c */
 
 int dt_matmul(const float *a, const float *b, float *c, int64_t m, int64_t n, int64_t k,
               int32_t trans_a, int32_t trans_b, int64_t lda, int64_t ldb, int64_t ldc, float alpha,
@@ -116,7 +116,7 @@ int dt_sum_axis_int(const void *x, int32_t dtype, int32_t *out, int64_t outer, i
 int dt_binary_i32(int32_t op, const int32_t *a, int64_t na, const int32_t *b, int64_t nb,
                   int32_t *out, int64_t n);
 
-/* ---------------------------------------------------------------- minmax.c */
+/* ---------------------------------------------------------------- order.c */
 
 int dt_clamp(const float *x, float *y, int64_t n, float lo, float hi);
 int dt_clamp_range(const float *x, float *y, int64_t n, float lo, float hi);

@@ -140,7 +140,7 @@ __device__ __forceinline__ float block_max(float v, float *shared) {
 }
 
 /* batch products c_i = alpha * op(a_i) @ op(b_i) + beta * c_i (row-major, `s*` elements apart) on
- * the device's stream, in the process's matmul precision (blas.cu, [Note: matmul precision]). */
+ * the device's stream, in the process's matmul precision (matmul.cu, [Note: matmul precision]). */
 int dt_cuda_gemm(dt_cuda_device *dev, int32_t ta, int32_t tb, int64_t m, int64_t n, int64_t k,
                  float alpha, const float *a, int64_t lda, int64_t sa, const float *b, int64_t ldb,
                  int64_t sb, float beta, float *c, int64_t ldc, int64_t sc, int64_t batch);

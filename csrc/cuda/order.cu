@@ -1,4 +1,4 @@
-/* Order-based kernels with csrc/core/minmax.c's prototypes and NaN rules: clamp, abs, elementwise
+/* Order-based kernels with csrc/core/order.c's prototypes and NaN rules: clamp, abs, elementwise
  * maximum/minimum, the largest or smallest element of each row with its index, and their
  * backwards. One thread per element, or one block per row. */
 #include "internal.cuh"
