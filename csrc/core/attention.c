@@ -19,6 +19,7 @@
 
 #include "dtrain.h"
 #include "fast_exp.h"
+#include "scalar_math.h"
 
 #define BLOCK_Q 64
 
@@ -80,7 +81,7 @@ static void block_scores(const attention_t *a, int64_t b, int64_t i0, int64_t ro
 /* The dropout multiplier of probability (b, i, j): 0, or 1 / (1 - p) for kept entries. */
 static inline float keep_scale(const attention_t *a, int64_t b, int64_t i, int64_t j) {
   uint64_t counter = a->offset + (uint64_t)((b * a->tq + i) * a->tk + j);
-  return dt_uniform01(a->seed, counter) >= a->dropout_p ? 1.0f / (1.0f - a->dropout_p) : 0.0f;
+  return dt_dropout_keeps(a->seed, counter, a->dropout_p) ? 1.0f / (1.0f - a->dropout_p) : 0.0f;
 }
 
 /* Turns the block's scores into probabilities (before dropout) from each row's log-sum-exp. */

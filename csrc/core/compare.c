@@ -1,25 +1,12 @@
 /* Kernels of the bool and i32 dtypes: comparisons giving bool (1 byte a element, 0 or 1), casts
- * to and from bool, integer arithmetic and sums (a count of true elements), and the clamp that
- * `clamp_` runs in place.
+ * to and from bool, integer arithmetic and sums (a count of true elements).
  * Binary operands broadcast as in elementwise.c: a shorter operand's elements repeat every `na`
  * (or `nb`) output elements. */
 #include <math.h>
 #include <string.h>
 
+#include "broadcast.h"
 #include "dtrain.h"
-
-/* Element types, as the TypeScript side numbers them (DTypeCode in ffi/dtrain.ts). */
-enum dt_dtype { DT_F32 = 0, DT_I32 = 1, DT_BOOL = 2 };
-/* Comparisons (CompareOp in ffi/dtrain.ts). */
-enum dt_compare_op { DT_EQ = 0, DT_NE = 1, DT_LT = 2, DT_LE = 3, DT_GT = 4, DT_GE = 5 };
-
-static int check_repeat(const char *fn, int64_t na, int64_t nb, int64_t n) {
-  CHECK(n >= 0 && na >= 0 && nb >= 0, "%s: negative count", fn);
-  CHECK((na == n || (na > 0 && n % na == 0)) && (nb == n || (nb > 0 && n % nb == 0)),
-        "%s: operands of %lld and %lld elements do not broadcast to %lld", fn, (long long)na,
-        (long long)nb, (long long)n);
-  return DT_OK;
-}
 
 /* One running position per operand, wrapped instead of a division per element; the common
  * shapes (equal, or a scalar on the right) get loops the compiler vectorises. */
@@ -77,7 +64,7 @@ int dt_compare(int32_t op, int32_t dtype, const void *a, int64_t na, const void 
   CHECK_PTR(a); CHECK_PTR(b); CHECK_PTR(out);
   CHECK(op >= DT_EQ && op <= DT_GE, "dt_compare: unknown op %d", op);
   CHECK(dtype >= DT_F32 && dtype <= DT_BOOL, "dt_compare: unknown dtype %d", dtype);
-  int status = check_repeat("dt_compare", na, nb, n);
+  int status = dt_check_repeat("dt_compare", na, nb, n);
   if (status) return status;
   compare_job c = {op, dtype, a, b, na, nb, n, out};
   dt_parallel((n + GRAIN - 1) / GRAIN, compare_task, &c);
@@ -144,7 +131,7 @@ int dt_binary_i32(int32_t op, const int32_t *a, int64_t na, const int32_t *b, in
                   int32_t *out, int64_t n) {
   CHECK_PTR(a); CHECK_PTR(b); CHECK_PTR(out);
   CHECK(op >= DT_ADD && op <= DT_DIV, "dt_binary_i32: unknown op %d", op);
-  int status = check_repeat("dt_binary_i32", na, nb, n);
+  int status = dt_check_repeat("dt_binary_i32", na, nb, n);
   if (status) return status;
   for (int64_t i = 0; i < n; i++) {
     /* Unsigned arithmetic wraps around without undefined behaviour. */
@@ -158,16 +145,6 @@ int dt_binary_i32(int32_t op, const int32_t *a, int64_t na, const int32_t *b, in
         out[i] = (int32_t)y == -1 ? (int32_t)(0u - x) : floor_div((int32_t)x, (int32_t)y);
         break;
     }
-  }
-  return DT_OK;
-}
-
-/* y = min(max(x, lo), hi) on f32 (pass -inf / +inf for a missing bound); NaN stays NaN. */
-int dt_clamp_range(const float *x, float *y, int64_t n, float lo, float hi) {
-  CHECK_PTR(x); CHECK_PTR(y); CHECK_COUNT(n);
-  for (int64_t i = 0; i < n; i++) {
-    float v = x[i];
-    y[i] = v < lo ? lo : v > hi ? hi : v;
   }
   return DT_OK;
 }

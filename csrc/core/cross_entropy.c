@@ -8,7 +8,6 @@
 #include "fast_exp.h"
 #include "rows.h"
 
-enum { REDUCTION_NONE = 0, REDUCTION_MEAN = 1, REDUCTION_SUM = 2 };
 /* Rows are split into at most this many tasks; the partial sums are added in task order, so the
  * loss does not depend on the thread count. */
 #define MAX_TASKS 64
@@ -63,7 +62,7 @@ int dt_cross_entropy(const float *logits, const int32_t *targets, int64_t rows, 
                      float *grad) {
   CHECK_PTR(logits); CHECK_PTR(targets); CHECK_PTR(loss);
   CHECK(rows >= 0 && cols > 0, "dt_cross_entropy: bad shape [%lld, %lld]", (long long)rows, (long long)cols);
-  CHECK(reduction >= REDUCTION_NONE && reduction <= REDUCTION_SUM, "dt_cross_entropy: reduction %d", reduction);
+  CHECK(reduction >= DT_REDUCTION_NONE && reduction <= DT_REDUCTION_SUM, "dt_cross_entropy: reduction %d", reduction);
   CHECK(label_smoothing >= 0.0f && label_smoothing <= 1.0f,
         "crossEntropy: labelSmoothing %g is outside [0, 1]", (double)label_smoothing);
   int64_t count = 0;
@@ -75,17 +74,17 @@ int dt_cross_entropy(const float *logits, const int32_t *targets, int64_t rows, 
     count++;
   }
   ce_job j = {logits, targets, rows, cols, 1, ignore_index, label_smoothing,
-              reduction == REDUCTION_MEAN ? (count ? 1.0f / (float)count : NAN) : 1.0f,
-              reduction == REDUCTION_NONE ? loss : NULL, grad, {0}};
+              reduction == DT_REDUCTION_MEAN ? (count ? 1.0f / (float)count : NAN) : 1.0f,
+              reduction == DT_REDUCTION_NONE ? loss : NULL, grad, {0}};
   int64_t per = 32768 / cols, even = (rows + MAX_TASKS - 1) / MAX_TASKS;
   j.rows_per_task = per > even ? per : even;
   j.rows_per_task = j.rows_per_task < 1 ? 1 : j.rows_per_task;
   int64_t tasks = (rows + j.rows_per_task - 1) / j.rows_per_task;
   dt_parallel(tasks, ce_task, &j);
-  if (reduction == REDUCTION_NONE) return DT_OK;
+  if (reduction == DT_REDUCTION_NONE) return DT_OK;
   double total = 0.0;
   for (int64_t i = 0; i < tasks; i++) total += j.partial[i];
-  *loss = reduction == REDUCTION_SUM ? (float)total : count ? (float)(total / (double)count) : NAN;
+  *loss = reduction == DT_REDUCTION_SUM ? (float)total : count ? (float)(total / (double)count) : NAN;
   return DT_OK;
 }
 

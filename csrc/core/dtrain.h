@@ -1,4 +1,7 @@
-/* dtrain's native CPU library: the kernels behind the TypeScript tensors.
+/* libdtrain's interface: every function it exports, declared once. csrc/core defines them for the
+ * CPU; libdtrain_cuda (csrc/cuda) defines the kernels among them under the same names for device
+ * memory. Both include this file, so the compiler checks that each definition matches its
+ * declaration here, and tests/ffi/abi_test.ts checks the FFI table (ffi/dtrain.ts) against it.
  * Every function checks its arguments and returns a status (DT_OK on success); the message of the
  * last failure on the calling thread is read with dt_last_error(). No function keeps state between
  * calls beyond the byte counter of the allocator. */
@@ -8,10 +11,30 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 enum dt_status { DT_OK = 0, DT_EINVAL = 1, DT_ENOMEM = 2, DT_EUNSUPPORTED = 3 };
+
+/* The enums of the ABI, numbered as the TypeScript side numbers them (ffi/dtrain.ts). */
+enum dt_binary_op { DT_ADD = 0, DT_SUB = 1, DT_MUL = 2, DT_DIV = 3 };
+enum dt_unary_op {
+  DT_RELU = 0, DT_GELU_TANH = 1, DT_GELU_ERF = 2, DT_EXP = 3, DT_LOG = 4, DT_TANH = 5,
+  DT_SIGMOID = 6, DT_NEG = 7, DT_SQRT = 8, DT_POW = 9, DT_SCALE = 10, DT_ADD_SCALAR = 11
+};
+/* Element types (DTypeCode) and comparisons (CompareOp) of the bool and i32 kernels. */
+enum dt_dtype { DT_F32 = 0, DT_I32 = 1, DT_BOOL = 2 };
+enum dt_compare_op { DT_EQ = 0, DT_NE = 1, DT_LT = 2, DT_LE = 3, DT_GT = 4, DT_GE = 5 };
+/* dt_cross_entropy's reduction, as PyTorch's F.cross_entropy names it. */
+enum dt_reduction { DT_REDUCTION_NONE = 0, DT_REDUCTION_MEAN = 1, DT_REDUCTION_SUM = 2 };
+
+/* ---------------------------------------------------------------- errors.c */
 
 /* Set the thread-local error message and return `status`; used by the CHECK macro. */
 int dt_fail(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Copies the calling thread's last message into buf (len bytes); returns its full length. */
+int dt_last_error(char *buf, int64_t len);
 
 #define CHECK(cond, ...)                                                                           \
   do {                                                                                             \
@@ -20,8 +43,21 @@ int dt_fail(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3
 #define CHECK_PTR(p) CHECK((p) != NULL, "%s: argument '%s' is NULL", __func__, #p)
 #define CHECK_COUNT(n) CHECK((n) >= 0, "%s: count '%s' is negative (%lld)", __func__, #n, (long long)(n))
 
-/* Runs fn(ctx, i) for every task i in [0, tasks) on the thread pool (see parallel.c), the caller
- * included; returns when all are done. Threads claim tasks in order as they become free. */
+/* ---------------------------------------------------------------- alloc.c */
+
+/* NULL on failure, with the reason in dt_last_error. */
+void *dt_alloc(int64_t nbytes, int32_t zero);
+void dt_free(void *ptr);
+int64_t dt_allocated_bytes(void);
+int64_t dt_allocated_blocks(void);
+
+/* ---------------------------------------------------------------- parallel.c (CPU only) */
+
+void dt_set_num_threads(int32_t n);
+/* The pool's size, the calling thread included. */
+int32_t dt_get_num_threads(void);
+/* Runs fn(ctx, i) for every task i in [0, tasks) on the thread pool, the caller included; returns
+ * when all are done. Threads claim tasks in order as they become free. */
 typedef void (*dt_task_fn)(void *ctx, int64_t i);
 void dt_parallel(int64_t tasks, dt_task_fn fn, void *ctx);
 /* Elements per thread below which an elementwise pass runs whole on the caller: handing off
@@ -31,36 +67,159 @@ void dt_parallel(int64_t tasks, dt_task_fn fn, void *ctx);
  * min_chunk elements; a smaller n runs whole on the caller). */
 typedef void (*dt_range_fn)(void *ctx, int64_t begin, int64_t end);
 void dt_parallel_range(int64_t n, int64_t min_chunk, dt_range_fn fn, void *ctx);
-/* The pool's size, the calling thread included (dt_set_num_threads). */
-int32_t dt_get_num_threads(void);
 
-/* out[o, i] = scale * sum_a x[o, a, i] (reduce.c); also the bias gradient of dt_linear_backward. */
+/* ---------------------------------------------------------------- matmul.c */
+
+int dt_matmul(const float *a, const float *b, float *c, int64_t m, int64_t n, int64_t k,
+              int32_t trans_a, int32_t trans_b, int64_t lda, int64_t ldb, int64_t ldc, float alpha,
+              float beta);
+int dt_matmul_batched(const float *a, const float *b, float *c, int64_t batch, int64_t stride_a,
+                      int64_t stride_b, int64_t stride_c, int64_t m, int64_t n, int64_t k,
+                      int32_t trans_a, int32_t trans_b, float alpha, float beta);
+int dt_linear_forward(const float *x, const float *w, const float *bias, float *y, int64_t rows,
+                      int64_t in, int64_t out, int32_t w_trans, int64_t ldw);
+int dt_linear_backward(const float *gy, const float *x, const float *w, float *gx, float *gw,
+                       float *gbias, int64_t rows, int64_t in, int64_t out, int32_t w_trans,
+                       int64_t ldw);
+
+/* ---------------------------------------------------------------- elementwise.c */
+
+int dt_fill_f32(float *dst, int64_t n, float value);
+int dt_fill_i32(int32_t *dst, int64_t n, int32_t value);
+int dt_copy(void *dst, const void *src, int64_t nbytes);
+int dt_cast_i32_f32(const int32_t *src, float *dst, int64_t n);
+int dt_cast_f32_i32(const float *src, int32_t *dst, int64_t n);
+int dt_binary(int32_t op, const float *a, int64_t na, const float *b, int64_t nb, float *out,
+              int64_t n);
+int dt_binary_backward(int32_t op, const float *a, int64_t na, const float *b, int64_t nb,
+                       const float *gy, int64_t n, float *ga, float *gb);
+int dt_unary(int32_t op, const float *x, float *y, int64_t n, float p);
+int dt_unary_backward(int32_t op, const float *x, const float *y, const float *gy, float *gx,
+                      int64_t n, float p);
+int dt_axpy(float *y, const float *x, int64_t n, float alpha);
+
+/* ---------------------------------------------------------------- slice.c */
+
+int dt_copy_strided(const void *src, void *dst, int32_t ndim, const int64_t *shape,
+                    const int64_t *strides, int32_t elem_size);
+int dt_copy_to_strided(const void *src, void *dst, int32_t ndim, const int64_t *shape,
+                       const int64_t *strides, int32_t elem_size);
+
+/* ---------------------------------------------------------------- compare.c */
+
+int dt_compare(int32_t op, int32_t dtype, const void *a, int64_t na, const void *b, int64_t nb,
+               uint8_t *out, int64_t n);
+int dt_cast(const void *src, int32_t src_dtype, void *dst, int32_t dst_dtype, int64_t n);
+int dt_fill_u8(uint8_t *dst, int64_t n, int32_t value);
+int dt_sum_axis_int(const void *x, int32_t dtype, int32_t *out, int64_t outer, int64_t axis,
+                    int64_t inner);
+int dt_binary_i32(int32_t op, const int32_t *a, int64_t na, const int32_t *b, int64_t nb,
+                  int32_t *out, int64_t n);
+
+/* ---------------------------------------------------------------- order.c */
+
+int dt_clamp(const float *x, float *y, int64_t n, float lo, float hi);
+int dt_clamp_range(const float *x, float *y, int64_t n, float lo, float hi);
+int dt_clamp_backward(const float *x, const float *gy, float *gx, int64_t n, float lo, float hi);
+int dt_abs(const float *x, float *y, int64_t n);
+int dt_abs_backward(const float *x, const float *gy, float *gx, int64_t n);
+int dt_maximum(const float *a, const float *b, float *out, int64_t n, int32_t is_min);
+int dt_maximum_backward(const float *a, const float *b, const float *gy, float *ga, float *gb,
+                        int64_t n, int32_t is_min);
+int dt_max_rows(const float *x, float *values, int32_t *indices, int64_t rows, int64_t cols,
+                int32_t is_min);
+int dt_index_rows_backward(const float *gy, const int32_t *indices, float *gx, int64_t rows,
+                           int64_t cols);
+int dt_extreme_backward(const float *x, const float *value, const float *gy, float *gx, int64_t n);
+
+/* ---------------------------------------------------------------- reduce.c */
+
+/* out[o, i] = scale * sum_a x[o, a, i]; also the bias gradient of dt_linear_backward. */
 int dt_sum_axis(const float *x, float *out, int64_t outer, int64_t axis, int64_t inner, float scale);
+int dt_expand_axis(const float *gy, float *gx, int64_t outer, int64_t axis, int64_t inner,
+                   float scale);
+int dt_argmax_rows(const float *x, int32_t *out, int64_t rows, int64_t cols);
 
-/* Elementwise operations, shared by the forward and backward kernels. */
-enum dt_binary_op { DT_ADD = 0, DT_SUB = 1, DT_MUL = 2, DT_DIV = 3 };
-enum dt_unary_op {
-  DT_RELU = 0, DT_GELU_TANH = 1, DT_GELU_ERF = 2, DT_EXP = 3, DT_LOG = 4, DT_TANH = 5,
-  DT_SIGMOID = 6, DT_NEG = 7, DT_SQRT = 8, DT_POW = 9, DT_SCALE = 10, DT_ADD_SCALAR = 11
-};
+/* ---------------------------------------------------------------- indexing.c */
 
-/* Counter-based RNG (splitmix64 over seed and element index): the same seed and offset give the
- * same numbers whatever the thread count or call split, and on whichever device (the CUDA kernels
- * in csrc/cuda include these two functions, hence DT_HOSTDEV). */
-#ifdef __CUDACC__
-#define DT_HOSTDEV __host__ __device__
-#else
-#define DT_HOSTDEV
+int dt_gather(const void *x, const int64_t *xshape, const int32_t *index, const int64_t *ishape,
+              int32_t ndim, int32_t dim, void *out);
+int dt_scatter_add(const float *gy, const int64_t *xshape, const int32_t *index,
+                   const int64_t *ishape, int32_t ndim, int32_t dim, float *gx);
+int dt_index_select(const void *x, const int32_t *index, int64_t nindex, void *out, int64_t outer,
+                    int64_t axis, int64_t inner);
+int dt_index_add(const float *gy, const int32_t *index, int64_t nindex, float *gx, int64_t outer,
+                 int64_t axis, int64_t inner);
+int dt_copy_blocks(const void *src, void *dst, int64_t rows, int64_t row_bytes, int64_t src_stride,
+                   int64_t dst_stride);
+int dt_where(const uint8_t *cond, int64_t nc, const void *a, int64_t na, const void *b, int64_t nb,
+             void *out, int64_t n);
+int dt_where_backward(const uint8_t *cond, int64_t nc, const float *gy, float *ga, float *gb,
+                      int64_t n);
+int dt_tril(const void *x, void *out, int64_t batch, int64_t rows, int64_t cols, int64_t diagonal,
+            int32_t upper);
+
+/* ---------------------------------------------------------------- nn.c */
+
+int dt_softmax(const float *x, float *y, int64_t rows, int64_t cols, int32_t log);
+int dt_softmax_backward(const float *y, const float *gy, float *gx, int64_t rows, int64_t cols,
+                        int32_t log);
+int dt_mse(const float *a, const float *b, int64_t n, float *loss, float *ga);
+int dt_layernorm(const float *x, const float *w, const float *b, float *y, float *mean,
+                 float *rstd, int64_t rows, int64_t cols, float eps);
+int dt_layernorm_backward(const float *dy, const float *x, const float *w, const float *mean,
+                          const float *rstd, float *dx, float *dw, float *db, int64_t rows,
+                          int64_t cols);
+int dt_embedding(const float *weight, const int32_t *indices, float *y, int64_t n, int64_t num,
+                 int64_t dim);
+int dt_embedding_backward(const float *gy, const int32_t *indices, float *gweight, int64_t n,
+                          int64_t num, int64_t dim);
+int dt_dropout(const float *x, float *y, int64_t n, float p, uint64_t seed, uint64_t offset);
+
+/* ---------------------------------------------------------------- cross_entropy.c */
+
+int dt_cross_entropy(const float *logits, const int32_t *targets, int64_t rows, int64_t cols,
+                     int32_t ignore_index, float label_smoothing, int32_t reduction, float *loss,
+                     float *grad);
+int dt_cross_entropy_backward(const float *grad, const float *gy, float *gx, int64_t rows,
+                              int64_t cols, int32_t per_row);
+
+/* ---------------------------------------------------------------- attention.c */
+
+int dt_attention_forward(const float *q, const float *k, const float *v, const float *mask,
+                         float *out, float *lse, const int64_t *layout, int64_t bh, int64_t heads,
+                         int64_t tq, int64_t tk, int64_t d, int64_t dv, float scale,
+                         int32_t causal, float dropout_p, uint64_t seed, uint64_t offset);
+int dt_attention_backward(const float *q, const float *k, const float *v, const float *mask,
+                          const float *out, const float *lse, const float *gout, float *gq,
+                          float *gk, float *gv, const int64_t *layout, int64_t bh, int64_t heads,
+                          int64_t tq, int64_t tk, int64_t d, int64_t dv, float scale,
+                          int32_t causal, float dropout_p, uint64_t seed, uint64_t offset);
+
+/* ---------------------------------------------------------------- optim.c */
+
+int dt_sgd_step(float *param, const float *grad, float *momentum_buf, int64_t n, float lr,
+                float momentum, float dampening, int32_t nesterov, float weight_decay,
+                int32_t first);
+int dt_adamw_step(float *param, const float *grad, float *exp_avg, float *exp_avg_sq, int64_t n,
+                  float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step);
+
+/* ---------------------------------------------------------------- random.c */
+
+int dt_rand_uniform(float *dst, int64_t n, float lo, float hi, uint64_t seed, uint64_t offset);
+int dt_randn(float *dst, int64_t n, float mean, float std, uint64_t seed, uint64_t offset);
+
+/* ---------------------------------------------------------------- data.c */
+
+int dt_gather_u8_f32(const uint8_t *src, int64_t src_rows, const int32_t *indices, int64_t n,
+                     int64_t row_len, float scale, float shift, float *dst);
+int dt_gather_rows(const void *src, int64_t src_rows, const int32_t *indices, int64_t n,
+                   int64_t row_bytes, void *dst);
+int dt_gather_u8_i32(const uint8_t *src, int64_t src_len, const int32_t *indices, int64_t n,
+                     int32_t *dst);
+
+#ifdef __cplusplus
+}
 #endif
-static inline DT_HOSTDEV uint64_t dt_mix64(uint64_t z) {
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-/* A uniform float in [0, 1) from 24 random bits of the counter's hash. */
-static inline DT_HOSTDEV float dt_uniform01(uint64_t seed, uint64_t counter) {
-  return (float)(dt_mix64(seed ^ dt_mix64(counter)) >> 40) * (1.0f / 16777216.0f);
-}
 
 #endif

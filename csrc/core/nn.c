@@ -8,6 +8,7 @@
 #include "dtrain.h"
 #include "fast_exp.h"
 #include "rows.h"
+#include "scalar_math.h"
 
 /* ---------------------------------------------------------------- softmax */
 
@@ -253,6 +254,6 @@ int dt_dropout(const float *x, float *y, int64_t n, float p, uint64_t seed, uint
   CHECK_PTR(x); CHECK_PTR(y); CHECK_COUNT(n);
   CHECK(p >= 0.0f && p < 1.0f, "dropout: probability %g is outside [0, 1)", (double)p);
   float scale = 1.0f / (1.0f - p);
-  for (int64_t i = 0; i < n; i++) y[i] = dt_uniform01(seed, offset + (uint64_t)i) >= p ? x[i] * scale : 0.0f;
+  for (int64_t i = 0; i < n; i++) y[i] = dt_dropout_keeps(seed, offset + (uint64_t)i, p) ? x[i] * scale : 0.0f;
   return DT_OK;
 }

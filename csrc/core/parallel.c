@@ -2,7 +2,7 @@
  * thread and the pool's workers run at once, like ATen's parallel_for.
  *
  * [Note: one pool, single-threaded BLAS]
- * dtrain splits its products itself (blas.c) and runs OpenBLAS with one thread inside each task.
+ * dtrain splits its products itself (matmul.c) and runs OpenBLAS with one thread inside each task.
  * The products of a training step are small (64 rows); OpenBLAS's own threading splits each one
  * with a hand-off per call, while here the two products of a linear layer's backward run whole on
  * two threads and forward products split by output columns, and the same pool also splits the

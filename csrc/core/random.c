@@ -1,7 +1,6 @@
-/* Seeded initialisation from the counter-based RNG in dtrain.h. */
-#include <math.h>
-
+/* Seeded initialisation from the counter-based RNG in scalar_math.h. */
 #include "dtrain.h"
+#include "scalar_math.h"
 
 /* dst[i] = lo + (hi - lo) * U(seed, offset + i). */
 int dt_rand_uniform(float *dst, int64_t n, float lo, float hi, uint64_t seed, uint64_t offset) {
@@ -14,10 +13,6 @@ int dt_rand_uniform(float *dst, int64_t n, float lo, float hi, uint64_t seed, ui
 /* dst[i] = mean + std * N(0, 1), by Box-Muller over the counters offset + 2i and offset + 2i + 1. */
 int dt_randn(float *dst, int64_t n, float mean, float std, uint64_t seed, uint64_t offset) {
   CHECK_PTR(dst); CHECK_COUNT(n);
-  for (int64_t i = 0; i < n; i++) {
-    uint64_t c = offset + 2 * (uint64_t)i;
-    float u1 = 1.0f - dt_uniform01(seed, c), u2 = dt_uniform01(seed, c + 1);
-    dst[i] = mean + std * sqrtf(-2.0f * logf(u1)) * cosf(6.283185307179586f * u2);
-  }
+  for (int64_t i = 0; i < n; i++) dst[i] = dt_normal(seed, offset + 2 * (uint64_t)i, mean, std);
   return DT_OK;
 }

@@ -38,7 +38,7 @@ __device__ __forceinline__ float bias_of(const attn_t &a, int64_t b, int64_t i, 
 __device__ __forceinline__ float keep_of(const attn_t &a, int64_t b, int64_t i, int64_t j) {
   if (a.dropout_p <= 0.0f) return 1.0f;
   uint64_t counter = a.offset + (uint64_t)((b * a.tq + i) * a.tk + j);
-  return dt_uniform01(a.seed, counter) >= a.dropout_p ? 1.0f / (1.0f - a.dropout_p) : 0.0f;
+  return dt_dropout_keeps(a.seed, counter, a.dropout_p) ? 1.0f / (1.0f - a.dropout_p) : 0.0f;
 }
 
 /* One block per query row of heads [b0, b0 + gridDim.x / tq): scores become dropped-out

@@ -1,10 +1,8 @@
-/* Elementwise kernels with csrc/core/elementwise.c's prototypes and arithmetic: fills, strided
- * copy, casts, binary and unary maps and their backwards, axpy. One thread per element over a
- * grid-stride loop. */
+/* Elementwise kernels with csrc/core/elementwise.c's prototypes and arithmetic (the per-element
+ * math is csrc/core/scalar_math.h's): fills, copies, casts, binary and unary maps and their
+ * backwards, axpy. One thread per element over a grid-stride loop. */
 #include "internal.cuh"
-
-extern "C" int dt_sum_axis(const float *x, float *out, int64_t outer, int64_t axis, int64_t inner,
-                           float scale);
+#include "../core/broadcast.h"
 
 template <typename T>
 __global__ void fill_kernel(T *dst, int64_t n, T value) {
@@ -25,45 +23,11 @@ DT_EXPORT int dt_fill_i32(int32_t *dst, int64_t n, int32_t value) {
   return DT_OK;
 }
 
-/* Shape and strides travel by value in the launch (8 dimensions at most, as on the CPU). */
-struct strided_t {
-  int64_t shape[8], strides[8];
-  int32_t ndim;
-};
-
-template <typename T>
-__global__ void copy_strided_kernel(const T *src, T *dst, strided_t s, int64_t total) {
-  GRID_LOOP(i, total) {
-    int64_t rest = i, offset = 0;
-    for (int d = s.ndim - 1; d >= 0; d--) {
-      offset += (rest % s.shape[d]) * s.strides[d];
-      rest /= s.shape[d];
-    }
-    dst[i] = src[offset];
-  }
-}
-
-/* shape and strides are host memory (as in csrc/core), src and dst device memory; 4-byte
- * elements, or 1-byte ones (bool). */
-DT_EXPORT int dt_copy_strided(const void *src, void *dst, int32_t ndim, const int64_t *shape,
-                              const int64_t *strides, int32_t elem_size) {
-  CHECK_PTR(src); CHECK_PTR(dst); CHECK_PTR(shape); CHECK_PTR(strides);
-  CHECK(ndim >= 0 && ndim <= 8, "dt_copy_strided: %d dimensions (at most 8)", ndim);
-  CHECK(elem_size == 4 || elem_size == 1, "dt_copy_strided: element size %d (only 4 or 1)", elem_size);
-  strided_t s = {};
-  s.ndim = ndim;
-  int64_t total = 1;
-  for (int d = 0; d < ndim; d++) {
-    CHECK(shape[d] >= 0, "dt_copy_strided: negative dim");
-    s.shape[d] = shape[d];
-    s.strides[d] = strides[d];
-    total *= shape[d];
-  }
+/* Within the device, ordered on the compute stream. */
+DT_EXPORT int dt_copy(void *dst, const void *src, int64_t nbytes) {
+  CHECK_PTR(dst); CHECK_PTR(src); CHECK_COUNT(nbytes);
   CURRENT(dev);
-  if (total > 0 && elem_size == 4)
-    LAUNCH(dev, total, copy_strided_kernel<int32_t>, (const int32_t *)src, (int32_t *)dst, s, total);
-  else if (total > 0)
-    LAUNCH(dev, total, copy_strided_kernel<uint8_t>, (const uint8_t *)src, (uint8_t *)dst, s, total);
+  cudaCheck(cudaMemcpyAsync(dst, src, (size_t)nbytes, cudaMemcpyDeviceToDevice, dev->compute));
   return DT_OK;
 }
 
@@ -95,33 +59,16 @@ DT_EXPORT int dt_cast_f32_i32(const float *src, int32_t *dst, int64_t n) {
 
 /* ---------------------------------------------------------------- binary ops */
 
-static int check_broadcast(const char *fn, int64_t na, int64_t nb, int64_t n) {
-  CHECK(na >= 0 && nb >= 0 && n >= 0, "%s: negative size", fn);
-  CHECK((na == n || (na > 0 && n % na == 0 && nb == n)) && (nb == n || (nb > 0 && n % nb == 0 && na == n)),
-        "%s: operands of %lld and %lld elements do not broadcast to %lld", fn, (long long)na,
-        (long long)nb, (long long)n);
-  return DT_OK;
-}
-
-__device__ __forceinline__ float apply_binary(int op, float x, float y) {
-  switch (op) {
-    case DT_ADD: return x + y;
-    case DT_SUB: return x - y;
-    case DT_MUL: return x * y;
-    default: return x / y;
-  }
-}
-
 __global__ void binary_kernel(int op, const float *a, int64_t na, const float *b, int64_t nb,
                               float *out, int64_t n) {
-  GRID_LOOP(i, n) out[i] = apply_binary(op, a[na == n ? i : i % na], b[nb == n ? i : i % nb]);
+  GRID_LOOP(i, n) out[i] = dt_binary_apply(op, a[na == n ? i : i % na], b[nb == n ? i : i % nb]);
 }
 
 DT_EXPORT int dt_binary(int32_t op, const float *a, int64_t na, const float *b, int64_t nb,
                         float *out, int64_t n) {
   CHECK_PTR(a); CHECK_PTR(b); CHECK_PTR(out);
   CHECK(op >= DT_ADD && op <= DT_DIV, "dt_binary: unknown op %d", op);
-  int st = check_broadcast("dt_binary", na, nb, n);
+  int st = dt_check_broadcast("dt_binary", na, nb, n);
   if (st) return st;
   CURRENT(dev);
   if (n > 0) LAUNCH(dev, n, binary_kernel, op, a, na, b, nb, out, n);
@@ -132,11 +79,9 @@ DT_EXPORT int dt_binary(int32_t op, const float *a, int64_t na, const float *b, 
 __global__ void binary_grad_kernel(int op, int which, const float *a, int64_t na, const float *b,
                                    int64_t nb, const float *gy, float *g, int64_t n) {
   GRID_LOOP(i, n) {
-    float x = a[na == n ? i : i % na], y = b[nb == n ? i : i % nb], gi = gy[i];
-    float d;
-    if (which == 0) d = op == DT_MUL ? gi * y : op == DT_DIV ? gi / y : gi;
-    else d = op == DT_ADD ? gi : op == DT_SUB ? -gi : op == DT_MUL ? gi * x : -gi * x / (y * y);
-    g[i] = d;
+    float dx, dy;
+    dt_binary_grads(op, a[na == n ? i : i % na], b[nb == n ? i : i % nb], gy[i], &dx, &dy);
+    g[i] = which == 0 ? dx : dy;
   }
 }
 
@@ -165,7 +110,7 @@ DT_EXPORT int dt_binary_backward(int32_t op, const float *a, int64_t na, const f
                                  int64_t nb, const float *gy, int64_t n, float *ga, float *gb) {
   CHECK_PTR(a); CHECK_PTR(b); CHECK_PTR(gy);
   CHECK(op >= DT_ADD && op <= DT_DIV, "dt_binary_backward: unknown op %d", op);
-  int st = check_broadcast("dt_binary_backward", na, nb, n);
+  int st = dt_check_broadcast("dt_binary_backward", na, nb, n);
   if (st) return st;
   CURRENT(dev);
   if (n == 0) return DT_OK;
@@ -176,56 +121,13 @@ DT_EXPORT int dt_binary_backward(int32_t op, const float *a, int64_t na, const f
 
 /* ---------------------------------------------------------------- unary ops */
 
-#define SQRT_2_OVER_PI 0.7978845608028654f
-#define GELU_COEF 0.044715f
-#define INV_SQRT_2 0.7071067811865476f
-#define INV_SQRT_2PI 0.3989422804014327f
-
-__device__ __forceinline__ float apply_unary(int op, float x, float p) {
-  switch (op) {
-    case DT_RELU: return x > 0.0f ? x : 0.0f;
-    case DT_GELU_TANH: return 0.5f * x * (1.0f + tanhf(SQRT_2_OVER_PI * (x + GELU_COEF * x * x * x)));
-    case DT_GELU_ERF: return 0.5f * x * (1.0f + erff(x * INV_SQRT_2));
-    case DT_EXP: return expf(x);
-    case DT_LOG: return logf(x);
-    case DT_TANH: return tanhf(x);
-    case DT_SIGMOID: return 1.0f / (1.0f + expf(-x));
-    case DT_NEG: return -x;
-    case DT_SQRT: return sqrtf(x);
-    case DT_POW: return powf(x, p);
-    case DT_SCALE: return x * p;
-    default: return x + p;
-  }
-}
-
-__device__ __forceinline__ float unary_derivative(int op, float x, float y, float p) {
-  switch (op) {
-    case DT_RELU: return x > 0.0f ? 1.0f : 0.0f;
-    case DT_GELU_TANH: {
-      float t = tanhf(SQRT_2_OVER_PI * (x + GELU_COEF * x * x * x));
-      return 0.5f * (1.0f + t) +
-             0.5f * x * (1.0f - t * t) * SQRT_2_OVER_PI * (1.0f + 3.0f * GELU_COEF * x * x);
-    }
-    case DT_GELU_ERF: return 0.5f * (1.0f + erff(x * INV_SQRT_2)) + x * INV_SQRT_2PI * expf(-0.5f * x * x);
-    case DT_EXP: return y;
-    case DT_LOG: return 1.0f / x;
-    case DT_TANH: return 1.0f - y * y;
-    case DT_SIGMOID: return y * (1.0f - y);
-    case DT_NEG: return -1.0f;
-    case DT_SQRT: return 0.5f / y;
-    case DT_POW: return p == 0.0f ? 0.0f : p * powf(x, p - 1.0f);
-    case DT_SCALE: return p;
-    default: return 1.0f;
-  }
-}
-
 __global__ void unary_kernel(int op, const float *x, float *y, int64_t n, float p) {
-  GRID_LOOP(i, n) y[i] = apply_unary(op, x[i], p);
+  GRID_LOOP(i, n) y[i] = dt_unary_apply(op, x[i], p);
 }
 
 __global__ void unary_backward_kernel(int op, const float *x, const float *y, const float *gy,
                                       float *gx, int64_t n, float p) {
-  GRID_LOOP(i, n) gx[i] = gy[i] * unary_derivative(op, x ? x[i] : 0.0f, y ? y[i] : 0.0f, p);
+  GRID_LOOP(i, n) gx[i] = gy[i] * dt_unary_derivative(op, x ? x[i] : 0.0f, y ? y[i] : 0.0f, p);
 }
 
 DT_EXPORT int dt_unary(int32_t op, const float *x, float *y, int64_t n, float p) {
@@ -240,10 +142,8 @@ DT_EXPORT int dt_unary_backward(int32_t op, const float *x, const float *y, cons
                                 float *gx, int64_t n, float p) {
   CHECK_PTR(gy); CHECK_PTR(gx); CHECK_COUNT(n);
   CHECK(op >= DT_RELU && op <= DT_ADD_SCALAR, "dt_unary_backward: unknown op %d", op);
-  int needs_y = op == DT_EXP || op == DT_TANH || op == DT_SIGMOID || op == DT_SQRT;
-  int needs_x = op == DT_RELU || op == DT_GELU_TANH || op == DT_GELU_ERF || op == DT_LOG || op == DT_POW;
-  CHECK(!needs_y || y != NULL, "dt_unary_backward: op %d needs the output y", op);
-  CHECK(!needs_x || x != NULL, "dt_unary_backward: op %d needs the input x", op);
+  CHECK(!dt_unary_needs_y(op) || y != NULL, "dt_unary_backward: op %d needs the output y", op);
+  CHECK(!dt_unary_needs_x(op) || x != NULL, "dt_unary_backward: op %d needs the input x", op);
   CURRENT(dev);
   if (n > 0) LAUNCH(dev, n, unary_backward_kernel, op, x, y, gy, gx, n, p);
   return DT_OK;

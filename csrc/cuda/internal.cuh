@@ -1,15 +1,16 @@
-/* What every file of libdtrain_cuda shares: libdtrain's ABI (status codes, CHECK macros, the
- * counter RNG), the per-device state, the checker macros that carry file and line, and the launch
- * helpers. Kernels take the prototypes of csrc/core and run on the current device's compute
- * stream (dt_cuda_use_device picks the device for the calling thread). */
+/* What every file of libdtrain_cuda shares: libdtrain's interface (csrc/core/dtrain.h: the
+ * prototypes every kernel here is checked against, status codes, CHECK macros) and per-element
+ * math (csrc/core/scalar_math.h), the per-device state, the checker macros that carry file and
+ * line, and the launch helpers. Each kernel family lives in the file named as csrc/core's and runs
+ * on the current device's compute stream (dt_cuda_use_device picks the device for the calling
+ * thread). */
 #pragma once
 
 #include <cuda_runtime.h>
 #include <stdint.h>
 
-extern "C" {
 #include "../core/dtrain.h"
-}
+#include "../core/scalar_math.h"
 
 #define DT_EXPORT extern "C"
 
@@ -27,6 +28,9 @@ extern "C" {
 
 /* After a launch: a bad configuration shows at once, not at the next synchronisation. */
 #define LAUNCH_CHECK() cudaCheck(cudaGetLastError())
+
+/* Row kernels run one block per row: at most this many rows a launch. */
+#define ROWS_MAX 0x7fffffffLL
 
 #define MAX_DEVICES 64
 #define THREADS 256
@@ -136,7 +140,7 @@ __device__ __forceinline__ float block_max(float v, float *shared) {
 }
 
 /* batch products c_i = alpha * op(a_i) @ op(b_i) + beta * c_i (row-major, `s*` elements apart) on
- * the device's stream, in the process's matmul precision (blas.cu, [Note: matmul precision]). */
+ * the device's stream, in the process's matmul precision (matmul.cu, [Note: matmul precision]). */
 int dt_cuda_gemm(dt_cuda_device *dev, int32_t ta, int32_t tb, int64_t m, int64_t n, int64_t k,
                  float alpha, const float *a, int64_t lda, int64_t sa, const float *b, int64_t ldb,
                  int64_t sb, float beta, float *c, int64_t ldc, int64_t sc, int64_t batch);

@@ -1,6 +1,5 @@
-/* Fused optimizer updates (csrc/core/optim.c's rules, PyTorch's single-tensor SGD and AdamW) and
- * the seeded initialisers (csrc/core/random.c: the same counter RNG, so a model initialised on
- * cuda holds the numbers it would on cpu). */
+/* Fused optimizer updates with csrc/core/optim.c's prototypes and rules (PyTorch's single-tensor
+ * SGD and AdamW). */
 #include "internal.cuh"
 
 __global__ void sgd_kernel(float *param, const float *grad, float *momentum_buf, int64_t n,
@@ -55,38 +54,5 @@ DT_EXPORT int dt_adamw_step(float *param, const float *grad, float *exp_avg, flo
   if (n > 0)
     LAUNCH(dev, n, adamw_kernel, param, grad, exp_avg, exp_avg_sq, n, beta1, beta2, eps,
            lr / bias_correction1, 1.0f - lr * weight_decay, bias_correction2_sqrt);
-  return DT_OK;
-}
-
-/* ---------------------------------------------------------------- initialisers */
-
-__global__ void uniform_kernel(float *dst, int64_t n, float lo, float hi, uint64_t seed,
-                               uint64_t offset) {
-  GRID_LOOP(i, n) dst[i] = lo + (hi - lo) * dt_uniform01(seed, offset + (uint64_t)i);
-}
-
-__global__ void randn_kernel(float *dst, int64_t n, float mean, float std, uint64_t seed,
-                             uint64_t offset) {
-  GRID_LOOP(i, n) {
-    uint64_t c = offset + 2 * (uint64_t)i;
-    float u1 = 1.0f - dt_uniform01(seed, c), u2 = dt_uniform01(seed, c + 1);
-    dst[i] = mean + std * sqrtf(-2.0f * logf(u1)) * cosf(6.283185307179586f * u2);
-  }
-}
-
-DT_EXPORT int dt_rand_uniform(float *dst, int64_t n, float lo, float hi, uint64_t seed,
-                              uint64_t offset) {
-  CHECK_PTR(dst); CHECK_COUNT(n);
-  CHECK(lo <= hi, "rand: low %g is above high %g", (double)lo, (double)hi);
-  CURRENT(dev);
-  if (n > 0) LAUNCH(dev, n, uniform_kernel, dst, n, lo, hi, seed, offset);
-  return DT_OK;
-}
-
-DT_EXPORT int dt_randn(float *dst, int64_t n, float mean, float std, uint64_t seed,
-                       uint64_t offset) {
-  CHECK_PTR(dst); CHECK_COUNT(n);
-  CURRENT(dev);
-  if (n > 0) LAUNCH(dev, n, randn_kernel, dst, n, mean, std, seed, offset);
   return DT_OK;
 }

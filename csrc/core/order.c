@@ -16,6 +16,17 @@ int dt_clamp(const float *x, float *y, int64_t n, float lo, float hi) {
   return DT_OK;
 }
 
+/* y = min(max(x, lo), hi) as dt_clamp, except that NaN stays NaN: the clamp `clamp_` runs in
+ * place. */
+int dt_clamp_range(const float *x, float *y, int64_t n, float lo, float hi) {
+  CHECK_PTR(x); CHECK_PTR(y); CHECK_COUNT(n);
+  for (int64_t i = 0; i < n; i++) {
+    float v = x[i];
+    y[i] = v < lo ? lo : v > hi ? hi : v;
+  }
+  return DT_OK;
+}
+
 /* gx = gy where lo <= x <= hi (both ends included, like PyTorch), else 0. */
 int dt_clamp_backward(const float *x, const float *gy, float *gx, int64_t n, float lo, float hi) {
   CHECK_PTR(x); CHECK_PTR(gy); CHECK_PTR(gx); CHECK_COUNT(n);

@@ -168,10 +168,6 @@ DT_EXPORT int dt_linear_forward(const float *x, const float *w, const float *bia
                       bias ? 1.0f : 0.0f, y, ld_out, 0, 1);
 }
 
-/* Same prototype as csrc/core's: out[o, i] = scale * sum_a x[o, a, i] (reduce.cu). */
-extern "C" int dt_sum_axis(const float *x, float *out, int64_t outer, int64_t axis, int64_t inner,
-                           float scale);
-
 DT_EXPORT int dt_linear_backward(const float *gy, const float *x, const float *w, float *gx,
                                  float *gw, float *gbias, int64_t rows, int64_t in, int64_t out,
                                  int32_t w_trans, int64_t ldw) {

@@ -1,0 +1,146 @@
+/* The per-element math that the CPU kernels (csrc/core) and the CUDA kernels (csrc/cuda) share,
+ * written once so that both devices compute the same thing: the counter RNG, the unary and binary
+ * ops with their derivatives, and which ops' backwards read the input x or the output y. Under
+ * nvcc every function here is __host__ __device__; in C it is static inline, and the compiler
+ * folds a constant op into the caller's loop and vectorises it. */
+#ifndef DTRAIN_SCALAR_MATH_H
+#define DTRAIN_SCALAR_MATH_H
+
+#include <math.h>
+#include <stdint.h>
+
+#include "dtrain.h"
+
+#ifdef __CUDACC__
+#define DT_HOSTDEV static __forceinline__ __host__ __device__
+#else
+#define DT_HOSTDEV static inline
+#endif
+
+/* ---------------------------------------------------------------- counter RNG */
+
+/* splitmix64 over seed and element index: the same seed and offset give the same numbers whatever
+ * the thread count or call split, and on whichever device. */
+DT_HOSTDEV uint64_t dt_mix64(uint64_t z) {
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+/* A uniform float in [0, 1) from 24 random bits of the counter's hash. */
+DT_HOSTDEV float dt_uniform01(uint64_t seed, uint64_t counter) {
+  return (float)(dt_mix64(seed ^ dt_mix64(counter)) >> 40) * (1.0f / 16777216.0f);
+}
+/* A normal(mean, std) number by Box-Muller over the counters c and c + 1 (dt_randn takes two). */
+DT_HOSTDEV float dt_normal(uint64_t seed, uint64_t c, float mean, float std) {
+  float u1 = 1.0f - dt_uniform01(seed, c), u2 = dt_uniform01(seed, c + 1);
+  return mean + std * sqrtf(-2.0f * logf(u1)) * cosf(6.283185307179586f * u2);
+}
+/* Whether dropout with probability p keeps the element at `counter` (dt_dropout, attention). */
+DT_HOSTDEV int dt_dropout_keeps(uint64_t seed, uint64_t counter, float p) {
+  return dt_uniform01(seed, counter) >= p;
+}
+
+/* ---------------------------------------------------------------- erf and exp */
+
+/* erf and the exp of a non-positive argument, the two functions GELU needs. The CPU uses
+ * fast_exp.h's polynomials, which vectorise; the device uses CUDA's own, as fast there. */
+#ifdef __CUDACC__
+DT_HOSTDEV float dt_erff(float x) { return erff(x); }
+DT_HOSTDEV float dt_exp_nonpos(float x) { return expf(x); }
+/* erf(a) for a >= 0; the CPU's version reuses e = exp(-a * a), the device's needs no help. */
+DT_HOSTDEV float dt_erf_nonneg(float a, float e) {
+  (void)e;
+  return erff(a);
+}
+#else
+#include "fast_exp.h"
+#endif
+
+/* ---------------------------------------------------------------- binary ops */
+
+/* a op b at one element (enum dt_binary_op). */
+DT_HOSTDEV float dt_binary_apply(int op, float x, float y) {
+  switch (op) {
+    case DT_ADD: return x + y;
+    case DT_SUB: return x - y;
+    case DT_MUL: return x * y;
+    default: return x / y;
+  }
+}
+
+/* d(x op y)/dx * g and d(x op y)/dy * g at one element. */
+DT_HOSTDEV void dt_binary_grads(int op, float x, float y, float g, float *dx, float *dy) {
+  switch (op) {
+    case DT_ADD: *dx = g; *dy = g; break;
+    case DT_SUB: *dx = g; *dy = -g; break;
+    case DT_MUL: *dx = g * y; *dy = g * x; break;
+    default: *dx = g / y; *dy = -g * x / (y * y); break;
+  }
+}
+
+/* ---------------------------------------------------------------- unary ops */
+
+#define DT_SQRT_2_OVER_PI 0.7978845608028654f
+#define DT_GELU_COEF 0.044715f
+#define DT_INV_SQRT_2 0.7071067811865476f
+#define DT_INV_SQRT_2PI 0.3989422804014327f
+
+/* f(x) at one element (enum dt_unary_op); p is the exponent of DT_POW, the factor of DT_SCALE and
+ * the addend of DT_ADD_SCALAR. */
+DT_HOSTDEV float dt_unary_apply(int op, float x, float p) {
+  switch (op) {
+    case DT_RELU: return x > 0.0f ? x : 0.0f;
+    case DT_GELU_TANH:
+      return 0.5f * x * (1.0f + tanhf(DT_SQRT_2_OVER_PI * (x + DT_GELU_COEF * x * x * x)));
+    case DT_GELU_ERF: return 0.5f * x * (1.0f + dt_erff(x * DT_INV_SQRT_2));
+    case DT_EXP: return expf(x);
+    case DT_LOG: return logf(x);
+    case DT_TANH: return tanhf(x);
+    case DT_SIGMOID: return 1.0f / (1.0f + expf(-x));
+    case DT_NEG: return -x;
+    case DT_SQRT: return sqrtf(x);
+    case DT_POW: return powf(x, p);
+    case DT_SCALE: return x * p;
+    default: return x + p;
+  }
+}
+
+/* Whether f'(x) reads the output y, and whether it reads the input x (dt_unary_backward takes
+ * NULL for the one it does not need). */
+DT_HOSTDEV int dt_unary_needs_y(int op) {
+  return op == DT_EXP || op == DT_TANH || op == DT_SIGMOID || op == DT_SQRT;
+}
+DT_HOSTDEV int dt_unary_needs_x(int op) {
+  return op == DT_RELU || op == DT_GELU_TANH || op == DT_GELU_ERF || op == DT_LOG || op == DT_POW;
+}
+
+/* f'(x), from the input x or the output y (whichever is cheaper). */
+DT_HOSTDEV float dt_unary_derivative(int op, float x, float y, float p) {
+  switch (op) {
+    case DT_RELU: return x > 0.0f ? 1.0f : 0.0f;
+    case DT_GELU_TANH: {
+      float inner = DT_SQRT_2_OVER_PI * (x + DT_GELU_COEF * x * x * x);
+      float t = tanhf(inner);
+      return 0.5f * (1.0f + t) +
+             0.5f * x * (1.0f - t * t) * DT_SQRT_2_OVER_PI * (1.0f + 3.0f * DT_GELU_COEF * x * x);
+    }
+    case DT_GELU_ERF: {
+      /* exp(-x^2 / 2) is both erf's exp at x / sqrt(2) and the normal density's. */
+      float a = (x < 0.0f ? -x : x) * DT_INV_SQRT_2, e = dt_exp_nonpos(-a * a);
+      float erf = dt_erf_nonneg(a, e);
+      return 0.5f * (1.0f + (x < 0.0f ? -erf : erf)) + x * DT_INV_SQRT_2PI * e;
+    }
+    case DT_EXP: return y;
+    case DT_LOG: return 1.0f / x;
+    case DT_TANH: return 1.0f - y * y;
+    case DT_SIGMOID: return y * (1.0f - y);
+    case DT_NEG: return -1.0f;
+    case DT_SQRT: return 0.5f / y;
+    case DT_POW: return p == 0.0f ? 0.0f : p * powf(x, p - 1.0f);
+    case DT_SCALE: return p;
+    default: return 1.0f;
+  }
+}
+
+#endif
