@@ -28,7 +28,7 @@ export const attentionSymbols = {
 
 const symbols = {
   ...withoutThreadPool(dtrainSymbols),
-  // runtime.cu
+  // runtime.cu (and alloc.cu: dt_cuda_allocated_bytes_on)
   dt_cuda_device_count: { parameters: ["buffer"], result: "i32" }, // int dt_cuda_device_count(int32_t *count)
   dt_cuda_device_name: { parameters: ["i32", "buffer", "i64"], result: "i32" }, // (int32_t index, char *buf, int64_t len)
   dt_cuda_use_device: { parameters: ["i32"], result: "i32" }, // int dt_cuda_use_device(int32_t index)
@@ -40,7 +40,7 @@ const symbols = {
   // pinned.cu: the DataLoader's pinMemory path
   dt_cuda_copy_in_pinned: { parameters: ["i32", "buffer", "buffer", "buffer"], result: "i32" }, // (int32_t n, void *const *dsts, const void *const *host_srcs, const int64_t *nbytes)
   dt_cuda_pinned_bytes: { parameters: ["i32"], result: "i64" }, // int64_t dt_cuda_pinned_bytes(int32_t index)
-  // blas.cu, libs.cu
+  // matmul.cu, libs.cu
   dt_cuda_set_matmul_precision: { parameters: ["i32"], result: "i32" }, // int dt_cuda_set_matmul_precision(int32_t mode)
   dt_cuda_get_matmul_precision: { parameters: [], result: "i32" }, // int32_t dt_cuda_get_matmul_precision(void)
   dt_cuda_library_available: { parameters: ["i32"], result: "i32" }, // int dt_cuda_library_available(int32_t which)
@@ -118,7 +118,7 @@ export const CudaStatus = {
   EDEVICE: 4,
 } as const;
 
-/** The precision of matrix products (csrc/cuda/blas.cu, [Note: matmul precision]). */
+/** The precision of matrix products (csrc/cuda/matmul.cu, [Note: matmul precision]). */
 export const MatmulPrecision = { f32: 0, tf32: 1, bf16: 2 } as const;
 
 /** The optional libraries `dt_cuda_library_available` asks about. */

@@ -7,7 +7,7 @@
  * dtrain keeps every tensor in f32 (the master weights, activations and gradients). A bf16
  * `paramDtype` makes the GPU's matrix products and attention compute with their operands rounded
  * to bf16 and f32 accumulation (`cuda.setMatmulPrecision("medium")`, see [Note: matmul
- * precision] in csrc/cuda/blas.cu): the numerics of FSDP's bf16 unsharded parameters for those
+ * precision] in csrc/cuda/matmul.cu): the numerics of FSDP's bf16 unsharded parameters for those
  * ops, while elementwise ops, norms and the loss stay f32. Gradients are reduced in f32 (the only
  * `reduceDtype` offered): a bf16 all-reduce would halve the traffic at a cost in accuracy that
  * dtrain does not take yet.

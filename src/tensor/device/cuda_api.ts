@@ -94,7 +94,7 @@ const PRECISIONS: Record<MatmulPrecisionName, number> = {
  * Sets the precision of matrix products and attention on every GPU: `"highest"` (f32, the
  * default), `"high"` (TF32 tensor cores) or `"medium"` (operands rounded to bf16, f32
  * accumulation and result: mixed precision with f32 master weights and gradients). See
- * [Note: matmul precision] in csrc/cuda/blas.cu.
+ * [Note: matmul precision] in csrc/cuda/matmul.cu.
  *
  * @param precision The precision.
  * @throws RangeError for another name; Error when CUDA is unavailable.

@@ -1,6 +1,6 @@
 /**
  * Order-based ops: `clamp`, `abs`, elementwise `maximum`/`minimum` (broadcasting), and `max`/`min`
- * over everything or over one dimension with the indices, on the kernels of csrc/core/minmax.c.
+ * over everything or over one dimension with the indices, on the kernels of csrc/core/order.c.
  * @module
  */
 
