@@ -5,12 +5,14 @@
  */
 
 import { existsSync } from "node:fs";
+import { join } from "node:path";
 import { removeStaleTemporaries } from "../checkpoint/mod.ts";
 import { barrier } from "../dist/mod.ts";
 import type { Module } from "../nn/module.ts";
 import type { Optimizer } from "../optim/optimizer.ts";
 import { stateChecksum } from "./_stats.ts";
-import { loadSnapshot, saveSnapshot, type SnapshotInfo } from "./snapshot.ts";
+import { checkFiniteBeforeSave } from "./_finite.ts";
+import { checkSamplerFits, loadSnapshot, saveSnapshot, type SnapshotInfo } from "./snapshot.ts";
 import {
   checkSnapshotKind,
   hasShardedSnapshot,
@@ -27,32 +29,50 @@ export interface SnapshotPlace {
   worldSize: number;
 }
 
+/** The file that holds a snapshot's progress: DDP's one file, or a sharded folder's index. */
+export function progressFile(path: string, strategy: Strategy): string {
+  return strategy === "fsdp" ? join(path, "index.json") : path;
+}
+
 /**
  * Loads the snapshot at `place.path` into `model` and `optimizer` if there is one, and returns its
  * progress with a checksum of what was loaded (the model's, or the sharded index's), or null.
- * @throws CheckpointError for a snapshot of the other strategy, or one that does not fit.
+ *
+ * @param samples The training samples of one epoch, which the sampler's position must be within.
+ * @throws CheckpointError for a snapshot of the other strategy, one that does not fit, or one whose
+ *   sampler state lies outside the data.
  */
 export function resumeSnapshot(
   place: SnapshotPlace,
   model: Module,
   optimizer: Optimizer<{ lr: number }>,
+  samples: number,
 ): (SnapshotInfo & { checksum: number }) | null {
   const { path, strategy, rank } = place;
   checkSnapshotKind(path, strategy);
+  let loaded: (SnapshotInfo & { checksum: number }) | null = null;
   if (strategy === "fsdp") {
     // A sharded save clears a killed one's leftovers itself.
-    if (!hasShardedSnapshot(path)) return null;
-    const { fingerprint, ...info } = loadShardedSnapshot(path, model, optimizer);
-    return { ...info, checksum: fingerprint };
+    if (hasShardedSnapshot(path)) {
+      const { fingerprint, ...info } = loadShardedSnapshot(path, model, optimizer);
+      loaded = { ...info, checksum: fingerprint };
+    }
+  } else {
+    // A job owns its snapshot path: what a killed predecessor left half-written goes.
+    if (rank === 0) removeStaleTemporaries(path);
+    if (existsSync(path)) {
+      const info = loadSnapshot(path, model, optimizer);
+      loaded = { ...info, checksum: stateChecksum(model) };
+    }
   }
-  // A job owns its snapshot path: what a killed predecessor left half-written goes.
-  if (rank === 0) removeStaleTemporaries(path);
-  if (!existsSync(path)) return null;
-  const info = loadSnapshot(path, model, optimizer);
-  return { ...info, checksum: stateChecksum(model) };
+  if (loaded !== null) checkSamplerFits(progressFile(path, strategy), loaded, samples);
+  return loaded;
 }
 
-/** Writes a snapshot atomically; every rank calls it, and it returns once the snapshot is there. */
+/**
+ * Writes a snapshot atomically; every rank calls it, and it returns once the snapshot is there.
+ * @throws DivergedError on every rank, writing nothing, when the state holds NaN or infinity.
+ */
 export async function writeSnapshot(
   place: SnapshotPlace,
   model: Module,
@@ -60,6 +80,8 @@ export async function writeSnapshot(
   info: SnapshotInfo,
 ): Promise<void> {
   const { path, strategy, rank, worldSize } = place;
+  const sharded = strategy === "fsdp";
+  await checkFiniteBeforeSave(path, info.step ?? 0, model, optimizer, sharded, worldSize);
   if (strategy === "fsdp") return await saveShardedSnapshot(path, model, optimizer, info);
   if (rank === 0) saveSnapshot(path, model, optimizer, info);
   // No rank runs ahead of the file.

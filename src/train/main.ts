@@ -21,8 +21,10 @@ import { launch } from "../launch/launcher.ts";
 import { runnable } from "../launch/supervisor.ts";
 import { startProfile } from "../profile/tracer.ts";
 import { ConfigError, parseTrainArgs, type TrainConfig, USAGE } from "./config.ts";
-import { buildModel, buildOptimizer, DATASET_SHAPES } from "./model.ts";
-import { checkSnapshot, snapshotMismatch } from "./snapshot.ts";
+import { buildModel, buildOptimizer, DATASET_SHAPES, loadTask } from "./model.ts";
+import { checkSamplerFits, checkSnapshot, snapshotMismatch } from "./snapshot.ts";
+import { progressFile } from "./_snapshots.ts";
+import { DivergedError } from "./_finite.ts";
 import {
   checkShardedSnapshot,
   checkSnapshotKind,
@@ -76,8 +78,12 @@ function refuseUnfitSnapshot(config: TrainConfig): void {
   checkSnapshotKind(snapshot, strategy);
   const fsdp = strategy === "fsdp";
   if (fsdp && !hasShardedSnapshot(snapshot)) return;
-  if (fsdp) checkShardedSnapshot(snapshot);
-  else checkSnapshot(snapshot);
+  const progress = fsdp ? checkShardedSnapshot(snapshot).progress : checkSnapshot(snapshot);
+  // Only a mid-epoch snapshot's position needs the data, loaded for it alone.
+  const samples = progress.sampler.position === undefined
+    ? Infinity
+    : loadTask(config).train.length;
+  checkSamplerFits(progressFile(snapshot, strategy), progress, samples);
   const model = buildModel(config, DATASET_SHAPES[config.dataset]);
   const optimizer = buildOptimizer(config, model);
   const mismatch = (fsdp ? shardedSnapshotMismatch : snapshotMismatch)(snapshot, model, optimizer);
@@ -203,6 +209,10 @@ export async function main(args: string[]): Promise<number> {
   try {
     await runWorker(config);
   } catch (error) {
+    if (error instanceof DivergedError) {
+      console.error(`train: ${error.message}`);
+      return 1;
+    }
     if (!(error instanceof CheckpointError)) throw error;
     console.error(`train: ${error.message}`);
     return 2;
