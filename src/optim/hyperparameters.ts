@@ -60,9 +60,10 @@ export function firstIssue(error: z.ZodError, value: unknown): Issue {
   return { path, seen, message };
 }
 
-/** `value` as an error message shows it (JSON where it has one, cut short). */
+/** `value` as an error message shows it (JSON, but NaN and Infinity by name; cut short). */
 export function shown(value: unknown): string {
-  return (JSON.stringify(value) ?? String(value)).slice(0, 60);
+  const text = typeof value === "number" ? String(value) : JSON.stringify(value) ?? String(value);
+  return text.slice(0, 60);
 }
 
 /**
