@@ -25,37 +25,63 @@ async function available(path: string): Promise<number> {
   return Number(lines[lines.length - 1]);
 }
 
-Deno.test({
-  name: "train on a disk that fills during a snapshot save says so in one line naming the file",
-  ignore,
-  fn: async () => {
-    await withTempDir("dtrain_diskfull_", async (dir) => {
-      const disk = join(dir, "disk");
-      await Deno.mkdir(disk);
-      await run("mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", disk);
-      try {
-        const snapshot = join(disk, "snap.safetensors");
-        assertSucceeded(await train([...JOB, "--epochs", "1", "--snapshot", snapshot]));
-        const before = await Deno.readFile(snapshot);
-        // Room for the report and the metrics of the next epoch, not for a second snapshot.
-        const room = 160 * 1024;
-        await Deno.writeFile(join(disk, "filler"), new Uint8Array(await available(disk) - room));
-        assert.ok(await available(disk) < before.length, "the disk cannot hold another snapshot");
+/** Every file under `path` with its bytes. */
+async function files(path: string): Promise<Record<string, Uint8Array>> {
+  const out: Record<string, Uint8Array> = {};
+  for (const line of (await run("find", path, "-type", "f")).trim().split("\n")) {
+    out[line] = await Deno.readFile(line);
+  }
+  return out;
+}
 
-        const full = await train([...JOB, "--epochs", "2", "--snapshot", snapshot]);
-        assert.notEqual(full.code, 0, full.stdout);
-        assert.deepEqual(full.leftovers, []);
-        assert.equal(
-          full.stderr.trimEnd(),
-          `train: ${snapshot}: could not be written (No space left on device (os error 28)); ` +
-            "the previous file there, if any, is intact",
-        );
-        assert.deepEqual(await Deno.readFile(snapshot), before, "the previous snapshot is intact");
-        const names = [...Deno.readDirSync(disk)].map((e) => e.name).sort();
-        assert.deepEqual(names, ["filler", "metrics.jsonl", "report.html", "snap.safetensors"]);
-      } finally {
-        await run("umount", disk);
-      }
-    });
+const modes = [
+  { name: "a DDP snapshot file", flags: [], snapshot: "snap.safetensors", failing: "" },
+  {
+    name: "an FSDP sharded snapshot",
+    flags: ["--strategy", "fsdp"],
+    snapshot: "snap",
+    failing: "gen-2/rank-0.safetensors",
   },
-});
+];
+
+for (const mode of modes) {
+  Deno.test({
+    name:
+      `train on a disk that fills during a save of ${mode.name} says so in one line naming the file`,
+    ignore,
+    fn: async () => {
+      await withTempDir("dtrain_diskfull_", async (dir) => {
+        const disk = join(dir, "disk");
+        await Deno.mkdir(disk);
+        await run("mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", disk);
+        try {
+          const snapshot = join(disk, mode.snapshot);
+          const job = [...JOB, ...mode.flags, "--snapshot", snapshot];
+          assertSucceeded(await train([...job, "--epochs", "1"]));
+          const before = await files(snapshot);
+          const size = Object.values(before).reduce((n, b) => n + b.length, 0);
+          // Room for the report and the metrics of the next epoch, not for a second snapshot.
+          const room = 160 * 1024;
+          await Deno.writeFile(join(disk, "filler"), new Uint8Array(await available(disk) - room));
+          assert.ok(await available(disk) < size, "the disk cannot hold another snapshot");
+          const names = () => [...Deno.readDirSync(disk)].map((e) => e.name).sort();
+          const there = names();
+
+          const full = await train([...job, "--epochs", "2"]);
+          assert.notEqual(full.code, 0, full.stdout);
+          assert.deepEqual(full.leftovers, []);
+          const file = mode.failing ? join(snapshot, mode.failing) : snapshot;
+          assert.equal(
+            full.stderr.trimEnd(),
+            `train: ${file}: could not be written (No space left on device (os error 28)); ` +
+              "the previous file there, if any, is intact",
+          );
+          assert.deepEqual(await files(snapshot), before, "the previous snapshot is intact");
+          assert.deepEqual(names(), there, "no temporary file is left");
+        } finally {
+          await run("umount", disk);
+        }
+      });
+    },
+  });
+}
