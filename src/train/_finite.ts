@@ -1,7 +1,8 @@
 /**
  * Stopping a run that diverged before it spoils anything: every step's loss and gradient norm are
- * checked before the optimizer applies them, and a snapshot's tensors before it is committed, so
- * that the last good snapshot is never replaced by one holding NaN or infinity.
+ * checked before the optimizer applies them, and a snapshot's tensors before it is committed (and
+ * after it is loaded), so that the last good snapshot is never replaced by one holding NaN or
+ * infinity.
  * @module
  */
 
@@ -90,8 +91,11 @@ export async function checkFiniteBeforeSave(
   );
 }
 
-/** The first parameter (or a parameter's optimizer state) holding NaN or ±Infinity, or null. */
-function firstNonFinite(model: Module, optimizer: Optimizer<{ lr: number }>): string | null {
+/**
+ * The first of this rank's parameters (or a parameter's optimizer state) holding NaN or ±Infinity,
+ * named for a message, or null: checked before a snapshot is written and after one is loaded.
+ */
+export function firstNonFinite(model: Module, optimizer: Optimizer<{ lr: number }>): string | null {
   for (const [name, p] of model.namedParameters()) {
     if (!allFinite(p)) return `parameter ${name}`;
     for (const [field, v] of Object.entries(optimizer.state.get(p) ?? {})) {

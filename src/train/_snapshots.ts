@@ -6,12 +6,12 @@
 
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { removeStaleTemporaries } from "../checkpoint/mod.ts";
+import { CheckpointError, removeStaleTemporaries } from "../checkpoint/mod.ts";
 import { barrier } from "../dist/mod.ts";
 import type { Module } from "../nn/module.ts";
 import type { Optimizer } from "../optim/optimizer.ts";
 import { stateChecksum } from "./_stats.ts";
-import { checkFiniteBeforeSave } from "./_finite.ts";
+import { checkFiniteBeforeSave, firstNonFinite } from "./_finite.ts";
 import { checkSamplerFits, loadSnapshot, saveSnapshot, type SnapshotInfo } from "./snapshot.ts";
 import {
   checkSnapshotKind,
@@ -39,8 +39,8 @@ export function progressFile(path: string, strategy: Strategy): string {
  * progress with a checksum of what was loaded (the model's, or the sharded index's), or null.
  *
  * @param samples The training samples of one epoch, which the sampler's position must be within.
- * @throws CheckpointError for a snapshot of the other strategy, one that does not fit, or one whose
- *   sampler state lies outside the data.
+ * @throws CheckpointError for a snapshot of the other strategy, one that does not fit, one whose
+ *   sampler state lies outside the data, or one holding NaN or infinity (this rank's part of it).
  */
 export function resumeSnapshot(
   place: SnapshotPlace,
@@ -65,7 +65,10 @@ export function resumeSnapshot(
       loaded = { ...info, checksum: stateChecksum(model) };
     }
   }
-  if (loaded !== null) checkSamplerFits(progressFile(path, strategy), loaded, samples);
+  if (loaded === null) return null;
+  checkSamplerFits(progressFile(path, strategy), loaded, samples);
+  const bad = firstNonFinite(model, optimizer);
+  if (bad !== null) throw new CheckpointError(path, `${bad} holds NaN or infinity`);
   return loaded;
 }
 

@@ -3,6 +3,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { load, save } from "../../src/checkpoint/mod.ts";
+import { tensor } from "../../src/tensor/creation.ts";
 import { withTempDir } from "../_harness/processes.ts";
 import { assertSucceeded, SMALL_JOB, train } from "./_train.ts";
 
@@ -267,6 +268,43 @@ Deno.test("train --strategy fsdp exits 2 naming the index and the field for bad 
         assert.equal(lines.length, 1, `one message, no stack trace: ${run.stderr}`);
         assert.ok(lines[0].startsWith(`train: ${join(path, "index.json")}: `), lines[0]);
         assert.match(lines[0], expected);
+      });
+    }
+  });
+});
+
+Deno.test("train exits 2 naming the file and the tensor for a snapshot holding NaN or infinity", async (t) => {
+  await withTempDir("dtrain_nansnap_", async (dir) => {
+    const good = join(dir, "good.safetensors");
+    const job = [...SMALL_JOB, "--nproc-per-node", "1"];
+    assertSucceeded(await train([...job, "--epochs", "1", "--snapshot", good]));
+    const cases = [
+      {
+        name: "optimizer.0.momentumBuffer",
+        value: NaN,
+        what: "the optimizer's momentumBuffer of parameter 0.weight",
+      },
+      { name: "model.2.bias", value: -Infinity, what: "parameter 2.bias" },
+    ];
+    for (const { name, value, what } of cases) {
+      await t.step(`${value} in ${name}`, async () => {
+        const path = join(dir, "bad.safetensors");
+        const { tensors, metadata } = load(good);
+        try {
+          const values = tensors[name].toArray() as Float32Array;
+          values[values.length - 1] = value;
+          tensors[name].dispose();
+          tensors[name] = tensor(values, tensors[name].shape);
+          save(path, tensors, metadata);
+        } finally {
+          for (const v of Object.values(tensors)) v.dispose();
+        }
+        const run = await train([...job, "--epochs", "3", "--snapshot", path], {
+          timeoutMs: 30_000,
+        });
+        assert.equal(run.code, 2, `exit ${run.code}: ${run.stderr}`);
+        assert.deepEqual(run.leftovers, []);
+        assert.equal(run.stderr, `train: ${path}: ${what} holds NaN or infinity\n`);
       });
     }
   });
