@@ -5,7 +5,6 @@
  */
 
 import { basename, dirname } from "node:path";
-import { CheckpointError } from "./errors.ts";
 
 /**
  * Writes `path` through a temporary file in the same folder: `write` fills it, then it is synced,
@@ -14,28 +13,9 @@ import { CheckpointError } from "./errors.ts";
  *
  * @param path The file to create or replace.
  * @param write Writes the new contents to the open temporary file.
- * @throws CheckpointError naming `path` when the file system refuses (a full disk, no
- *   permission), saying that the previous file is intact.
  * @ignore dtrain-internal (its module is re-exported with `export *`)
  */
 export function writeFileAtomic(path: string, write: (file: Deno.FsFile) => void): void {
-  try {
-    replace(path, write);
-  } catch (error) {
-    // An operating system error (it has a code such as ENOSPC) is one line naming the file.
-    const code = (error as { code?: unknown }).code;
-    if (error instanceof CheckpointError || typeof code !== "string") throw error;
-    const reason = (error as Error).message.replace(/: \w+ '[^']*'$/, "");
-    throw new CheckpointError(
-      path,
-      `could not be written (${reason}); the previous file there, if any, is intact`,
-      { cause: error },
-    );
-  }
-}
-
-/** writeFileAtomic's steps, whose operating system errors it names. */
-function replace(path: string, write: (file: Deno.FsFile) => void): void {
   const folder = dirname(path);
   const temp = `${folder}/${temporaryPrefix(path)}${crypto.randomUUID()}.tmp`;
   const file = Deno.openSync(temp, { write: true, createNew: true });

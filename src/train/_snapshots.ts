@@ -75,6 +75,8 @@ export function resumeSnapshot(
 /**
  * Writes a snapshot atomically; every rank calls it, and it returns once the snapshot is there.
  * @throws DivergedError on every rank, writing nothing, when the state holds NaN or infinity.
+ * @throws CheckpointError naming the snapshot when the file system refuses the write (a full
+ *   disk, no permission); the previous snapshot stays as it was.
  */
 export async function writeSnapshot(
   place: SnapshotPlace,
@@ -85,8 +87,20 @@ export async function writeSnapshot(
   const { path, strategy, rank, worldSize } = place;
   const sharded = strategy === "fsdp";
   await checkFiniteBeforeSave(path, info.step ?? 0, model, optimizer, sharded, worldSize);
-  if (strategy === "fsdp") return await saveShardedSnapshot(path, model, optimizer, info);
-  if (rank === 0) saveSnapshot(path, model, optimizer, info);
+  try {
+    if (strategy === "fsdp") return await saveShardedSnapshot(path, model, optimizer, info);
+    if (rank === 0) saveSnapshot(path, model, optimizer, info);
+  } catch (error) {
+    // An operating system error has a code (ENOSPC, EACCES, ...): one line, not a stack trace.
+    const code = (error as { code?: unknown }).code;
+    if (typeof code !== "string") throw error;
+    const reason = (error as Error).message.replace(/: \w+ '[^']*'$/, "");
+    throw new CheckpointError(
+      path,
+      `could not be written (${reason}); the previous snapshot there, if any, is intact`,
+      { cause: error },
+    );
+  }
   // No rank runs ahead of the file.
   if (worldSize > 1) await barrier();
 }
