@@ -209,13 +209,10 @@ export async function main(args: string[]): Promise<number> {
   try {
     await runWorker(config);
   } catch (error) {
-    if (error instanceof DivergedError) {
-      console.error(`train: ${error.message}`);
-      return 1;
-    }
-    if (!(error instanceof CheckpointError)) throw error;
+    if (!(error instanceof CheckpointError || error instanceof DivergedError)) throw error;
     console.error(`train: ${error.message}`);
-    return 2;
+    // A diverged run is a failure of the run, a bad snapshot a bad input.
+    return error instanceof DivergedError ? 1 : 2;
   }
   return 0;
 }
