@@ -174,14 +174,8 @@ export class Trainer {
       if (fsdp) await fsdp.backward(loss);
       else if (ddp) await ddp.backward(loss);
       else span("backward", "compute", () => loss.backward());
-      const value = loss.item();
-      this.#gradNorm = await checkStep(
-        this.model,
-        value,
-        this.step + 1,
-        fsdp !== null,
-        this.worldSize,
-      );
+      const value = loss.item(), step = this.step + 1;
+      this.#gradNorm = await checkStep(this.model, value, step, fsdp !== null, this.worldSize);
       this.#scheduleLr();
       span("optimizer step", "optim", () => this.optimizer.step());
       this.optimizer.zeroGrad();
