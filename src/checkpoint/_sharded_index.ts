@@ -14,6 +14,12 @@
  */
 
 import { z } from "zod";
+import {
+  firstIssue,
+  HyperparametersSchema,
+  shown,
+  StateScalarsSchema,
+} from "../optim/hyperparameters.ts";
 import { removeStaleTemporaries, writeFileAtomic } from "./_atomic.ts";
 import { CheckpointError } from "./errors.ts";
 
@@ -28,11 +34,14 @@ const pieceSchema = z.strictObject({ shape, rowStart: int, rows: z.number().int(
 /** One piece, as a rank lists it. */
 export type Piece = z.infer<typeof pieceSchema>;
 
-/** What one rank wrote: its pieces, and (from every rank alike) optimizer scalars and groups. */
+/**
+ * What one rank wrote: its pieces, and (from every rank alike) optimizer scalars and groups, held
+ * to the optimizers' own rules (optim/hyperparameters.ts).
+ */
 const rankSchema = z.strictObject({
   pieces: z.record(z.string(), pieceSchema),
-  scalars: z.record(z.string(), z.record(z.string(), z.number())),
-  paramGroups: z.array(z.record(z.string(), z.unknown())).nullable(),
+  scalars: z.record(z.string(), StateScalarsSchema),
+  paramGroups: z.array(HyperparametersSchema).nullable(),
 });
 /** A rank's piece list. */
 export type RankPieces = z.infer<typeof rankSchema>;
@@ -51,8 +60,8 @@ const indexSchema = z.strictObject({
       ),
     }),
   ),
-  scalars: z.record(z.string(), z.record(z.string(), z.number())),
-  paramGroups: z.array(z.record(z.string(), z.unknown())).nullable(),
+  scalars: z.record(z.string(), StateScalarsSchema),
+  paramGroups: z.array(HyperparametersSchema).nullable(),
   extra: z.record(z.string(), z.unknown()),
 });
 /** The validated index. */
@@ -79,8 +88,11 @@ function readJson<T>(path: string, schema: z.ZodType<T>): T {
   }
   const parsed = schema.safeParse(json);
   if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    throw new CheckpointError(path, `${issue.path.join(".") || "the document"}: ${issue.message}`);
+    const issue = firstIssue(parsed.error, json);
+    throw new CheckpointError(
+      path,
+      `${issue.path.join(".") || "the document"}: ${issue.message} (got ${shown(issue.seen)})`,
+    );
   }
   return parsed.data;
 }

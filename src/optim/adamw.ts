@@ -52,22 +52,6 @@ export class AdamW extends Optimizer<Required<AdamWOptions>> {
       weightDecay: 1e-2,
       ...options,
     };
-    if (!(defaults.lr >= 0)) {
-      throw new RangeError(`${new.target.name}: invalid learning rate: ${defaults.lr}`);
-    }
-    if (!(defaults.eps >= 0)) {
-      throw new RangeError(`${new.target.name}: invalid epsilon value: ${defaults.eps}`);
-    }
-    defaults.betas.forEach((b, i) => {
-      if (!(b >= 0 && b < 1)) {
-        throw new RangeError(`${new.target.name}: invalid beta parameter at index ${i}: ${b}`);
-      }
-    });
-    if (!(defaults.weightDecay >= 0)) {
-      throw new RangeError(
-        `${new.target.name}: invalid weightDecay value: ${defaults.weightDecay}`,
-      );
-    }
     super(params, defaults);
   }
 

@@ -5,10 +5,18 @@
  * @module
  */
 
+import type { z } from "zod";
 import { zeroGradients } from "../nn/module.ts";
 import { zerosLike } from "../tensor/creation.ts";
 import { noGrad } from "../tensor/autograd.ts";
 import { formatShape, sameShape, type Tensor } from "../tensor/tensor.ts";
+import {
+  checkHyperparameters,
+  firstIssue,
+  HyperparametersSchema,
+  shown,
+  StateScalarsSchema,
+} from "./hyperparameters.ts";
 
 /**
  * A group of parameters and its hyperparameters, flat as in PyTorch's `param_groups`: the
@@ -69,6 +77,7 @@ export abstract class Optimizer<H extends { lr: number }> {
         }
         seen.add(p);
       }
+      checkHyperparameters(this.constructor.name, { ...defaults, ...overrides });
       return { ...defaults, ...overrides, params: ps } as ParamGroup<H>;
     });
     if (seen.size === 0) throw new Error(`${this.constructor.name}: got an empty parameter list`);
@@ -129,9 +138,18 @@ export abstract class Optimizer<H extends { lr: number }> {
     return { state, paramGroups };
   }
 
-  /** Restores a state dict made by an optimizer over the same parameter layout. */
+  /**
+   * Restores a state dict made by an optimizer over the same parameter layout. Hyperparameters and
+   * number-valued state are held to the constructor's rules (finite; `lr` and `weightDecay` at
+   * least 0, `momentum` and `betas` in [0, 1), `eps` above 0, `step` a count), as a state dict
+   * read from a file may hold anything.
+   *
+   * @throws RangeError naming the field and the value when one breaks those rules.
+   * @throws Error when the layout (groups, parameters, buffer shapes) differs from this one's.
+   */
   loadStateDict(dict: OptimizerStateDict<H>): void {
     const name = this.constructor.name;
+    checkStateValues(name, dict);
     if (dict.paramGroups.length !== this.paramGroups.length) {
       throw new Error(
         `${name}.loadStateDict: ${dict.paramGroups.length} parameter groups, optimizer has ${this.paramGroups.length}`,
@@ -174,5 +192,29 @@ export abstract class Optimizer<H extends { lr: number }> {
       const { params: _ids, ...options } = g;
       Object.assign(this.paramGroups[i], options);
     });
+  }
+}
+
+/** Refuses a state dict whose hyperparameters or number-valued state break the rules. */
+function checkStateValues(owner: string, dict: OptimizerStateDict<{ lr: number }>): void {
+  const check = (field: string, schema: z.ZodType, value: unknown) => {
+    const result = schema.safeParse(value);
+    if (result.success) return;
+    const issue = firstIssue(result.error, value);
+    const path = [field, ...issue.path.map(String)].join(".");
+    throw new RangeError(
+      `${owner}.loadStateDict: ${path}: ${issue.message} (got ${shown(issue.seen)})`,
+    );
+  };
+  dict.paramGroups.forEach((g, i) => {
+    const { params: _, ...hyperparameters } = g;
+    check(`paramGroups.${i}`, HyperparametersSchema, hyperparameters);
+  });
+  for (const [key, s] of Object.entries(dict.state)) {
+    // Tensors are buffers (their shapes are checked against the parameters); the rest are numbers.
+    const scalars = Object.fromEntries(
+      Object.entries(s).filter(([, v]) => typeof v !== "object" || v === null),
+    );
+    check(`state.${key}`, StateScalarsSchema, scalars);
   }
 }

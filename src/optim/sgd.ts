@@ -50,13 +50,6 @@ export class SGD extends Optimizer<Required<SGDOptions>> {
     options: SGDOptions,
   ) {
     const defaults = { momentum: 0, dampening: 0, weightDecay: 0, nesterov: false, ...options };
-    if (!(defaults.lr >= 0)) throw new RangeError(`SGD: invalid learning rate: ${defaults.lr}`);
-    if (!(defaults.momentum >= 0)) {
-      throw new RangeError(`SGD: invalid momentum value: ${defaults.momentum}`);
-    }
-    if (!(defaults.weightDecay >= 0)) {
-      throw new RangeError(`SGD: invalid weightDecay value: ${defaults.weightDecay}`);
-    }
     if (defaults.nesterov && (defaults.momentum <= 0 || defaults.dampening !== 0)) {
       throw new RangeError("SGD: Nesterov momentum requires a momentum and zero dampening");
     }

@@ -5,12 +5,14 @@
  */
 
 import { existsSync } from "node:fs";
-import { removeStaleTemporaries } from "../checkpoint/mod.ts";
+import { join } from "node:path";
+import { CheckpointError, removeStaleTemporaries } from "../checkpoint/mod.ts";
 import { barrier } from "../dist/mod.ts";
 import type { Module } from "../nn/module.ts";
 import type { Optimizer } from "../optim/optimizer.ts";
 import { stateChecksum } from "./_stats.ts";
-import { loadSnapshot, saveSnapshot, type SnapshotInfo } from "./snapshot.ts";
+import { checkFiniteBeforeSave, firstNonFinite } from "./_finite.ts";
+import { checkSamplerFits, loadSnapshot, saveSnapshot, type SnapshotInfo } from "./snapshot.ts";
 import {
   checkSnapshotKind,
   hasShardedSnapshot,
@@ -27,32 +29,55 @@ export interface SnapshotPlace {
   worldSize: number;
 }
 
+/** The file that holds a snapshot's progress: DDP's one file, or a sharded folder's index. */
+export function progressFile(path: string, strategy: Strategy): string {
+  return strategy === "fsdp" ? join(path, "index.json") : path;
+}
+
 /**
  * Loads the snapshot at `place.path` into `model` and `optimizer` if there is one, and returns its
  * progress with a checksum of what was loaded (the model's, or the sharded index's), or null.
- * @throws CheckpointError for a snapshot of the other strategy, or one that does not fit.
+ *
+ * @param samples The training samples of one epoch, which the sampler's position must be within.
+ * @throws CheckpointError for a snapshot of the other strategy, one that does not fit, one whose
+ *   sampler state lies outside the data, or one holding NaN or infinity (this rank's part of it).
  */
 export function resumeSnapshot(
   place: SnapshotPlace,
   model: Module,
   optimizer: Optimizer<{ lr: number }>,
+  samples: number,
 ): (SnapshotInfo & { checksum: number }) | null {
   const { path, strategy, rank } = place;
   checkSnapshotKind(path, strategy);
+  let loaded: (SnapshotInfo & { checksum: number }) | null = null;
   if (strategy === "fsdp") {
     // A sharded save clears a killed one's leftovers itself.
-    if (!hasShardedSnapshot(path)) return null;
-    const { fingerprint, ...info } = loadShardedSnapshot(path, model, optimizer);
-    return { ...info, checksum: fingerprint };
+    if (hasShardedSnapshot(path)) {
+      const { fingerprint, ...info } = loadShardedSnapshot(path, model, optimizer);
+      loaded = { ...info, checksum: fingerprint };
+    }
+  } else {
+    // A job owns its snapshot path: what a killed predecessor left half-written goes.
+    if (rank === 0) removeStaleTemporaries(path);
+    if (existsSync(path)) {
+      const info = loadSnapshot(path, model, optimizer);
+      loaded = { ...info, checksum: stateChecksum(model) };
+    }
   }
-  // A job owns its snapshot path: what a killed predecessor left half-written goes.
-  if (rank === 0) removeStaleTemporaries(path);
-  if (!existsSync(path)) return null;
-  const info = loadSnapshot(path, model, optimizer);
-  return { ...info, checksum: stateChecksum(model) };
+  if (loaded === null) return null;
+  checkSamplerFits(progressFile(path, strategy), loaded, samples);
+  const bad = firstNonFinite(model, optimizer);
+  if (bad !== null) throw new CheckpointError(path, `${bad} holds NaN or infinity`);
+  return loaded;
 }
 
-/** Writes a snapshot atomically; every rank calls it, and it returns once the snapshot is there. */
+/**
+ * Writes a snapshot atomically; every rank calls it, and it returns once the snapshot is there.
+ * @throws DivergedError on every rank, writing nothing, when the state holds NaN or infinity.
+ * @throws CheckpointError naming the snapshot when the file system refuses the write (a full
+ *   disk, no permission); the previous snapshot stays as it was.
+ */
 export async function writeSnapshot(
   place: SnapshotPlace,
   model: Module,
@@ -60,8 +85,22 @@ export async function writeSnapshot(
   info: SnapshotInfo,
 ): Promise<void> {
   const { path, strategy, rank, worldSize } = place;
-  if (strategy === "fsdp") return await saveShardedSnapshot(path, model, optimizer, info);
-  if (rank === 0) saveSnapshot(path, model, optimizer, info);
+  const sharded = strategy === "fsdp";
+  await checkFiniteBeforeSave(path, info.step ?? 0, model, optimizer, sharded, worldSize);
+  try {
+    if (strategy === "fsdp") return await saveShardedSnapshot(path, model, optimizer, info);
+    if (rank === 0) saveSnapshot(path, model, optimizer, info);
+  } catch (error) {
+    // An operating system error has a code (ENOSPC, EACCES, ...): one line, not a stack trace.
+    const code = (error as { code?: unknown }).code;
+    if (typeof code !== "string") throw error;
+    const reason = (error as Error).message.replace(/: \w+ '[^']*'$/, "");
+    throw new CheckpointError(
+      path,
+      `could not be written (${reason}); the previous snapshot there, if any, is intact`,
+      { cause: error },
+    );
+  }
   // No rank runs ahead of the file.
   if (worldSize > 1) await barrier();
 }

@@ -1,33 +1,11 @@
 /**
- * Numbers the trainer reads off a model (its gradient norm, a checksum of its state) and sums over
- * the ranks.
+ * Numbers the trainer reads off a model (a checksum of its state) and sums over the ranks.
  * @module
  */
 
 import { allReduce } from "../dist/mod.ts";
 import type { Module } from "../nn/module.ts";
 import { tensor } from "../tensor/creation.ts";
-import { noGrad } from "../tensor/autograd.ts";
-import { tidy } from "../tensor/scope.ts";
-
-/** The sum of squares of all of `model`'s local gradients. */
-function gradSquareSum(model: Module): number {
-  let sum = 0;
-  for (const p of model.parameters()) {
-    if (p.grad !== null) sum += tidy(() => noGrad(() => p.grad!.mul(p.grad!).sum().item()));
-  }
-  return sum;
-}
-
-/**
- * The L2 norm of all of `model`'s gradients together (PyTorch's `clip_grad_norm_` total). A fully
- * sharded model's rank holds some rows of every gradient: pass `sharded`, and every rank calls it,
- * as their squares add up over the ranks.
- */
-export async function gradNorm(model: Module, sharded = false, worldSize = 1): Promise<number> {
-  const squares = gradSquareSum(model);
-  return Math.sqrt(sharded ? (await sumOverRanks([squares], worldSize))[0] : squares);
-}
 
 /** Each value summed over the `worldSize` ranks (every rank calls it with as many). */
 export async function sumOverRanks(values: number[], worldSize: number): Promise<number[]> {

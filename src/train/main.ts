@@ -22,8 +22,10 @@ import { runnable } from "../launch/supervisor.ts";
 import { EXIT_STOPPED } from "../launch/stop_request.ts";
 import { startProfile } from "../profile/tracer.ts";
 import { ConfigError, parseTrainArgs, type TrainConfig, USAGE } from "./config.ts";
-import { buildModel, buildOptimizer, DATASET_SHAPES } from "./model.ts";
-import { checkSnapshot, snapshotMismatch } from "./snapshot.ts";
+import { buildModel, buildOptimizer, DATASET_SHAPES, loadTask } from "./model.ts";
+import { checkSamplerFits, checkSnapshot, snapshotMismatch } from "./snapshot.ts";
+import { progressFile } from "./_snapshots.ts";
+import { DivergedError } from "./_finite.ts";
 import {
   checkShardedSnapshot,
   checkSnapshotKind,
@@ -77,8 +79,12 @@ function refuseUnfitSnapshot(config: TrainConfig): void {
   checkSnapshotKind(snapshot, strategy);
   const fsdp = strategy === "fsdp";
   if (fsdp && !hasShardedSnapshot(snapshot)) return;
-  if (fsdp) checkShardedSnapshot(snapshot);
-  else checkSnapshot(snapshot);
+  const progress = fsdp ? checkShardedSnapshot(snapshot).progress : checkSnapshot(snapshot);
+  // Only a mid-epoch snapshot's position needs the data, loaded for it alone.
+  const samples = progress.sampler.position === undefined
+    ? Infinity
+    : loadTask(config).train.length;
+  checkSamplerFits(progressFile(snapshot, strategy), progress, samples);
   const model = buildModel(config, DATASET_SHAPES[config.dataset]);
   const optimizer = buildOptimizer(config, model);
   const mismatch = (fsdp ? shardedSnapshotMismatch : snapshotMismatch)(snapshot, model, optimizer);
@@ -212,9 +218,10 @@ export async function main(args: string[]): Promise<number> {
   try {
     return await runWorker(config);
   } catch (error) {
-    if (!(error instanceof CheckpointError)) throw error;
+    if (!(error instanceof CheckpointError || error instanceof DivergedError)) throw error;
     console.error(`train: ${error.message}`);
-    return 2;
+    // A diverged run is a failure of the run, a bad snapshot a bad input.
+    return error instanceof DivergedError ? 1 : 2;
   }
 }
 

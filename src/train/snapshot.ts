@@ -11,6 +11,12 @@ import { z } from "zod";
 import { CheckpointError, load, save } from "../checkpoint/mod.ts";
 import type { Module } from "../nn/module.ts";
 import type { Optimizer, OptimizerStateDict, ParamState } from "../optim/optimizer.ts";
+import {
+  firstIssue,
+  HyperparametersSchema,
+  shown,
+  StateScalarsSchema,
+} from "../optim/hyperparameters.ts";
 import { getRngState, setRngState } from "../tensor/random.ts";
 import type { Tensor } from "../tensor/tensor.ts";
 
@@ -23,17 +29,20 @@ export const ProgressSchema = z.object({
   epochsRun: count,
   /** Optimizer steps over the whole run (absent in snapshots from before it was recorded). */
   step: count.optional(),
-  sampler: z.object({ epoch: count, seed: count, position: count.optional() }).strict(),
+  /** A position is recorded only mid-epoch: 1 or more samples of it consumed. */
+  sampler: z.object({
+    epoch: count,
+    seed: count,
+    position: z.number().int().positive().optional(),
+  }).strict(),
   rng: z.object({ seed: decimal, offset: decimal }).strict(),
 });
 
 /** The schema of a snapshot's `dtrain` metadata (JSON): anything else is refused. */
 export const SnapshotMetaSchema = ProgressSchema.extend({
   optimizer: z.object({
-    paramGroups: z.array(
-      z.looseObject({ lr: z.number().nonnegative(), params: z.array(count) }),
-    ).min(1),
-    scalars: z.record(decimal, z.record(z.string(), z.number())),
+    paramGroups: z.array(HyperparametersSchema.extend({ params: z.array(count) })).min(1),
+    scalars: z.record(decimal, StateScalarsSchema),
   }).strict(),
 }).strict();
 
@@ -95,16 +104,11 @@ export function checkMetadata<S extends z.ZodType>(
 ): z.infer<S> {
   const result = schema.safeParse(json);
   if (!result.success) {
-    const issue = result.error.issues[0];
+    const issue = firstIssue(result.error, json);
     const field = issue.path.length ? issue.path.join(".") : "(the whole object)";
-    const seen = issue.path.reduce<unknown>(
-      (v, k) => (v !== null && typeof v === "object" ? (v as Record<PropertyKey, unknown>)[k] : v),
-      json,
-    );
-    const shown = JSON.stringify(seen) ?? String(seen);
     throw new CheckpointError(
       path,
-      `snapshot metadata field ${field}: ${issue.message} (got ${shown.slice(0, 60)})`,
+      `snapshot metadata field ${field}: ${issue.message} (got ${shown(issue.seen)})`,
     );
   }
   return result.data;
@@ -118,6 +122,34 @@ export interface SnapshotInfo {
   step?: number;
   /** The sampler's state: epoch, seed, and for a snapshot taken mid-epoch the global position. */
   sampler: { epoch: number; seed: number; position?: number };
+}
+
+/**
+ * Refuses a snapshot whose sampler state does not fit the data it resumes: a position at or beyond
+ * the `samples` of an epoch, or a sampler epoch past the epochs run (it is the epoch in progress,
+ * or for a snapshot at an epoch's end the one just finished).
+ *
+ * @param file The file that holds the progress (a DDP snapshot, or a sharded one's index).
+ * @param info The progress it holds, checked against {@linkcode ProgressSchema}.
+ * @param samples The training samples of one epoch.
+ * @throws CheckpointError naming the file and the field.
+ */
+export function checkSamplerFits(file: string, info: SnapshotInfo, samples: number): void {
+  const { epoch, position } = info.sampler;
+  if (position !== undefined && position >= samples) {
+    throw new CheckpointError(
+      file,
+      `snapshot metadata field sampler.position: ${position} samples of the epoch consumed, ` +
+        `but an epoch of this data set has ${samples}`,
+    );
+  }
+  if (epoch > info.epochsRun) {
+    throw new CheckpointError(
+      file,
+      `snapshot metadata field sampler.epoch: the sampler is at epoch ${epoch}, past the ` +
+        `${info.epochsRun} epochs run (epochsRun)`,
+    );
+  }
 }
 
 /** Writes a snapshot atomically (the previous one stays intact until the rename). */

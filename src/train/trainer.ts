@@ -20,7 +20,8 @@ import type { Device } from "../tensor/storage.ts";
 import type { Tensor } from "../tensor/tensor.ts";
 import type { TrainConfig } from "./config.ts";
 import { buildModel, buildOptimizer, fullyShardModel, loadTask, type Task } from "./model.ts";
-import { gradNorm, sumOverRanks } from "./_stats.ts";
+import { sumOverRanks } from "./_stats.ts";
+import { checkStep } from "./_finite.ts";
 import { checkResumeAcrossRanks } from "./_resume.ts";
 import { RunLog } from "./metrics.ts";
 import { nowUs, record, span } from "../profile/tracer.ts";
@@ -85,8 +86,7 @@ export class Trainer {
   readonly #fsdp: FSDPModule | null;
   /** Rank 0's metrics.jsonl and report.html. */
   #runLog: RunLog | null = null;
-  /** Set for a logged step: runBatch then measures the gradient norm. */
-  #measureGradNorm = false;
+  /** The last step's gradient norm (every step measures it, to stop a diverging run). */
   #gradNorm = NaN;
   /** The running epoch's progress line, cleared before a snapshot's line is printed. */
   #progress: Progress | null = null;
@@ -133,7 +133,7 @@ export class Trainer {
    * @throws Error on every rank, naming what each rank loaded, when they differ.
    */
   async init(): Promise<void> {
-    const info = resumeSnapshot(this.#place, this.model, this.optimizer);
+    const info = resumeSnapshot(this.#place, this.model, this.optimizer, this.task.train.length);
     const found = info !== null;
     if (found) {
       this.epochsRun = info.epochsRun;
@@ -161,7 +161,11 @@ export class Trainer {
     }
   }
 
-  /** One optimizer step on a batch; returns its loss. */
+  /**
+   * One optimizer step on a batch; returns its loss.
+   * @throws DivergedError on every rank, before the optimizer step, when a rank's loss or the
+   *   gradient norm is not finite.
+   */
   async runBatch(x: Tensor, y: Tensor): Promise<number> {
     const ddp = this.#ddp, fsdp = this.#fsdp;
     return await tidyAsync(async () => {
@@ -173,13 +177,12 @@ export class Trainer {
       if (fsdp) await fsdp.backward(loss);
       else if (ddp) await ddp.backward(loss);
       else span("backward", "compute", () => loss.backward());
-      if (this.#measureGradNorm) {
-        this.#gradNorm = await gradNorm(this.model, fsdp !== null, this.worldSize);
-      }
+      const value = loss.item(), step = this.step + 1;
+      this.#gradNorm = await checkStep(this.model, value, step, fsdp !== null, this.worldSize);
       this.#scheduleLr();
       span("optimizer step", "optim", () => this.optimizer.step());
       this.optimizer.zeroGrad();
-      return loss.item();
+      return value;
     });
   }
 
@@ -229,7 +232,6 @@ export class Trainer {
       step++;
       // The step --max-steps stops at is logged too, so the record ends where the run did.
       const logged = step % logEvery === 0 || (step === steps && steps < full);
-      this.#measureGradNorm = logged && (this.rank === 0 || this.#fsdp !== null);
       record("data", "data", fetchUs, nowUs());
       const loss = await this.runBatch(x, y);
       this.step++;

@@ -123,6 +123,28 @@ Deno.test("clipGradNorm skips parameters without gradients and refuses bad argum
   });
 });
 
+Deno.test("clipGradNorm with errorIfNonfinite throws on a NaN or infinite total, leaving the gradients as they were", () => {
+  tidy(() => {
+    for (const bad of [NaN, -Infinity]) {
+      const a = new nn.Parameter(fromFixture({ shape: [2], dtype: "f32", data: [0, 0] }));
+      const b = new nn.Parameter(fromFixture({ shape: [1], dtype: "f32", data: [0] }));
+      a.grad = fromFixture({ shape: [2], dtype: "f32", data: [3, 4] });
+      b.grad = fromFixture({ shape: [1], dtype: "f32", data: [bad] });
+      for (const normType of [2, Infinity]) {
+        assert.throws(
+          () => nn.utils.clipGradNorm([a, b], 1, normType, { errorIfNonfinite: true }),
+          (e: Error) => e instanceof RangeError && e.message.includes(`is ${Math.abs(bad)}, so`),
+        );
+        assert.deepEqual(Array.from(a.grad.toArray()), [3, 4], "untouched");
+      }
+      // Without the option it scales by the non-finite total, as PyTorch does.
+      assert.ok(Number.isNaN(nn.utils.clipGradNorm([a, b], 1) * 0));
+      const scaled = a.grad.toArray()[0];
+      assert.ok(Number.isNaN(bad) ? Number.isNaN(scaled) : scaled === 0, `scaled to ${scaled}`);
+    }
+  });
+});
+
 Deno.test("losses name a bad reduction, label smoothing or target", () => {
   tidy(() => {
     const logits = fromFixture({ shape: [2, 3], dtype: "f32", data: [0, 1, 2, 3, 4, 5] });
