@@ -39,7 +39,7 @@ export const TrainConfigSchema = z.object({
   saveEverySteps: z.number().int().nonnegative(),
   batchSize: positiveInt,
   lr: z.number().positive(),
-  momentum: z.number().min(0).max(1),
+  momentum: z.number().min(0).lt(1),
   weightDecay: z.number().nonnegative(),
   optimizer: z.enum(["sgd", "adamw"]),
   lrSchedule: z.enum(["constant", "cosine"]),
