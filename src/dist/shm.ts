@@ -149,10 +149,14 @@ export class ShmBackend implements Backend {
     const pids = new Int32Array(size);
     for (let r = 0; r < size; r++) pids[r] = Number(decoder.decode(await store.get(pidKeys[r])));
     if (rank !== 0) await store.wait([key("handle")], timeoutMs).catch(fail);
-    // Rank 0's label only names the segment in messages; the others get its handle.
+    // Rank 0's label only names the segment in messages; the others get its handle, or the
+    // reason it could not create the segment ("!" first), so that they fail with it at once.
     const name = rank === 0
       ? `/dtrain-${Deno.pid}-${crypto.randomUUID().slice(0, 8)}`
       : decoder.decode(await store.get(key("handle")));
+    if (name.startsWith("!")) {
+      fail(new DistError("internal", `rank ${init.globalRanks[0]} failed: ${name.slice(1)}`));
+    }
     const out = new BigUint64Array(1);
     const created = lib.dt_shm_ctx_new(out);
     if (created !== GlooStatus.OK) throw lastError(lib, null, created);
@@ -170,10 +174,14 @@ export class ShmBackend implements Backend {
         slotBytes(),
         timeoutMs,
       );
-      if (status !== GlooStatus.OK) fail(lastError(lib, ctx, status));
+      if (status !== GlooStatus.OK) {
+        const err = lastError(lib, ctx, status);
+        if (rank === 0) await store.set(key("handle"), `!${err.message}`).catch(() => {});
+        fail(err);
+      }
       if (rank === 0) await store.set(key("handle"), handleOf(lib, ctx));
       // The last step in shared memory, not the store: a rank that returns knows its peers
-      // made their last store request (the name) already, so a blocking collective on its
+      // made their last store request (the handle) already, so a blocking collective on its
       // JavaScript thread, which may serve the store, cannot stall them (dtrain_shm.h).
       const mapped = await lib.dt_shm_ctx_wait_mapped(ctx);
       if (mapped !== GlooStatus.OK) fail(lastError(lib, ctx, mapped));
