@@ -5,11 +5,16 @@ import { type RankResult, runRanks } from "../_harness/ranks.ts";
 
 const worker = new URL("./workers/shm_setup.ts", import.meta.url);
 
-/** Entries of /dev/shm named after a process of the job (`dtrain-<pid>-...`). */
-function entriesOf(pids: number[]): string[] {
-  return [...Deno.readDirSync("/dev/shm")].map((e) => e.name).filter((n) =>
+/**
+ * Entries of /dev/shm named after a process of the job (`dtrain-<pid>-...`), removed once
+ * listed, so that a failing test leaves nothing behind either.
+ */
+function takeEntriesOf(pids: number[]): string[] {
+  const names = [...Deno.readDirSync("/dev/shm")].map((e) => e.name).filter((n) =>
     pids.some((p) => n.startsWith(`dtrain-${p}-`))
   );
+  for (const name of names) Deno.removeSync(`/dev/shm/${name}`);
+  return names;
 }
 
 Deno.test("a SIGKILL at any moment of shared-memory setup, of the creating rank, another or all, leaves nothing of the job in /dev/shm", async () => {
@@ -42,7 +47,7 @@ Deno.test("a SIGKILL at any moment of shared-memory setup, of the creating rank,
     });
     const killed = runs.some((r) => victims.includes(r.rank) && r.signal === "SIGKILL");
     tries.push({ victims: victims.join("+"), moment, delayMs, killed });
-    leaks.push(...entriesOf(runs.map((r) => r.pid)));
+    leaks.push(...takeEntriesOf(runs.map((r) => r.pid)));
     for (const r of runs.filter((r) => !victims.includes(r.rank))) {
       // A survivor either finished before the kill or failed naming what it lost.
       assert.ok(r.code === 0 || r.code === 1, `rank ${r.rank} exited ${r.code}: ${r.stderr}`);
@@ -78,7 +83,7 @@ Deno.test("under a file size limit (ulimit -f) below the segment, every rank fai
     assert.match(String(r.result?.error), new RegExp(`${origin}${limit}`), `rank ${r.rank}`);
     assert.ok(r.elapsedMs < 15_000, `rank ${r.rank} took ${r.elapsedMs} ms (its timeout?)`);
   }
-  assert.deepEqual(entriesOf(runs.map((r) => r.pid)), []);
+  assert.deepEqual(takeEntriesOf(runs.map((r) => r.pid)), []);
 });
 
 Deno.test("a stranger who takes every name of the job it sees in /dev/shm cannot turn the in-place all-reduce off", async () => {
@@ -91,20 +96,25 @@ Deno.test("a stranger who takes every name of the job it sees in /dev/shm cannot
     stranger.onmessage = (e: MessageEvent<string[]>) => resolve(e.data);
   });
   stranger.postMessage(shared.buffer);
-  let runs: RankResult[] = [];
+  const runs: RankResult[] = [];
   try {
-    runs = await runRanks({
-      worker,
-      worldSize: 3,
-      timeoutMs: 60_000,
-      env: { MODE: "in-place", DTRAIN_SHM: "1" },
-      onLine: (_rank, _line, procs) => procs.forEach((p) => (shared[2 + p.rank] = p.child.pid)),
-    });
+    // Two jobs, one after the other: each has its moments for a stranger to catch.
+    for (let job = 0; job < 2; job++) {
+      runs.push(
+        ...await runRanks({
+          worker,
+          worldSize: 3,
+          timeoutMs: 60_000,
+          env: { MODE: "in-place", DTRAIN_SHM: "1" },
+          onLine: (_rank, _line, procs) => procs.forEach((p) => (shared[2 + p.rank] = p.child.pid)),
+        }),
+      );
+    }
   } finally {
     Atomics.store(shared, 0, 1);
     const taken = await squatted;
     stranger.terminate();
-    for (const name of taken) Deno.removeSync(`/dev/shm/${name}`, { recursive: false });
+    for (const name of taken) Deno.removeSync(`/dev/shm/${name}`);
   }
   for (const r of runs) {
     assert.equal(r.code, 0, `rank ${r.rank}: ${r.stderr}`);
