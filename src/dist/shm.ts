@@ -176,6 +176,7 @@ export class ShmBackend implements Backend {
       );
       if (status !== GlooStatus.OK) {
         const err = lastError(lib, ctx, status);
+        // Best effort: should the store be gone too, the others' wait names that instead.
         if (rank === 0) await store.set(key("handle"), `!${err.message}`).catch(() => {});
         fail(err);
       }
