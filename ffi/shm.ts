@@ -36,6 +36,14 @@ const symbols = {
     ],
     result: "i32",
   },
+  dt_shm_ctx_handle: {
+    parameters: [
+      "pointer", // dt_shm_ctx *ctx
+      "buffer", // char *buf
+      "usize", // size_t len
+    ],
+    result: "i32",
+  },
   dt_shm_ctx_wait_mapped: { parameters: ["pointer"], result: "i32", nonblocking: true }, // int dt_shm_ctx_wait_mapped(dt_shm_ctx *ctx)
   dt_shm_ctx_free: { parameters: ["pointer"], result: "i32" }, // int dt_shm_ctx_free(dt_shm_ctx *ctx)
   dt_shm_abort: {

@@ -19,23 +19,28 @@ int dt_shm_ctx_new(dt_shm_ctx** out);
 // Copies the last error message of `ctx` (NUL-terminated, truncated to `len`), returns its length.
 int dt_shm_last_error(dt_shm_ctx* ctx, char* buf, size_t len);
 
-// Maps segment `name` ("/dtrain-..."): group rank 0 creates it (`create` = 1), the others open
-// it once rank 0 said it exists. `pids` holds every group rank's process id, watched while
-// waiting so that a dead peer is named at once; `global_ranks` maps group ranks to job ranks.
-// Each rank stages up to `slot_bytes` per phase (every rank passes the same). The last rank
-// to map the segment unlinks its name, so nothing survives the processes.
+// Maps the group's segment, which has no name in /dev/shm, so nothing survives the processes
+// ([Note: unnamed segments] in segment.cc): group rank 0 creates it (`create` = 1, `name` a
+// label "/dtrain-..." for messages), the others open it (`name` the handle dt_shm_ctx_handle
+// gave on rank 0). `pids` holds every group rank's process id, watched while waiting so that a
+// dead peer is named at once; `global_ranks` maps group ranks to job ranks. Each rank stages up
+// to `slot_bytes` per phase (every rank passes the same).
 int dt_shm_ctx_open(dt_shm_ctx* ctx, const char* name, int create, int rank, int size,
                     const int32_t* global_ranks, const int32_t* pids, uint64_t slot_bytes,
                     int64_t timeout_ms);
 
-// Waits (on the caller's thread; bind it nonblocking) until every rank has mapped the segment.
+// On rank 0, until every rank mapped the segment: copies the handle the others pass to
+// dt_shm_ctx_open (NUL-terminated, truncated to `len`) and returns its length; -1 otherwise.
+int dt_shm_ctx_handle(dt_shm_ctx* ctx, char* buf, size_t len);
+
+// Waits (on the caller's thread; bind it nonblocking) until every rank has mapped the segment,
+// then closes rank 0's descriptor of it.
 // It ends the rendezvous in shared memory rather than in the store: a rank that is done with the
 // store then knows every peer is done with it too, so a collective blocking its JavaScript thread
 // (which may host the store's server) can no longer starve a peer's last store request.
 int dt_shm_ctx_wait_mapped(dt_shm_ctx* ctx);
 
-// Unlinks the segment's name if it is still linked (a rank never mapped it), unmaps it and
-// frees the context. Safe on NULL.
+// Unmaps the segment and frees the context. Safe on NULL.
 int dt_shm_ctx_free(dt_shm_ctx* ctx);
 
 // Takes the next place in the context's issue queue. Collectives run in ticket order whatever

@@ -32,7 +32,7 @@ constexpr size_t kPage = 4096;
 struct Header {
   uint64_t magic;
   uint32_t size;
-  std::atomic<uint32_t> mapped;        // ranks that mapped the segment; the last one unlinks
+  std::atomic<uint32_t> mapped;        // ranks that mapped the segment
   std::atomic<int32_t> failed;         // group rank that failed first and broke the group, or -1
   int32_t failed_status;               // its dt_status
   char failed_message[1024];           // its message, read by ranks that were waiting on it
@@ -60,15 +60,15 @@ static_assert(sizeof(RankLine) == 128, "two cache lines per rank");
 // holds the whole result. Each byte is read once and written once per rank, against a copy into
 // the slot, a read of every slot and a write for the staged path: 2.2-3.7x the bandwidth from 1
 // to 64 MiB (BENCHMARKS.md). Taking blocks rather than a fixed slice per rank means a rank whose
-// thread is slow to wake holds nobody up. Buffers are mapped by rank 0's name plus an id every
-// rank assigns in the same order (allocation is collective), and unlinked as soon as every rank
-// mapped them.
+// thread is slow to wake holds nobody up. Like the group's segment, a buffer has no name
+// ([Note: unnamed segments] in segment.cc): rank 0 creates it and tells the others, through the
+// group's segment, which descriptor to open; its label (rank 0's label plus an id every rank
+// assigns in the same order, allocation being collective) only names it in messages.
 //
 // The first page of a shared buffer's segment. Blocks of an in-place all-reduce are claimed and
 // counted in words tagged with the collective's sequence number, so that a word left by an
 // earlier collective on the buffer reads as zero without anyone resetting it.
 struct SharedHeader {
-  std::atomic<uint32_t> mapped;              // ranks that mapped the segment; the last unlinks
   alignas(64) std::atomic<uint64_t> claim;   // (tag << 32) | the next block to reduce
   alignas(64) std::atomic<uint64_t> done;    // (tag << 32) | blocks reduced and written back
 };
@@ -115,8 +115,9 @@ struct dt_shm_ctx {
   uint64_t next_ticket = 0;
   uint64_t serving = 0;
 
-  std::string name;
-  bool linked = false;  // our name may still be in /dev/shm
+  std::string name;   // the segment's label, for messages: it has no name in /dev/shm
+  int fd = -1;        // the creator's descriptor of the segment, open until every rank mapped it
+  std::string share;  // the creator's "<descriptor>:<inode>", for the others to open it
   char* base = nullptr;
   size_t bytes = 0;
   size_t slot_bytes = 0;  // one staging slot: the chunk every phase moves
@@ -155,11 +156,21 @@ struct dt_shm_ctx {
 
 namespace dtrain::shm {
 
-// Maps segment `name` of `bytes`: creating it and reserving its pages (rank 0), or opening the
-// one rank 0 created. `created` is set once the name exists, for the caller to unlink; `hint`
-// ends the message for a segment of the wrong size.
-char* mapShared(const std::string& name, bool create, size_t bytes, const char* hint,
-                bool* created);
+// A file descriptor closed when it goes out of scope, unless released (fd = -1) first.
+struct Descriptor {
+  int fd = -1;
+  ~Descriptor();
+};
+
+// Creates an unnamed segment of `bytes` in /dev/shm, reserves its pages and maps it
+// ([Note: unnamed segments] in segment.cc). `*fd` receives the descriptor to keep open until
+// every rank has mapped it, `*share` what they pass to openShared; `label` names it in messages.
+char* createShared(const std::string& label, size_t bytes, int* fd, std::string* share);
+
+// Maps the segment that process `pid` created, given its `share`; `hint` ends the message for
+// a segment of the wrong size.
+char* openShared(const std::string& label, int pid, const std::string& share, size_t bytes,
+                 const char* hint);
 
 // Records `message` as the group's failure (the first one wins): every rank waiting in a
 // collective, or entering one, fails with it instead of waiting for its timeout.

@@ -1,10 +1,12 @@
-// The shared-memory context's lifecycle: mapping the group's segment (and unlinking its name as
-// soon as every rank has it), watching the peers' processes, the issue queue, and the
+// The shared-memory context's lifecycle: creating and mapping the group's segment (unnamed, so
+// that no kill leaves it behind), watching the peers' processes, the issue queue, and the
 // exception-to-status boundary of the C ABI.
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -54,12 +56,6 @@ double nowUs() {
   return static_cast<double>(ts.tv_sec) * 1e6 + static_cast<double>(ts.tv_nsec) / 1e3;
 }
 
-// Maps the group's segment, creating it when `create` (rank 0; the others open it once told).
-char* mapSegment(dt_shm_ctx* ctx, bool create, size_t bytes) {
-  return mapShared(ctx->name, create, bytes, "do all ranks agree on the group size?",
-                   &ctx->linked);
-}
-
 // Runs `body` and returns DT_OK, or the status it threw, its message kept as the context's error.
 int statusOf(dt_shm_ctx* ctx, const std::function<void()>& body) noexcept {
   try {
@@ -78,36 +74,102 @@ int statusOf(dt_shm_ctx* ctx, const std::function<void()>& body) noexcept {
 
 namespace dtrain::shm {
 
-char* mapShared(const std::string& name, bool create, size_t bytes, const char* hint,
-                bool* created) {
-  const int flags = create ? O_RDWR | O_CREAT | O_EXCL : O_RDWR;
-  int fd = shm_open(name.c_str(), flags, 0600);
-  if (fd < 0) throw Failure(DT_EINTERNAL, errnoText("shm_open " + name));
-  *created = create;
-  if (create && ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
-    close(fd);
-    throw Failure(DT_EINTERNAL, errnoText("ftruncate " + name + " to " + std::to_string(bytes) +
+Descriptor::~Descriptor() {
+  if (fd >= 0) close(fd);
+}
+
+// [Note: unnamed segments]
+// A segment never has a name in /dev/shm, so no kill at any moment can leave one behind and no
+// stranger can take, predict or watch for one. The creator makes an unnamed file in /dev/shm's
+// tmpfs (O_TMPFILE | O_EXCL: it can never be linked in later), which counts against /dev/shm's
+// size as a named one would, and keeps its descriptor open until every rank has mapped it; the
+// others open that descriptor through /proc/<creator>/fd/<fd>, which the kernel allows only to
+// processes that could read the creator's memory (the same user), and the file's mode is 0600.
+// The descriptor number travels through the job's authenticated store (the group segment) or
+// the group segment itself (shared buffers), with the file's inode: a rank that opened another
+// file (the creator died and its process id was reused) sees a different inode and fails
+// naming it. Once the last process unmaps it, the kernel frees the memory: nothing to clean up.
+// A name-based design (shm_open, then unlink once all mapped) leaks the name whenever the
+// creator dies in between, and any cleanup by a survivor or the launcher misses the case where
+// the whole job is killed at once.
+char* createShared(const std::string& label, size_t bytes, int* fd_out, std::string* share) {
+  rlimit fsize;
+  if (getrlimit(RLIMIT_FSIZE, &fsize) == 0 && fsize.rlim_cur != RLIM_INFINITY &&
+      bytes > fsize.rlim_cur) {
+    // Growing the file past it would raise SIGXFSZ, which kills the process.
+    throw Failure(DT_EINTERNAL, "the file size limit (ulimit -f, " +
+                                    std::to_string(fsize.rlim_cur) + " bytes) is below the " +
+                                    std::to_string(bytes) + " bytes of " + label +
+                                    ": raise it, or set DTRAIN_SHM=0 to use Gloo instead");
+  }
+  const int fd = open("/dev/shm", O_TMPFILE | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    throw Failure(DT_EINTERNAL, errnoText("creating " + label +
+                                          " as an unnamed file in /dev/shm (O_TMPFILE; set "
+                                          "DTRAIN_SHM=0 to use Gloo instead)"));
+  }
+  Descriptor closer{fd};
+  if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    throw Failure(DT_EINTERNAL, errnoText("ftruncate " + label + " to " + std::to_string(bytes) +
                                           " bytes"));
   }
   // tmpfs takes any size from ftruncate and faults later: reserve the pages now, so that a full
   // /dev/shm is an error here rather than SIGBUS at the first write.
-  const int reserved = create ? posix_fallocate(fd, 0, static_cast<off_t>(bytes)) : 0;
+  const int reserved = posix_fallocate(fd, 0, static_cast<off_t>(bytes));
   if (reserved != 0 && reserved != EOPNOTSUPP && reserved != EINVAL) {
-    close(fd);
-    throw Failure(DT_EINTERNAL, "no room for " + std::to_string(bytes) + " bytes of " + name +
+    throw Failure(DT_EINTERNAL, "no room for " + std::to_string(bytes) + " bytes of " + label +
                                     " in /dev/shm (" + strerror(reserved) +
                                     "): enlarge /dev/shm (docker run --shm-size), or set "
                                     "DTRAIN_SHM=0 to use Gloo instead");
   }
   struct stat st;
-  if (fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) != bytes) {
-    close(fd);
-    throw Failure(DT_EINTERNAL, name + " has " + std::to_string(st.st_size) + " bytes, expected " +
-                                    std::to_string(bytes) + " (" + hint + ")");
-  }
+  if (fstat(fd, &st) != 0) throw Failure(DT_EINTERNAL, errnoText("fstat " + label));
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  close(fd);
-  if (p == MAP_FAILED) throw Failure(DT_EINTERNAL, errnoText("mmap " + name));
+  if (p == MAP_FAILED) throw Failure(DT_EINTERNAL, errnoText("mmap " + label));
+  *share = std::to_string(fd) + ":" + std::to_string(st.st_ino);
+  *fd_out = fd;
+  closer.fd = -1;
+  return static_cast<char*>(p);
+}
+
+char* openShared(const std::string& label, int pid, const std::string& share, size_t bytes,
+                 const char* hint) {
+  int fd = -1;
+  unsigned long long ino = 0;
+  int used = 0;
+  if (sscanf(share.c_str(), "%d:%llu%n", &fd, &ino, &used) != 2 || fd < 0 ||
+      used != static_cast<int>(share.size())) {
+    throw Failure(DT_EINVAL, "the creating rank's handle of " + label + " should be " +
+                                 "\"<descriptor>:<inode>\", got \"" + share + "\"");
+  }
+  const std::string path = "/proc/" + std::to_string(pid) + "/fd/" + std::to_string(fd);
+  const std::string what = label + " through " + path + " (the creating rank's descriptor)";
+  const int mine = open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (mine < 0) {
+    const int why = errno;
+    throw Failure(why == ENOENT ? DT_EPEER : DT_EINTERNAL,
+                  "opening " + what + ": " + strerror(why) +
+                      (why == ENOENT ? " (did it exit?)"
+                       : why == EACCES || why == EPERM
+                           ? " (do all ranks run as one user, in one pid namespace?)"
+                           : ""));
+  }
+  Descriptor closer{mine};
+  struct stat st;
+  if (fstat(mine, &st) != 0) throw Failure(DT_EINTERNAL, errnoText("fstat " + what));
+  if (!S_ISREG(st.st_mode) || st.st_ino != ino || st.st_uid != geteuid()) {
+    throw Failure(DT_EPEER, what + " is not the file it created (inode " +
+                                std::to_string(st.st_ino) + " of uid " +
+                                std::to_string(st.st_uid) + ", expected inode " +
+                                std::to_string(ino) + "): its process is gone, its id reused");
+  }
+  if (static_cast<size_t>(st.st_size) != bytes) {
+    throw Failure(DT_EINTERNAL, label + " has " + std::to_string(st.st_size) +
+                                    " bytes, expected " + std::to_string(bytes) + " (" + hint +
+                                    ")");
+  }
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, mine, 0);
+  if (p == MAP_FAILED) throw Failure(DT_EINTERNAL, errnoText("mmap " + label));
   return static_cast<char*>(p);
 }
 
@@ -217,11 +279,21 @@ int dt_shm_ctx_open(dt_shm_ctx* ctx, const char* name, int create, int rank, int
     if (timeout_ms <= 0) {
       throw Failure(DT_EINVAL, "timeout must be positive, got " + std::to_string(timeout_ms));
     }
-    if (name == nullptr || name[0] != '/' || strchr(name + 1, '/') != nullptr) {
-      throw Failure(DT_EINVAL, std::string("segment name must be \"/name\", got \"") +
-                                   (name ? name : "(null)") + "\"");
+    // The creator's `name` is the segment's label; the others' is the creator's handle,
+    // "<label>:<descriptor>:<inode>" (dt_shm_ctx_handle).
+    const char* share = name == nullptr ? nullptr : strchr(name, ':');
+    const std::string label =
+        name == nullptr ? "" : share == nullptr ? name : std::string(name, share - name);
+    if (label.size() < 2 || label[0] != '/' || label.find('/', 1) != std::string::npos ||
+        (share != nullptr) == (create != 0) || (create == 0) != (rank != 0)) {
+      throw Failure(DT_EINVAL, std::string("segment ") +
+                                   (create ? "label must be \"/label\" (group rank 0)"
+                                           : "handle must be \"/label:<descriptor>:<inode>\" "
+                                             "(not group rank 0)") +
+                                   ", got \"" + (name ? name : "(null)") + "\" on rank " +
+                                   std::to_string(rank));
     }
-    ctx->name = name;
+    ctx->name = label;
     ctx->rank = rank;
     ctx->size = size;
     ctx->timeout = std::chrono::milliseconds(timeout_ms);
@@ -237,7 +309,9 @@ int dt_shm_ctx_open(dt_shm_ctx* ctx, const char* name, int create, int rank, int
     }
     ctx->slot_bytes = slot_bytes;
     const size_t bytes = segmentBytes(size, slot_bytes);
-    char* base = mapSegment(ctx, create != 0, bytes);
+    const char* hint = "do all ranks agree on the group size?";
+    char* base = create ? createShared(label, bytes, &ctx->fd, &ctx->share)
+                        : openShared(label, ctx->pids[0], share + 1, bytes, hint);
     ctx->base = base;
     ctx->bytes = bytes;
     auto* h = ctx->header();
@@ -249,19 +323,20 @@ int dt_shm_ctx_open(dt_shm_ctx* ctx, const char* name, int create, int rank, int
       throw Failure(DT_EINTERNAL, ctx->name + " is not a dtrain segment of " +
                                       std::to_string(size) + " ranks");
     }
-    if (h->mapped.fetch_add(1) + 1 == static_cast<uint32_t>(size)) {
-      shm_unlink(ctx->name.c_str());
-    }
+    h->mapped.fetch_add(1);
   });
+}
+
+int dt_shm_ctx_handle(dt_shm_ctx* ctx, char* buf, size_t len) {
+  if (ctx == nullptr || ctx->fd < 0 || buf == nullptr) return -1;
+  const std::string handle = ctx->name + ":" + ctx->share;
+  dtrain::copyMessage(handle, buf, len);
+  return static_cast<int>(handle.size());
 }
 
 int dt_shm_ctx_free(dt_shm_ctx* ctx) {
   if (ctx == nullptr) return DT_OK;
-  // The creator unlinks a name that some rank never mapped (it failed or died before it could).
-  if (ctx->linked &&
-      (ctx->base == nullptr || ctx->header()->mapped.load() < static_cast<uint32_t>(ctx->size))) {
-    shm_unlink(ctx->name.c_str());
-  }
+  if (ctx->fd >= 0) close(ctx->fd);
   if (ctx->base != nullptr) munmap(ctx->base, ctx->bytes);
   for (int fd : ctx->pidfds) {
     if (fd >= 0) close(fd);
@@ -282,7 +357,12 @@ int dt_shm_abort(dt_shm_ctx* ctx, int status, const char* message) {
 
 int dt_shm_ctx_wait_mapped(dt_shm_ctx* ctx) {
   if (ctx == nullptr || ctx->base == nullptr) return DT_EINVAL;
-  return statusOf(ctx, [&] { waitMapped(ctx); });
+  return statusOf(ctx, [&] {
+    waitMapped(ctx);
+    // Every rank holds its own mapping now ([Note: unnamed segments]).
+    if (ctx->fd >= 0) close(ctx->fd);
+    ctx->fd = -1;
+  });
 }
 
 uint64_t dt_shm_ticket(dt_shm_ctx* ctx) {

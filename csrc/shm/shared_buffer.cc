@@ -91,27 +91,34 @@ void allReduceShared(dt_shm_ctx* ctx, const SharedBuffer& buffer, size_t offset,
 namespace {
 
 // Every rank learns whether every rank succeeded: a rank's failure message travels in its slot,
-// and every rank throws the first one (the group stays usable, each rank having arrived).
-void agree(dt_shm_ctx* ctx, const Fingerprint& fp, const std::string& mine) {
-  constexpr size_t kMessage = 1024;
+// and every rank throws the first one (the group stays usable, each rank having arrived). Rank
+// 0's `share` travels beside its message; every rank returns it.
+std::string agree(dt_shm_ctx* ctx, const Fingerprint& fp, const std::string& mine,
+                  const std::string& share = "") {
+  constexpr size_t kMessage = 768, kShare = 256;
+  std::string theirs;
   runPhases(
-      ctx, fp, kMessage,
+      ctx, fp, kMessage + kShare,
       [&](char* slot, size_t, size_t) {
         const size_t n = std::min(mine.size(), kMessage - 1);
         memcpy(slot, mine.data(), n);
         slot[n] = '\0';
+        const size_t m = std::min(share.size(), kShare - 1);
+        memcpy(slot + kMessage, share.data(), m);
+        slot[kMessage + m] = '\0';
       },
       [&](size_t, size_t, uint64_t chunk) {
         for (int r = 0; r < ctx->size; r++) {
-          const char* theirs = ctx->slot(r, chunk);
-          if (theirs[0] != '\0') {
+          const char* message = ctx->slot(r, chunk);
+          if (message[0] != '\0') {
             throw Failure(DT_EINTERNAL,
-                          "emptyShared: " + ctx->rankName(r) + " failed: " + theirs);
+                          "emptyShared: " + ctx->rankName(r) + " failed: " + message);
           }
         }
+        theirs = ctx->slot(0, chunk) + kMessage;
       });
+  return theirs;
 }
-
 }  // namespace
 
 extern "C" {
@@ -138,42 +145,32 @@ int dt_shm_buffer_alloc(dt_shm_ctx* ctx, uint64_t ticket, uint64_t count, int dt
     buffer->stride = (buffer->bytes + kPage - 1) / kPage * kPage;
     buffer->map_bytes = kPage + buffer->stride * ctx->size;
     buffer->id = ctx->next_buffer++;
-    const std::string name = ctx->name + "-" + std::to_string(buffer->id);
+    const std::string label = ctx->name + "-" + std::to_string(buffer->id);
     const Fingerprint fp{0, count, kEmptyShared, dtype, -1, -1};
     const bool creator = ctx->rank == 0;
-    // Rank 0 creates, everyone learns whether it could; then the others map, and the last rank
-    // to map unlinks the name, so that a rank returning from here knows it is gone; everyone
-    // learns whether all could. Should one fail, rank 0 unlinks the name on its way out.
-    struct Unlink {
-      const std::string& name;
-      bool armed = false;
-      ~Unlink() {
-        if (armed) shm_unlink(name.c_str());
-      }
-    } unlink{name};
+    // Rank 0 creates the buffer's segment, unnamed ([Note: unnamed segments] in segment.cc), and
+    // everyone learns whether it could and which descriptor to open; then the others map it, and
+    // everyone learns whether all could. Rank 0 closes its descriptor on the way out: by then
+    // every rank has its own mapping or has failed.
+    Descriptor created;
+    std::string share;
     if (creator && error.empty()) {
       try {
-        buffer->base = mapShared(name, true, buffer->map_bytes, "a peer resized it", &unlink.armed);
+        buffer->base = createShared(label, buffer->map_bytes, &created.fd, &share);
       } catch (const Failure& e) {
         error = e.what();
       }
     }
-    agree(ctx, fp, error);
+    share = agree(ctx, fp, error, share);
     if (!creator) {
       try {
-        bool opened = false;
-        buffer->base = mapShared(name, false, buffer->map_bytes, "a peer resized it", &opened);
+        buffer->base =
+            openShared(label, ctx->pids[0], share, buffer->map_bytes, "a peer resized it");
       } catch (const Failure& e) {
         error = e.what();
       }
     }
-    if (buffer->base != nullptr) {
-      if (buffer->header()->mapped.fetch_add(1) + 1 == static_cast<uint32_t>(ctx->size)) {
-        shm_unlink(name.c_str());
-      }
-    }
     agree(ctx, fp, error);
-    unlink.armed = false;  // every rank mapped it, and the last one unlinked it
     auto* handle = new dt_shm_buffer{buffer, buffer->part(ctx->rank)};
     {
       std::lock_guard<std::mutex> lock(ctx->buffers_mu);

@@ -1,8 +1,9 @@
 /**
  * The shared-memory backend: collectives between the ranks of one host through one segment in
  * `/dev/shm` (csrc/shm, [Note: shared-memory segment] in csrc/shm/internal.h). Same guarantees
- * as Gloo: fingerprints checked on every call, timeouts and dead peers named. The segment's name
- * is unlinked as soon as every rank has mapped it, so no crash leaves it behind. Collectives run
+ * as Gloo: fingerprints checked on every call, timeouts and dead peers named. The segment never
+ * has a name ([Note: unnamed segments] in csrc/shm/segment.cc), so no kill leaves it behind and
+ * no stranger can take or steer it. Collectives run
  * in issue order on a native queue, so the process group issues them without waiting; the
  * all-gather also runs blocking or started on a thread, for FSDP's synchronous forward.
  * @module
@@ -34,6 +35,16 @@ function lastError(lib: ShmSymbols, ctx: Deno.PointerValue, status: number): Dis
   const len = lib.dt_shm_last_error(ctx, buf, buf.length);
   const message = decoder.decode(buf.subarray(0, Math.min(len, buf.length - 1)));
   return new DistError(STATUS_CODES[status] ?? "internal", message || `shm status ${status}`);
+}
+
+/** Rank 0's handle of its new segment, for the others to open it. */
+function handleOf(lib: ShmSymbols, ctx: Deno.PointerValue): string {
+  const buf = new Uint8Array(1024);
+  const len = lib.dt_shm_ctx_handle(ctx, buf, buf.length);
+  if (len < 0 || len >= buf.length) {
+    throw new DistError("internal", `dt_shm_ctx_handle returned ${len}`);
+  }
+  return decoder.decode(buf.subarray(0, len));
 }
 
 /**
@@ -110,8 +121,9 @@ export class ShmBackend implements Backend {
   }
 
   /**
-   * Maps the group's segment: group rank 0 creates it once every member's process id is known,
-   * the others map it, and all wait until everyone has (by then its name is unlinked).
+   * Maps the group's segment: group rank 0 creates it once every member's process id is known
+   * and publishes its handle (the descriptor to open, never a name), the others map it, and all
+   * wait until everyone has (then rank 0 closes its descriptor).
    *
    * @param init Rank, size, job ranks, key prefix and timeout of the host-local group.
    * @param store A connected store client, used for the rendezvous only.
@@ -136,10 +148,15 @@ export class ShmBackend implements Backend {
     await store.wait(pidKeys, timeoutMs).catch(fail);
     const pids = new Int32Array(size);
     for (let r = 0; r < size; r++) pids[r] = Number(decoder.decode(await store.get(pidKeys[r])));
-    if (rank !== 0) await store.wait([key("name")], timeoutMs).catch(fail);
+    if (rank !== 0) await store.wait([key("handle")], timeoutMs).catch(fail);
+    // Rank 0's label only names the segment in messages; the others get its handle, or the
+    // reason it could not create the segment ("!" first), so that they fail with it at once.
     const name = rank === 0
       ? `/dtrain-${Deno.pid}-${crypto.randomUUID().slice(0, 8)}`
-      : decoder.decode(await store.get(key("name")));
+      : decoder.decode(await store.get(key("handle")));
+    if (name.startsWith("!")) {
+      fail(new DistError("internal", `rank ${init.globalRanks[0]} failed: ${name.slice(1)}`));
+    }
     const out = new BigUint64Array(1);
     const created = lib.dt_shm_ctx_new(out);
     if (created !== GlooStatus.OK) throw lastError(lib, null, created);
@@ -157,10 +174,15 @@ export class ShmBackend implements Backend {
         slotBytes(),
         timeoutMs,
       );
-      if (status !== GlooStatus.OK) fail(lastError(lib, ctx, status));
-      if (rank === 0) await store.set(key("name"), name);
+      if (status !== GlooStatus.OK) {
+        const err = lastError(lib, ctx, status);
+        // Best effort: should the store be gone too, the others' wait names that instead.
+        if (rank === 0) await store.set(key("handle"), `!${err.message}`).catch(() => {});
+        fail(err);
+      }
+      if (rank === 0) await store.set(key("handle"), handleOf(lib, ctx));
       // The last step in shared memory, not the store: a rank that returns knows its peers
-      // made their last store request (the name) already, so a blocking collective on its
+      // made their last store request (the handle) already, so a blocking collective on its
       // JavaScript thread, which may serve the store, cannot stall them (dtrain_shm.h).
       const mapped = await lib.dt_shm_ctx_wait_mapped(ctx);
       if (mapped !== GlooStatus.OK) fail(lastError(lib, ctx, mapped));

@@ -180,7 +180,7 @@ for (const worldSize of [2, 3]) {
       assert.equal(r.result?.zeroFilled, true);
       assert.deepEqual(r.result?.plainSum, Array(5).fill(worldSize));
       assert.equal(r.result?.keptAfterDestroy, true);
-      // Every buffer's name was unlinked once all ranks mapped it, while the ranks still ran.
+      // No buffer ever had a name in /dev/shm, nor has one while the ranks still run.
       assert.deepEqual((r.result?.left as string[]).filter((n) => !before.has(n)), []);
     }
   });
