@@ -50,6 +50,7 @@ const symbols = {
   dt_binary_backward: { parameters: [i32, ptr, i64, ptr, i64, ptr, i64, ptr, ptr], result: i32 },
   dt_unary: { parameters: [i32, ptr, ptr, i64, f32], result: i32 },
   dt_unary_backward: { parameters: [i32, ptr, ptr, ptr, ptr, i64, f32], result: i32 },
+  dt_unary_reads: { parameters: [i32], result: i32 },
   dt_axpy: { parameters: [ptr, ptr, i64, f32], result: i32 },
   // slice.c
   dt_copy_strided: { parameters: [ptr, ptr, i32, buf, buf, i32], result: i32 },

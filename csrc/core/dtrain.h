@@ -17,12 +17,9 @@ extern "C" {
 
 enum dt_status { DT_OK = 0, DT_EINVAL = 1, DT_ENOMEM = 2, DT_EUNSUPPORTED = 3 };
 
-/* The enums of the ABI, numbered as the TypeScript side numbers them (ffi/dtrain.ts). */
+/* The enums of the ABI, numbered as the TypeScript side numbers them (ffi/dtrain.ts). The unary
+ * ops' enum (dt_unary_op) is in scalar_math.h, beside each op's formula and derivative. */
 enum dt_binary_op { DT_ADD = 0, DT_SUB = 1, DT_MUL = 2, DT_DIV = 3 };
-enum dt_unary_op {
-  DT_RELU = 0, DT_GELU_TANH = 1, DT_GELU_ERF = 2, DT_EXP = 3, DT_LOG = 4, DT_TANH = 5,
-  DT_SIGMOID = 6, DT_NEG = 7, DT_SQRT = 8, DT_POW = 9, DT_SCALE = 10, DT_ADD_SCALAR = 11
-};
 /* Element types (DTypeCode) and comparisons (CompareOp) of the bool and i32 kernels. */
 enum dt_dtype { DT_F32 = 0, DT_I32 = 1, DT_BOOL = 2 };
 enum dt_compare_op { DT_EQ = 0, DT_NE = 1, DT_LT = 2, DT_LE = 3, DT_GT = 4, DT_GE = 5 };
@@ -96,6 +93,8 @@ int dt_binary_backward(int32_t op, const float *a, int64_t na, const float *b, i
 int dt_unary(int32_t op, const float *x, float *y, int64_t n, float p);
 int dt_unary_backward(int32_t op, const float *x, const float *y, const float *gy, float *gx,
                       int64_t n, float p);
+/* What op's backward reads: 0 nothing, 1 the input x, 2 the output y; -1 for an unknown op. */
+int32_t dt_unary_reads(int32_t op);
 int dt_axpy(float *y, const float *x, int64_t n, float alpha);
 
 /* ---------------------------------------------------------------- slice.c */

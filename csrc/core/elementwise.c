@@ -155,7 +155,7 @@ static void unary_range(void *ctx, int64_t begin, int64_t end) {
 
 int dt_unary(int32_t op, const float *x, float *y, int64_t n, float p) {
   CHECK_PTR(x); CHECK_PTR(y); CHECK_COUNT(n);
-  CHECK(op >= DT_RELU && op <= DT_ADD_SCALAR, "dt_unary: unknown op %d", op);
+  CHECK(dt_unary_known(op), "dt_unary: unknown op %d", op);
   map_t m = {.op = op, .x = x, .out = y, .p = p};
   dt_parallel_range(n, DT_MIN_RANGE, unary_range, &m);
   return DT_OK;
@@ -179,13 +179,15 @@ static void unary_backward_range(void *ctx, int64_t begin, int64_t end) {
 int dt_unary_backward(int32_t op, const float *x, const float *y, const float *gy, float *gx,
                       int64_t n, float p) {
   CHECK_PTR(gy); CHECK_PTR(gx); CHECK_COUNT(n);
-  CHECK(op >= DT_RELU && op <= DT_ADD_SCALAR, "dt_unary_backward: unknown op %d", op);
+  CHECK(dt_unary_known(op), "dt_unary_backward: unknown op %d", op);
   CHECK(!dt_unary_needs_y(op) || y != NULL, "dt_unary_backward: op %d needs the output y", op);
   CHECK(!dt_unary_needs_x(op) || x != NULL, "dt_unary_backward: op %d needs the input x", op);
   map_t m = {.op = op, .x = x, .y = y, .gy = gy, .out = gx, .p = p};
   dt_parallel_range(n, DT_MIN_RANGE, unary_backward_range, &m);
   return DT_OK;
 }
+
+int32_t dt_unary_reads(int32_t op) { return dt_unary_reads_of(op); }
 
 typedef struct {
   float *y;

@@ -86,6 +86,16 @@ DT_HOSTDEV void dt_binary_grads(int op, float x, float y, float g, float *dx, fl
 #define DT_INV_SQRT_2 0.7071067811865476f
 #define DT_INV_SQRT_2PI 0.3989422804014327f
 
+/* The unary ops. A new one is a member here (and in UnaryOp, ffi/dtrain.ts), a case in
+ * dt_unary_apply and dt_unary_derivative, and its entry in dt_unary_needs_x or _y. */
+enum dt_unary_op {
+  DT_RELU = 0, DT_GELU_TANH = 1, DT_GELU_ERF = 2, DT_EXP = 3, DT_LOG = 4, DT_TANH = 5,
+  DT_SIGMOID = 6, DT_NEG = 7, DT_SQRT = 8, DT_POW = 9, DT_SCALE = 10, DT_ADD_SCALAR = 11
+};
+#define DT_UNARY_LAST DT_ADD_SCALAR
+
+DT_HOSTDEV int dt_unary_known(int op) { return op >= DT_RELU && op <= DT_UNARY_LAST; }
+
 /* f(x) at one element (enum dt_unary_op); p is the exponent of DT_POW, the factor of DT_SCALE and
  * the addend of DT_ADD_SCALAR. */
 DT_HOSTDEV float dt_unary_apply(int op, float x, float p) {
@@ -113,6 +123,12 @@ DT_HOSTDEV int dt_unary_needs_y(int op) {
 }
 DT_HOSTDEV int dt_unary_needs_x(int op) {
   return op == DT_RELU || op == DT_GELU_TANH || op == DT_GELU_ERF || op == DT_LOG || op == DT_POW;
+}
+/* dt_unary_reads' answer, so that autograd keeps only the tensor a backward reads (no op reads
+ * both). */
+DT_HOSTDEV int32_t dt_unary_reads_of(int op) {
+  if (!dt_unary_known(op)) return -1;
+  return dt_unary_needs_x(op) ? 1 : dt_unary_needs_y(op) ? 2 : 0;
 }
 
 /* f'(x), from the input x or the output y (whichever is cheaper). */

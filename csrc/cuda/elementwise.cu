@@ -132,7 +132,7 @@ __global__ void unary_backward_kernel(int op, const float *x, const float *y, co
 
 DT_EXPORT int dt_unary(int32_t op, const float *x, float *y, int64_t n, float p) {
   CHECK_PTR(x); CHECK_PTR(y); CHECK_COUNT(n);
-  CHECK(op >= DT_RELU && op <= DT_ADD_SCALAR, "dt_unary: unknown op %d", op);
+  CHECK(dt_unary_known(op), "dt_unary: unknown op %d", op);
   CURRENT(dev);
   if (n > 0) LAUNCH(dev, n, unary_kernel, op, x, y, n, p);
   return DT_OK;
@@ -141,13 +141,15 @@ DT_EXPORT int dt_unary(int32_t op, const float *x, float *y, int64_t n, float p)
 DT_EXPORT int dt_unary_backward(int32_t op, const float *x, const float *y, const float *gy,
                                 float *gx, int64_t n, float p) {
   CHECK_PTR(gy); CHECK_PTR(gx); CHECK_COUNT(n);
-  CHECK(op >= DT_RELU && op <= DT_ADD_SCALAR, "dt_unary_backward: unknown op %d", op);
+  CHECK(dt_unary_known(op), "dt_unary_backward: unknown op %d", op);
   CHECK(!dt_unary_needs_y(op) || y != NULL, "dt_unary_backward: op %d needs the output y", op);
   CHECK(!dt_unary_needs_x(op) || x != NULL, "dt_unary_backward: op %d needs the input x", op);
   CURRENT(dev);
   if (n > 0) LAUNCH(dev, n, unary_backward_kernel, op, x, y, gy, gx, n, p);
   return DT_OK;
 }
+
+DT_EXPORT int32_t dt_unary_reads(int32_t op) { return dt_unary_reads_of(op); }
 
 __global__ void axpy_kernel(float *y, const float *x, int64_t n, float alpha) {
   GRID_LOOP(i, n) y[i] += alpha * x[i];

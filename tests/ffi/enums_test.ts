@@ -1,10 +1,13 @@
-// The ABI's enums are numbered in csrc/core/dtrain.h; ffi/dtrain.ts numbers them again for the
+// The ABI's enums are numbered in csrc/core/dtrain.h (the unary ops in scalar_math.h); ffi/dtrain.ts numbers them again for the
 // TypeScript side (the FFI cannot read a C enum). This test holds the two to the same names and
 // numbers, so that an op added to one and not the other fails here, not as a wrong kernel.
 import assert from "node:assert/strict";
 import { BinaryOp, CompareOp, DTypeCode, Status, UnaryOp } from "../../ffi/dtrain.ts";
 
-const header = Deno.readTextFileSync(new URL("../../csrc/core/dtrain.h", import.meta.url));
+// The unary ops' enum sits in scalar_math.h beside their formulas; the rest in dtrain.h.
+const header = ["dtrain.h", "scalar_math.h"]
+  .map((file) => Deno.readTextFileSync(new URL(`../../csrc/core/${file}`, import.meta.url)))
+  .join("\n");
 
 /** The members of `enum name { ... }` in the header, as TypeScript spells them, with their values. */
 function cEnum(name: string, spell: (member: string) => string): Record<string, number> {

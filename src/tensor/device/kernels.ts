@@ -46,6 +46,11 @@ export const kernelSymbols = {
   unary: "dt_unary",
   /** The gradient of `unary`, reading x or y as the op needs (the other nullable). */
   unaryBackward: "dt_unary_backward",
+  /**
+   * What `unaryBackward` reads for an op: 0 nothing, 1 x, 2 y (-1: unknown op). An answer, not a
+   * status: the native header says it once (csrc/core/scalar_math.h), and autograd asks it.
+   */
+  unaryReads: "dt_unary_reads",
   /** y += alpha * x. */
   axpy: "dt_axpy",
   /** out[o, i] = scale * sum over a of x[o, a, i]. */

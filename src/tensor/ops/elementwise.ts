@@ -1,6 +1,6 @@
 /** Elementwise arithmetic with PyTorch broadcasting, and the unary maps. @module */
 
-import { BinaryOp, UnaryOp } from "../device/device.ts";
+import { BinaryOp, type DeviceBackend, UnaryOp } from "../device/device.ts";
 import { record } from "../autograd.ts";
 import { broadcastShapes, isSuffix, sameShape } from "../layout.ts";
 import type { Tensor } from "../tensor.ts";
@@ -57,21 +57,19 @@ function binary(op: BinaryName, a: Tensor, b: Tensor): Tensor {
 }
 
 type UnaryName = keyof typeof UnaryOp;
-/** Which saved value each op's derivative reads: its input, its output, or neither. */
-const READS: Record<UnaryName, "x" | "y" | "none"> = {
-  relu: "x",
-  geluTanh: "x",
-  geluErf: "x",
-  exp: "y",
-  log: "x",
-  tanh: "y",
-  sigmoid: "y",
-  neg: "none",
-  sqrt: "y",
-  pow: "x",
-  scale: "none",
-  addScalar: "none",
-};
+/**
+ * Which saved value each op's derivative reads (its input, its output, or neither), as the native
+ * math says it (`dt_unary_reads`, from csrc/core/scalar_math.h): asked once per op, then kept.
+ */
+const reads: ("x" | "y" | "none")[] = [];
+function readsOf(dev: DeviceBackend, op: UnaryName): "x" | "y" | "none" {
+  const code = UnaryOp[op];
+  const known = reads[code];
+  if (known !== undefined) return known;
+  const answer = dev.kernels.unaryReads(code);
+  if (answer < 0 || answer > 2) throw new Error(`${op}: libdtrain does not know unary op ${code}`);
+  return (reads[code] = answer === 1 ? "x" : answer === 2 ? "y" : "none");
+}
 
 function unary(op: UnaryName, t: Tensor, p = 0): Tensor {
   expectF32(op, t);
@@ -80,18 +78,18 @@ function unary(op: UnaryName, t: Tensor, p = 0): Tensor {
   const dev = y.storage.backend;
   const n = y.numel();
   dev.check(dev.kernels.unary(UnaryOp[op], x.ptr, y.ptr, n, p));
+  const saved = readsOf(dev, op);
   return record(
     y,
     `${op[0].toUpperCase()}${op.slice(1)}Backward`,
     [x],
     (gy) => {
       const gx = emptyOn(x, x.shape);
-      const reads = READS[op];
       dev.check(
         dev.kernels.unaryBackward(
           UnaryOp[op],
-          reads === "x" ? x.ptr : null,
-          reads === "y" ? y.ptr : null,
+          saved === "x" ? x.ptr : null,
+          saved === "y" ? y.ptr : null,
           gy.ptr,
           gx.ptr,
           n,
@@ -101,7 +99,7 @@ function unary(op: UnaryName, t: Tensor, p = 0): Tensor {
       return [gx];
     },
     temporaries([x, t]),
-    READS[op] === "x" ? [x] : READS[op] === "y" ? [y] : [],
+    saved === "x" ? [x] : saved === "y" ? [y] : [],
   );
 }
 
