@@ -259,13 +259,16 @@ export class StoreServer {
     let authenticated = false;
     let rejected = false;
     try {
-      const rank = await this.#handshake(conn, reader);
+      const accepted = await this.#handshake(conn, reader);
       clearTimeout(timer);
-      if (rank === null) return;
+      if (accepted === null) return;
+      // Trusted before the verdict goes out: a newcomer must not shed a client that has it (and
+      // may already be sending requests).
       authenticated = true;
       this.#pending.delete(conn);
-      this.#conns.set(conn, rank);
+      this.#conns.set(conn, accepted.rank);
       reader.enlarge(64 * 1024);
+      await writeAll(conn, accepted.verdict);
       for (;;) {
         const head = await reader.exactly(4);
         if (head === null) return;
@@ -292,8 +295,14 @@ export class StoreServer {
     }
   }
 
-  /** Authenticates the peer (see the protocol note); its announced rank, or null on EOF. */
-  async #handshake(conn: Deno.Conn, reader: ConnReader): Promise<number | null> {
+  /**
+   * Checks the peer's proof (see the protocol note); its announced rank and the verdict to send
+   * it, or null on EOF.
+   */
+  async #handshake(
+    conn: Deno.Conn,
+    reader: ConnReader,
+  ): Promise<{ rank: number; verdict: Uint8Array } | null> {
     // The magic alone first: anything else (an HTTP probe, say) is refused at once.
     const magic = await reader.exactly(MAGIC.length);
     if (magic === null) return null;
@@ -322,8 +331,7 @@ export class StoreServer {
       throw new ProtocolError("wrong proof of the token");
     }
     const verdict = new ByteWriter().u8(1).raw(await serverProof(key, clientNonce, serverNonce));
-    await writeAll(conn, verdict.done());
-    return rank;
+    return { rank, verdict: verdict.done() };
   }
 }
 
