@@ -22,6 +22,7 @@ namespace {
 constexpr char kMagic[4] = {'D', 'T', 'S', 'T'};
 constexpr uint16_t kVersion = 3;
 constexpr size_t kNonce = 32;
+constexpr size_t kProof = 32;
 constexpr char kServerLabel[] = "dtrain store server proof";
 constexpr char kClientLabel[] = "dtrain store client proof";
 constexpr uint8_t kOpSet = 1;
@@ -153,7 +154,10 @@ std::string StoreClient::authenticate(const std::string& token, int rank) {
   if (transient([&] { readAll(theirs, kNonce); })) return "during its challenge";
   char mine[kNonce];
   if (getrandom(mine, kNonce, 0) != static_cast<ssize_t>(kNonce)) {
-    throw StoreError(std::string("cannot draw a nonce: ") + strerror(errno));
+    std::string why = strerror(errno);
+    close(fd_);
+    fd_ = -1;
+    throw StoreError("cannot draw a nonce: " + why);
   }
   std::string ns(theirs, kNonce), nc(mine, kNonce), rankBytes;
   for (int i = 0; i < 4; i++) {
@@ -169,8 +173,8 @@ std::string StoreClient::authenticate(const std::string& token, int rank) {
     return "before its verdict";
   }
   if (verdict != 1) throw refuse("it did not accept this client's proof");
-  char storeProof[kNonce];
-  if (transient([&] { readAll(storeProof, kNonce); })) return "before its proof";
+  char storeProof[kProof];
+  if (transient([&] { readAll(storeProof, kProof); })) return "before its proof";
   if (!sameDigest(hmacSha256(token, kServerLabel + nc + ns), storeProof)) {
     throw refuse("it cannot prove that it knows this job's token");
   }

@@ -157,20 +157,25 @@ async function assertRefused(connecting: Promise<{ close(): void }>, why: RegExp
 const STORE_UNPROVEN = /it cannot prove that it knows this job's token/;
 const CLIENT_REFUSED = /it did not accept this client's proof/;
 
+/** Sends the hello and returns the store's nonce. */
+async function challenged(conn: Deno.Conn, rank: number): Promise<Uint8Array> {
+  await writeAll(conn, hello(rank));
+  const challenge = new Uint8Array(CHALLENGE_BYTES);
+  for (let got = 0; got < CHALLENGE_BYTES;) {
+    const n = await within(conn.read(challenge.subarray(got)), 5000, "the challenge");
+    assert.ok(n !== null, "the store sent its challenge");
+    got += n;
+  }
+  return challenge.subarray(6);
+}
+
 Deno.test("store: a client proof wrong in only its first or last byte is refused, the exact one accepted", async () => {
   await using server = StoreServer.listen({ hostname: "127.0.0.1", port: 0, token: TOKEN });
   const key = await hmacKey(TOKEN);
   for (const [what, flip] of [...EDGES, ["no", null] as const]) {
     const conn = await Deno.connect({ hostname: "127.0.0.1", port: server.port });
     try {
-      await writeAll(conn, hello(7));
-      const challenge = new Uint8Array(CHALLENGE_BYTES);
-      for (let got = 0; got < CHALLENGE_BYTES;) {
-        const n = await within(conn.read(challenge.subarray(got)), 5000, "the challenge");
-        assert.ok(n !== null, "the store sent its challenge");
-        got += n;
-      }
-      const theirs = challenge.subarray(6);
+      const theirs = await challenged(conn, 7);
       const mine = nonce();
       const proof = await clientProof(key, theirs, mine, 7);
       if (flip !== null) proof[flip] ^= 0x80;
@@ -191,6 +196,40 @@ Deno.test("store: a client proof wrong in only its first or last byte is refused
     }
   }
   assert.equal(server.rejected, 2);
+});
+
+Deno.test("store: a recorded exchange replayed, or its store proof reflected as a client's, is refused", async () => {
+  await using server = StoreServer.listen({ hostname: "127.0.0.1", port: 0, token: TOKEN });
+  const key = await hmacKey(TOKEN);
+  // What an observer records of one legitimate handshake.
+  const first = await Deno.connect({ hostname: "127.0.0.1", port: server.port });
+  const recordedNonce = await challenged(first, 3);
+  const mine = nonce();
+  const response = [...mine, ...await clientProof(key, recordedNonce, mine, 3)];
+  await writeAll(first, new Uint8Array(response));
+  const verdict = new Uint8Array(1 + PROOF_BYTES);
+  for (let got = 0; got < verdict.length;) {
+    got += (await within(first.read(verdict.subarray(got)), 5000, "the verdict"))!;
+  }
+  assert.equal(verdict[0], 1);
+  first.close();
+  const attempts: [string, (fresh: Uint8Array) => number[]][] = [
+    ["the client's response replayed", () => response],
+    ["the store's proof reflected", () => [...mine, ...verdict.subarray(1)]],
+    ["the store's proof over the nonces swapped", (fresh) => [...fresh, ...verdict.subarray(1)]],
+  ];
+  for (const [what, forge] of attempts) {
+    const conn = await Deno.connect({ hostname: "127.0.0.1", port: server.port });
+    try {
+      const fresh = await challenged(conn, 3);
+      assert.notDeepEqual(fresh, recordedNonce, "a fresh nonce");
+      await writeAll(conn, new Uint8Array(forge(fresh)));
+      assert.deepEqual([...await readToEnd(conn, what)], [0], what);
+    } finally {
+      closeQuietly(conn);
+    }
+  }
+  assert.equal(server.rejected, attempts.length);
 });
 
 Deno.test("store: a stranger gets a fresh nonce and a 0 verdict, nothing derived from the token", async () => {
