@@ -36,7 +36,7 @@ export interface StoreClientOptions {
   hostname: string;
   /** The store's port. */
   port: number;
-  /** The job's shared secret. */
+  /** The job's shared secret: 1..1024 bytes, at least 32 unless `hostname` is loopback. */
   token: string;
   /** This process's rank, announced to the server for diagnostics; -1 if none. */
   rank?: number;

@@ -83,7 +83,10 @@ export interface StoreServerOptions {
   hostname: string;
   /** Port to bind; 0 picks a free one (read it back from `port`). */
   port: number;
-  /** The job's shared secret; every client must present it. */
+  /**
+   * The job's shared secret; every client must prove that it knows it. 1..1024 bytes, and at
+   * least 32 unless `hostname` is loopback (see `token.ts`).
+   */
   token: string;
   /** Largest accepted value in bytes. Default 16 MiB. */
   maxValueBytes?: number;
