@@ -91,4 +91,10 @@ Digest hmacSha256(const std::string& key, const std::string& msg) {
   return sha256(outer + std::string(ih.begin(), ih.end()));
 }
 
+bool sameDigest(const Digest& mine, const char* theirs) {
+  unsigned diff = 0;
+  for (size_t i = 0; i < mine.size(); i++) diff |= mine[i] ^ static_cast<uint8_t>(theirs[i]);
+  return diff == 0;
+}
+
 }  // namespace dtrain

@@ -20,8 +20,9 @@ namespace dtrain {
 namespace {
 
 constexpr char kMagic[4] = {'D', 'T', 'S', 'T'};
-constexpr uint16_t kVersion = 2;
+constexpr uint16_t kVersion = 3;
 constexpr size_t kNonce = 32;
+constexpr size_t kProof = 32;
 constexpr char kServerLabel[] = "dtrain store server proof";
 constexpr char kClientLabel[] = "dtrain store client proof";
 constexpr uint8_t kOpSet = 1;
@@ -82,8 +83,8 @@ StoreClient::StoreClient(const std::string& host, int port, const std::string& t
                          std::chrono::milliseconds timeout)
     : where_(host + ":" + std::to_string(port)), prefix_(prefix), timeout_(timeout) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
-  // Retried while nothing listens yet, or while a crowded store sheds the connection before
-  // its challenge (see the store's notes in src/dist/store/server.ts).
+  // Retried while nothing listens yet, or while the store ends the connection before its verdict
+  // (see the store's notes in src/dist/store/server.ts).
   for (;;) {
     fd_ = tryConnect(host, port);
     if (fd_ < 0) {
@@ -101,72 +102,83 @@ StoreClient::StoreClient(const std::string& host, int port, const std::string& t
     tv.tv_usec = sock.count() % 1000000;
     setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-    if (authenticate(token, rank)) return;
+    std::string dropped = authenticate(token, rank);
+    if (dropped.empty()) return;
     close(fd_);
     fd_ = -1;
     if (std::chrono::steady_clock::now() >= deadline) {
-      throw StoreError("store at " + where_ + " closed every connection before its challenge");
+      throw StoreError("store at " + where_ + " ended every handshake, the last one " + dropped +
+                       " (crowded by other connections?)");
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
 }
 
-// The client side of the challenge-response handshake: nothing derived from the token is sent
-// before the store has proved that it knows it. False if the store closed the connection before
-// its challenge (worth retrying); throws when it refuses or fails its proof.
-bool StoreClient::authenticate(const std::string& token, int rank) {
-  char mine[kNonce];
-  if (getrandom(mine, kNonce, 0) != static_cast<ssize_t>(kNonce)) {
-    throw StoreError(std::string("cannot draw a nonce: ") + strerror(errno));
-  }
-  std::vector<char> hello(kMagic, kMagic + 4);
-  hello.push_back(static_cast<char>(kVersion & 0xff));
-  hello.push_back(static_cast<char>(kVersion >> 8));
-  putU32(hello, static_cast<uint32_t>(rank));
-  hello.insert(hello.end(), mine, mine + kNonce);
-  char challenge[6 + 2 * kNonce];
-  try {
-    writeAll(hello.data(), hello.size());
-    readAll(challenge, 6);
-  } catch (const StoreError&) {
-    return false;
-  }
+// The client side of the handshake (see src/dist/store/auth.ts): this client proves first, then
+// checks the store's proof. Returns "" once both hold, or where the store ended the connection
+// before its verdict (worth retrying: a crowded store sheds the oldest handshake); throws when it
+// refuses.
+std::string StoreClient::authenticate(const std::string& token, int rank) {
+  auto transient = [&](auto io) {
+    try {
+      io();
+      return false;
+    } catch (const StoreError&) {
+      return true;
+    }
+  };
   auto refuse = [&](const std::string& why) {
     close(fd_);
     fd_ = -1;
     return StoreError("store at " + where_ +
                       " refused the handshake (wrong DTRAIN_TOKEN or protocol version): " + why);
   };
-  if (memcmp(challenge, kMagic, 4) != 0) throw refuse("it does not greet as a dtrain store");
-  unsigned version = static_cast<uint8_t>(challenge[4]) | (static_cast<uint8_t>(challenge[5]) << 8);
+  std::vector<char> hello(kMagic, kMagic + 4);
+  hello.push_back(static_cast<char>(kVersion & 0xff));
+  hello.push_back(static_cast<char>(kVersion >> 8));
+  putU32(hello, static_cast<uint32_t>(rank));
+  char head[6];
+  if (transient([&] {
+        writeAll(hello.data(), hello.size());
+        readAll(head, sizeof(head));
+      })) {
+    return "before its challenge";
+  }
+  if (memcmp(head, kMagic, 4) != 0) throw refuse("it does not greet as a dtrain store");
+  unsigned version = static_cast<uint8_t>(head[4]) | (static_cast<uint8_t>(head[5]) << 8);
   if (version != kVersion) {
     throw refuse("it speaks protocol version " + std::to_string(version) + ", this client " +
                  std::to_string(kVersion));
   }
+  char theirs[kNonce];
+  if (transient([&] { readAll(theirs, kNonce); })) return "during its challenge";
+  char mine[kNonce];
+  if (getrandom(mine, kNonce, 0) != static_cast<ssize_t>(kNonce)) {
+    std::string why = strerror(errno);
+    close(fd_);
+    fd_ = -1;
+    throw StoreError("cannot draw a nonce: " + why);
+  }
+  std::string ns(theirs, kNonce), nc(mine, kNonce), rankBytes;
+  for (int i = 0; i < 4; i++) {
+    rankBytes.push_back(static_cast<char>((static_cast<uint32_t>(rank) >> (8 * i)) & 0xff));
+  }
+  auto proof = hmacSha256(token, kClientLabel + ns + nc + rankBytes);
+  std::string response = nc + std::string(proof.begin(), proof.end());
   char verdict = 0;
-  try {
-    readAll(challenge + 6, 2 * kNonce);
-    std::string theirs(challenge + 6, kNonce);
-    std::string ours(mine, kNonce);
-    auto expected = hmacSha256(token, kServerLabel + ours + theirs);
-    unsigned diff = 0;
-    for (size_t i = 0; i < kNonce; i++) {
-      diff |= expected[i] ^ static_cast<uint8_t>(challenge[6 + kNonce + i]);
-    }
-    if (diff != 0) throw refuse("it cannot prove that it knows this job's token");
-    std::string rankBytes;
-    for (int i = 0; i < 4; i++) {
-      rankBytes.push_back(static_cast<char>((static_cast<uint32_t>(rank) >> (8 * i)) & 0xff));
-    }
-    auto proof = hmacSha256(token, kClientLabel + theirs + ours + rankBytes);
-    writeAll(proof.data(), proof.size());
-    readAll(&verdict, 1);
-  } catch (const StoreError& e) {
-    if (fd_ < 0) throw;
-    throw refuse(e.what());
+  if (transient([&] {
+        writeAll(response.data(), response.size());
+        readAll(&verdict, 1);
+      })) {
+    return "before its verdict";
   }
   if (verdict != 1) throw refuse("it did not accept this client's proof");
-  return true;
+  char storeProof[kProof];
+  if (transient([&] { readAll(storeProof, kProof); })) return "before its proof";
+  if (!sameDigest(hmacSha256(token, kServerLabel + nc + ns), storeProof)) {
+    throw refuse("it cannot prove that it knows this job's token");
+  }
+  return "";
 }
 
 StoreClient::~StoreClient() {

@@ -36,7 +36,7 @@ class StoreClient : public gloo::rendezvous::Store {
   const std::map<std::string, std::vector<char>>& fetched() const { return fetched_; }
 
  private:
-  bool authenticate(const std::string& token, int rank);
+  std::string authenticate(const std::string& token, int rank);
   std::vector<char> request(const std::vector<char>& body, const std::string& what,
                             std::chrono::milliseconds timeout);
   void writeAll(const void* data, size_t len);

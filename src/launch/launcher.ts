@@ -9,6 +9,7 @@
 import { resolve } from "node:path";
 import { exitWithParent } from "../dist/lifetime.ts";
 import { StoreServer } from "../dist/store/server.ts";
+import { checkToken, storeReach } from "../dist/store/token.ts";
 import { mergeRankTraces } from "../profile/merge.ts";
 import { discardProfile } from "../profile/tracer.ts";
 import { runElastic } from "./elastic.ts";
@@ -75,10 +76,17 @@ export async function launch(options: LaunchOptions): Promise<number> {
   }
 }
 
-/** The job secret: DTRAIN_TOKEN, or a fresh one for a single-node job. */
+/**
+ * The job secret: DTRAIN_TOKEN, checked on every node (src/dist/store/token.ts), or a fresh one
+ * for a single-node job.
+ */
 function jobToken(options: LaunchOptions): string {
   const given = Deno.env.get("DTRAIN_TOKEN");
-  if (given) return given;
+  const reach = options.nnodes > 1 ? "a multi-node job" : storeReach(options.masterAddr);
+  if (given) {
+    checkToken(given, "launch", reach);
+    return given;
+  }
   if (options.nnodes > 1) {
     throw new Error(
       "launch: multi-node jobs need the same secret on every node: set DTRAIN_TOKEN (e.g. `openssl rand -hex 32`)",

@@ -3,6 +3,7 @@
  * @module
  */
 
+import { DistError } from "../dist/errors.ts";
 import { discardProfile, unwritableTrace } from "../profile/tracer.ts";
 import { launch } from "./launcher.ts";
 import { LAUNCH_USAGE, LaunchArgsError, parseLaunchArgs } from "./options.ts";
@@ -32,6 +33,7 @@ if (import.meta.main) {
     Deno.exit(await launch(options));
   } catch (error) {
     console.error((error as Error).message);
-    Deno.exit(1);
+    // A bad setting (e.g. a DTRAIN_TOKEN that checkToken refuses) is a usage error, as above.
+    Deno.exit(error instanceof DistError && error.code === "invalid" ? 2 : 1);
   }
 }

@@ -16,7 +16,7 @@ import { cuda } from "../tensor/device/mod.ts";
 import { CheckpointError, save } from "../checkpoint/mod.ts";
 import type { StateDict } from "../nn/module.ts";
 import { fullStateDict } from "../parallel/fsdp/full_state_dict.ts";
-import { destroyProcessGroup, initProcessGroup } from "../dist/mod.ts";
+import { destroyProcessGroup, DistError, initProcessGroup } from "../dist/mod.ts";
 import { launch } from "../launch/launcher.ts";
 import { runnable } from "../launch/supervisor.ts";
 import { EXIT_STOPPED } from "../launch/stop_request.ts";
@@ -212,7 +212,7 @@ export async function main(args: string[]): Promise<number> {
     } catch (error) {
       // The launcher's refusals (no DTRAIN_TOKEN, a busy port) are messages, as in src/launch/main.ts.
       console.error(`train: ${(error as Error).message}`);
-      return 1;
+      return error instanceof DistError && error.code === "invalid" ? 2 : 1;
     }
   }
   try {

@@ -4,6 +4,14 @@
 import assert from "node:assert/strict";
 import { fileURLToPath } from "node:url";
 import { StoreServer } from "../../src/dist/store/server.ts";
+import {
+  CHALLENGE_BYTES,
+  HELLO_BYTES,
+  NONCE_BYTES,
+  PROOF_BYTES,
+  RESPONSE_BYTES,
+} from "../../src/dist/store/auth.ts";
+import { VERSION } from "../../src/dist/store/protocol.ts";
 import { collectLines } from "../_harness/lines.ts";
 import { assertAllOk, freePort, runRanks } from "../_harness/ranks.ts";
 
@@ -213,17 +221,25 @@ Deno.test("a fake store on the master port receives no byte of the token and the
   const received: Uint8Array[] = [];
   const serving = (async () => {
     for await (const conn of fake) {
-      // Greets like a store with a made-up challenge, then records whatever comes.
-      const greeting = new Uint8Array(70);
-      greeting.set([0x44, 0x54, 0x53, 0x54, 2, 0]);
-      greeting.set(crypto.getRandomValues(new Uint8Array(64)), 6);
+      // Greets like a store with a challenge, accepts whatever proof comes, proves itself with
+      // made-up bytes, and records everything it receives.
+      const greeting = new Uint8Array(CHALLENGE_BYTES);
+      greeting.set([0x44, 0x54, 0x53, 0x54, VERSION, 0]);
+      greeting.set(crypto.getRandomValues(new Uint8Array(NONCE_BYTES)), 6);
+      const verdict = new Uint8Array(1 + PROOF_BYTES);
+      verdict[0] = 1;
+      verdict.set(crypto.getRandomValues(new Uint8Array(PROOF_BYTES)), 1);
       const buf = new Uint8Array(4096);
       try {
-        let greeted = false;
+        let got = 0;
         for (let n; (n = await conn.read(buf)) !== null;) {
           received.push(buf.slice(0, n));
-          if (!greeted) await conn.write(greeting);
-          greeted = true;
+          const before = got;
+          got += n;
+          if (before < HELLO_BYTES && got >= HELLO_BYTES) await conn.write(greeting);
+          if (before < HELLO_BYTES + RESPONSE_BYTES && got >= HELLO_BYTES + RESPONSE_BYTES) {
+            await conn.write(verdict);
+          }
         }
       } catch {
         // the rank hung up
@@ -250,6 +266,10 @@ Deno.test("a fake store on the master port receives no byte of the token and the
     await serving.catch(() => {});
   }
   const wire = concat(received);
-  assert.equal(wire.length, 42, "the rank sent its hello (magic, version, rank, nonce) only");
+  assert.equal(
+    wire.length,
+    HELLO_BYTES + RESPONSE_BYTES,
+    "the rank sent its hello (magic, version, rank), nonce and proof once, and no retry",
+  );
   assert.equal(contains(wire, new TextEncoder().encode(token).subarray(0, 4)), false);
 });

@@ -10,8 +10,10 @@ import {
   hello,
   hmacKey,
   nonce,
-  NONCE_BYTES,
+  PROOF_BYTES,
+  serverProof,
 } from "../../src/dist/store/auth.ts";
+import { writeAll } from "../../src/dist/store/protocol.ts";
 import { assertAllOk, freePort, runRanks } from "../_harness/ranks.ts";
 
 const TOKEN = "store-test-token";
@@ -96,12 +98,14 @@ async function readExactly(conn: Deno.Conn, n: number, what: string): Promise<Ui
 /** Runs the client side of the handshake on a raw connection (to send hand-made frames after). */
 async function authenticate(conn: Deno.Conn, token = TOKEN): Promise<void> {
   const key = await hmacKey(token);
+  await writeAll(conn, hello(-1));
+  const theirs = (await readExactly(conn, CHALLENGE_BYTES, "challenge")).subarray(6);
   const mine = nonce();
-  await conn.write(hello(-1, mine));
-  const challenge = await readExactly(conn, CHALLENGE_BYTES, "challenge");
-  const theirs = challenge.subarray(6, 6 + NONCE_BYTES);
-  await conn.write(await clientProof(key, theirs, mine, -1));
-  assert.deepEqual([...await readExactly(conn, 1, "verdict")], [1]);
+  const proof = await clientProof(key, theirs, mine, -1);
+  await writeAll(conn, new Uint8Array([...mine, ...proof]));
+  const verdict = await readExactly(conn, 1 + PROOF_BYTES, "verdict");
+  assert.equal(verdict[0], 1, "the store accepts the proof");
+  assert.deepEqual(verdict.subarray(1), await serverProof(key, mine, theirs));
 }
 
 storeTest(

@@ -99,7 +99,7 @@ Deno.test("launch on node 1 of 2 numbers its ranks after node 0's and passes DTR
     const run = await launch(
       ["--nnodes", "2", "--node-rank", "1", "--nproc-per-node", "2", "--log-dir", logDir],
       ["env"],
-      { env: { DTRAIN_TOKEN: "node-secret" } },
+      { env: { DTRAIN_TOKEN: "node-secret-0123456789abcdef012345" } },
     );
     assert.equal(run.code, 0, run.stderr);
     assertNoLeftovers(run);
@@ -111,7 +111,7 @@ Deno.test("launch on node 1 of 2 numbers its ranks after node 0's and passes DTR
       assert.equal(env.WORLD_SIZE, "4");
       assert.equal(env.LOCAL_WORLD_SIZE, "2");
       assert.equal(env.GROUP_RANK, "1");
-      assert.equal(env.DTRAIN_TOKEN, "node-secret");
+      assert.equal(env.DTRAIN_TOKEN, "node-secret-0123456789abcdef012345");
     }
     assert.deepEqual((await Array.fromAsync(Deno.readDir(logDir))).map((e) => e.name).sort(), [
       "rank_2.log",

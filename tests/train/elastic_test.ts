@@ -33,7 +33,7 @@ function node(
     // Workers get SIGKILL from the kernel when their launcher dies; under load their exit can
     // take a moment to show. The guarantee (issue 9) is "within 2 s".
     leftoverGraceMs: 2_000,
-    env: { DTRAIN_TOKEN: "elastic-test-token", ...env },
+    env: { DTRAIN_TOKEN: "elastic-test-token-0123456789abcdef", ...env },
     args: [
       `${ROOT}src/launch/main.ts`,
       "--nnodes",

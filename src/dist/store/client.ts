@@ -11,10 +11,11 @@ import {
   hello,
   hmacKey,
   nonce,
-  NONCE_BYTES,
+  PROOF_BYTES,
   sameBytes,
   serverProof,
 } from "./auth.ts";
+import { checkToken, storeReach } from "./token.ts";
 import {
   ByteReader,
   ByteWriter,
@@ -35,7 +36,7 @@ export interface StoreClientOptions {
   hostname: string;
   /** The store's port. */
   port: number;
-  /** The job's shared secret. */
+  /** The job's shared secret: 1..1024 bytes, at least 32 unless `hostname` is loopback. */
   token: string;
   /** This process's rank, announced to the server for diagnostics; -1 if none. */
   rank?: number;
@@ -95,17 +96,21 @@ export class StoreClient {
 
   /**
    * Connects and authenticates (see `auth.ts`), retrying while the server is not listening yet or
-   * drops the connection before its challenge (it sheds the oldest handshake when crowded).
+   * ends the connection before its verdict (a crowded store sheds the oldest handshake; a reset
+   * under churn). Only a refusal is final: a store that is not a dtrain store or speaks another
+   * version, rejects this client's proof, or cannot prove that it knows the token.
    *
    * @param options Address, token, rank and timeout (default 30 s).
    * @returns The connected client.
    * @throws DistError "timeout" if no store answers within the timeout, "store" if it refuses or
-   *   cannot prove that it knows the token, "invalid" for a timeout out of range.
+   *   cannot prove that it knows the token, "invalid" for a timeout out of range or a token that
+   *   `checkToken` refuses (one shorter than 32 bytes for a store that is not on loopback).
    */
   static async connect(options: StoreClientOptions): Promise<StoreClient> {
     const timeoutMs = options.timeoutMs ?? 30_000;
     checkTimeout("store connect", timeoutMs);
     const where = `${options.hostname}:${options.port}`;
+    checkToken(options.token, `store connect to ${where}`, storeReach(options.hostname));
     const deadline = Date.now() + timeoutMs;
     const key = await hmacKey(options.token);
     for (;;) {
@@ -126,20 +131,20 @@ export class StoreClient {
         continue;
       }
       const client = new StoreClient(conn, where, timeoutMs);
-      let retry = false;
+      let dropped: string | null;
       try {
-        retry = !await client.#handshake(key, options.rank ?? -1);
+        dropped = await client.#handshake(key, options.rank ?? -1);
       } catch (err) {
         client.close();
         throw err;
       }
-      if (!retry) return client;
+      if (dropped === null) return client;
       client.close();
       if (Date.now() >= deadline) {
         throw new DistError(
           "timeout",
-          `the store at ${where} closed every connection before its challenge for ` +
-            `${timeoutMs / 1000} s (crowded by other connections?)`,
+          `the store at ${where} ended every handshake for ${timeoutMs / 1000} s, the last one ` +
+            `${dropped} (crowded by other connections?)`,
         );
       }
       await new Promise((r) => setTimeout(r, 50));
@@ -147,11 +152,11 @@ export class StoreClient {
   }
 
   /**
-   * Runs the client side of the handshake. Sends nothing derived from the token until the store
-   * has proved that it knows it. Returns false when the store closed the connection before its
-   * challenge (worth retrying).
+   * Runs the client side of the handshake: this client proves first, then checks the store's
+   * proof. Returns null once both hold, or where the store ended the connection before its
+   * verdict (worth retrying); throws on a refusal.
    */
-  async #handshake(key: CryptoKey, rank: number): Promise<boolean> {
+  async #handshake(key: CryptoKey, rank: number): Promise<string | null> {
     const refuse = (why: string) =>
       new DistError(
         "store",
@@ -159,30 +164,29 @@ export class StoreClient {
           `version): ${why}`,
       );
     const read = (n: number) => this.#reader.exactly(n).catch(() => null);
-    const mine = nonce();
-    try {
-      await writeAll(this.#conn, hello(rank, mine));
-    } catch {
-      return false;
-    }
+    const send = (bytes: Uint8Array) => writeAll(this.#conn, bytes).then(() => true, () => false);
+    if (!await send(hello(rank))) return "before its challenge";
     const head = await read(6);
-    if (head === null) return false;
+    if (head === null) return "before its challenge";
     if (!MAGIC.every((b, i) => head[i] === b)) throw refuse("it does not greet as a dtrain store");
     const version = new DataView(head.buffer).getUint16(4, true);
     if (version !== VERSION) {
       throw refuse(`it speaks protocol version ${version}, this client ${VERSION}`);
     }
-    const challenge = await read(CHALLENGE_BYTES - 6);
-    if (challenge === null) throw refuse("it closed the connection during the handshake");
-    const theirs = challenge.subarray(0, NONCE_BYTES);
-    const proof = challenge.subarray(NONCE_BYTES);
+    const theirs = await read(CHALLENGE_BYTES - 6);
+    if (theirs === null) return "during its challenge";
+    const mine = nonce();
+    const response = new ByteWriter().raw(mine).raw(await clientProof(key, theirs, mine, rank));
+    if (!await send(response.done())) return "before its verdict";
+    const verdict = await read(1);
+    if (verdict === null) return "before its verdict";
+    if (verdict[0] !== 1) throw refuse("it did not accept this client's proof");
+    const proof = await read(PROOF_BYTES);
+    if (proof === null) return "before its proof";
     if (!sameBytes(proof, await serverProof(key, mine, theirs))) {
       throw refuse("it cannot prove that it knows this job's token");
     }
-    await writeAll(this.#conn, await clientProof(key, theirs, mine, rank));
-    const verdict = await read(1);
-    if (verdict === null || verdict[0] !== 1) throw refuse("it did not accept this client's proof");
-    return true;
+    return null;
   }
 
   /** Stores `value` under `key`, waking whoever waits for it. */

@@ -8,7 +8,7 @@
 /** "DTST": the first four bytes of every handshake, both ways. */
 export const MAGIC = new Uint8Array([0x44, 0x54, 0x53, 0x54]);
 /** The protocol version this code speaks. */
-export const VERSION = 2;
+export const VERSION = 3;
 
 /** Request opcodes. */
 export const Op = {
@@ -27,10 +27,6 @@ export const Status = { ok: 0, timeout: 1, error: 2 } as const;
 
 /** Longest key, in UTF-8 bytes. */
 export const MAX_KEY_BYTES = 4096;
-/** Shortest token, in bytes (an HMAC key cannot be empty). */
-export const MIN_TOKEN_BYTES = 1;
-/** Longest token, in bytes. */
-export const MAX_TOKEN_BYTES = 1024;
 /** Most keys in one wait request. */
 export const MAX_WAIT_KEYS = 1024;
 /** Default bound on one value, in bytes (the server can be given another). */

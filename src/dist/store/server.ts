@@ -2,18 +2,20 @@
  * The rendezvous store server: a small key-value service that ranks use to find each other,
  * hosted by the launcher or by rank 0 on the address it is given.
  *
- * [Note: store wire protocol, version 2]
+ * [Note: store wire protocol, version 3]
  * All integers are little-endian; `str` is a u32 byte length followed by the bytes.
  *
- *     handshake  client -> server  "DTST" u16 version i32 rank clientNonce[32]
- *                server -> client  "DTST" u16 version serverNonce[32] serverProof[32]
+ *     handshake  client -> server  "DTST" u16 version i32 rank
+ *                server -> client  "DTST" u16 version serverNonce[32]
  *                                  (to another version: "DTST" u16 its own version, then close)
- *                client -> server  clientProof[32]   (sent only once serverProof checks out)
- *                server -> client  u8 accepted (1 = yes; on 0 the server closes)
- *       serverProof = HMAC-SHA256(token, "dtrain store server proof" clientNonce serverNonce)
+ *                client -> server  clientNonce[32] clientProof[32]
+ *                server -> client  u8 1 serverProof[32] if clientProof checks out, else u8 0
+ *                                  and close
  *       clientProof = HMAC-SHA256(token, "dtrain store client proof" serverNonce clientNonce rank)
- *     (see `auth.ts`: the token never crosses the wire, and a proof is useless on another
- *     connection because the other side's nonce is fresh)
+ *       serverProof = HMAC-SHA256(token, "dtrain store server proof" clientNonce serverNonce)
+ *     (see `auth.ts`: the client proves first, so a stranger gets nothing derived from the token;
+ *     the client then checks the store's proof. A client retries a connection that ends before
+ *     the verdict, e.g. one shed for a newcomer; a 0 verdict or a wrong store proof is final.)
  *     request    u32 length, then `length` bytes: u8 opcode and its fields
  *       1 set         str key, str value                  -> ok
  *       2 get         str key, u32 timeoutMs              -> ok value | timeout   (waits for key)
@@ -41,7 +43,7 @@
  * descriptors, a connection reset before it was accepted) back off and keep serving; at most
  * `maxPending` connections may be in their handshake, and a newcomer over that closes the oldest
  * at once (an idle crowd cannot lock clients out, and clients retry a connection closed before
- * the challenge); the open connections stay below the file limit (Deno itself cannot be trusted
+ * the verdict); the open connections stay below the file limit (Deno itself cannot be trusted
  * to survive EMFILE: it has been seen to panic opening a descriptor of its own); a connection gets
  * only small buffers until it has authenticated; and the soft limit of open files is raised to
  * the hard one when the store starts.
@@ -52,14 +54,17 @@ import { DistError } from "../errors.ts";
 import { raiseFileLimit } from "../lifetime.ts";
 import { StoreTable } from "./table.ts";
 import {
+  challenge,
   clientProof,
   HELLO_BYTES,
   hmacKey,
   nonce,
   NONCE_BYTES,
+  RESPONSE_BYTES,
   sameBytes,
   serverProof,
 } from "./auth.ts";
+import { checkToken, storeReach } from "./token.ts";
 import {
   ByteReader,
   ByteWriter,
@@ -67,10 +72,7 @@ import {
   DEFAULT_MAX_VALUE_BYTES,
   MAGIC,
   MAX_KEY_BYTES,
-  MAX_TOKEN_BYTES,
-  MIN_TOKEN_BYTES,
   ProtocolError,
-  utf8,
   VERSION,
   writeAll,
 } from "./protocol.ts";
@@ -81,7 +83,10 @@ export interface StoreServerOptions {
   hostname: string;
   /** Port to bind; 0 picks a free one (read it back from `port`). */
   port: number;
-  /** The job's shared secret; every client must present it. */
+  /**
+   * The job's shared secret; every client must prove that it knows it. 1..1024 bytes, and at
+   * least 32 unless `hostname` is loopback (see `token.ts`).
+   */
   token: string;
   /** Largest accepted value in bytes. Default 16 MiB. */
   maxValueBytes?: number;
@@ -158,13 +163,7 @@ export class StoreServer {
    */
   static listen(options: StoreServerOptions): StoreServer {
     const where = `${options.hostname}:${options.port}`;
-    const tokenBytes = utf8(options.token).length;
-    if (tokenBytes > MAX_TOKEN_BYTES || tokenBytes < MIN_TOKEN_BYTES) {
-      throw new DistError(
-        "invalid",
-        `store token must be ${MIN_TOKEN_BYTES}..${MAX_TOKEN_BYTES} bytes, got ${tokenBytes}`,
-      );
-    }
+    checkToken(options.token, `store on ${where}`, storeReach(options.hostname));
     const fileLimit = raiseFileLimit();
     let listener: Deno.TcpListener;
     try {
@@ -252,7 +251,7 @@ export class StoreServer {
 
   async #serve(conn: Deno.Conn): Promise<void> {
     // Small reads until the peer has authenticated: an idle crowd costs little memory.
-    const reader = new ConnReader(conn, HELLO_BYTES);
+    const reader = new ConnReader(conn, RESPONSE_BYTES);
     this.#conns.set(conn, -1);
     this.#pending.add(conn);
     let handshakeTimedOut = false;
@@ -263,13 +262,16 @@ export class StoreServer {
     let authenticated = false;
     let rejected = false;
     try {
-      const rank = await this.#handshake(conn, reader);
+      const accepted = await this.#handshake(conn, reader);
       clearTimeout(timer);
-      if (rank === null) return;
+      if (accepted === null) return;
+      // Trusted before the verdict goes out: a newcomer must not shed a client that has it (and
+      // may already be sending requests).
       authenticated = true;
       this.#pending.delete(conn);
-      this.#conns.set(conn, rank);
+      this.#conns.set(conn, accepted.rank);
       reader.enlarge(64 * 1024);
+      await writeAll(conn, accepted.verdict);
       for (;;) {
         const head = await reader.exactly(4);
         if (head === null) return;
@@ -296,8 +298,14 @@ export class StoreServer {
     }
   }
 
-  /** Authenticates the peer (see the protocol note); its announced rank, or null on EOF. */
-  async #handshake(conn: Deno.Conn, reader: ConnReader): Promise<number | null> {
+  /**
+   * Checks the peer's proof (see the protocol note); its announced rank and the verdict to send
+   * it, or null on EOF.
+   */
+  async #handshake(
+    conn: Deno.Conn,
+    reader: ConnReader,
+  ): Promise<{ rank: number; verdict: Uint8Array } | null> {
     // The magic alone first: anything else (an HTTP probe, say) is refused at once.
     const magic = await reader.exactly(MAGIC.length);
     if (magic === null) return null;
@@ -314,20 +322,19 @@ export class StoreServer {
       throw new ProtocolError(`version ${version}`);
     }
     const rank = view.getInt32(6, true);
-    const clientNonce = hello.slice(10);
     const key = await this.#hmacKey;
     const serverNonce = nonce();
-    const proof = await serverProof(key, clientNonce, serverNonce);
-    await writeAll(
-      conn,
-      new ByteWriter().raw(MAGIC).u16(VERSION).raw(serverNonce).raw(proof).done(),
-    );
-    const answer = await reader.exactly(NONCE_BYTES);
+    await writeAll(conn, challenge(serverNonce));
+    const answer = await reader.exactly(RESPONSE_BYTES);
     if (answer === null) return null;
-    const ok = sameBytes(answer, await clientProof(key, serverNonce, clientNonce, rank));
-    await writeAll(conn, new Uint8Array([ok ? 1 : 0]));
-    if (!ok) throw new ProtocolError("wrong proof of the token");
-    return rank;
+    const clientNonce = answer.subarray(0, NONCE_BYTES);
+    const proof = answer.subarray(NONCE_BYTES);
+    if (!sameBytes(proof, await clientProof(key, serverNonce, clientNonce, rank))) {
+      await writeAll(conn, new Uint8Array([0]));
+      throw new ProtocolError("wrong proof of the token");
+    }
+    const verdict = new ByteWriter().u8(1).raw(await serverProof(key, clientNonce, serverNonce));
+    return { rank, verdict: verdict.done() };
   }
 }
 
