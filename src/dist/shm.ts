@@ -8,7 +8,11 @@
  * @module
  */
 
-import { GlooDType, GlooReduceOp, GlooStatus } from "../../ffi/gloo.ts";
+import {
+  CollectiveDType,
+  CollectiveReduceOp,
+  CollectiveStatus,
+} from "../../ffi/collective_codes.ts";
 import { loadShm, type ShmSymbols } from "../../ffi/shm.ts";
 import {
   type Backend,
@@ -21,8 +25,7 @@ import {
   type SharedBlock,
   type StartedCollective,
 } from "./backend.ts";
-import { DistError } from "./errors.ts";
-import { STATUS_CODES } from "./gloo.ts";
+import { DistError, STATUS_CODES } from "./errors.ts";
 import { StartedCollectives } from "./started.ts";
 import type { StoreClient } from "./store/client.ts";
 
@@ -142,7 +145,7 @@ export class ShmBackend implements Backend {
       : decoder.decode(await store.get(key("name")));
     const out = new BigUint64Array(1);
     const created = lib.dt_shm_ctx_new(out);
-    if (created !== GlooStatus.OK) throw lastError(lib, null, created);
+    if (created !== CollectiveStatus.OK) throw lastError(lib, null, created);
     const ctx = Deno.UnsafePointer.create(out[0]);
     const backend = new ShmBackend(lib, ctx);
     try {
@@ -157,13 +160,13 @@ export class ShmBackend implements Backend {
         slotBytes(),
         timeoutMs,
       );
-      if (status !== GlooStatus.OK) fail(lastError(lib, ctx, status));
+      if (status !== CollectiveStatus.OK) fail(lastError(lib, ctx, status));
       if (rank === 0) await store.set(key("name"), name);
       // The last step in shared memory, not the store: a rank that returns knows its peers
       // made their last store request (the name) already, so a blocking collective on its
       // JavaScript thread, which may serve the store, cannot stall them (dtrain_shm.h).
       const mapped = await lib.dt_shm_ctx_wait_mapped(ctx);
-      if (mapped !== GlooStatus.OK) fail(lastError(lib, ctx, mapped));
+      if (mapped !== CollectiveStatus.OK) fail(lastError(lib, ctx, mapped));
     } catch (err) {
       backend.close();
       throw err;
@@ -181,7 +184,7 @@ export class ShmBackend implements Backend {
     const status = Object.entries(STATUS_CODES).find(([, code]) => code === err.code)?.[0];
     this.#lib.dt_shm_abort(
       this.#ctx,
-      Number(status ?? GlooStatus.EINTERNAL),
+      Number(status ?? CollectiveStatus.EINTERNAL),
       encoder.encode(`${err.message}\0`),
     );
   }
@@ -195,7 +198,7 @@ export class ShmBackend implements Backend {
   #now(call: (ctx: Deno.PointerValue) => number): void {
     const ctx = this.#live();
     const status = call(ctx);
-    if (status !== GlooStatus.OK) throw lastError(this.#lib, ctx, status);
+    if (status !== CollectiveStatus.OK) throw lastError(this.#lib, ctx, status);
   }
 
   /** Takes a ticket now, on the JavaScript thread: that fixes the order collectives run in. */
@@ -210,7 +213,7 @@ export class ShmBackend implements Backend {
     const timing = new Float64Array(2);
     const status = await call(ctx, ticket, Deno.UnsafePointer.of(timing));
     refs.length; // keeps the arguments (and `timing`) reachable until the native call returned
-    if (status !== GlooStatus.OK) throw lastError(this.#lib, ctx, status);
+    if (status !== CollectiveStatus.OK) throw lastError(this.#lib, ctx, status);
     return { startUs: timing[0], endUs: timing[1] };
   }
 
@@ -221,8 +224,8 @@ export class ShmBackend implements Backend {
         t,
         buf.ptr,
         buf.count,
-        GlooDType[buf.dtype],
-        GlooReduceOp[op],
+        CollectiveDType[buf.dtype],
+        CollectiveReduceOp[op],
         timing,
       )
     );
@@ -230,7 +233,15 @@ export class ShmBackend implements Backend {
 
   broadcast(buf: NativeBuffer, root: number): Promise<OpTiming> {
     return this.#run((ctx, t, timing) =>
-      this.#lib.dt_shm_broadcast(ctx, t, buf.ptr, buf.count, GlooDType[buf.dtype], root, timing)
+      this.#lib.dt_shm_broadcast(
+        ctx,
+        t,
+        buf.ptr,
+        buf.count,
+        CollectiveDType[buf.dtype],
+        root,
+        timing,
+      )
     );
   }
 
@@ -243,7 +254,7 @@ export class ShmBackend implements Backend {
           t,
           input.ptr,
           input.count,
-          GlooDType[input.dtype],
+          CollectiveDType[input.dtype],
           Deno.UnsafePointer.of(ptrs),
           outs.length,
           timing,
@@ -263,7 +274,7 @@ export class ShmBackend implements Backend {
         ctx,
         input.ptr,
         input.count,
-        GlooDType[input.dtype],
+        CollectiveDType[input.dtype],
         pointersOf(outs),
         outs.length,
       )
@@ -278,8 +289,8 @@ export class ShmBackend implements Backend {
         ctx,
         buf.ptr,
         buf.count,
-        GlooDType[buf.dtype],
-        GlooReduceOp[op],
+        CollectiveDType[buf.dtype],
+        CollectiveReduceOp[op],
         Deno.UnsafePointer.of(timing),
       )
     );
@@ -289,7 +300,7 @@ export class ShmBackend implements Backend {
   /** The broadcast on the JavaScript thread, returning when done, as `allGatherBlocking`. */
   broadcastBlocking(buf: NativeBuffer, root: number): void {
     this.#now((ctx) =>
-      this.#lib.dt_shm_broadcast_blocking(ctx, buf.ptr, buf.count, GlooDType[buf.dtype], root)
+      this.#lib.dt_shm_broadcast_blocking(ctx, buf.ptr, buf.count, CollectiveDType[buf.dtype], root)
     );
   }
 
@@ -301,7 +312,7 @@ export class ShmBackend implements Backend {
         ctx,
         input.ptr,
         input.count,
-        GlooDType[input.dtype],
+        CollectiveDType[input.dtype],
         pointersOf(outs),
         outs.length,
         handle,
@@ -312,7 +323,7 @@ export class ShmBackend implements Backend {
       const buf = new Uint8Array(1024);
       const done = this.#lib.dt_shm_work_wait(work, buf, buf.length);
       const message = decoder.decode(buf.subarray(0, buf.indexOf(0)));
-      return done === GlooStatus.OK
+      return done === CollectiveStatus.OK
         ? null
         : new DistError(STATUS_CODES[done] ?? "internal", message || `shm status ${done}`);
     }, () => this.#lib.dt_shm_work_free(work));
@@ -326,8 +337,8 @@ export class ShmBackend implements Backend {
         out.ptr,
         input.ptr,
         out.count,
-        GlooDType[out.dtype],
-        GlooReduceOp[op],
+        CollectiveDType[out.dtype],
+        CollectiveReduceOp[op],
         timing,
       )
     );
@@ -350,7 +361,7 @@ export class ShmBackend implements Backend {
           ctx,
           t,
           count,
-          GlooDType[dtype],
+          CollectiveDType[dtype],
           Deno.UnsafePointer.of(out),
           timing,
         ),
