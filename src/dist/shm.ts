@@ -64,7 +64,7 @@ const unmapOnCollect = new FinalizationRegistry<{ lib: ShmSymbols; handle: Deno.
 
 /**
  * A shared-memory communicator over the ranks of one host. Created by the process group when
- * every member shares this host (see select_backend.ts; `DTRAIN_SHM=0` turns it off).
+ * every member shares this host (the "shm" row of backends.ts; `DTRAIN_SHM=0` turns it off).
  *
  * @example Two ranks in one process sum their buffers
  * ```ts
