@@ -113,8 +113,7 @@ static int begin(dt_nccl_ctx *ctx, dt_fingerprint mine, std::string &label) {
     return fail(ctx, DT_EBROKEN,
                 "the NCCL communicator failed earlier (" + ctx->error + ") and can no longer be used");
   mine.seq = ++ctx->seq;
-  label = std::string(coll::dt_collective_name(mine.kind)) + " (op #" + std::to_string(mine.seq) +
-          ")";
+  label = coll::opLabel(mine);
   CUDA_OR_FAIL(ctx, cudaSetDevice(ctx->device));
   CUDA_OR_FAIL(ctx, cudaStreamWaitEvent(ctx->stream, ctx->ready, 0));
   ctx->fp_host[ctx->rank] = mine;

@@ -28,10 +28,6 @@ namespace dtrain {
 // notification to the peer, and a peer that has already finished and closes its socket with
 // that notification unread resets the connection, losing data we may not have read yet.
 
-std::string opLabel(const Fingerprint& fp) {
-  return std::string(dt_collective_name(fp.kind)) + " (op #" + std::to_string(fp.seq) + ")";
-}
-
 void setupFirstMessages(dt_gloo_ctx* ctx) {
   auto& g = *ctx->gloo;
   const size_t n = static_cast<size_t>(g.size);

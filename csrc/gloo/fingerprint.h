@@ -36,9 +36,6 @@ struct Outgoing {
   std::function<void(char* dst, int peer)> fill;
 };
 
-// "allReduce (op #17)": how errors name the collective.
-std::string opLabel(const Fingerprint& fp);
-
 // The single entry point of every collective: checks the context, exchanges first messages
 // (fingerprint and any inline payload), then runs `payload`, which may read the inbox.
 // fp.seq is assigned here.

@@ -1,6 +1,6 @@
-// The fingerprint check's message, in one place for the three backends that check fingerprints:
-// the Gloo shim, the shared-memory transport (csrc/shm) and the NCCL shim (csrc/cuda/nccl.cu, which
-// nvcc compiles into another library, hence a header).
+// How errors name a collective, and the fingerprint check's message, in one place for the three
+// backends that check fingerprints: the Gloo shim, the shared-memory transport (csrc/shm) and the
+// NCCL shim (csrc/cuda/nccl.cu, which nvcc compiles into another library, hence a header).
 #pragma once
 
 #include <cstddef>
@@ -10,6 +10,11 @@
 #include "collective_codes.h"
 
 namespace dtrain::collective {
+
+// "allReduce (op #17)": how errors name the collective.
+inline std::string opLabel(const dt_fingerprint& fp) {
+  return std::string(dt_collective_name(fp.kind)) + " (op #" + std::to_string(fp.seq) + ")";
+}
 
 // The first difference between group rank 0's fingerprint and another's among the `n` of `all`,
 // worded the same on every rank ("" when all agree), because every rank compares with rank 0.

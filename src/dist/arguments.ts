@@ -123,8 +123,10 @@ export function gatherBuffers(
 
 /** Whether `t`'s elements are in host memory, as its device says. */
 function inHostMemory(t: TensorLike): boolean {
+  // No device means host memory (TensorLike says so); the registry would open "cpu" for nothing.
+  if (t.device === undefined) return true;
   try {
-    return getDevice(t.device ?? "cpu").isHostMemory;
+    return getDevice(t.device).isHostMemory;
   } catch {
     // A device this process cannot open (CUDA absent) holds nothing a host backend could read.
     return false;
