@@ -2,8 +2,9 @@
  * The symbol table of `libdtrain_cuda.so` (csrc/cuda): libdtrain's kernels under their own names
  * and prototypes (the table is ffi/dtrain.ts's, shared), the CUDA runtime entry points (devices,
  * copies, synchronisation, matmul precision) and the NCCL shim. Kernels and runtime calls return
- * a status (`CudaStatus`) whose message is read with `dt_last_error`; NCCL calls return the Gloo
- * shim's codes (`NcclStatus`) with the message read from their context by `dt_nccl_last_error`.
+ * a status (`CudaStatus`) whose message is read with `dt_last_error`; NCCL calls return the
+ * collective codes (`CollectiveStatus`, ffi/collective_codes.ts) with the message read from their
+ * context by `dt_nccl_last_error`.
  * The library links neither cuBLAS nor NCCL: it opens them on first use (csrc/cuda/libs.cu), so it
  * loads on machines without a GPU, where `dt_cuda_device_count` says what is missing.
  * @module
@@ -123,20 +124,3 @@ export const MatmulPrecision = { f32: 0, tf32: 1, bf16: 2 } as const;
 
 /** The optional libraries `dt_cuda_library_available` asks about. */
 export const CudaLibrary = { cublas: 0, nccl: 1 } as const;
-
-/** Status codes of the NCCL shim: the Gloo shim's (`GlooStatus` in ffi/gloo.ts). */
-export const NcclStatus = {
-  OK: 0,
-  EINVAL: 1,
-  ETIMEOUT: 2,
-  EPEER: 3,
-  EMISMATCH: 4,
-  EBROKEN: 6,
-  EINTERNAL: 7,
-} as const;
-
-/** Element types of the collectives (the Gloo shim's codes). */
-export const NcclDType = { f32: 0, i32: 1 } as const;
-
-/** Reduction operators (the Gloo shim's codes). */
-export const NcclReduceOp = { sum: 0, avg: 1, min: 2, max: 3, prod: 4 } as const;

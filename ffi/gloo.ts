@@ -1,9 +1,10 @@
 /**
  * The symbol table of `libdtrain_gloo.so` (csrc/gloo): Gloo contexts and collectives on raw
- * pointers. Every function returns a status (0 = ok, codes in csrc/gloo/dtrain_gloo.h); the
- * message of a failure is read with `dt_gloo_last_error` on the same context. Collectives and
- * the rendezvous are `nonblocking`: they run on a worker thread and return a Promise, so the
- * JavaScript thread keeps working while buckets reduce. The ABI enums follow the table.
+ * pointers. Every function returns a status (0 = ok, `CollectiveStatus` of collective_codes.ts,
+ * which also has the dtype and reduce-op codes); the message of a failure is read with
+ * `dt_gloo_last_error` on the same context. Collectives and the rendezvous are `nonblocking`:
+ * they run on a worker thread and return a Promise, so the JavaScript thread keeps working while
+ * buckets reduce.
  * @module
  */
 
@@ -125,28 +126,3 @@ export const loadGloo: () => GlooSymbols = lazyLibrary(
   "DTRAIN_GLOO_LIB",
   symbols,
 );
-
-/** Status codes returned by every function (enum dt_status in csrc/gloo/dtrain_gloo.h). */
-export const GlooStatus = {
-  OK: 0,
-  /** A bad argument, caught before anything was sent. */
-  EINVAL: 1,
-  /** A peer did not answer within the context timeout. */
-  ETIMEOUT: 2,
-  /** A connection to a peer failed (the peer died or reset). */
-  EPEER: 3,
-  /** Ranks called different collectives (the fingerprint check). */
-  EMISMATCH: 4,
-  /** The rendezvous store refused or failed. */
-  ESTORE: 5,
-  /** The context failed earlier and can no longer be used. */
-  EBROKEN: 6,
-  /** Anything else (an exception from Gloo or the C++ runtime). */
-  EINTERNAL: 7,
-} as const;
-
-/** Element types of the collectives (enum dt_dtype). */
-export const GlooDType = { f32: 0, i32: 1 } as const;
-
-/** Reduction operators of all-reduce and reduce-scatter (enum dt_reduce_op). */
-export const GlooReduceOp = { sum: 0, avg: 1, min: 2, max: 3, prod: 4 } as const;

@@ -1,7 +1,7 @@
 /**
  * The symbol table of the shared-memory transport (csrc/shm, built into `libdtrain_gloo.so`):
  * one segment per host-local group, collectives in ticket order. Every function returns a status
- * (codes of csrc/gloo/dtrain_gloo.h, also {@linkcode GlooStatus}); a failure's message is read
+ * (`CollectiveStatus` of collective_codes.ts, csrc/gloo/collective_codes.h); a failure's message is read
  * with `dt_shm_last_error`. Collectives are `nonblocking`: they wait for their ticket's turn and
  * run on a worker thread, so the JavaScript thread issues the next one at once; only the
  * all-gather also comes blocking and started (for FSDP's synchronous forward). Arrays go in as

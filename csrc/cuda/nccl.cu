@@ -1,7 +1,8 @@
 /* The NCCL shim: one communicator per process group on a device, with the Gloo shim's contract
- * (csrc/gloo/dtrain_gloo.h): the same status codes, a fingerprint check before every collective
- * with the same messages, a timeout on every call after which the communicator is aborted
- * (ncclCommAbort), and a peer's death reported as EPEER. NCCL itself comes from dlopen (libs.cu).
+ * (csrc/gloo/dtrain_gloo.h): the same status codes and fingerprint (csrc/gloo/collective_codes.h),
+ * a fingerprint check before every collective with the same messages (csrc/gloo/mismatch.h), a
+ * timeout on every call after which the communicator is aborted (ncclCommAbort), and a peer's
+ * death reported as EPEER. NCCL itself comes from dlopen (libs.cu).
  *
  * [Note: NCCL streams]
  * Collectives run on the communicator's own stream. The process group calls dt_nccl_mark on the
@@ -14,20 +15,22 @@
 #include <time.h>
 
 #include <string>
+#include <vector>
 
+#include "../gloo/collective_codes.h"
+#include "../gloo/mismatch.h"
 #include "internal.cuh"
 #include "libs.h"
 
-/* The Gloo shim's status codes (GlooStatus in ffi/gloo.ts), so dist/ maps both the same way. */
-enum { NS_OK = 0, NS_EINVAL = 1, NS_ETIMEOUT = 2, NS_EPEER = 3, NS_EMISMATCH = 4, NS_EBROKEN = 6,
-       NS_EINTERNAL = 7 };
-enum { K_ALLREDUCE = 1, K_BROADCAST, K_ALLGATHER, K_REDUCE_SCATTER, K_BARRIER };
-
-/* What a rank is about to do (csrc/gloo/fingerprint.h's layout). */
-struct fingerprint_t {
-  uint64_t seq, count;
-  int32_t kind, dtype, op, root;
-};
+/* The collective codes, fingerprint and mismatch message shared with the Gloo shim. DT_OK and
+ * DT_EINVAL stay libdtrain's (dtrain.h, the same values), which the C ABI below also returns. */
+namespace coll = dtrain::collective;
+using coll::DT_EBROKEN;
+using coll::DT_EINTERNAL;
+using coll::DT_EMISMATCH;
+using coll::DT_EPEER;
+using coll::DT_ETIMEOUT;
+using coll::dt_fingerprint;
 
 struct dt_nccl_ctx {
   const dt_nccl_api *api;
@@ -36,39 +39,24 @@ struct dt_nccl_ctx {
   int64_t timeout_ms;
   uint64_t seq;
   bool broken;
-  int32_t *global_ranks;
+  std::vector<int> global_ranks;
   cudaStream_t stream;
   cudaEvent_t ready, done;
-  fingerprint_t *fp_host, *fp_dev; /* pinned, and device: size entries each */
+  dt_fingerprint *fp_host, *fp_dev; /* pinned, and device: size entries each */
   std::string error;
 };
 
-static const char *kind_name(int32_t kind) {
-  static const char *names[] = {"unknown collective", "allReduce", "broadcast", "allGather",
-                                "reduceScatter", "barrier"};
-  return kind >= 1 && kind <= 5 ? names[kind] : names[0];
-}
-static const char *dtype_name(int32_t d) { return d == 0 ? "f32" : d == 1 ? "i32" : "unknown"; }
-static const char *op_name(int32_t op) {
-  static const char *names[] = {"sum", "avg", "min", "max", "prod"};
-  return op >= 0 && op <= 4 ? names[op] : "none";
-}
-
 static int fail(dt_nccl_ctx *ctx, int status, const std::string &message) {
   ctx->error = message;
-  if (status == NS_ETIMEOUT || status == NS_EPEER) ctx->broken = true;
+  if (status == DT_ETIMEOUT || status == DT_EPEER) ctx->broken = true;
   return status;
-}
-
-static std::string rank_name(const dt_nccl_ctx *ctx, int i) {
-  return "rank " + std::to_string(ctx->global_ranks[i]);
 }
 
 #define CUDA_OR_FAIL(ctx, call)                                                                    \
   do {                                                                                             \
     cudaError_t e_ = (call);                                                                       \
     if (e_ != cudaSuccess)                                                                         \
-      return fail(ctx, NS_EINTERNAL, std::string(__FILE__ ":") + std::to_string(__LINE__) +        \
+      return fail(ctx, DT_EINTERNAL, std::string(__FILE__ ":") + std::to_string(__LINE__) +        \
                                          ": " #call ": " + cudaGetErrorString(e_));                \
   } while (0)
 
@@ -76,7 +64,7 @@ static std::string rank_name(const dt_nccl_ctx *ctx, int i) {
   do {                                                                                             \
     int r_ = (call);                                                                               \
     if (r_ != ncclSuccess && r_ != ncclInProgress)                                                 \
-      return fail(ctx, r_ == ncclRemoteError || r_ == ncclSystemError ? NS_EPEER : NS_EINTERNAL,   \
+      return fail(ctx, r_ == ncclRemoteError || r_ == ncclSystemError ? DT_EPEER : DT_EINTERNAL,   \
                   std::string(__FILE__ ":") + std::to_string(__LINE__) + ": " #call ": " +        \
                       (ctx)->api->error_string(r_) + ": " + (ctx)->api->last_error((ctx)->comm));  \
   } while (0)
@@ -94,7 +82,7 @@ static int wait_done(dt_nccl_ctx *ctx, const std::string &label) {
   double deadline = now_ms() + (double)ctx->timeout_ms;
   for (;;) {
     cudaError_t q = cudaEventQuery(ctx->done);
-    if (q == cudaSuccess) return NS_OK;
+    if (q == cudaSuccess) return DT_OK;
     if (q != cudaErrorNotReady) CUDA_OR_FAIL(ctx, q);
     int async = ncclSuccess;
     ctx->api->comm_get_async_error(ctx->comm, &async);
@@ -102,13 +90,14 @@ static int wait_done(dt_nccl_ctx *ctx, const std::string &label) {
       std::string why = ctx->api->error_string(async);
       ctx->api->comm_abort(ctx->comm);
       ctx->comm = NULL;
-      return fail(ctx, async == ncclRemoteError || async == ncclSystemError ? NS_EPEER : NS_EINTERNAL,
+      return fail(ctx,
+                  async == ncclRemoteError || async == ncclSystemError ? DT_EPEER : DT_EINTERNAL,
                   label + ": NCCL failed (" + why + "): a peer may have died or left");
     }
     if (now_ms() > deadline) {
       ctx->api->comm_abort(ctx->comm);
       ctx->comm = NULL;
-      return fail(ctx, NS_ETIMEOUT, label + ": timed out after " +
+      return fail(ctx, DT_ETIMEOUT, label + ": timed out after " +
                                         std::to_string(ctx->timeout_ms) +
                                         " ms; the NCCL communicator was aborted");
     }
@@ -117,40 +106,14 @@ static int wait_done(dt_nccl_ctx *ctx, const std::string &label) {
   }
 }
 
-/* Compares every rank with group rank 0, as the Gloo shim does, so every rank reports the same. */
-static std::string mismatch(const dt_nccl_ctx *ctx) {
-  const fingerprint_t &ref = ctx->fp_host[0];
-  std::string first = rank_name(ctx, 0), tail = " (op #" + std::to_string(ref.seq) + ")";
-  for (int j = 1; j < ctx->size; j++) {
-    const fingerprint_t &fp = ctx->fp_host[j];
-    std::string rank = rank_name(ctx, j), name = kind_name(ref.kind);
-    if (fp.kind != ref.kind)
-      return "op #" + std::to_string(ref.seq) + ": " + rank + " called " + kind_name(fp.kind) +
-             ", " + first + " called " + name;
-    if (fp.count != ref.count || fp.dtype != ref.dtype)
-      return name + ": " + rank + " sent " + std::to_string(fp.count) + " " +
-             dtype_name(fp.dtype) + " elements, " + first + " expected " +
-             std::to_string(ref.count) +
-             (fp.dtype != ref.dtype ? std::string(" ") + dtype_name(ref.dtype) + " elements" : "") +
-             tail;
-    if (fp.op != ref.op)
-      return name + ": " + rank + " reduces with " + op_name(fp.op) + ", " + first +
-             " expected " + op_name(ref.op) + tail;
-    if (fp.root != ref.root)
-      return name + ": " + rank + " uses root " + std::to_string(ctx->global_ranks[fp.root]) +
-             ", " + first + " expected root " + std::to_string(ctx->global_ranks[ref.root]) + tail;
-  }
-  return "";
-}
-
 /* Opens a collective: checks the context, orders it after the marked compute work, and
  * exchanges fingerprints (an all-gather of 32 bytes a rank, which also serves as the barrier). */
-static int begin(dt_nccl_ctx *ctx, fingerprint_t mine, std::string &label) {
+static int begin(dt_nccl_ctx *ctx, dt_fingerprint mine, std::string &label) {
   if (ctx->broken || ctx->comm == NULL)
-    return fail(ctx, NS_EBROKEN,
+    return fail(ctx, DT_EBROKEN,
                 "the NCCL communicator failed earlier (" + ctx->error + ") and can no longer be used");
   mine.seq = ++ctx->seq;
-  label = std::string(kind_name(mine.kind)) + " (op #" + std::to_string(mine.seq) + ")";
+  label = coll::opLabel(mine);
   CUDA_OR_FAIL(ctx, cudaSetDevice(ctx->device));
   CUDA_OR_FAIL(ctx, cudaStreamWaitEvent(ctx->stream, ctx->ready, 0));
   ctx->fp_host[ctx->rank] = mine;
@@ -161,10 +124,10 @@ static int begin(dt_nccl_ctx *ctx, fingerprint_t mine, std::string &label) {
   CUDA_OR_FAIL(ctx, cudaMemcpyAsync(ctx->fp_host, ctx->fp_dev, sizeof mine * ctx->size,
                                     cudaMemcpyDeviceToHost, ctx->stream));
   int st = wait_done(ctx, label);
-  if (st != NS_OK) return st;
-  std::string diff = mismatch(ctx);
-  if (!diff.empty()) return fail(ctx, NS_EMISMATCH, diff);
-  return NS_OK;
+  if (st != DT_OK) return st;
+  std::string diff = coll::mismatchMessage(ctx->global_ranks, ctx->fp_host, ctx->size);
+  if (!diff.empty()) return fail(ctx, DT_EMISMATCH, diff);
+  return DT_OK;
 }
 
 static const int nccl_dtypes[] = {ncclFloat32, ncclInt32};
@@ -189,9 +152,9 @@ static int make_resources(dt_nccl_ctx *ctx) {
   cudaCheck(cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking));
   cudaCheck(cudaEventCreateWithFlags(&ctx->ready, cudaEventDisableTiming));
   cudaCheck(cudaEventCreateWithFlags(&ctx->done, cudaEventDisableTiming));
-  cudaCheck(cudaHostAlloc((void **)&ctx->fp_host, sizeof(fingerprint_t) * ctx->size,
+  cudaCheck(cudaHostAlloc((void **)&ctx->fp_host, sizeof(dt_fingerprint) * ctx->size,
                           cudaHostAllocPortable));
-  cudaCheck(cudaMalloc((void **)&ctx->fp_dev, sizeof(fingerprint_t) * ctx->size));
+  cudaCheck(cudaMalloc((void **)&ctx->fp_dev, sizeof(dt_fingerprint) * ctx->size));
   return DT_OK;
 }
 
@@ -214,8 +177,7 @@ DT_EXPORT int dt_nccl_ctx_new(int32_t device, int32_t rank, int32_t size,
   ctx->rank = rank;
   ctx->size = size;
   ctx->timeout_ms = timeout_ms;
-  ctx->global_ranks = new int32_t[size];
-  memcpy(ctx->global_ranks, global_ranks, sizeof(int32_t) * size);
+  ctx->global_ranks.assign(global_ranks, global_ranks + size);
   *out = ctx;
   int here = 0;
   cudaCheck(cudaGetDevice(&here));
@@ -234,10 +196,10 @@ DT_EXPORT int dt_nccl_connect(void *handle, const uint8_t *id) {
   int r = ctx->api->comm_init_rank(&ctx->comm, ctx->size, uid, ctx->rank);
   if (r != ncclSuccess) {
     ctx->comm = NULL;
-    return fail(ctx, r == ncclRemoteError || r == ncclSystemError ? NS_EPEER : NS_EINTERNAL,
+    return fail(ctx, r == ncclRemoteError || r == ncclSystemError ? DT_EPEER : DT_EINTERNAL,
                 std::string("ncclCommInitRank: ") + ctx->api->error_string(r));
   }
-  return NS_OK;
+  return DT_OK;
 }
 
 DT_EXPORT int dt_nccl_last_error(void *handle, char *buf, int64_t len) {
@@ -256,14 +218,14 @@ DT_EXPORT int dt_nccl_mark(void *handle) {
   cudaError_t recorded = cudaEventRecord(ctx->ready, dt_cuda_compute_stream(ctx->device));
   CUDA_OR_FAIL(ctx, cudaSetDevice(here));
   CUDA_OR_FAIL(ctx, recorded);
-  return NS_OK;
+  return DT_OK;
 }
 
 DT_EXPORT int dt_nccl_allreduce(void *handle, void *buf, uint64_t count, int32_t dtype, int32_t op) {
   dt_nccl_ctx *ctx = (dt_nccl_ctx *)handle;
   std::string label;
-  int st = begin(ctx, {0, count, K_ALLREDUCE, dtype, op, -1}, label);
-  if (st != NS_OK) return st;
+  int st = begin(ctx, {0, count, coll::DT_ALLREDUCE, dtype, op, -1}, label);
+  if (st != DT_OK) return st;
   NCCL_OR_FAIL(ctx, ctx->api->all_reduce(buf, buf, count, nccl_dtypes[dtype], nccl_ops[op],
                                          ctx->comm, ctx->stream));
   return wait_done(ctx, label);
@@ -272,8 +234,8 @@ DT_EXPORT int dt_nccl_allreduce(void *handle, void *buf, uint64_t count, int32_t
 DT_EXPORT int dt_nccl_broadcast(void *handle, void *buf, uint64_t count, int32_t dtype, int32_t root) {
   dt_nccl_ctx *ctx = (dt_nccl_ctx *)handle;
   std::string label;
-  int st = begin(ctx, {0, count, K_BROADCAST, dtype, -1, root}, label);
-  if (st != NS_OK) return st;
+  int st = begin(ctx, {0, count, coll::DT_BROADCAST, dtype, -1, root}, label);
+  if (st != DT_OK) return st;
   NCCL_OR_FAIL(ctx, ctx->api->broadcast(buf, buf, count, nccl_dtypes[dtype], root, ctx->comm,
                                         ctx->stream));
   return wait_done(ctx, label);
@@ -284,8 +246,8 @@ DT_EXPORT int dt_nccl_allgather(void *handle, const void *in, uint64_t count, in
                                 void *const *outs, uint64_t nouts) {
   dt_nccl_ctx *ctx = (dt_nccl_ctx *)handle;
   std::string label;
-  int st = begin(ctx, {0, count, K_ALLGATHER, dtype, -1, -1}, label);
-  if (st != NS_OK) return st;
+  int st = begin(ctx, {0, count, coll::DT_ALLGATHER, dtype, -1, -1}, label);
+  if (st != DT_OK) return st;
   if (nouts == 1) {
     NCCL_OR_FAIL(ctx, ctx->api->all_gather(in, outs[0], count, nccl_dtypes[dtype], ctx->comm,
                                            ctx->stream));
@@ -308,7 +270,7 @@ DT_EXPORT int dt_nccl_allgather_blocking(void *handle, const void *in, uint64_t 
   CUDA_OR_FAIL(ctx, cudaGetDevice(&here));
   int st = dt_nccl_allgather(handle, in, count, dtype, outs, nouts);
   cudaError_t restored = cudaSetDevice(here);
-  if (st == NS_OK) CUDA_OR_FAIL(ctx, restored);
+  if (st == DT_OK) CUDA_OR_FAIL(ctx, restored);
   return st;
 }
 
@@ -316,8 +278,8 @@ DT_EXPORT int dt_nccl_reduce_scatter(void *handle, void *out, const void *in, ui
                                      int32_t dtype, int32_t op) {
   dt_nccl_ctx *ctx = (dt_nccl_ctx *)handle;
   std::string label;
-  int st = begin(ctx, {0, out_count * ctx->size, K_REDUCE_SCATTER, dtype, op, -1}, label);
-  if (st != NS_OK) return st;
+  int st = begin(ctx, {0, out_count * ctx->size, coll::DT_REDUCE_SCATTER, dtype, op, -1}, label);
+  if (st != DT_OK) return st;
   NCCL_OR_FAIL(ctx, ctx->api->reduce_scatter(in, out, out_count, nccl_dtypes[dtype],
                                              nccl_ops[op], ctx->comm, ctx->stream));
   return wait_done(ctx, label);
@@ -326,7 +288,7 @@ DT_EXPORT int dt_nccl_reduce_scatter(void *handle, void *out, const void *in, ui
 /* The fingerprint exchange is an all-gather every rank must join: it is the barrier. */
 DT_EXPORT int dt_nccl_barrier(void *handle) {
   std::string label;
-  return begin((dt_nccl_ctx *)handle, {0, 0, K_BARRIER, 0, -1, -1}, label);
+  return begin((dt_nccl_ctx *)handle, {0, 0, coll::DT_BARRIER, 0, -1, -1}, label);
 }
 
 /* Destroys the communicator (aborts it when it failed) and frees the context. */
@@ -342,7 +304,6 @@ DT_EXPORT int dt_nccl_ctx_free(void *handle) {
   if (ctx->done) cudaEventDestroy(ctx->done);
   if (ctx->fp_host) cudaFreeHost(ctx->fp_host);
   if (ctx->fp_dev) cudaFree(ctx->fp_dev);
-  delete[] ctx->global_ranks;
   delete ctx;
   cudaSetDevice(here);
   return DT_OK;

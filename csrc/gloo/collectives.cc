@@ -23,7 +23,7 @@ ReduceFn checkReduce(const char* what, int dtype, int op) {
   checkDtype(what, dtype);
   if (op == DT_AVG && dtype != DT_F32) {
     throw Failure(DT_EINVAL, std::string(what) + ": op avg needs f32, got " +
-                                 dtypeName(dtype));
+                                 dt_dtype_name(dtype));
   }
   auto fn = reduceFn(dtype, op);
   if (fn == nullptr) {
@@ -70,7 +70,7 @@ void allGather(dt_gloo_ctx* ctx, const void* in, uint64_t count, int dtype, void
   auto slice = [&](uint64_t r) {
     return nouts == 1 ? static_cast<char*>(outs[0]) + r * bytes : static_cast<char*>(outs[r]);
   };
-  runCollective(ctx, {0, count, kAllGather, dtype, -1, -1}, out, [&] {
+  runCollective(ctx, {0, count, DT_ALLGATHER, dtype, -1, -1}, out, [&] {
     if (count == 0) return;
     const int me = ctx->gloo->rank;
     if (n == 1 || inlined) {
@@ -112,7 +112,7 @@ int dt_gloo_allreduce(dt_gloo_ctx* ctx, void* buf, uint64_t count, int dtype, in
       out.bytes = bytes;
       out.fill = [&](char* dst, int) { memcpy(dst, buf, bytes); };
     }
-    runCollective(ctx, {0, count, kAllReduce, dtype, op, -1}, out, [&] {
+    runCollective(ctx, {0, count, DT_ALLREDUCE, dtype, op, -1}, out, [&] {
       const int n = ctx->gloo->size;
       if (count == 0) return;
       if (n > 1 && inlined) {
@@ -154,7 +154,7 @@ int dt_gloo_broadcast(dt_gloo_ctx* ctx, void* buf, uint64_t count, int dtype, in
       out.bytes = bytes;
       out.fill = [&](char* dst, int) { memcpy(dst, buf, bytes); };
     }
-    runCollective(ctx, {0, count, kBroadcast, dtype, -1, root}, out, [&] {
+    runCollective(ctx, {0, count, DT_BROADCAST, dtype, -1, root}, out, [&] {
       if (count == 0 || ctx->gloo->size == 1) return;
       if (inlined) {
         if (ctx->gloo->rank != root) memcpy(buf, inboxOf(ctx, root) + kHeader, bytes);
@@ -199,7 +199,7 @@ int dt_gloo_reduce_scatter(dt_gloo_ctx* ctx, void* out, const void* in, uint64_t
       msg.perPeer = true;
       msg.fill = [&](char* dst, int peer) { memcpy(dst, i + peer * bytes, bytes); };
     }
-    runCollective(ctx, {0, n * out_count, kReduceScatter, dtype, op, -1}, msg, [&] {
+    runCollective(ctx, {0, n * out_count, DT_REDUCE_SCATTER, dtype, op, -1}, msg, [&] {
       if (out_count == 0) return;
       const int me = ctx->gloo->rank;
       if (n == 1) {
@@ -223,7 +223,7 @@ int dt_gloo_barrier(dt_gloo_ctx* ctx) {
   if (ctx == nullptr) return DT_EINVAL;
   std::lock_guard<std::mutex> lock(ctx->call_mu);
   // The first-message exchange is all-to-all: finishing it means every rank arrived.
-  return guard(ctx, [&] { runCollective(ctx, {0, 0, kBarrier, -1, -1, -1}, {}, [] {}); });
+  return guard(ctx, [&] { runCollective(ctx, {0, 0, DT_BARRIER, -1, -1, -1}, {}, [] {}); });
 }
 
 }  // extern "C"

@@ -110,22 +110,6 @@ size_t dtypeSize(int dtype) {
   return dtype == DT_F32 || dtype == DT_I32 ? 4 : 0;
 }
 
-const char* dtypeName(int dtype) {
-  switch (dtype) {
-    case DT_F32:
-      return "f32";
-    case DT_I32:
-      return "i32";
-    default:
-      return "?";
-  }
-}
-
-const char* reduceOpName(int op) {
-  static const char* names[] = {"sum", "avg", "min", "max", "prod"};
-  return op >= 0 && op <= DT_PROD ? names[op] : "?";
-}
-
 }  // namespace dtrain
 
 extern "C" {

@@ -1,28 +1,21 @@
-// dtrain_gloo: the C ABI over Gloo that ffi/gloo.ts binds. Every function returns a
-// dt_status; on failure the message is kept on the handle and read with dt_gloo_last_error.
+// dtrain_gloo: the C ABI over Gloo that ffi/gloo.ts binds. Every function returns a dt_status
+// (collective_codes.h); on failure the message is kept on the handle and read with
+// dt_gloo_last_error.
 #pragma once
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "collective_codes.h"
+
+#ifdef __cplusplus
+// The shim and the shared-memory transport (csrc/shm) name the codes without a prefix.
+using namespace dtrain::collective;
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-typedef enum {
-  DT_OK = 0,
-  DT_EINVAL = 1,     // bad argument, caught before anything was sent
-  DT_ETIMEOUT = 2,   // a peer did not answer within the context timeout
-  DT_EPEER = 3,      // a connection to a peer failed (peer died or reset)
-  DT_EMISMATCH = 4,  // ranks called different collectives (fingerprint check)
-  DT_ESTORE = 5,     // the rendezvous store refused or failed
-  DT_EBROKEN = 6,    // the context failed earlier and can no longer be used
-  DT_EINTERNAL = 7,  // anything else (an exception from Gloo or the C++ runtime)
-} dt_status;
-
-typedef enum { DT_F32 = 0, DT_I32 = 1 } dt_dtype;
-
-typedef enum { DT_SUM = 0, DT_AVG = 1, DT_MIN = 2, DT_MAX = 3, DT_PROD = 4 } dt_reduce_op;
 
 typedef struct dt_gloo_ctx dt_gloo_ctx;
 // A collective started on a thread of its own (dt_gloo_allgather_start).

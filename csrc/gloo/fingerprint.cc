@@ -28,29 +28,6 @@ namespace dtrain {
 // notification to the peer, and a peer that has already finished and closes its socket with
 // that notification unread resets the connection, losing data we may not have read yet.
 
-const char* kindName(int32_t kind) {
-  switch (kind) {
-    case kAllReduce:
-      return "allReduce";
-    case kBroadcast:
-      return "broadcast";
-    case kAllGather:
-      return "allGather";
-    case kReduceScatter:
-      return "reduceScatter";
-    case kBarrier:
-      return "barrier";
-    case kEmptyShared:
-      return "emptyShared";
-    default:
-      return "unknown collective";
-  }
-}
-
-std::string opLabel(const Fingerprint& fp) {
-  return std::string(kindName(fp.kind)) + " (op #" + std::to_string(fp.seq) + ")";
-}
-
 void setupFirstMessages(dt_gloo_ctx* ctx) {
   auto& g = *ctx->gloo;
   const size_t n = static_cast<size_t>(g.size);
@@ -63,44 +40,6 @@ void setupFirstMessages(dt_gloo_ctx* ctx) {
   ctx->stage_mem.assign(n * ctx->region / sizeof(uint64_t), 0);
   ctx->inbox = g.createUnboundBuffer(ctx->inbox_mem.data(), n * ctx->region);
   ctx->stage = g.createUnboundBuffer(ctx->stage_mem.data(), n * ctx->region);
-}
-
-// Compares every rank with group rank 0, so every rank reports the same first difference.
-std::string mismatchMessage(const std::vector<int>& globalRanks,
-                            const std::vector<Fingerprint>& all) {
-  auto jobRank = [&](int i) {
-    return i >= 0 && i < static_cast<int>(globalRanks.size()) ? globalRanks[i] : i;
-  };
-  auto rankName = [&](int i) { return "rank " + std::to_string(jobRank(i)); };
-  const auto& ref = all[0];
-  const auto first = rankName(0);
-  for (size_t j = 1; j < all.size(); j++) {
-    const auto& fp = all[j];
-    auto rank = rankName(static_cast<int>(j));
-    auto tail = " (op #" + std::to_string(ref.seq) + ")";
-    if (fp.kind != ref.kind) {
-      return "op #" + std::to_string(ref.seq) + ": " + rank + " called " + kindName(fp.kind) +
-             ", " + first + " called " + kindName(ref.kind);
-    }
-    std::string name = kindName(ref.kind);
-    if (fp.count != ref.count || fp.dtype != ref.dtype) {
-      return name + ": " + rank + " sent " + std::to_string(fp.count) + " " +
-             dtypeName(fp.dtype) + " elements, " + first + " expected " +
-             std::to_string(ref.count) +
-             (fp.dtype != ref.dtype ? std::string(" ") + dtypeName(ref.dtype) + " elements"
-                                    : "") +
-             tail;
-    }
-    if (fp.op != ref.op) {
-      return name + ": " + rank + " reduces with " + reduceOpName(fp.op) +
-             ", " + first + " expected " + reduceOpName(ref.op) + tail;
-    }
-    if (fp.root != ref.root) {
-      return name + ": " + rank + " uses root " + std::to_string(jobRank(fp.root)) + ", " +
-             first + " expected root " + std::to_string(jobRank(ref.root)) + tail;
-    }
-  }
-  return "";
 }
 
 namespace {
@@ -175,7 +114,7 @@ void exchangeFirstMessages(dt_gloo_ctx* ctx, const Fingerprint& mine, const Outg
       memcpy(&all[i], inboxOf(ctx, i), kHeader);
     }
   }
-  auto mismatch = mismatchMessage(ctx->global_ranks, all);
+  auto mismatch = mismatchMessage(ctx->global_ranks, all.data(), all.size());
   // Every first message of this op has arrived and been sent, so the group stays usable.
   if (!mismatch.empty()) throw Failure(DT_EMISMATCH, mismatch);
 }
@@ -184,10 +123,10 @@ void exchangeFirstMessages(dt_gloo_ctx* ctx, const Fingerprint& mine, const Outg
 
 void runCollective(dt_gloo_ctx* ctx, Fingerprint fp, const Outgoing& out,
                    const std::function<void()>& payload) {
-  if (!ctx->gloo) throw Failure(DT_EINVAL, std::string(kindName(fp.kind)) +
+  if (!ctx->gloo) throw Failure(DT_EINVAL, std::string(dt_collective_name(fp.kind)) +
                                                ": context is not connected");
   if (!ctx->broken.empty()) {
-    throw Failure(DT_EBROKEN, std::string(kindName(fp.kind)) +
+    throw Failure(DT_EBROKEN, std::string(dt_collective_name(fp.kind)) +
                                   ": process group is unusable after an earlier failure: " +
                                   ctx->broken);
   }

@@ -8,31 +8,12 @@
 #include <vector>
 
 #include "internal.h"
+#include "mismatch.h"
 
 namespace dtrain {
 
-// kEmptyShared is the shared-memory transport's collective allocation (csrc/shm/shared_buffer.cc).
-enum Kind : int32_t {
-  kAllReduce = 1,
-  kBroadcast,
-  kAllGather,
-  kReduceScatter,
-  kBarrier,
-  kEmptyShared
-};
-
-const char* kindName(int32_t kind);
-
-// What a rank is about to do; every rank sends it to every other rank before any payload.
-struct Fingerprint {
-  uint64_t seq;
-  uint64_t count;  // elements this rank sends
-  int32_t kind;
-  int32_t dtype;
-  int32_t op;    // reduce op, or -1
-  int32_t root;  // broadcast root, or -1
-};
-static_assert(sizeof(Fingerprint) == 32, "fingerprint travels as 32 raw bytes");
+// The layout is shared with the shared-memory transport and the NCCL shim (collective_codes.h).
+using Fingerprint = dt_fingerprint;
 
 constexpr size_t kHeader = sizeof(Fingerprint);
 
@@ -54,15 +35,6 @@ struct Outgoing {
   bool perPeer = false;
   std::function<void(char* dst, int peer)> fill;
 };
-
-// "allReduce (op #17)": how errors name the collective.
-std::string opLabel(const Fingerprint& fp);
-
-// The first difference between group rank 0's fingerprint and another's, worded the same on
-// every rank ("" when all agree); `globalRanks` maps group ranks to the job ranks it names.
-// Shared with the shared-memory transport (csrc/shm), which checks the same fingerprints.
-std::string mismatchMessage(const std::vector<int>& globalRanks,
-                            const std::vector<Fingerprint>& all);
 
 // The single entry point of every collective: checks the context, exchanges first messages
 // (fingerprint and any inline payload), then runs `payload`, which may read the inbox.

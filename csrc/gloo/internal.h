@@ -101,8 +101,6 @@ void allGather(dt_gloo_ctx* ctx, const void* in, uint64_t count, int dtype, void
                uint64_t nouts);
 
 size_t dtypeSize(int dtype);
-const char* dtypeName(int dtype);
-const char* reduceOpName(int op);
 
 // Elementwise out[i] = a[i] (op) b[i]; out may alias a or b. AVG reduces as a sum.
 using ReduceFn = void (*)(void* out, const void* a, const void* b, size_t n);

@@ -16,7 +16,7 @@ ReduceFn checkReduce(const char* what, int dtype, int op) {
     throw Failure(DT_EINVAL, std::string(what) + ": unknown dtype code " + std::to_string(dtype));
   }
   if (op == DT_AVG && dtype != DT_F32) {
-    throw Failure(DT_EINVAL, std::string(what) + ": op avg needs f32, got " + dtypeName(dtype));
+    throw Failure(DT_EINVAL, std::string(what) + ": op avg needs f32, got " + dt_dtype_name(dtype));
   }
   auto fn = reduceFn(dtype, op);
   if (fn == nullptr) {
@@ -63,7 +63,7 @@ void allGather(dt_shm_ctx* ctx, const void* in, uint64_t count, int dtype, void*
     return nouts == 1 ? static_cast<char*>(outs[0]) + r * bytes : static_cast<char*>(outs[r]);
   };
   runPhases(
-      ctx, {0, count, kAllGather, dtype, -1, -1}, bytes,
+      ctx, {0, count, DT_ALLGATHER, dtype, -1, -1}, bytes,
       [&](char* slot, size_t off, size_t len) { memcpy(slot, src + off, len); },
       [&](size_t off, size_t len, uint64_t chunk) {
         for (uint64_t r = 0; r < n; r++) memcpy(dst(r) + off, ctx->slot(r, chunk), len);
@@ -86,7 +86,7 @@ void allReduce(dt_shm_ctx* ctx, void* buf, uint64_t count, int dtype, int op) {
   }
   auto data = static_cast<char*>(buf);
   runPhases(
-      ctx, {0, count, kAllReduce, dtype, op, -1}, count * elem,
+      ctx, {0, count, DT_ALLREDUCE, dtype, op, -1}, count * elem,
       [&](char* slot, size_t off, size_t len) { memcpy(slot, data + off, len); },
       [&](size_t off, size_t len, uint64_t chunk) {
         reduceInRankOrder(ctx, fn, op, data + off, len, elem,
@@ -103,7 +103,7 @@ void broadcast(dt_shm_ctx* ctx, void* buf, uint64_t count, int dtype, int root) 
   auto data = static_cast<char*>(buf);
   const bool mine = ctx->rank == root;
   runPhases(
-      ctx, {0, count, kBroadcast, dtype, -1, root}, count * dtypeSize(dtype),
+      ctx, {0, count, DT_BROADCAST, dtype, -1, root}, count * dtypeSize(dtype),
       [&](char* slot, size_t off, size_t len) {
         if (mine) memcpy(slot, data + off, len);
       },
@@ -171,7 +171,7 @@ int dt_shm_reduce_scatter(dt_shm_ctx* ctx, uint64_t ticket, void* out, const voi
     // in its own output range [mine, mine + bytes).
     const size_t mine = ctx->rank * bytes;
     runPhases(
-        ctx, {0, n * out_count, kReduceScatter, dtype, op, -1}, n * bytes,
+        ctx, {0, n * out_count, DT_REDUCE_SCATTER, dtype, op, -1}, n * bytes,
         [&](char* slot, size_t off, size_t len) { memcpy(slot, i + off, len); },
         [&](size_t off, size_t len, uint64_t chunk) {
           const size_t lo = std::max(off, mine), hi = std::min(off + len, mine + bytes);
@@ -186,7 +186,7 @@ int dt_shm_reduce_scatter(dt_shm_ctx* ctx, uint64_t ticket, void* out, const voi
 int dt_shm_barrier(dt_shm_ctx* ctx, uint64_t ticket, double* timing) {
   if (ctx == nullptr) return DT_EINVAL;
   return serve(ctx, ticket, timing, [&] {
-    runPhases(ctx, {0, 0, kBarrier, -1, -1, -1}, 0, nullptr, nullptr);
+    runPhases(ctx, {0, 0, DT_BARRIER, -1, -1, -1}, 0, nullptr, nullptr);
   });
 }
 

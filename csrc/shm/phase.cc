@@ -224,7 +224,7 @@ Fingerprint runPhases(dt_shm_ctx* ctx, Fingerprint fp, uint64_t stage_bytes,
                       const std::function<void(size_t off, size_t len, uint64_t chunk)>& consume,
                       uint64_t where) {
   if (!ctx->broken.empty()) {
-    throw Failure(DT_EBROKEN, std::string(kindName(fp.kind)) +
+    throw Failure(DT_EBROKEN, std::string(dt_collective_name(fp.kind)) +
                                   ": process group is unusable after an earlier failure: " +
                                   ctx->broken);
   }
@@ -245,7 +245,7 @@ Fingerprint runPhases(dt_shm_ctx* ctx, Fingerprint fp, uint64_t stage_bytes,
     if (c == 0 && ctx->size > 1) {
       std::vector<Fingerprint> all(ctx->size);
       for (int r = 0; r < ctx->size; r++) all[r] = ctx->line(r)->fp[chunk % 2];
-      auto mismatch = mismatchMessage(ctx->global_ranks, all);
+      auto mismatch = mismatchMessage(ctx->global_ranks, all.data(), all.size());
       // Every rank arrived at this phase and throws the same error: the group stays usable.
       if (!mismatch.empty()) throw Failure(DT_EMISMATCH, mismatch);
       const uint64_t first = ctx->line(0)->where[chunk % 2];

@@ -41,7 +41,7 @@ std::shared_ptr<SharedBuffer> findShared(dt_shm_ctx* ctx, const void* p, size_t 
 void allReduceShared(dt_shm_ctx* ctx, const SharedBuffer& buffer, size_t offset, uint64_t count,
                      int dtype, int op, ReduceFn fn) {
   const size_t elem = dtypeSize(dtype);
-  const Fingerprint fp = runPhases(ctx, {0, count, kAllReduce, dtype, op, -1}, 0, nullptr,
+  const Fingerprint fp = runPhases(ctx, {0, count, DT_ALLREDUCE, dtype, op, -1}, 0, nullptr,
                                    nullptr, whereShared(buffer.id, offset));
   // Every part is complete. The ranks take blocks from one counter until none is left, so that a
   // rank whose thread is slow to get a core (or to wake) holds nobody up: the others reduce its
@@ -146,7 +146,7 @@ int dt_shm_buffer_alloc(dt_shm_ctx* ctx, uint64_t ticket, uint64_t count, int dt
     buffer->map_bytes = kPage + buffer->stride * ctx->size;
     buffer->id = ctx->next_buffer++;
     const std::string label = ctx->name + "-" + std::to_string(buffer->id);
-    const Fingerprint fp{0, count, kEmptyShared, dtype, -1, -1};
+    const Fingerprint fp{0, count, DT_EMPTY_SHARED, dtype, -1, -1};
     const bool creator = ctx->rank == 0;
     // Rank 0 creates the buffer's segment, unnamed ([Note: unnamed segments] in segment.cc), and
     // everyone learns whether it could and which descriptor to open; then the others map it, and

@@ -1,7 +1,8 @@
 /**
- * The interface a communication backend implements (Gloo on CPU, NCCL on GPU, "auto" both).
- * Backends work on raw native buffers and trust their caller: the process group validates
- * arguments and orders calls, so a backend only moves bytes and reports failures.
+ * The interface a communication backend implements (gloo.ts, shm.ts, shm_hierarchical.ts,
+ * nccl.ts; what each reaches and can do is its row in backends.ts). Backends work on raw native
+ * buffers and trust their caller: the process group validates arguments, checks the table and
+ * orders calls, so a backend only moves bytes and reports failures.
  * @module
  */
 
@@ -22,8 +23,6 @@ export interface NativeBuffer {
   count: number;
   /** Element type. */
   dtype: DType;
-  /** Where the memory lives (`"cpu"` when absent, `"cuda:N"`): the "auto" backend picks by it. */
-  device?: string;
 }
 
 /**
@@ -118,19 +117,19 @@ export interface Backend {
   /** In place: every rank ends with the reduction of all ranks' `buf`. */
   allReduce(buf: NativeBuffer, op: ReduceOp): Promise<Done>;
   /**
-   * `allReduce` on the calling thread, returning when done (optional; a queued backend only:
-   * it runs after every collective issued before it); throws DistError.
+   * `allReduce` on the calling thread, returning when done (where the backend's row says it has
+   * it; a queued backend only: it runs after every collective issued before it); throws DistError.
    */
   allReduceBlocking?(buf: NativeBuffer, op: ReduceOp): Done;
   /** In place: every rank ends with `root`'s `buf`. */
   broadcast(buf: NativeBuffer, root: number): Promise<Done>;
   /** `outs` is one flat buffer of size × input.count elements, or one buffer per rank. */
   allGather(outs: NativeBuffer[], input: NativeBuffer): Promise<Done>;
-  /** `allGather` on the calling thread, returning when done; throws DistError (optional). */
+  /** `allGather` on the calling thread, returning when done; throws DistError (as the row says). */
   allGatherBlocking?(outs: NativeBuffer[], input: NativeBuffer): void;
   /**
    * `allGather` started on a native thread of its own, returning before it ends; every call made
-   * afterwards runs after it (optional: without it, FSDP's forward does not prefetch).
+   * afterwards runs after it (as the row says: without it, FSDP's forward does not prefetch).
    */
   allGatherStart?(outs: NativeBuffer[], input: NativeBuffer): StartedCollective;
   /** Rank r receives chunk r (of out.count elements) of the reduction of every `input`. */
@@ -138,8 +137,8 @@ export interface Backend {
   /** Resolves once every rank has called it. */
   barrier(): Promise<Done>;
   /**
-   * Allocates `count` elements of `dtype` per rank in memory every rank maps (optional: shared
-   * memory only). A collective: every rank passes the same count and dtype.
+   * Allocates `count` elements of `dtype` per rank in memory every rank maps (as the row says:
+   * shared memory only). A collective: every rank passes the same count and dtype.
    */
   allocShared?(count: number, dtype: DType): Promise<SharedBlock>;
   /** Releases native resources. Idempotent; no call may be in flight. */

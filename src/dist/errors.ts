@@ -4,6 +4,8 @@
  * @module
  */
 
+import { CollectiveStatus } from "../../ffi/collective_codes.ts";
+
 /**
  * What went wrong, for code that wants to react (retry a store connection, restart a job):
  * - `invalid`: a bad argument, detected before anything was sent;
@@ -52,3 +54,18 @@ export class DistError extends Error {
     this.code = code;
   }
 }
+
+/**
+ * The code each status of a native collective shim becomes (Gloo, shared memory and NCCL share
+ * their statuses: ffi/collective_codes.ts).
+ * @ignore dtrain-internal (its module is re-exported with `export *`)
+ */
+export const STATUS_CODES: Readonly<Record<number, DistErrorCode>> = {
+  [CollectiveStatus.EINVAL]: "invalid",
+  [CollectiveStatus.ETIMEOUT]: "timeout",
+  [CollectiveStatus.EPEER]: "peer",
+  [CollectiveStatus.EMISMATCH]: "mismatch",
+  [CollectiveStatus.ESTORE]: "store",
+  [CollectiveStatus.EBROKEN]: "broken",
+  [CollectiveStatus.EINTERNAL]: "internal",
+};

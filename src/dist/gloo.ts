@@ -7,7 +7,12 @@
  * @module
  */
 
-import { GlooDType, GlooReduceOp, GlooStatus, type GlooSymbols, loadGloo } from "../../ffi/gloo.ts";
+import {
+  CollectiveDType,
+  CollectiveReduceOp,
+  CollectiveStatus,
+} from "../../ffi/collective_codes.ts";
+import { type GlooSymbols, loadGloo } from "../../ffi/gloo.ts";
 import {
   type Backend,
   type BackendInit,
@@ -16,19 +21,8 @@ import {
   type ReduceOp,
   type StartedCollective,
 } from "./backend.ts";
-import { DistError, type DistErrorCode } from "./errors.ts";
+import { DistError, STATUS_CODES } from "./errors.ts";
 import { StartedCollectives } from "./started.ts";
-
-/** The error code each native status becomes (shared with the shared-memory backend). */
-export const STATUS_CODES: Record<number, DistErrorCode> = {
-  [GlooStatus.EINVAL]: "invalid",
-  [GlooStatus.ETIMEOUT]: "timeout",
-  [GlooStatus.EPEER]: "peer",
-  [GlooStatus.EMISMATCH]: "mismatch",
-  [GlooStatus.ESTORE]: "store",
-  [GlooStatus.EBROKEN]: "broken",
-  [GlooStatus.EINTERNAL]: "internal",
-};
 
 const encoder = new TextEncoder();
 
@@ -105,7 +99,7 @@ export class GlooBackend implements Backend {
     const lib = loadGloo();
     const out = new BigUint64Array(1);
     const created = lib.dt_gloo_ctx_new(out);
-    if (created !== GlooStatus.OK) throw lastError(lib, null, created);
+    if (created !== CollectiveStatus.OK) throw lastError(lib, null, created);
     const ctx = Deno.UnsafePointer.create(out[0]);
     const [storeHost, token, prefix, host, iface] = [
       init.storeHost,
@@ -131,7 +125,7 @@ export class GlooBackend implements Backend {
       ),
       [storeHost, token, prefix, globalRanks, host, iface],
     );
-    if (status !== GlooStatus.OK) {
+    if (status !== CollectiveStatus.OK) {
       const err = lastError(lib, ctx, status);
       lib.dt_gloo_ctx_free(ctx);
       const who = `rank ${init.globalRanks[init.rank]} (group of ${init.size})`;
@@ -142,7 +136,7 @@ export class GlooBackend implements Backend {
 
   async #check(call: Promise<number>): Promise<void> {
     const status = await call;
-    if (status !== GlooStatus.OK) throw lastError(this.#lib, this.#ctx, status);
+    if (status !== CollectiveStatus.OK) throw lastError(this.#lib, this.#ctx, status);
   }
 
   #live(): Deno.PointerValue {
@@ -156,8 +150,8 @@ export class GlooBackend implements Backend {
         this.#live(),
         buf.ptr,
         buf.count,
-        GlooDType[buf.dtype],
-        GlooReduceOp[op],
+        CollectiveDType[buf.dtype],
+        CollectiveReduceOp[op],
       ),
     );
   }
@@ -168,7 +162,7 @@ export class GlooBackend implements Backend {
         this.#live(),
         buf.ptr,
         buf.count,
-        GlooDType[buf.dtype],
+        CollectiveDType[buf.dtype],
         root,
       ),
     );
@@ -182,7 +176,7 @@ export class GlooBackend implements Backend {
           this.#live(),
           input.ptr,
           input.count,
-          GlooDType[input.dtype],
+          CollectiveDType[input.dtype],
           ptrs,
           outs.length,
         ),
@@ -197,11 +191,11 @@ export class GlooBackend implements Backend {
       this.#live(),
       input.ptr,
       input.count,
-      GlooDType[input.dtype],
+      CollectiveDType[input.dtype],
       ptrs,
       outs.length,
     );
-    if (status !== GlooStatus.OK) throw lastError(this.#lib, this.#ctx, status);
+    if (status !== CollectiveStatus.OK) throw lastError(this.#lib, this.#ctx, status);
   }
 
   allGatherStart(outs: NativeBuffer[], input: NativeBuffer): StartedCollective {
@@ -210,16 +204,16 @@ export class GlooBackend implements Backend {
       this.#live(),
       input.ptr,
       input.count,
-      GlooDType[input.dtype],
+      CollectiveDType[input.dtype],
       pointersOf(outs),
       outs.length,
       handle,
     );
-    if (status !== GlooStatus.OK) throw lastError(this.#lib, this.#ctx, status);
+    if (status !== CollectiveStatus.OK) throw lastError(this.#lib, this.#ctx, status);
     const work = Deno.UnsafePointer.create(handle[0]);
     return this.#started.add(() => {
       const done = this.#lib.dt_gloo_work_wait(work);
-      return done === GlooStatus.OK ? null : lastError(this.#lib, this.#ctx, done);
+      return done === CollectiveStatus.OK ? null : lastError(this.#lib, this.#ctx, done);
     }, () => this.#lib.dt_gloo_work_free(work));
   }
 
@@ -230,8 +224,8 @@ export class GlooBackend implements Backend {
         out.ptr,
         input.ptr,
         out.count,
-        GlooDType[out.dtype],
-        GlooReduceOp[op],
+        CollectiveDType[out.dtype],
+        CollectiveReduceOp[op],
       ),
     );
   }

@@ -5,13 +5,10 @@
  * @module
  */
 
-import type { Backend } from "./backend.ts";
+import { type Connected, connectGroup } from "./backends.ts";
 import { DistError } from "./errors.ts";
-import { NcclBackend } from "./nccl.ts";
-import { AutoBackend } from "./nccl_auto.ts";
 import { type InitOptions, type ResolvedInit, resolveInit } from "./init_method.ts";
 import { ProcessGroup } from "./process_group.ts";
-import { connectBackend as connectSelected } from "./select_backend.ts";
 import { StoreClient } from "./store/client.ts";
 import { MAX_TIMEOUT_MS } from "./store/protocol.ts";
 import { StoreServer } from "./store/server.ts";
@@ -38,12 +35,12 @@ function requireWorld(what: string): World {
   return world;
 }
 
-/** Connects this rank's communicator among `ranks` (job ranks, ascending). */
+/** Connects this rank's communicators among `ranks` (job ranks, ascending), from the table. */
 function connectBackend(
   config: ResolvedInit,
   ranks: readonly number[],
   prefix: string,
-): Promise<Backend> {
+): Promise<Connected> {
   const { storeHost, storePort, token, host, iface, timeoutMs } = config;
   const init = {
     rank: ranks.indexOf(config.rank),
@@ -57,11 +54,8 @@ function connectBackend(
     iface,
     timeoutMs,
   };
-  // NCCL: one GPU per local rank, as torchrun's LOCAL_RANK convention has it.
-  if (config.backend === "nccl") return NcclBackend.connect({ ...init, device: config.localRank });
-  if (config.backend === "auto") return AutoBackend.connect({ ...init, device: config.localRank });
-  // Gloo, or shared memory between the ranks of one host (src/dist/select_backend.ts).
-  return connectSelected(init);
+  // One GPU per local rank, as torchrun's LOCAL_RANK convention has it.
+  return connectGroup(config.backend, init, config.localRank);
 }
 
 /**

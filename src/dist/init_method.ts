@@ -4,6 +4,7 @@
  * @module
  */
 
+import { type BackendName, REQUESTS } from "./backends.ts";
 import { DistError } from "./errors.ts";
 import { MAX_TIMEOUT_MS } from "./store/protocol.ts";
 
@@ -12,7 +13,8 @@ export interface InitOptions {
   /**
    * Communication backend: "gloo" (host memory, the default; ranks that share a host talk over
    * shared memory unless env `DTRAIN_SHM=0`, see `ProcessGroup.backendName`), "nccl" (GPU memory,
-   * one GPU per local rank) or "auto" (NCCL for tensors on a GPU, Gloo for the rest).
+   * one GPU per local rank) or "auto" (NCCL for tensors on a GPU, and for the rest what "gloo"
+   * chooses). What each reaches and can do: src/dist/backends.ts.
    */
   backend?: BackendName;
   /**
@@ -39,9 +41,9 @@ export interface InitOptions {
   iface?: string;
 }
 
-/** The communication backends `initProcessGroup` knows. */
-export type BackendName = "gloo" | "nccl" | "auto";
-const BACKENDS: readonly BackendName[] = ["gloo", "nccl", "auto"];
+export type { BackendName };
+/** The backends `initProcessGroup` accepts, in the table's order. */
+const BACKENDS = Object.keys(REQUESTS) as BackendName[];
 
 /**
  * The configuration `initProcessGroup` works from.

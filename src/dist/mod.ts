@@ -1,6 +1,7 @@
 /**
  * Distributed training primitives: the rendezvous store, process groups and collectives
- * over a pluggable backend (Gloo on CPU).
+ * over the backends of one table (src/dist/backends.ts: Gloo and shared memory for host memory,
+ * NCCL for GPU memory, "auto" pairing them).
  * @module
  */
 

@@ -1,76 +1,34 @@
 /**
- * A process group: a set of ranks with one backend communicator, whose collectives are
- * validated here and issued on one queue so every rank runs them in the same order.
+ * A process group: a set of ranks with the communicators of one backend (two under "auto": one
+ * for host memory, one for a GPU's), whose collectives are validated here, sent to the
+ * communicator that reaches their tensors (backends.ts), and issued on one queue so every rank
+ * runs them in the same order.
  * @module
  */
 
 import { nowUs, profiling, recordCollective, takeTag } from "../profile/tracer.ts";
-import type { Backend, Done, DType, NativeBuffer, ReduceOp, SharedBlock } from "./backend.ts";
-import { REDUCE_OPS } from "./backend.ts";
+import {
+  bufferOf,
+  checkOp,
+  checkSameAs,
+  gatherBuffers,
+  invalid,
+  memoryOf,
+  type TensorLike,
+} from "./arguments.ts";
+import type { Backend, Done, DType, SharedBlock } from "./backend.ts";
+import type { ReduceOp } from "./backend.ts";
+import { type Capability, CAPABILITY_NAMES, type Connected, entryOf } from "./backends.ts";
 import { DistError } from "./errors.ts";
 import { BlockingWork, Work } from "./work.ts";
 
-/**
- * Anything collectives can work on: a contiguous native buffer with a dtype. dtrain's
- * Tensor fits; so does a small wrapper over a typed array.
- */
-export interface TensorLike {
-  /** Element type; collectives accept "f32" and "i32". */
-  readonly dtype: string;
-  /** Number of elements, as a property or a method. */
-  readonly numel: number | (() => number);
-  /** Whether the elements are contiguous in memory. */
-  isContiguous(): boolean;
-  /** Address of the first element. */
-  readonly ptr: Deno.PointerValue;
-  /** Where the memory lives (`"cpu"` when absent; `"cuda:N"` needs the nccl or auto backend). */
-  readonly device?: string;
-  /**
-   * The reference-counted memory behind `ptr`, if any (dtrain's Tensor has one). Collectives
-   * retain it while queued or running, so disposing the tensor meanwhile cannot free the bytes
-   * the backend is about to read or write.
-   */
-  readonly storage?: { retain(): void; release(): void };
-}
+export type { TensorLike };
 
 /**
  * Turns a collective's failure into the error its Work rejects with (see init.ts).
  * @ignore dtrain-internal (its module is re-exported with `export *`)
  */
 export type Diagnose = (err: unknown, group: ProcessGroup) => Promise<unknown>;
-
-function invalid(message: string): DistError {
-  return new DistError("invalid", message);
-}
-
-/** Checks `t` and describes it as a native buffer. */
-function bufferOf(what: string, role: string, t: TensorLike): NativeBuffer {
-  if (t === null || typeof t !== "object") {
-    throw invalid(`${what}: ${role} must be a tensor, got ${t === null ? "null" : typeof t}`);
-  }
-  if (t.dtype !== "f32" && t.dtype !== "i32") {
-    throw invalid(`${what}: ${role} dtype must be "f32" or "i32", got "${t.dtype}"`);
-  }
-  if (!t.isContiguous()) {
-    throw invalid(`${what}: ${role} must be contiguous; call .contiguous() first`);
-  }
-  const count = typeof t.numel === "function" ? t.numel() : t.numel;
-  if (!Number.isSafeInteger(count) || count < 0) {
-    throw invalid(`${what}: ${role} has an invalid element count ${count}`);
-  }
-  const ptr = t.ptr;
-  if (ptr === null && count > 0) throw invalid(`${what}: ${role} has a null data pointer`);
-  return { ptr, count, dtype: t.dtype as DType, device: t.device ?? "cpu" };
-}
-
-function checkOp(what: string, op: ReduceOp, dtype: DType): void {
-  if (!REDUCE_OPS.includes(op)) {
-    throw invalid(`${what}: unknown reduce op "${op}"; use one of ${REDUCE_OPS.join(", ")}`);
-  }
-  if (op === "avg" && dtype !== "f32") {
-    throw invalid(`${what}: op "avg" needs f32 tensors, got ${dtype}`);
-  }
-}
 
 /**
  * A group of ranks that run collectives together. Obtain one from `initProcessGroup`
@@ -86,7 +44,7 @@ export class ProcessGroup {
   readonly size: number;
   /** Global ranks of the members, ascending; group rank i is `ranks[i]`. */
   readonly ranks: readonly number[];
-  #backend: Backend | null;
+  #connected: Connected | null;
   #diagnose: Diagnose;
   #tail: Promise<void> = Promise.resolve();
   /** Collectives issued and not yet settled. */
@@ -100,25 +58,25 @@ export class ProcessGroup {
    *
    * @param ranks Global ranks of the members, ascending.
    * @param rank This process's rank within the group, or -1.
-   * @param backend The connected communicator (null on non-members).
+   * @param connected The connected communicators (null on non-members), from backends.ts.
    * @param diagnose Turns a collective's failure into the error its Work rejects with.
    */
   constructor(
     ranks: readonly number[],
     rank: number,
-    backend: Backend | null,
+    connected: Connected | null,
     diagnose: Diagnose = (err) => Promise.resolve(err),
   ) {
     this.ranks = ranks;
     this.size = ranks.length;
     this.rank = rank;
-    this.#backend = backend;
+    this.#connected = connected;
     this.#diagnose = diagnose;
   }
 
-  /** Name of the backend ("shm", "gloo", "shm+gloo"), or "none" on non-members. */
+  /** Name of the backend ("shm", "gloo", "shm+gloo", "nccl", "auto"), or "none" on non-members. */
   get backendName(): string {
-    return this.#backend?.name ?? "none";
+    return this.#connected?.name ?? "none";
   }
 
   /** Whether `destroy()` was called. */
@@ -154,17 +112,19 @@ export class ProcessGroup {
     const what = "allReduceBlocking";
     const buf = bufferOf(what, "tensor", t);
     checkOp(what, op, buf.dtype);
-    const backend = this.#member(what);
-    if (backend.allReduceBlocking === undefined || !backend.queued) {
-      throw invalid(`${what}: the ${backend.name} backend has no blocking all-reduce`);
+    const backend = this.#serving(what, [t], "allReduceBlocking");
+    if (!backend.queued) {
+      throw invalid(
+        `${what}: the ${backend.name} backend has no blocking all-reduce while its ` +
+          `issue queue is off (DTRAIN_SHM_QUEUE=0)`,
+      );
     }
-    this.#checkReach(what, backend, [t]);
     const profiled = profiling();
     const tag = profiled ? takeTag() : null;
     const startUs = profiled ? nowUs() : 0;
     let done: Promise<void>;
     try {
-      const timing = backend.allReduceBlocking(buf, op);
+      const timing = backend.allReduceBlocking!(buf, op);
       if (profiled) {
         recordCollective("allReduce", buf.count * 4, timing ?? { startUs, endUs: nowUs() }, tag);
       }
@@ -175,9 +135,9 @@ export class ProcessGroup {
     return new Work(done);
   }
 
-  /** Whether `allReduceBlocking` works on this group (over shared memory). */
+  /** Whether `allReduceBlocking` works on this group, whatever memory its tensors are in. */
   get canAllReduceBlocking(): boolean {
-    return this.#backend?.allReduceBlocking !== undefined && this.#backend.queued === true;
+    return this.#everyBackend((b) => entryOf(b.name).capabilities.allReduceBlocking && !!b.queued);
   }
 
   /**
@@ -206,7 +166,7 @@ export class ProcessGroup {
    * @returns The collective in flight.
    */
   allGather(out: TensorLike | TensorLike[], t: TensorLike): Work {
-    const { outs, input } = this.#gatherBuffers("allGather", out, t);
+    const { outs, input } = gatherBuffers("allGather", this.size, out, t);
     const bytes = this.size * input.count * 4;
     return this.#enqueue("allGather", (b) => b.allGather(outs, input), [...[out].flat(), t], bytes);
   }
@@ -218,18 +178,14 @@ export class ProcessGroup {
    */
   allGatherBlocking(out: TensorLike | TensorLike[], t: TensorLike): void {
     const what = "allGatherBlocking";
-    const { outs, input } = this.#gatherBuffers(what, out, t);
-    const backend = this.#idle(what);
-    this.#checkReach(what, backend, [...[out].flat(), t]);
-    if (backend.allGatherBlocking === undefined) {
-      throw invalid(`${what}: the ${backend.name} backend has no blocking collectives`);
-    }
-    backend.allGatherBlocking(outs, input);
+    const { outs, input } = gatherBuffers(what, this.size, out, t);
+    const backend = this.#idle(what, [...[out].flat(), t], "allGatherBlocking");
+    backend.allGatherBlocking!(outs, input);
   }
 
   /** Whether this group's backend has `allGatherStart` (Gloo does; FSDP prefetches with it). */
   get canStartAllGather(): boolean {
-    return this.#backend?.allGatherStart !== undefined;
+    return this.#everyBackend((b) => entryOf(b.name).capabilities.allGatherStart);
   }
 
   /**
@@ -240,18 +196,14 @@ export class ProcessGroup {
    */
   allGatherStart(out: TensorLike | TensorLike[], t: TensorLike): BlockingWork {
     const what = "allGatherStart";
-    const { outs, input } = this.#gatherBuffers(what, out, t);
-    const backend = this.#idle(what);
-    this.#checkReach(what, backend, [...[out].flat(), t]);
-    if (backend.allGatherStart === undefined) {
-      throw invalid(`${what}: the ${backend.name} backend cannot start collectives on a thread`);
-    }
+    const { outs, input } = gatherBuffers(what, this.size, out, t);
     const tensors = [...[out].flat(), t];
+    const backend = this.#idle(what, tensors, "allGatherStart");
     for (const x of tensors) x.storage?.retain();
     const release = () => tensors.forEach((x) => x.storage?.release());
     let started;
     try {
-      started = backend.allGatherStart(outs, input);
+      started = backend.allGatherStart!(outs, input);
     } catch (err) {
       release();
       throw err;
@@ -264,36 +216,13 @@ export class ProcessGroup {
     return work;
   }
 
-  /** The backend, when nothing issued earlier is still queued behind the JavaScript thread. */
-  #idle(what: string): Backend {
-    const backend = this.#member(what);
+  /** The backend for `tensors`, when nothing issued earlier is still queued behind this thread. */
+  #idle(what: string, tensors: TensorLike[], needs: Capability): Backend {
+    const backend = this.#serving(what, tensors, needs);
     if (this.#inFlight > 0) {
       throw invalid(`${what}: ${this.#inFlight} collective(s) still in flight; await them first`);
     }
     return backend;
-  }
-
-  #gatherBuffers(
-    what: string,
-    out: TensorLike | TensorLike[],
-    t: TensorLike,
-  ): { outs: NativeBuffer[]; input: NativeBuffer } {
-    const input = bufferOf(what, "input", t);
-    const outs = Array.isArray(out)
-      ? out.map((o, i) => bufferOf(what, `output ${i}`, o))
-      : [bufferOf(what, "output", out)];
-    if (Array.isArray(out)) {
-      if (outs.length !== this.size) {
-        throw invalid(`${what}: got ${outs.length} outputs for a group of ${this.size} ranks`);
-      }
-      outs.forEach((o, i) =>
-        this.#sameAs(what, `output ${i}`, o, input, input.count, "the input's length")
-      );
-    } else {
-      const why = `input length ${input.count} × group size ${this.size}`;
-      this.#sameAs(what, "output", outs[0], input, this.size * input.count, why);
-    }
-    return { outs, input };
   }
 
   /**
@@ -310,8 +239,10 @@ export class ProcessGroup {
     const i = bufferOf(what, "input", input);
     checkOp(what, op, i.dtype);
     const why = `output length ${o.count} × group size ${this.size}`;
-    this.#sameAs(what, "input", i, o, this.size * o.count, why);
-    return this.#enqueue(what, (b) => b.reduceScatter(o, i, op), [out, input], i.count * 4);
+    checkSameAs(what, "input", i, o, this.size * o.count, why);
+    const tensors = [out, input];
+    const call = (b: Backend) => b.reduceScatter(o, i, op);
+    return this.#enqueue(what, call, tensors, i.count * 4, "reduceScatter");
   }
 
   /**
@@ -339,8 +270,9 @@ export class ProcessGroup {
     if (dtype !== "f32" && dtype !== "i32") {
       throw invalid(`${what}: dtype must be "f32" or "i32", got "${dtype}"`);
     }
-    const backend = this.#member(what);
-    if (backend.allocShared === undefined) return null;
+    // A call without tensors goes to the group's first communicator: host memory's, if any.
+    const backend = this.#member(what).backends[0];
+    if (!entryOf(backend.name).capabilities.allocShared) return null;
     let block: SharedBlock | null = null;
     await this.#enqueue(
       what,
@@ -353,9 +285,7 @@ export class ProcessGroup {
     return block;
   }
 
-  /**
-   * Lets collectives in flight finish, then releases the communicator. Idempotent.
-   */
+  /** Lets collectives in flight finish, then releases the communicators. Idempotent. */
   async destroy(): Promise<void> {
     if (this.#destroyed) return;
     this.#destroyed = true;
@@ -367,8 +297,8 @@ export class ProcessGroup {
         // Its failure is its waiter's to report.
       }
     }
-    this.#backend?.close();
-    this.#backend = null;
+    this.#connected?.backends.forEach((b) => b.close());
+    this.#connected = null;
   }
 
   #members(): string {
@@ -377,45 +307,45 @@ export class ProcessGroup {
     return contiguous && r.length > 2 ? `${r[0]}..${r[r.length - 1]}` : r.join(", ");
   }
 
-  #sameAs(
-    what: string,
-    role: string,
-    buf: NativeBuffer,
-    ref: NativeBuffer,
-    count: number,
-    why: string,
-  ): void {
-    if (buf.dtype !== ref.dtype) {
-      throw invalid(`${what}: ${role} is ${buf.dtype} but the other tensor is ${ref.dtype}`);
-    }
-    if (buf.count !== count) {
-      throw invalid(`${what}: ${role} has ${buf.count} elements, expected ${count} (${why})`);
-    }
-  }
-
-  /** The backend, or an error when the group was destroyed or this process is not a member. */
-  #member(what: string): Backend {
+  /** The communicators, or an error when the group was destroyed or this process is not a member. */
+  #member(what: string): Connected {
     if (this.#destroyed) throw new DistError("invalid", `${what}: process group was destroyed`);
-    if (this.#backend === null) {
+    if (this.#connected === null) {
       throw invalid(
         `${what}: this process is not a member of the group (ranks ${this.#members()})`,
       );
     }
-    return this.#backend;
+    return this.#connected;
   }
 
-  /** A backend reaches host memory (gloo, shm) or GPU memory (nccl) only; "auto" picks per call. */
-  #checkReach(what: string, backend: Backend, tensors: TensorLike[]): void {
-    const misplaced = tensors.find((t) =>
-      (backend.name !== "nccl" && backend.name !== "auto" && t.device?.startsWith("cuda")) ||
-      (backend.name === "nccl" && !t.device?.startsWith("cuda"))
-    );
-    if (misplaced !== undefined) {
+  /** Whether every communicator of the group passes `test` (false on non-members). */
+  #everyBackend(test: (b: Backend) => boolean): boolean {
+    return this.#connected !== null && this.#connected.backends.every(test);
+  }
+
+  /**
+   * The communicator that reaches `tensors` (each backend's `reaches` in backends.ts), checked to
+   * have what `needs` names: a caller learns from the table what a backend cannot reach or do.
+   */
+  #serving(what: string, tensors: TensorLike[], needs?: Capability): Backend {
+    const { name, backends, unreachable } = this.#member(what);
+    const memory = memoryOf(what, tensors);
+    // A call without tensors (a barrier) goes to the first communicator: host memory's, if any.
+    const backend = memory === null
+      ? backends[0]
+      : backends.find((b) => entryOf(b.name).reaches.includes(memory));
+    if (backend === undefined) {
+      const device = tensors[0].device ?? "cpu";
+      if (unreachable) throw invalid(`${what}: a tensor is on a GPU but ${unreachable}`);
       throw invalid(
-        `${what}: a tensor is on ${misplaced.device ?? "cpu"}, which the ${backend.name} backend ` +
-          `cannot reach; move it, or use the "auto" backend`,
+        `${what}: a tensor is on ${device}, which the ${name} backend cannot reach; move it, or ` +
+          `use the "auto" backend`,
       );
     }
+    if (needs !== undefined && !entryOf(backend.name).capabilities[needs]) {
+      throw invalid(`${what}: the ${backend.name} backend has no ${CAPABILITY_NAMES[needs]}`);
+    }
+    return backend;
   }
 
   #enqueue(
@@ -423,9 +353,9 @@ export class ProcessGroup {
     call: (b: Backend) => Promise<Done>,
     tensors: TensorLike[],
     bytes: number,
+    needs?: Capability,
   ): Work {
-    const backend = this.#member(what);
-    this.#checkReach(what, backend, tensors);
+    const backend = this.#serving(what, tensors, needs);
     // The pointers were read at queue time: hold the memory behind them (and the tensor
     // objects, for those without a storage) until the collective has ended.
     for (const t of tensors) t.storage?.retain();

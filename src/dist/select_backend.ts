@@ -1,17 +1,13 @@
 /**
- * Which backend a group gets. Members report their host through the store (host name, boot id
- * and network namespace: ranks that share all three can map the same `/dev/shm` segment); a group
- * on one host talks over shared memory, a group with one rank per host over Gloo, and anything
- * in between hierarchically (shm_hierarchical.ts). See {@linkcode shmMode} for what `DTRAIN_SHM`
- * chooses.
- * A further backend (NCCL) slots in as one more branch of {@linkcode connectBackend}.
+ * Where a group's members run, which decides among the host-memory backends of the table
+ * (backends.ts): members report their host through the store (host name, boot id and network
+ * namespace: ranks that share all three can map the same `/dev/shm` segment). A group on one host
+ * then talks over shared memory, a group with one rank per host over Gloo, anything in between
+ * hierarchically. See {@linkcode shmMode} for what `DTRAIN_SHM` chooses.
  * @module
  */
 
-import type { Backend, BackendInit } from "./backend.ts";
-import { GlooBackend } from "./gloo.ts";
-import { ShmBackend } from "./shm.ts";
-import { HierarchicalBackend } from "./shm_hierarchical.ts";
+import type { BackendInit } from "./backend.ts";
 import { StoreClient } from "./store/client.ts";
 
 const decoder = new TextDecoder();
@@ -69,15 +65,34 @@ export function groupByHost(keys: readonly string[]): number[][] {
 }
 
 /**
- * Connects this rank's communicator for the group described by `init`.
- *
- * @param init Rank, size, store, bind address and timeout of the group.
- * @returns Shared memory, Gloo, or both in a hierarchy, by where the members run.
- * @throws DistError naming what failed.
+ * Where the members of a group run, for the backends that choose or connect by it.
+ * @ignore dtrain-internal (its module is re-exported with `export *`)
  */
-export async function connectBackend(init: BackendInit): Promise<Backend> {
-  const mode = shmMode();
-  if (init.size === 1 || mode === "off") return await GlooBackend.connect(init);
+export interface HostLayout {
+  /** Group ranks per host ({@linkcode groupByHost}), or null when not read (no shared memory). */
+  hosts: number[][] | null;
+  /** A connected store client for the shared-memory rendezvous while `hosts` is known. */
+  store: StoreClient | null;
+}
+
+/**
+ * Runs `use` with the group's host layout: read through the store when `wanted`, shared memory
+ * is on and the group has more than one rank; else with `hosts` null.
+ *
+ * @param init Rank, size, store and timeout of the group.
+ * @param wanted Whether the caller may choose by host.
+ * @param use Connects the backend, given the layout (its store closes once `use` settles).
+ * @returns What `use` returns.
+ * @throws DistError when the store exchange fails.
+ */
+export async function withHostLayout<T>(
+  init: BackendInit,
+  wanted: boolean,
+  use: (layout: HostLayout) => Promise<T>,
+): Promise<T> {
+  if (!wanted || init.size === 1 || shmMode() === "off") {
+    return await use({ hosts: null, store: null });
+  }
   const store = await StoreClient.connect({
     hostname: init.storeHost,
     port: init.storePort,
@@ -92,9 +107,7 @@ export async function connectBackend(init: BackendInit): Promise<Backend> {
     const hosts = groupByHost(
       await Promise.all(keys.map(async (k) => decoder.decode(await store.get(k)))),
     );
-    if (hosts.length === 1) return await ShmBackend.connect(init, store);
-    if (hosts.every((h) => h.length === 1)) return await GlooBackend.connect(init);
-    return await HierarchicalBackend.connect(init, store, hosts);
+    return await use({ hosts, store });
   } finally {
     store.close();
   }

@@ -9,7 +9,11 @@
  * @module
  */
 
-import { GlooDType, GlooReduceOp, GlooStatus } from "../../ffi/gloo.ts";
+import {
+  CollectiveDType,
+  CollectiveReduceOp,
+  CollectiveStatus,
+} from "../../ffi/collective_codes.ts";
 import { loadShm, type ShmSymbols } from "../../ffi/shm.ts";
 import {
   type Backend,
@@ -22,43 +26,13 @@ import {
   type SharedBlock,
   type StartedCollective,
 } from "./backend.ts";
-import { DistError } from "./errors.ts";
-import { STATUS_CODES } from "./gloo.ts";
+import { DistError, STATUS_CODES } from "./errors.ts";
+import { lastError, openGroupSegment } from "./shm_rendezvous.ts";
 import { StartedCollectives } from "./started.ts";
 import type { StoreClient } from "./store/client.ts";
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
-
-function lastError(lib: ShmSymbols, ctx: Deno.PointerValue, status: number): DistError {
-  const buf = new Uint8Array(1024);
-  const len = lib.dt_shm_last_error(ctx, buf, buf.length);
-  const message = decoder.decode(buf.subarray(0, Math.min(len, buf.length - 1)));
-  return new DistError(STATUS_CODES[status] ?? "internal", message || `shm status ${status}`);
-}
-
-/** Rank 0's handle of its new segment, for the others to open it. */
-function handleOf(lib: ShmSymbols, ctx: Deno.PointerValue): string {
-  const buf = new Uint8Array(1024);
-  const len = lib.dt_shm_ctx_handle(ctx, buf, buf.length);
-  if (len < 0 || len >= buf.length) {
-    throw new DistError("internal", `dt_shm_ctx_handle returned ${len}`);
-  }
-  return decoder.decode(buf.subarray(0, len));
-}
-
-/**
- * Bytes each rank stages per phase: env DTRAIN_SHM_SLOT_MIB (default 4). Larger slots mean
- * fewer synchronisations per collective, which matters most when the ranks share busy cores;
- * the segment holds two slots per rank.
- */
-function slotBytes(): number {
-  const mib = Number(Deno.env.get("DTRAIN_SHM_SLOT_MIB") ?? 4);
-  if (!(mib > 0 && mib <= 1024)) {
-    throw new DistError("invalid", `DTRAIN_SHM_SLOT_MIB must be in (0, 1024], got ${mib}`);
-  }
-  return Math.ceil(mib * 2 ** 20 / 4096) * 4096;
-}
 
 /** Frees contexts whose backend was dropped without close(); a backstop only. */
 const leaked = new FinalizationRegistry<{ lib: ShmSymbols; ctx: Deno.PointerValue }>(
@@ -72,7 +46,7 @@ const unmapOnCollect = new FinalizationRegistry<{ lib: ShmSymbols; handle: Deno.
 
 /**
  * A shared-memory communicator over the ranks of one host. Created by the process group when
- * every member shares this host (see select_backend.ts; `DTRAIN_SHM=0` turns it off).
+ * every member shares this host (the "shm" row of backends.ts; `DTRAIN_SHM=0` turns it off).
  *
  * @example Two ranks in one process sum their buffers
  * ```ts
@@ -132,65 +106,7 @@ export class ShmBackend implements Backend {
    */
   static async connect(init: BackendInit, store: StoreClient): Promise<ShmBackend> {
     const lib = loadShm();
-    const { rank, size, prefix, timeoutMs } = init;
-    const key = (k: string) => `${prefix}shm/${k}`;
-    const who = `rank ${init.globalRanks[rank]} (group of ${size})`;
-    const fail = (err: unknown): never => {
-      const message = err instanceof Error ? err.message : String(err);
-      throw new DistError(
-        err instanceof DistError ? err.code : "internal",
-        `shared-memory rendezvous of ${who}: ${message}`,
-        { cause: err },
-      );
-    };
-    await store.set(key(`pid/${rank}`), String(Deno.pid)).catch(fail);
-    const pidKeys = init.globalRanks.map((_, r) => key(`pid/${r}`));
-    await store.wait(pidKeys, timeoutMs).catch(fail);
-    const pids = new Int32Array(size);
-    for (let r = 0; r < size; r++) pids[r] = Number(decoder.decode(await store.get(pidKeys[r])));
-    if (rank !== 0) await store.wait([key("handle")], timeoutMs).catch(fail);
-    // Rank 0's label only names the segment in messages; the others get its handle, or the
-    // reason it could not create the segment ("!" first), so that they fail with it at once.
-    const name = rank === 0
-      ? `/dtrain-${Deno.pid}-${crypto.randomUUID().slice(0, 8)}`
-      : decoder.decode(await store.get(key("handle")));
-    if (name.startsWith("!")) {
-      fail(new DistError("internal", `rank ${init.globalRanks[0]} failed: ${name.slice(1)}`));
-    }
-    const out = new BigUint64Array(1);
-    const created = lib.dt_shm_ctx_new(out);
-    if (created !== GlooStatus.OK) throw lastError(lib, null, created);
-    const ctx = Deno.UnsafePointer.create(out[0]);
-    const backend = new ShmBackend(lib, ctx);
-    try {
-      const status = lib.dt_shm_ctx_open(
-        ctx,
-        encoder.encode(`${name}\0`),
-        rank === 0 ? 1 : 0,
-        rank,
-        size,
-        new Int32Array(init.globalRanks),
-        pids,
-        slotBytes(),
-        timeoutMs,
-      );
-      if (status !== GlooStatus.OK) {
-        const err = lastError(lib, ctx, status);
-        // Best effort: should the store be gone too, the others' wait names that instead.
-        if (rank === 0) await store.set(key("handle"), `!${err.message}`).catch(() => {});
-        fail(err);
-      }
-      if (rank === 0) await store.set(key("handle"), handleOf(lib, ctx));
-      // The last step in shared memory, not the store: a rank that returns knows its peers
-      // made their last store request (the handle) already, so a blocking collective on its
-      // JavaScript thread, which may serve the store, cannot stall them (dtrain_shm.h).
-      const mapped = await lib.dt_shm_ctx_wait_mapped(ctx);
-      if (mapped !== GlooStatus.OK) fail(lastError(lib, ctx, mapped));
-    } catch (err) {
-      backend.close();
-      throw err;
-    }
-    return backend;
+    return new ShmBackend(lib, await openGroupSegment(lib, init, store));
   }
 
   /**
@@ -203,7 +119,7 @@ export class ShmBackend implements Backend {
     const status = Object.entries(STATUS_CODES).find(([, code]) => code === err.code)?.[0];
     this.#lib.dt_shm_abort(
       this.#ctx,
-      Number(status ?? GlooStatus.EINTERNAL),
+      Number(status ?? CollectiveStatus.EINTERNAL),
       encoder.encode(`${err.message}\0`),
     );
   }
@@ -217,7 +133,7 @@ export class ShmBackend implements Backend {
   #now(call: (ctx: Deno.PointerValue) => number): void {
     const ctx = this.#live();
     const status = call(ctx);
-    if (status !== GlooStatus.OK) throw lastError(this.#lib, ctx, status);
+    if (status !== CollectiveStatus.OK) throw lastError(this.#lib, ctx, status);
   }
 
   /** Takes a ticket now, on the JavaScript thread: that fixes the order collectives run in. */
@@ -232,7 +148,7 @@ export class ShmBackend implements Backend {
     const timing = new Float64Array(2);
     const status = await call(ctx, ticket, Deno.UnsafePointer.of(timing));
     refs.length; // keeps the arguments (and `timing`) reachable until the native call returned
-    if (status !== GlooStatus.OK) throw lastError(this.#lib, ctx, status);
+    if (status !== CollectiveStatus.OK) throw lastError(this.#lib, ctx, status);
     return { startUs: timing[0], endUs: timing[1] };
   }
 
@@ -243,8 +159,8 @@ export class ShmBackend implements Backend {
         t,
         buf.ptr,
         buf.count,
-        GlooDType[buf.dtype],
-        GlooReduceOp[op],
+        CollectiveDType[buf.dtype],
+        CollectiveReduceOp[op],
         timing,
       )
     );
@@ -252,7 +168,15 @@ export class ShmBackend implements Backend {
 
   broadcast(buf: NativeBuffer, root: number): Promise<OpTiming> {
     return this.#run((ctx, t, timing) =>
-      this.#lib.dt_shm_broadcast(ctx, t, buf.ptr, buf.count, GlooDType[buf.dtype], root, timing)
+      this.#lib.dt_shm_broadcast(
+        ctx,
+        t,
+        buf.ptr,
+        buf.count,
+        CollectiveDType[buf.dtype],
+        root,
+        timing,
+      )
     );
   }
 
@@ -265,7 +189,7 @@ export class ShmBackend implements Backend {
           t,
           input.ptr,
           input.count,
-          GlooDType[input.dtype],
+          CollectiveDType[input.dtype],
           Deno.UnsafePointer.of(ptrs),
           outs.length,
           timing,
@@ -285,7 +209,7 @@ export class ShmBackend implements Backend {
         ctx,
         input.ptr,
         input.count,
-        GlooDType[input.dtype],
+        CollectiveDType[input.dtype],
         pointersOf(outs),
         outs.length,
       )
@@ -300,8 +224,8 @@ export class ShmBackend implements Backend {
         ctx,
         buf.ptr,
         buf.count,
-        GlooDType[buf.dtype],
-        GlooReduceOp[op],
+        CollectiveDType[buf.dtype],
+        CollectiveReduceOp[op],
         Deno.UnsafePointer.of(timing),
       )
     );
@@ -311,7 +235,7 @@ export class ShmBackend implements Backend {
   /** The broadcast on the JavaScript thread, returning when done, as `allGatherBlocking`. */
   broadcastBlocking(buf: NativeBuffer, root: number): void {
     this.#now((ctx) =>
-      this.#lib.dt_shm_broadcast_blocking(ctx, buf.ptr, buf.count, GlooDType[buf.dtype], root)
+      this.#lib.dt_shm_broadcast_blocking(ctx, buf.ptr, buf.count, CollectiveDType[buf.dtype], root)
     );
   }
 
@@ -323,7 +247,7 @@ export class ShmBackend implements Backend {
         ctx,
         input.ptr,
         input.count,
-        GlooDType[input.dtype],
+        CollectiveDType[input.dtype],
         pointersOf(outs),
         outs.length,
         handle,
@@ -334,7 +258,7 @@ export class ShmBackend implements Backend {
       const buf = new Uint8Array(1024);
       const done = this.#lib.dt_shm_work_wait(work, buf, buf.length);
       const message = decoder.decode(buf.subarray(0, buf.indexOf(0)));
-      return done === GlooStatus.OK
+      return done === CollectiveStatus.OK
         ? null
         : new DistError(STATUS_CODES[done] ?? "internal", message || `shm status ${done}`);
     }, () => this.#lib.dt_shm_work_free(work));
@@ -348,8 +272,8 @@ export class ShmBackend implements Backend {
         out.ptr,
         input.ptr,
         out.count,
-        GlooDType[out.dtype],
-        GlooReduceOp[op],
+        CollectiveDType[out.dtype],
+        CollectiveReduceOp[op],
         timing,
       )
     );
@@ -372,7 +296,7 @@ export class ShmBackend implements Backend {
           ctx,
           t,
           count,
-          GlooDType[dtype],
+          CollectiveDType[dtype],
           Deno.UnsafePointer.of(out),
           timing,
         ),

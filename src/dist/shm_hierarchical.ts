@@ -25,8 +25,8 @@ function bufferOver(bytes: Uint8Array<ArrayBuffer>, buf: NativeBuffer): NativeBu
 }
 
 /**
- * A hierarchical communicator. Created by select_backend.ts when the group spans hosts and some
- * host runs more than one member.
+ * A hierarchical communicator: the "shm+gloo" row of backends.ts, chosen when the group spans
+ * hosts and some host runs more than one member.
  */
 export class HierarchicalBackend implements Backend {
   readonly name = "shm+gloo";

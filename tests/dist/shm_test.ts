@@ -67,6 +67,22 @@ for (
   });
 }
 
+Deno.test('"auto" reduces host tensors over shared memory on one host', async () => {
+  const runs = await runRanks({
+    worker,
+    worldSize: 3,
+    timeoutMs: 30_000,
+    env: { MODE: "auto", DTRAIN_SHM: "" },
+  });
+  for (const r of runs) {
+    const why = `rank ${r.rank}: ${JSON.stringify(r.result)} ${r.stderr}`;
+    assert.equal(r.code, 0, why);
+    assert.equal(r.result?.backend, "auto", why);
+    assert.equal(r.result?.shared, true, why);
+    assert.equal(r.result?.sum, 6, why);
+  }
+});
+
 for (const mode of ["loop", "shared-loop"]) {
   Deno.test(`a SIGKILLed rank leaves no segment in /dev/shm, and the survivor names it (${mode === "loop" ? "staged" : "in place"})`, async () => {
     const before = new Set(segments());

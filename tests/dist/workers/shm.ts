@@ -13,7 +13,8 @@
  * - "shared-mismatch": rank 0 all-reduces a shared tensor, the others a private one of the same
  *   size; reports the errors, then whether the group still works;
  * - "shared-dead": rank 1 exits instead of calling emptyShared; rank 0 reports its error;
- * - "shared-full": every rank asks emptyShared for more than /dev/shm holds, then all-reduces.
+ * - "shared-full": every rank asks emptyShared for more than /dev/shm holds, then all-reduces;
+ * - "auto": under the "auto" backend, asks for shared memory and sums each rank's `rank + 1`.
  * @module
  */
 
@@ -142,7 +143,10 @@ async function sharedSeries(world: ProcessGroup, gloo: ProcessGroup, big: number
 }
 
 await runWorker(async () => {
-  await initProcessGroup({ timeoutMs: envInt("TEST_TIMEOUT_MS", 20_000) });
+  await initProcessGroup({
+    backend: mode === "auto" ? "auto" : "gloo",
+    timeoutMs: envInt("TEST_TIMEOUT_MS", 20_000),
+  });
   const world = worldGroup();
   const big = envInt("BIG", 1_048_583); // just over one 4 MiB staging chunk of f32
   if (mode === "compare") {
@@ -230,6 +234,15 @@ await runWorker(async () => {
       await allReduce(x);
       if (i === 20) console.log("looping");
     }
+  }
+  if (mode === "auto") {
+    const block = await world.allocShared(4, "f32");
+    block?.free();
+    const x = tensorOf(new Float32Array([getRank() + 1]));
+    await allReduce(x);
+    const result = { backend: world.backendName, shared: block !== null, sum: x.data[0] };
+    await destroyProcessGroup();
+    return result;
   }
   if (mode === "group") {
     // A subgroup that spans the world's ranks takes the same path as the world.

@@ -1,0 +1,77 @@
+/* The codes every collective backend shares (Gloo here, shared memory in csrc/shm, NCCL in
+ * csrc/cuda/nccl.cu), declared once so the three report alike and src/dist maps them one way;
+ * ffi/collective_codes.ts carries the same numbers. Also the fingerprint every rank sends before a
+ * collective ([Note: fingerprint] in fingerprint.cc) and the names errors use. Plain C, so nvcc,
+ * C++ and a C reader see one layout. */
+#pragma once
+
+#include <stdint.h>
+
+/* In C++ the codes live in a namespace: the NCCL shim also includes libdtrain's dtrain.h, whose
+ * DT_OK and DT_EINVAL (the same values) would otherwise collide with these. */
+#ifdef __cplusplus
+namespace dtrain::collective {
+#endif
+
+typedef enum {
+  DT_OK = 0,
+  DT_EINVAL = 1,     /* bad argument, caught before anything was sent */
+  DT_ETIMEOUT = 2,   /* a peer did not answer within the context timeout */
+  DT_EPEER = 3,      /* a connection to a peer failed (peer died or reset) */
+  DT_EMISMATCH = 4,  /* ranks called different collectives (fingerprint check) */
+  DT_ESTORE = 5,     /* the rendezvous store refused or failed (Gloo only) */
+  DT_EBROKEN = 6,    /* the context failed earlier and can no longer be used */
+  DT_EINTERNAL = 7,  /* anything else (an exception from Gloo or the C++ runtime, a CUDA error) */
+} dt_status;
+
+typedef enum { DT_F32 = 0, DT_I32 = 1 } dt_dtype;
+
+typedef enum { DT_SUM = 0, DT_AVG = 1, DT_MIN = 2, DT_MAX = 3, DT_PROD = 4 } dt_reduce_op;
+
+/* The collective a fingerprint announces. DT_EMPTY_SHARED is the shared-memory transport's
+ * collective allocation (csrc/shm/shared_buffer.cc). */
+typedef enum {
+  DT_ALLREDUCE = 1,
+  DT_BROADCAST = 2,
+  DT_ALLGATHER = 3,
+  DT_REDUCE_SCATTER = 4,
+  DT_BARRIER = 5,
+  DT_EMPTY_SHARED = 6,
+} dt_collective;
+
+/* What a rank is about to do; every rank sends it to every other rank before any payload. */
+typedef struct {
+  uint64_t seq;
+  uint64_t count; /* elements this rank sends */
+  int32_t kind;   /* dt_collective */
+  int32_t dtype;
+  int32_t op;   /* reduce op, or -1 */
+  int32_t root; /* broadcast root, or -1 */
+} dt_fingerprint;
+
+#ifdef __cplusplus
+static_assert(sizeof(dt_fingerprint) == 32, "the fingerprint travels as 32 raw bytes");
+#else
+_Static_assert(sizeof(dt_fingerprint) == 32, "the fingerprint travels as 32 raw bytes");
+#endif
+
+/* "allReduce": the PyTorch name of a collective, as error messages give it. */
+static inline const char *dt_collective_name(int32_t kind) {
+  static const char *const names[] = {"unknown collective", "allReduce",     "broadcast",
+                                      "allGather",          "reduceScatter", "barrier",
+                                      "emptyShared"};
+  return kind >= DT_ALLREDUCE && kind <= DT_EMPTY_SHARED ? names[kind] : names[0];
+}
+
+static inline const char *dt_dtype_name(int32_t dtype) {
+  return dtype == DT_F32 ? "f32" : dtype == DT_I32 ? "i32" : "?";
+}
+
+static inline const char *dt_reduce_op_name(int32_t op) {
+  static const char *const names[] = {"sum", "avg", "min", "max", "prod"};
+  return op >= DT_SUM && op <= DT_PROD ? names[op] : "?";
+}
+
+#ifdef __cplusplus
+}  // namespace dtrain::collective
+#endif

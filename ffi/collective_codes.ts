@@ -1,0 +1,31 @@
+/**
+ * The codes every collective backend's native shim shares (Gloo and shared memory in
+ * `libdtrain_gloo.so`, NCCL in `libdtrain_cuda.so`), the numbers of csrc/gloo/collective_codes.h:
+ * the statuses their functions return and the element types and reductions they take.
+ * @module
+ */
+
+/** Status codes returned by every collective function (dt_status in collective_codes.h). */
+export const CollectiveStatus = {
+  OK: 0,
+  /** A bad argument, caught before anything was sent. */
+  EINVAL: 1,
+  /** A peer did not answer within the context timeout. */
+  ETIMEOUT: 2,
+  /** A connection to a peer failed (the peer died or reset). */
+  EPEER: 3,
+  /** Ranks called different collectives (the fingerprint check). */
+  EMISMATCH: 4,
+  /** The rendezvous store refused or failed (Gloo only). */
+  ESTORE: 5,
+  /** The context failed earlier and can no longer be used. */
+  EBROKEN: 6,
+  /** Anything else (an exception from Gloo or the C++ runtime, a CUDA error). */
+  EINTERNAL: 7,
+} as const;
+
+/** Element types of the collectives (dt_dtype). */
+export const CollectiveDType = { f32: 0, i32: 1 } as const;
+
+/** Reduction operators of all-reduce and reduce-scatter (dt_reduce_op). */
+export const CollectiveReduceOp = { sum: 0, avg: 1, min: 2, max: 3, prod: 4 } as const;

@@ -1,0 +1,145 @@
+/**
+ * The checks every collective's arguments pass before anything is sent: what a tensor must be
+ * (`TensorLike`), the reduce op, the lengths that must agree, and which memory the tensors of a
+ * call live in. They throw DistError "invalid" naming the collective, the argument and the value.
+ * @module
+ */
+
+import { getDevice } from "../tensor/device/mod.ts";
+import type { DType, NativeBuffer, ReduceOp } from "./backend.ts";
+import { REDUCE_OPS } from "./backend.ts";
+import type { Memory } from "./backends.ts";
+import { DistError } from "./errors.ts";
+
+/**
+ * Anything collectives can work on: a contiguous native buffer with a dtype. dtrain's
+ * Tensor fits; so does a small wrapper over a typed array.
+ */
+export interface TensorLike {
+  /** Element type; collectives accept "f32" and "i32". */
+  readonly dtype: string;
+  /** Number of elements, as a property or a method. */
+  readonly numel: number | (() => number);
+  /** Whether the elements are contiguous in memory. */
+  isContiguous(): boolean;
+  /** Address of the first element. */
+  readonly ptr: Deno.PointerValue;
+  /** Where the memory lives (`"cpu"` when absent; a GPU's needs the nccl or auto backend). */
+  readonly device?: string;
+  /**
+   * The reference-counted memory behind `ptr`, if any (dtrain's Tensor has one). Collectives
+   * retain it while queued or running, so disposing the tensor meanwhile cannot free the bytes
+   * the backend is about to read or write.
+   */
+  readonly storage?: { retain(): void; release(): void };
+}
+
+/**
+ * A DistError "invalid": a bad argument, caught before anything was sent.
+ */
+export function invalid(message: string): DistError {
+  return new DistError("invalid", message);
+}
+
+/**
+ * Checks `t` and describes it as a native buffer.
+ */
+export function bufferOf(what: string, role: string, t: TensorLike): NativeBuffer {
+  if (t === null || typeof t !== "object") {
+    throw invalid(`${what}: ${role} must be a tensor, got ${t === null ? "null" : typeof t}`);
+  }
+  if (t.dtype !== "f32" && t.dtype !== "i32") {
+    throw invalid(`${what}: ${role} dtype must be "f32" or "i32", got "${t.dtype}"`);
+  }
+  if (!t.isContiguous()) {
+    throw invalid(`${what}: ${role} must be contiguous; call .contiguous() first`);
+  }
+  const count = typeof t.numel === "function" ? t.numel() : t.numel;
+  if (!Number.isSafeInteger(count) || count < 0) {
+    throw invalid(`${what}: ${role} has an invalid element count ${count}`);
+  }
+  const ptr = t.ptr;
+  if (ptr === null && count > 0) throw invalid(`${what}: ${role} has a null data pointer`);
+  return { ptr, count, dtype: t.dtype as DType };
+}
+
+/**
+ * Checks that `op` is a reduce op `dtype` has.
+ */
+export function checkOp(what: string, op: ReduceOp, dtype: DType): void {
+  if (!REDUCE_OPS.includes(op)) {
+    throw invalid(`${what}: unknown reduce op "${op}"; use one of ${REDUCE_OPS.join(", ")}`);
+  }
+  if (op === "avg" && dtype !== "f32") {
+    throw invalid(`${what}: op "avg" needs f32 tensors, got ${dtype}`);
+  }
+}
+
+/**
+ * Checks that `buf` has `ref`'s dtype and `count` elements (`why` says where `count` comes from).
+ */
+export function checkSameAs(
+  what: string,
+  role: string,
+  buf: NativeBuffer,
+  ref: NativeBuffer,
+  count: number,
+  why: string,
+): void {
+  if (buf.dtype !== ref.dtype) {
+    throw invalid(`${what}: ${role} is ${buf.dtype} but the other tensor is ${ref.dtype}`);
+  }
+  if (buf.count !== count) {
+    throw invalid(`${what}: ${role} has ${buf.count} elements, expected ${count} (${why})`);
+  }
+}
+
+/**
+ * Checks an all-gather's output (one flat tensor, or one per rank) against its input.
+ */
+export function gatherBuffers(
+  what: string,
+  size: number,
+  out: TensorLike | TensorLike[],
+  t: TensorLike,
+): { outs: NativeBuffer[]; input: NativeBuffer } {
+  const input = bufferOf(what, "input", t);
+  const outs = Array.isArray(out)
+    ? out.map((o, i) => bufferOf(what, `output ${i}`, o))
+    : [bufferOf(what, "output", out)];
+  if (Array.isArray(out)) {
+    if (outs.length !== size) {
+      throw invalid(`${what}: got ${outs.length} outputs for a group of ${size} ranks`);
+    }
+    outs.forEach((o, i) =>
+      checkSameAs(what, `output ${i}`, o, input, input.count, "the input's length")
+    );
+  } else {
+    const why = `input length ${input.count} × group size ${size}`;
+    checkSameAs(what, "output", outs[0], input, size * input.count, why);
+  }
+  return { outs, input };
+}
+
+/** Whether `t`'s elements are in host memory, as its device says. */
+function inHostMemory(t: TensorLike): boolean {
+  // No device means host memory (TensorLike says so); the registry would open "cpu" for nothing.
+  if (t.device === undefined) return true;
+  try {
+    return getDevice(t.device).isHostMemory;
+  } catch {
+    // A device this process cannot open (CUDA absent) holds nothing a host backend could read.
+    return false;
+  }
+}
+
+/**
+ * Which memory the tensors of one call are in (null for none: a barrier).
+ */
+export function memoryOf(what: string, tensors: TensorLike[]): Memory | null {
+  if (tensors.length === 0) return null;
+  const host = tensors.map(inHostMemory);
+  if (host.every((h) => h === host[0])) return host[0] ? "host" : "device";
+  const device = tensors[host.indexOf(false)].device;
+  throw invalid(`${what}: tensors on ${device} and in host memory in one call; move them to one`);
+}

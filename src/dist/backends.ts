@@ -1,0 +1,208 @@
+/**
+ * The backend table: for every collective backend its name, how a group connects it, which
+ * memory its collectives reach and what it can do. `initProcessGroup` connects through it
+ * ({@linkcode connectGroup}) and `ProcessGroup` checks every call against it, so what a backend
+ * reaches and can do is data, not an `if` on its name or an optional method. A new backend is
+ * one entry here (see docs/ for the other files it touches).
+ * @module
+ */
+
+import type { Backend, BackendInit } from "./backend.ts";
+import { GlooBackend } from "./gloo.ts";
+import { NcclBackend } from "./nccl.ts";
+import { connectAuto } from "./nccl_auto.ts";
+import { type HostLayout, withHostLayout } from "./select_backend.ts";
+import { ShmBackend } from "./shm.ts";
+import { HierarchicalBackend } from "./shm_hierarchical.ts";
+
+/** Where a tensor's elements live: host memory (the CPU's), or a device's own (a GPU's). */
+export type Memory = "host" | "device";
+
+/**
+ * What a backend can do beyond all-reduce, broadcast, all-gather and barrier, which all have.
+ */
+export interface Capabilities {
+  /** `allReduceBlocking`: the all-reduce on the calling thread. */
+  readonly allReduceBlocking: boolean;
+  /** `allGatherBlocking`: the all-gather on the calling thread. */
+  readonly allGatherBlocking: boolean;
+  /** `allGatherStart`: the all-gather started on a native thread of its own. */
+  readonly allGatherStart: boolean;
+  /** `reduceScatter`. */
+  readonly reduceScatter: boolean;
+  /** Point-to-point `send` and `recv`. */
+  readonly sendRecv: boolean;
+  /** `allocShared`: memory every rank of the group maps. */
+  readonly allocShared: boolean;
+}
+
+/**
+ * One of {@linkcode Capabilities}.
+ */
+export type Capability = keyof Capabilities;
+
+/** How errors name each capability: "the gloo backend has no blocking all-reduce". */
+export const CAPABILITY_NAMES: Readonly<Record<Capability, string>> = {
+  allReduceBlocking: "blocking all-reduce",
+  allGatherBlocking: "blocking all-gather",
+  allGatherStart: "all-gather started on a thread of its own",
+  reduceScatter: "reduce-scatter",
+  sendRecv: "point-to-point send/recv",
+  allocShared: "shared memory",
+};
+
+/**
+ * What a backend's `connect` gets: the group, this rank's GPU, and where the members run.
+ */
+export interface Rendezvous extends HostLayout {
+  /** Rank, size, store and timeout of the group. */
+  init: BackendInit;
+  /** This rank's GPU index (its local rank, as torchrun's LOCAL_RANK convention has it). */
+  device: number;
+}
+
+/**
+ * The communicators a group connected, each serving the memory its entry reaches.
+ */
+export interface Connected {
+  /** The name the group reports: the backend's, or "auto". */
+  name: string;
+  /** One communicator per memory the group reaches. */
+  backends: Backend[];
+  /** Why memory the name promises has no communicator (`auto` without CUDA), or "". */
+  unreachable: string;
+}
+
+/**
+ * A row of the table.
+ */
+export interface BackendEntry {
+  /** How it connects, in a line. */
+  readonly connects: string;
+  /** The memory its collectives reach; "auto" reaches both, through two communicators. */
+  readonly reaches: readonly Memory[];
+  /** What it can do; for "auto", each call can what the communicator reaching its tensors can. */
+  readonly capabilities: Capabilities;
+  /** Whether choosing it needs to know which members share a host (select_backend.ts). */
+  readonly byHost: boolean;
+  /** Whether it serves a group laid out as `hosts` (group ranks per host; null: not read). */
+  fits(hosts: number[][] | null): boolean;
+  /** Connects this rank's communicators. */
+  connect(rendezvous: Rendezvous): Promise<Omit<Connected, "name">>;
+}
+
+const NONE: Capabilities = {
+  allReduceBlocking: false,
+  allGatherBlocking: false,
+  allGatherStart: false,
+  reduceScatter: false,
+  sendRecv: false,
+  allocShared: false,
+};
+
+const one = async (backend: Promise<Backend>) => ({ backends: [await backend], unreachable: "" });
+
+/** The name of a row of {@linkcode BACKENDS}, as its communicator reports it. */
+export type BackendKind = "gloo" | "shm" | "shm+gloo" | "nccl" | "auto";
+
+/** The backends `initProcessGroup` accepts (keys of {@linkcode REQUESTS}). */
+export type BackendName = "gloo" | "nccl" | "auto";
+
+/** Every backend, by the name its communicator reports. */
+export const BACKENDS: Readonly<Record<BackendKind, BackendEntry>> = {
+  gloo: {
+    connects: "a full mesh of TCP connections (Gloo), met through the store",
+    reaches: ["host"],
+    capabilities: { ...NONE, allGatherBlocking: true, allGatherStart: true, reduceScatter: true },
+    byHost: false,
+    fits: (hosts) => hosts === null || hosts.every((members) => members.length === 1),
+    connect: ({ init }) => one(GlooBackend.connect(init)),
+  },
+  shm: {
+    connects: "one shared-memory segment of the host, its name passed through the store",
+    reaches: ["host"],
+    capabilities: {
+      ...NONE,
+      allReduceBlocking: true,
+      allGatherBlocking: true,
+      allGatherStart: true,
+      reduceScatter: true,
+      allocShared: true,
+    },
+    byHost: true,
+    fits: (hosts) => hosts !== null && hosts.length === 1,
+    connect: ({ init, store }) => one(ShmBackend.connect(init, store!)),
+  },
+  "shm+gloo": {
+    connects: "shared memory within each host, Gloo between one leader per host",
+    reaches: ["host"],
+    capabilities: { ...NONE, allGatherBlocking: true, reduceScatter: true },
+    byHost: true,
+    fits: (hosts) => hosts !== null,
+    connect: ({ init, store, hosts }) => one(HierarchicalBackend.connect(init, store!, hosts!)),
+  },
+  nccl: {
+    connects: "an NCCL communicator on this rank's GPU, its unique id passed through the store",
+    reaches: ["device"],
+    capabilities: { ...NONE, allGatherBlocking: true, reduceScatter: true },
+    byHost: false,
+    fits: () => true,
+    connect: ({ init, device }) => one(NcclBackend.connect({ ...init, device })),
+  },
+  auto: {
+    connects: 'what "gloo" chooses for host memory, plus NCCL for GPU memory where CUDA is',
+    reaches: ["host", "device"],
+    capabilities: NONE,
+    byHost: true,
+    fits: () => true,
+    connect: (rendezvous) => connectAuto(rendezvous, (r) => connectChoice("gloo", r)),
+  },
+};
+
+/** What each `initProcessGroup({ backend })` may connect: the first entry that fits the group. */
+export const REQUESTS: Readonly<Record<BackendName, readonly BackendKind[]>> = {
+  gloo: ["gloo", "shm", "shm+gloo"],
+  nccl: ["nccl"],
+  auto: ["auto"],
+};
+
+/**
+ * The row of the backend named `name`.
+ *
+ * @param name The name a communicator reports.
+ * @returns Its row.
+ * @throws Error for a name the table does not have (a backend missing its row).
+ */
+export function entryOf(name: string): BackendEntry {
+  if (!Object.hasOwn(BACKENDS, name)) {
+    throw new Error(`backend "${name}" has no row in src/dist/backends.ts`);
+  }
+  return BACKENDS[name as BackendKind];
+}
+
+async function connectChoice(requested: BackendName, rendezvous: Rendezvous): Promise<Connected> {
+  const name = REQUESTS[requested].find((n) => BACKENDS[n].fits(rendezvous.hosts))!;
+  return { name, ...await BACKENDS[name].connect(rendezvous) };
+}
+
+/**
+ * Connects this rank's communicators for a group, as `requested` asks.
+ *
+ * @param requested The backend `initProcessGroup` was given.
+ * @param init Rank, size, store, bind address and timeout of the group.
+ * @param device This rank's GPU index.
+ * @returns The chosen backend's communicators.
+ * @throws DistError naming what failed.
+ */
+export function connectGroup(
+  requested: BackendName,
+  init: BackendInit,
+  device: number,
+): Promise<Connected> {
+  const byHost = REQUESTS[requested].some((n) => BACKENDS[n].byHost);
+  return withHostLayout(
+    init,
+    byHost,
+    (layout) => connectChoice(requested, { ...layout, init, device }),
+  );
+}

@@ -1,0 +1,96 @@
+// The backend table (src/dist/backends.ts): that each row says what its communicator has, and that
+// a group refuses, naming the operation and the backend, what its backend cannot reach or do.
+import assert from "node:assert/strict";
+import {
+  type BackendKind,
+  BACKENDS,
+  type Capability,
+  entryOf,
+  REQUESTS,
+} from "../../src/dist/backends.ts";
+import { GlooBackend } from "../../src/dist/gloo.ts";
+import { destroyProcessGroup, DistError, initProcessGroup } from "../../src/dist/mod.ts";
+import { NcclBackend } from "../../src/dist/nccl.ts";
+import { ShmBackend } from "../../src/dist/shm.ts";
+import { HierarchicalBackend } from "../../src/dist/shm_hierarchical.ts";
+import { freePort } from "../_harness/ranks.ts";
+import { tensorOf } from "../_harness/worker.ts";
+
+/** The method each capability is, on the communicator's class. */
+const METHODS: Record<Capability, string> = {
+  allReduceBlocking: "allReduceBlocking",
+  allGatherBlocking: "allGatherBlocking",
+  allGatherStart: "allGatherStart",
+  reduceScatter: "reduceScatter",
+  sendRecv: "send",
+  allocShared: "allocShared",
+};
+
+const CLASSES: Record<Exclude<BackendKind, "auto">, { prototype: object }> = {
+  gloo: GlooBackend,
+  shm: ShmBackend,
+  "shm+gloo": HierarchicalBackend,
+  nccl: NcclBackend,
+};
+
+Deno.test("every row's capabilities are exactly the methods its communicator has", () => {
+  for (const [name, cls] of Object.entries(CLASSES)) {
+    const { capabilities } = entryOf(name);
+    for (const [capability, method] of Object.entries(METHODS)) {
+      const has = typeof (cls.prototype as Record<string, unknown>)[method] === "function";
+      assert.equal(
+        capabilities[capability as Capability],
+        has,
+        `${name}: the table says ${capability} is ${!has}, the class says ${has}`,
+      );
+    }
+  }
+});
+
+Deno.test("every backend initProcessGroup accepts resolves to rows of the table", () => {
+  assert.deepEqual(Object.keys(REQUESTS), ["gloo", "nccl", "auto"]);
+  for (const names of Object.values(REQUESTS)) {
+    for (const name of names) assert.ok(name in BACKENDS, name);
+  }
+  assert.deepEqual(BACKENDS.gloo.reaches, ["host"]);
+  assert.deepEqual(BACKENDS.nccl.reaches, ["device"]);
+  assert.deepEqual(BACKENDS.auto.reaches, ["host", "device"]);
+  assert.throws(() => entryOf("mpi"), /backend "mpi" has no row in src\/dist\/backends.ts/);
+  assert.throws(() => entryOf("toString"), /backend "toString" has no row/);
+});
+
+Deno.test("a gloo group names the operation and the backend for what Gloo lacks or cannot reach", async () => {
+  const group = await initProcessGroup({
+    initMethod: `tcp://127.0.0.1:${freePort()}`,
+    rank: 0,
+    worldSize: 1,
+    timeoutMs: 5000,
+  });
+  const invalid = (message: string) => (e: unknown) =>
+    e instanceof DistError && e.code === "invalid" && e.message === message;
+  try {
+    assert.equal(group.backendName, "gloo");
+    assert.equal(group.canAllReduceBlocking, false);
+    assert.equal(group.canStartAllGather, true);
+    const x = tensorOf(new Float32Array([1, 2]));
+    assert.throws(
+      () => group.allReduceBlocking(x),
+      invalid("allReduceBlocking: the gloo backend has no blocking all-reduce"),
+    );
+    assert.equal(await group.allocShared(4, "f32"), null);
+    // A device this process cannot open holds no host memory: refused before any pointer is read.
+    const elsewhere = { ...x, dtype: "f32", isContiguous: () => true, device: "cuda:7" };
+    assert.throws(
+      () => group.allReduce(elsewhere),
+      invalid(
+        'allReduce: a tensor is on cuda:7, which the gloo backend cannot reach; move it, or use the "auto" backend',
+      ),
+    );
+    assert.throws(
+      () => group.allGather(tensorOf(new Float32Array(2)), elsewhere),
+      invalid("allGather: tensors on cuda:7 and in host memory in one call; move them to one"),
+    );
+  } finally {
+    await destroyProcessGroup();
+  }
+});
