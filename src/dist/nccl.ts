@@ -9,13 +9,12 @@
  */
 
 import {
-  CudaStatus,
-  type CudaSymbols,
-  NcclDType,
-  NcclReduceOp,
-  NcclStatus,
-} from "../../ffi/cuda.ts";
-import { cudaLastError, requireCuda } from "../tensor/device/cuda.ts";
+  CollectiveDType,
+  CollectiveReduceOp,
+  CollectiveStatus,
+} from "../../ffi/collective_codes.ts";
+import { CudaStatus, type CudaSymbols } from "../../ffi/cuda.ts";
+import { cudaLastError, requireCuda } from "../tensor/device/mod.ts";
 import {
   type Backend,
   type BackendInit,
@@ -23,18 +22,8 @@ import {
   pointersOf,
   type ReduceOp,
 } from "./backend.ts";
-import { DistError, type DistErrorCode } from "./errors.ts";
+import { DistError, STATUS_CODES } from "./errors.ts";
 import { StoreClient } from "./store/client.ts";
-
-/** The error code each shim status becomes (the Gloo backend's mapping). */
-const STATUS_CODES: Record<number, DistErrorCode> = {
-  [NcclStatus.EINVAL]: "invalid",
-  [NcclStatus.ETIMEOUT]: "timeout",
-  [NcclStatus.EPEER]: "peer",
-  [NcclStatus.EMISMATCH]: "mismatch",
-  [NcclStatus.EBROKEN]: "broken",
-  [NcclStatus.EINTERNAL]: "internal",
-};
 
 const UNIQUE_ID_BYTES = 128;
 
@@ -127,7 +116,7 @@ export class NcclBackend implements Backend {
         init.timeoutMs,
         `ncclCommInitRank did not finish within ${init.timeoutMs} ms (a peer never joined)`,
       );
-      if (status !== NcclStatus.OK) throw shimError(lib, ctx, status);
+      if (status !== CollectiveStatus.OK) throw shimError(lib, ctx, status);
     } catch (err) {
       // After a timeout the native rendezvous still holds the context: it cannot be freed, and
       // the process is expected to exit (the train job does).
@@ -143,7 +132,7 @@ export class NcclBackend implements Backend {
     if (this.#ctx === null) throw new DistError("broken", "nccl backend is closed");
     const ctx = this.#ctx;
     const marked = this.#lib.dt_nccl_mark(ctx);
-    if (marked !== NcclStatus.OK) throw shimError(this.#lib, ctx, marked);
+    if (marked !== CollectiveStatus.OK) throw shimError(this.#lib, ctx, marked);
     return ctx;
   }
 
@@ -151,18 +140,24 @@ export class NcclBackend implements Backend {
   async #run(call: (ctx: Deno.PointerValue) => Promise<number>): Promise<void> {
     const ctx = this.#ordered();
     const status = await call(ctx);
-    if (status !== NcclStatus.OK) throw shimError(this.#lib, ctx, status);
+    if (status !== CollectiveStatus.OK) throw shimError(this.#lib, ctx, status);
   }
 
   allReduce(buf: NativeBuffer, op: ReduceOp): Promise<void> {
     return this.#run((ctx) =>
-      this.#lib.dt_nccl_allreduce(ctx, buf.ptr, buf.count, NcclDType[buf.dtype], NcclReduceOp[op])
+      this.#lib.dt_nccl_allreduce(
+        ctx,
+        buf.ptr,
+        buf.count,
+        CollectiveDType[buf.dtype],
+        CollectiveReduceOp[op],
+      )
     );
   }
 
   broadcast(buf: NativeBuffer, root: number): Promise<void> {
     return this.#run((ctx) =>
-      this.#lib.dt_nccl_broadcast(ctx, buf.ptr, buf.count, NcclDType[buf.dtype], root)
+      this.#lib.dt_nccl_broadcast(ctx, buf.ptr, buf.count, CollectiveDType[buf.dtype], root)
     );
   }
 
@@ -174,7 +169,7 @@ export class NcclBackend implements Backend {
           ctx,
           input.ptr,
           input.count,
-          NcclDType[input.dtype],
+          CollectiveDType[input.dtype],
           ptrs,
           outs.length,
         ),
@@ -195,11 +190,11 @@ export class NcclBackend implements Backend {
       ctx,
       input.ptr,
       input.count,
-      NcclDType[input.dtype],
+      CollectiveDType[input.dtype],
       pointersOf(outs),
       outs.length,
     );
-    if (status !== NcclStatus.OK) throw shimError(this.#lib, ctx, status);
+    if (status !== CollectiveStatus.OK) throw shimError(this.#lib, ctx, status);
   }
 
   reduceScatter(out: NativeBuffer, input: NativeBuffer, op: ReduceOp): Promise<void> {
@@ -209,8 +204,8 @@ export class NcclBackend implements Backend {
         out.ptr,
         input.ptr,
         out.count,
-        NcclDType[out.dtype],
-        NcclReduceOp[op],
+        CollectiveDType[out.dtype],
+        CollectiveReduceOp[op],
       )
     );
   }

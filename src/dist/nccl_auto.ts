@@ -1,100 +1,47 @@
 /**
- * The "auto" backend: NCCL for tensors on a GPU, Gloo for tensors in host memory, as PyTorch's
- * `init_process_group()` without a backend pairs them. Both communicators connect at init (NCCL
- * only where CUDA is available); each collective goes to the one that can reach its memory. The
- * process group issues collectives one at a time, so the two never interleave.
+ * The "auto" backend: NCCL for tensors on a GPU, and for tensors in host memory what "gloo"
+ * chooses (shared memory on one host), as PyTorch's `init_process_group()` without a backend
+ * pairs them. Both connect at init (NCCL only where CUDA is available); the process group sends
+ * each collective to the communicator that reaches its tensors (backends.ts).
  * @module
  */
 
-import { isAvailable, unavailableReason } from "../tensor/device/cuda_api.ts";
-import type { Backend, Done, NativeBuffer, ReduceOp } from "./backend.ts";
-import { DistError } from "./errors.ts";
-import { GlooBackend } from "./gloo.ts";
-import { NcclBackend, type NcclInit } from "./nccl.ts";
+import { cuda } from "../tensor/device/mod.ts";
+import type { Backend } from "./backend.ts";
+import type { Connected, Rendezvous } from "./backends.ts";
+import { NcclBackend } from "./nccl.ts";
 
-/** Whether a buffer lives in GPU memory. */
-function onGpu(buf: NativeBuffer): boolean {
-  return buf.device?.startsWith("cuda") ?? false;
-}
-
-/** Gloo and, where CUDA is, NCCL; see the module doc. */
-export class AutoBackend implements Backend {
-  readonly name = "auto";
-  #gloo: GlooBackend;
-  #nccl: NcclBackend | null;
-  #why: string;
-
-  private constructor(gloo: GlooBackend, nccl: NcclBackend | null, why: string) {
-    this.#gloo = gloo;
-    this.#nccl = nccl;
-    this.#why = why;
+/**
+ * Connects the host-memory communicator, then NCCL when CUDA is available, each under its own
+ * store prefix.
+ *
+ * @param rendezvous The group, this rank's GPU and the host layout.
+ * @param connectHost Connects what "gloo" would choose for the same group.
+ * @returns Both communicators, or the host one and why GPU memory is out of reach.
+ * @throws DistError from either rendezvous.
+ * @ignore dtrain-internal
+ */
+export async function connectAuto(
+  rendezvous: Rendezvous,
+  connectHost: (rendezvous: Rendezvous) => Promise<Connected>,
+): Promise<Omit<Connected, "name">> {
+  const { init, device } = rendezvous;
+  const host = await connectHost({
+    ...rendezvous,
+    init: { ...init, prefix: `${init.prefix}gloo/` },
+  });
+  if (!cuda.isAvailable()) {
+    return {
+      backends: host.backends,
+      unreachable: `CUDA is not available: ${cuda.unavailableReason()}`,
+    };
   }
-
-  /**
-   * Connects Gloo, then NCCL when CUDA is available (under their own store prefixes).
-   *
-   * @param init The rendezvous, and the GPU of this rank.
-   * @returns The connected backend.
-   * @throws DistError from either rendezvous.
-   */
-  static async connect(init: NcclInit): Promise<AutoBackend> {
-    const gloo = await GlooBackend.connect({ ...init, prefix: `${init.prefix}gloo/` });
-    if (!isAvailable()) return new AutoBackend(gloo, null, unavailableReason());
-    try {
-      const nccl = await NcclBackend.connect({ ...init, prefix: `${init.prefix}nccl/` });
-      return new AutoBackend(gloo, nccl, "");
-    } catch (err) {
-      gloo.close();
-      throw err;
-    }
+  let nccl: Backend;
+  try {
+    nccl = await NcclBackend.connect({ ...init, prefix: `${init.prefix}nccl/`, device });
+  } catch (err) {
+    host.backends.forEach((b) => b.close());
+    throw err;
   }
-
-  /** The backend for a collective on `bufs`: NCCL when they are on a GPU. */
-  #for(what: string, ...bufs: NativeBuffer[]): Backend {
-    const gpu = bufs.filter(onGpu).length;
-    if (gpu === 0) return this.#gloo;
-    if (gpu !== bufs.length) {
-      throw new DistError("invalid", `${what}: tensors on a GPU and in host memory in one call`);
-    }
-    if (this.#nccl === null) {
-      throw new DistError(
-        "invalid",
-        `${what}: a tensor is on a GPU but CUDA is not available: ${this.#why}`,
-      );
-    }
-    return this.#nccl;
-  }
-
-  allReduce(buf: NativeBuffer, op: ReduceOp): Promise<Done> {
-    return this.#for("allReduce", buf).allReduce(buf, op);
-  }
-
-  broadcast(buf: NativeBuffer, root: number): Promise<Done> {
-    return this.#for("broadcast", buf).broadcast(buf, root);
-  }
-
-  allGather(outs: NativeBuffer[], input: NativeBuffer): Promise<Done> {
-    return this.#for("allGather", input, ...outs).allGather(outs, input);
-  }
-
-  allGatherBlocking(outs: NativeBuffer[], input: NativeBuffer): void {
-    const backend = this.#for("allGatherBlocking", input, ...outs);
-    if (backend.allGatherBlocking === undefined) {
-      throw new DistError("invalid", `allGatherBlocking: the ${backend.name} backend has none`);
-    }
-    backend.allGatherBlocking(outs, input);
-  }
-
-  reduceScatter(out: NativeBuffer, input: NativeBuffer, op: ReduceOp): Promise<Done> {
-    return this.#for("reduceScatter", out, input).reduceScatter(out, input, op);
-  }
-
-  barrier(): Promise<Done> {
-    return this.#gloo.barrier();
-  }
-
-  close(): void {
-    this.#nccl?.close();
-    this.#gloo.close();
-  }
+  return { backends: [...host.backends, nccl], unreachable: "" };
 }

@@ -16,8 +16,6 @@ import { copyInPinned } from "./cuda_pinned.ts";
 import { checkCuda, cudaLastError, probeCuda, requireCuda, useCudaDevice } from "./cuda_runtime.ts";
 import { bindKernels } from "./kernels.ts";
 
-// src/dist/nccl.ts still imports these from here; it moves to ./mod.ts (the lead drops this line then).
-export { cudaLastError, requireCuda } from "./cuda_runtime.ts";
 
 const devices = new Map<number, DeviceBackend>();
 
