@@ -6,33 +6,10 @@
  */
 
 import { getDevice } from "../tensor/device/mod.ts";
-import type { DType, NativeBuffer, ReduceOp } from "./backend.ts";
+import type { DType, NativeBuffer, ReduceOp, TensorLike } from "./backend.ts";
 import { REDUCE_OPS } from "./backend.ts";
 import type { Memory } from "./backends.ts";
 import { DistError } from "./errors.ts";
-
-/**
- * Anything collectives can work on: a contiguous native buffer with a dtype. dtrain's
- * Tensor fits; so does a small wrapper over a typed array.
- */
-export interface TensorLike {
-  /** Element type; collectives accept "f32" and "i32". */
-  readonly dtype: string;
-  /** Number of elements, as a property or a method. */
-  readonly numel: number | (() => number);
-  /** Whether the elements are contiguous in memory. */
-  isContiguous(): boolean;
-  /** Address of the first element. */
-  readonly ptr: Deno.PointerValue;
-  /** Where the memory lives (`"cpu"` when absent; a GPU's needs the nccl or auto backend). */
-  readonly device?: string;
-  /**
-   * The reference-counted memory behind `ptr`, if any (dtrain's Tensor has one). Collectives
-   * retain it while queued or running, so disposing the tensor meanwhile cannot free the bytes
-   * the backend is about to read or write.
-   */
-  readonly storage?: { retain(): void; release(): void };
-}
 
 /**
  * A DistError "invalid": a bad argument, caught before anything was sent.

@@ -144,3 +144,29 @@ export interface Backend {
   /** Releases native resources. Idempotent; no call may be in flight. */
   close(): void;
 }
+
+/**
+ * Anything collectives can work on: a contiguous native buffer with a dtype. dtrain's
+ * Tensor fits; so does a small wrapper over a typed array.
+ */
+export interface TensorLike {
+  /** Element type; collectives accept "f32" and "i32". */
+  readonly dtype: string;
+  /** Number of elements, as a property or a method. */
+  readonly numel: number | (() => number);
+  /** Whether the elements are contiguous in memory. */
+  isContiguous(): boolean;
+  /** Address of the first element. */
+  readonly ptr: Deno.PointerValue;
+  /** Where the memory lives (`"cpu"` when absent; a GPU's needs the nccl or auto backend). */
+  readonly device?: string;
+  /**
+   * The reference-counted memory behind `ptr`, if any (dtrain's Tensor has one). Collectives
+   * retain it while queued or running, so disposing the tensor meanwhile cannot free the bytes
+   * the backend is about to read or write.
+   */
+  readonly storage?: { retain(): void; release(): void };
+}
+
+/** The backends `initProcessGroup` accepts (keys of `REQUESTS` in backends.ts). */
+export type BackendName = "gloo" | "nccl" | "auto";

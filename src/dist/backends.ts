@@ -7,7 +7,7 @@
  * @module
  */
 
-import type { Backend, BackendInit } from "./backend.ts";
+import type { Backend, BackendInit, BackendName } from "./backend.ts";
 import { GlooBackend } from "./gloo.ts";
 import { NcclBackend } from "./nccl.ts";
 import { connectAuto } from "./nccl_auto.ts";
@@ -104,9 +104,6 @@ const one = async (backend: Promise<Backend>) => ({ backends: [await backend], u
 
 /** The name of a row of {@linkcode BACKENDS}, as its communicator reports it. */
 export type BackendKind = "gloo" | "shm" | "shm+gloo" | "nccl" | "auto";
-
-/** The backends `initProcessGroup` accepts (keys of {@linkcode REQUESTS}). */
-export type BackendName = "gloo" | "nccl" | "auto";
 
 /** Every backend, by the name its communicator reports. */
 export const BACKENDS: Readonly<Record<BackendKind, BackendEntry>> = {

@@ -6,7 +6,8 @@
 
 import type { ReduceOp } from "./backend.ts";
 import { worldGroup } from "./init.ts";
-import type { ProcessGroup, TensorLike } from "./process_group.ts";
+import type { TensorLike } from "./backend.ts";
+import type { ProcessGroup } from "./process_group.ts";
 import type { Work } from "./work.ts";
 
 /**

@@ -4,7 +4,8 @@
  * @module
  */
 
-import { type BackendName, REQUESTS } from "./backends.ts";
+import type { BackendName } from "./backend.ts";
+import { REQUESTS } from "./backends.ts";
 import { DistError } from "./errors.ts";
 import { MAX_TIMEOUT_MS } from "./store/protocol.ts";
 
@@ -41,7 +42,6 @@ export interface InitOptions {
   iface?: string;
 }
 
-export type { BackendName };
 /** The backends `initProcessGroup` accepts, in the table's order. */
 const BACKENDS = Object.keys(REQUESTS) as BackendName[];
 

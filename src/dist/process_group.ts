@@ -7,22 +7,12 @@
  */
 
 import { nowUs, profiling, recordCollective, takeTag } from "../profile/tracer.ts";
-import {
-  bufferOf,
-  checkOp,
-  checkSameAs,
-  gatherBuffers,
-  invalid,
-  memoryOf,
-  type TensorLike,
-} from "./arguments.ts";
-import type { Backend, Done, DType, SharedBlock } from "./backend.ts";
+import { bufferOf, checkOp, checkSameAs, gatherBuffers, invalid, memoryOf } from "./arguments.ts";
+import type { Backend, Done, DType, SharedBlock, TensorLike } from "./backend.ts";
 import type { ReduceOp } from "./backend.ts";
 import { type Capability, CAPABILITY_NAMES, type Connected, entryOf } from "./backends.ts";
 import { DistError } from "./errors.ts";
 import { BlockingWork, Work } from "./work.ts";
-
-export type { TensorLike };
 
 /**
  * Turns a collective's failure into the error its Work rejects with (see init.ts).

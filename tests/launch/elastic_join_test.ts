@@ -37,7 +37,7 @@ function node(
     timeoutMs: 120_000,
     // Workers get SIGKILL from the kernel when their launcher dies (issue 9: "within 2 s").
     leftoverGraceMs: 2_000,
-    env: { DTRAIN_TOKEN: "elastic-join-test-token", ...env },
+    env: { DTRAIN_TOKEN: "elastic-join-test-token-of-32-bytes-or-more", ...env },
     args: [
       `${ROOT}src/launch/main.ts`,
       ...["--nnodes", nnodes, "--node-rank", String(nodeRank), "--nproc-per-node", "2"],
@@ -185,7 +185,7 @@ Deno.test("a node whose --nnodes MIN:MAX differs from the job's exits 2 naming b
   ) =>
     runDeno({
       timeoutMs: 60_000,
-      env: { DTRAIN_TOKEN: "elastic-join-test-token" },
+      env: { DTRAIN_TOKEN: "elastic-join-test-token-of-32-bytes-or-more" },
       args: [
         `${ROOT}src/launch/main.ts`,
         ...["--nnodes", nnodes, "--node-rank", String(nodeRank), "--master-port", String(port)],

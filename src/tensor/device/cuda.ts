@@ -16,7 +16,6 @@ import { copyInPinned } from "./cuda_pinned.ts";
 import { checkCuda, cudaLastError, probeCuda, requireCuda, useCudaDevice } from "./cuda_runtime.ts";
 import { bindKernels } from "./kernels.ts";
 
-
 const devices = new Map<number, DeviceBackend>();
 
 /**
