@@ -1,33 +1,29 @@
-// The seam's kernel table (src/tensor/device/kernels.ts) against libdtrain's FFI table
-// (ffi/dtrain.ts): every kernel the library exports is in the seam under one name, and the cpu
-// device's table holds the FFI functions themselves, so a kernel call is one native call.
+// The seam's kernel table (src/tensor/device/kernels.ts), derived from libdtrain's FFI table
+// (ffi/dtrain.ts) by name: every library function is a kernel under its camelCased C name or one
+// of the runtime's, and the cpu device's table holds the FFI functions themselves, so a kernel
+// call is one native call.
 
 import assert from "node:assert/strict";
 import { getDevice, kernelSymbols } from "../../mod.ts";
 import { dtrainSymbols, loadDtrain } from "../../ffi/dtrain.ts";
+import { RUNTIME_SYMBOLS } from "../../src/tensor/device/kernels.ts";
 
-/** libdtrain's functions that are not kernels: errors, the allocator, copies, the thread pool. */
-const RUNTIME = [
-  "dt_last_error",
-  "dt_alloc",
-  "dt_free",
-  "dt_allocated_bytes",
-  "dt_allocated_blocks",
-  "openblas_get_corename",
-  "dt_set_num_threads",
-  "dt_get_num_threads",
-  "dt_copy",
-];
+/** `matmulBatched` as `dt_matmul_batched`, the other way round from the seam's derivation. */
+const cName = (name: string) => `dt_${name.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)}`;
 
-Deno.test("every libdtrain function is a seam kernel, once, or one of the runtime's", () => {
+Deno.test("every libdtrain function is a seam kernel under its camelCased C name, or the runtime's", () => {
   const symbols: string[] = Object.values(kernelSymbols);
-  assert.deepEqual(symbols.filter((s, i) => symbols.indexOf(s) !== i), [], "a symbol twice");
+  const runtime: readonly string[] = RUNTIME_SYMBOLS;
   assert.deepEqual(
-    Object.keys(dtrainSymbols).filter((s) => !symbols.includes(s) && !RUNTIME.includes(s)),
+    Object.keys(dtrainSymbols).filter((s) => !symbols.includes(s) && !runtime.includes(s)),
     [],
-    "libdtrain functions missing from kernels.ts",
+    "libdtrain functions that are neither kernels nor the runtime's",
   );
-  assert.deepEqual(symbols.filter((s) => RUNTIME.includes(s)), []);
+  assert.deepEqual(symbols.filter((s) => runtime.includes(s)), []);
+  for (const [name, symbol] of Object.entries(kernelSymbols)) assert.equal(cName(name), symbol);
+  assert.equal(kernelSymbols.gatherU8F32, "dt_gather_u8_f32");
+  assert.equal(kernelSymbols.matmulBatched, "dt_matmul_batched");
+  assert.ok(symbols.length > 60, `only ${symbols.length} kernels`);
 });
 
 Deno.test("the cpu device's kernels are libdtrain's FFI functions themselves", () => {

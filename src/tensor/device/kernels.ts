@@ -1,163 +1,213 @@
 /**
- * The kernels of the device seam, declared once: each kernel's name in the seam, the libdtrain
- * function it is (by C name, so its prototype is ffi/dtrain.ts's entry), and what it does. Every
- * device builds its table from this one with {@linkcode bindKernels}: the cpu device from
- * libdtrain, the cuda device from libdtrain_cuda, which exports the same prototypes. A new kernel
- * is one line here and its entry in ffi/dtrain.ts (tests/tensor/kernels_test.ts checks the two
- * agree).
+ * The kernels of the device seam, derived from libdtrain's FFI table (ffi/dtrain.ts) by name: a
+ * kernel's seam name is its C name camelCased (`dt_matmul_batched` is `matmulBatched`), and every
+ * function of the table is a kernel except the runtime's own (errors, the allocator, the thread
+ * pool: {@linkcode RUNTIME_SYMBOLS}). Every device builds its table with {@linkcode bindKernels}:
+ * the cpu device from libdtrain, the cuda device from libdtrain_cuda, which exports the same
+ * prototypes (csrc/core/dtrain.h). A new kernel is its line in ffi/dtrain.ts and its documented
+ * member in {@linkcode Kernels}; the compiler checks that the two name the same kernels.
  * @module
  */
 
 import type { DtrainSymbols } from "../../../ffi/dtrain.ts";
+import { dtrainSymbols } from "../../../ffi/dtrain.ts";
 
 /** libdtrain's functions, by C name: the prototypes every device's kernels follow. */
 export type KernelAbi = DtrainSymbols;
 
+/** libdtrain's functions that are the runtime's, not kernels: a device calls them itself. */
+export const RUNTIME_SYMBOLS = [
+  "dt_last_error",
+  "dt_alloc",
+  "dt_free",
+  "dt_allocated_bytes",
+  "dt_allocated_blocks",
+  "openblas_get_corename",
+  "dt_set_num_threads",
+  "dt_get_num_threads",
+  "dt_copy",
+] as const satisfies readonly (keyof KernelAbi)[];
+
+/** The C name of a kernel (`dt_matmul_batched`). */
+export type KernelSymbol = Exclude<keyof KernelAbi, (typeof RUNTIME_SYMBOLS)[number]>;
+
+/** `matmul_batched` as `matmulBatched`. */
+type Camel<S extends string> = S extends `${infer Head}_${infer Tail}`
+  ? `${Head}${Capitalize<Camel<Tail>>}`
+  : S;
+
+/** A kernel's seam name from its C name: `dt_matmul_batched` is `matmulBatched`. */
+type SeamName<C extends string> = C extends `dt_${infer Rest}` ? Camel<Rest> : never;
+
+/** A kernel's name in the seam (`matmulBatched`). */
+export type KernelName = SeamName<KernelSymbol>;
+
+/** The C name whose seam name is `N`. */
+type SymbolOf<N extends KernelName> = {
+  [C in KernelSymbol]: SeamName<C> extends N ? C : never;
+}[KernelSymbol];
+
+/** The C function whose seam name is `N`. */
+type Kernel<N extends KernelName> = KernelAbi[SymbolOf<N>];
+
 /**
- * Each kernel's seam name and C name, with what it does. Every kernel returns a native status (0 =
- * OK) for `DeviceBackend.check`; pointers are device pointers, except where the comment says host
- * (the gathers' sources and indices, the strided copies' shapes). Op codes are the ABI enums of
+ * The kernels of a device, typed by libdtrain's C ABI, each under its seam name with what it does.
+ * Every kernel returns a native status (0 = OK) for `DeviceBackend.check`, except `unaryReads`,
+ * which answers a question; pointers are device pointers, except where the comment says host (the
+ * gathers' sources and indices, the strided copies' shapes). Op codes are the ABI enums of
  * ffi/dtrain.ts.
  */
-export const kernelSymbols = {
+export interface Kernels {
   /** c = alpha * op(a) @ op(b) + beta * c (sgemm; `trans*` 0 or 1, leading dimensions `ld*`). */
-  matmul: "dt_matmul",
+  readonly matmul: Kernel<"matmul">;
   /** `batch` products of contiguous matrices `stride*` elements apart. */
-  matmulBatched: "dt_matmul_batched",
+  readonly matmulBatched: Kernel<"matmulBatched">;
   /** y = x @ op(w) + bias (bias nullable) for `rows` rows. */
-  linearForward: "dt_linear_forward",
+  readonly linearForward: Kernel<"linearForward">;
   /** The gradients of `linearForward` (each output nullable). */
-  linearBackward: "dt_linear_backward",
+  readonly linearBackward: Kernel<"linearBackward">;
   /** Sets `n` f32 elements to `value`. */
-  fillF32: "dt_fill_f32",
+  readonly fillF32: Kernel<"fillF32">;
   /** Sets `n` i32 elements to `value`. */
-  fillI32: "dt_fill_i32",
+  readonly fillI32: Kernel<"fillI32">;
   /** Copies a strided view into contiguous memory (`shape`, `strides` in host memory). */
-  copyStrided: "dt_copy_strided",
+  readonly copyStrided: Kernel<"copyStrided">;
   /** i32 to f32, `n` elements. */
-  castI32F32: "dt_cast_i32_f32",
+  readonly castI32F32: Kernel<"castI32F32">;
   /** f32 to i32 (toward zero), `n` elements. */
-  castF32I32: "dt_cast_f32_i32",
+  readonly castF32I32: Kernel<"castF32I32">;
   /** out = a op b, b or a repeating when shorter (`BinaryOp`). */
-  binary: "dt_binary",
+  readonly binary: Kernel<"binary">;
   /** The gradients of `binary` (each output nullable). */
-  binaryBackward: "dt_binary_backward",
+  readonly binaryBackward: Kernel<"binaryBackward">;
   /** y = op(x, p) (`UnaryOp`). */
-  unary: "dt_unary",
+  readonly unary: Kernel<"unary">;
   /** The gradient of `unary`, reading x or y as the op needs (the other nullable). */
-  unaryBackward: "dt_unary_backward",
+  readonly unaryBackward: Kernel<"unaryBackward">;
   /**
    * What `unaryBackward` reads for an op: 0 nothing, 1 x, 2 y (-1: unknown op). An answer, not a
    * status: the native header says it once (csrc/core/scalar_math.h), and autograd asks it.
    */
-  unaryReads: "dt_unary_reads",
+  readonly unaryReads: Kernel<"unaryReads">;
   /** y += alpha * x. */
-  axpy: "dt_axpy",
+  readonly axpy: Kernel<"axpy">;
   /** out[o, i] = scale * sum over a of x[o, a, i]. */
-  sumAxis: "dt_sum_axis",
+  readonly sumAxis: Kernel<"sumAxis">;
   /** The gradient of `sumAxis`: gy broadcast back over the axis, times scale. */
-  expandAxis: "dt_expand_axis",
+  readonly expandAxis: Kernel<"expandAxis">;
   /** The i32 index of each row's maximum. */
-  argmaxRows: "dt_argmax_rows",
+  readonly argmaxRows: Kernel<"argmaxRows">;
   /** Softmax (log = 1: log-softmax) over rows. */
-  softmax: "dt_softmax",
+  readonly softmax: Kernel<"softmax">;
   /** The gradient of `softmax` from its output. */
-  softmaxBackward: "dt_softmax_backward",
+  readonly softmaxBackward: Kernel<"softmaxBackward">;
   /** Cross-entropy (reduction, smoothing) into `loss`, and its gradient into `grad` (nullable). */
-  crossEntropy: "dt_cross_entropy",
+  readonly crossEntropy: Kernel<"crossEntropy">;
   /** Mean squared error into `loss`, and d loss / d a into `ga` (nullable). */
-  mse: "dt_mse",
+  readonly mse: Kernel<"mse">;
   /** Layer norm over rows, saving mean and 1/std (w, b nullable). */
-  layernorm: "dt_layernorm",
+  readonly layernorm: Kernel<"layernorm">;
   /** The gradients of `layernorm` (dw, db accumulated; outputs nullable). */
-  layernormBackward: "dt_layernorm_backward",
+  readonly layernormBackward: Kernel<"layernormBackward">;
   /** Rows of `weight` picked by i32 `indices`. */
-  embedding: "dt_embedding",
+  readonly embedding: Kernel<"embedding">;
   /** The gradient of `embedding`, accumulated into `gweight`. */
-  embeddingBackward: "dt_embedding_backward",
+  readonly embeddingBackward: Kernel<"embeddingBackward">;
   /** Dropout with the counter RNG at (seed, offset); the same call recomputes the mask. */
-  dropout: "dt_dropout",
+  readonly dropout: Kernel<"dropout">;
   /** U[lo, hi) samples from counters offset.. of `seed`. */
-  randUniform: "dt_rand_uniform",
+  readonly randUniform: Kernel<"randUniform">;
   /** N(mean, std²) samples from counters offset.. of `seed` (two per element). */
-  randn: "dt_randn",
+  readonly randn: Kernel<"randn">;
   /** One fused SGD update (momentumBuf nullable; first = 1 seeds it). */
-  sgdStep: "dt_sgd_step",
+  readonly sgdStep: Kernel<"sgdStep">;
   /** One fused AdamW update at step `step` (1-based). */
-  adamwStep: "dt_adamw_step",
+  readonly adamwStep: Kernel<"adamwStep">;
   /** dst rows = (host u8 src rows at host i32 `indices`) * scale + shift. */
-  gatherU8F32: "dt_gather_u8_f32",
+  readonly gatherU8F32: Kernel<"gatherU8F32">;
   /** dst rows = src rows at host i32 `indices` (`rowBytes` each). */
-  gatherRows: "dt_gather_rows",
+  readonly gatherRows: Kernel<"gatherRows">;
   /** dst = host u8 src at host i32 `indices`, as i32. */
-  gatherU8I32: "dt_gather_u8_i32",
+  readonly gatherU8I32: Kernel<"gatherU8I32">;
   /** Fused attention forward over [bh, t, d] blocks, saving each query row's log-sum-exp. */
-  attentionForward: "dt_attention_forward",
+  readonly attentionForward: Kernel<"attentionForward">;
   /** The gradients of `attentionForward`, recomputing the probabilities from the log-sum-exp. */
-  attentionBackward: "dt_attention_backward",
+  readonly attentionBackward: Kernel<"attentionBackward">;
   /** Scatters contiguous memory into a strided view (`shape`, `strides` in host memory). */
-  copyToStrided: "dt_copy_to_strided",
+  readonly copyToStrided: Kernel<"copyToStrided">;
   /** y = min(max(x, lo), hi). */
-  clamp: "dt_clamp",
+  readonly clamp: Kernel<"clamp">;
   /** The gradient of `clamp`: gy where lo <= x <= hi. */
-  clampBackward: "dt_clamp_backward",
+  readonly clampBackward: Kernel<"clampBackward">;
   /** y = |x|. */
-  abs: "dt_abs",
+  readonly abs: Kernel<"abs">;
   /** The gradient of `abs`: sign(x) * gy. */
-  absBackward: "dt_abs_backward",
+  readonly absBackward: Kernel<"absBackward">;
   /** Elementwise maximum (is_min = 1: minimum) of equal-shaped operands. */
-  maximum: "dt_maximum",
+  readonly maximum: Kernel<"maximum">;
   /** The gradients of `maximum`, halved on ties (outputs nullable). */
-  maximumBackward: "dt_maximum_backward",
+  readonly maximumBackward: Kernel<"maximumBackward">;
   /** Each row's largest (smallest) value and its i32 index (indices nullable). */
-  maxRows: "dt_max_rows",
+  readonly maxRows: Kernel<"maxRows">;
   /** gy scattered to each row's index, zeros elsewhere. */
-  indexRowsBackward: "dt_index_rows_backward",
+  readonly indexRowsBackward: Kernel<"indexRowsBackward">;
   /** gy shared evenly between the elements equal to `value`. */
-  extremeBackward: "dt_extreme_backward",
+  readonly extremeBackward: Kernel<"extremeBackward">;
   /** The gradient of `crossEntropy` from its saved `grad` and gy (one value, or one per row). */
-  crossEntropyBackward: "dt_cross_entropy_backward",
+  readonly crossEntropyBackward: Kernel<"crossEntropyBackward">;
   /** out (bool) = a op b (`CompareOp`), both of one dtype (`DTypeCode`), b or a repeating. */
-  compare: "dt_compare",
+  readonly compare: Kernel<"compare">;
   /** Converts between dtypes (`DTypeCode`), one side at least bool. */
-  cast: "dt_cast",
+  readonly cast: Kernel<"cast">;
   /** Sets `n` bool elements to `value` (non-zero is true). */
-  fillU8: "dt_fill_u8",
+  readonly fillU8: Kernel<"fillU8">;
   /** out[o, i] (i32) = sum over a of i32 or bool x[o, a, i]. */
-  sumAxisInt: "dt_sum_axis_int",
+  readonly sumAxisInt: Kernel<"sumAxisInt">;
   /** out = a op b on i32 (`BinaryOp`; div is floor division). */
-  binaryI32: "dt_binary_i32",
+  readonly binaryI32: Kernel<"binaryI32">;
   /** y = min(max(x, lo), hi) on f32. */
-  clampRange: "dt_clamp_range",
+  readonly clampRange: Kernel<"clampRange">;
   /** out = x gathered along `dim` at i32 `index` (shapes in host memory). */
-  gather: "dt_gather",
+  readonly gather: Kernel<"gather">;
   /** The gradient of `gather`, added into a zeroed gx. */
-  scatterAdd: "dt_scatter_add",
+  readonly scatterAdd: Kernel<"scatterAdd">;
   /** out[o, j, :] = x[o, index[j], :]. */
-  indexSelect: "dt_index_select",
+  readonly indexSelect: Kernel<"indexSelect">;
   /** The gradient of `indexSelect`, added into a zeroed gx. */
-  indexAdd: "dt_index_add",
+  readonly indexAdd: Kernel<"indexAdd">;
   /** `rows` blocks of `rowBytes` from src to dst, each side with its own byte stride. */
-  copyBlocks: "dt_copy_blocks",
+  readonly copyBlocks: Kernel<"copyBlocks">;
   /** out = cond ? a : b (bool cond, 4-byte elements), a shorter operand repeating. */
-  where: "dt_where",
+  readonly where: Kernel<"where">;
   /** The gradients of `where` (each output nullable). */
-  whereBackward: "dt_where_backward",
+  readonly whereBackward: Kernel<"whereBackward">;
   /** Lower (upper = 1: upper) triangles of a batch of matrices, the rest zeroed. */
-  tril: "dt_tril",
-} as const satisfies Record<string, keyof KernelAbi>;
+  readonly tril: Kernel<"tril">;
+}
 
-/** A kernel's name in the seam (`matmulBatched`). */
-export type KernelName = keyof typeof kernelSymbols;
-
-/** The C name of a kernel (`dt_matmul_batched`). */
-export type KernelSymbol = (typeof kernelSymbols)[KernelName];
+// Kernels names each kernel of the FFI table, and nothing else: a kernel added to ffi/dtrain.ts
+// and not documented here, or the other way round, is a type error on one of these two lines.
+const everyKernelDocumented: Record<KernelName, unknown> = {} as Kernels;
+const nothingElse: Record<keyof Kernels, unknown> = {} as Record<KernelName, unknown>;
+void everyKernelDocumented, void nothingElse;
 
 /**
- * The kernels of a device, typed by libdtrain's C ABI: each of {@linkcode kernelSymbols} under its
- * seam name, with its C function's prototype.
+ * `dt_gather_u8_f32` as `gatherU8F32`: the seam name of a C name, as {@linkcode KernelName}
+ * derives it for the type.
  */
-export type Kernels = { readonly [K in KernelName]: KernelAbi[(typeof kernelSymbols)[K]] };
+function seamName(symbol: string): string {
+  const [, first, ...rest] = symbol.split("_");
+  return first + rest.map((word) => word[0].toUpperCase() + word.slice(1)).join("");
+}
+
+const runtime: readonly string[] = RUNTIME_SYMBOLS;
+
+/** Each kernel's seam name and C name, derived from ffi/dtrain.ts's table. */
+export const kernelSymbols: { readonly [N in KernelName]: KernelSymbol } = Object.fromEntries(
+  Object.keys(dtrainSymbols)
+    .filter((symbol) => !runtime.includes(symbol))
+    .map((symbol) => [seamName(symbol), symbol]),
+) as { readonly [N in KernelName]: KernelSymbol };
 
 /** A kernel as a table holds it: native arguments in, a status out. */
 export type KernelFunction = (...args: never[]) => number;
