@@ -76,6 +76,7 @@ const symbols = {
   dt_sum_axis: { parameters: [ptr, ptr, i64, i64, i64, f32], result: i32 },
   dt_expand_axis: { parameters: [ptr, ptr, i64, i64, i64, f32], result: i32 },
   dt_argmax_rows: { parameters: [ptr, ptr, i64, i64], result: i32 },
+  dt_sum_squares: { parameters: [ptr, i64, ptr], result: i32 },
   // indexing.c
   dt_gather: { parameters: [ptr, buf, ptr, buf, i32, i32, ptr], result: i32 },
   dt_scatter_add: { parameters: [ptr, buf, ptr, buf, i32, i32, ptr], result: i32 },

@@ -138,6 +138,9 @@ int dt_sum_axis(const float *x, float *out, int64_t outer, int64_t axis, int64_t
 int dt_expand_axis(const float *gy, float *gx, int64_t outer, int64_t axis, int64_t inner,
                    float scale);
 int dt_argmax_rows(const float *x, int32_t *out, int64_t rows, int64_t cols);
+/* *out = sum of x[i] * x[i] over n elements (one float, device memory): squared L2 norms for
+ * gradient clipping and the train job's divergence check, in one pass with no temporary. */
+int dt_sum_squares(const float *x, int64_t n, float *out);
 
 /* ---------------------------------------------------------------- indexing.c */
 

@@ -52,3 +52,26 @@ int dt_argmax_rows(const float *x, int32_t *out, int64_t rows, int64_t cols) {
   }
   return DT_OK;
 }
+
+/* Each square rounded to float (as x * x is), summed in double over eight independent lanes, which
+ * the compiler vectorises (one chain of double adds would run at a quarter of the speed), then the
+ * lanes in order: the same value for the same input whatever the thread count. */
+int dt_sum_squares(const float *x, int64_t n, float *out) {
+  CHECK_PTR(x); CHECK_PTR(out); CHECK_COUNT(n);
+  double lane[8] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int l = 0; l < 8; l++) {
+      float square = x[i + l] * x[i + l];
+      lane[l] += (double)square;
+    }
+  }
+  double acc = 0.0;
+  for (; i < n; i++) {
+    float square = x[i] * x[i];
+    acc += (double)square;
+  }
+  for (int l = 0; l < 8; l++) acc += lane[l];
+  *out = (float)acc;
+  return DT_OK;
+}

@@ -53,6 +53,23 @@ DT_EXPORT int dt_sum_axis(const float *x, float *out, int64_t outer, int64_t axi
   return DT_OK;
 }
 
+/* Each block's sum of squares meets the others' with atomicAdd into an output zeroed first. */
+__global__ void sum_squares_kernel(const float *x, int64_t n, float *out) {
+  __shared__ float shared[32];
+  float acc = 0.0f;
+  GRID_LOOP(i, n) acc += x[i] * x[i];
+  acc = block_sum(acc, shared);
+  if (threadIdx.x == 0) atomicAdd(out, acc);
+}
+
+DT_EXPORT int dt_sum_squares(const float *x, int64_t n, float *out) {
+  CHECK_PTR(x); CHECK_PTR(out); CHECK_COUNT(n);
+  CURRENT(dev);
+  cudaCheck(cudaMemsetAsync(out, 0, sizeof(float), dev->compute));
+  if (n > 0) LAUNCH(dev, n, sum_squares_kernel, x, n, out);
+  return DT_OK;
+}
+
 __global__ void expand_kernel(const float *gy, float *gx, int64_t outer, int64_t axis,
                               int64_t inner, float scale) {
   GRID_LOOP(t, outer * axis * inner) {

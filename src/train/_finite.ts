@@ -10,6 +10,7 @@ import type { Module } from "../nn/module.ts";
 import type { Optimizer } from "../optim/optimizer.ts";
 import { noGrad } from "../tensor/autograd.ts";
 import { tidy } from "../tensor/scope.ts";
+import { sumSquares } from "../tensor/ops/reduce.ts";
 import type { Tensor } from "../tensor/tensor.ts";
 import { sumOverRanks } from "./_stats.ts";
 
@@ -22,7 +23,7 @@ export class DivergedError extends Error {
 function gradSquareSum(model: Module): number {
   let sum = 0;
   for (const p of model.parameters()) {
-    if (p.grad !== null) sum += tidy(() => noGrad(() => p.grad!.mul(p.grad!).sum().item()));
+    if (p.grad !== null) sum += tidy(() => sumSquares(p.grad!).item());
   }
   return sum;
 }

@@ -18,6 +18,7 @@ import {
   zeros,
 } from "../../mod.ts";
 import { crossEntropy } from "../../src/tensor/ops/nn.ts";
+import { sumSquares } from "../../src/tensor/ops/reduce.ts";
 import { assertClose, fromFixture, loadCases, type OpCase } from "../_harness/fixtures.ts";
 
 interface ReduceCase extends OpCase {
@@ -192,4 +193,18 @@ Deno.test("order and reduction ops name the argument and the value they refuse",
       /matmul: both arguments need at least 1 dimension, got \[\] and \[2\]/,
     );
   });
+});
+
+Deno.test("sumSquares: the squared L2 norm in one pass, on views, empty tensors and non-finite values", () => {
+  // 1003 elements: eight-lane blocks and a tail; the reference sums the float squares in double.
+  const x = randn([17, 59]);
+  const squares = Array.from(x.toArray(), (v) => Math.fround(v * v));
+  const expected = Math.fround(squares.reduce((a, b) => a + b, 0));
+  assert.equal(sumSquares(x).item(), expected);
+  const t = x.transpose(0, 1); // a view: summed from its contiguous copy, same value
+  assert.ok(Math.abs(sumSquares(t).item() - expected) <= 1e-6 * expected);
+  assert.equal(sumSquares(zeros([0, 3])).item(), 0);
+  assert.ok(Number.isNaN(sumSquares(tensor([1, NaN, 2])).item()));
+  assert.equal(sumSquares(tensor([1, -Infinity])).item(), Infinity);
+  assert.throws(() => sumSquares(tensor([1, 2], [2], { dtype: "i32" })), /sumSquares/);
 });

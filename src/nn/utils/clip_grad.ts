@@ -12,6 +12,7 @@
 
 import { noGrad } from "../../tensor/autograd.ts";
 import { formatShape, type Tensor } from "../../tensor/tensor.ts";
+import { sumSquares } from "../../tensor/ops/reduce.ts";
 
 /** Options of {@linkcode clipGradNorm}. */
 export interface ClipGradNormOptions {
@@ -42,8 +43,14 @@ function powerSum(g: Tensor, p: number): number {
     for (const v of g.toArray()) max = Math.max(max, Math.abs(v)); // NaN stays NaN
     return max;
   }
+  if (p === 2) {
+    const squares = sumSquares(g); // one pass, no temporary of the gradient's size
+    const value = squares.item();
+    squares.dispose();
+    return value;
+  }
   const squares = g.mul(g);
-  const powered = p === 2 ? squares : squares.pow(p / 2);
+  const powered = squares.pow(p / 2);
   const total = powered.sum();
   const value = total.item();
   for (const t of new Set([squares, powered, total])) t.dispose();

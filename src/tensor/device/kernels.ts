@@ -97,6 +97,8 @@ export interface Kernels {
   readonly expandAxis: Kernel<"expandAxis">;
   /** The i32 index of each row's maximum. */
   readonly argmaxRows: Kernel<"argmaxRows">;
+  /** out[0] = the sum of x[i] * x[i] over `n` elements (a squared L2 norm, no temporary). */
+  readonly sumSquares: Kernel<"sumSquares">;
   /** Softmax (log = 1: log-softmax) over rows. */
   readonly softmax: Kernel<"softmax">;
   /** The gradient of `softmax` from its output. */

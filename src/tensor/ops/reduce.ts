@@ -1,6 +1,6 @@
 /**
  * Reductions: sum, mean, variance and standard deviation over everything or some dimensions,
- * argmax.
+ * argmax, and the sum of squares behind gradient norms.
  * @module
  */
 
@@ -198,4 +198,27 @@ export function std(
   options: VarianceOptions = {},
 ): Tensor {
   return sqrt(varianceOf("std", t, dim, options));
+}
+
+/**
+ * The sum of the squares of all of `t`'s elements as a 0-d tensor on its device, in one pass with
+ * no temporary (the squared L2 norm that gradient clipping and divergence checks read); outside
+ * autograd.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { tensor } from "../../../mod.ts";
+ * import { sumSquares } from "./reduce.ts";
+ * assert.equal(sumSquares(tensor([[1, -2], [3, 0]])).item(), 14);
+ * ```
+ */
+export function sumSquares(t: Tensor): Tensor {
+  expectF32("sumSquares", t);
+  const src = contiguous(t);
+  const out = emptyOn(src, []);
+  const dev = out.storage.backend;
+  dev.check(dev.kernels.sumSquares(src.ptr, src.numel(), out.ptr));
+  if (src !== t) src.dispose();
+  return out;
 }
