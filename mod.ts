@@ -30,6 +30,7 @@ export type { TensorMath } from "./src/tensor/tensor_math.ts";
 export type { TensorIndexing } from "./src/tensor/tensor_indexing.ts";
 export { allocatedBytes, type Device, type Storage } from "./src/tensor/storage.ts";
 export {
+  type CamelCase,
   canonicalDeviceName,
   cuda,
   type DeviceBackend,
@@ -41,10 +42,14 @@ export {
   type KernelAbi,
   type KernelFunction,
   type KernelName,
+  type KernelOf,
   type Kernels,
   type KernelSymbol,
+  type KernelSymbolOf,
   kernelSymbols,
   registerDevice,
+  RUNTIME_SYMBOLS,
+  type SeamName,
 } from "./src/tensor/device/mod.ts";
 export {
   arange,

@@ -31,24 +31,24 @@ export const RUNTIME_SYMBOLS = [
 /** The C name of a kernel (`dt_matmul_batched`). */
 export type KernelSymbol = Exclude<keyof KernelAbi, (typeof RUNTIME_SYMBOLS)[number]>;
 
-/** `matmul_batched` as `matmulBatched`. */
-type Camel<S extends string> = S extends `${infer Head}_${infer Tail}`
-  ? `${Head}${Capitalize<Camel<Tail>>}`
+/** `matmul_batched` as `matmulBatched` (type-level; the words of a C name, camelCased). */
+export type CamelCase<S extends string> = S extends `${infer Head}_${infer Tail}`
+  ? `${Head}${Capitalize<CamelCase<Tail>>}`
   : S;
 
 /** A kernel's seam name from its C name: `dt_matmul_batched` is `matmulBatched`. */
-type SeamName<C extends string> = C extends `dt_${infer Rest}` ? Camel<Rest> : never;
+export type SeamName<C extends string> = C extends `dt_${infer Rest}` ? CamelCase<Rest> : never;
 
 /** A kernel's name in the seam (`matmulBatched`). */
 export type KernelName = SeamName<KernelSymbol>;
 
 /** The C name whose seam name is `N`. */
-type SymbolOf<N extends KernelName> = {
+export type KernelSymbolOf<N extends KernelName> = {
   [C in KernelSymbol]: SeamName<C> extends N ? C : never;
 }[KernelSymbol];
 
 /** The C function whose seam name is `N`. */
-type Kernel<N extends KernelName> = KernelAbi[SymbolOf<N>];
+export type KernelOf<N extends KernelName> = KernelAbi[KernelSymbolOf<N>];
 
 /**
  * The kernels of a device, typed by libdtrain's C ABI, each under its seam name with what it does.
@@ -59,132 +59,132 @@ type Kernel<N extends KernelName> = KernelAbi[SymbolOf<N>];
  */
 export interface Kernels {
   /** c = alpha * op(a) @ op(b) + beta * c (sgemm; `trans*` 0 or 1, leading dimensions `ld*`). */
-  readonly matmul: Kernel<"matmul">;
+  readonly matmul: KernelOf<"matmul">;
   /** `batch` products of contiguous matrices `stride*` elements apart. */
-  readonly matmulBatched: Kernel<"matmulBatched">;
+  readonly matmulBatched: KernelOf<"matmulBatched">;
   /** y = x @ op(w) + bias (bias nullable) for `rows` rows. */
-  readonly linearForward: Kernel<"linearForward">;
+  readonly linearForward: KernelOf<"linearForward">;
   /** The gradients of `linearForward` (each output nullable). */
-  readonly linearBackward: Kernel<"linearBackward">;
+  readonly linearBackward: KernelOf<"linearBackward">;
   /** Sets `n` f32 elements to `value`. */
-  readonly fillF32: Kernel<"fillF32">;
+  readonly fillF32: KernelOf<"fillF32">;
   /** Sets `n` i32 elements to `value`. */
-  readonly fillI32: Kernel<"fillI32">;
+  readonly fillI32: KernelOf<"fillI32">;
   /** Copies a strided view into contiguous memory (`shape`, `strides` in host memory). */
-  readonly copyStrided: Kernel<"copyStrided">;
+  readonly copyStrided: KernelOf<"copyStrided">;
   /** i32 to f32, `n` elements. */
-  readonly castI32F32: Kernel<"castI32F32">;
+  readonly castI32F32: KernelOf<"castI32F32">;
   /** f32 to i32 (toward zero), `n` elements. */
-  readonly castF32I32: Kernel<"castF32I32">;
+  readonly castF32I32: KernelOf<"castF32I32">;
   /** out = a op b, b or a repeating when shorter (`BinaryOp`). */
-  readonly binary: Kernel<"binary">;
+  readonly binary: KernelOf<"binary">;
   /** The gradients of `binary` (each output nullable). */
-  readonly binaryBackward: Kernel<"binaryBackward">;
+  readonly binaryBackward: KernelOf<"binaryBackward">;
   /** y = op(x, p) (`UnaryOp`). */
-  readonly unary: Kernel<"unary">;
+  readonly unary: KernelOf<"unary">;
   /** The gradient of `unary`, reading x or y as the op needs (the other nullable). */
-  readonly unaryBackward: Kernel<"unaryBackward">;
+  readonly unaryBackward: KernelOf<"unaryBackward">;
   /**
    * What `unaryBackward` reads for an op: 0 nothing, 1 x, 2 y (-1: unknown op). An answer, not a
    * status: the native header says it once (csrc/core/scalar_math.h), and autograd asks it.
    */
-  readonly unaryReads: Kernel<"unaryReads">;
+  readonly unaryReads: KernelOf<"unaryReads">;
   /** y += alpha * x. */
-  readonly axpy: Kernel<"axpy">;
+  readonly axpy: KernelOf<"axpy">;
   /** out[o, i] = scale * sum over a of x[o, a, i]. */
-  readonly sumAxis: Kernel<"sumAxis">;
+  readonly sumAxis: KernelOf<"sumAxis">;
   /** The gradient of `sumAxis`: gy broadcast back over the axis, times scale. */
-  readonly expandAxis: Kernel<"expandAxis">;
+  readonly expandAxis: KernelOf<"expandAxis">;
   /** The i32 index of each row's maximum. */
-  readonly argmaxRows: Kernel<"argmaxRows">;
+  readonly argmaxRows: KernelOf<"argmaxRows">;
   /** out[0] = the sum of x[i] * x[i] over `n` elements (a squared L2 norm, no temporary). */
-  readonly sumSquares: Kernel<"sumSquares">;
+  readonly sumSquares: KernelOf<"sumSquares">;
   /** Softmax (log = 1: log-softmax) over rows. */
-  readonly softmax: Kernel<"softmax">;
+  readonly softmax: KernelOf<"softmax">;
   /** The gradient of `softmax` from its output. */
-  readonly softmaxBackward: Kernel<"softmaxBackward">;
+  readonly softmaxBackward: KernelOf<"softmaxBackward">;
   /** Cross-entropy (reduction, smoothing) into `loss`, and its gradient into `grad` (nullable). */
-  readonly crossEntropy: Kernel<"crossEntropy">;
+  readonly crossEntropy: KernelOf<"crossEntropy">;
   /** Mean squared error into `loss`, and d loss / d a into `ga` (nullable). */
-  readonly mse: Kernel<"mse">;
+  readonly mse: KernelOf<"mse">;
   /** Layer norm over rows, saving mean and 1/std (w, b nullable). */
-  readonly layernorm: Kernel<"layernorm">;
+  readonly layernorm: KernelOf<"layernorm">;
   /** The gradients of `layernorm` (dw, db accumulated; outputs nullable). */
-  readonly layernormBackward: Kernel<"layernormBackward">;
+  readonly layernormBackward: KernelOf<"layernormBackward">;
   /** Rows of `weight` picked by i32 `indices`. */
-  readonly embedding: Kernel<"embedding">;
+  readonly embedding: KernelOf<"embedding">;
   /** The gradient of `embedding`, accumulated into `gweight`. */
-  readonly embeddingBackward: Kernel<"embeddingBackward">;
+  readonly embeddingBackward: KernelOf<"embeddingBackward">;
   /** Dropout with the counter RNG at (seed, offset); the same call recomputes the mask. */
-  readonly dropout: Kernel<"dropout">;
+  readonly dropout: KernelOf<"dropout">;
   /** U[lo, hi) samples from counters offset.. of `seed`. */
-  readonly randUniform: Kernel<"randUniform">;
+  readonly randUniform: KernelOf<"randUniform">;
   /** N(mean, std²) samples from counters offset.. of `seed` (two per element). */
-  readonly randn: Kernel<"randn">;
+  readonly randn: KernelOf<"randn">;
   /** One fused SGD update (momentumBuf nullable; first = 1 seeds it). */
-  readonly sgdStep: Kernel<"sgdStep">;
+  readonly sgdStep: KernelOf<"sgdStep">;
   /** One fused AdamW update at step `step` (1-based). */
-  readonly adamwStep: Kernel<"adamwStep">;
+  readonly adamwStep: KernelOf<"adamwStep">;
   /** dst rows = (host u8 src rows at host i32 `indices`) * scale + shift. */
-  readonly gatherU8F32: Kernel<"gatherU8F32">;
+  readonly gatherU8F32: KernelOf<"gatherU8F32">;
   /** dst rows = src rows at host i32 `indices` (`rowBytes` each). */
-  readonly gatherRows: Kernel<"gatherRows">;
+  readonly gatherRows: KernelOf<"gatherRows">;
   /** dst = host u8 src at host i32 `indices`, as i32. */
-  readonly gatherU8I32: Kernel<"gatherU8I32">;
+  readonly gatherU8I32: KernelOf<"gatherU8I32">;
   /** Fused attention forward over [bh, t, d] blocks, saving each query row's log-sum-exp. */
-  readonly attentionForward: Kernel<"attentionForward">;
+  readonly attentionForward: KernelOf<"attentionForward">;
   /** The gradients of `attentionForward`, recomputing the probabilities from the log-sum-exp. */
-  readonly attentionBackward: Kernel<"attentionBackward">;
+  readonly attentionBackward: KernelOf<"attentionBackward">;
   /** Scatters contiguous memory into a strided view (`shape`, `strides` in host memory). */
-  readonly copyToStrided: Kernel<"copyToStrided">;
+  readonly copyToStrided: KernelOf<"copyToStrided">;
   /** y = min(max(x, lo), hi). */
-  readonly clamp: Kernel<"clamp">;
+  readonly clamp: KernelOf<"clamp">;
   /** The gradient of `clamp`: gy where lo <= x <= hi. */
-  readonly clampBackward: Kernel<"clampBackward">;
+  readonly clampBackward: KernelOf<"clampBackward">;
   /** y = |x|. */
-  readonly abs: Kernel<"abs">;
+  readonly abs: KernelOf<"abs">;
   /** The gradient of `abs`: sign(x) * gy. */
-  readonly absBackward: Kernel<"absBackward">;
+  readonly absBackward: KernelOf<"absBackward">;
   /** Elementwise maximum (is_min = 1: minimum) of equal-shaped operands. */
-  readonly maximum: Kernel<"maximum">;
+  readonly maximum: KernelOf<"maximum">;
   /** The gradients of `maximum`, halved on ties (outputs nullable). */
-  readonly maximumBackward: Kernel<"maximumBackward">;
+  readonly maximumBackward: KernelOf<"maximumBackward">;
   /** Each row's largest (smallest) value and its i32 index (indices nullable). */
-  readonly maxRows: Kernel<"maxRows">;
+  readonly maxRows: KernelOf<"maxRows">;
   /** gy scattered to each row's index, zeros elsewhere. */
-  readonly indexRowsBackward: Kernel<"indexRowsBackward">;
+  readonly indexRowsBackward: KernelOf<"indexRowsBackward">;
   /** gy shared evenly between the elements equal to `value`. */
-  readonly extremeBackward: Kernel<"extremeBackward">;
+  readonly extremeBackward: KernelOf<"extremeBackward">;
   /** The gradient of `crossEntropy` from its saved `grad` and gy (one value, or one per row). */
-  readonly crossEntropyBackward: Kernel<"crossEntropyBackward">;
+  readonly crossEntropyBackward: KernelOf<"crossEntropyBackward">;
   /** out (bool) = a op b (`CompareOp`), both of one dtype (`DTypeCode`), b or a repeating. */
-  readonly compare: Kernel<"compare">;
+  readonly compare: KernelOf<"compare">;
   /** Converts between dtypes (`DTypeCode`), one side at least bool. */
-  readonly cast: Kernel<"cast">;
+  readonly cast: KernelOf<"cast">;
   /** Sets `n` bool elements to `value` (non-zero is true). */
-  readonly fillU8: Kernel<"fillU8">;
+  readonly fillU8: KernelOf<"fillU8">;
   /** out[o, i] (i32) = sum over a of i32 or bool x[o, a, i]. */
-  readonly sumAxisInt: Kernel<"sumAxisInt">;
+  readonly sumAxisInt: KernelOf<"sumAxisInt">;
   /** out = a op b on i32 (`BinaryOp`; div is floor division). */
-  readonly binaryI32: Kernel<"binaryI32">;
+  readonly binaryI32: KernelOf<"binaryI32">;
   /** y = min(max(x, lo), hi) on f32. */
-  readonly clampRange: Kernel<"clampRange">;
+  readonly clampRange: KernelOf<"clampRange">;
   /** out = x gathered along `dim` at i32 `index` (shapes in host memory). */
-  readonly gather: Kernel<"gather">;
+  readonly gather: KernelOf<"gather">;
   /** The gradient of `gather`, added into a zeroed gx. */
-  readonly scatterAdd: Kernel<"scatterAdd">;
+  readonly scatterAdd: KernelOf<"scatterAdd">;
   /** out[o, j, :] = x[o, index[j], :]. */
-  readonly indexSelect: Kernel<"indexSelect">;
+  readonly indexSelect: KernelOf<"indexSelect">;
   /** The gradient of `indexSelect`, added into a zeroed gx. */
-  readonly indexAdd: Kernel<"indexAdd">;
+  readonly indexAdd: KernelOf<"indexAdd">;
   /** `rows` blocks of `rowBytes` from src to dst, each side with its own byte stride. */
-  readonly copyBlocks: Kernel<"copyBlocks">;
+  readonly copyBlocks: KernelOf<"copyBlocks">;
   /** out = cond ? a : b (bool cond, 4-byte elements), a shorter operand repeating. */
-  readonly where: Kernel<"where">;
+  readonly where: KernelOf<"where">;
   /** The gradients of `where` (each output nullable). */
-  readonly whereBackward: Kernel<"whereBackward">;
+  readonly whereBackward: KernelOf<"whereBackward">;
   /** Lower (upper = 1: upper) triangles of a batch of matrices, the rest zeroed. */
-  readonly tril: Kernel<"tril">;
+  readonly tril: KernelOf<"tril">;
 }
 
 // Kernels names each kernel of the FFI table, and nothing else: a kernel added to ffi/dtrain.ts

@@ -8,12 +8,17 @@
 
 export type { DeviceBackend, DeviceBlock, DeviceFactory, DevicePtr, HostCopy } from "./device.ts";
 export {
+  type CamelCase,
   type KernelAbi,
   type KernelFunction,
   type KernelName,
+  type KernelOf,
   type Kernels,
   type KernelSymbol,
+  type KernelSymbolOf,
   kernelSymbols,
+  RUNTIME_SYMBOLS,
+  type SeamName,
 } from "./kernels.ts";
 export { allocatedBytesOnAll, canonicalDeviceName, getDevice, registerDevice } from "./registry.ts";
 export * as cuda from "./cuda_api.ts";
