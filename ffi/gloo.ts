@@ -126,3 +126,6 @@ export const loadGloo: () => GlooSymbols = lazyLibrary(
   "DTRAIN_GLOO_LIB",
   symbols,
 );
+
+/** The symbol table itself, for tests/ffi/collectives_abi_test.ts (checked against the C header). */
+export { symbols as glooSymbols };

@@ -203,3 +203,6 @@ export const loadShm: () => ShmSymbols = lazyLibrary(
   "DTRAIN_GLOO_LIB",
   symbols,
 );
+
+/** The symbol table itself, for tests/ffi/collectives_abi_test.ts (checked against the C header). */
+export { symbols as shmSymbols };

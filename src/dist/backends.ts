@@ -3,7 +3,7 @@
  * memory its collectives reach and what it can do. `initProcessGroup` connects through it
  * ({@linkcode connectGroup}) and `ProcessGroup` checks every call against it, so what a backend
  * reaches and can do is data, not an `if` on its name or an optional method. A new backend is
- * one entry here (see docs/ for the other files it touches).
+ * one entry here (docs/contributing.md lists the other files it touches).
  * @module
  */
 

@@ -22,6 +22,8 @@ export interface CFunction {
 export interface FfiEntry {
   parameters: readonly unknown[];
   result: unknown;
+  /** The C function the entry calls, when its key is another name for it (Deno's `name`). */
+  name?: string;
 }
 
 const BANNER = /\/\*\s*-{8,}\s*(.*?)\s*\*\//g;
@@ -44,7 +46,8 @@ export function parseHeader(text: string): CFunction[] {
       section = statement.slice("@section ".length);
       continue;
     }
-    if (statement === "" || statement.startsWith("typedef ")) continue;
+    // Type declarations and C++'s `using` (the collective headers') declare no function.
+    if (statement === "" || /^(?:typedef|using|struct \w+$)/.test(statement)) continue;
     const match = PROTOTYPE.exec(statement);
     if (!match) throw new SyntaxError(`not a prototype: ${statement}`);
     const list = match[3].trim();
@@ -113,7 +116,7 @@ export function abiMismatches(
   const problems: string[] = [];
   for (const [name, entry] of Object.entries(table)) {
     if (!name.startsWith(prefix)) continue;
-    const f = declared.get(name);
+    const f = declared.get(entry.name ?? name);
     if (!f) {
       problems.push(`${name}: in the FFI table, not declared in the header`);
       continue;
