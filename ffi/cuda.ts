@@ -124,3 +124,6 @@ export const MatmulPrecision = { f32: 0, tf32: 1, bf16: 2 } as const;
 
 /** The optional libraries `dt_cuda_library_available` asks about. */
 export const CudaLibrary = { cublas: 0, nccl: 1 } as const;
+
+/** The symbol table itself, for tests/ffi/cuda_abi_test.ts (checked against csrc/cuda/dtrain_cuda.h). */
+export { symbols as cudaSymbols };

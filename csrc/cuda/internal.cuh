@@ -11,6 +11,7 @@
 
 #include "../core/dtrain.h"
 #include "../core/scalar_math.h"
+#include "dtrain_cuda.h"
 
 #define DT_EXPORT extern "C"
 
