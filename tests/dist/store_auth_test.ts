@@ -19,6 +19,7 @@ import {
   serverProof,
 } from "../../src/dist/store/auth.ts";
 import { writeAll } from "../../src/dist/store/protocol.ts";
+import { within } from "../_harness/within.ts";
 
 const TOKEN = "0123456789abcdef0123456789abcdef";
 /** Where each proof lies in its direction's byte stream (see the protocol note in server.ts). */
@@ -31,19 +32,6 @@ const text = (b: Uint8Array) => new TextDecoder().decode(b);
 function oneCharOff(token: string, at: number): string {
   const i = at < 0 ? token.length + at : at;
   return token.slice(0, i) + (token[i] === "x" ? "y" : "x") + token.slice(i + 1);
-}
-
-/** `work`, or a failure naming `what` once `ms` have passed: no wait in this file can hang. */
-async function within<T>(work: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what}: nothing after ${ms} ms`)), ms);
-  });
-  try {
-    return await Promise.race([work, late]);
-  } finally {
-    clearTimeout(timer);
-  }
 }
 
 function closeQuietly(conn: Deno.Conn): void {

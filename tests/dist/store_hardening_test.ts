@@ -14,22 +14,10 @@ import {
 import { VERSION } from "../../src/dist/store/protocol.ts";
 import { collectLines } from "../_harness/lines.ts";
 import { assertAllOk, freePort, runRanks } from "../_harness/ranks.ts";
+import { within } from "../_harness/within.ts";
 
 const FAULTS = new URL("./workers/faults.ts", import.meta.url);
 const STORE_HOST = fileURLToPath(new URL("./workers/store_host.ts", import.meta.url));
-
-/** `work`, or a failure naming `what` once `ms` have passed. */
-async function within<T>(work: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what}: not done after ${ms} ms`)), ms);
-  });
-  try {
-    return await Promise.race([work, late]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 function randomToken(): string {
   const bytes = crypto.getRandomValues(new Uint8Array(24));

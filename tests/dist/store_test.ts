@@ -15,6 +15,7 @@ import {
 } from "../../src/dist/store/auth.ts";
 import { writeAll } from "../../src/dist/store/protocol.ts";
 import { assertAllOk, freePort, runRanks } from "../_harness/ranks.ts";
+import { within } from "../_harness/within.ts";
 
 const TOKEN = "store-test-token";
 const text = (b: Uint8Array) => new TextDecoder().decode(b);
@@ -31,19 +32,6 @@ function connect(server: StoreServer, token = TOKEN, rank?: number) {
     rank,
     timeoutMs: 2000,
   });
-}
-
-/** `work`, or a failure naming `what` once `ms` have passed: no wait in this file can hang. */
-async function within<T>(work: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what}: nothing after ${ms} ms`)), ms);
-  });
-  try {
-    return await Promise.race([work, late]);
-  } finally {
-    clearTimeout(timer);
-  }
 }
 
 /**
