@@ -219,3 +219,43 @@ export async function withTempDir<R>(prefix: string, fn: (dir: string) => Promis
     await Deno.remove(dir, { recursive: true });
   }
 }
+
+/** One node of a multi-node test job on loopback: its launcher, with 2 workers. */
+export interface NodeRun {
+  nodeRank: number;
+  /** `--nnodes`: a count, or MIN:MAX for an elastic job. */
+  nnodes: string;
+  /** The master's port (node 0's store). */
+  port: number;
+  /** The workers' script and its arguments. */
+  script: string;
+  job: string[];
+  /** Extra environment (a DTRAIN_TOKEN here replaces the shared one). */
+  env: Record<string, string>;
+  onLine?: (line: string, run: Running) => void;
+  /** `--max-restarts`. */
+  restarts: number;
+  timeoutMs: number;
+}
+
+/** The job token multi-node test jobs share: 32 bytes or more, as the launcher asks of them. */
+export const NODE_TOKEN = "dtrain-test-job-token-0123456789abcdef";
+
+/** Runs one node's launcher as `node` says. */
+export function runNode(node: NodeRun): Promise<RunResult> {
+  return runDeno({
+    timeoutMs: node.timeoutMs,
+    // Workers get SIGKILL from the kernel when their launcher dies; under load their exit can
+    // take a moment to show. The guarantee (issue 9) is "within 2 s".
+    leftoverGraceMs: 2_000,
+    env: { DTRAIN_TOKEN: NODE_TOKEN, ...node.env },
+    args: [
+      `${ROOT}src/launch/main.ts`,
+      ...["--nnodes", node.nnodes, "--node-rank", String(node.nodeRank), "--nproc-per-node", "2"],
+      ...["--master-port", String(node.port), "--max-restarts", String(node.restarts)],
+      node.script,
+      ...node.job,
+    ],
+    onLine: node.onLine,
+  });
+}

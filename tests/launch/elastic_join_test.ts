@@ -7,9 +7,11 @@ import { fileURLToPath } from "node:url";
 import { freePort } from "../_harness/ranks.ts";
 import {
   describe,
+  NODE_TOKEN,
   ROOT,
   runDeno,
   type Running,
+  runNode,
   type RunResult,
   withTempDir,
 } from "../_harness/processes.ts";
@@ -33,17 +35,17 @@ function node(
   env: Record<string, string>,
   onLine?: (line: string) => void,
 ): Promise<RunResult> {
-  return runDeno({
+  const script = HELD_MAIN;
+  return runNode({
+    nodeRank,
+    nnodes,
+    port,
+    script,
+    job,
+    env,
+    onLine,
+    restarts: 0,
     timeoutMs: 120_000,
-    // Workers get SIGKILL from the kernel when their launcher dies (issue 9: "within 2 s").
-    leftoverGraceMs: 2_000,
-    env: { DTRAIN_TOKEN: "elastic-join-test-token-of-32-bytes-or-more", ...env },
-    args: [
-      `${ROOT}src/launch/main.ts`,
-      ...["--nnodes", nnodes, "--node-rank", String(nodeRank), "--nproc-per-node", "2"],
-      ...["--master-port", String(port), "--max-restarts", "0", HELD_MAIN, ...job],
-    ],
-    onLine: (line) => onLine?.(line),
   });
 }
 
@@ -185,7 +187,7 @@ Deno.test("a node whose --nnodes MIN:MAX differs from the job's exits 2 naming b
   ) =>
     runDeno({
       timeoutMs: 60_000,
-      env: { DTRAIN_TOKEN: "elastic-join-test-token-of-32-bytes-or-more" },
+      env: { DTRAIN_TOKEN: NODE_TOKEN },
       args: [
         `${ROOT}src/launch/main.ts`,
         ...["--nnodes", nnodes, "--node-rank", String(nodeRank), "--master-port", String(port)],

@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { freePort } from "../_harness/ranks.ts";
-import { ROOT, runDeno, type RunResult, withTempDir } from "../_harness/processes.ts";
+import { runNode, type RunResult, withTempDir } from "../_harness/processes.ts";
 import { HOOKED_MAIN, readSaved, SMALL_JOB, snapshotInfo } from "./_train.ts";
 
 /** What one DistributedSampler pass logged (tests/train/workers/train.ts). */
@@ -28,29 +28,8 @@ function node(
   onLine?: (line: string, running: { kill(signal: Deno.Signal): void }) => void,
   restarts = 1,
 ): Promise<RunResult> {
-  return runDeno({
-    timeoutMs: 90_000,
-    // Workers get SIGKILL from the kernel when their launcher dies; under load their exit can
-    // take a moment to show. The guarantee (issue 9) is "within 2 s".
-    leftoverGraceMs: 2_000,
-    env: { DTRAIN_TOKEN: "elastic-test-token-0123456789abcdef", ...env },
-    args: [
-      `${ROOT}src/launch/main.ts`,
-      "--nnodes",
-      nnodes,
-      "--node-rank",
-      String(nodeRank),
-      "--nproc-per-node",
-      "2",
-      "--master-port",
-      String(port),
-      "--max-restarts",
-      String(restarts),
-      HOOKED_MAIN,
-      ...job,
-    ],
-    onLine,
-  });
+  const script = HOOKED_MAIN;
+  return runNode({ nodeRank, nnodes, port, script, job, env, onLine, restarts, timeoutMs: 90_000 });
 }
 
 Deno.test("an elastic 2-node job that loses a node mid-epoch finishes on the other from the last snapshot, each sample of that epoch trained once", async () => {
