@@ -11,7 +11,7 @@ import { barrier, destroyProcessGroup, initProcessGroup } from "../src/dist/mod.
 import { MLP } from "../src/nn/container.ts";
 import { SGD } from "../src/optim/sgd.ts";
 import { DistributedDataParallel } from "../src/parallel/ddp.ts";
-import { crossEntropy } from "../src/tensor/ops/nn.ts";
+import { crossEntropy } from "../src/tensor/ops/cross_entropy.ts";
 import { manualSeed } from "../src/tensor/random.ts";
 import { setNumThreads } from "../src/tensor/threads.ts";
 import { tidyAsync } from "../src/tensor/scope.ts";

@@ -15,7 +15,7 @@ import { MLP } from "../src/nn/container.ts";
 import { SGD } from "../src/optim/sgd.ts";
 import { DistributedDataParallel } from "../src/parallel/ddp.ts";
 import { randn, tensor } from "../src/tensor/creation.ts";
-import { crossEntropy } from "../src/tensor/ops/nn.ts";
+import { crossEntropy } from "../src/tensor/ops/cross_entropy.ts";
 import { tidyAsync } from "../src/tensor/scope.ts";
 import { setNumThreads } from "../src/tensor/threads.ts";
 import { SIZES } from "./workload.ts";

@@ -15,7 +15,7 @@ import { GPT } from "../src/nn/gpt.ts";
 import { AdamW } from "../src/optim/adamw.ts";
 import { DistributedDataParallel, fullyShard } from "../src/parallel/mod.ts";
 import { tensor } from "../src/tensor/creation.ts";
-import { crossEntropy } from "../src/tensor/ops/nn.ts";
+import { crossEntropy } from "../src/tensor/ops/cross_entropy.ts";
 import { manualSeed } from "../src/tensor/random.ts";
 import { tidyAsync } from "../src/tensor/scope.ts";
 import { allocatedBytes } from "../src/tensor/storage.ts";

@@ -9,7 +9,7 @@
 
 import { DataLoader, FashionMNIST } from "../src/data/mod.ts";
 import { MLP } from "../src/nn/container.ts";
-import { crossEntropy } from "../src/tensor/ops/nn.ts";
+import { crossEntropy } from "../src/tensor/ops/cross_entropy.ts";
 import { matmul } from "../src/tensor/ops/matmul.ts";
 import { SGD } from "../src/optim/sgd.ts";
 import { noGrad } from "../src/tensor/autograd.ts";

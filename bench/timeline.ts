@@ -13,7 +13,7 @@ import { SGD } from "../src/optim/sgd.ts";
 import { DistributedDataParallel } from "../src/parallel/ddp.ts";
 import { nowUs, record, span } from "../src/profile/tracer.ts";
 import { randn } from "../src/tensor/creation.ts";
-import { crossEntropy } from "../src/tensor/ops/nn.ts";
+import { crossEntropy } from "../src/tensor/ops/cross_entropy.ts";
 import { manualSeed } from "../src/tensor/random.ts";
 import { tidyAsync } from "../src/tensor/scope.ts";
 import { setNumThreads } from "../src/tensor/threads.ts";

@@ -7,12 +7,12 @@
  * @module
  */
 
+import { mseLoss as fusedMseLoss } from "../tensor/ops/nn.ts";
 import {
   crossEntropy as fusedCrossEntropy,
   type CrossEntropyOptions,
-  mseLoss as fusedMseLoss,
   type Reduction,
-} from "../tensor/ops/nn.ts";
+} from "../tensor/ops/cross_entropy.ts";
 import { formatShape, type Tensor } from "../tensor/tensor.ts";
 import { expectF32, sameShape } from "./_checks.ts";
 

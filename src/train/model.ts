@@ -12,7 +12,8 @@ import { AdamW } from "../optim/adamw.ts";
 import type { Optimizer } from "../optim/optimizer.ts";
 import { SGD } from "../optim/sgd.ts";
 import { type FSDPModule, fullyShard } from "../parallel/fsdp/fully_shard.ts";
-import { crossEntropy, mseLoss } from "../tensor/ops/nn.ts";
+import { mseLoss } from "../tensor/ops/nn.ts";
+import { crossEntropy } from "../tensor/ops/cross_entropy.ts";
 import type { Tensor } from "../tensor/tensor.ts";
 import type { TrainConfig } from "./config.ts";
 

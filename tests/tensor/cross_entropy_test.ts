@@ -8,7 +8,7 @@
 
 import assert from "node:assert/strict";
 import { manualSeed, randn, type Tensor, tensor, tidy } from "../../mod.ts";
-import { crossEntropy } from "../../src/tensor/ops/nn.ts";
+import { crossEntropy } from "../../src/tensor/ops/cross_entropy.ts";
 import { assertClose } from "../_harness/fixtures.ts";
 
 /** log-softmax over the last dimension from exp, sum and log (no fused kernel). */

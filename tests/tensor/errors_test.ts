@@ -6,7 +6,8 @@
 import assert from "node:assert/strict";
 import { manualSeed, NativeArgumentError, randn, tensor, tidy, zeros } from "../../mod.ts";
 import { linear } from "../../src/tensor/ops/matmul.ts";
-import { crossEntropy, dropout, embedding, layerNorm, mseLoss } from "../../src/tensor/ops/nn.ts";
+import { dropout, embedding, layerNorm, mseLoss } from "../../src/tensor/ops/nn.ts";
+import { crossEntropy } from "../../src/tensor/ops/cross_entropy.ts";
 
 /** Asserts that `fn` throws an instance of `kind` whose message matches `message`. */
 function throwsWith(fn: () => unknown, kind: ErrorConstructor, message: RegExp): void {

@@ -10,7 +10,8 @@
 import assert from "node:assert/strict";
 import { manualSeed, noGrad, randn, type Tensor, tensor, tidy } from "../../mod.ts";
 import { linear } from "../../src/tensor/ops/matmul.ts";
-import { crossEntropy, dropout, embedding, layerNorm, mseLoss } from "../../src/tensor/ops/nn.ts";
+import { dropout, embedding, layerNorm, mseLoss } from "../../src/tensor/ops/nn.ts";
+import { crossEntropy } from "../../src/tensor/ops/cross_entropy.ts";
 import { assertClose } from "../_harness/fixtures.ts";
 
 /** A deterministic generator of floats in [0, 1) (mulberry32). */

@@ -18,7 +18,7 @@ import {
   zeros,
 } from "../../mod.ts";
 import { linear } from "../../src/tensor/ops/matmul.ts";
-import { crossEntropy } from "../../src/tensor/ops/nn.ts";
+import { crossEntropy } from "../../src/tensor/ops/cross_entropy.ts";
 
 const gc = (globalThis as { gc?: () => void }).gc;
 

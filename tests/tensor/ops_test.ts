@@ -7,7 +7,8 @@
 import assert from "node:assert/strict";
 import { type Tensor, tidy } from "../../mod.ts";
 import { linear } from "../../src/tensor/ops/matmul.ts";
-import { crossEntropy, embedding, layerNorm, mseLoss } from "../../src/tensor/ops/nn.ts";
+import { embedding, layerNorm, mseLoss } from "../../src/tensor/ops/nn.ts";
+import { crossEntropy } from "../../src/tensor/ops/cross_entropy.ts";
 import { assertClose, fromFixture, loadCases, type OpCase } from "../_harness/fixtures.ts";
 
 type Inputs = Record<string, Tensor>;

@@ -17,7 +17,7 @@ import {
   tidy,
   zeros,
 } from "../../mod.ts";
-import { crossEntropy } from "../../src/tensor/ops/nn.ts";
+import { crossEntropy } from "../../src/tensor/ops/cross_entropy.ts";
 import { sumSquares } from "../../src/tensor/ops/reduce.ts";
 import { assertClose, fromFixture, loadCases, type OpCase } from "../_harness/fixtures.ts";
 

@@ -22,7 +22,7 @@ import { AdamW } from "../../../src/optim/adamw.ts";
 import { type DDPOptions, DistributedDataParallel } from "../../../src/parallel/mod.ts";
 import { noGrad } from "../../../src/tensor/autograd.ts";
 import { tensor } from "../../../src/tensor/creation.ts";
-import { crossEntropy } from "../../../src/tensor/ops/nn.ts";
+import { crossEntropy } from "../../../src/tensor/ops/cross_entropy.ts";
 import { manualSeed } from "../../../src/tensor/random.ts";
 import { tidyAsync } from "../../../src/tensor/scope.ts";
 import type { Tensor } from "../../../src/tensor/tensor.ts";

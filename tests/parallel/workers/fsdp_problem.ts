@@ -11,7 +11,7 @@ import type { Module } from "../../../src/nn/module.ts";
 import { clipGradNorm } from "../../../src/nn/utils/clip_grad.ts";
 import { AdamW } from "../../../src/optim/adamw.ts";
 import { tensor } from "../../../src/tensor/creation.ts";
-import { crossEntropy } from "../../../src/tensor/ops/nn.ts";
+import { crossEntropy } from "../../../src/tensor/ops/cross_entropy.ts";
 import { manualSeed } from "../../../src/tensor/random.ts";
 import { tidy } from "../../../src/tensor/scope.ts";
 import type { Tensor } from "../../../src/tensor/tensor.ts";

@@ -10,7 +10,7 @@ import type { Module } from "../../../src/nn/module.ts";
 import { SGD } from "../../../src/optim/sgd.ts";
 import type { DDPOptions } from "../../../src/parallel/mod.ts";
 import { tensor } from "../../../src/tensor/creation.ts";
-import { crossEntropy } from "../../../src/tensor/ops/nn.ts";
+import { crossEntropy } from "../../../src/tensor/ops/cross_entropy.ts";
 import { manualSeed } from "../../../src/tensor/random.ts";
 import { tidy } from "../../../src/tensor/scope.ts";
 import type { Tensor } from "../../../src/tensor/tensor.ts";
