@@ -21,7 +21,9 @@
  * ```
  *
  * Tensors live on a device found by name (`"cpu"` is built in; `registerDevice` adds one), and
- * `t.to(device)` moves them (`"cuda"` where a GPU is: `cuda.isAvailable()` says, or why not); see [Note: device seam] in src/tensor/device/device.ts.
+ * `t.to(device)` moves them (`"cuda"` where a GPU is: `cuda.isAvailable()` says, or why not;
+ * `"emu"`, an emulated accelerator with a GPU's contract over the CPU kernels, everywhere); see
+ * [Note: device seam] in src/tensor/device/device.ts.
  * @module
  */
 
@@ -37,6 +39,7 @@ export {
   type DeviceBlock,
   type DeviceFactory,
   type DevicePtr,
+  emu,
   getDevice,
   type HostCopy,
   type KernelAbi,

@@ -113,16 +113,25 @@ function lastError(lib: DtrainSymbols): string {
 }
 
 /**
+ * Throws libdtrain's error for a status unless it is OK: a RangeError (`NativeArgumentError`) for
+ * bad arguments, a `NativeError` with the status otherwise, with the calling thread's message.
+ *
+ * @param lib The opened libdtrain.
+ * @param status A status one of its functions returned.
+ */
+export function checkDtrain(lib: DtrainSymbols, status: number): void {
+  if (status === Status.OK) return;
+  if (status === Status.EINVAL) throw new NativeArgumentError(lastError(lib));
+  throw new NativeError(status, lastError(lib));
+}
+
+/**
  * Makes the cpu device (called once, by the registry, on the first cpu tensor); this is where
  * `libdtrain.so` is opened.
  */
 export function createCpuDevice(): DeviceBackend {
   const lib = loadDtrain();
-  const check = (status: number): void => {
-    if (status === Status.OK) return;
-    if (status === Status.EINVAL) throw new NativeArgumentError(lastError(lib));
-    throw new NativeError(status, lastError(lib));
-  };
+  const check = (status: number): void => checkDtrain(lib, status);
   const copy = (dst: Deno.PointerValue, src: Deno.PointerValue, nbytes: number): void => {
     check(lib.dt_copy(dst, src, nbytes));
   };

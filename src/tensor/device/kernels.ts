@@ -220,18 +220,19 @@ export type KernelFunction = (...args: never[]) => number;
  * it (the cuda device first selects its GPU).
  *
  * @param lib The opened library's functions.
- * @param wrap Makes each table entry from the library's function (absent: the function itself).
+ * @param wrap Makes each table entry from the library's function and its C name (absent: the
+ *   function itself).
  * @returns The table, a plain object with one property per kernel.
  */
 export function bindKernels(
   lib: Pick<KernelAbi, KernelSymbol>,
-  wrap?: (kernel: KernelFunction) => KernelFunction,
+  wrap?: (kernel: KernelFunction, symbol: KernelSymbol) => KernelFunction,
 ): Kernels {
   // fromEntries, unlike assigning keys one by one, leaves V8 an object with fast properties.
   return Object.fromEntries(
     Object.entries(kernelSymbols).map(([name, symbol]) => {
       const kernel = lib[symbol] as KernelFunction;
-      return [name, wrap === undefined ? kernel : wrap(kernel)];
+      return [name, wrap === undefined ? kernel : wrap(kernel, symbol)];
     }),
   ) as unknown as Kernels;
 }

@@ -1,8 +1,8 @@
 /**
  * The device seam as the layers above it import it (see [Note: device seam] in device.ts): the
  * backend interface and kernel table, the registry (devices by name, canonical names), the `cuda`
- * namespace, and the cpu's thread count. No file outside this folder imports a device's own module
- * (cpu.ts, cuda*.ts).
+ * and `emu` namespaces, and the cpu's thread count. No file outside this folder imports a
+ * device's own module (cpu.ts, cuda*.ts, emu*.ts).
  * @module
  */
 
@@ -22,6 +22,8 @@ export {
 } from "./kernels.ts";
 export { allocatedBytesOnAll, canonicalDeviceName, getDevice, registerDevice } from "./registry.ts";
 export * as cuda from "./cuda_api.ts";
+export * as emu from "./emu_api.ts";
+export type { EmuDevice } from "./emu.ts";
 export { getCpuThreads, setCpuThreads } from "./cpu.ts";
 // The NCCL backend opens libdtrain_cuda through the cuda device's runtime, which owns the library.
 export { cudaLastError, requireCuda } from "./cuda_runtime.ts";

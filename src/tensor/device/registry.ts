@@ -1,6 +1,6 @@
 /**
  * Devices found by name. Built-in families are the entries of `factories` below (`cpu`, and `cuda`
- * from cuda.ts, which says why when no GPU is usable; a device shipped with dtrain adds its one
+ * from cuda.ts, which says why when no GPU is usable; `emu`, the emulated accelerator of emu.ts; a device shipped with dtrain adds its one
  * entry there); any other registers at run time with `registerDevice(family, factory)`. `"cuda:1"`
  * asks the "cuda" factory for index 1, and `"cuda"` is `"cuda:0"`: each device is made once per
  * family and index, on its first use (so its native library opens then), and cached under every
@@ -11,11 +11,13 @@
 
 import { createCpuDevice } from "./cpu.ts";
 import { createCudaDevice } from "./cuda.ts";
+import { createEmuDevice } from "./emu.ts";
 import type { DeviceBackend, DeviceFactory } from "./device.ts";
 
 const factories = new Map<string, DeviceFactory>([
   ["cpu", () => createCpuDevice()],
   ["cuda", createCudaDevice],
+  ["emu", createEmuDevice],
 ]);
 const devices = new Map<string, DeviceBackend>();
 /** The devices made so far, once each (the allocation path sums their bytes without an iterator). */
