@@ -58,7 +58,7 @@ export const TrainConfigSchema = z.object({
   threads: z.number().int().nonnegative(),
   maxSteps: z.number().int().nonnegative(),
   logEvery: z.number().int().nonnegative(),
-  device: z.enum(["cpu", "cuda"]),
+  device: z.enum(["cpu", "cuda", "emu"]),
   strategy: z.enum(["ddp", "fsdp"]),
   profile: z.string(),
 }).extend(LauncherFieldsSchema.shape).strict();
@@ -192,7 +192,8 @@ export const USAGE = `usage: deno task train [EPOCHS SAVE_EVERY] [options]
   --nnodes N|MIN:MAX --node-rank R --master-addr A --master-port P --max-restarts K --log-dir D
                            multi-node launch, spelled like torchrun (--log-dir: default logs/
                            beside the snapshot)
-  --device cpu|cuda        (default cpu)
+  --device cpu|cuda|emu    (default cpu) cuda: one GPU per process; emu: the emulated
+                           accelerator (a GPU's contract over the CPU kernels, for CI)
   --strategy ddp|fsdp      (default ${DEFAULTS.strategy}) ddp: every process keeps the whole model; fsdp: the
                            parameters, gradients and optimizer state are sharded over the processes
                            (each GPT block, each MLP layer, then the rest), the snapshot is a

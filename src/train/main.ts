@@ -12,7 +12,7 @@
 import { existsSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { setNumThreads } from "../tensor/threads.ts";
-import { cuda } from "../tensor/device/mod.ts";
+import { deviceProblem, groupBackend } from "./devices.ts";
 import { CheckpointError, save } from "../checkpoint/mod.ts";
 import type { StateDict } from "../nn/module.ts";
 import { fullStateDict } from "../parallel/fsdp/full_state_dict.ts";
@@ -126,10 +126,8 @@ async function runWorker(config: TrainConfig): Promise<number> {
   const alone = Deno.env.get("RANK") === undefined
     ? { initMethod: "tcp://127.0.0.1:0", rank: 0, worldSize: 1 }
     : {};
-  // "auto": NCCL for the gradients of a model on the GPU, Gloo for the CPU tensors.
-  if (grouped) {
-    await initProcessGroup({ backend: config.device === "cuda" ? "auto" : "gloo", ...alone });
-  }
+  // "auto" on an accelerator: its device collectives for the model, Gloo for the CPU tensors.
+  if (grouped) await initProcessGroup({ backend: groupBackend(config.device), ...alone });
   try {
     const trainer = new Trainer(config);
     await trainer.init();
@@ -169,16 +167,9 @@ export async function main(args: string[]): Promise<number> {
     console.log(USAGE);
     return 0;
   }
-  if (config.device === "cuda" && !cuda.isAvailable()) {
-    console.error(`train: --device cuda: CUDA is not available: ${cuda.unavailableReason()}`);
-    return 2;
-  }
-  if (config.device === "cuda" && config.nprocPerNode > cuda.deviceCount()) {
-    const gpus = cuda.deviceCount();
-    console.error(
-      `train: --device cuda runs one process per GPU, but --nproc-per-node is ` +
-        `${config.nprocPerNode} and this machine has ${gpus} GPU${gpus === 1 ? "" : "s"}`,
-    );
+  const problem = deviceProblem(config.device, config.nprocPerNode);
+  if (problem !== null) {
+    console.error(`train: ${problem}`);
     return 2;
   }
   const launched = Deno.env.get("RANK") !== undefined;

@@ -19,6 +19,7 @@ import { cosineWithWarmup } from "../optim/lr_scheduler.ts";
 import type { Device } from "../tensor/storage.ts";
 import type { Tensor } from "../tensor/tensor.ts";
 import type { TrainConfig } from "./config.ts";
+import { processDevice } from "./devices.ts";
 import { buildModel, buildOptimizer, fullyShardModel, loadTask, type Task } from "./model.ts";
 import { sumOverRanks } from "./_stats.ts";
 import { checkStep } from "./_finite.ts";
@@ -39,7 +40,7 @@ export class Trainer {
   readonly worldSize: number;
   readonly task: Task;
   readonly model: Module;
-  /** Where the model and each batch live ("cpu", or "cuda:LOCAL_RANK"). */
+  /** Where the model and each batch live ("cpu", or the local rank's device: "cuda:LOCAL_RANK"). */
   readonly device: Device;
   readonly optimizer: Optimizer<{ lr: number }>;
   readonly sampler: DistributedSampler;
@@ -72,9 +73,7 @@ export class Trainer {
     manualSeed(config.seed);
     this.task = loadTask(config);
     // One GPU per local rank (the launcher sets LOCAL_RANK); the model moves before its optimizer.
-    this.device = config.device === "cuda"
-      ? `cuda:${Number(Deno.env.get("LOCAL_RANK") ?? 0)}`
-      : "cpu";
+    this.device = processDevice(config.device);
     const model = buildModel(config, this.task).to(this.device);
     this.#fsdp = config.strategy === "fsdp" ? fullyShardModel(model) : null;
     this.model = model;
@@ -85,11 +84,11 @@ export class Trainer {
       shuffle: true,
       seed: config.seed,
     });
-    // On a GPU, batches arrive through page-locked memory, copied while the step before runs.
+    // On an accelerator, batches arrive through page-locked memory, copied while the step before runs.
     this.loader = new DataLoader(this.task.train, {
       batchSize: config.batchSize,
       sampler: this.sampler,
-      pinMemory: config.device === "cuda",
+      pinMemory: config.device !== "cpu",
       device: this.device,
     });
   }

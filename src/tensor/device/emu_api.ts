@@ -13,6 +13,30 @@ import {
 } from "./emu_precision.ts";
 
 /**
+ * Whether tensors can live on `"emu"`: always, unless `DTRAIN_EMU_DEVICES` is malformed
+ * ({@linkcode unavailableReason} says so). The same question as `cuda.isAvailable`.
+ *
+ * @returns True when the emulated devices are usable.
+ */
+export function isAvailable(): boolean {
+  return unavailableReason() === "";
+}
+
+/**
+ * Why the emulated devices are unavailable (a malformed `DTRAIN_EMU_DEVICES`), or `""`.
+ *
+ * @returns The reason, in a sentence.
+ */
+export function unavailableReason(): string {
+  try {
+    emuDeviceCount();
+    return "";
+  } catch (err) {
+    return (err as Error).message;
+  }
+}
+
+/**
  * How many emulated devices there are (`DTRAIN_EMU_DEVICES`, default 8).
  *
  * @returns The count.
