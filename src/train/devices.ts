@@ -16,14 +16,16 @@ import type { Device } from "../tensor/storage.ts";
 interface Accelerator {
   /** The family's name in a sentence ("CUDA"). */
   title: string;
+  /** What one of its devices is called ("GPU"). */
+  unit: string;
   /** `cuda` or `emu`: availability with its reason, and the device count. */
   api: { isAvailable(): boolean; unavailableReason(): string; deviceCount(): number };
 }
 
 /** The accelerator families `--device` takes, by name. */
 export const ACCELERATORS: Readonly<Record<"cuda" | "emu", Accelerator>> = {
-  cuda: { title: "CUDA", api: cuda },
-  emu: { title: "the emulated accelerator", api: emu },
+  cuda: { title: "CUDA", unit: "GPU", api: cuda },
+  emu: { title: "the emulated accelerator", unit: "emu device", api: emu },
 };
 
 /** A `--device` value. */
@@ -32,21 +34,20 @@ export type TrainDevice = "cpu" | keyof typeof ACCELERATORS;
 /**
  * Why the job cannot run on `device` with `nprocPerNode` processes a node, or null when it can.
  *
- * @param device The `--device` value.
+ * @param choice The `--device` value.
  * @param nprocPerNode Processes per node, one per device.
  * @returns The message for the user, or null.
  */
-export function deviceProblem(device: TrainDevice, nprocPerNode: number): string | null {
-  if (device === "cpu") return null;
-  const { title, api } = ACCELERATORS[device];
+export function deviceProblem(choice: TrainDevice, nprocPerNode: number): string | null {
+  if (choice === "cpu") return null;
+  const { title, unit, api } = ACCELERATORS[choice];
   if (!api.isAvailable()) {
-    return `--device ${device}: ${title} is not available: ${api.unavailableReason()}`;
+    return `--device ${choice}: ${title} is not available: ${api.unavailableReason()}`;
   }
   const count = api.deviceCount();
   if (nprocPerNode > count) {
-    const devices = `${device === "cuda" ? "GPU" : "emu device"}${count === 1 ? "" : "s"}`;
-    return `--device ${device} runs one process per ${device === "cuda" ? "GPU" : "device"}, ` +
-      `but --nproc-per-node is ${nprocPerNode} and this machine has ${count} ${devices}`;
+    return `--device ${choice} runs one process per ${unit}, but --nproc-per-node is ` +
+      `${nprocPerNode} and this machine has ${count} ${unit}${count === 1 ? "" : "s"}`;
   }
   return null;
 }
@@ -54,19 +55,19 @@ export function deviceProblem(device: TrainDevice, nprocPerNode: number): string
 /**
  * The device this process trains on: the cpu, or its local rank's (`cuda:LOCAL_RANK`).
  *
- * @param device The `--device` value.
+ * @param choice The `--device` value.
  * @returns The device's name.
  */
-export function processDevice(device: TrainDevice): Device {
-  return device === "cpu" ? "cpu" : `${device}:${Number(Deno.env.get("LOCAL_RANK") ?? 0)}`;
+export function processDevice(choice: TrainDevice): Device {
+  return choice === "cpu" ? "cpu" : `${choice}:${Number(Deno.env.get("LOCAL_RANK") ?? 0)}`;
 }
 
 /**
- * The backend of the job's process group on `device`.
+ * The backend of the job's process group on `choice`.
  *
- * @param device The `--device` value.
+ * @param choice The `--device` value.
  * @returns "gloo" on the cpu, "auto" on an accelerator.
  */
-export function groupBackend(device: TrainDevice): BackendName {
-  return device === "cpu" ? "gloo" : "auto";
+export function groupBackend(choice: TrainDevice): BackendName {
+  return choice === "cpu" ? "gloo" : "auto";
 }

@@ -30,7 +30,7 @@ Deno.test("no file outside src/tensor/device/ imports a device's own module", ()
   const offenders = aboveSeam.flatMap((file) =>
     specifiers(file)
       .map((specifier) => fileURLToPath(new URL(specifier, `file://${file}`)))
-      .filter((target) => /^(cpu|cuda[a-z_]*)\.ts$/.test(target.slice(SEAM.length)))
+      .filter((target) => /^(cpu|cuda[a-z_]*|emu[a-z_]*)\.ts$/.test(target.slice(SEAM.length)))
       .filter((target) => target.startsWith(SEAM))
       .map((target) => `${file.slice(ROOT.length)} imports ${target.slice(ROOT.length)}`)
   );
@@ -39,10 +39,10 @@ Deno.test("no file outside src/tensor/device/ imports a device's own module", ()
 });
 
 Deno.test("no file outside src/tensor/device/ tests a device's name for its memory", () => {
-  // The train job's `--device cpu|cuda` option (config.device) is the user's choice of device, not
+  // The train job's `--device cpu|cuda|emu` option (config.device, src/train/devices.ts's `choice`) is the user's choice of device, not
   // a tensor's device, and is not matched.
   const nameTest =
-    /(?<!config\.)(?:device|\.name)\??\.startsWith\(["']cuda|(?<!config\.)(?:device|\.name) [!=]== ["'](?:cpu|cuda)/;
+    /(?<!config\.)(?:device|\.name)\??\.startsWith\(["'](?:cuda|emu)|(?<!config\.)(?:device|\.name) [!=]== ["'](?:cpu|cuda|emu)/;
   const offenders = aboveSeam.flatMap((file) =>
     Deno.readTextFileSync(file).split("\n")
       .map((line, i) => ({ line, at: `${file.slice(ROOT.length)}:${i + 1}` }))

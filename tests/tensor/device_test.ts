@@ -165,6 +165,6 @@ Deno.test("registerDevice refuses a taken or malformed name; an unknown device l
   throwsWith(
     () => tensor([1], [1], { device: "tpu:0" }),
     Error,
-    `device "tpu:0" is not available in this build (registered: cpu, cuda, counting, refusing)`,
+    `device "tpu:0" is not available in this build (registered: cpu, cuda, emu, counting, refusing)`,
   );
 });
