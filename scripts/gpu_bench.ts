@@ -7,7 +7,7 @@
  */
 
 import { parseArgs } from "node:util";
-import { cuda, manualSeed, nn, optim, type Tensor, tensor } from "../mod.ts";
+import { cuda, F, manualSeed, nn, optim, tensor } from "../mod.ts";
 
 const { values } = parseArgs({
   options: { batch: { type: "string", default: "8" }, steps: { type: "string", default: "10" } },
@@ -15,43 +15,39 @@ const { values } = parseArgs({
 const batch = Number(values.batch), steps = Number(values.steps);
 const config = { vocabSize: 50304, blockSize: 1024, nLayer: 12, nHead: 12, nEmbd: 768 };
 
-type GPTModel = nn.Module & { forward(idx: Tensor, targets?: Tensor): unknown };
-const GPT = (nn as unknown as Record<string, unknown>).GPT as
-  | (new (c: typeof config) => GPTModel)
-  | undefined;
-
 function report(fields: Record<string, unknown>): void {
   console.log(JSON.stringify({ framework: "dtrain", ...fields }));
 }
 
 if (!cuda.isAvailable()) {
   report({ skipped: `CUDA is not available: ${cuda.unavailableReason()}` });
-} else if (GPT === undefined) {
-  report({ skipped: "nn.GPT does not exist yet" });
 } else {
   manualSeed(0);
   cuda.setMatmulPrecision("medium");
-  const model = new GPT(config).to("cuda");
+  const model = new nn.GPT(config).to("cuda");
   const opt = new optim.AdamW(model.parameters(), { lr: 6e-4, weightDecay: 0.1 });
   const T = config.blockSize;
   let seed = 1;
-  const tokens = () => {
+  const tokens = (shape: number[]) => {
     const ids = new Int32Array(batch * T);
     for (let i = 0; i < ids.length; i++) {
       seed = (seed * 1103515245 + 12345) >>> 0;
       ids[i] = seed % config.vocabSize;
     }
-    return tensor(ids, [batch, T], { dtype: "i32", device: "cuda" });
+    return tensor(ids, shape, { dtype: "i32", device: "cuda" });
   };
   const step = () => {
-    const x = tokens(), y = tokens();
-    const out = model.forward(x, y);
-    const loss = (Array.isArray(out) ? out[1] : out) as Tensor;
+    const x = tokens([batch, T]), y = tokens([batch * T]);
+    // The loss from the logits [B*T, V] (what PyTorch's side does too), whatever forward returns
+    // besides them some day.
+    const logits = model.forward(x);
+    const flat = logits.reshape(batch * T, config.vocabSize);
+    const loss = F.crossEntropy(flat, y);
     loss.backward();
     opt.step();
     opt.zeroGrad();
     const value = loss.item(); // waits for the step's kernels
-    for (const t of [x, y, loss]) t.dispose();
+    for (const t of [x, y, logits, flat, loss]) t.dispose();
     return value;
   };
   for (let i = 0; i < 2; i++) step();

@@ -1,7 +1,9 @@
 """The GPU benchmark's PyTorch side (scripts/gpu_check.sh runs it): GPT-2 small (124M, block 1024)
 training steps in eager mode with bf16 autocast and f32 master weights, AdamW, on cuda:0; the same
 model shape, batch and step counts as scripts/gpu_bench.ts. Prints one JSON line (tokens/s, MFU).
-The model is a compact nanoGPT (model.py) with its initialisation; no dropout, fused attention."""
+The model is a compact nanoGPT (model.py) with its initialisation; no dropout, fused attention, and
+exact (erf) GELU, as dtrain's nn.GPT has (src/nn/gpt.ts), not nanoGPT's tanh approximation, so the
+two sides run the same arithmetic."""
 import argparse
 import json
 import time
@@ -25,7 +27,8 @@ class Block(nn.Module):
         q, k, v = (t.view(B, T, self.h, C // self.h).transpose(1, 2) for t in (q, k, v))
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         x = x + self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
-        return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
+        # Exact GELU (approximate="none", F.gelu's default), like dtrain's nn.GPT.
+        return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="none"))
 
 
 class GPT(nn.Module):

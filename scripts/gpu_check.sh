@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
-# The GPU check: run on a machine with an NVIDIA GPU, from the repository root, with nothing but
-# the checkout and a carried .device/ folder (no package registry is needed there):
+# The GPU check: run on a machine with an NVIDIA GPU, from anywhere, with nothing but the checkout
+# and a carried .device/ folder (no package registry is needed there):
 #
 #   scripts/gpu_check.sh --pack                here: everything the check needs into .device/
-#   scripts/gpu_check.sh [RESULTS_FILE]        there (default results file: gpu_check_results.txt)
+#   scripts/gpu_check.sh [RESULTS_FILE]        there (default ./gpu_check_results.txt); a relative
+#                                              path is the caller's, e.g. "$OUT/gpu_check.txt"
+#   scripts/gpu_check.sh --judge GPUS RC FILE  how one step's output is judged (see judge below)
+#
+# GPU_CHECK_STEPS="KEY ..." runs only those steps (keys: machine build cuda tests train
+# bench-dtrain bench-torch), e.g. to rerun what failed; the unpacking always runs.
 #
 # --pack writes .device/deno.xz (this checkout's Deno), .device/deno_dir.tar.xz (its npm cache) and
 # .device/gpu-check-libs.tar.xz: libdtrain.so built for any x86-64-v3 processor, libdtrain_gloo.so,
@@ -13,18 +18,65 @@
 # cache of ../shared/tools/pack-deno-for-device.sh is about 38 MB; --pack replaces it.) There,
 # what the machine can build (make, a C compiler, OpenBLAS and Gloo headers, nvcc) is built, and
 # what it cannot is taken from that archive. PyTorch and NVIDIA's cuBLAS/NCCL wheels come from the
-# python3 on PATH. Under 8 minutes: each step has its own time limit, which with each step's 5 s
-# grace to die adds up to 480 s, and a failed step does not stop the next. All results go to one
-# file.
+# python3 on PATH. All results go to one file, ending with one line
+# "gpu_check: N steps, N passed, N failed"; the exit status is non-zero when any step failed.
 #
-# Steps: 1. the machine (GPU, driver, nvcc, torch, the wheels' libraries); 2. build; 3. CUDA
-# available; 4. the CUDA tests (tests/cuda: every op against the CPU at f32 rel err <= 1e-4 and
-# bf16 <= 2e-2, attention, a DataLoader batch through pinned memory equal to the CPU batch, a GPT
-# step where nn.GPT exists, DDP and FSDP over NCCL on every visible GPU, FSDP on one GPU against
-# FSDP on the cpu); 5. the GPT-2 small benchmark,
-# dtrain (scripts/gpu_bench.ts) then PyTorch eager (scripts/gpu_bench_torch.py), bf16.
+# Time: at most 9 minutes. Each step has its own limit and 5 s more to die (timeout -k 5):
+#   unpack .device/ 25 + machine 15 + build 100 + cuda available 15 + tests 90 + train 100
+#   + bench-dtrain 85 + bench-torch 60 = 490 s, + 8 x 5 s grace = 530 s, + 5 s for counting the
+#   GPUs (nvidia-smi -L) = 535 s <= 540 s. A failed step does not stop the next.
+#
+# Steps: 1. unpack .device/; 2. the machine (GPU, driver, nvcc, python3, the wheels' libraries;
+# not torch, whose import can take seconds: the PyTorch benchmark reports its version); 3. build;
+# 4. CUDA available; 5. tests (tests/cuda but train_test.ts: every op against the CPU at f32 rel
+# err <= 1e-4 and bf16 <= 2e-2, attention, a DataLoader batch through pinned memory equal to the
+# CPU batch); 6. train (tests/cuda/train_test.ts: a GPT step against the cpu, DDP's gradients over
+# a real NCCL group on every visible GPU, FSDP over NCCL; each subprocess there has 45 s and each
+# in-process NCCL call 30 s, so an NCCL hang costs at most 45 s); 7. the GPT-2 small benchmark,
+# dtrain (scripts/gpu_bench.ts) then 8. PyTorch eager (scripts/gpu_bench_torch.py), bf16.
+#
+# A step passes when it exits 0 and, where a GPU is visible (nvidia-smi lists one, or dtrain counts
+# one), skipped nothing: a test ignored with "[skipped: ...]" in its name (or ignored tests the
+# output does not name) or a benchmark printing "skipped" fails it.
 set -uo pipefail
 export NO_COLOR=1
+
+# judge GPUS RC FILE: the verdict on a step that exited RC, printing FILE, on a machine with GPUS
+# visible GPUs; prints it ("passed", or "FAILED (why)") and returns 0 when the step passed. With a
+# GPU, every ignored test must be one that is ignored because there is a GPU (its name has no
+# "[skipped: ...]"), and no benchmark may print a "skipped" field.
+judge() {
+  local gpus=$1 rc=$2 file=$3
+  if [[ $rc == 124 || $rc == 137 ]]; then echo "FAILED (exit $rc: timed out)" && return 1; fi
+  if [[ $rc != 0 ]]; then echo "FAILED (exit $rc)" && return 1; fi
+  if ((gpus > 0)); then
+    local ignored by_design skipped
+    # deno test's summary lines: "ok | 15 passed | 0 failed | 36 ignored (3s)".
+    ignored=$(sed -nE 's/^(ok|FAILED) \|.* ([0-9]+) ignored.*/\2/p' "$file" | awk '{ n += $1 } END { print n + 0 }')
+    by_design=$(grep -E ' \.\.\. ignored' "$file" | grep -cv '\[skipped: ')
+    if ((ignored > by_design)); then
+      skipped=$(grep -E '\[skipped: .* \.\.\. ignored' "$file" | head -n 3 | sed 's/ \.\.\. ignored.*//' | paste -sd ';' -)
+      echo "FAILED ($((ignored - by_design)) test(s) skipped with $gpus GPU(s) visible${skipped:+: $skipped})"
+      return 1
+    fi
+    if grep -q '"skipped":' "$file"; then
+      echo "FAILED (skipped with $gpus GPU(s) visible: $(grep -m 1 -o '"skipped":.*' "$file"))"
+      return 1
+    fi
+  fi
+  echo "passed (exit 0)"
+}
+if [[ ${1:-} == --judge ]]; then
+  (($# == 4)) || { echo "usage: gpu_check.sh --judge GPUS RC FILE" >&2; exit 2; }
+  judge "$2" "$3" "$4"
+  exit
+fi
+
+# The results file, resolved against the caller's folder before the cd below.
+if [[ ${1:-} != --pack ]]; then
+  out=${1:-gpu_check_results.txt}
+  [[ $out == /* ]] || out=$PWD/$out
+fi
 cd "$(dirname "$0")/.." || exit 1
 carried=.device/gpu-check-libs.tar.xz
 NVCC=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null || true)
@@ -47,7 +99,7 @@ if [[ ${1:-} == --pack ]]; then
     xz -T0 -6 -c "$deno" >.device/deno.xz
   fi
   DENO_DIR=$stage/deno_dir "$deno" cache mod.ts src/train/main.ts src/launch/main.ts \
-    scripts/gpu_bench.ts tests/cuda/*.ts >"$stage/cache.log" 2>&1 || { cat "$stage/cache.log" >&2; exit 1; }
+    scripts/gpu_bench.ts tests/cuda/*.ts tests/cuda/workers/*.ts >"$stage/cache.log" 2>&1 || { cat "$stage/cache.log" >&2; exit 1; }
   tar -C "$stage/deno_dir" -cf - . | xz -T0 -6 >.device/deno_dir.tar.xz
   rm -rf .device/deno_dir
 
@@ -78,25 +130,35 @@ if [[ ${1:-} == --pack ]]; then
   exit 0
 fi
 
-out=${1:-gpu_check_results.txt}
-: >"$out"
+if ! { mkdir -p "$(dirname "$out")" && : >"$out"; }; then
+  echo "gpu_check: cannot write the results file $out" >&2
+  exit 1
+fi
 started=$(date +%s)
-failures=0
+steps=0 passed=0 failed=0
+only=${GPU_CHECK_STEPS:-}
+# Visible GPUs: nvidia-smi's list now, dtrain's count once the cuda step has run (5 s at most).
+gpus=$(timeout -k 1 4 nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
+gpus=${gpus:-0}
 
 say() { echo "$*" | tee -a "$out"; }
-# step NAME LIMIT_S COMMAND...: runs the command under a time limit, its output into the file.
+# step KEY LIMIT NAME COMMAND...: runs the command under a time limit, its output into the results
+# file, and judges it (judge above); skipped when GPU_CHECK_STEPS is set and does not name KEY.
 step() {
-  local name=$1 limit=$2
-  shift 2
+  local key=$1 limit=$2 name=$3
+  shift 3
+  if [[ -n $only && $key != unpack && " $only " != *" $key "* ]]; then return 0; fi
   say ""
   say "== $name (limit ${limit}s)"
-  local t0
+  local t0 log rc verdict
   t0=$(date +%s)
-  timeout --kill-after=5 "$limit" "$@" 2>&1 | tee -a "$out"
-  local rc=${PIPESTATUS[0]}
-  say "-- $name: exit $rc after $(($(date +%s) - t0))s$([ "$rc" = 124 ] && echo ' (TIMED OUT)')"
-  [ "$rc" = 0 ] || failures=$((failures + 1))
-  return 0
+  log=$(mktemp)
+  timeout --kill-after=5 "$limit" "$@" 2>&1 | tee -a "$out" "$log"
+  rc=${PIPESTATUS[0]}
+  steps=$((steps + 1))
+  if verdict=$(judge "$gpus" "$rc" "$log"); then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+  rm -f "$log"
+  say "-- $name: $verdict after $(($(date +%s) - t0))s"
 }
 
 # xz -dc, or Python's lzma where the image has no xz.
@@ -108,28 +170,39 @@ unxz() {
   fi
 }
 
-# Deno: on PATH, unpacked from the carried .device/deno.xz with its npm cache (packed by --pack, or
-# left unpacked by ../shared/tools/pack-deno-for-device.sh), or in .tools/.
-if ! command -v deno >/dev/null; then
-  if [ -f .device/deno.xz ]; then
-    unxz .device/deno.xz >/tmp/deno && chmod +x /tmp/deno
-    export PATH=/tmp:$PATH DENO_DIR=$PWD/.device/deno_dir
+# Deno, unpacked from the carried .device/deno.xz with its npm cache (packed by --pack, or left
+# unpacked by ../shared/tools/pack-deno-for-device.sh) where none is on PATH, and the carried
+# libraries, beside the checkout's own build/ (used where that lacks one).
+tmp=/tmp/dtrain-gpu-check
+unpacked=$tmp/libs
+unpack() {
+  rm -rf "$tmp" && mkdir -p "$tmp/bin" "$unpacked" || return 1
+  if ! command -v deno >/dev/null && [ -f .device/deno.xz ]; then
+    unxz .device/deno.xz >"$tmp/bin/deno" && chmod +x "$tmp/bin/deno" || return 1
     if [ -f .device/deno_dir.tar.xz ]; then
-      DENO_DIR=/tmp/dtrain-gpu-check-deno-dir
-      rm -rf "$DENO_DIR" && mkdir -p "$DENO_DIR" && unxz .device/deno_dir.tar.xz | tar -C "$DENO_DIR" -xf -
+      mkdir -p "$tmp/deno_dir" && unxz .device/deno_dir.tar.xz | tar -C "$tmp/deno_dir" -xf - || return 1
     fi
+    echo "deno: unpacked from .device/deno.xz"
+  fi
+  if [ -f "$carried" ]; then
+    unxz "$carried" | tar -C "$unpacked" -xf - || return 1
+    echo "carried libraries: unpacked from $carried"
+  fi
+}
+export tmp unpacked carried
+export -f unxz unpack
+step unpack 25 "unpack .device/" bash -c unpack
+if ! command -v deno >/dev/null; then
+  if [ -x "$tmp/bin/deno" ]; then
+    export PATH=$tmp/bin:$PATH DENO_DIR=$PWD/.device/deno_dir
+    if [ -d "$tmp/deno_dir" ]; then export DENO_DIR=$tmp/deno_dir; fi
   elif [ -x .tools/node_modules/@deno/linux-x64-glibc/deno ]; then
     export PATH=$PWD/.tools/node_modules/@deno/linux-x64-glibc:$PATH
   fi
 fi
-# The carried libraries, unpacked beside the checkout's own build/ (used where that lacks one).
-unpacked=/tmp/dtrain-gpu-check-libs
-if [ -f "$carried" ]; then
-  rm -rf "$unpacked" && mkdir -p "$unpacked" && unxz "$carried" | tar -C "$unpacked" -xf -
-fi
 
 commit=$(git rev-parse --short HEAD 2>/dev/null || head -n 1 "$unpacked/COMMIT" 2>/dev/null || echo '?')
-say "dtrain GPU check, $(date -u +%Y-%m-%dT%H:%M:%SZ), commit $commit"
+say "dtrain GPU check, $(date -u +%Y-%m-%dT%H:%M:%SZ), commit $commit, $gpus GPU(s) listed by nvidia-smi"
 # What the machine has (its own step, so a missing tool shows in the results).
 machine() {
   if command -v nvidia-smi >/dev/null; then
@@ -140,8 +213,7 @@ machine() {
   echo "deno: $(deno --version 2>/dev/null | head -n 1 || echo missing)"
   echo "nvcc: ${NVCC:-missing} $("${NVCC:-false}" --version 2>/dev/null | tail -n 1)"
   echo "make: $(command -v make || echo missing); cc: $(command -v cc || echo missing)"
-  python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' 2>&1 |
-    tail -n 1
+  echo "python3: $(python3 --version 2>&1 || echo missing)"
   # Where dtrain's loader will look last (csrc/cuda/libs.cu): python3's site-packages.
   python3 -c 'import site, glob
 for d in site.getsitepackages() + [site.getusersitepackages()]:
@@ -149,7 +221,6 @@ for d in site.getsitepackages() + [site.getusersitepackages()]:
         if "cublas" in p or "nccl" in p: print("wheel library:", p)' 2>&1 | tail -n 6
   if [ -f "$unpacked/COMMIT" ]; then echo "carried libraries built at: $(cat "$unpacked/COMMIT")"; fi
 }
-
 # Builds what this machine can: the CPU libraries need OpenBLAS and Gloo, the CUDA one nvcc.
 build() {
   make build/libdtrain.so build/libdtrain_gloo.so ||
@@ -167,8 +238,8 @@ build() {
 export NVCC unpacked
 export -f machine build
 
-step "machine" 15 bash -c machine
-step "build" 110 bash -c build
+step machine 15 "machine" bash -c machine
+step build 100 "build" bash -c build
 
 # Each library from this machine's build when there is one, else from the carried archive (whose
 # lib/ then goes on the loader's path, for OpenBLAS and Gloo).
@@ -187,16 +258,29 @@ for lib in libdtrain:DTRAIN_LIB libdtrain_gloo:DTRAIN_GLOO_LIB libdtrain_cuda:DT
 done
 
 # shellcheck disable=SC2016 # a TypeScript template literal, not a shell expansion
-step "cuda available" 15 deno eval 'import { cuda } from "./mod.ts";
+step cuda 15 "cuda available" deno eval 'import { cuda } from "./mod.ts";
   console.log(cuda.isAvailable() ? `${cuda.deviceCount()} GPU(s): ${cuda.getDeviceName(0)}` : `unavailable: ${cuda.unavailableReason()}`);
   if (!cuda.isAvailable()) Deno.exit(1);'
+# dtrain's own count where nvidia-smi listed none (an image without it).
+if ((gpus == 0)); then
+  gpus=$(sed -nE 's/^([0-9]+) GPU\(s\): .*/\1/p' "$out" | tail -n 1)
+  gpus=${gpus:-0}
+fi
 
 # --no-check: the types are checked where the code is developed; here that would only cost time.
-step "CUDA tests (tests/cuda)" 170 deno test -A --no-check --v8-flags=--expose-gc tests/cuda/
+# gpu_check_test.ts checks this script offline (shellcheck, which a GPU image seldom has).
+test_flags=(-A --no-check --v8-flags=--expose-gc)
+step tests 90 "CUDA tests (tests/cuda but train_test.ts)" deno test "${test_flags[@]}" \
+  --ignore=tests/cuda/train_test.ts,tests/cuda/gpu_check_test.ts tests/cuda/
+step train 100 "CUDA training tests (tests/cuda/train_test.ts, NCCL)" deno test "${test_flags[@]}" \
+  tests/cuda/train_test.ts
 
-step "benchmark: dtrain GPT-2 small, bf16" 85 deno run -A --v8-flags=--expose-gc scripts/gpu_bench.ts --batch 8 --steps 10
-step "benchmark: PyTorch eager GPT-2 small, bf16 autocast" 45 python3 scripts/gpu_bench_torch.py --batch 8 --steps 10
+step bench-dtrain 85 "benchmark: dtrain GPT-2 small, bf16" \
+  deno run -A --v8-flags=--expose-gc scripts/gpu_bench.ts --batch 8 --steps 10
+step bench-torch 60 "benchmark: PyTorch eager GPT-2 small, bf16 autocast (import torch included)" \
+  python3 scripts/gpu_bench_torch.py --batch 8 --steps 10
 
 say ""
-say "== done in $(($(date +%s) - started))s, $failures step(s) failed; results in $out"
-[ "$failures" = 0 ]
+say "== done in $(($(date +%s) - started))s; results in $out"
+say "gpu_check: $steps steps, $passed passed, $failed failed"
+((failed == 0))

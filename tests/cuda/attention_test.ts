@@ -3,13 +3,10 @@
 // [B, T, 3C] projection read in place, causal, a mask broadcast over the batch, and dropout (the
 // same counter RNG gives the same kept probabilities).
 import assert from "node:assert/strict";
-import { fileURLToPath } from "node:url";
 import { attentionSymbols, loadCuda } from "../../ffi/cuda.ts";
-import type { Symbols } from "../../ffi/load.ts";
+import { openLibrary, type Symbols } from "../../ffi/load.ts";
 import { manualSeed, randn, type Tensor, tensor } from "../../mod.ts";
 import { gpuTest, relativeError } from "./_gpu.ts";
-
-const CPU_LIBRARY = fileURLToPath(new URL("../../build/libdtrain.so", import.meta.url));
 
 interface Case {
   name: string;
@@ -57,6 +54,14 @@ function layoutOf(c: Case): BigInt64Array {
 }
 
 type Attention = Symbols<typeof attentionSymbols>;
+
+/**
+ * The CPU library's attention, found as ffi/dtrain.ts finds it (DTRAIN_LIB, else build/): a GPU
+ * image without OpenBLAS gets the carried library through DTRAIN_LIB (scripts/gpu_check.sh).
+ */
+let cpuAttention: Attention | undefined;
+const loadCpuAttention = () =>
+  cpuAttention ??= openLibrary("libdtrain.so", "DTRAIN_LIB", attentionSymbols);
 
 /** Forward then backward on `device`; returns out, lse and the three gradients. */
 function run(lib: Attention, device: string, inputs: Tensor[], c: Case): Float32Array[] {
@@ -106,16 +111,11 @@ for (const c of CASES) {
       randn([H * TQ * TK]),
       randn([B * H * TQ * DV]),
     ];
-    const cpu = Deno.dlopen(CPU_LIBRARY, attentionSymbols);
-    try {
-      const expected = run(cpu.symbols as Attention, "cpu", inputs, c);
-      const actual = run(loadCuda(), "cuda", inputs, c);
-      ["out", "lse", "gq", "gk", "gv"].forEach((name, i) => {
-        const err = relativeError(actual[i], expected[i]);
-        assert.ok(err <= 1e-4, `${c.name}: ${name} rel err ${err}`);
-      });
-    } finally {
-      cpu.close();
-    }
+    const expected = run(loadCpuAttention(), "cpu", inputs, c);
+    const actual = run(loadCuda(), "cuda", inputs, c);
+    ["out", "lse", "gq", "gk", "gv"].forEach((name, i) => {
+      const err = relativeError(actual[i], expected[i]);
+      assert.ok(err <= 1e-4, `${c.name}: ${name} rel err ${err}`);
+    });
   });
 }

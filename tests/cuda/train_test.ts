@@ -1,9 +1,14 @@
-// Training on the GPU: a GPT step on cuda against the same step on cpu (where nn.GPT exists), the
-// train job under DDP and under FSDP over NCCL ("auto") on every visible GPU, every rank ending
-// with the same weights, and FSDP on one GPU against FSDP on the cpu. Ignored, with the reason in
-// the name, where there is no GPU.
+// Training on the GPU: a GPT step on cuda against the same step on cpu, DDP's gradients over a
+// real NCCL group on every visible GPU (the average over ranks, one rank per GPU, even with one
+// GPU) and the train job under DDP where there are several GPUs, the train job under FSDP over
+// NCCL ("auto") on every visible GPU, every rank ending with the same weights, and FSDP on one GPU
+// against FSDP on the cpu. Ignored, with the reason in the name, where there is no GPU.
+//
+// Time bounds (scripts/gpu_check.sh runs this file as one step): every subprocess gets 45 s and
+// every in-process NCCL group aborts a call after 30 s, so one NCCL hang costs at most 45 s and the
+// tests after it still run.
 import assert from "node:assert/strict";
-import { cuda, manualSeed, nn, optim, parallel, randn, type Tensor, tensor } from "../../mod.ts";
+import { cuda, F, manualSeed, nn, optim, parallel, randn, tensor } from "../../mod.ts";
 import {
   allGather,
   allReduce,
@@ -15,48 +20,35 @@ import {
 } from "../../src/dist/mod.ts";
 import { freePort } from "../_harness/ranks.ts";
 import { load } from "../../src/checkpoint/mod.ts";
-import { withTempDir } from "../_harness/processes.ts";
+import { ROOT, runDeno, withTempDir } from "../_harness/processes.ts";
 import { SMALL_JOB, train } from "../train/_train.ts";
-import { gpuTest, hasGpu, noGpuReason, relativeError } from "./_gpu.ts";
+import { gpuTest, relativeError } from "./_gpu.ts";
 
-type GPTModel = nn.Module & { forward(idx: Tensor, targets?: Tensor): unknown };
-const GPT = (nn as unknown as Record<string, unknown>).GPT as
-  | (new (config: Record<string, number>) => GPTModel)
-  | undefined;
-
-/** The loss of a forward pass, whether the model returns it alone or as [logits, loss]. */
-function lossOf(out: unknown): Tensor {
-  return (Array.isArray(out) ? out[1] : out) as Tensor;
-}
+/** A subprocess's limit: an NCCL hang in it costs this much, then it is killed. */
+const SUBPROCESS_MS = 45_000;
+/** An in-process NCCL group's limit on each call (it aborts the communicator after it). */
+const GROUP_MS = 30_000;
 
 /** One AdamW step of a small GPT on `device`; the loss and the weights after the step. */
 function gptStep(device: string): { loss: number; weights: Float32Array } {
   manualSeed(1234);
-  const model = new GPT!({ vocabSize: 97, blockSize: 32, nLayer: 2, nHead: 4, nEmbd: 64 }).to(
+  const [b, t, v] = [4, 32, 97];
+  const model = new nn.GPT({ vocabSize: v, blockSize: t, nLayer: 2, nHead: 4, nEmbd: 64 }).to(
     device,
   );
   const opt = new optim.AdamW(model.parameters(), { lr: 1e-3, weightDecay: 0.1 });
-  const tokens = Int32Array.from({ length: 4 * 33 }, (_, i) => (i * 31 + 7) % 97);
-  const idx = tensor(tokens.slice(0, 4 * 32), [4, 32], { dtype: "i32" }).to(device);
-  const targets = tensor(tokens.slice(4, 4 * 32 + 4), [4, 32], { dtype: "i32" }).to(device);
-  const loss = lossOf(model.forward(idx, targets));
+  const tokens = Int32Array.from({ length: b * (t + 1) }, (_, i) => (i * 31 + 7) % v);
+  const idx = tensor(tokens.slice(0, b * t), [b, t], { dtype: "i32" }).to(device);
+  const targets = tensor(tokens.slice(b, b * t + b), [b * t], { dtype: "i32" }).to(device);
+  // The loss from the logits, whether or not forward also takes targets some day.
+  const loss = F.crossEntropy(model.forward(idx).reshape(b * t, v), targets);
   loss.backward();
   opt.step();
   const weights = model.parameters().map((p) => Array.from(p.toArray()));
   return { loss: loss.item(), weights: Float32Array.from(weights.flat()) };
 }
 
-const gptReason = !hasGpu
-  ? noGpuReason.split(/[:(]/)[0].trim()
-  : GPT
-  ? ""
-  : "nn.GPT does not exist yet";
-Deno.test({
-  name: `a GPT training step on cuda matches cpu (loss and weights, rel err <= 1e-3)${
-    gptReason ? ` [skipped: ${gptReason}]` : ""
-  }`,
-  ignore: gptReason !== "",
-}, () => {
+gpuTest("a GPT training step on cuda matches cpu (loss and weights, rel err <= 1e-3)", () => {
   const cpu = gptStep("cpu"), gpu = gptStep("cuda");
   assert.ok(
     Math.abs(gpu.loss - cpu.loss) <= 1e-3 * Math.abs(cpu.loss),
@@ -76,7 +68,7 @@ async function trainOnEveryGpu(prefix: string, args: (dir: string) => string[]):
   await withTempDir(prefix, async (dir) => {
     const run = await train(
       ["--device", "cuda", "--nproc-per-node", String(gpus), "--epochs", "1", ...args(dir)],
-      { timeoutMs: 120_000, env: { DTRAIN_WEIGHTS_DUMP: dir } },
+      { timeoutMs: SUBPROCESS_MS, env: { DTRAIN_WEIGHTS_DUMP: dir } },
     );
     assert.equal(run.code, 0, run.stderr);
     assert.deepEqual(run.leftovers, []);
@@ -93,9 +85,27 @@ async function trainOnEveryGpu(prefix: string, args: (dir: string) => string[]):
   });
 }
 
-gpuTest("train --device cuda under DDP over NCCL on every visible GPU: ranks agree", async () => {
-  await trainOnEveryGpu("dtrain-cuda-ddp-", () => SMALL_JOB);
-});
+gpuTest(
+  "DDP over NCCL on every visible GPU (a real group, one rank per GPU): gradients are the average",
+  async () => {
+    const gpus = cuda.deviceCount();
+    const run = await runDeno({
+      timeoutMs: SUBPROCESS_MS,
+      args: [
+        `${ROOT}src/launch/main.ts`,
+        ...["--nproc-per-node", String(gpus), "--master-port", String(freePort())],
+        `${ROOT}tests/cuda/workers/ddp_grads.ts`,
+      ],
+    });
+    assert.equal(run.code, 0, `${run.stderr}\n${run.stdout}`);
+    assert.deepEqual(run.leftovers, []);
+    for (let r = 0; r < gpus; r++) {
+      assert.match(run.stdout, new RegExp(`rank ${r}: gradients are the average over ${gpus} `));
+    }
+    // The train job under DDP: with one GPU it trains alone, without a group, so only with several.
+    if (gpus > 1) await trainOnEveryGpu("dtrain-cuda-ddp-", () => SMALL_JOB);
+  },
+);
 
 gpuTest(
   "an NCCL group of one rank runs every collective on GPU memory, and DDP trains over it",
@@ -105,7 +115,7 @@ gpuTest(
       initMethod: `tcp://127.0.0.1:${freePort()}`,
       rank: 0,
       worldSize: 1,
-      timeoutMs: 60_000,
+      timeoutMs: GROUP_MS,
     });
     try {
       assert.equal(worldGroup().backendName, "nccl");
@@ -165,7 +175,7 @@ async function fsdpSteps(device: string, backend: "gloo" | "nccl"): Promise<Floa
     initMethod: `tcp://127.0.0.1:${freePort()}`,
     rank: 0,
     worldSize: 1,
-    timeoutMs: 60_000,
+    timeoutMs: GROUP_MS,
   });
   try {
     manualSeed(3);
