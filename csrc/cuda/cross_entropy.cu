@@ -39,22 +39,38 @@ __global__ void ce_rows_kernel(const float *logits, const int32_t *targets, int6
   }
 }
 
-/* One block: the reduced loss (mean over counted rows, NaN when none; or sum), and the scale of
- * the gradient (1 / count for mean, else 1). Reduction none leaves `loss` to ce_rows_kernel. */
-__global__ void ce_total_kernel(const float *row_loss, const float *row_lse, int64_t rows,
-                                int reduction, float *loss, float *grad_scale) {
+/* Pass one of [Note: two-pass reductions]: each block's sum of row losses and count of rows not
+ * ignored. */
+__global__ void ce_partials_kernel(const float *row_loss, const float *row_lse, int64_t rows,
+                                   float *loss_part, long long *count_part) {
   __shared__ float shared[32];
-  float total = 0.0f, count = 0.0f;
-  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
+  __shared__ long long shared_count[32];
+  float total = 0.0f;
+  long long count = 0;
+  GRID_LOOP(r, rows) {
     total += row_loss[r];
-    count += isnan(row_lse[r]) ? 0.0f : 1.0f;
+    count += isnan(row_lse[r]) ? 0 : 1;
   }
   total = block_sum(total, shared);
-  count = block_sum(count, shared);
+  count = block_sum(count, shared_count);
+  if (threadIdx.x != 0) return;
+  loss_part[blockIdx.x] = total;
+  count_part[blockIdx.x] = count;
+}
+
+/* Pass two, one block: the reduced loss (mean over counted rows, NaN when none; or sum), and the
+ * scale of the gradient (1 / count for mean, else 1). Reduction none leaves `loss` to
+ * ce_rows_kernel. */
+__global__ void ce_total_kernel(const float *loss_part, const long long *count_part,
+                                int64_t blocks, int reduction, float *loss, float *grad_scale) {
+  __shared__ float shared[32];
+  __shared__ long long shared_count[32];
+  float total = sum_partials(loss_part, blocks, shared);
+  long long count = sum_partials(count_part, blocks, shared_count);
   if (threadIdx.x != 0) return;
   if (reduction == DT_REDUCTION_MEAN) {
-    *loss = count > 0.0f ? total / count : NAN;
-    *grad_scale = count > 0.0f ? 1.0f / count : NAN;
+    *loss = count > 0 ? total / (float)count : NAN;
+    *grad_scale = count > 0 ? 1.0f / (float)count : NAN;
   } else {
     if (reduction == DT_REDUCTION_SUM) *loss = total;
     *grad_scale = 1.0f;
@@ -86,16 +102,25 @@ DT_EXPORT int dt_cross_entropy(const float *logits, const int32_t *targets, int6
   CHECK(label_smoothing >= 0.0f && label_smoothing <= 1.0f,
         "crossEntropy: labelSmoothing %g is outside [0, 1]", (double)label_smoothing);
   CURRENT(dev);
-  float *scratch;
-  int st = dt_cuda_scratch(dev, (2 * rows + 1) * (int64_t)sizeof(float), (void **)&scratch);
+  /* Scratch: the i64 count partials first (aligned as the allocation is), then f32s. */
+  unsigned blocks = partial_blocks(rows);
+  void *scratch;
+  int st = dt_cuda_scratch(dev, blocks * (int64_t)sizeof(long long) +
+                                    (2 * rows + 1 + blocks) * (int64_t)sizeof(float),
+                           &scratch);
   if (st != DT_OK) return st;
-  float *row_loss = reduction == DT_REDUCTION_NONE ? loss : scratch, *row_lse = scratch + rows;
-  float *grad_scale = scratch + 2 * rows;
+  long long *count_part = (long long *)scratch;
+  float *row_lse = (float *)(count_part + blocks), *grad_scale = row_lse + rows;
+  float *loss_part = grad_scale + 1;
+  float *row_loss = reduction == DT_REDUCTION_NONE ? loss : loss_part + blocks;
   if (rows > 0) {
     ce_rows_kernel<<<(unsigned)rows, THREADS, 0, dev->compute>>>(
         logits, targets, cols, ignore_index, label_smoothing, row_loss, row_lse, dev->error);
   }
-  ce_total_kernel<<<1, 1024, 0, dev->compute>>>(row_loss, row_lse, rows, reduction, loss, grad_scale);
+  ce_partials_kernel<<<blocks, THREADS, 0, dev->compute>>>(row_loss, row_lse, rows, loss_part,
+                                                           count_part);
+  ce_total_kernel<<<1, THREADS, 0, dev->compute>>>(loss_part, count_part, blocks, reduction, loss,
+                                                   grad_scale);
   if (grad && rows > 0) {
     ce_grad_kernel<<<blocks_for(rows * cols), THREADS, 0, dev->compute>>>(
         logits, targets, rows, cols, label_smoothing, row_lse, grad_scale, grad);

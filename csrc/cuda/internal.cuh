@@ -112,8 +112,9 @@ static inline unsigned blocks_for(int64_t n) {
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);                        \
        i += (int64_t)blockDim.x * gridDim.x)
 
-/* The sum (or max) of v over the block; every thread gets the result. `shared` holds 32 floats. */
-__device__ __forceinline__ float warp_sum(float v) {
+/* The sum (or max) of v over the block; every thread gets the result. `shared` holds 32 values.
+ * The sums serve f32 values and i64 counts alike ([Note: two-pass reductions]). */
+template <typename T> __device__ __forceinline__ T warp_sum(T v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
 }
@@ -121,13 +122,13 @@ __device__ __forceinline__ float warp_max(float v) {
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
-__device__ __forceinline__ float block_sum(float v, float *shared) {
+template <typename T> __device__ __forceinline__ T block_sum(T v, T *shared) {
   int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
   v = warp_sum(v);
   __syncthreads();
   if (lane == 0) shared[warp] = v;
   __syncthreads();
-  v = lane < warps ? shared[lane] : 0.0f;
+  v = lane < warps ? shared[lane] : T(0);
   return warp_sum(v);
 }
 __device__ __forceinline__ float block_max(float v, float *shared) {
@@ -138,6 +139,28 @@ __device__ __forceinline__ float block_max(float v, float *shared) {
   __syncthreads();
   v = lane < warps ? shared[lane] : -INFINITY;
   return warp_max(v);
+}
+
+/* [Note: two-pass reductions]
+ * A reduction of a whole tensor to one value (sum() and mean(), the MSE and cross-entropy totals,
+ * the count that max()'s backward shares by) runs on many blocks, not on one SM: pass one, a
+ * grid-stride loop over partial_blocks(n) blocks, leaves one partial per block in scratch; pass
+ * two, one block, adds the partials with sum_partials. No atomics: the grid depends only on n, so
+ * every partial and their order are fixed and the result is the same bit for bit run to run.
+ * Counts are i64 partials, exact at any size. */
+#define PARTIALS_MAX 1024
+
+/* The blocks of pass one for n elements: about one full wave of an H100/H200 at most. */
+static inline unsigned partial_blocks(int64_t n) {
+  unsigned b = blocks_for(n);
+  return b < PARTIALS_MAX ? b : PARTIALS_MAX;
+}
+
+/* The sum of p[0, n) over the block, in an order fixed by n and blockDim; every thread gets it. */
+template <typename T> __device__ __forceinline__ T sum_partials(const T *p, int64_t n, T *shared) {
+  T acc = T(0);
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) acc += p[i];
+  return block_sum(acc, shared);
 }
 
 /* batch products c_i = alpha * op(a_i) @ op(b_i) + beta * c_i (row-major, `s*` elements apart) on

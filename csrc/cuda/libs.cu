@@ -96,6 +96,7 @@ static void load_cublas(void) {
   }
   const symbol_slot slots[] = {
       SLOT(cublas, create, "cublasCreate_v2"),
+      SLOT(cublas, destroy, "cublasDestroy_v2"),
       SLOT(cublas, set_stream, "cublasSetStream_v2"),
       SLOT(cublas, set_math_mode, "cublasSetMathMode"),
       SLOT(cublas, gemm_ex, "cublasGemmEx"),

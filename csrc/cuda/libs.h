@@ -19,6 +19,7 @@ enum { CUBLAS_GEMM_DEFAULT = -1 };
 
 typedef struct {
   int (*create)(cublasHandle_t *handle);
+  int (*destroy)(cublasHandle_t handle);
   int (*set_stream)(cublasHandle_t handle, cudaStream_t stream);
   int (*set_math_mode)(cublasHandle_t handle, int mode);
   int (*gemm_ex)(cublasHandle_t handle, int transa, int transb, int m, int n, int k,

@@ -34,7 +34,14 @@ int dt_cuda_blas(dt_cuda_device *dev, void **handle) {
     int st = api->create(&h);
     if (st != CUBLAS_STATUS_SUCCESS)
       return dt_fail(DT_EDEVICE, "cublasCreate failed: %s", api->status_string(st));
-    api->set_stream(h, dev->compute);
+    /* Without its stream the handle would run products on the legacy default stream, unordered
+     * with the compute stream's kernels that make and read their operands. */
+    st = api->set_stream(h, dev->compute);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+      api->destroy(h);
+      return dt_fail(DT_EDEVICE, "cublasSetStream to cuda:%d's compute stream failed: %s",
+                     dt_cuda_current_index(), api->status_string(st));
+    }
     dev->blas = h;
   }
   *handle = dev->blas;

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -42,7 +43,8 @@ struct dt_nccl_ctx {
   std::vector<int> global_ranks;
   cudaStream_t stream;
   cudaEvent_t ready, done;
-  dt_fingerprint *fp_host, *fp_dev; /* pinned, and device: size entries each */
+  dt_fingerprint *fp_host, *fp_dev; /* pinned (fp_entries >= size), and device: size entries */
+  int fp_entries;
   std::string error;
 };
 
@@ -60,13 +62,20 @@ static int fail(dt_nccl_ctx *ctx, int status, const std::string &message) {
                                          ": " #call ": " + cudaGetErrorString(e_));                \
   } while (0)
 
+static bool nccl_failed(int r) { return r != ncclSuccess && r != ncclInProgress; }
+
+/* The status and message of NCCL result `r` of the call that `where` names. */
+static int nccl_fail(dt_nccl_ctx *ctx, int r, const std::string &where) {
+  return fail(ctx, r == ncclRemoteError || r == ncclSystemError ? DT_EPEER : DT_EINTERNAL,
+              where + ": " + ctx->api->error_string(r) + ": " + ctx->api->last_error(ctx->comm));
+}
+
+#define NCCL_WHERE(call) (std::string(__FILE__ ":") + std::to_string(__LINE__) + ": " #call)
+
 #define NCCL_OR_FAIL(ctx, call)                                                                    \
   do {                                                                                             \
     int r_ = (call);                                                                               \
-    if (r_ != ncclSuccess && r_ != ncclInProgress)                                                 \
-      return fail(ctx, r_ == ncclRemoteError || r_ == ncclSystemError ? DT_EPEER : DT_EINTERNAL,   \
-                  std::string(__FILE__ ":") + std::to_string(__LINE__) + ": " #call ": " +        \
-                      (ctx)->api->error_string(r_) + ": " + (ctx)->api->last_error((ctx)->comm));  \
+    if (nccl_failed(r_)) return nccl_fail(ctx, r_, NCCL_WHERE(call));                              \
   } while (0)
 
 static double now_ms(void) {
@@ -147,14 +156,42 @@ DT_EXPORT int dt_nccl_unique_id(uint8_t *out) {
   return DT_OK;
 }
 
-/* The context's stream, events and fingerprint buffers, on the current device. */
+/* Pinned fingerprint blocks of freed contexts, for later contexts to reuse: cudaFreeHost would
+ * wait for the whole device, so behind another communicator's collective blocked on a peer. */
+struct spare_block {
+  dt_fingerprint *host;
+  int entries;
+};
+static std::vector<spare_block> spare_blocks;
+static std::mutex spare_mutex;
+
+static int take_fingerprint_block(dt_nccl_ctx *ctx) {
+  {
+    std::lock_guard<std::mutex> lock(spare_mutex);
+    for (size_t i = 0; i < spare_blocks.size(); i++) {
+      if (spare_blocks[i].entries < ctx->size) continue;
+      ctx->fp_host = spare_blocks[i].host;
+      ctx->fp_entries = spare_blocks[i].entries;
+      spare_blocks.erase(spare_blocks.begin() + (long)i);
+      return DT_OK;
+    }
+  }
+  cudaCheck(cudaHostAlloc((void **)&ctx->fp_host, sizeof(dt_fingerprint) * ctx->size,
+                          cudaHostAllocPortable));
+  ctx->fp_entries = ctx->size;
+  return DT_OK;
+}
+
+/* The context's stream, events and fingerprint buffers, on the current device. The device buffer
+ * is stream-ordered on the context's stream, so dt_nccl_ctx_free frees it there. */
 static int make_resources(dt_nccl_ctx *ctx) {
   cudaCheck(cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking));
   cudaCheck(cudaEventCreateWithFlags(&ctx->ready, cudaEventDisableTiming));
   cudaCheck(cudaEventCreateWithFlags(&ctx->done, cudaEventDisableTiming));
-  cudaCheck(cudaHostAlloc((void **)&ctx->fp_host, sizeof(dt_fingerprint) * ctx->size,
-                          cudaHostAllocPortable));
-  cudaCheck(cudaMalloc((void **)&ctx->fp_dev, sizeof(dt_fingerprint) * ctx->size));
+  int st = take_fingerprint_block(ctx);
+  if (st != DT_OK) return st;
+  cudaCheck(cudaMallocAsync((void **)&ctx->fp_dev, sizeof(dt_fingerprint) * ctx->size,
+                            ctx->stream));
   return DT_OK;
 }
 
@@ -241,6 +278,30 @@ DT_EXPORT int dt_nccl_broadcast(void *handle, void *buf, uint64_t count, int32_t
   return wait_done(ctx, label);
 }
 
+/* The all-gather into one buffer per rank: a broadcast from every root, in one NCCL group. Every
+ * path after ncclGroupStart reaches ncclGroupEnd, since the group depth is the calling thread's
+ * and an open group would swallow its later collectives. A failed broadcast leaves the group half
+ * issued (the peers wait for roots this rank never posted), so the communicator is marked broken
+ * and aborted at dt_nccl_ctx_free; the first failure is the one reported. */
+static int gather_by_broadcasts(dt_nccl_ctx *ctx, const void *in, uint64_t count, int32_t dtype,
+                                void *const *outs) {
+  NCCL_OR_FAIL(ctx, ctx->api->group_start());
+  int failed = ncclSuccess;
+  std::string where;
+  for (int r = 0; r < ctx->size && !nccl_failed(failed); r++) {
+    failed = ctx->api->broadcast(in, outs[r], count, nccl_dtypes[dtype], r, ctx->comm,
+                                 ctx->stream);
+    if (nccl_failed(failed))
+      where = NCCL_WHERE(ncclBroadcast) + " (root " + std::to_string(r) + ")";
+  }
+  int ended = ctx->api->group_end();
+  if (!nccl_failed(failed) && !nccl_failed(ended)) return DT_OK;
+  int st = nccl_failed(failed) ? nccl_fail(ctx, failed, where)
+                               : nccl_fail(ctx, ended, NCCL_WHERE(ncclGroupEnd));
+  ctx->broken = true;
+  return st;
+}
+
 /* outs: one buffer of size * count elements, or one of count elements per rank. */
 DT_EXPORT int dt_nccl_allgather(void *handle, const void *in, uint64_t count, int32_t dtype,
                                 void *const *outs, uint64_t nouts) {
@@ -252,11 +313,8 @@ DT_EXPORT int dt_nccl_allgather(void *handle, const void *in, uint64_t count, in
     NCCL_OR_FAIL(ctx, ctx->api->all_gather(in, outs[0], count, nccl_dtypes[dtype], ctx->comm,
                                            ctx->stream));
   } else {
-    NCCL_OR_FAIL(ctx, ctx->api->group_start());
-    for (int r = 0; r < ctx->size; r++)
-      NCCL_OR_FAIL(ctx, ctx->api->broadcast(in, outs[r], count, nccl_dtypes[dtype], r, ctx->comm,
-                                            ctx->stream));
-    NCCL_OR_FAIL(ctx, ctx->api->group_end());
+    st = gather_by_broadcasts(ctx, in, count, dtype, outs);
+    if (st != DT_OK) return st;
   }
   return wait_done(ctx, label);
 }
@@ -291,7 +349,15 @@ DT_EXPORT int dt_nccl_barrier(void *handle) {
   return begin((dt_nccl_ctx *)handle, {0, 0, coll::DT_BARRIER, 0, -1, -1}, label);
 }
 
-/* Destroys the communicator (aborts it when it failed) and frees the context. */
+/* Destroys the communicator (aborts it when it failed) and frees the context. Nothing here waits
+ * for the whole device (cudaFree, cudaFreeHost, cudaDeviceSynchronize): that would also wait for
+ * the collectives of other communicators, which may be blocked on a peer. Ordering instead:
+ * - destroying (or aborting) the communicator finishes (or kills) its collectives, so what is left
+ *   on its stream is at most a fingerprint copy queued after them;
+ * - the device fingerprints are freed on that stream (cudaFreeAsync), after everything using them;
+ * - the wait on that stream alone then lets the pinned fingerprints go to a later context (a
+ *   failed wait keeps them out of reuse: a copy may still land in them);
+ * - the stream and its events are released by the driver once their work is done. */
 DT_EXPORT int dt_nccl_ctx_free(void *handle) {
   dt_nccl_ctx *ctx = (dt_nccl_ctx *)handle;
   if (ctx == NULL) return DT_OK;
@@ -299,11 +365,18 @@ DT_EXPORT int dt_nccl_ctx_free(void *handle) {
   cudaGetDevice(&here);
   cudaSetDevice(ctx->device);
   if (ctx->comm != NULL) (ctx->broken ? ctx->api->comm_abort : ctx->api->comm_destroy)(ctx->comm);
-  if (ctx->stream) cudaStreamDestroy(ctx->stream);
+  if (ctx->stream) {
+    if (ctx->fp_dev) cudaFreeAsync(ctx->fp_dev, ctx->stream);
+    if (ctx->fp_host && cudaStreamSynchronize(ctx->stream) == cudaSuccess) {
+      std::lock_guard<std::mutex> lock(spare_mutex);
+      spare_blocks.push_back({ctx->fp_host, ctx->fp_entries});
+    }
+    cudaStreamDestroy(ctx->stream);
+  }
   if (ctx->ready) cudaEventDestroy(ctx->ready);
   if (ctx->done) cudaEventDestroy(ctx->done);
-  if (ctx->fp_host) cudaFreeHost(ctx->fp_host);
-  if (ctx->fp_dev) cudaFree(ctx->fp_dev);
+  /* A failure above is this call's, not the next kernel launch's (LAUNCH_CHECK reads it). */
+  cudaGetLastError();
   delete ctx;
   cudaSetDevice(here);
   return DT_OK;

@@ -56,22 +56,37 @@ DT_EXPORT int dt_softmax_backward(const float *y, const float *gy, float *gx, in
 
 /* ---------------------------------------------------------------- MSE */
 
-__global__ void mse_kernel(const float *a, const float *b, int64_t n, float *loss, float *ga) {
+/* Pass one of [Note: two-pass reductions]: each block's sum of squared differences, and ga. */
+__global__ void mse_partials_kernel(const float *a, const float *b, int64_t n, float *ga,
+                                    float *partial) {
   __shared__ float shared[32];
   float total = 0.0f, scale = 2.0f / (float)n;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+  GRID_LOOP(i, n) {
     float d = a[i] - b[i];
     total += d * d;
     if (ga) ga[i] = scale * d;
   }
   total = block_sum(total, shared);
+  if (threadIdx.x == 0) partial[blockIdx.x] = total;
+}
+
+/* Pass two: the mean of the squares (NaN for no elements, as csrc/core's). */
+__global__ void mse_total_kernel(const float *partial, int64_t blocks, int64_t n, float *loss) {
+  __shared__ float shared[32];
+  float total = sum_partials(partial, blocks, shared);
   if (threadIdx.x == 0) *loss = n ? total / (float)n : NAN;
 }
 
 DT_EXPORT int dt_mse(const float *a, const float *b, int64_t n, float *loss, float *ga) {
   CHECK_PTR(a); CHECK_PTR(b); CHECK_PTR(loss); CHECK_COUNT(n);
   CURRENT(dev);
-  mse_kernel<<<1, 1024, 0, dev->compute>>>(a, b, n, loss, ga);
+  unsigned blocks = partial_blocks(n);
+  float *partial;
+  int st = dt_cuda_scratch(dev, blocks * (int64_t)sizeof(float), (void **)&partial);
+  if (st != DT_OK) return st;
+  mse_partials_kernel<<<blocks, THREADS, 0, dev->compute>>>(a, b, n, ga, partial);
+  mse_total_kernel<<<1, THREADS, 0, dev->compute>>>(partial, blocks, n, loss);
+  dt_cuda_scratch_free(dev, partial);
   LAUNCH_CHECK();
   return DT_OK;
 }

@@ -167,25 +167,41 @@ DT_EXPORT int dt_index_rows_backward(const float *gy, const int32_t *indices, fl
   return DT_OK;
 }
 
-/* One block: how many elements equal *value (NaN matches NaN), then the share of each. */
-__global__ void extreme_backward_kernel(const float *x, const float *value, const float *gy,
-                                        float *gx, int64_t n) {
-  __shared__ float shared[32];
+/* Whether x is the extreme value v that max() or min() found (NaN matches NaN). */
+__device__ __forceinline__ bool is_extreme(float x, float v) { return v != v ? x != x : x == v; }
+
+/* Pass one of [Note: two-pass reductions]: how many of each block's elements are the extreme. */
+__global__ void extreme_count_kernel(const float *x, const float *value, int64_t n,
+                                     long long *partial) {
+  __shared__ long long shared[32];
   float v = *value;
-  bool nan = v != v;
-  float count = 0.0f;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) count += (nan ? x[i] != x[i] : x[i] == v);
+  long long count = 0;
+  GRID_LOOP(i, n) count += is_extreme(x[i], v);
   count = block_sum(count, shared);
-  float share = count > 0.0f ? gy[0] / count : 0.0f;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
-    gx[i] = (nan ? x[i] != x[i] : x[i] == v) ? share : 0.0f;
+  if (threadIdx.x == 0) partial[blockIdx.x] = count;
+}
+
+/* Pass two, on the same grid: every block adds the (integer, so order-free) partial counts
+ * itself, then gives each extreme element its equal share of gy, like csrc/core's. */
+__global__ void extreme_share_kernel(const float *x, const float *value, const float *gy,
+                                     float *gx, int64_t n, const long long *partial) {
+  __shared__ long long shared[32];
+  long long count = sum_partials(partial, (int64_t)gridDim.x, shared);
+  float v = *value, share = count > 0 ? gy[0] / (float)count : 0.0f;
+  GRID_LOOP(i, n) gx[i] = is_extreme(x[i], v) ? share : 0.0f;
 }
 
 DT_EXPORT int dt_extreme_backward(const float *x, const float *value, const float *gy, float *gx,
                                   int64_t n) {
   CHECK_PTR(x); CHECK_PTR(value); CHECK_PTR(gy); CHECK_PTR(gx); CHECK_COUNT(n);
   CURRENT(dev);
-  extreme_backward_kernel<<<1, 1024, 0, dev->compute>>>(x, value, gy, gx, n);
+  unsigned blocks = partial_blocks(n);
+  long long *partial;
+  int st = dt_cuda_scratch(dev, blocks * (int64_t)sizeof(long long), (void **)&partial);
+  if (st != DT_OK) return st;
+  extreme_count_kernel<<<blocks, THREADS, 0, dev->compute>>>(x, value, n, partial);
+  extreme_share_kernel<<<blocks, THREADS, 0, dev->compute>>>(x, value, gy, gx, n, partial);
+  dt_cuda_scratch_free(dev, partial);
   LAUNCH_CHECK();
   return DT_OK;
 }

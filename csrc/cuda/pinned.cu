@@ -13,7 +13,11 @@
  *   blocks' later frees (also on the compute stream) come after the copy;
  * - a buffer is written again only after its event says its last copy completed
  *   (cudaEventSynchronize: with two buffers, that is the copy of the batch before last).
- * A buffer grows (freed and allocated again, after its copy completed) when a batch outgrows it. */
+ * A buffer grows when a batch outgrows it: a larger one replaces it, and the outgrown one is kept
+ * (counted in dt_cuda_pinned_bytes), not freed: the wait its reuse needs is its own event's, but
+ * cudaFreeHost waits for the whole device, so also for an NCCL collective in flight on another
+ * stream, which may be blocked on a peer. Growth by half again keeps what is kept under twice the
+ * buffers in use. */
 #include <string.h>
 
 #include <mutex>
@@ -36,6 +40,7 @@ typedef struct {
   cudaEvent_t allocated; /* recorded on the compute stream: the destinations exist */
   ring_slot slots[RING_SLOTS];
   int next;
+  int64_t outgrown_bytes; /* of the buffers replaced by larger ones, kept (see the note) */
 } batch_ring;
 
 static batch_ring rings[MAX_DEVICES];
@@ -54,20 +59,20 @@ static int init_ring(batch_ring *ring) {
   return DT_OK;
 }
 
-/* Makes `slot` hold at least `nbytes`; its last copy must have completed. */
-static int reserve(ring_slot *slot, int64_t nbytes) {
+/* Makes `slot` of `ring` hold at least `nbytes`; its last copy must have completed. */
+static int reserve(batch_ring *ring, ring_slot *slot, int64_t nbytes) {
   if (nbytes <= slot->capacity) return DT_OK;
-  if (slot->host != NULL) cudaCheck(cudaFreeHost(slot->host));
-  slot->host = NULL;
-  slot->capacity = 0;
   /* Grown by half again, so a dataset whose batches vary a little settles after a few. */
   int64_t want = nbytes + nbytes / 2;
-  cudaError_t err = cudaHostAlloc((void **)&slot->host, (size_t)want, cudaHostAllocDefault);
+  char *host = NULL;
+  cudaError_t err = cudaHostAlloc((void **)&host, (size_t)want, cudaHostAllocDefault);
   if (err != cudaSuccess) {
     cudaGetLastError();
     return dt_fail(DT_ENOMEM, "pinMemory: could not allocate %lld bytes of page-locked host "
                    "memory: %s", (long long)want, cudaGetErrorString(err));
   }
+  ring->outgrown_bytes += slot->capacity;
+  slot->host = host;
   slot->capacity = want;
   return DT_OK;
 }
@@ -97,7 +102,7 @@ DT_EXPORT int dt_cuda_copy_in_pinned(int32_t n, void *const *dsts, const void *c
   ring_slot *slot = &ring->slots[ring->next];
   ring->next = (ring->next + 1) % RING_SLOTS;
   cudaCheck(cudaEventSynchronize(slot->copied));
-  if ((st = reserve(slot, total)) != DT_OK) return st;
+  if ((st = reserve(ring, slot, total)) != DT_OK) return st;
 
   int64_t offset = 0;
   for (int32_t i = 0; i < n; i++) {
@@ -122,7 +127,7 @@ DT_EXPORT int dt_cuda_copy_in_pinned(int32_t n, void *const *dsts, const void *c
 DT_EXPORT int64_t dt_cuda_pinned_bytes(int32_t index) {
   if (index < 0 || index >= MAX_DEVICES) return 0;
   std::lock_guard<std::mutex> lock(rings_mutex[index]);
-  int64_t total = 0;
+  int64_t total = rings[index].outgrown_bytes;
   for (int s = 0; s < RING_SLOTS; s++) total += rings[index].slots[s].capacity;
   return total;
 }

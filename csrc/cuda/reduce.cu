@@ -12,6 +12,45 @@ __global__ void sum_rows_kernel(const float *x, float *out, int64_t axis, float 
   if (threadIdx.x == 0) out[blockIdx.x] = acc * scale;
 }
 
+/* inner == 1, few long rows (sum() and mean() of a whole tensor are one row): pass one of [Note:
+ * two-pass reductions], a block per chunk of a row (blockIdx.x) and per row (blockIdx.y); then
+ * sum_rows_kernel adds each row's partials in order and scales them. */
+__global__ void sum_chunks_kernel(const float *x, float *partial, int64_t axis, int64_t chunk) {
+  __shared__ float shared[32];
+  const float *row = x + blockIdx.y * axis;
+  int64_t a0 = (int64_t)blockIdx.x * chunk, a1 = a0 + chunk < axis ? a0 + chunk : axis;
+  float acc = 0.0f;
+  for (int64_t a = a0 + threadIdx.x; a < a1; a += blockDim.x) acc += row[a];
+  acc = block_sum(acc, shared);
+  if (threadIdx.x == 0) partial[(int64_t)blockIdx.y * gridDim.x + blockIdx.x] = acc;
+}
+
+/* Elements a chunk of sum_chunks_kernel takes at least: 8 a thread, so a chunk is worth a block. */
+#define CHUNK_MIN (8 * THREADS)
+
+/* inner == 1: a block per row, or, when a few rows are long enough to leave most SMs idle, a
+ * block per chunk of a row and then a block per row over the chunks' partials. */
+static int sum_rows(dt_cuda_device *dev, const float *x, float *out, int64_t outer,
+                         int64_t axis, float scale) {
+  int64_t chunks = (axis + CHUNK_MIN - 1) / CHUNK_MIN, most = PARTIALS_MAX / outer;
+  if (chunks > most) chunks = most;
+  if (chunks <= 1) {
+    sum_rows_kernel<<<(unsigned)outer, THREADS, 0, dev->compute>>>(x, out, axis, scale);
+    LAUNCH_CHECK();
+    return DT_OK;
+  }
+  int64_t chunk = (axis + chunks - 1) / chunks;
+  float *partial;
+  int st = dt_cuda_scratch(dev, outer * chunks * (int64_t)sizeof(float), (void **)&partial);
+  if (st != DT_OK) return st;
+  sum_chunks_kernel<<<dim3((unsigned)chunks, (unsigned)outer), THREADS, 0, dev->compute>>>(
+      x, partial, axis, chunk);
+  sum_rows_kernel<<<(unsigned)outer, THREADS, 0, dev->compute>>>(partial, out, chunks, scale);
+  dt_cuda_scratch_free(dev, partial);
+  LAUNCH_CHECK();
+  return DT_OK;
+}
+
 /* inner > 1: a thread per (o, i) sums its column over a chunk of the axis; chunks (blockIdx.y)
  * meet with atomicAdd into an output zeroed first, so a long axis still fills the device. */
 __global__ void sum_columns_kernel(const float *x, float *out, int64_t outer, int64_t axis,
@@ -33,11 +72,7 @@ DT_EXPORT int dt_sum_axis(const float *x, float *out, int64_t outer, int64_t axi
   CHECK(outer >= 0 && axis >= 0 && inner >= 0, "dt_sum_axis: negative size");
   CURRENT(dev);
   if (outer == 0 || inner == 0) return DT_OK;
-  if (inner == 1 && outer <= 0x7fffffff) {
-    sum_rows_kernel<<<(unsigned)outer, THREADS, 0, dev->compute>>>(x, out, axis, scale);
-    LAUNCH_CHECK();
-    return DT_OK;
-  }
+  if (inner == 1 && outer <= 0x7fffffff) return sum_rows(dev, x, out, outer, axis, scale);
   int64_t columns = outer * inner;
   /* Enough chunks that about 64k threads work, each chunk at least 64 rows long. */
   int64_t chunks = columns >= 65536 ? 1 : (65536 + columns - 1) / columns;
@@ -53,20 +88,27 @@ DT_EXPORT int dt_sum_axis(const float *x, float *out, int64_t outer, int64_t axi
   return DT_OK;
 }
 
-/* Each block's sum of squares meets the others' with atomicAdd into an output zeroed first. */
-__global__ void sum_squares_kernel(const float *x, int64_t n, float *out) {
+/* Pass one of [Note: two-pass reductions] (sum_rows_kernel is pass two): each block's sum of
+ * squares, so a gradient norm is the same run to run. */
+__global__ void sum_squares_kernel(const float *x, int64_t n, float *partial) {
   __shared__ float shared[32];
   float acc = 0.0f;
   GRID_LOOP(i, n) acc += x[i] * x[i];
   acc = block_sum(acc, shared);
-  if (threadIdx.x == 0) atomicAdd(out, acc);
+  if (threadIdx.x == 0) partial[blockIdx.x] = acc;
 }
 
 DT_EXPORT int dt_sum_squares(const float *x, int64_t n, float *out) {
   CHECK_PTR(x); CHECK_PTR(out); CHECK_COUNT(n);
   CURRENT(dev);
-  cudaCheck(cudaMemsetAsync(out, 0, sizeof(float), dev->compute));
-  if (n > 0) LAUNCH(dev, n, sum_squares_kernel, x, n, out);
+  unsigned blocks = partial_blocks(n);
+  float *partial;
+  int st = dt_cuda_scratch(dev, blocks * (int64_t)sizeof(float), (void **)&partial);
+  if (st != DT_OK) return st;
+  sum_squares_kernel<<<blocks, THREADS, 0, dev->compute>>>(x, n, partial);
+  sum_rows_kernel<<<1, THREADS, 0, dev->compute>>>(partial, out, blocks, 1.0f);
+  dt_cuda_scratch_free(dev, partial);
+  LAUNCH_CHECK();
   return DT_OK;
 }
 

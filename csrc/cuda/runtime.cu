@@ -65,7 +65,8 @@ static int init_device(int index) {
   }
   dev->staging_bytes = STAGING_BYTES;
   cudaCheck(cudaMalloc((void **)&dev->error, sizeof(dt_device_error_t)));
-  cudaCheck(cudaMemset(dev->error, 0, sizeof(dt_device_error_t)));
+  /* On the compute stream, before any kernel that may set the record (see take_device_error). */
+  cudaCheck(cudaMemsetAsync(dev->error, 0, sizeof(dt_device_error_t), dev->compute));
   dev->ready = 1;
   return DT_OK;
 }
@@ -103,12 +104,17 @@ cudaStream_t dt_cuda_compute_stream(int index) { return devices[index].compute; 
 
 /* ---------------------------------------------------------------- errors and synchronisation */
 
-/* Reads and clears the device-side error record; DT_EINVAL with its message when one was set. */
+/* Reads and clears the device-side error record; DT_EINVAL with its message when one was set.
+ * Both run on the compute stream, whose kernels are the ones that set the record. The compute
+ * stream is non-blocking, so the legacy default stream (cudaMemcpy, cudaMemset) is unordered with
+ * it: a clear there, still pending when this returns, could erase an error that a kernel queued
+ * right after records first. */
 static int take_device_error(dt_cuda_device *dev) {
   dt_device_error_t e;
-  cudaCheck(cudaMemcpy(&e, dev->error, sizeof e, cudaMemcpyDeviceToHost));
+  cudaCheck(cudaMemcpyAsync(&e, dev->error, sizeof e, cudaMemcpyDeviceToHost, dev->compute));
+  cudaCheck(cudaStreamSynchronize(dev->compute));
   if (e.kind == DT_DEVERR_NONE) return DT_OK;
-  cudaCheck(cudaMemset(dev->error, 0, sizeof e));
+  cudaCheck(cudaMemsetAsync(dev->error, 0, sizeof e, dev->compute));
   if (e.kind == DT_DEVERR_DIVISION)
     return dt_fail(DT_EINVAL, "integer division by zero (element %lld, found on cuda:%d)",
                    e.position, current);
