@@ -33,9 +33,6 @@ export type AcceleratorApi = Pick<
   "deviceCount" | "synchronize" | "setMatmulPrecision" | "getMatmulPrecision"
 >;
 
-/** Each accelerator's namespace. */
-export const accelerators: Record<Accelerator, AcceleratorApi> = { "cuda:0": cuda, "emu:0": emu };
-
 /**
  * Declares `name` once per accelerator: `name [emu]`, always run, and `name [cuda]`, ignored with
  * the reason where there is no GPU.
