@@ -26,17 +26,18 @@ export interface DataLoaderOptions {
   /** Seed of the shuffled orders (with `shuffle`). Default 0. */
   seed?: number;
   /**
-   * Copy each batch to the GPU `device` through page-locked host memory, asynchronously: PyTorch's
-   * `pin_memory=True` with the `.to(device, non_blocking=True)` done by the loader, so batches
-   * arrive on the GPU. Needs CUDA: where it is unavailable the constructor throws, naming the
-   * reason (PyTorch warns and yields CPU batches instead; a loader asked for GPU batches does not
-   * hand back CPU ones here). Default false.
+   * Copy each batch to the accelerator `device` through page-locked host memory, asynchronously:
+   * PyTorch's `pin_memory=True` with the `.to(device, non_blocking=True)` done by the loader, so
+   * batches arrive on the device (a GPU, or the emulated `emu`). The default device needs CUDA:
+   * where it is unavailable the constructor throws, naming the reason (PyTorch warns and yields
+   * CPU batches instead; a loader asked for GPU batches does not hand back CPU ones here). Default
+   * false.
    */
   pinMemory?: boolean;
   /**
-   * Where batches are yielded: `"cpu"`, or a GPU (`"cuda"`, `"cuda:N"`), reached through pinned
-   * memory with `pinMemory` and by `Tensor.to` without. Default `"cuda:0"` with `pinMemory`, else
-   * `"cpu"`.
+   * Where batches are yielded: `"cpu"`, or an accelerator (`"cuda"`, `"cuda:N"`, `"emu:N"`),
+   * reached through pinned memory with `pinMemory` and by `Tensor.to` without. Default `"cuda:0"`
+   * with `pinMemory`, else `"cpu"`.
    */
   device?: Device;
 }

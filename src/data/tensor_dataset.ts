@@ -94,7 +94,8 @@ function contiguousCopy(t: Tensor): Tensor {
  */
 export function gatherRows(src: Tensor, indices: Int32Array): Tensor {
   const row = src.shape.slice(1);
-  const out = Tensor.empty([indices.length, ...row], src.dtype);
+  // On src's device: its kernel reads src there (a GPU's memory is no host memory).
+  const out = Tensor.empty([indices.length, ...row], src.dtype, false, src.device);
   if (indices.length > 0) {
     const dev = out.storage.backend;
     dev.check(dev.kernels.gatherRows(

@@ -281,8 +281,9 @@ export class GPT extends Module {
         `GPT: cannot forward a sequence of length ${t}, block size is only ${this.config.blockSize}`,
       );
     }
-    const pos = arange(0, t, 1, { dtype: "i32" });
     const tr = this.transformer;
+    // On the embeddings' device: positions made on cpu would not index a model elsewhere.
+    const pos = arange(0, t, 1, { dtype: "i32", device: tr.wpe.weight.device });
     let x = tr.drop.forward(tr.wte.forward(idx).add(tr.wpe.forward(pos)));
     for (const block of tr.h) x = block.forward(x);
     return this.lm_head.forward(tr.ln_f.forward(x));
@@ -292,7 +293,7 @@ export class GPT extends Module {
    * Continues each row of `idx` [B, T] by `maxNewTokens` tokens, sampling each from the model's
    * distribution at the last position (cropped to the block size), like nanoGPT's `generate`.
    * Uses dtrain's random generator (`manualSeed` makes it repeatable). Call `eval()` first to turn
-   * dropout off.
+   * dropout off. `idx` is on the model's device, and so are the tokens returned.
    */
   generate(idx: Tensor, maxNewTokens: number, options: GenerateOptions = {}): Tensor {
     const temperature = options.temperature ?? 1;
@@ -315,15 +316,15 @@ export class GPT extends Module {
       for (let step = 0; step < maxNewTokens; step++) {
         const context = rows.flatMap((row) => row.slice(-block));
         const t = context.length / b;
-        const logits = this.forward(tensor(context, [b, t], { dtype: "i32" })).select(1, -1)
-          .toArray() as Float32Array;
+        const tokens = tensor(context, [b, t], { dtype: "i32", device: idx.device });
+        const logits = this.forward(tokens).select(1, -1).toArray() as Float32Array;
         const uniforms = rand([b]).toArray();
         for (let r = 0; r < b; r++) {
           rows[r].push(sample(logits.subarray(r * v, (r + 1) * v), temperature, topK, uniforms[r]));
         }
       }
     });
-    return tensor(rows.flat(), [b, t0 + maxNewTokens], { dtype: "i32" });
+    return tensor(rows.flat(), [b, t0 + maxNewTokens], { dtype: "i32", device: idx.device });
   }
 }
 

@@ -1,11 +1,14 @@
 /**
- * Whether the CUDA tests can run here, decided once: they need a GPU, its driver and
- * build/libdtrain_cuda.so. Each GPU test is declared with {@linkcode gpuTest}, which marks it
- * ignored where they are missing and puts the reason in its name, so a skipped test says why.
+ * The accelerators the tests of this folder run on, decided once. The GPU tests need a GPU, its
+ * driver and build/libdtrain_cuda.so: each is declared with {@linkcode gpuTest}, which marks it
+ * ignored where they are missing and puts the reason in its name, so a skipped test says why. A
+ * test of the device contract (not of a kernel's speed) is declared once with
+ * {@linkcode deviceTest} and runs on every accelerator: on the emulated one (`emu`, always, so it
+ * runs in CPU CI) and on cuda where a GPU is.
  * @module
  */
 
-import { cuda } from "../../mod.ts";
+import { cuda, emu } from "../../mod.ts";
 
 /** True when a GPU is usable. */
 export const hasGpu: boolean = cuda.isAvailable();
@@ -19,6 +22,30 @@ const shortReason = noGpuReason.split(/[:(]/)[0].trim();
 /** Declares a test that needs a GPU: ignored, with the reason in its name, where there is none. */
 export function gpuTest(name: string, fn: () => void | Promise<void>): void {
   Deno.test({ name: hasGpu ? name : `${name} [skipped: ${shortReason}]`, ignore: !hasGpu, fn });
+}
+
+/** An accelerator family's first device. */
+export type Accelerator = "cuda:0" | "emu:0";
+
+/** What the `cuda` and `emu` namespaces share: the family's counterpart of `torch.cuda`. */
+export type AcceleratorApi = Pick<
+  typeof emu,
+  "deviceCount" | "synchronize" | "setMatmulPrecision" | "getMatmulPrecision"
+>;
+
+/**
+ * Declares `name` once per accelerator: `name [emu]`, always run, and `name [cuda]`, ignored with
+ * the reason where there is no GPU.
+ *
+ * @param name What the test checks, device-neutral.
+ * @param fn The test, given the family's first device and its namespace.
+ */
+export function deviceTest(
+  name: string,
+  fn: (device: Accelerator, api: AcceleratorApi) => void | Promise<void>,
+): void {
+  Deno.test(`${name} [emu]`, () => fn("emu:0", emu));
+  gpuTest(`${name} [cuda]`, () => fn("cuda:0", cuda));
 }
 
 /** The largest relative error of `actual` against `expected` (scaled by the largest |expected|). */

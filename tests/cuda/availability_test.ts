@@ -1,6 +1,7 @@
 // On machines without a GPU (CI, development machines): CUDA reports itself unavailable with
 // the reason, and everything that would need it fails with that reason instead of crashing.
-// Where a GPU is, these tests are ignored (ops_test.ts and ddp_test.ts run instead).
+// Where a GPU is, these tests are ignored (ops_test.ts and ddp_test.ts run instead). A gloo group
+// refuses accelerator memory on every machine, and a real device tensor on each accelerator.
 import assert from "node:assert/strict";
 import { cuda, nn, tensor } from "../../mod.ts";
 import { DistError } from "../../src/dist/errors.ts";
@@ -11,7 +12,7 @@ import {
   worldGroup,
 } from "../../src/dist/mod.ts";
 import { freePort } from "../_harness/ranks.ts";
-import { hasGpu, noGpuReason } from "./_gpu.ts";
+import { deviceTest, hasGpu, noGpuReason } from "./_gpu.ts";
 
 const skip = { ignore: hasGpu };
 
@@ -108,6 +109,23 @@ Deno.test("a gloo group refuses a tensor in GPU memory instead of reading a devi
           'allReduce: a tensor is on cuda:0, which the gloo backend cannot reach; move it, or use the "auto" backend',
       },
     );
+  } finally {
+    await destroyProcessGroup();
+  }
+});
+
+deviceTest("a gloo group refuses a device tensor, naming its device", async (device) => {
+  await initProcessGroup({
+    initMethod: `tcp://127.0.0.1:${freePort()}`,
+    rank: 0,
+    worldSize: 1,
+    timeoutMs: 10_000,
+  });
+  try {
+    assert.throws(() => allReduce(tensor([1, 2]).to(device)), {
+      message: `allReduce: a tensor is on ${device}, which the gloo backend cannot reach; move ` +
+        'it, or use the "auto" backend',
+    });
   } finally {
     await destroyProcessGroup();
   }

@@ -1,9 +1,10 @@
-// Every CUDA op against the CPU: the same inputs on both devices, the outputs and the gradients
-// of every input compared (f32 relative error <= 1e-4; bf16 products <= 2e-2). Runs where a GPU
-// is (scripts/gpu_check.sh); elsewhere each test is ignored with the reason in its name.
+// Every accelerator op against the CPU: the same inputs on both devices, the outputs and the
+// gradients of every input compared (f32 relative error <= 1e-4; bf16 products <= 2e-2). Each
+// test runs on the emulated accelerator everywhere and on cuda where a GPU is
+// (scripts/gpu_check.sh); elsewhere the cuda one is ignored with the reason in its name.
 import assert from "node:assert/strict";
 import { cuda, F, manualSeed, nn, optim, rand, randn, type Tensor, tensor } from "../../mod.ts";
-import { gpuTest, relativeError } from "./_gpu.ts";
+import { deviceTest, gpuTest, relativeError } from "./_gpu.ts";
 
 const F32_TOL = 1e-4;
 
@@ -25,17 +26,17 @@ function runOn(device: string, inputs: Tensor[], fn: (...xs: Tensor[]) => Tensor
   };
 }
 
-/** Declares a test comparing `fn` on cuda with cpu. */
+/** Declares a test comparing `fn` on each accelerator with cpu. */
 function compare(
   name: string,
   inputs: () => Tensor[],
   fn: (...xs: Tensor[]) => Tensor,
   tol = F32_TOL,
 ): void {
-  gpuTest(`${name} on cuda matches cpu (rel err <= ${tol})`, () => {
+  deviceTest(`${name} on the accelerator matches cpu (rel err <= ${tol})`, (device) => {
     manualSeed(7);
     const xs = inputs();
-    const cpu = runOn("cpu", xs, fn, 11), gpu = runOn("cuda", xs, fn, 11);
+    const cpu = runOn("cpu", xs, fn, 11), gpu = runOn(device, xs, fn, 11);
     const out = relativeError(gpu.y, cpu.y);
     assert.ok(out <= tol, `${name}: output rel err ${out}`);
     cpu.grads.forEach((g, i) => {
@@ -99,67 +100,99 @@ compare(
   (x) => F.dropout(x, 0.3),
 );
 
-gpuTest("argmax and randn match cpu exactly", () => {
+deviceTest("argmax and randn match cpu exactly", (device) => {
   manualSeed(5);
   const x = randn([20, 31]);
-  assert.deepEqual(x.to("cuda").argmax(-1).toArray(), x.argmax(-1).toArray());
+  assert.deepEqual(x.to(device).argmax(-1).toArray(), x.argmax(-1).toArray());
   manualSeed(9);
-  const onGpu = randn([1000], { device: "cuda" }).toArray();
+  const onGpu = randn([1000], { device }).toArray();
   manualSeed(9);
   assert.ok(relativeError(onGpu, randn([1000]).toArray()) <= F32_TOL);
 });
 
-gpuTest("SGD with momentum and AdamW take the same steps on cuda and cpu", () => {
-  for (
-    const make of [
-      (p: nn.Parameter[]) => new optim.SGD(p, { lr: 0.1, momentum: 0.9, weightDecay: 0.01 }),
-      (p: nn.Parameter[]) => new optim.AdamW(p, { lr: 0.01, weightDecay: 0.1 }),
-    ]
-  ) {
-    const weights: Float32Array[] = [];
-    for (const device of ["cpu", "cuda"]) {
-      manualSeed(3);
-      const model = new nn.Linear(8, 4).to(device);
-      const opt = make(model.parameters());
-      manualSeed(4);
-      const x = randn([16, 8]).to(device);
-      for (let step = 0; step < 3; step++) {
-        model.forward(x).pow(2).mean().backward();
-        opt.step();
-        opt.zeroGrad();
+deviceTest(
+  "SGD with momentum and AdamW take the same steps on the accelerator and cpu",
+  (device) => {
+    for (
+      const make of [
+        (p: nn.Parameter[]) => new optim.SGD(p, { lr: 0.1, momentum: 0.9, weightDecay: 0.01 }),
+        (p: nn.Parameter[]) => new optim.AdamW(p, { lr: 0.01, weightDecay: 0.1 }),
+      ]
+    ) {
+      const weights: Float32Array[] = [];
+      for (const on of ["cpu", device]) {
+        manualSeed(3);
+        const model = new nn.Linear(8, 4).to(on);
+        const opt = make(model.parameters());
+        manualSeed(4);
+        const x = randn([16, 8]).to(on);
+        for (let step = 0; step < 3; step++) {
+          model.forward(x).pow(2).mean().backward();
+          opt.step();
+          opt.zeroGrad();
+        }
+        weights.push(model.weight.toArray() as Float32Array);
       }
-      weights.push(model.weight.toArray() as Float32Array);
+      assert.ok(relativeError(weights[1], weights[0]) <= F32_TOL);
     }
-    assert.ok(relativeError(weights[1], weights[0]) <= F32_TOL);
-  }
-});
+  },
+);
 
-gpuTest("bf16 matmul precision stays within 2e-2 of f32 and is reset", () => {
+deviceTest("bf16 matmul precision stays within 2e-2 of f32 and is reset", (device, api) => {
   manualSeed(1);
   const a = randn([64, 256]), b = randn([256, 32]);
   const exact = a.matmul(b).toArray();
-  cuda.setMatmulPrecision("medium");
+  api.setMatmulPrecision("medium");
   try {
-    assert.equal(cuda.getMatmulPrecision(), "medium");
-    const err = relativeError(a.to("cuda").matmul(b.to("cuda")).toArray(), exact);
-    assert.ok(err <= 2e-2 && err > 0, `bf16 rel err ${err}`);
+    assert.equal(api.getMatmulPrecision(), "medium");
+    const err = relativeError(a.to(device).matmul(b.to(device)).toArray(), exact);
+    // Operands rounded to bf16 (8 significant bits): an error well above f32's, below 2e-2.
+    assert.ok(err <= 2e-2 && err > 1e-4, `bf16 rel err ${err}`);
   } finally {
-    cuda.setMatmulPrecision("highest");
+    api.setMatmulPrecision("highest");
+  }
+  assert.ok(relativeError(a.to(device).matmul(b.to(device)).toArray(), exact) <= F32_TOL);
+});
+
+deviceTest("an embedding index out of range is reported at the next read, once", (device, api) => {
+  const w = randn([4, 3]).to(device);
+  const bad = () => F.embedding(tensor([1, 9], [2], { dtype: "i32" }).to(device), w);
+  const reads: [string, (y: Tensor) => unknown][] = [
+    ["toArray", (y) => y.toArray()],
+    ["item", (y) => y.sum().item()],
+    ["synchronize", () => api.synchronize(device)],
+  ];
+  for (const [how, read] of reads) {
+    const y = bad();
+    assert.throws(
+      () => read(y),
+      /embedding: index 9 at position 1 is out of range \[0, 4\)/,
+      `${how} reports the error`,
+    );
+    // The error is reported once; the device stays usable.
+    assert.equal(w.sum().item(), w.sum().item());
+    api.synchronize(device);
   }
 });
 
-gpuTest("an embedding index out of range on the GPU is reported at the next read", () => {
-  const w = randn([4, 3]).to("cuda");
-  const y = F.embedding(tensor([1, 9], [2], { dtype: "i32" }).to("cuda"), w);
-  assert.throws(() => y.toArray(), /embedding: index 9 at position 1 is out of range \[0, 4\)/);
-  // The error is reported once; the device stays usable.
-  assert.equal(w.sum().item(), w.sum().item());
-  cuda.synchronize();
+deviceTest("mixing accelerator and cpu tensors fails naming both devices", (device) => {
+  const x = randn([2, 3]).to(device), host = randn([2, 3]);
+  assert.throws(() => x.add(host), {
+    message: `add: tensors on different devices (${device} and cpu)`,
+  });
+  assert.throws(() => host.matmul(x.transpose(0, 1)), /matmul.* different devices \(cpu and /);
 });
 
-gpuTest("cuda.deviceCount, getDeviceName and synchronize describe the GPUs", () => {
-  assert.ok(cuda.deviceCount() >= 1);
+deviceTest(
+  "deviceCount and synchronize describe the devices; an index past them is refused",
+  (device, api) => {
+    const family = device.split(":")[0];
+    assert.ok(api.deviceCount() >= 1);
+    api.synchronize(device);
+    assert.throws(() => tensor([1]).to(`${family}:${api.deviceCount()}`), /does not exist/);
+  },
+);
+
+gpuTest("cuda.getDeviceName describes the GPU", () => {
   assert.match(cuda.getDeviceName(0), /\(sm_\d+, \d+ GiB\)$/);
-  cuda.synchronize("cuda:0");
-  assert.throws(() => tensor([1]).to(`cuda:${cuda.deviceCount()}`), /does not exist/);
 });

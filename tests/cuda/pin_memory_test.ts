@@ -1,12 +1,13 @@
 // The DataLoader's pinMemory: its options are checked on every machine, and where there is no GPU
-// it refuses with the reason; on a GPU, batches copied through the pinned ring equal the CPU
-// loader's batches bit for bit, arrive before the kernels that read them, and reuse the ring's
-// two buffers across epochs. The GPU tests are ignored, with the reason in their name, elsewhere.
+// it refuses a cuda device with the reason. On each accelerator (emu everywhere, cuda where a GPU
+// is), batches copied asynchronously equal the CPU loader's batches bit for bit and arrive before
+// the kernels that read them; on a GPU they go through the pinned ring, whose two buffers are
+// reused across epochs. The cuda tests are ignored, with the reason in their name, elsewhere.
 import assert from "node:assert/strict";
 import { manualSeed, randn, type Tensor, tensor } from "../../mod.ts";
 import { DataLoader, type Dataset, TensorDataset } from "../../src/data/mod.ts";
 import { pinnedBytes } from "../../src/tensor/device/cuda_pinned.ts";
-import { gpuTest, hasGpu, noGpuReason } from "./_gpu.ts";
+import { deviceTest, gpuTest, hasGpu, noGpuReason } from "./_gpu.ts";
 
 /** Features f32 [n, width] and labels i32 [n], as a TensorDataset (the native getBatch path). */
 function gathered(n: number, width: number): TensorDataset {
@@ -83,30 +84,30 @@ function passes(
   return result;
 }
 
-gpuTest("pinMemory batches equal the CPU loader's, on both collation paths", () => {
+deviceTest("pinMemory batches equal the CPU loader's, on both collation paths", (first, api) => {
+  // The family's last device: batches reach the device asked for, not its first.
+  const device = first.replace(/\d+$/, String(api.deviceCount() - 1));
   for (const [data, batchSize] of [[gathered(3000, 257), 512], [perSample(50), 8]] as const) {
     const options = { batchSize, shuffle: true, seed: 3 };
     const onCpu = passes(new DataLoader(data, options), 2);
-    const pinned = new DataLoader(data, { ...options, pinMemory: true });
-    assert.equal(pinned.device, "cuda:0");
+    const pinned = new DataLoader(data, { ...options, pinMemory: true, device });
+    assert.equal(pinned.device, device);
     const onGpu = passes(pinned, 2, (batch) => {
-      assert.deepEqual(batch.map((t) => t.device), ["cuda:0", "cuda:0"]);
+      assert.deepEqual(batch.map((t) => t.device), [device, device]);
       assert.deepEqual(batch.map((t) => t.dtype), ["f32", "i32"]);
     });
     assert.deepEqual(onGpu, onCpu);
   }
 });
 
-gpuTest("pinMemory: a kernel queued right after a batch arrives reads all of it", () => {
+deviceTest("pinMemory: a kernel queued right after a batch arrives reads all of it", (device) => {
   // Small integers: every f32 sum of a batch is exact, in any order of addition.
   const n = 4096, width = 1024;
   const values = Float32Array.from({ length: n * width }, (_, i) => (i * 31 + (i >> 10)) % 7);
   const data = new TensorDataset(tensor(values, [n, width]), tensor(new Float32Array(n), [n]));
-  const expected = [...new DataLoader(data, { batchSize: 1024 })].map(([x]) =>
-    [...x.toArray()].reduce((a, b) => a + b, 0)
-  );
-  // The sum runs on the compute stream, which waits for the copy stream's event.
-  const loader = new DataLoader(data, { batchSize: 1024, pinMemory: true, device: "cuda" });
+  const expected = [...new DataLoader(data, { batchSize: 1024 })].map(([x]) => x.sum().item());
+  // The sum runs on the compute stream, which waits for the copy stream's event (on a GPU).
+  const loader = new DataLoader(data, { batchSize: 1024, pinMemory: true, device });
   assert.deepEqual([...loader].map(([x]) => x.sum().item()), expected);
 });
 

@@ -17,7 +17,7 @@ import { checkDtrain } from "./cpu.ts";
 import type { DeviceBackend, DevicePtr } from "./device.ts";
 import { EmuQueue } from "./emu_queue.ts";
 import { withMatmulPrecision } from "./emu_precision.ts";
-import { bindKernels, type KernelFunction } from "./kernels.ts";
+import { bindKernels, type KernelFunction, type KernelSymbol } from "./kernels.ts";
 
 /** Devices when `DTRAIN_EMU_DEVICES` is unset (a node of eight GPUs, as the clusters have). */
 const DEFAULT_DEVICES = 8;
@@ -54,6 +54,20 @@ function snapshot(arg: unknown): unknown {
     ? (arg as unknown as { slice(): unknown }).slice()
     : arg;
 }
+
+/**
+ * Host memory a kernel reads through a pointer argument rather than a buffer (which `snapshot`
+ * copies): per kernel, each such argument's position and byte length. A launch copies them too,
+ * since the caller may reuse or drop that memory before the queue runs.
+ */
+const HOST_POINTER_ARGS: Partial<
+  Record<KernelSymbol, [at: number, nbytes: (a: unknown[]) => number][]>
+> = {
+  // (src, srcRows, indices, n, ...): the gathers' i32 row indices, n of them.
+  dt_gather_rows: [[2, (a) => Number(a[3]) * 4]],
+  dt_gather_u8_f32: [[2, (a) => Number(a[3]) * 4]],
+  dt_gather_u8_i32: [[2, (a) => Number(a[3]) * 4]],
+};
 
 /** Host bytes at `src`, copied now. */
 function hostBytes(src: DevicePtr, nbytes: number): Uint8Array {
@@ -105,9 +119,21 @@ export function createEmuDevice(index: number): EmuDevice {
       // A question about an op, not work: answered now, as on a GPU.
       if (symbol === "dt_unary_reads") return kernel;
       const run = withMatmulPrecision(symbol, kernel);
+      const hostPointers = HOST_POINTER_ARGS[symbol] ?? [];
       return ((...args: unknown[]) => {
         const copied = args.map(snapshot) as never[];
-        launch(() => run(...copied));
+        const held: Uint8Array[] = [];
+        for (const [at, nbytes] of hostPointers) {
+          const n = nbytes(args);
+          if (copied[at] === null || n <= 0) continue;
+          held.push(hostBytes(copied[at], n));
+          copied[at] = Deno.UnsafePointer.of(held[held.length - 1]) as never;
+        }
+        launch(() => {
+          const status = run(...copied);
+          held.length = 0; // the copies live until the launch has run
+          return status;
+        });
         return Status.OK;
       }) as KernelFunction;
     }),
