@@ -1,12 +1,12 @@
-// Attention forward and backward on the GPU against csrc/core's, called through both libraries'
-// C ABI (the strided-layout prototype of main b086002): contiguous heads, heads packed in one
+// Attention forward and backward on each accelerator (the GPU through libdtrain_cuda's C ABI, the
+// emulated one through its queued kernel table) against csrc/core's, called through the C ABI (the strided-layout prototype of main b086002): contiguous heads, heads packed in one
 // [B, T, 3C] projection read in place, causal, a mask broadcast over the batch, and dropout (the
 // same counter RNG gives the same kept probabilities).
 import assert from "node:assert/strict";
 import { attentionSymbols, loadCuda } from "../../ffi/cuda.ts";
 import { openLibrary, type Symbols } from "../../ffi/load.ts";
-import { manualSeed, randn, type Tensor, tensor } from "../../mod.ts";
-import { gpuTest, relativeError } from "./_gpu.ts";
+import { getDevice, manualSeed, randn, type Tensor, tensor } from "../../mod.ts";
+import { type Accelerator, deviceTest, relativeError } from "./_gpu.ts";
 
 interface Case {
   name: string;
@@ -63,6 +63,16 @@ let cpuAttention: Attention | undefined;
 const loadCpuAttention = () =>
   cpuAttention ??= openLibrary("libdtrain.so", "DTRAIN_LIB", attentionSymbols);
 
+/** The attention kernels of an accelerator: libdtrain_cuda's, or the emulated device's table. */
+function attentionOf(device: Accelerator): Attention {
+  if (device.startsWith("cuda")) return loadCuda();
+  const { kernels } = getDevice(device);
+  return {
+    dt_attention_forward: kernels.attentionForward,
+    dt_attention_backward: kernels.attentionBackward,
+  } as unknown as Attention;
+}
+
 /** Forward then backward on `device`; returns out, lse and the three gradients. */
 function run(lib: Attention, device: string, inputs: Tensor[], c: Case): Float32Array[] {
   const [qkv, q, k, v, mask, gout] = inputs.map((t) => t.to(device));
@@ -101,7 +111,7 @@ function run(lib: Attention, device: string, inputs: Tensor[], c: Case): Float32
 }
 
 for (const c of CASES) {
-  gpuTest(`attention forward and backward on cuda match cpu: ${c.name} (rel err <= 1e-4)`, () => {
+  deviceTest(`attention forward and backward match cpu: ${c.name} (rel err <= 1e-4)`, (device) => {
     manualSeed(13);
     const inputs = [
       randn([B * TQ * 3 * H * D]),
@@ -112,7 +122,7 @@ for (const c of CASES) {
       randn([B * H * TQ * DV]),
     ];
     const expected = run(loadCpuAttention(), "cpu", inputs, c);
-    const actual = run(loadCuda(), "cuda", inputs, c);
+    const actual = run(attentionOf(device), device, inputs, c);
     ["out", "lse", "gq", "gk", "gv"].forEach((name, i) => {
       const err = relativeError(actual[i], expected[i]);
       assert.ok(err <= 1e-4, `${c.name}: ${name} rel err ${err}`);
