@@ -82,6 +82,7 @@ for (const backend of ["emu", "auto"]) {
           (_, i) => sum(ranks.map((q) => (q + 1) * (rank * N + i))),
         );
         assert.deepEqual(r?.reduceScatter, chunk, why);
+        assert.deepEqual(r?.subgroup, [backend, reduce(sum)], why);
       }
     });
     await t.step("a collective issued right after the kernels making its input sees them", () => {
@@ -133,6 +134,30 @@ Deno.test('DDP creates and steps with findUnusedParameters on a pure "emu" group
   // Step 0 used gated on rank 0 only, step 1 nowhere.
   assert.ok(steps[0][0].grads["gated.weight"] !== undefined);
   assert.equal(steps[0][1].grads["gated.weight"], undefined);
+});
+
+Deno.test('across two hosts "emu" fails at init and "auto" leaves emu memory unreachable, saying why', async () => {
+  const env = (backend: string) => (rank: number) => ({
+    MODE: "apart",
+    BACKEND: backend,
+    DTRAIN_SHM_HOST: `host-${rank}`,
+  });
+  const [emu, auto] = await Promise.all(
+    ["emu", "auto"].map((backend) =>
+      runRanks({ worker, worldSize: SIZE, timeoutMs: 30_000, env: env(backend) })
+    ),
+  );
+  const apart = "the emu backend's transport is shared memory, and the group's members run on " +
+    "more than one host";
+  // Every rank fails; rank 0's message is sure to be this one (the others may lose the store
+  // first, as rank 0, which hosts it, exits).
+  for (const r of emu) assert.equal(r.code, 1, `rank ${r.rank}: ${r.stdout}`);
+  assert.equal(emu[0].result?.error, `emu rendezvous of rank 0 (group of ${SIZE}): ${apart}`);
+  assertAllOk(auto);
+  for (const r of auto) {
+    assert.equal(r.result?.backend, "auto");
+    assert.equal(r.result?.emu, `allReduce: a tensor is on emu:${r.rank} but ${apart}`);
+  }
 });
 
 Deno.test('a rank that skips an "emu" collective is named in the others\' timeout error', async () => {

@@ -4,6 +4,7 @@
  * - "collectives": every collective against the host computation, one issued right after the
  *   kernels that make its input, and the calls a group must refuse (reported as messages);
  * - "ddp": DDP create and steps with `findUnusedParameters` on the group;
+ * - "apart": an all-reduce of an emu tensor (run with the ranks on two hosts, DTRAIN_SHM_HOST);
  * - "skip": rank 1 skips the all-reduce the others call (and stays until they gave up);
  * - "loop": all-reduce forever, printing "looping" once warmed up, until something fails.
  * @module
@@ -17,6 +18,7 @@ import {
   getRank,
   getWorldSize,
   initProcessGroup,
+  newGroup,
   reduceScatter,
   worldGroup,
 } from "../../../src/dist/mod.ts";
@@ -102,6 +104,11 @@ async function collectives(rank: number, size: number, device: string) {
   const other = `emu:${(rank + 1) % size}`;
   out.otherDevice = await errorOf(() => allReduce(zeros([n], { device: other })));
   out.reaches = ["cpu", device, other].map((d) => worldGroup().reaches(d));
+  // A subgroup has a communicator (and segment) of its own, met under its own store prefix.
+  const sub = await newGroup([0, 1]);
+  const s = onDevice(input(rank));
+  await allReduce(s, "sum", sub);
+  out.subgroup = [sub.backendName, values(s)];
   return out;
 }
 
@@ -161,6 +168,10 @@ await runWorker(async () => {
   try {
     if (mode === "collectives") return await collectives(rank, getWorldSize(), device);
     if (mode === "ddp") return await ddp(rank, device);
+    if (mode === "apart") {
+      const x = full([4], 1, { device });
+      return { backend: worldGroup().backendName, emu: await errorOf(() => allReduce(x)) };
+    }
     if (mode === "skip") {
       // Rank 1 stays connected past the others' timeout, so that they see it hung, not dead.
       if (rank === 1) await new Promise((r) => setTimeout(r, timeoutMs + 2000));
