@@ -8,7 +8,6 @@
 import { getDevice } from "../tensor/device/mod.ts";
 import type { DType, NativeBuffer, ReduceOp, TensorLike } from "./backend.ts";
 import { REDUCE_OPS } from "./backend.ts";
-import type { Memory } from "./backends.ts";
 import { DistError } from "./errors.ts";
 
 /**
@@ -98,25 +97,38 @@ export function gatherBuffers(
   return { outs, input };
 }
 
-/** Whether `t`'s elements are in host memory, as its device says. */
-function inHostMemory(t: TensorLike): boolean {
+/** The memory `t`'s elements are in: "host", or the family of the device that owns them. */
+function memoryOfOne(t: TensorLike): string {
   // No device means host memory (TensorLike says so); the registry would open "cpu" for nothing.
-  if (t.device === undefined) return true;
+  if (t.device === undefined) return "host";
   try {
-    return getDevice(t.device).isHostMemory;
+    if (getDevice(t.device).isHostMemory) return "host";
   } catch {
-    // A device this process cannot open (CUDA absent) holds nothing a host backend could read.
-    return false;
+    // A device this process cannot open (CUDA absent) holds nothing a host backend could read:
+    // its family's communicator (none, or one that says why) decides.
   }
+  return t.device.split(":")[0];
 }
 
 /**
- * Which memory the tensors of one call are in (null for none: a barrier).
+ * Which memory the tensors of one call are in (null for none: a barrier): "host", or the family
+ * of the device whose own memory holds them ("cuda", "emu"; see `Memory` in backends.ts).
+ *
+ * @throws DistError "invalid" for tensors in two kinds of memory (host and a device's, or two
+ *   families'), naming both.
  */
-export function memoryOf(what: string, tensors: TensorLike[]): Memory | null {
+export function memoryOf(what: string, tensors: TensorLike[]): string | null {
   if (tensors.length === 0) return null;
-  const host = tensors.map(inHostMemory);
-  if (host.every((h) => h === host[0])) return host[0] ? "host" : "device";
-  const device = tensors[host.indexOf(false)].device;
-  throw invalid(`${what}: tensors on ${device} and in host memory in one call; move them to one`);
+  const memories = tensors.map(memoryOfOne);
+  if (memories.every((m) => m === memories[0])) return memories[0];
+  const first = memories.findIndex((m) => m !== "host");
+  const other = memories.findIndex((m) => m !== memories[first]);
+  const device = tensors[first].device;
+  if (memories[other] === "host") {
+    throw invalid(`${what}: tensors on ${device} and in host memory in one call; move them to one`);
+  }
+  throw invalid(
+    `${what}: tensors on ${device} and on ${tensors[other].device} in one call; move them to ` +
+      "one device",
+  );
 }

@@ -1,6 +1,6 @@
 /**
  * The interface a communication backend implements (gloo.ts, shm.ts, shm_hierarchical.ts,
- * nccl.ts; what each reaches and can do is its row in backends.ts). Backends work on raw native
+ * nccl.ts, emu.ts; what each reaches and can do is its row in backends.ts). Backends work on raw native
  * buffers and trust their caller: the process group validates arguments, checks the table and
  * orders calls, so a backend only moves bytes and reports failures.
  * @module
@@ -114,6 +114,11 @@ export interface Backend {
    * moment it is asked for, even from synchronous code (DDP's gradient hooks).
    */
   readonly queued?: boolean;
+  /**
+   * The one device whose memory it reaches (`emu:1`), for a backend bound to this rank's device:
+   * the process group refuses tensors on another, whose queued work it would not be ordered after.
+   */
+  readonly device?: string;
   /** In place: every rank ends with the reduction of all ranks' `buf`. */
   allReduce(buf: NativeBuffer, op: ReduceOp): Promise<Done>;
   /**
@@ -158,7 +163,10 @@ export interface TensorLike {
   isContiguous(): boolean;
   /** Address of the first element. */
   readonly ptr: Deno.PointerValue;
-  /** Where the memory lives (`"cpu"` when absent; a GPU's needs the nccl or auto backend). */
+  /**
+   * Where the memory lives (`"cpu"` when absent; a GPU's needs the nccl or auto backend, an
+   * emulated device's the emu or auto backend).
+   */
   readonly device?: string;
   /**
    * The reference-counted memory behind `ptr`, if any (dtrain's Tensor has one). Collectives
@@ -169,4 +177,4 @@ export interface TensorLike {
 }
 
 /** The backends `initProcessGroup` accepts (keys of `REQUESTS` in backends.ts). */
-export type BackendName = "gloo" | "nccl" | "auto";
+export type BackendName = "gloo" | "nccl" | "emu" | "auto";

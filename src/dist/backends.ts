@@ -8,6 +8,7 @@
  */
 
 import type { Backend, BackendInit, BackendName } from "./backend.ts";
+import { connectEmu } from "./emu.ts";
 import { GlooBackend } from "./gloo.ts";
 import { NcclBackend } from "./nccl.ts";
 import { connectAuto } from "./nccl_auto.ts";
@@ -15,8 +16,14 @@ import { type HostLayout, withHostLayout } from "./select_backend.ts";
 import { ShmBackend } from "./shm.ts";
 import { HierarchicalBackend } from "./shm_hierarchical.ts";
 
-/** Where a tensor's elements live: host memory (the CPU's), or a device's own (a GPU's). */
-export type Memory = "host" | "device";
+/**
+ * Where a tensor's elements live: `"host"` (the CPU's memory, whatever device owns it), or the
+ * family of the device whose own memory holds them (`"cuda"` for `cuda:1`, `"emu"` for `emu:0`):
+ * each family's memory needs a communicator of its own (NCCL for a GPU's). `memoryOf` in
+ * arguments.ts tells a call's; a family no row reaches (a device registered at run time) is
+ * reached by none.
+ */
+export type Memory = "host" | "cuda" | "emu";
 
 /**
  * What a backend can do beyond all-reduce, broadcast, all-gather and barrier, which all have.
@@ -57,7 +64,10 @@ export const CAPABILITY_NAMES: Readonly<Record<Capability, string>> = {
 export interface Rendezvous extends HostLayout {
   /** Rank, size, store and timeout of the group. */
   init: BackendInit;
-  /** This rank's GPU index (its local rank, as torchrun's LOCAL_RANK convention has it). */
+  /**
+   * This rank's device index, `cuda:<device>` or `emu:<device>` (its local rank, as torchrun's
+   * LOCAL_RANK convention has it).
+   */
   device: number;
 }
 
@@ -69,8 +79,11 @@ export interface Connected {
   name: string;
   /** One communicator per memory the group reaches. */
   backends: Backend[];
-  /** Why memory the name promises has no communicator (`auto` without CUDA), or "". */
-  unreachable: string;
+  /**
+   * Why memory the name promises has no communicator, by memory (`auto` without CUDA: `cuda`;
+   * across hosts: `emu`); memory missing here that no communicator reaches was never promised.
+   */
+  unreachable: Readonly<Partial<Record<Memory, string>>>;
 }
 
 /**
@@ -79,12 +92,16 @@ export interface Connected {
 export interface BackendEntry {
   /** How it connects, in a line. */
   readonly connects: string;
-  /** The memory its collectives reach; "auto" reaches both, through two communicators. */
+  /** The memory its collectives reach; "auto" reaches all three, through a communicator each. */
   readonly reaches: readonly Memory[];
   /** What it can do; for "auto", each call can what the communicator reaching its tensors can. */
   readonly capabilities: Capabilities;
-  /** Whether choosing it needs to know which members share a host (select_backend.ts). */
-  readonly byHost: boolean;
+  /**
+   * Whether choosing or connecting it needs to know which members share a host
+   * (select_backend.ts): true while shared memory is on (`DTRAIN_SHM`), "always" whatever
+   * `DTRAIN_SHM` says (shared memory is its only transport).
+   */
+  readonly byHost: boolean | "always";
   /** Whether it serves a group laid out as `hosts` (group ranks per host; null: not read). */
   fits(hosts: number[][] | null): boolean;
   /** Connects this rank's communicators. */
@@ -100,10 +117,10 @@ const NONE: Capabilities = {
   allocShared: false,
 };
 
-const one = async (backend: Promise<Backend>) => ({ backends: [await backend], unreachable: "" });
+const one = async (backend: Promise<Backend>) => ({ backends: [await backend], unreachable: {} });
 
 /** The name of a row of {@linkcode BACKENDS}, as its communicator reports it. */
-export type BackendKind = "gloo" | "shm" | "shm+gloo" | "nccl" | "auto";
+export type BackendKind = "gloo" | "shm" | "shm+gloo" | "nccl" | "emu" | "auto";
 
 /** Every backend, by the name its communicator reports. */
 export const BACKENDS: Readonly<Record<BackendKind, BackendEntry>> = {
@@ -140,17 +157,33 @@ export const BACKENDS: Readonly<Record<BackendKind, BackendEntry>> = {
   },
   nccl: {
     connects: "an NCCL communicator on this rank's GPU, its unique id passed through the store",
-    reaches: ["device"],
+    reaches: ["cuda"],
     capabilities: { ...NONE, allGatherBlocking: true, reduceScatter: true },
     byHost: false,
     fits: () => true,
     connect: ({ init, device }) => one(NcclBackend.connect({ ...init, device })),
   },
+  emu: {
+    connects: "the shared-memory transport on this rank's emulated device emu:<local rank>, " +
+      "ordered after its queued kernels; one host only",
+    reaches: ["emu"],
+    capabilities: {
+      ...NONE,
+      allReduceBlocking: true,
+      allGatherBlocking: true,
+      allGatherStart: true,
+      reduceScatter: true,
+    },
+    byHost: "always",
+    fits: () => true,
+    connect: (rendezvous) => one(connectEmu(rendezvous)),
+  },
   auto: {
-    connects: 'what "gloo" chooses for host memory, plus NCCL for GPU memory where CUDA is',
-    reaches: ["host", "device"],
+    connects: 'what "gloo" chooses for host memory, NCCL for GPU memory where CUDA is, and the ' +
+      "emu backend for emulated devices where the group is on one host",
+    reaches: ["host", "cuda", "emu"],
     capabilities: NONE,
-    byHost: true,
+    byHost: "always",
     fits: () => true,
     connect: (rendezvous) => connectAuto(rendezvous, (r) => connectChoice("gloo", r)),
   },
@@ -160,6 +193,7 @@ export const BACKENDS: Readonly<Record<BackendKind, BackendEntry>> = {
 export const REQUESTS: Readonly<Record<BackendName, readonly BackendKind[]>> = {
   gloo: ["gloo", "shm", "shm+gloo"],
   nccl: ["nccl"],
+  emu: ["emu"],
   auto: ["auto"],
 };
 
@@ -187,7 +221,7 @@ async function connectChoice(requested: BackendName, rendezvous: Rendezvous): Pr
  *
  * @param requested The backend `initProcessGroup` was given.
  * @param init Rank, size, store, bind address and timeout of the group.
- * @param device This rank's GPU index.
+ * @param device This rank's device index (its local rank).
  * @returns The chosen backend's communicators.
  * @throws DistError naming what failed.
  */
@@ -196,7 +230,8 @@ export function connectGroup(
   init: BackendInit,
   device: number,
 ): Promise<Connected> {
-  const byHost = REQUESTS[requested].some((n) => BACKENDS[n].byHost);
+  const rows = REQUESTS[requested].map((n) => BACKENDS[n].byHost);
+  const byHost = rows.includes("always") ? "always" : rows.includes(true);
   return withHostLayout(
     init,
     byHost,

@@ -14,8 +14,10 @@ export interface InitOptions {
   /**
    * Communication backend: "gloo" (host memory, the default; ranks that share a host talk over
    * shared memory unless env `DTRAIN_SHM=0`, see `ProcessGroup.backendName`), "nccl" (GPU memory,
-   * one GPU per local rank) or "auto" (NCCL for tensors on a GPU, and for the rest what "gloo"
-   * chooses). What each reaches and can do: src/dist/backends.ts.
+   * one GPU per local rank), "emu" (the emulated accelerator's memory, one device `emu:<local
+   * rank>` per rank, on one host) or "auto" (NCCL for tensors on a GPU, emu for tensors on an
+   * emulated device, and for the rest what "gloo" chooses). What each reaches and can do:
+   * src/dist/backends.ts.
    */
   backend?: BackendName;
   /**

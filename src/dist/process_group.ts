@@ -1,6 +1,6 @@
 /**
- * A process group: a set of ranks with the communicators of one backend (two under "auto": one
- * for host memory, one for a GPU's), whose collectives are validated here, sent to the
+ * A process group: a set of ranks with the communicators of one backend (up to three under
+ * "auto": one for host memory, one for a GPU's, one for an emulated device's), whose collectives are validated here, sent to the
  * communicator that reaches their tensors (backends.ts), and issued on one queue so every rank
  * runs them in the same order.
  * @module
@@ -12,6 +12,7 @@ import type { Backend, Done, DType, SharedBlock, TensorLike } from "./backend.ts
 import type { ReduceOp } from "./backend.ts";
 import { type Capability, CAPABILITY_NAMES, type Connected, entryOf } from "./backends.ts";
 import { DistError } from "./errors.ts";
+import { route } from "./route.ts";
 import { BlockingWork, Work } from "./work.ts";
 
 /**
@@ -64,7 +65,10 @@ export class ProcessGroup {
     this.#diagnose = diagnose;
   }
 
-  /** Name of the backend ("shm", "gloo", "shm+gloo", "nccl", "auto"), or "none" on non-members. */
+  /**
+   * Name of the backend ("shm", "gloo", "shm+gloo", "nccl", "emu", "auto"), or "none" on
+   * non-members.
+   */
   get backendName(): string {
     return this.#connected?.name ?? "none";
   }
@@ -314,24 +318,31 @@ export class ProcessGroup {
   }
 
   /**
+   * Whether this group's collectives reach tensors on `device` (`"cpu"`, `"cuda:0"`, `"emu:1"`):
+   * a communicator serves its memory (and the device, for one bound to this rank's). For code
+   * that makes small tensors of its own to send, such as DDP's checks, to put them where the
+   * group reaches (on a device-only group, the model's device). False on non-members.
+   *
+   * @param device The device's name.
+   * @returns Whether a collective on a tensor there would be sent.
+   */
+  reaches(device: string): boolean {
+    if (this.#connected === null || this.#destroyed) return false;
+    try {
+      route("reaches", this.#connected, memoryOf("reaches", [{ device } as TensorLike]), [device]);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  /**
    * The communicator that reaches `tensors` (each backend's `reaches` in backends.ts), checked to
    * have what `needs` names: a caller learns from the table what a backend cannot reach or do.
    */
   #serving(what: string, tensors: TensorLike[], needs?: Capability): Backend {
-    const { name, backends, unreachable } = this.#member(what);
-    const memory = memoryOf(what, tensors);
-    // A call without tensors (a barrier) goes to the first communicator: host memory's, if any.
-    const backend = memory === null
-      ? backends[0]
-      : backends.find((b) => entryOf(b.name).reaches.includes(memory));
-    if (backend === undefined) {
-      const device = tensors[0].device ?? "cpu";
-      if (unreachable) throw invalid(`${what}: a tensor is on a GPU but ${unreachable}`);
-      throw invalid(
-        `${what}: a tensor is on ${device}, which the ${name} backend cannot reach; move it, or ` +
-          `use the "auto" backend`,
-      );
-    }
+    const devices = tensors.map((t) => t.device);
+    const backend = route(what, this.#member(what), memoryOf(what, tensors), devices);
     if (needs !== undefined && !entryOf(backend.name).capabilities[needs]) {
       throw invalid(`${what}: the ${backend.name} backend has no ${CAPABILITY_NAMES[needs]}`);
     }

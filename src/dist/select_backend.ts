@@ -69,29 +69,40 @@ export function groupByHost(keys: readonly string[]): number[][] {
  * @ignore dtrain-internal (its module is re-exported with `export *`)
  */
 export interface HostLayout {
-  /** Group ranks per host ({@linkcode groupByHost}), or null when not read (no shared memory). */
+  /**
+   * Group ranks per host ({@linkcode groupByHost}), or null when not read or shared memory is off
+   * for host memory (`DTRAIN_SHM=0`: the host-memory rows then choose Gloo).
+   */
   hosts: number[][] | null;
+  /**
+   * Whether every member runs on this rank's host, whatever `DTRAIN_SHM` says (a group of one
+   * does), or null when not read.
+   */
+  oneHost: boolean | null;
   /** A connected store client for the shared-memory rendezvous while `hosts` is known. */
   store: StoreClient | null;
 }
 
 /**
- * Runs `use` with the group's host layout: read through the store when `wanted`, shared memory
- * is on and the group has more than one rank; else with `hosts` null.
+ * Runs `use` with the group's host layout, read through the store when the group has more than
+ * one rank and `wanted` is "always", or true while shared memory is on; else with `hosts` and
+ * `store` null (and `oneHost` true for a group of one).
  *
  * @param init Rank, size, store and timeout of the group.
- * @param wanted Whether the caller may choose by host.
+ * @param wanted Whether the caller chooses by host: true while shared memory is on, "always"
+ *   whatever `DTRAIN_SHM` says (the emu backend's transport is shared memory).
  * @param use Connects the backend, given the layout (its store closes once `use` settles).
  * @returns What `use` returns.
  * @throws DistError when the store exchange fails.
  */
 export async function withHostLayout<T>(
   init: BackendInit,
-  wanted: boolean,
+  wanted: boolean | "always",
   use: (layout: HostLayout) => Promise<T>,
 ): Promise<T> {
-  if (!wanted || init.size === 1 || shmMode() === "off") {
-    return await use({ hosts: null, store: null });
+  const shared = shmMode() !== "off";
+  if (!wanted || init.size === 1 || (wanted !== "always" && !shared)) {
+    return await use({ hosts: null, oneHost: init.size === 1 ? true : null, store: null });
   }
   const store = await StoreClient.connect({
     hostname: init.storeHost,
@@ -107,7 +118,7 @@ export async function withHostLayout<T>(
     const hosts = groupByHost(
       await Promise.all(keys.map(async (k) => decoder.decode(await store.get(k)))),
     );
-    return await use({ hosts, store });
+    return await use({ hosts: shared ? hosts : null, oneHost: hosts.length === 1, store });
   } finally {
     store.close();
   }

@@ -23,6 +23,19 @@ function hash32(s: string): number {
 }
 
 /**
+ * Where DDP's own small tensors (this check's, the used mask) go: host memory when `group`
+ * reaches it, else the device of the first parameter (a device-only group, "nccl" or "emu",
+ * reaches its ranks' devices only).
+ *
+ * @param group The process group.
+ * @param params The model's parameters.
+ * @returns The device's name.
+ */
+export function smallTensorDevice(group: ProcessGroup, params: readonly Tensor[]): string {
+  return group.reaches("cpu") || params.length === 0 ? "cpu" : params[0].device;
+}
+
+/**
  * Verifies across `group` that the named parameters agree in count, name and shape.
  *
  * @throws Error naming the parameter and the ranks that differ.
@@ -32,8 +45,10 @@ export async function verifyParamsAcrossRanks(
   group: ProcessGroup,
 ): Promise<void> {
   const size = group.size;
-  const counts = zeros([size], { dtype: "i32" });
-  const own = tensor([named.length], [1], { dtype: "i32" });
+  // i32 on every backend: Gloo, shared memory and NCCL (ncclInt32) all reduce and gather it.
+  const device = smallTensorDevice(group, named.map(([, p]) => p));
+  const counts = zeros([size], { dtype: "i32", device });
+  const own = tensor([named.length], [1], { dtype: "i32", device });
   await allGather(counts, own, group).wait();
   const allCounts = Array.from(counts.toArray());
   counts.dispose();
@@ -57,8 +72,8 @@ export async function verifyParamsAcrossRanks(
     rows[i * FIELDS + 1] = p.ndim;
     p.shape.forEach((d, j) => (rows[i * FIELDS + 2 + j] = d));
   });
-  const mine = tensor(rows, [rows.length], { dtype: "i32" });
-  const gathered = zeros([size * rows.length], { dtype: "i32" });
+  const mine = tensor(rows, [rows.length], { dtype: "i32", device });
+  const gathered = zeros([size * rows.length], { dtype: "i32", device });
   await allGather(gathered, mine, group).wait();
   const all = gathered.toArray() as Int32Array;
   mine.dispose();

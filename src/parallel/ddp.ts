@@ -51,7 +51,7 @@ import {
   bucketMemory,
   type BucketSlot,
 } from "./_buckets.ts";
-import { verifyParamsAcrossRanks } from "./_verify.ts";
+import { smallTensorDevice, verifyParamsAcrossRanks } from "./_verify.ts";
 import { applyMixedPrecision, type MixedPrecisionPolicy } from "./mixed_precision.ts";
 
 /** Options of {@linkcode DistributedDataParallel}. */
@@ -345,8 +345,10 @@ export class DistributedDataParallel<M extends Module = Module> extends Module {
 
   /** Issues the all-reduce of how many ranks used each parameter (see [Note: unused parameters]). */
   #reduceUsedMask(): { mask: Tensor; work: Work } {
-    const flags = Int32Array.from(this.#params(), (p) => this.#usedSinceSync.has(p) ? 1 : 0);
-    const mask = tensor(flags, [flags.length]);
+    const params = this.#params();
+    const flags = Int32Array.from(params, (p) => this.#usedSinceSync.has(p) ? 1 : 0);
+    // Where the group reaches: host memory, or the model's device on a device-only group.
+    const mask = tensor(flags, [flags.length], { device: smallTensorDevice(this.#group, params) });
     return { mask, work: this.#group.allReduce(mask, "sum") };
   }
 

@@ -9,10 +9,12 @@ import {
   REQUESTS,
 } from "../../src/dist/backends.ts";
 import { GlooBackend } from "../../src/dist/gloo.ts";
+import { EmuBackend } from "../../src/dist/emu.ts";
 import { destroyProcessGroup, DistError, initProcessGroup } from "../../src/dist/mod.ts";
 import { NcclBackend } from "../../src/dist/nccl.ts";
 import { ShmBackend } from "../../src/dist/shm.ts";
 import { HierarchicalBackend } from "../../src/dist/shm_hierarchical.ts";
+import { tensor } from "../../src/tensor/creation.ts";
 import { freePort } from "../_harness/ranks.ts";
 import { tensorOf } from "../_harness/worker.ts";
 
@@ -31,6 +33,7 @@ const CLASSES: Record<Exclude<BackendKind, "auto">, { prototype: object }> = {
   shm: ShmBackend,
   "shm+gloo": HierarchicalBackend,
   nccl: NcclBackend,
+  emu: EmuBackend,
 };
 
 Deno.test("every row's capabilities are exactly the methods its communicator has", () => {
@@ -48,13 +51,15 @@ Deno.test("every row's capabilities are exactly the methods its communicator has
 });
 
 Deno.test("every backend initProcessGroup accepts resolves to rows of the table", () => {
-  assert.deepEqual(Object.keys(REQUESTS), ["gloo", "nccl", "auto"]);
+  assert.deepEqual(Object.keys(REQUESTS), ["gloo", "nccl", "emu", "auto"]);
   for (const names of Object.values(REQUESTS)) {
     for (const name of names) assert.ok(name in BACKENDS, name);
   }
+  // Memory is "host" or a device family's: each family needs a communicator of its own.
   assert.deepEqual(BACKENDS.gloo.reaches, ["host"]);
-  assert.deepEqual(BACKENDS.nccl.reaches, ["device"]);
-  assert.deepEqual(BACKENDS.auto.reaches, ["host", "device"]);
+  assert.deepEqual(BACKENDS.nccl.reaches, ["cuda"]);
+  assert.deepEqual(BACKENDS.emu.reaches, ["emu"]);
+  assert.deepEqual(BACKENDS.auto.reaches, ["host", "cuda", "emu"]);
   assert.throws(() => entryOf("mpi"), /backend "mpi" has no row in src\/dist\/backends.ts/);
   assert.throws(() => entryOf("toString"), /backend "toString" has no row/);
 });
@@ -92,5 +97,42 @@ Deno.test("a gloo group names the operation and the backend for what Gloo lacks 
     );
   } finally {
     await destroyProcessGroup();
+  }
+});
+
+Deno.test('a one-rank "emu" group reaches its device only; "auto" reaches host and emu memory', async () => {
+  const invalid = (pattern: RegExp) => (e: unknown) =>
+    e instanceof DistError && e.code === "invalid" && pattern.test(e.message);
+  for (const backend of ["emu", "auto"] as const) {
+    const group = await initProcessGroup({
+      backend,
+      initMethod: `tcp://127.0.0.1:${freePort()}`,
+      rank: 0,
+      worldSize: 1,
+      timeoutMs: 5000,
+    });
+    try {
+      assert.equal(group.backendName, backend);
+      const x = tensor([1, 2], [2], { device: "emu:0" });
+      await group.allReduce(x, "max");
+      assert.deepEqual(Array.from(x.toArray()), [1, 2]);
+      assert.equal(group.reaches("emu:0"), true);
+      assert.equal(group.reaches("emu:1"), false, "another device than the rank's");
+      assert.equal(group.reaches("cpu"), backend === "auto");
+      const host = tensorOf(new Float32Array([1, 2]));
+      if (backend === "emu") {
+        assert.throws(
+          () => group.allReduce(host),
+          invalid(/^allReduce: a tensor is on cpu, which the emu backend cannot reach; /),
+        );
+      }
+      assert.throws(
+        () =>
+          group.allGather(tensor([0, 0], [2], { device: "emu:0" }), { ...host, device: "cuda:0" }),
+        invalid(/^allGather: tensors on emu:0 and on cuda:0 in one call; move them to one device$/),
+      );
+    } finally {
+      await destroyProcessGroup();
+    }
   }
 });
