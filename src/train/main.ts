@@ -42,7 +42,9 @@ import { manualSeed } from "../tensor/random.ts";
 function sampleText(model: GPT): string {
   manualSeed(1);
   model.eval();
-  const prompt = tensor(TextDataset.encode("\n"), [1, 1], { dtype: "i32" });
+  // On the model's device, as PyTorch's generate wants its idx.
+  const device = model.parameters()[0].device;
+  const prompt = tensor(TextDataset.encode("\n"), [1, 1], { dtype: "i32", device });
   const tokens = model.generate(prompt, 300, { temperature: 0.8, topK: 40 }).toArray();
   return TextDataset.decode(tokens.subarray(1));
 }

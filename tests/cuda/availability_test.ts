@@ -135,6 +135,6 @@ Deno.test("initProcessGroup names the backends it knows", async () => {
   await assert.rejects(
     // @ts-expect-error: not a backend
     initProcessGroup({ backend: "mpi", rank: 0, worldSize: 1 }),
-    /unknown backend "mpi"; use one of gloo, nccl, auto/,
+    /unknown backend "mpi"; use one of gloo, nccl, emu, auto/,
   );
 });

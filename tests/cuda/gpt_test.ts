@@ -4,7 +4,7 @@
 // model's device (a GPT on a device once built them on cpu, and its forward threw).
 import assert from "node:assert/strict";
 import { F, manualSeed, nn, optim, type Tensor, tensor } from "../../mod.ts";
-import { deviceTest, relativeError } from "./_gpu.ts";
+import { type Accelerator, deviceTest, relativeError } from "./_gpu.ts";
 
 const CONFIG = { vocabSize: 23, blockSize: 8, nLayer: 2, nHead: 2, nEmbd: 16, dropout: 0.1 };
 
@@ -39,14 +39,28 @@ function step(device: string): { loss: number; weights: Float32Array[] } {
   };
 }
 
-deviceTest("GPT forward, backward and an AdamW step match cpu (rel err <= 1e-5)", (device) => {
-  const cpu = step("cpu"), onDevice = step(device);
-  assert.ok(Math.abs(onDevice.loss - cpu.loss) <= 1e-5 * Math.abs(cpu.loss), `${onDevice.loss}`);
-  cpu.weights.forEach((w, i) => {
-    const err = relativeError(onDevice.weights[i], w);
-    assert.ok(err <= 1e-5, `parameter ${i}: rel err ${err}`);
-  });
-});
+/**
+ * How far a step may drift from the cpu's: the emulator runs the cpu's kernels (1e-5 leaves room
+ * for nothing but a different summation order); a GPU sums in other orders, and AdamW's normalised
+ * update magnifies that for gradients near zero.
+ */
+const STEP_TOLERANCE: Record<Accelerator, number> = { "emu:0": 1e-5, "cuda:0": 1e-3 };
+
+deviceTest(
+  "GPT forward, backward and an AdamW step match cpu (rel err <= 1e-5 emu, 1e-3 cuda)",
+  (device) => {
+    const cpu = step("cpu"), onDevice = step(device);
+    const tolerance = STEP_TOLERANCE[device];
+    assert.ok(
+      Math.abs(onDevice.loss - cpu.loss) <= tolerance * Math.abs(cpu.loss),
+      `${onDevice.loss}`,
+    );
+    cpu.weights.forEach((w, i) => {
+      const err = relativeError(onDevice.weights[i], w);
+      assert.ok(err <= tolerance, `parameter ${i}: rel err ${err}`);
+    });
+  },
+);
 
 deviceTest("GPT generate samples the cpu's tokens under the same seed", (device) => {
   const sampled = ["cpu", device].map((on) => {

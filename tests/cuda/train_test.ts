@@ -1,14 +1,15 @@
-// Training on the GPU: a GPT step on cuda against the same step on cpu, DDP's gradients over a
+// Training on the GPU (the GPT step against the cpu's is tests/cuda/gpt_test.ts): DDP's gradients over a
 // real NCCL group on every visible GPU (the average over ranks, one rank per GPU, even with one
 // GPU) and the train job under DDP where there are several GPUs, the train job under FSDP over
 // NCCL ("auto") on every visible GPU, every rank ending with the same weights, and FSDP on one GPU
-// against FSDP on the cpu. Ignored, with the reason in the name, where there is no GPU.
+// against FSDP on the cpu (on emu too, over the emu backend). Ignored, with the reason in the name,
+// where there is no GPU; the train job on 2 emulated devices is tests/train/emu_train_test.ts.
 //
 // Time bounds (scripts/gpu_check.sh runs this file as one step): every subprocess gets 45 s and
 // every in-process NCCL group aborts a call after 30 s, so one NCCL hang costs at most 45 s and the
 // tests after it still run.
 import assert from "node:assert/strict";
-import { cuda, F, manualSeed, nn, optim, parallel, randn, tensor } from "../../mod.ts";
+import { cuda, manualSeed, nn, optim, parallel, randn, tensor } from "../../mod.ts";
 import {
   allGather,
   allReduce,
@@ -22,41 +23,12 @@ import { freePort } from "../_harness/ranks.ts";
 import { load } from "../../src/checkpoint/mod.ts";
 import { ROOT, runDeno, withTempDir } from "../_harness/processes.ts";
 import { SMALL_JOB, train } from "../train/_train.ts";
-import { gpuTest, relativeError } from "./_gpu.ts";
+import { type Accelerator, deviceTest, gpuTest, relativeError } from "./_gpu.ts";
 
 /** A subprocess's limit: an NCCL hang in it costs this much, then it is killed. */
 const SUBPROCESS_MS = 45_000;
 /** An in-process NCCL group's limit on each call (it aborts the communicator after it). */
 const GROUP_MS = 30_000;
-
-/** One AdamW step of a small GPT on `device`; the loss and the weights after the step. */
-function gptStep(device: string): { loss: number; weights: Float32Array } {
-  manualSeed(1234);
-  const [b, t, v] = [4, 32, 97];
-  const model = new nn.GPT({ vocabSize: v, blockSize: t, nLayer: 2, nHead: 4, nEmbd: 64 }).to(
-    device,
-  );
-  const opt = new optim.AdamW(model.parameters(), { lr: 1e-3, weightDecay: 0.1 });
-  const tokens = Int32Array.from({ length: b * (t + 1) }, (_, i) => (i * 31 + 7) % v);
-  const idx = tensor(tokens.slice(0, b * t), [b, t], { dtype: "i32" }).to(device);
-  const targets = tensor(tokens.slice(b, b * t + b), [b * t], { dtype: "i32" }).to(device);
-  // The loss from the logits, whether or not forward also takes targets some day.
-  const loss = F.crossEntropy(model.forward(idx).reshape(b * t, v), targets);
-  loss.backward();
-  opt.step();
-  const weights = model.parameters().map((p) => Array.from(p.toArray()));
-  return { loss: loss.item(), weights: Float32Array.from(weights.flat()) };
-}
-
-gpuTest("a GPT training step on cuda matches cpu (loss and weights, rel err <= 1e-3)", () => {
-  const cpu = gptStep("cpu"), gpu = gptStep("cuda");
-  assert.ok(
-    Math.abs(gpu.loss - cpu.loss) <= 1e-3 * Math.abs(cpu.loss),
-    `${gpu.loss} vs ${cpu.loss}`,
-  );
-  const err = relativeError(gpu.weights, cpu.weights);
-  assert.ok(err <= 1e-3, `weights rel err ${err}`);
-});
 
 /**
  * Runs the train job on every visible GPU with `args(dir)` (dir: a fresh folder) and checks that
@@ -169,7 +141,10 @@ gpuTest(
 );
 
 /** Three SGD steps of a fully sharded MLP on `device` in a world of one; its final weights. */
-async function fsdpSteps(device: string, backend: "gloo" | "nccl"): Promise<Float32Array> {
+async function fsdpSteps(
+  device: string,
+  backend: "gloo" | "nccl" | "emu",
+): Promise<Float32Array> {
   await initProcessGroup({
     backend,
     initMethod: `tcp://127.0.0.1:${freePort()}`,
@@ -198,12 +173,15 @@ async function fsdpSteps(device: string, backend: "gloo" | "nccl"): Promise<Floa
   }
 }
 
-gpuTest(
-  "FSDP over NCCL on one GPU (blocking all-gathers, clipping) matches FSDP on the cpu",
-  async () => {
+/** Each accelerator's device collective backend. */
+const DEVICE_BACKEND: Record<Accelerator, "nccl" | "emu"> = { "cuda:0": "nccl", "emu:0": "emu" };
+
+deviceTest(
+  "FSDP over the device backend on one device (blocking all-gathers, clipping) matches FSDP on the cpu",
+  async (device) => {
     const cpu = await fsdpSteps("cpu", "gloo");
-    const gpu = await fsdpSteps("cuda", "nccl");
-    const err = relativeError(gpu, cpu);
+    const onDevice = await fsdpSteps(device, DEVICE_BACKEND[device]);
+    const err = relativeError(onDevice, cpu);
     assert.ok(err <= 1e-4, `weights rel err ${err}`);
   },
 );
