@@ -25,26 +25,40 @@ export interface Tokenizer {
   toMeta(): TokenizerMeta;
 }
 
-const Gpt2MetaSchema = z.object({
-  tokenizer: z.literal("gpt2"),
-  vocabSize: z.literal(50257),
-  eot: z.literal(50256),
-});
+/** What rebuilds the GPT-2 tokenizer. */
+export interface Gpt2Meta {
+  /** `"gpt2"`. */
+  tokenizer: "gpt2";
+  /** 50257. */
+  vocabSize: 50257;
+  /** The id of `<|endoftext|>`, 50256. */
+  eot: 50256;
+}
 
-const CharMetaSchema = z.object({
-  tokenizer: z.literal("char"),
-  vocabSize: z.number().int().positive(),
-  itos: z.array(z.string()),
-  stoi: z.record(z.string(), z.number().int().nonnegative()),
-});
+/** What rebuilds a character tokenizer: nanoGPT's `meta.pkl` fields. */
+export interface CharMeta {
+  /** `"char"`. */
+  tokenizer: "char";
+  /** The number of characters. */
+  vocabSize: number;
+  /** The character of each id. */
+  itos: string[];
+  /** The id of each character (the inverse of `itos`). */
+  stoi: Record<string, number>;
+}
 
-const TokenizerMetaSchema = z.discriminatedUnion("tokenizer", [Gpt2MetaSchema, CharMetaSchema]);
+/** What rebuilds a tokenizer, as `meta.json` holds it (see {@linkcode fromMeta}). */
+export type TokenizerMeta = Gpt2Meta | CharMeta;
 
-/**
- * What rebuilds a tokenizer, as `meta.json` holds it. For `"char"`, nanoGPT's `meta.pkl` fields:
- * `itos[id]` is the character of id `id` and `stoi` its inverse.
- */
-export type TokenizerMeta = z.infer<typeof TokenizerMetaSchema>;
+const TokenizerMetaSchema: z.ZodType<TokenizerMeta> = z.discriminatedUnion("tokenizer", [
+  z.object({ tokenizer: z.literal("gpt2"), vocabSize: z.literal(50257), eot: z.literal(50256) }),
+  z.object({
+    tokenizer: z.literal("char"),
+    vocabSize: z.number().int().positive(),
+    itos: z.array(z.string()),
+    stoi: z.record(z.string(), z.number().int().nonnegative()),
+  }),
+]);
 
 /** The character tokenizer: {@linkcode Tokenizer} with its table. */
 export interface CharTokenizer extends Tokenizer {
