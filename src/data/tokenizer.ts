@@ -154,10 +154,10 @@ function tableTokenizer(itos: string[]): CharTokenizer {
  * import assert from "node:assert/strict";
  * import { charTokenizer, fromMeta } from "./mod.ts";
  * const meta = JSON.parse(JSON.stringify(charTokenizer("to be or not").toMeta()));
- * assert.equal(fromMeta(meta).decode([6, 4]), "to");
+ * assert.equal((await fromMeta(meta)).decode([6, 4]), "to");
  * ```
  */
-export function fromMeta(meta: unknown): Tokenizer {
+export async function fromMeta(meta: unknown): Promise<Tokenizer> {
   const parsed = TokenizerMetaSchema.safeParse(meta);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
@@ -165,7 +165,7 @@ export function fromMeta(meta: unknown): Tokenizer {
     throw new TypeError(`tokenizer meta: ${field}: ${issue.message}`);
   }
   const m = parsed.data;
-  if (m.tokenizer === "gpt2") return gpt2Tokenizer();
+  if (m.tokenizer === "gpt2") return await gpt2Tokenizer();
   if (m.itos.length !== m.vocabSize) {
     throw new TypeError(
       `tokenizer meta: itos has ${m.itos.length} characters, vocabSize is ${m.vocabSize}`,
@@ -198,7 +198,7 @@ export function fromMeta(meta: unknown): Tokenizer {
  * @returns The tokenizer.
  * @throws Error naming the file when it is missing or not JSON; see {@linkcode fromMeta}.
  */
-export function loadMeta(dir: string): Tokenizer {
+export async function loadMeta(dir: string): Promise<Tokenizer> {
   const path = join(dir, "meta.json");
   let text: string;
   try {
@@ -213,7 +213,7 @@ export function loadMeta(dir: string): Tokenizer {
     throw new Error(`loadMeta: ${path} is not JSON: ${(error as Error).message}`, { cause: error });
   }
   try {
-    return fromMeta(meta);
+    return await fromMeta(meta);
   } catch (error) {
     throw new TypeError(`loadMeta: ${path}: ${(error as Error).message}`, { cause: error });
   }

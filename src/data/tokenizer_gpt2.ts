@@ -4,8 +4,6 @@
  * @module
  */
 
-import { Tiktoken } from "js-tiktoken/lite";
-import gpt2Ranks from "js-tiktoken/ranks/gpt2";
 import type { Tokenizer, TokenizerMeta } from "./tokenizer.ts";
 
 /** GPT-2's end-of-text token, `<|endoftext|>`. */
@@ -41,7 +39,9 @@ let cached: Gpt2Tokenizer | undefined;
  * Returns GPT-2's tokenizer, with the ids of tiktoken's `gpt2` encoding. `encode` reads
  * `<|endoftext|>` in the text as the special token 50256 (as nanoGPT's `sample.py`:
  * `enc.encode(s, allowed_special={"<|endoftext|>"})`); `encodeOrdinary` reads it as text. The
- * rank table is built once (about 50k entries) and shared by every call.
+ * rank table is built once (about 50k entries) and shared by every call. It is imported on the
+ * first call, not with dtrain (545 KB that every process importing mod.ts would otherwise parse),
+ * so the call is asynchronous.
  *
  * @returns The tokenizer.
  *
@@ -49,13 +49,18 @@ let cached: Gpt2Tokenizer | undefined;
  * ```ts
  * import assert from "node:assert/strict";
  * import { gpt2Tokenizer } from "./mod.ts";
- * const enc = gpt2Tokenizer();
+ * const enc = await gpt2Tokenizer();
  * assert.deepEqual(enc.encode("hello world"), [31373, 995]);
  * assert.deepEqual(enc.encode("hello <|endoftext|>"), [31373, 220, 50256]);
  * assert.equal(enc.decode([31373, 995]), "hello world");
  * ```
  */
-export function gpt2Tokenizer(): Gpt2Tokenizer {
+export async function gpt2Tokenizer(): Promise<Gpt2Tokenizer> {
+  if (cached !== undefined) return cached;
+  const [{ Tiktoken }, { default: gpt2Ranks }] = await Promise.all([
+    import("js-tiktoken/lite"),
+    import("js-tiktoken/ranks/gpt2"),
+  ]);
   if (cached !== undefined) return cached;
   const bpe = new Tiktoken({ ...gpt2Ranks, pat_str: GPT2_PATTERN });
   const vocabSize = 50257, eot = 50256;

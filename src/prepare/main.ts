@@ -104,7 +104,7 @@ export function parsePrepareArgs(args: string[]): PrepareArgs | "help" {
  * @param args The command line.
  * @returns The exit code: 0 done, 2 a wrong argument or an unusable input or output.
  */
-export function main(args: string[]): number {
+export async function main(args: string[]): Promise<number> {
   try {
     const parsed = parsePrepareArgs(args);
     if (parsed === "help") {
@@ -119,7 +119,7 @@ export function main(args: string[]): number {
         // prepare names a missing input
       }
     }
-    const meta = prepare({ ...parsed, progress: progressBar(total) });
+    const meta = await prepare({ ...parsed, progress: progressBar(total) });
     console.log(
       `prepare: ${meta.tokenizer} tokenizer, vocabulary ${meta.vocabSize}: ` +
         `${meta.trainTokens} train and ${meta.valTokens} val tokens in ${parsed.out}`,
@@ -132,4 +132,4 @@ export function main(args: string[]): number {
   }
 }
 
-if (import.meta.main) Deno.exit(main(Deno.args));
+if (import.meta.main) Deno.exit(await main(Deno.args));

@@ -77,7 +77,7 @@ export type PrepareMeta = TokenizerMeta & {
  * @throws PrepareError for an unknown tokenizer, a missing input, a vocabulary too large for
  *   uint16, an output folder that cannot be written, or outputs that exist without `force`.
  */
-export function prepare(options: PrepareOptions): PrepareMeta {
+export async function prepare(options: PrepareOptions): Promise<PrepareMeta> {
   const { inputs, out, valFraction = 0.1, force = false, eot = false } = options;
   const name = options.tokenizer;
   if (!(TOKENIZERS as readonly string[]).includes(name)) {
@@ -96,7 +96,7 @@ export function prepare(options: PrepareOptions): PrepareMeta {
   checkOutputs(out, force);
 
   const corpus = texts.join("");
-  const tokenizer = name === "gpt2" ? gpt2Tokenizer() : charTokenizer(corpus);
+  const tokenizer = name === "gpt2" ? await gpt2Tokenizer() : charTokenizer(corpus);
   if (tokenizer.vocabSize - 1 > MAX_ID) {
     throw new PrepareError(
       `--tokenizer ${name}: vocabulary of ${tokenizer.vocabSize} tokens has ids up to ` +

@@ -23,8 +23,8 @@ const fixture: { cases: Case[] } = JSON.parse(
   readFileSync(new URL("../fixtures/tiktoken_gpt2.json", import.meta.url), "utf8"),
 );
 
-Deno.test("gpt2Tokenizer gives the ids of tiktoken's and Hugging Face's own gpt2 tests", () => {
-  const enc = gpt2Tokenizer();
+Deno.test("gpt2Tokenizer gives the ids of tiktoken's and Hugging Face's own gpt2 tests", async () => {
+  const enc = await gpt2Tokenizer();
   assert.ok(fixture.cases.length >= 40, `${fixture.cases.length} cases`);
   for (const c of fixture.cases) {
     const where = `${c.source}: ${JSON.stringify(c.text)}`;
@@ -35,12 +35,12 @@ Deno.test("gpt2Tokenizer gives the ids of tiktoken's and Hugging Face's own gpt2
   }
 });
 
-Deno.test("gpt2Tokenizer: vocabulary, <|endoftext|> as text in encodeOrdinary, ids out of range", () => {
-  const enc = gpt2Tokenizer();
+Deno.test("gpt2Tokenizer: vocabulary, <|endoftext|> as text in encodeOrdinary, ids out of range", async () => {
+  const enc = await gpt2Tokenizer();
   assert.equal(enc.name, "gpt2");
   assert.equal(enc.vocabSize, 50257);
   assert.equal(enc.eot, 50256);
-  assert.equal(gpt2Tokenizer(), enc, "one shared instance");
+  assert.equal(await gpt2Tokenizer(), enc, "one shared instance");
   const ordinary = enc.encodeOrdinary("a<|endoftext|>b");
   assert.ok(!ordinary.includes(50256), `${ordinary}`);
   assert.equal(enc.decode(ordinary), "a<|endoftext|>b");
@@ -49,14 +49,14 @@ Deno.test("gpt2Tokenizer: vocabulary, <|endoftext|> as text in encodeOrdinary, i
   assert.equal(enc.decode(new Uint16Array([50256])), "<|endoftext|>");
   assert.throws(() => enc.decode([31373, 50257]), /id 50257 at position 1 is outside/);
   assert.throws(() => enc.decode([-1]), /id -1 at position 0/);
-  assert.deepEqual(fromMeta(enc.toMeta()), enc);
+  assert.deepEqual(await fromMeta(enc.toMeta()), enc);
 });
 
-Deno.test("gpt2Tokenizer splits at Unicode White_Space as tiktoken's Rust regex (U+0085 yes, U+FEFF no)", () => {
+Deno.test("gpt2Tokenizer splits at Unicode White_Space as tiktoken's Rust regex (U+0085 yes, U+FEFF no)", async () => {
   // [Note: tiktoken's whitespace] in src/data/tokenizer_gpt2.ts: NEL after a space is a
   // whitespace run of its own ("\s+(?!\S)" then "\s+"), not " " joined to punctuation; the BOM is
   // a symbol, taken with the space before it, as in " ?[^\s\p{L}\p{N}]+".
-  const enc = gpt2Tokenizer();
+  const enc = await gpt2Tokenizer();
   const nel = enc.encode("\u0085");
   assert.deepEqual(enc.encode(" \u00850"), [220, ...nel, 15]);
   assert.notDeepEqual(enc.encode(" \ufeffx"), [220, ...enc.encode("\ufeffx")]);
@@ -68,8 +68,8 @@ const fortunes = join(FORTUNES_ROOT, "fortunes");
 Deno.test({
   name: "gpt2Tokenizer: decode(encode(t)) is t for Debian's fortunes file (needs `fortunes`)",
   ignore: !existsSync(fortunes),
-  fn: () => {
-    const enc = gpt2Tokenizer();
+  fn: async () => {
+    const enc = await gpt2Tokenizer();
     const text = readFileSync(fortunes, "utf8");
     const ids = enc.encodeOrdinary(text);
     assert.ok(ids.length > text.length / 8 && ids.length < text.length / 2, `${ids.length}`);
@@ -78,8 +78,8 @@ Deno.test({
   },
 });
 
-Deno.test("gpt2Tokenizer: round trips through every byte-level case (controls, emoji, lone surrogate)", () => {
-  const enc = gpt2Tokenizer();
+Deno.test("gpt2Tokenizer: round trips through every byte-level case (controls, emoji, lone surrogate)", async () => {
+  const enc = await gpt2Tokenizer();
   const text = Array.from({ length: 256 }, (_, i) => String.fromCharCode(i)).join("") +
     " 🤗 héllo\r\n\t  x's we'll 1,000 <|endoftext|>";
   assert.equal(enc.decode(enc.encodeOrdinary(text)), text);
@@ -115,7 +115,7 @@ Deno.test("charTokenizer: unknown characters and ids name themselves", () => {
   assert.throws(() => tok.decode([0, 3]), /id 3 at position 1 is outside the vocabulary \[0, 3\)/);
 });
 
-Deno.test("fromMeta rebuilds a character table from its JSON, and refuses a broken one", () => {
+Deno.test("fromMeta rebuilds a character table from its JSON, and refuses a broken one", async () => {
   const tok = charTokenizer("hello, world");
   const meta = JSON.parse(JSON.stringify(tok.toMeta())) as TokenizerMeta;
   assert.deepEqual(meta, {
@@ -124,19 +124,22 @@ Deno.test("fromMeta rebuilds a character table from its JSON, and refuses a brok
     itos: [" ", ",", "d", "e", "h", "l", "o", "r", "w"],
     stoi: { " ": 0, ",": 1, d: 2, e: 3, h: 4, l: 5, o: 6, r: 7, w: 8 },
   });
-  const again = fromMeta(meta);
+  const again = await fromMeta(meta);
   assert.deepEqual(again.encode("hello"), tok.encode("hello"));
   assert.equal(again.decode(tok.encode("world")), "world");
   const broken = (patch: Record<string, unknown>) => fromMeta({ ...meta, ...patch });
-  assert.throws(() => broken({ tokenizer: "bpe" }), /tokenizer meta: tokenizer: /);
-  assert.throws(() => broken({ vocabSize: 10 }), /itos has 9 characters, vocabSize is 10/);
-  assert.throws(
+  await assert.rejects(() => broken({ tokenizer: "bpe" }), /tokenizer meta: tokenizer: /);
+  await assert.rejects(() => broken({ vocabSize: 10 }), /itos has 9 characters, vocabSize is 10/);
+  await assert.rejects(
     () => broken({ stoi: { ...meta.tokenizer === "char" && meta.stoi, d: 3 } }),
     /stoi\["d"\] is 3/,
   );
-  assert.throws(
+  await assert.rejects(
     () => broken({ itos: ["ab", ...(meta as { itos: string[] }).itos.slice(1)] }),
     /itos\.0 is "ab"/,
   );
-  assert.throws(() => fromMeta({ tokenizer: "gpt2", vocabSize: 50000, eot: 50256 }), /vocabSize/);
+  await assert.rejects(
+    () => fromMeta({ tokenizer: "gpt2", vocabSize: 50000, eot: 50256 }),
+    /vocabSize/,
+  );
 });

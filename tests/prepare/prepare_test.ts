@@ -25,11 +25,11 @@ function corpus(lines: number): string {
 }
 
 Deno.test("prepare char: nanoGPT's data[:int(n*0.9)] split, uint16 ids, and a meta.json that decodes", async () => {
-  await withTempDir("prepare-char", (dir) => {
+  await withTempDir("prepare-char", async (dir) => {
     const text = corpus(200);
     writeFileSync(join(dir, "input.txt"), text);
     const out = join(dir, "out");
-    const meta = prepare({ tokenizer: "char", inputs: [join(dir, "input.txt")], out });
+    const meta = await prepare({ tokenizer: "char", inputs: [join(dir, "input.txt")], out });
     const chars = [...text], n = chars.length, cut = Math.floor(n * 0.9);
     const tok = charTokenizer(text);
     assert.equal(meta.vocabSize, new Set(chars).size);
@@ -42,7 +42,7 @@ Deno.test("prepare char: nanoGPT's data[:int(n*0.9)] split, uint16 ids, and a me
     assert.deepEqual(onDisk, meta);
     assert.deepEqual(onDisk.itos, tok.itos);
     assert.equal(onDisk.dtype, "uint16");
-    const loaded = loadMeta(out);
+    const loaded = await loadMeta(out);
     const ids = [...readBin(join(out, "train.bin")), ...readBin(join(out, "val.bin"))];
     assert.equal(loaded.decode(ids), text);
     return Promise.resolve();
@@ -50,13 +50,13 @@ Deno.test("prepare char: nanoGPT's data[:int(n*0.9)] split, uint16 ids, and a me
 });
 
 Deno.test("prepare gpt2: encode_ordinary of each part, --val-fraction, <|endoftext|> after each file with eot", async () => {
-  await withTempDir("prepare-gpt2", (dir) => {
+  await withTempDir("prepare-gpt2", async (dir) => {
     const a = corpus(30) + "a literal <|endoftext|> stays text\n", b = corpus(11);
     writeFileSync(join(dir, "a.txt"), a);
     writeFileSync(join(dir, "b.txt"), b);
-    const enc = gpt2Tokenizer();
+    const enc = await gpt2Tokenizer();
     const out = join(dir, "one");
-    const meta = prepare({
+    const meta = await prepare({
       tokenizer: "gpt2",
       inputs: [join(dir, "a.txt")],
       out,
@@ -73,11 +73,11 @@ Deno.test("prepare gpt2: encode_ordinary of each part, --val-fraction, <|endofte
       trainTokens: enc.encodeOrdinary(a.slice(0, cut)).length,
       valTokens: enc.encodeOrdinary(a.slice(cut)).length,
     });
-    assert.equal(loadMeta(out), enc);
+    assert.equal(await loadMeta(out), enc);
 
     const two = join(dir, "two");
     const files = [join(dir, "a.txt"), join(dir, "b.txt")];
-    prepare({ tokenizer: "gpt2", inputs: files, out: two, valFraction: 0.1, eot: true });
+    await prepare({ tokenizer: "gpt2", inputs: files, out: two, valFraction: 0.1, eot: true });
     const whole = a + b,
       wcut = [...whole].slice(0, Math.floor([...whole].length * 0.9)).join("").length;
     assert.ok(wcut > a.length, "b.txt is cut");
@@ -93,8 +93,8 @@ Deno.test("prepare gpt2: encode_ordinary of each part, --val-fraction, <|endofte
   });
 });
 
-Deno.test("chunkEnd: GPT-2's ids of the chunks, joined, are those of the whole text", () => {
-  const enc = gpt2Tokenizer();
+Deno.test("chunkEnd: GPT-2's ids of the chunks, joined, are those of the whole text", async () => {
+  const enc = await gpt2Tokenizer();
   const text = corpus(120) + "x\ny\n \nz\n\n  w\r\nv\n\t\nu\nend";
   const whole = enc.encodeOrdinary(text);
   for (const size of [1, 5, 17, 64]) {
@@ -113,30 +113,30 @@ Deno.test("chunkEnd: GPT-2's ids of the chunks, joined, are those of the whole t
 });
 
 Deno.test("prepare refuses, naming it: unknown tokenizer, missing input, vocabulary over uint16, bad --out", async () => {
-  await withTempDir("prepare-errors", (dir) => {
+  await withTempDir("prepare-errors", async (dir) => {
     const input = join(dir, "in.txt");
     writeFileSync(input, "hello\n");
     const out = join(dir, "out");
     const refuses = (options: Parameters<typeof prepare>[0], message: RegExp) =>
-      assert.throws(
+      assert.rejects(
         () => prepare(options),
         (e) => e instanceof PrepareError && message.test(e.message),
       );
-    refuses(
+    await refuses(
       { tokenizer: "bpe", inputs: [input], out },
       /--tokenizer: unknown tokenizer "bpe"; expected one of gpt2, char/,
     );
-    refuses(
+    await refuses(
       { tokenizer: "char", inputs: [join(dir, "nope.txt")], out },
       /--input .*nope\.txt: no such file/,
     );
-    refuses({ tokenizer: "char", inputs: [dir], out }, /--input .*: not a regular file/);
-    refuses({ tokenizer: "char", inputs: [], out }, /--input: no input file given/);
-    refuses(
+    await refuses({ tokenizer: "char", inputs: [dir], out }, /--input .*: not a regular file/);
+    await refuses({ tokenizer: "char", inputs: [], out }, /--input: no input file given/);
+    await refuses(
       { tokenizer: "char", inputs: [input], out, valFraction: 1 },
       /--val-fraction: must be in \[0, 1\), got 1/,
     );
-    refuses(
+    await refuses(
       { tokenizer: "char", inputs: [input], out, eot: true },
       /--eot: only the gpt2 tokenizer/,
     );
@@ -145,15 +145,15 @@ Deno.test("prepare refuses, naming it: unknown tokenizer, missing input, vocabul
       wide,
       Array.from({ length: 65537 }, (_, i) => String.fromCodePoint(0x10000 + i)).join(""),
     );
-    refuses(
+    await refuses(
       { tokenizer: "char", inputs: [wide], out },
       /vocabulary of 65537 tokens has ids up to 65536, more than uint16 holds \(65535\)/,
     );
-    refuses(
+    await refuses(
       { tokenizer: "char", inputs: [input], out: join(input, "sub") },
       /--out .*in\.txt.sub: cannot create the folder/,
     );
-    refuses(
+    await refuses(
       { tokenizer: "char", inputs: [input], out: input },
       /--out .*in\.txt: exists and is not a folder/,
     );
@@ -163,21 +163,24 @@ Deno.test("prepare refuses, naming it: unknown tokenizer, missing input, vocabul
 });
 
 Deno.test("prepare keeps an existing train.bin unless force, and leaves no partial file", async () => {
-  await withTempDir("prepare-force", (dir) => {
+  await withTempDir("prepare-force", async (dir) => {
     const input = join(dir, "in.txt");
     writeFileSync(input, corpus(20));
     const out = join(dir, "out");
-    prepare({ tokenizer: "char", inputs: [input], out });
+    await prepare({ tokenizer: "char", inputs: [input], out });
     const before = readFileSync(join(out, "train.bin"));
     writeFileSync(input, "something else entirely\n");
-    assert.throws(
+    await assert.rejects(
       () => prepare({ tokenizer: "char", inputs: [input], out }),
       /--out .*: train\.bin, val\.bin, meta\.json already there; pass --force to overwrite/,
     );
     assert.deepEqual(readFileSync(join(out, "train.bin")), before);
-    const meta = prepare({ tokenizer: "char", inputs: [input], out, force: true });
+    const meta = await prepare({ tokenizer: "char", inputs: [input], out, force: true });
     assert.equal(meta.trainTokens + meta.valTokens, 24);
-    assert.equal(loadMeta(out).decode(readBin(join(out, "train.bin"))), "something else entire");
+    assert.equal(
+      (await loadMeta(out)).decode(readBin(join(out, "train.bin"))),
+      "something else entire",
+    );
     assert.deepEqual(Deno.readDirSync(out).map((e) => e.name).toArray().sort(), [
       "meta.json",
       "train.bin",
@@ -208,7 +211,10 @@ Deno.test("deno task prepare: writes quietly, exits 2 with the reason on a wrong
     assert.equal(ok.code, 0, ok.stderr);
     assert.match(ok.stdout, /char tokenizer, vocabulary 17: 21 train and 22 val tokens in /);
     assert.ok(!/prepare: \[/.test(ok.stderr), `no progress bar off a terminal: ${ok.stderr}`);
-    assert.equal(loadMeta(out).decode(readBin(join(out, "val.bin"))), "that is the question.\n");
+    assert.equal(
+      (await loadMeta(out)).decode(readBin(join(out, "val.bin"))),
+      "that is the question.\n",
+    );
     const again = await run("--tokenizer", "char", "--input", a, "--out", out);
     assert.equal(again.code, 2);
     assert.match(
@@ -244,8 +250,8 @@ Deno.test({
     "DTRAIN_TINYSHAKESPEARE)",
   ignore: !existsSync(shakespeare),
   fn: async () => {
-    await withTempDir("prepare-shakespeare", (dir) => {
-      const meta = prepare({ tokenizer: "char", inputs: [shakespeare], out: dir });
+    await withTempDir("prepare-shakespeare", async (dir) => {
+      const meta = await prepare({ tokenizer: "char", inputs: [shakespeare], out: dir });
       assert.deepEqual([meta.vocabSize, meta.trainTokens, meta.valTokens], [
         65,
         1_003_854,
