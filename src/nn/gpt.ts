@@ -12,19 +12,14 @@ import { noGrad } from "../tensor/autograd.ts";
 import { crossEntropy } from "../tensor/ops/cross_entropy.ts";
 import type { Tensor } from "../tensor/tensor.ts";
 import { AdamW } from "../optim/adamw.ts";
-import { type GPTConfig, GPTTransformer } from "./gpt_blocks.ts";
-import {
-  loadPretrained,
-  type PretrainedOverrides,
-  readPretrainedConfig,
-} from "./gpt_pretrained.ts";
+import { type GPTConfig, GPTTransformer, type PretrainedOverrides } from "./gpt_blocks.ts";
+import { loadPretrained, readPretrainedConfig } from "./gpt_pretrained.ts";
 import { normal } from "./init.ts";
 import { Embedding, Linear } from "./layers.ts";
 import { Module } from "./module.ts";
 import { Parameter } from "./parameter.ts";
 
 export * from "./gpt_blocks.ts";
-export type { PretrainedOverrides } from "./gpt_pretrained.ts";
 
 type Resolved = Required<GPTConfig>;
 
@@ -170,7 +165,9 @@ export class GPT extends Module {
    * (nanoGPT's inference-time saving), logits [B, 1, vocabSize], and `loss` null.
    */
   forward(idx: Tensor, targets: Tensor): { logits: Tensor; loss: Tensor };
+  /** Without targets: the last position's logits [B, 1, vocabSize], and a null loss. */
   forward(idx: Tensor, targets?: null): { logits: Tensor; loss: null };
+  /** With targets or without (see the first signature). */
   forward(idx: Tensor, targets?: Tensor | null): GPTOutput;
   forward(idx: Tensor, targets?: Tensor | null): GPTOutput {
     if (idx.dtype !== "i32" || idx.ndim !== 2) {

@@ -1,6 +1,6 @@
 /**
  * The modules inside `nn.GPT`, after nanoGPT's `model.py` (`CausalSelfAttention`, `MLP`, `Block`
- * and the `transformer` ModuleDict), and the model's configuration.
+ * and the `transformer` ModuleDict), the configuration, and what `fromPretrained` may override.
  * @module
  */
 
@@ -26,6 +26,12 @@ export interface GPTConfig {
   dropout?: number;
   /** Biases in the Linear and LayerNorm layers, like GPT-2 (default true). */
   bias?: boolean;
+}
+
+/** What `GPT.fromPretrained` may change in a checkpoint's configuration. */
+export interface PretrainedOverrides {
+  /** Dropout while training (a checkpoint's is 0 here, as nanoGPT sets it). */
+  dropout?: number;
 }
 
 type Resolved = Required<GPTConfig>;

@@ -10,14 +10,8 @@ import { load } from "../checkpoint/safetensors.ts";
 import { noGrad } from "../tensor/autograd.ts";
 import { formatShape } from "../tensor/layout.ts";
 import type { Tensor } from "../tensor/tensor.ts";
-import type { GPTConfig } from "./gpt_blocks.ts";
+import type { GPTConfig, PretrainedOverrides } from "./gpt_blocks.ts";
 import type { Module } from "./module.ts";
-
-/** What {@linkcode GPT.fromPretrained} may change in a checkpoint's configuration. */
-export interface PretrainedOverrides {
-  /** Dropout while training (a checkpoint's is 0 here, as nanoGPT sets it). */
-  dropout?: number;
-}
 
 /** The Conv1D weights, stored [in, out], that nanoGPT transposes into its Linears' [out, in]. */
 const TRANSPOSED = [
