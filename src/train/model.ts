@@ -38,8 +38,8 @@ export interface Task {
   inputs: number;
   /** Outputs per sample (classes, regression targets, or the vocabulary). */
   outputs: number;
-  /** The loss of a batch. */
-  loss(output: Tensor, target: Tensor): Tensor;
+  /** The loss of a batch: `model`'s forward on `input`, scored against `target`. */
+  loss(model: Module, input: Tensor, target: Tensor): Tensor;
 }
 
 /** The input and output sizes of each data set, known without loading it. */
@@ -49,10 +49,12 @@ export const DATASET_SHAPES: Record<TrainConfig["dataset"], Pick<Task, "inputs" 
   text: { inputs: 1, outputs: TextDataset.vocabSize },
 };
 
-/** Cross-entropy of logits [B, T, V] against next tokens [B, T], over every position. */
-function languageModelLoss(logits: Tensor, targets: Tensor): Tensor {
-  const v = logits.shape[logits.ndim - 1];
-  return crossEntropy(logits.reshape([-1, v]), targets.reshape([-1]));
+/**
+ * A language model's own loss (nanoGPT's `_, loss = model(X, Y)`): the GPT's cross-entropy of its
+ * logits against the next tokens [B, T], over every position. Only `--model gpt` trains on text.
+ */
+function languageModelLoss(model: Module, tokens: Tensor, targets: Tensor): Tensor {
+  return (model as GPT).forward(tokens, targets).loss;
 }
 
 /** Loads the data set named in the config. */
@@ -61,7 +63,8 @@ export function loadTask(config: TrainConfig): Task {
   const root = config.dataRoot || undefined;
   if (config.dataset === "synthetic") {
     const train = new SyntheticRegression({ size: 2048, ...shape, seed: config.seed });
-    return { train, test: null, metric: "accuracy", ...shape, loss: mseLoss };
+    const loss = (model: Module, x: Tensor, y: Tensor) => mseLoss(model.forward(x), y);
+    return { train, test: null, metric: "accuracy", ...shape, loss };
   }
   if (config.dataset === "text") {
     const text = (split: "train" | "val") =>
@@ -79,7 +82,7 @@ export function loadTask(config: TrainConfig): Task {
     test: new FashionMNIST({ root, train: false }),
     metric: "accuracy",
     ...shape,
-    loss: (output, target) => crossEntropy(output, target),
+    loss: (model, x, y) => crossEntropy(model.forward(x), y),
   };
 }
 
@@ -120,13 +123,10 @@ export function fullyShardModel(model: Module): FSDPModule {
 export function buildOptimizer(config: TrainConfig, model: Module): Optimizer<{ lr: number }> {
   const params = model.parameters();
   if (config.optimizer === "adamw") {
-    if (!(model instanceof GPT)) {
-      return new AdamW(params, { lr: config.lr, weightDecay: config.weightDecay });
+    if (model instanceof GPT) {
+      return model.configureOptimizers(config.weightDecay, config.lr, [0.9, 0.999]);
     }
-    return new AdamW([
-      { params: params.filter((p) => p.ndim >= 2), weightDecay: config.weightDecay },
-      { params: params.filter((p) => p.ndim < 2), weightDecay: 0 },
-    ], { lr: config.lr });
+    return new AdamW(params, { lr: config.lr, weightDecay: config.weightDecay });
   }
   return new SGD(params, {
     lr: config.lr,
