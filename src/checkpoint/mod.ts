@@ -1,7 +1,9 @@
 /**
  * Checkpoints: named tensors saved to and loaded from safetensors files that PyTorch reads and
- * writes too (`safetensors.torch.save_file` / `load_file`). Saves are atomic; loads check every
- * field of the file before trusting it.
+ * writes too (`safetensors.torch.save_file` / `load_file`), with `save` / `load`; and nested
+ * objects (a `torch.save`-style dict of state dicts, numbers and strings) in one such file, with
+ * `saveObject` / `loadObject`. Saves are atomic; loads check every field of the file before
+ * trusting it.
  *
  * @example Save a state dict and load it back
  * ```ts
@@ -19,6 +21,7 @@
  */
 
 export * from "./safetensors.ts";
+export * from "./object.ts";
 export * from "./errors.ts";
 export * from "./_atomic.ts";
 export * from "./sharded.ts";
