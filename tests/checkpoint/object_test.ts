@@ -13,7 +13,7 @@ import {
   save,
   saveObject,
 } from "../../src/checkpoint/mod.ts";
-import { F, nn, optim, Tensor, tensor, tidy } from "../../mod.ts";
+import { nn, optim, Tensor, tensor, tidy } from "../../mod.ts";
 import { nanoGptObject } from "./_nanogpt_object.ts";
 import { withTempDir } from "./_temp_dir.ts";
 
@@ -38,8 +38,8 @@ const CONFIG = { vocabSize: 16, blockSize: 4, nLayer: 1, nHead: 2, nEmbd: 8, bia
 function trainStep(model: nn.GPT, optimizer: optim.AdamW): void {
   tidy(() => {
     const x = tensor(Int32Array.of(1, 5, 9, 2, 7, 3, 3, 8), [2, 4], { dtype: "i32" });
-    const y = tensor(Int32Array.of(5, 9, 2, 7, 3, 3, 8, 0), [8], { dtype: "i32" });
-    F.crossEntropy(model.forward(x).view(-1, CONFIG.vocabSize), y).backward();
+    const y = tensor(Int32Array.of(5, 9, 2, 7, 3, 3, 8, 0), [2, 4], { dtype: "i32" });
+    model.forward(x, y).loss.backward();
     optimizer.step();
     optimizer.zeroGrad();
   });
