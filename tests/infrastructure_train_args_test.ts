@@ -176,6 +176,7 @@ Deno.test("SLURM: the script's arguments reach every node's launch intact, after
     assert.deepEqual(relative(flags, gpt.dir), relative(mlpFlags[rank], mlp.dir));
     for (const flag of LAUNCHER_FLAGS) assert.ok(flags.has(flag), `node ${rank}: --${flag}`);
   }
+  for (const run of [gpt, mlp]) Deno.removeSync(run.dir, { recursive: true });
 });
 
 Deno.test("SLURM: an argument repeating the script's per-node flags, or a train setting it no longer reads, stops the job before srun", async () => {
@@ -186,11 +187,13 @@ Deno.test("SLURM: an argument repeating the script's per-node flags, or a train 
     assert.equal(run.code, 2, `${args}: ${run.stderr}`);
     assert.ok(run.stderr.includes(`set ${flag}, which this script sets on every node`), run.stderr);
     assert.equal(run.denoCalls.length, 0);
+    Deno.removeSync(run.dir, { recursive: true });
   }
   const old = await runSbatch(SLURM_SCRIPT, [], { EPOCHS: "20" });
   assert.equal(old.code, 2);
   assert.match(old.stderr, /EPOCHS is no longer read; pass --epochs 20 after the script/);
   assert.equal(old.denoCalls.length, 0);
+  for (const run of [mlp, old]) Deno.removeSync(run.dir, { recursive: true });
 });
 
 // ---- Kubernetes ----
