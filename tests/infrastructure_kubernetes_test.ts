@@ -6,9 +6,10 @@ import {
   loadManifests,
   type Manifest,
   renderIndexedPod,
+  runPod,
   schemaProblem,
 } from "./infrastructure/kubernetes.ts";
-import { fakeCheckout, runScript } from "./infrastructure/shell.ts";
+import { fakeCheckout } from "./infrastructure/shell.ts";
 import { NEBIUS_DIR } from "./infrastructure/start_training.ts";
 import { parseTrainArgs, type TrainConfig } from "../src/train/config.ts";
 
@@ -56,18 +57,7 @@ Deno.test("each pod of the Indexed Job starts the launcher with its rank, the no
     const configs: TrainConfig[] = [];
     for (let index = 0; index < job.spec.completions; index++) {
       const pod = renderIndexedPod(job, index, { [secretName]: { DTRAIN_TOKEN: TOKEN } });
-      assert.equal(pod.command[0], "bash");
-      Deno.writeTextFileSync(`${dir}/command-${index}.sh`, pod.command.slice(2).join(" "));
-      const run = await runScript(
-        `${dir}/command-${index}.sh`,
-        [],
-        {
-          ...pod.env,
-          PATH: `${dir}/checkout/.tools/node_modules/.bin:${Deno.env.get("PATH")}`,
-        },
-        `${dir}/calls-${index}`,
-        `${dir}/checkout`,
-      );
+      const run = await runPod(pod, `${dir}/checkout`, `${dir}/calls-${index}`);
       assert.equal(run.code, 0, run.stderr);
       assert.equal(run.denoCalls.length, 1);
       const [call] = run.denoCalls;

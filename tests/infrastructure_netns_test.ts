@@ -56,9 +56,7 @@ Deno.test({
           max_restarts: 0,
           log_dir: `${nodeDir}/logs`,
           device: "cpu",
-          epochs: 1,
-          save_every: 1,
-          batch_size: 256,
+          train_args: ["--epochs", "1", "--save-every", "1", "--batch-size", "256"],
           snapshot_path: `${nodeDir}/snapshot.safetensors`,
         });
         const flags = flagMap(launchArguments(script));

@@ -49,8 +49,6 @@ async function submit(cluster: SlurmCluster, dirs: ReturnType<typeof jobDirs>): 
     SHARED_DIR: dirs.shared,
     DEVICE: "cpu",
     NPROC_PER_NODE: "1",
-    EPOCHS: String(EPOCHS),
-    BATCH_SIZE: "4",
     MAX_RESTARTS: "0",
     DTRAIN_WEIGHTS_DUMP: dirs.dumps,
   };
@@ -63,6 +61,12 @@ async function submit(cluster: SlurmCluster, dirs: ReturnType<typeof jobDirs>): 
     "synthetic",
     "--model",
     "linear",
+    "--epochs",
+    String(EPOCHS),
+    "--save-every",
+    "1",
+    "--batch-size",
+    "4",
   ], env);
 }
 

@@ -2,16 +2,12 @@
 // consistent, its cloud-init renders for a 2-node cluster into start-up scripts that launch each
 // node correctly, and the start-up, SLURM and Kubernetes recipes run or agree with each other.
 import assert from "node:assert/strict";
-import { resolve } from "node:path";
-import { parse } from "@cdktf/hcl2json";
-import { parse as parseYaml, parseAllDocuments } from "yaml";
+import { parseAllDocuments } from "yaml";
 import { UnsupportedError, type Value } from "./infrastructure/expression.ts";
 import { renderTemplate, templateVariables } from "./infrastructure/template.ts";
 import {
-  type Config,
   configTree,
   evaluateAttribute,
-  type Fixtures,
   leakingOutputs,
   loadConfig,
   moduleCallMismatches,
@@ -20,6 +16,7 @@ import {
   undeclaredReferences,
   ValidationEvaluationError,
   validationFailures,
+  VARIABLE_TYPES,
   variableValues,
 } from "./infrastructure/terraform.ts";
 import {
@@ -28,164 +25,43 @@ import {
   flagMap,
   hasCommand,
   launchArguments,
+  runSbatch,
   runScript,
   shellWords,
 } from "./infrastructure/shell.ts";
 import {
-  NEBIUS_DIR,
   renderStartTraining,
   START_TRAINING_TEMPLATE,
   type StartTrainingVars,
 } from "./infrastructure/start_training.ts";
-import { parseTrainArgs, type TrainConfig } from "../src/train/config.ts";
+import {
+  AWS_DIR,
+  CLOUDS,
+  CLUSTER_DIR,
+  CONFIG_DIRS,
+  exampleValues,
+  fileOf,
+  FIXTURES,
+  GCP_DIR,
+  INFRA_DIR,
+  JOB_ENV,
+  MASTER_ADDR,
+  PROVIDERS,
+  renderCluster,
+  renderNode,
+  SETUP_SCRIPT,
+  SINGLE_GPU_DIR,
+  sshKeyPath,
+  START_SCRIPT,
+  TOKEN,
+  trainConfig,
+  UNIT,
+} from "./infrastructure/clusters.ts";
 import { assertGpuLibsBeforeBuild } from "./infrastructure/gpu_libs.ts";
 
-const INFRA_DIR = resolve(NEBIUS_DIR, "..");
-const CLUSTER_DIR = `${NEBIUS_DIR}/cluster`;
-const SINGLE_GPU_DIR = `${NEBIUS_DIR}/single_gpu`;
-const AWS_DIR = `${INFRA_DIR}/aws/cluster`;
-const GCP_DIR = `${INFRA_DIR}/gcp/cluster`;
-const CONFIG_DIRS = [CLUSTER_DIR, SINGLE_GPU_DIR, AWS_DIR, GCP_DIR];
-/** The provider each root is for, as its versions.tf names it. */
-const PROVIDERS: Record<string, [string, string]> = {
-  [CLUSTER_DIR]: ["nebius", "nebius/nebius"],
-  [SINGLE_GPU_DIR]: ["nebius", "nebius/nebius"],
-  [AWS_DIR]: ["aws", "hashicorp/aws"],
-  [GCP_DIR]: ["google", "hashicorp/google"],
-};
-
-const TOKEN = "TestToken0123456789abcdefghijklmnopqrstuvwxyzABCD";
-const MASTER_ADDR = "192.0.2.10"; // documentation range: only ever text here, never contacted
-const FIXTURES: Fixtures = {
-  random_password: { token: { result: TOKEN } },
-  nebius_compute_v1_filesystem: { shared: { id: "computefilesystem-test" } },
-  nebius_vpc_v1_allocation: {
-    master: {
-      id: "vpcallocation-test",
-      status: { details: { allocated_cidr: `${MASTER_ADDR}/32` } },
-    },
-  },
-  aws_network_interface: { master: { id: "eni-0123456789abcdef0", private_ip: MASTER_ADDR } },
-  aws_fsx_lustre_file_system: {
-    shared: {
-      dns_name: "fs-0123456789abcdef0.fsx.us-east-2.amazonaws.com",
-      mount_name: "abcdefgh",
-    },
-  },
-  google_compute_address: { master: { address: MASTER_ADDR } },
-  google_filestore_instance: { shared: { networks: [{ ip_addresses: ["192.0.2.20"] }] } },
-};
-
-/** Each cloud's cluster root: where a node's user data is, and the fstab line it mounts with. */
-const CLOUDS = [
-  {
-    cloud: "Nebius",
-    dir: CLUSTER_DIR,
-    address: "module.nodes.nebius_compute_v1_instance.node",
-    attribute: "cloud_init_user_data",
-    fstab: "dtrain-shared /mnt/shared virtiofs defaults,nofail 0 0",
-  },
-  {
-    cloud: "AWS",
-    dir: AWS_DIR,
-    address: "module.nodes.aws_instance.node",
-    attribute: "user_data",
-    fstab: "fs-0123456789abcdef0.fsx.us-east-2.amazonaws.com@tcp:/abcdefgh /mnt/shared lustre " +
-      "defaults,noatime,flock,_netdev,nofail 0 0",
-  },
-  {
-    cloud: "GCP",
-    dir: GCP_DIR,
-    address: "module.nodes.google_compute_instance.node",
-    attribute: "metadata",
-    key: "user-data",
-    fstab: "192.0.2.20:/dtrain /mnt/shared nfs defaults,_netdev,nofail 0 0",
-  },
-] as const;
 const SHELLCHECK = hasCommand("shellcheck");
 
 // ---- helpers ----
-
-/** A public key file standing in for the user's (the example path need not exist here). */
-const sshKeyPath = (() => {
-  const path = Deno.makeTempFileSync({ prefix: "dtrain-key-", suffix: ".pub" });
-  Deno.writeTextFileSync(path, "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAITestKey test@dtrain\n");
-  return path;
-})();
-
-/** The values a user would give: the directory's terraform.tfvars.example, with our key file. */
-async function exampleValues(dir: string): Promise<Record<string, Value>> {
-  const path = `${dir}/terraform.tfvars.example`;
-  const values = await parse(path, Deno.readTextFileSync(path)) as Record<string, Value>;
-  return { ...values, ssh_public_key_path: sshKeyPath };
-}
-
-/** One node as cloud-init would see it: the parsed user data and the files it writes. */
-interface RenderedNode {
-  userData: string;
-  cloudInit: Record<string, unknown>;
-  files: Map<string, { content: string; permissions: string }>;
-}
-
-async function renderNode(
-  config: Config,
-  address: string,
-  values: Record<string, Value>,
-  countIndex?: number,
-  attribute = "cloud_init_user_data",
-  key?: string,
-): Promise<RenderedNode> {
-  const value = await evaluateAttribute(config, address, attribute, {
-    values,
-    countIndex,
-    fixtures: FIXTURES,
-  });
-  const userData = key === undefined ? value : (value as Record<string, Value>)[key];
-  assert.equal(typeof userData, "string");
-  const cloudInit = parseYaml(userData as string) as Record<string, unknown>;
-  const files = new Map<string, { content: string; permissions: string }>();
-  for (const file of cloudInit.write_files as Record<string, string>[]) {
-    const content = file.encoding === "b64"
-      ? new TextDecoder().decode(Uint8Array.from(atob(file.content), (c) => c.charCodeAt(0)))
-      : file.content;
-    files.set(file.path, { content, permissions: file.permissions });
-  }
-  return { userData: userData as string, cloudInit, files };
-}
-
-/** The nodes a plan of a cloud's cluster creates: as many as the instance's count says. */
-async function renderCluster(
-  values: Record<string, Value>,
-  cloud: (typeof CLOUDS)[number] = CLOUDS[0],
-): Promise<RenderedNode[]> {
-  const config = await loadConfig(cloud.dir);
-  const count = await evaluateAttribute(config, cloud.address, "count", { values });
-  assert.equal(typeof count, "number");
-  const nodes = [];
-  for (let rank = 0; rank < (count as number); rank++) {
-    const key = "key" in cloud ? cloud.key : undefined;
-    nodes.push(await renderNode(config, cloud.address, values, rank, cloud.attribute, key));
-  }
-  return nodes;
-}
-
-/** A launch command line as dtrain's own `deno task train` parser reads it. */
-function trainConfig(args: string[]): TrainConfig {
-  const config = parseTrainArgs(args);
-  assert.notEqual(config, "help");
-  return config as TrainConfig;
-}
-
-function fileOf(node: RenderedNode, path: string): string {
-  const file = node.files.get(path);
-  assert.ok(file, `cloud-init writes no ${path}; it writes ${[...node.files.keys()].join(", ")}`);
-  return file.content;
-}
-
-const START_SCRIPT = "/usr/local/lib/dtrain/start-training.sh";
-const SETUP_SCRIPT = "/usr/local/lib/dtrain/setup-node.sh";
-const JOB_ENV = "/etc/dtrain/job.env";
-const UNIT = "/etc/systemd/system/dtrain-train.service";
 
 /** Start-up script values for a run on this machine, on loopback, with a fake checkout. */
 function localVars(dir: string, overrides: Partial<StartTrainingVars>): StartTrainingVars {
@@ -201,9 +77,7 @@ function localVars(dir: string, overrides: Partial<StartTrainingVars>): StartTra
     max_restarts: 0,
     log_dir: `${dir}/shared/logs/node-${overrides.node_rank ?? 0}`,
     device: "cpu",
-    epochs: 1,
-    save_every: 1,
-    batch_size: 8,
+    train_args: ["--epochs", "1", "--save-every", "1", "--batch-size", "8"],
     snapshot_path: `${dir}/shared/snapshot.safetensors`,
     ...overrides,
   };
@@ -372,11 +246,12 @@ Deno.test("the sensitive-output check reports a token output directly, through a
 
 // ---- Terraform: variables ----
 
-Deno.test("every variable has a description, a primitive type and at least one validation", async () => {
+Deno.test("every variable has a description, a primitive type or a list of strings, and at least one validation", async () => {
   for (const dir of CONFIG_DIRS) {
     for (const [name, variable] of (await loadConfig(dir)).variables) {
       assert.ok(String(variable.description ?? "").length > 10, `${dir}: ${name} description`);
-      assert.match(String(variable.type), /^\$\{(string|number|bool)\}$/, `${dir}: ${name} type`);
+      const type = String(variable.type).replace(/^\$\{(.*)\}$/, "$1");
+      assert.ok(VARIABLE_TYPES.includes(type), `${dir}: ${name} type ${type}`);
       assert.ok(
         (variable.validation as unknown[] | undefined)?.length,
         `${dir}: ${name} validation`,
@@ -415,9 +290,8 @@ Deno.test("cluster variable validations reject bad sizes, presets, images, disks
     [{ ssh_public_key_path: "/nonexistent/key.pub" }, /^ssh_public_key_path:/],
     [{ repo_url: "https://example.com/a b.git" }, /^repo_url:/],
     [{ repo_ref: "main; rm -rf /" }, /^repo_ref:/],
-    [{ epochs: 0 }, /^epochs:/],
-    [{ save_every: 0 }, /^save_every:/],
-    [{ batch_size: 0 }, /^batch_size:/],
+    [{ train_args: ["--nnodes", "4"] }, /^train_args: .*the recipe sets them/],
+    [{ train_args: ["--epochs", "1\n"] }, /^train_args: .*control characters/],
     [{ max_restarts: -1 }, /^max_restarts:/],
     [{ project_id: "my-project" }, /^project_id:/],
     [{ infiniband_fabric: "" }, /^infiniband_fabric:/],
@@ -432,6 +306,10 @@ Deno.test("cluster variable validations reject bad sizes, presets, images, disks
   }
   assert.deepEqual(await validationFailures(config, { ...good, cluster_size: 1 }), []);
   assert.throws(() => variableValues(config, { ...good, cluster_size: "2" }), /must be a number/);
+  assert.throws(
+    () => variableValues(config, { ...good, train_args: ["--epochs", 2] }),
+    /train_args must be a list\(string\)/,
+  );
   assert.throws(() => variableValues(config, { ...good, nodes: 2 }), /nodes is not declared/);
 });
 
@@ -477,6 +355,12 @@ Deno.test("the template renderer interpolates, unescapes, and refuses unknown na
     await templateVariables("${a} ${f.x} $${b} ${jsonencode(c)}", "t"),
     new Set(["a", "f", "c"]),
   );
+  // A for expression's own names are not the template's variables; replace() takes no $ patterns.
+  const quoted =
+    '${join(" ", [for a in xs : a == "" ? "<>" : format("[%s]", replace(a, "b", "$&"))])}';
+  assert.deepEqual(await templateVariables(quoted, "t"), new Set(["xs"]));
+  assert.equal(await renderTemplate(quoted, { xs: ["abc", "", "b"] }, "t"), "[a$&c] <> [$&]");
+  await assert.rejects(renderTemplate('${format("%d", 1)}', {}, "t"), UnsupportedError);
   await assert.rejects(renderTemplate("${missing}", {}, "t"), /unknown t variable "missing"/);
   await assert.rejects(renderTemplate("%{ if a }x%{ endif }", { a: true }, "t"), UnsupportedError);
   await assert.rejects(renderTemplate("${~ a }", { a: 1 }, "t"), UnsupportedError);
@@ -507,11 +391,12 @@ Deno.test("a 2-node cluster's start-up scripts launch each node with its rank, t
       "master-port": "29500",
       "max-restarts": "3",
       "log-dir": `/mnt/shared/dtrain/logs/node-${rank}`,
-      "epochs": String(values.epochs),
-      "save-every": String(values.save_every),
-      "batch-size": String(values.batch_size),
       "snapshot": "/mnt/shared/dtrain/snapshot.safetensors",
       "device": "cuda",
+      // The example's train_args: the MLP job.
+      "epochs": "10",
+      "save-every": "1",
+      "batch-size": "64",
     });
     const config = trainConfig(args);
     assert.deepEqual(
@@ -581,7 +466,7 @@ Deno.test("AWS and GCP variable validations reject bad regions, machines, networ
     [GCP_DIR, { shared_fs_size_gib: 1024 }, /^shared_fs_size_gib:/],
     [GCP_DIR, { image: "ubuntu" }, /^image:/],
     [GCP_DIR, { ssh_cidr: "0.0.0.0/0" }, /^ssh_cidr:/],
-    [GCP_DIR, { epochs: 0 }, /^epochs:/],
+    [GCP_DIR, { train_args: ["--device=cpu"] }, /^train_args:/],
   ];
   for (const [dir, change, expected] of cases) {
     const config = await loadConfig(dir);
@@ -746,30 +631,7 @@ Deno.test("start-up script: refuses to start without DTRAIN_TOKEN", async () => 
 // ---- SLURM and Kubernetes recipes ----
 
 Deno.test("SLURM batch script starts one launcher per node with SLURM's node id as rank and first host as master", async () => {
-  const dir = Deno.makeTempDirSync({ prefix: "dtrain-slurm-" });
-  fakeCheckout(`${dir}/checkout`);
-  // The default --device cuda needs the CUDA library built (infrastructure_gpu_test.ts).
-  Deno.mkdirSync(`${dir}/checkout/build`);
-  Deno.writeTextFileSync(`${dir}/checkout/build/libdtrain_cuda.so`, "");
-  Deno.mkdirSync(`${dir}/bin`);
-  const stubs: Record<string, string> = {
-    // scontrol show hostnames NODELIST: one host per line.
-    scontrol: '[[ "$1 $2" == "show hostnames" ]] || exit 2\necho gpu-node-01\necho gpu-node-02',
-    // srun: run the command once per node, as SLURM would on each, with that node's id.
-    srun: 'while [[ "$1" == -* ]]; do shift; done\n' +
-      'for ((i = 0; i < SLURM_NNODES; i++)); do SLURM_NODEID=$i "$@" || exit; done',
-  };
-  for (const [name, body] of Object.entries(stubs)) {
-    Deno.writeTextFileSync(`${dir}/bin/${name}`, `#!/usr/bin/env bash\n${body}\n`);
-    Deno.chmodSync(`${dir}/bin/${name}`, 0o755);
-  }
-  const run = await runScript(`${INFRA_DIR}/slurm/dtrain.sbatch`, [], {
-    PATH: `${dir}/bin:${Deno.env.get("PATH")}`,
-    SLURM_JOB_NODELIST: "gpu-node-[01-02]",
-    SLURM_NNODES: "2",
-    SLURM_SUBMIT_DIR: `${dir}/checkout`,
-    SHARED_DIR: `${dir}/shared`,
-  }, `${dir}/calls`);
+  const { dir, ...run } = await runSbatch(`${INFRA_DIR}/slurm/dtrain.sbatch`, []);
   assert.equal(run.code, 0, run.stderr);
   assert.equal(run.denoCalls.length, 2);
   const launches = run.denoCalls.map((call) => ({ ...call, flags: flagMap(call.args.slice(2)) }))
@@ -813,12 +675,18 @@ Deno.test("Kubernetes manifest: Indexed Job, headless Service, Secret token and 
   assert.deepEqual(claim.spec.accessModes, ["ReadWriteMany"]);
 
   assert.deepEqual(container.command.slice(0, 2), ["bash", "-c"]);
-  const words = shellWords(container.command[2]);
+  const script: string = container.command[2];
+  const words = shellWords(script.slice(script.indexOf("exec deno task train")));
   assert.deepEqual(words.slice(0, 4), ["exec", "deno", "task", "train"]);
-  const flags = flagMap(words.slice(4));
+  assert.equal(words.at(-1), "$@", "the container's args come after the Job's own flags");
+  const ownFlags = words.slice(4, -1);
+  const flags = flagMap(ownFlags);
   assert.equal(flags.get("nnodes"), String(job.spec.completions));
   assert.equal(flags.get("node-rank"), "$JOB_COMPLETION_INDEX");
-  const indexed = words.slice(4).map((word) => word.replaceAll("$JOB_COMPLETION_INDEX", "1"));
+  const indexed = [
+    ...ownFlags.map((word) => word.replaceAll("$JOB_COMPLETION_INDEX", "1")),
+    ...container.args,
+  ];
   assert.equal(trainConfig(indexed).nodeRank, 1);
   assert.equal(flags.get("master-addr"), `${job.metadata.name}-0.${service.metadata.name}`);
   assert.equal(Number(flags.get("master-port")), service.spec.ports[0].port);

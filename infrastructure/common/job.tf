@@ -55,36 +55,20 @@ variable "repo_ref" {
   }
 }
 
-variable "epochs" {
-  description = "Epochs the job trains for (train flag --epochs)."
-  type        = number
-  default     = 10
+variable "train_args" {
+  description = "The train command line, one argument per element, after the launcher flags the recipe sets on every node (--nnodes, --node-rank, --nproc-per-node, --master-addr, --master-port, --max-restarts, --log-dir, --snapshot, --device); the default is the MLP job."
+  type        = list(string)
+  default     = ["--epochs", "10", "--save-every", "1", "--batch-size", "64"]
 
+  # A second --nnodes or --snapshot would silently fight the recipe's own (the last one given wins).
   validation {
-    condition     = var.epochs >= 1 && floor(var.epochs) == var.epochs
-    error_message = "epochs must be a whole number, at least 1."
+    condition     = alltrue([for arg in var.train_args : !can(regex("^--(nnodes|node-rank|nproc-per-node|master-addr|master-port|max-restarts|log-dir|snapshot|device)(=|$)", arg))])
+    error_message = "train_args must not set --nnodes, --node-rank, --nproc-per-node, --master-addr, --master-port, --max-restarts, --log-dir, --snapshot or --device: the recipe sets them on every node (from cluster_size, gpus_per_node, max_restarts and name)."
   }
-}
-
-variable "save_every" {
-  description = "Epochs between snapshots on the shared filesystem (train flag --save-every)."
-  type        = number
-  default     = 1
 
   validation {
-    condition     = var.save_every >= 1 && floor(var.save_every) == var.save_every
-    error_message = "save_every must be a whole number of epochs, at least 1."
-  }
-}
-
-variable "batch_size" {
-  description = "Per-process batch size (train flag --batch-size)."
-  type        = number
-  default     = 64
-
-  validation {
-    condition     = var.batch_size >= 1 && floor(var.batch_size) == var.batch_size
-    error_message = "batch_size must be a whole number, at least 1."
+    condition     = alltrue([for arg in var.train_args : !can(regex("[\\x00-\\x1f\\x7f]", arg))])
+    error_message = "train_args must not hold control characters (a newline, a tab): each element is one argument."
   }
 }
 
@@ -106,9 +90,7 @@ locals {
     ssh_public_key = trimspace(file(pathexpand(var.ssh_public_key_path)))
     repo_url       = var.repo_url
     repo_ref       = var.repo_ref
-    epochs         = var.epochs
-    save_every     = var.save_every
-    batch_size     = var.batch_size
+    train_args     = var.train_args
     max_restarts   = var.max_restarts
   }
 }

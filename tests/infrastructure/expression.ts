@@ -60,11 +60,17 @@ export function parseAttribute(value: string): Promise<Ast> {
 /** Every traversal in an expression, as dotted text (`var.x`, `local.y`, `count.index`). */
 export function references(ast: Ast): string[] {
   const found: string[] = [];
-  const walk = (node: Ast) => {
-    if (node.type === "scopeTraversal") found.push(node.meta.fullAccessor);
-    for (const child of node.children ?? []) walk(child);
+  const walk = (node: Ast, bound: Set<string>) => {
+    if (node.type === "scopeTraversal" && !bound.has(node.meta.fullAccessor.split(/[.[]/)[0])) {
+      found.push(node.meta.fullAccessor);
+    }
+    // A for expression's key and value names are its own, not the scope's.
+    const inner = node.type === "for"
+      ? new Set([...bound, node.meta.keyVar, node.meta.valVar].filter(Boolean))
+      : bound;
+    for (const child of node.children ?? []) walk(child, inner);
   };
-  walk(ast);
+  walk(ast, new Set());
   return found;
 }
 
@@ -158,6 +164,8 @@ export async function evaluate(
     }
     case "tuple":
       return Promise.all(ast.children.map(recurse));
+    case "for":
+      return forExpression(ast, scope, functions);
     case "object": {
       const object: Record<string, Value> = {};
       for (const [key, source] of Object.entries(ast.meta.items)) {
@@ -170,8 +178,55 @@ export async function evaluate(
   }
 }
 
+/**
+ * `[for v in xs : expr if cond]` and `[for k, v in xs : ...]`: a list, from a list or an object.
+ * The object form (`{for ...}`) is not used by our configurations.
+ */
+async function forExpression(
+  ast: TFExpressionSyntaxTree.ForExpression,
+  scope: Scope,
+  functions: Record<string, TerraformFunction>,
+): Promise<Value> {
+  const { keyVar, valVar, openRangeValue, value } = ast.meta;
+  if (openRangeValue !== "[") throw new UnsupportedError(`object for expression ${value}`);
+  const collection = await evaluate(
+    await parseExpression(ast.meta.collectionExpression),
+    scope,
+    functions,
+  );
+  let entries: [Value, Value][];
+  if (Array.isArray(collection)) {
+    entries = collection.map((item, index) => [index, item]);
+  } else if (collection !== null && typeof collection === "object") {
+    entries = Object.entries(collection);
+  } else {
+    throw new EvaluationError(`${value}: cannot iterate over ${JSON.stringify(collection)}`);
+  }
+  const element = await parseExpression(ast.meta.valueExpression);
+  const condition = ast.meta.conditionalExpression
+    ? await parseExpression(ast.meta.conditionalExpression)
+    : null;
+  const result: Value[] = [];
+  for (const [key, item] of entries) {
+    const names: Record<string, Value> = { [valVar]: item, ...(keyVar ? { [keyVar]: key } : {}) };
+    const inner: Scope = {
+      resolve(steps) {
+        const [root] = steps;
+        if (typeof root === "string" && Object.hasOwn(names, root)) {
+          return Promise.resolve({ value: names[root], used: 1 });
+        }
+        return scope.resolve(steps);
+      },
+    };
+    if (condition !== null && !asBool(await evaluate(condition, inner, functions))) continue;
+    result.push(await evaluate(element, inner, functions));
+  }
+  return result;
+}
+
 /** The functions both Terraform configurations and templates may call here. */
 export const coreFunctions: Record<string, TerraformFunction> = {
+  alltrue: strict((list) => asList(list).every((item) => asBool(item))),
   base64encode: strict((text) => {
     const bytes = new TextEncoder().encode(asString(text));
     let binary = "";
@@ -203,10 +258,23 @@ export const coreFunctions: Record<string, TerraformFunction> = {
     }
   }),
   floor: strict((number) => Math.floor(asNumber(number))),
+  // Only the verbs our configurations use: %s, and %% for a literal percent sign.
+  format: strict((spec, ...values) => {
+    let next = 0;
+    const text = asString(spec).replace(/%(.)/g, (all, verb: string) => {
+      if (verb === "%") return "%";
+      if (verb !== "s") throw new UnsupportedError(`format() verb ${all}`);
+      if (next >= values.length) throw new EvaluationError(`format(${spec}): too few arguments`);
+      return asString(values[next++]);
+    });
+    if (next < values.length) throw new EvaluationError(`format(${spec}): too many arguments`);
+    return text;
+  }),
   // Terraform's jsonencode is Go's encoding/json, which escapes <, > and & in strings.
   jsonencode: strict((value) =>
     JSON.stringify(value).replace(/[<>&]/g, (c) => `\\u00${c.charCodeAt(0).toString(16)}`)
   ),
+  join: strict((separator, list) => asList(list).map(asString).join(asString(separator))),
   length: strict((value) => {
     if (typeof value === "string" || Array.isArray(value)) return value.length;
     if (value !== null && typeof value === "object") return Object.keys(value).length;
@@ -218,6 +286,12 @@ export const coreFunctions: Record<string, TerraformFunction> = {
     if (match === null) throw new EvaluationError(`regex ${pattern} does not match ${text}`);
     if (match.groups) throw new UnsupportedError("regex() with named groups");
     return match.length === 1 ? match[0] : match.slice(1).map((group) => group ?? null);
+  }),
+  replace: strict((text, search, replacement) => {
+    // A search string in slashes is a regular expression in Terraform; ours are plain.
+    if (/^\/.*\/$/.test(asString(search))) throw new UnsupportedError(`replace() with ${search}`);
+    const by = asString(replacement); // a function: a string would expand $& and $'
+    return asString(text).replaceAll(asString(search), () => by);
   }),
   split: strict((separator, text) => asString(text).split(asString(separator))),
   startswith: strict((text, prefix) => asString(text).startsWith(asString(prefix))),

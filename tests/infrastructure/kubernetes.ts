@@ -5,6 +5,7 @@
 import { parseAllDocuments } from "yaml";
 import { Job } from "kubernetes-models/batch/v1";
 import { PersistentVolumeClaim, Secret, Service } from "kubernetes-models/v1";
+import { runScript, type ScriptRun } from "./shell.ts";
 
 /** A manifest document, as parsed YAML. */
 // deno-lint-ignore no-explicit-any
@@ -98,4 +99,30 @@ export function renderIndexedPod(
     workingDir: container.workingDir,
     env,
   };
+}
+
+/**
+ * Runs a rendered pod's command as its container would: `bash -c SCRIPT NAME ARGS...`, here the
+ * script from a file with the ARGS after it, in `checkout` (a fakeCheckout, whose recording deno
+ * comes first on PATH); `calls` is where that deno reports.
+ * @throws Error when the command is not `bash -c SCRIPT NAME ...`.
+ */
+export async function runPod(
+  pod: RenderedPod,
+  checkout: string,
+  calls: string,
+): Promise<ScriptRun> {
+  const [shell, flag, script, name, ...args] = pod.command;
+  if (shell !== "bash" || flag !== "-c" || name === undefined) {
+    throw new Error(`pod ${pod.hostname}: command is not bash -c SCRIPT NAME: ${pod.command}`);
+  }
+  const file = `${calls}.sh`;
+  Deno.writeTextFileSync(file, script);
+  return await runScript(
+    file,
+    args,
+    { ...pod.env, PATH: `${checkout}/.tools/node_modules/.bin:${Deno.env.get("PATH")}` },
+    calls,
+    checkout,
+  );
 }

@@ -2,7 +2,10 @@
 // a stand-in `deno` that records what it was called with. The start-up scripts mark their launch
 // section with `# ---- launch` and `# ---- end launch ----` so that it can be found.
 
-/** Splits shell text into words: quotes are removed, `$VAR` is kept as written. */
+/**
+ * Splits shell text into words: quotes are removed, a backslash outside quotes keeps the next
+ * character (`'it'\''s'` is one word), `$VAR` is kept as written.
+ */
 export function shellWords(text: string): string[] {
   const words: string[] = [];
   let word: string | null = null;
@@ -10,6 +13,8 @@ export function shellWords(text: string): string[] {
     const c = text[i];
     if (c === "\\" && text[i + 1] === "\n") {
       i++;
+    } else if (c === "\\" && i + 1 < text.length) {
+      word = (word ?? "") + text[++i];
     } else if (/\s/.test(c)) {
       if (word !== null) words.push(word);
       word = null;
@@ -135,4 +140,40 @@ export async function bashSyntaxErrors(script: string): Promise<string> {
   const output = await new Deno.Command("bash", { args: ["-n", "-c", script], stderr: "piped" })
     .output();
   return output.success ? "" : new TextDecoder().decode(output.stderr);
+}
+
+/**
+ * Runs a SLURM batch script as a 2-node allocation, in a fresh directory holding a fake checkout
+ * (with the CUDA library that the default `--device cuda` asks for) as the submit directory and
+ * the shared folder: stand-in `scontrol` names two hosts, stand-in `srun` runs its command once
+ * per node, as SLURM would on each, with that node's SLURM_NODEID.
+ */
+export async function runSbatch(
+  script: string,
+  args: string[],
+  env: Record<string, string> = {},
+): Promise<ScriptRun & { dir: string }> {
+  const dir = Deno.makeTempDirSync({ prefix: "dtrain-slurm-" });
+  fakeCheckout(`${dir}/checkout`);
+  Deno.mkdirSync(`${dir}/checkout/build`);
+  Deno.writeTextFileSync(`${dir}/checkout/build/libdtrain_cuda.so`, "");
+  Deno.mkdirSync(`${dir}/bin`);
+  const stubs: Record<string, string> = {
+    scontrol: '[[ "$1 $2" == "show hostnames" ]] || exit 2\necho gpu-node-01\necho gpu-node-02',
+    srun: 'while [[ "$1" == -* ]]; do shift; done\n' +
+      'for ((i = 0; i < SLURM_NNODES; i++)); do SLURM_NODEID=$i "$@" || exit; done',
+  };
+  for (const [name, body] of Object.entries(stubs)) {
+    Deno.writeTextFileSync(`${dir}/bin/${name}`, `#!/usr/bin/env bash\n${body}\n`);
+    Deno.chmodSync(`${dir}/bin/${name}`, 0o755);
+  }
+  const run = await runScript(script, args, {
+    PATH: `${dir}/bin:${Deno.env.get("PATH")}`,
+    SLURM_JOB_NODELIST: "gpu-node-[01-02]",
+    SLURM_NNODES: "2",
+    SLURM_SUBMIT_DIR: `${dir}/checkout`,
+    SHARED_DIR: `${dir}/shared`,
+    ...env,
+  }, `${dir}/calls`);
+  return { ...run, dir };
 }

@@ -21,9 +21,8 @@ export interface StartTrainingVars {
   max_restarts: number;
   log_dir: string;
   device: string;
-  epochs: number;
-  save_every: number;
-  batch_size: number;
+  /** The train command line after the launcher flags, one argument per item. */
+  train_args: string[];
   snapshot_path: string;
 }
 

@@ -344,17 +344,27 @@ export function variableValues(
     }
     if (result[name] === null) continue; // null stands for "not set" in every type
     const type = String(variable.type).replace(/^\$\{(.*)\}$/, "$1");
-    if (!["string", "number", "bool"].includes(type)) {
+    if (!VARIABLE_TYPES.includes(type)) {
       throw new UnsupportedError(`variable ${name} of type ${type}`);
     }
-    const actual = typeof result[name] === "boolean" ? "bool" : typeof result[name];
-    if (actual !== type) {
+    if (typeOf(result[name]) !== type) {
       throw new EvaluationError(
         `variable ${name} must be a ${type}, got ${JSON.stringify(result[name])}`,
       );
     }
   }
   return result;
+}
+
+/** The variable types our configurations declare: the primitives, and a list of strings. */
+export const VARIABLE_TYPES = ["string", "number", "bool", "list(string)"];
+
+/** A value's type as a variable declares it (a list of strings only when every item is one). */
+function typeOf(value: Value): string {
+  if (Array.isArray(value)) {
+    return value.every((item) => typeof item === "string") ? "list(string)" : "list";
+  }
+  return typeof value === "boolean" ? "bool" : typeof value;
 }
 
 const functions: Record<string, TerraformFunction> = {

@@ -6,16 +6,14 @@ terraform {
 }
 
 variable "job" {
-  description = "The job's settings: local.job of common/job.tf (name, ssh user and key, repository, train flags)."
+  description = "The job's settings: local.job of common/job.tf (name, ssh user and key, repository, train command line)."
   type = object({
     name           = string
     ssh_user       = string
     ssh_public_key = string
     repo_url       = string
     repo_ref       = string
-    epochs         = number
-    save_every     = number
-    batch_size     = number
+    train_args     = list(string)
     max_restarts   = number
   })
 }
@@ -95,9 +93,7 @@ output "user_data" {
       max_restarts       = var.job.max_restarts
       log_dir            = "${local.job_dir}/logs/node-${var.node_rank}"
       device             = "cuda"
-      epochs             = var.job.epochs
-      save_every         = var.job.save_every
-      batch_size         = var.job.batch_size
+      train_args         = var.job.train_args
       snapshot_path      = "${local.job_dir}/snapshot.safetensors"
     }))
   })
