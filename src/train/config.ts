@@ -320,8 +320,8 @@ export function validateConfig(value: unknown): TrainConfig {
     throw new ConfigError(
       textModel ? "dataset" : "model",
       textModel
-        ? `the gpt model trains on --dataset tokens (nanoGPT's .bin files) or --dataset text, ` +
-          `got "${config.dataset}"`
+        ? `the gpt model trains on --dataset text, got "${config.dataset}" (or on --dataset ` +
+          `tokens, nanoGPT's .bin files)`
         : `--dataset ${config.dataset} needs --model gpt, got "${config.model}"`,
     );
   }

@@ -48,6 +48,11 @@ export async function writeCharData(dir: string, text = tinyText()): Promise<str
   return chars;
 }
 
+/** The output of a run without the launcher's `[rank N] ` prefixes. */
+export function unprefixed(stdout: string): string {
+  return stdout.replace(/^\[rank \d+\] /gm, "");
+}
+
 /** nanoGPT's log lines of a run: `step N: train loss X, val loss Y`, `iter N: loss X, ...`. */
 export function logLines(stdout: string): {
   evals: { iter: number; train: number; val: number }[];
@@ -57,7 +62,8 @@ export function logLines(stdout: string): {
 } {
   const evals: { iter: number; train: number; val: number }[] = [], iters: number[] = [];
   const saves: number[] = [];
-  for (const line of stdout.split("\n")) {
+  // Under the launcher each line comes with its rank's prefix.
+  for (const line of unprefixed(stdout).split("\n")) {
     const e = /^step (\d+): train loss ([\d.]+), val loss ([\d.]+)$/.exec(line);
     if (e) evals.push({ iter: Number(e[1]), train: Number(e[2]), val: Number(e[3]) });
     const i = /^iter (\d+): loss [\d.]+, time [\d.]+ms, mfu -?[\d.]+%$/.exec(line);

@@ -10,7 +10,7 @@ import { manualSeed } from "../../src/tensor/random.ts";
 import { openTokenData } from "../../src/train/_tokens.ts";
 import type { MetricRecord } from "../../src/train/metrics.ts";
 import { assertSucceeded, modelWeights, readSaved, train } from "./_train.ts";
-import { logLines, uint16Bytes, writeCharData } from "./_tokens.ts";
+import { logLines, uint16Bytes, unprefixed, writeCharData } from "./_tokens.ts";
 
 const TINY = [
   ...["--dataset", "tokens", "--n-layer", "1", "--n-head", "2", "--n-embd", "16"],
@@ -130,7 +130,7 @@ Deno.test("train --dataset tokens on 2 ranks: DDP and FSDP with gradient accumul
         "true",
       ], { timeoutMs: 120_000, env: { DTRAIN_WEIGHTS_DUMP: dumps[strategy] } }); // deno-fmt-ignore
       assertSucceeded(run);
-      assert.match(run.stdout, /^tokens per iteration will be: 256$/m); // 4 × 4 × 16
+      assert.match(unprefixed(run.stdout), /^tokens per iteration will be: 256$/m); // 4 × 4 × 16
       runs[strategy] = logLines(run.stdout);
       assert.deepEqual(runs[strategy].iters, range(0, 20));
       assert.deepEqual(runs[strategy].saves, [10, 20], run.stdout);
@@ -178,10 +178,14 @@ Deno.test("train --dataset tokens refuses a missing data dir, a train.bin too sh
       ["--config", "c.py", "--data-dir", short],
       /^train: config: c\.py:3: unknown nanoGPT config key "n_layers"/,
     ); // deno-fmt-ignore
-    await expectRefusal(["--data-dir", short, "--init-from", "resume"],
-      /^train: .*snapshot\.safetensors: --init-from resume: there is no snapshot/); // deno-fmt-ignore
+    const good = join(dir, "good");
+    await writeCharData(good);
+    await expectRefusal(
+      ["--data-dir", good, "--init-from", "resume"],
+      /^train: .*snapshot\.safetensors: --init-from resume: there is no snapshot/,
+    ); // deno-fmt-ignore
     const entries = [...Deno.readDirSync(dir)].map((e) => e.name).sort();
-    assert.deepEqual(entries, ["c.py", "short"], "nothing is written before the refusal");
+    assert.deepEqual(entries, ["c.py", "good", "short"], "nothing is written before the refusal");
   });
 });
 
