@@ -1,7 +1,8 @@
 /**
  * Data loading, with PyTorch's names: datasets (`TensorDataset`, `FashionMNIST`,
- * `SyntheticRegression`), samplers (`SequentialSampler`, `RandomSampler`, `DistributedSampler`)
- * and the `DataLoader` that batches them into contiguous native tensors.
+ * `SyntheticRegression`), samplers (`SequentialSampler`, `RandomSampler`, `DistributedSampler`),
+ * the `DataLoader` that batches them into contiguous native tensors, and the tokenizers of
+ * language-model corpora (`gpt2Tokenizer`, `charTokenizer`, `loadMeta`).
  * @module
  */
 
@@ -14,3 +15,5 @@ export * from "./sampler.ts";
 export * from "./distributed_sampler.ts";
 export * from "./dataloader.ts";
 export * from "./text.ts";
+export * from "./tokenizer.ts";
+export * from "./tokenizer_gpt2.ts";

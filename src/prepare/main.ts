@@ -1,0 +1,135 @@
+/**
+ * `deno task prepare`: tokenizes text files into nanoGPT's `train.bin`, `val.bin` and a
+ * `meta.json`, as its `data/<name>/prepare.py` scripts do.
+ *
+ * ```sh
+ * deno task prepare --tokenizer char --input input.txt --out data/shakespeare_char
+ * ```
+ * @module
+ */
+
+import { parseArgs } from "node:util";
+import { progressBar } from "./_progress.ts";
+import { prepare, PrepareError, TOKENIZERS } from "./prepare.ts";
+
+const USAGE = `usage: deno task prepare --tokenizer ${
+  TOKENIZERS.join("|")
+} --input FILE... --out DIR
+                         [--val-fraction 0.1] [--eot] [--force]
+
+Tokenizes the input files (UTF-8, read in order as one corpus) and writes into DIR, as nanoGPT's
+data/<name>/prepare.py scripts: train.bin (the first 1 - val-fraction of the characters) and
+val.bin (the rest), token ids as uint16 little-endian, and meta.json (the tokenizer, its
+vocabSize, for char its itos/stoi table, and the token counts).
+
+  --tokenizer NAME      gpt2: GPT-2's BPE, the ids of tiktoken's gpt2 encoding (50257 tokens);
+                        char: one token per distinct character of the input, in code-point order
+  --input FILE...       one or more text files (repeat --input, or list them after it)
+  --out DIR             the output folder (created if missing)
+  --val-fraction F      the fraction of the corpus, from its end, that forms val.bin (default 0.1)
+  --eot                 gpt2 only: append <|endoftext|> after each input file, as nanoGPT's
+                        openwebtext prepare after each document
+  --force               overwrite train.bin, val.bin and meta.json if they are there
+  --help                print this and exit
+`;
+
+/** What the command line asks for. */
+interface PrepareArgs {
+  tokenizer: string;
+  inputs: string[];
+  out: string;
+  valFraction: number;
+  eot: boolean;
+  force: boolean;
+}
+
+/**
+ * Parses prepare's command line.
+ *
+ * @param args The arguments after the script name.
+ * @returns The arguments, or `"help"` for `--help`.
+ * @throws PrepareError naming the flag that is missing or wrong.
+ */
+export function parsePrepareArgs(args: string[]): PrepareArgs | "help" {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args,
+      strict: true,
+      allowPositionals: true,
+      options: {
+        tokenizer: { type: "string" },
+        input: { type: "string", multiple: true },
+        out: { type: "string" },
+        "val-fraction": { type: "string" },
+        eot: { type: "boolean" },
+        force: { type: "boolean" },
+        help: { type: "boolean" },
+      },
+    });
+  } catch (error) {
+    throw new PrepareError((error as Error).message);
+  }
+  const { values, positionals } = parsed;
+  if (values.help) return "help";
+  if (values.tokenizer === undefined) {
+    throw new PrepareError(`--tokenizer: missing; expected one of ${TOKENIZERS.join(", ")}`);
+  }
+  const inputs = [...(values.input ?? [])];
+  // `--input a.txt b.txt`: the files after the first are positionals to parseArgs.
+  if (positionals.length > 0 && inputs.length === 0) {
+    throw new PrepareError(`unexpected arguments before --input: ${positionals.join(" ")}`);
+  }
+  inputs.push(...positionals);
+  if (inputs.length === 0) throw new PrepareError("--input: missing; give one or more text files");
+  if (values.out === undefined) throw new PrepareError("--out: missing; give the output folder");
+  const rawFraction = values["val-fraction"] ?? "0.1";
+  const valFraction = /^\s*$/.test(rawFraction) ? NaN : Number(rawFraction);
+  if (!(valFraction >= 0 && valFraction < 1)) {
+    throw new PrepareError(`--val-fraction: must be a number in [0, 1), got "${rawFraction}"`);
+  }
+  return {
+    tokenizer: values.tokenizer,
+    inputs,
+    out: values.out,
+    valFraction,
+    eot: values.eot ?? false,
+    force: values.force ?? false,
+  };
+}
+
+/**
+ * Runs prepare with `args`; prints what it wrote, or the error.
+ *
+ * @param args The command line.
+ * @returns The exit code: 0 done, 2 a wrong argument or an unusable input or output.
+ */
+export function main(args: string[]): number {
+  try {
+    const parsed = parsePrepareArgs(args);
+    if (parsed === "help") {
+      console.log(USAGE);
+      return 0;
+    }
+    let total = 0;
+    for (const path of parsed.inputs) {
+      try {
+        total += Deno.statSync(path).size;
+      } catch {
+        // prepare names a missing input
+      }
+    }
+    const meta = prepare({ ...parsed, progress: progressBar(total) });
+    console.log(
+      `prepare: ${meta.tokenizer} tokenizer, vocabulary ${meta.vocabSize}: ` +
+        `${meta.trainTokens} train and ${meta.valTokens} val tokens in ${parsed.out}`,
+    );
+    return 0;
+  } catch (error) {
+    if (!(error instanceof PrepareError)) throw error;
+    console.error(`prepare: ${error.message} (--help for usage)`);
+    return 2;
+  }
+}
+
+if (import.meta.main) Deno.exit(main(Deno.args));
