@@ -1,6 +1,6 @@
 /**
  * The data of `--dataset tokens`: nanoGPT's `train.bin` and `val.bin` (uint16 tokens, read once)
- * and `meta.json` (the vocabulary size, and for a char-level set the table that decodes a sample),
+ * and `meta.json` (the vocabulary size and the tokenizer that decodes a sample: data.loadMeta),
  * with nanoGPT's `get_batch`: `batchSize` random offsets into a split, each a window of
  * `blockSize` tokens and the same window one token on as the targets.
  * @module
@@ -11,6 +11,7 @@ import { join } from "node:path";
 import { rand, tensor } from "../tensor/creation.ts";
 import type { Device } from "../tensor/storage.ts";
 import type { Tensor } from "../tensor/tensor.ts";
+import { loadMeta, type Tokenizer } from "../data/tokenizer.ts";
 import { ConfigError } from "./_schema.ts";
 
 /** nanoGPT's vocabulary when a data set has no meta (GPT-2's 50257, rounded up to 64s). */
@@ -48,39 +49,26 @@ export class TokenSplit {
   }
 }
 
-/** What meta.json says: the vocabulary's size, and the char table when it has one. */
+/** What meta.json says: the vocabulary's size, and the tokenizer that decodes a sample. */
 export interface TokenMeta {
   vocabSize: number;
-  /** Token id to text, for a char-level data set. */
-  itos: string[] | null;
+  /** The data set's tokenizer (data.loadMeta), or null without a meta.json. */
+  tokenizer: Tokenizer | null;
 }
 
 /**
- * Reads `dir/meta.json`: `vocabSize` (or nanoGPT's `vocab_size`) and `itos`, an array or an
- * object keyed by id. Without the file, nanoGPT's GPT-2 vocabulary and no table.
- * @throws ConfigError naming the file when it is not such JSON.
+ * Reads `dir/meta.json` as `deno task prepare` writes it (data.loadMeta). Without the file,
+ * nanoGPT's GPT-2 vocabulary (padded to 50304) and no tokenizer.
+ * @throws ConfigError naming the file when it is not a tokenizer's meta.
  */
 export function readTokenMeta(dir: string): TokenMeta {
-  const path = join(dir, "meta.json");
-  if (!existsSync(path)) return { vocabSize: GPT2_PADDED_VOCAB, itos: null };
-  let meta: Record<string, unknown>;
+  if (!existsSync(join(dir, "meta.json"))) return { vocabSize: GPT2_PADDED_VOCAB, tokenizer: null };
   try {
-    meta = JSON.parse(Deno.readTextFileSync(path));
+    const tokenizer = loadMeta(dir);
+    return { vocabSize: tokenizer.vocabSize, tokenizer };
   } catch (error) {
-    throw new ConfigError("dataDir", `${path} is not valid JSON: ${(error as Error).message}`);
+    throw new ConfigError("dataDir", (error as Error).message);
   }
-  const vocabSize = meta.vocabSize ?? meta.vocab_size;
-  if (typeof vocabSize !== "number" || !Number.isInteger(vocabSize) || vocabSize < 1) {
-    throw new ConfigError("dataDir", `${path}: vocabSize must be a positive integer`);
-  }
-  const table = meta.itos;
-  const itos = Array.isArray(table)
-    ? table.map(String)
-    : table !== null && typeof table === "object"
-    ? Array.from({ length: vocabSize }, (_, i) =>
-      String((table as Record<string, unknown>)[i] ?? ""))
-    : null;
-  return { vocabSize, itos };
 }
 
 /** A data set's splits and meta. */
@@ -165,18 +153,5 @@ export function openTokenData(dir: string, blockSize: number): TokenData {
     meta,
     train: readSplit(dir, "train", blockSize, meta.vocabSize),
     val: readSplit(dir, "val", blockSize, meta.vocabSize),
-  };
-}
-
-/** Encodes and decodes a sample with meta's char table; null when it has none. */
-export function charCodec(
-  meta: TokenMeta,
-): { encode(text: string): number[]; decode(tokens: ArrayLike<number>): string } | null {
-  const itos = meta.itos;
-  if (itos === null) return null;
-  const stoi = new Map(itos.map((s, i) => [s, i]));
-  return {
-    encode: (text) => [...text].map((c) => stoi.get(c) ?? 0),
-    decode: (tokens) => Array.from(tokens, (t) => itos[t] ?? "").join(""),
   };
 }

@@ -7,7 +7,7 @@ import { tensor } from "../tensor/creation.ts";
 import { manualSeed } from "../tensor/random.ts";
 import type { TrainConfig } from "./_schema.ts";
 import { finalWeights, wholeGPT } from "./_final_weights.ts";
-import { charCodec, checkTokenData, type TokenMeta } from "./_tokens.ts";
+import { checkTokenData, type TokenMeta } from "./_tokens.ts";
 import type { IterResult, IterTrainer } from "./iter_trainer.ts";
 
 /**
@@ -20,13 +20,13 @@ export function refuseBadTokenData(config: TrainConfig): void {
 
 /**
  * nanoGPT sample.py's sample: 500 tokens after a newline, temperature 0.8, top 200, decoded with
- * meta.json's char table (its token ids without one).
+ * meta.json's tokenizer (its token ids without one).
  */
 export function sampleTokens(model: GPT, meta: TokenMeta): string {
   manualSeed(1337);
   model.eval();
-  const codec = charCodec(meta);
-  const start = codec?.encode("\n") ?? [0];
+  const codec = meta.tokenizer;
+  const start = codec === null ? [0] : tryEncode(codec, "\n");
   const device = model.parameters()[0].device;
   const prompt = tensor(Int32Array.from(start), [1, start.length], { dtype: "i32", device });
   const topK = Math.min(200, meta.vocabSize);
@@ -34,7 +34,17 @@ export function sampleTokens(model: GPT, meta: TokenMeta): string {
   const fresh = tokens.subarray(start.length);
   return codec
     ? codec.decode(fresh)
-    : `(token ids: meta.json has no char table) ${fresh.join(" ")}`;
+    : `(token ids: no meta.json to decode them) ${fresh.join(" ")}`;
+}
+
+/** `text`'s ids, or token 0 when the tokenizer cannot encode it (a table without a newline). */
+function tryEncode(codec: { encode(text: string): ArrayLike<number> }, text: string): number[] {
+  try {
+    const ids = Array.from(codec.encode(text));
+    return ids.length > 0 ? ids : [0];
+  } catch {
+    return [0];
+  }
 }
 
 /** The last line of an iteration-based run. */

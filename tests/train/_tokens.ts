@@ -1,11 +1,12 @@
 /**
  * A tiny char-level token data set for the iteration-based train tests, written as nanoGPT's
  * prepare.py writes data/shakespeare_char: train.bin and val.bin (uint16, little-endian) and the
- * vocabulary in meta.json.
+ * vocabulary in meta.json (as `deno task prepare --tokenizer char` writes it).
  * @module
  */
 
 import { join } from "node:path";
+import { charTokenizer } from "../../src/data/tokenizer.ts";
 
 /** A few kilobytes of text with a small alphabet and structure a model learns within 20 steps. */
 export function tinyText(): string {
@@ -32,20 +33,18 @@ export function uint16Bytes(tokens: number[]): Uint8Array {
 }
 
 /**
- * Writes `text`, split 90/10 into train.bin and val.bin, and meta.json ({ vocabSize, itos, stoi })
+ * Writes `text`, split 90/10 into train.bin and val.bin, and meta.json (the char tokenizer's)
  * into `dir`; returns the alphabet.
  */
 export async function writeCharData(dir: string, text = tinyText()): Promise<string[]> {
   await Deno.mkdir(dir, { recursive: true });
-  const chars = [...new Set(text)].sort();
-  const stoi = Object.fromEntries(chars.map((c, i) => [c, i]));
-  const ids = [...text].map((c) => stoi[c]);
+  const tokenizer = charTokenizer(text);
+  const ids = Array.from(tokenizer.encode(text));
   const cut = Math.floor(ids.length * 0.9);
   await Deno.writeFile(join(dir, "train.bin"), uint16Bytes(ids.slice(0, cut)));
   await Deno.writeFile(join(dir, "val.bin"), uint16Bytes(ids.slice(cut)));
-  const meta = { vocabSize: chars.length, itos: chars, stoi };
-  await Deno.writeTextFile(join(dir, "meta.json"), JSON.stringify(meta));
-  return chars;
+  await Deno.writeTextFile(join(dir, "meta.json"), JSON.stringify(tokenizer.toMeta()));
+  return [...tokenizer.itos];
 }
 
 /** The output of a run without the launcher's `[rank N] ` prefixes. */
