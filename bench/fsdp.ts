@@ -15,7 +15,6 @@ import { GPT } from "../src/nn/gpt.ts";
 import { AdamW } from "../src/optim/adamw.ts";
 import { DistributedDataParallel, fullyShard } from "../src/parallel/mod.ts";
 import { tensor } from "../src/tensor/creation.ts";
-import { crossEntropy } from "../src/tensor/ops/cross_entropy.ts";
 import { manualSeed } from "../src/tensor/random.ts";
 import { tidyAsync } from "../src/tensor/scope.ts";
 import { allocatedBytes } from "../src/tensor/storage.ts";
@@ -55,7 +54,9 @@ const gpt = new GPT({
   nEmbd: int("n-embd"),
 });
 const fsdp = values.strategy === "fsdp";
-let forward: (x: ReturnType<typeof tensor>) => ReturnType<typeof tensor>;
+let forward: (x: ReturnType<typeof tensor>, y: ReturnType<typeof tensor>) => ReturnType<
+  typeof tensor
+>;
 let backward: (loss: ReturnType<typeof tensor>) => Promise<void>;
 let exposed: () => number;
 let forwardComm = () => 0;
@@ -63,13 +64,13 @@ if (fsdp) {
   const forwardPrefetch = values["forward-prefetch"] !== "off";
   for (const block of gpt.transformer.h.children()) fullyShard(block, { forwardPrefetch });
   const model = fullyShard(gpt);
-  forward = (x) => model.forward(x);
+  forward = (x, y) => model.forward(x, y).loss;
   backward = (loss) => model.backward(loss);
   exposed = () => model.lastStats.forwardCommMs + model.lastStats.exposedCommMs;
   forwardComm = () => model.lastStats.forwardCommMs;
 } else {
   const ddp = await DistributedDataParallel.create(gpt);
-  forward = (x) => ddp.forward(x);
+  forward = (x, y) => ddp.forward(x, y).loss!;
   backward = (loss) => ddp.backward(loss);
   exposed = () => ddp.lastStats.exposedCommMs;
 }
@@ -85,8 +86,8 @@ for (let step = 0; step < warmup + steps; step++) {
   const start = performance.now();
   lastLoss = await tidyAsync(async () => {
     const x = tensor(tokens.filter((_, i) => i % (T + 1) !== T), [B, T]);
-    const y = tensor(tokens.filter((_, i) => i % (T + 1) !== 0), [B * T]);
-    const loss = crossEntropy(forward(x).reshape(B * T, V), y);
+    const y = tensor(tokens.filter((_, i) => i % (T + 1) !== 0), [B, T]);
+    const loss = forward(x, y);
     afterForward = Math.max(afterForward, allocatedBytes());
     await backward(loss);
     optimizer.step();

@@ -32,7 +32,7 @@ function trainSteps(): Record<string, unknown> {
   });
   const step = () =>
     tidy(() => {
-      const loss = F.crossEntropy(model.forward(x).reshape([-1, vocab]), y.reshape([-1]));
+      const { loss } = model.forward(x, y);
       loss.backward();
       opt.step();
       opt.zeroGrad();

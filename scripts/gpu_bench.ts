@@ -7,7 +7,7 @@
  */
 
 import { parseArgs } from "node:util";
-import { cuda, F, manualSeed, nn, optim, tensor } from "../mod.ts";
+import { cuda, manualSeed, nn, optim, tensor } from "../mod.ts";
 
 const { values } = parseArgs({
   options: { batch: { type: "string", default: "8" }, steps: { type: "string", default: "10" } },
@@ -37,17 +37,14 @@ if (!cuda.isAvailable()) {
     return tensor(ids, shape, { dtype: "i32", device: "cuda" });
   };
   const step = () => {
-    const x = tokens([batch, T]), y = tokens([batch * T]);
-    // The loss from the logits [B*T, V] (what PyTorch's side does too), whatever forward returns
-    // besides them some day.
-    const logits = model.forward(x);
-    const flat = logits.reshape(batch * T, config.vocabSize);
-    const loss = F.crossEntropy(flat, y);
+    const x = tokens([batch, T]), y = tokens([batch, T]);
+    // nanoGPT's forward with targets: the logits [B, T, V] and their cross-entropy.
+    const { logits, loss } = model.forward(x, y);
     loss.backward();
     opt.step();
     opt.zeroGrad();
     const value = loss.item(); // waits for the step's kernels
-    for (const t of [x, y, logits, flat, loss]) t.dispose();
+    for (const t of [x, y, logits, loss]) t.dispose();
     return value;
   };
   for (let i = 0; i < 2; i++) step();

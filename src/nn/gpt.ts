@@ -9,31 +9,22 @@
 
 import { arange, rand, tensor } from "../tensor/creation.ts";
 import { noGrad } from "../tensor/autograd.ts";
-import { packedCausalAttention } from "../tensor/ops/attention.ts";
+import { crossEntropy } from "../tensor/ops/cross_entropy.ts";
 import type { Tensor } from "../tensor/tensor.ts";
-import { ModuleDict, ModuleList } from "./container.ts";
+import { AdamW } from "../optim/adamw.ts";
+import { type GPTConfig, GPTTransformer } from "./gpt_blocks.ts";
+import {
+  loadPretrained,
+  type PretrainedOverrides,
+  readPretrainedConfig,
+} from "./gpt_pretrained.ts";
 import { normal } from "./init.ts";
-import { Dropout, Embedding, GELU, LayerNorm, Linear } from "./layers.ts";
+import { Embedding, Linear } from "./layers.ts";
 import { Module } from "./module.ts";
-import type { Parameter } from "./parameter.ts";
+import { Parameter } from "./parameter.ts";
 
-/** The model's shape (nanoGPT's `GPTConfig`, camelCase). */
-export interface GPTConfig {
-  /** Tokens in the vocabulary. */
-  vocabSize: number;
-  /** The longest sequence the model reads (the position table's size). */
-  blockSize: number;
-  /** Transformer blocks. */
-  nLayer: number;
-  /** Attention heads per block; divides `nEmbd`. */
-  nHead: number;
-  /** Embedding width. */
-  nEmbd: number;
-  /** Dropout probability while training (default 0). */
-  dropout?: number;
-  /** Biases in the Linear and LayerNorm layers, like GPT-2 (default true). */
-  bias?: boolean;
-}
+export * from "./gpt_blocks.ts";
+export type { PretrainedOverrides } from "./gpt_pretrained.ts";
 
 type Resolved = Required<GPTConfig>;
 
@@ -42,147 +33,6 @@ function initNormal(p: Parameter, std: number): void {
   using sample = normal(p.shape, 0, std);
   noGrad(() => p.copy_(sample));
 }
-
-/** Multi-head causal self-attention with the heads' projections fused in one Linear. */
-export class CausalSelfAttention extends Module {
-  /** q, k and v for all heads: nEmbd → 3·nEmbd. */
-  c_attn: Linear;
-  /** The output projection: nEmbd → nEmbd. */
-  c_proj: Linear;
-  /** Dropout on the attention weights (applied inside the fused kernel). */
-  attn_dropout: Dropout;
-  /** Dropout after the output projection. */
-  resid_dropout: Dropout;
-  readonly #nHead: number;
-
-  /**
-   * Builds the module's layers.
-   *
-   * @param config The model's shape.
-   */
-  constructor(config: Resolved) {
-    super();
-    this.c_attn = new Linear(config.nEmbd, 3 * config.nEmbd, { bias: config.bias });
-    this.c_proj = new Linear(config.nEmbd, config.nEmbd, { bias: config.bias });
-    this.attn_dropout = new Dropout(config.dropout);
-    this.resid_dropout = new Dropout(config.dropout);
-    this.#nHead = config.nHead;
-  }
-
-  /**
-   * x [B, T, C] → [B, T, C]: nanoGPT's split into q, k, v, heads moved forward, causal
-   * `scaled_dot_product_attention` and heads merged back, as one fused op that reads the heads in
-   * place in `c_attn`'s output (the same numbers, without the copies).
-   */
-  forward(x: Tensor): Tensor {
-    const dropoutP = this.training ? this.attn_dropout.p : 0;
-    const y = packedCausalAttention(this.c_attn.forward(x), this.#nHead, dropoutP);
-    return this.resid_dropout.forward(this.c_proj.forward(y));
-  }
-}
-
-/** The feed-forward part of a block: Linear, exact GELU, Linear, dropout. */
-export class MLPBlock extends Module {
-  /** nEmbd → 4·nEmbd. */
-  c_fc: Linear;
-  /** Exact (erf) GELU. */
-  gelu: GELU;
-  /** 4·nEmbd → nEmbd. */
-  c_proj: Linear;
-  /** Dropout on the output. */
-  dropout: Dropout;
-
-  /**
-   * Builds the module's layers.
-   *
-   * @param config The model's shape.
-   */
-  constructor(config: Resolved) {
-    super();
-    this.c_fc = new Linear(config.nEmbd, 4 * config.nEmbd, { bias: config.bias });
-    this.gelu = new GELU();
-    this.c_proj = new Linear(4 * config.nEmbd, config.nEmbd, { bias: config.bias });
-    this.dropout = new Dropout(config.dropout);
-  }
-
-  /** x [B, T, C] → [B, T, C]. */
-  forward(x: Tensor): Tensor {
-    return this.dropout.forward(this.c_proj.forward(this.gelu.forward(this.c_fc.forward(x))));
-  }
-}
-
-/** One transformer block with pre-norm residual connections. */
-export class Block extends Module {
-  /** The norm before attention. */
-  ln_1: LayerNorm;
-  /** Causal self-attention. */
-  attn: CausalSelfAttention;
-  /** The norm before the MLP. */
-  ln_2: LayerNorm;
-  /** The feed-forward part. */
-  mlp: MLPBlock;
-
-  /**
-   * Builds the module's layers.
-   *
-   * @param config The model's shape.
-   */
-  constructor(config: Resolved) {
-    super();
-    this.ln_1 = new LayerNorm(config.nEmbd, { bias: config.bias });
-    this.attn = new CausalSelfAttention(config);
-    this.ln_2 = new LayerNorm(config.nEmbd, { bias: config.bias });
-    this.mlp = new MLPBlock(config);
-  }
-
-  /** x + attn(ln_1(x)), then + mlp(ln_2(x)). */
-  forward(x: Tensor): Tensor {
-    const h = x.add(this.attn.forward(this.ln_1.forward(x)));
-    return h.add(this.mlp.forward(this.ln_2.forward(h)));
-  }
-}
-
-/** nanoGPT's `transformer` ModuleDict, with typed access to its entries. */
-export class GPTTransformer extends ModuleDict {
-  /**
-   * Builds the module's layers.
-   *
-   * @param config The model's shape.
-   */
-  constructor(config: Resolved) {
-    super({
-      wte: new Embedding(config.vocabSize, config.nEmbd),
-      wpe: new Embedding(config.blockSize, config.nEmbd),
-      drop: new Dropout(config.dropout),
-      h: new ModuleList(Array.from({ length: config.nLayer }, () => new Block(config))),
-      ln_f: new LayerNorm(config.nEmbd, { bias: config.bias }),
-    });
-  }
-  /** Token embeddings [vocabSize, nEmbd] (the same tensor as `lm_head.weight`). */
-  get wte(): Embedding {
-    return this.get("wte") as Embedding;
-  }
-  /** Position embeddings [blockSize, nEmbd]. */
-  get wpe(): Embedding {
-    return this.get("wpe") as Embedding;
-  }
-  /** Dropout on the summed embeddings. */
-  get drop(): Dropout {
-    return this.get("drop") as Dropout;
-  }
-  /** The blocks. */
-  get h(): ModuleList<Block> {
-    return this.get("h") as ModuleList<Block>;
-  }
-  /** The final norm. */
-  get ln_f(): LayerNorm {
-    return this.get("ln_f") as LayerNorm;
-  }
-}
-
-// They print as nanoGPT's modules do (`(transformer): ModuleDict(`, `(mlp): MLP(`).
-Object.defineProperty(GPTTransformer, "name", { value: "ModuleDict" });
-Object.defineProperty(MLPBlock, "name", { value: "MLP" });
 
 /** Options of {@linkcode GPT.generate}. */
 export interface GenerateOptions {
@@ -211,25 +61,39 @@ function checkConfig(config: GPTConfig): Resolved {
   return resolved;
 }
 
+/** What {@linkcode GPT.forward} returns: nanoGPT's `(logits, loss)`. */
+export interface GPTOutput {
+  /** [B, T, vocabSize] with targets; without, the last position's only: [B, 1, vocabSize]. */
+  logits: Tensor;
+  /** The mean cross-entropy over the targets that are not -1, or null without targets. */
+  loss: Tensor | null;
+}
+
+/** A100 bf16 dense peak, the unit of nanoGPT's `estimate_mfu`. */
+const A100_BF16_PEAK_FLOPS = 312e12;
+
 /**
- * A GPT language model (nanoGPT's `GPT`): `forward(idx)` maps i32 tokens [B, T] to logits
- * [B, T, vocabSize].
+ * A GPT language model (nanoGPT's `GPT`): `forward(idx, targets)` maps i32 tokens [B, T] to
+ * logits [B, T, vocabSize] and the loss; `forward(idx)` to the last position's logits only.
  *
- * @example A tiny model's logits and its nanoGPT parameter names
+ * @example A tiny model's logits, its loss and its nanoGPT parameter names
  * ```ts
  * import assert from "node:assert/strict";
  * import { nn, tensor } from "../../mod.ts";
  * const gpt = new nn.GPT({ vocabSize: 16, blockSize: 8, nLayer: 2, nHead: 2, nEmbd: 8 });
- * const logits = gpt.forward(tensor([1, 2, 3, 4, 5, 6], [2, 3], { dtype: "i32" }));
+ * const idx = tensor([1, 2, 3, 4, 5, 6], [2, 3], { dtype: "i32" });
+ * const targets = tensor([2, 3, 4, 5, 6, -1], [2, 3], { dtype: "i32" }); // -1: not scored
+ * const { logits, loss } = gpt.forward(idx, targets);
  * assert.deepStrictEqual(logits.shape, [2, 3, 16]);
+ * assert.ok(loss.item() > 0);
+ * assert.deepStrictEqual(gpt.forward(idx).logits.shape, [2, 1, 16]);
  * const keys = Object.keys(gpt.stateDict());
  * assert.ok(keys.includes("transformer.h.1.attn.c_attn.weight"));
  * assert.ok(keys.includes("lm_head.weight") && keys.includes("transformer.wte.weight"));
  * ```
  */
 export class GPT extends Module {
-  /** The resolved configuration. */
-  readonly config: Readonly<Resolved>;
+  #config: Readonly<Resolved>;
   /** Embeddings, blocks and the final norm. */
   transformer: GPTTransformer;
   /** The output head: nEmbd → vocabSize, no bias, its weight shared with `transformer.wte`. */
@@ -243,7 +107,7 @@ export class GPT extends Module {
   constructor(config: GPTConfig) {
     super();
     const resolved = checkConfig(config);
-    this.config = resolved;
+    this.#config = Object.freeze(resolved);
     this.transformer = new GPTTransformer(resolved);
     this.lm_head = new Linear(resolved.nEmbd, resolved.vocabSize, { bias: false });
     this.transformer.wte.weight.dispose();
@@ -262,6 +126,35 @@ export class GPT extends Module {
   }
 
   /**
+   * The resolved configuration, read-only (frozen); only {@linkcode GPT.cropBlockSize} changes
+   * it, to a new object with the smaller `blockSize`.
+   */
+  get config(): Readonly<Resolved> {
+    return this.#config;
+  }
+
+  /**
+   * A GPT-2 checkpoint in Hugging Face's layout, as nanoGPT's `from_pretrained` loads it, from
+   * the local folder `dir`: `config.json` (`n_layer`, `n_head`, `n_embd`, `vocab_size`,
+   * `n_positions`, which becomes `blockSize`; biases on, dropout 0 unless overridden) and
+   * `model.safetensors` (F32; names with or without `transformer.`). The Conv1D weights
+   * (`attn.c_attn`, `attn.c_proj`, `mlp.c_fc`, `mlp.c_proj`), stored [in, out], are transposed;
+   * the `attn.bias` and `attn.masked_bias` buffers are skipped; `lm_head` is tied to `wte`.
+   *
+   * @param dir The folder holding `config.json` and `model.safetensors`.
+   * @param overrides Only `dropout` may be overridden, as in nanoGPT.
+   * @returns The model, on cpu, in training mode.
+   * @throws CheckpointError naming the file and the key for a missing file, an unsupported or
+   *   missing config value, or a tensor that is missing, unexpected, misshapen or not F32.
+   * @throws RangeError for an override other than `dropout`.
+   */
+  static fromPretrained(dir: string, overrides: PretrainedOverrides = {}): GPT {
+    const model = new GPT(readPretrainedConfig(dir, overrides));
+    loadPretrained(dir, model);
+    return model;
+  }
+
+  /**
    * The number of parameters (the tied embedding once); without the position embeddings unless
    * `nonEmbedding` is false, as nanoGPT's `get_num_params`.
    */
@@ -270,8 +163,16 @@ export class GPT extends Module {
     return nonEmbedding ? total - this.transformer.wpe.weight.numel() : total;
   }
 
-  /** idx: i32 tokens [B, T] with T <= blockSize → logits [B, T, vocabSize]. */
-  forward(idx: Tensor): Tensor {
+  /**
+   * nanoGPT's forward. idx: i32 tokens [B, T] with T <= blockSize. With `targets` (i32 [B, T],
+   * -1 where a position is not scored): the logits [B, T, vocabSize] and their mean
+   * cross-entropy (`ignoreIndex: -1`). Without: only the last position goes through `lm_head`
+   * (nanoGPT's inference-time saving), logits [B, 1, vocabSize], and `loss` null.
+   */
+  forward(idx: Tensor, targets: Tensor): { logits: Tensor; loss: Tensor };
+  forward(idx: Tensor, targets?: null): { logits: Tensor; loss: null };
+  forward(idx: Tensor, targets?: Tensor | null): GPTOutput;
+  forward(idx: Tensor, targets?: Tensor | null): GPTOutput {
     if (idx.dtype !== "i32" || idx.ndim !== 2) {
       throw new TypeError(`GPT: expected i32 tokens [B, T], got ${idx.dtype} [${idx.shape}]`);
     }
@@ -281,12 +182,95 @@ export class GPT extends Module {
         `GPT: cannot forward a sequence of length ${t}, block size is only ${this.config.blockSize}`,
       );
     }
+    if (targets && (targets.dtype !== "i32" || `${targets.shape}` !== `${idx.shape}`)) {
+      throw new TypeError(
+        `GPT: expected i32 targets [${idx.shape}] as idx, got ${targets.dtype} [${targets.shape}]`,
+      );
+    }
     const tr = this.transformer;
     // On the embeddings' device: positions made on cpu would not index a model elsewhere.
     const pos = arange(0, t, 1, { dtype: "i32", device: tr.wpe.weight.device });
     let x = tr.drop.forward(tr.wte.forward(idx).add(tr.wpe.forward(pos)));
     for (const block of tr.h) x = block.forward(x);
-    return this.lm_head.forward(tr.ln_f.forward(x));
+    x = tr.ln_f.forward(x);
+    if (!targets) return { logits: this.lm_head.forward(x.narrow(1, t - 1, 1)), loss: null };
+    const logits = this.lm_head.forward(x);
+    const v = this.config.vocabSize;
+    const loss = crossEntropy(logits.reshape([-1, v]), targets.reshape([-1]), { ignoreIndex: -1 });
+    return { logits, loss };
+  }
+
+  /**
+   * nanoGPT's `configure_optimizers`: AdamW over two parameter groups, the trainable tensors of
+   * 2 or more dimensions (matmul weights, embeddings) with `weightDecay`, the rest (biases, norms)
+   * with none. `log`, if given, receives nanoGPT's two lines on the groups' sizes.
+   *
+   * @param weightDecay The decay of the first group.
+   * @param learningRate Both groups' `lr`.
+   * @param betas AdamW's coefficients.
+   * @param log Where the group sizes go (default: nowhere).
+   * @returns The optimizer; `paramGroups[0]` decays, `paramGroups[1]` does not.
+   */
+  configureOptimizers(
+    weightDecay: number,
+    learningRate: number,
+    betas: [number, number],
+    log?: (line: string) => void,
+  ): AdamW {
+    const params = this.parameters().filter((p) => p.requiresGrad);
+    const decay = params.filter((p) => p.ndim >= 2), noDecay = params.filter((p) => p.ndim < 2);
+    const count = (ps: Parameter[]) =>
+      ps.reduce((n, p) => n + p.numel(), 0).toLocaleString("en-US");
+    log?.(`num decayed parameter tensors: ${decay.length}, with ${count(decay)} parameters`);
+    log?.(
+      `num non-decayed parameter tensors: ${noDecay.length}, with ${count(noDecay)} parameters`,
+    );
+    return new AdamW([
+      { params: decay, weightDecay },
+      { params: noDecay, weightDecay: 0 },
+    ], { lr: learningRate, betas });
+  }
+
+  /**
+   * nanoGPT's `estimate_mfu`: model flops utilisation as a fraction of an A100's bf16 peak
+   * (312 TFLOPS), counting 6N + 12·L·H·Q·T flops per token (PaLM, appendix B) over blockSize
+   * tokens per forward-backward.
+   *
+   * @param fwdbwdPerIter Forward-backward passes per iteration (batch size × accumulation steps).
+   * @param dt Seconds per iteration.
+   */
+  estimateMfu(fwdbwdPerIter: number, dt: number): number {
+    const n = this.numParams();
+    const { nLayer: l, nHead: h, nEmbd, blockSize: t } = this.config;
+    const q = Math.floor(nEmbd / h);
+    const flopsPerToken = 6 * n + 12 * l * h * q * t;
+    const flopsPerIter = flopsPerToken * t * fwdbwdPerIter;
+    return flopsPerIter * (1 / dt) / A100_BF16_PEAK_FLOPS;
+  }
+
+  /**
+   * nanoGPT's `crop_block_size`: shortens the model's context to `blockSize` (e.g. a GPT-2
+   * checkpoint's 1024 to fit a small job) by keeping the first rows of the position embeddings,
+   * as a new parameter (build the optimizer afterwards). As in nanoGPT, `transformer.wpe`'s
+   * `numEmbeddings` keeps the size it was built with. The attention has no mask buffer to crop
+   * (its kernel is causal by construction).
+   *
+   * @param blockSize The new block size, at most the current one.
+   * @throws RangeError for a size that is not an integer in [1, config.blockSize].
+   */
+  cropBlockSize(blockSize: number): void {
+    const current = this.config.blockSize;
+    if (!Number.isInteger(blockSize) || blockSize < 1 || blockSize > current) {
+      throw new RangeError(
+        `cropBlockSize: block size must be an integer in [1, ${current}], got ${blockSize}`,
+      );
+    }
+    const wpe = this.transformer.wpe, old = wpe.weight;
+    const rows = noGrad(() => old.narrow(0, 0, blockSize).clone());
+    wpe.weight = new Parameter(rows, old.requiresGrad);
+    rows.dispose();
+    old.dispose();
+    this.#config = Object.freeze({ ...this.#config, blockSize });
   }
 
   /**
@@ -317,7 +301,7 @@ export class GPT extends Module {
         const context = rows.flatMap((row) => row.slice(-block));
         const t = context.length / b;
         const tokens = tensor(context, [b, t], { dtype: "i32", device: idx.device });
-        const logits = this.forward(tokens).select(1, -1).toArray() as Float32Array;
+        const logits = this.forward(tokens).logits.select(1, -1).toArray() as Float32Array;
         const uniforms = rand([b]).toArray();
         for (let r = 0; r < b; r++) {
           rows[r].push(sample(logits.subarray(r * v, (r + 1) * v), temperature, topK, uniforms[r]));

@@ -39,7 +39,7 @@ export function scoreStride(
       noGrad(() => {
         const [cpuX, cpuY] = test.getBatch(indices);
         const x = cpuX.to(device), y = cpuY.to(device);
-        if (language) return task.loss(model.forward(x), y).item() * indices.length;
+        if (language) return task.loss(model, x, y).item() * indices.length;
         const predicted = model.forward(x).argmax(-1).toArray();
         const labels = y.toArray();
         let hits = 0;

@@ -39,8 +39,8 @@ export interface Task {
   inputs: number;
   /** Outputs per sample (classes, regression targets, or the vocabulary). */
   outputs: number;
-  /** The loss of a batch. */
-  loss(output: Tensor, target: Tensor): Tensor;
+  /** The loss of a batch: `model`'s forward on `input`, scored against `target`. */
+  loss(model: Module, input: Tensor, target: Tensor): Tensor;
 }
 
 /** The input and output sizes of each data set, known without loading it. */
@@ -58,10 +58,12 @@ export function taskShape(config: TrainConfig): Pick<Task, "inputs" | "outputs">
   return { inputs: 1, outputs: readTokenMeta(config.dataDir).vocabSize };
 }
 
-/** Cross-entropy of logits [B, T, V] against next tokens [B, T], over every position. */
-function languageModelLoss(logits: Tensor, targets: Tensor): Tensor {
-  const v = logits.shape[logits.ndim - 1];
-  return crossEntropy(logits.reshape([-1, v]), targets.reshape([-1]));
+/**
+ * A language model's own loss (nanoGPT's `_, loss = model(X, Y)`): the GPT's cross-entropy of its
+ * logits against the next tokens [B, T], over every position. Only `--model gpt` trains on text.
+ */
+function languageModelLoss(model: Module, tokens: Tensor, targets: Tensor): Tensor {
+  return (model as GPT).forward(tokens, targets).loss;
 }
 
 /** Loads the data set named in the config. */
@@ -73,7 +75,8 @@ export function loadTask(config: TrainConfig): Task {
   const root = config.dataRoot || undefined;
   if (config.dataset === "synthetic") {
     const train = new SyntheticRegression({ size: 2048, ...shape, seed: config.seed });
-    return { train, test: null, metric: "accuracy", ...shape, loss: mseLoss };
+    const loss = (model: Module, x: Tensor, y: Tensor) => mseLoss(model.forward(x), y);
+    return { train, test: null, metric: "accuracy", ...shape, loss };
   }
   if (config.dataset === "text") {
     const text = (split: "train" | "val") =>
@@ -91,7 +94,7 @@ export function loadTask(config: TrainConfig): Task {
     test: new FashionMNIST({ root, train: false }),
     metric: "accuracy",
     ...shape,
-    loss: (output, target) => crossEntropy(output, target),
+    loss: (model, x, y) => crossEntropy(model.forward(x), y),
   };
 }
 
@@ -134,13 +137,8 @@ export function buildOptimizer(config: TrainConfig, model: Module): Optimizer<{ 
   const params = model.parameters();
   if (config.optimizer === "adamw") {
     const betas: [number, number] = [config.beta1, config.beta2];
-    if (!(model instanceof GPT)) {
-      return new AdamW(params, { lr: config.lr, weightDecay: config.weightDecay, betas });
-    }
-    return new AdamW([
-      { params: params.filter((p) => p.ndim >= 2), weightDecay: config.weightDecay },
-      { params: params.filter((p) => p.ndim < 2), weightDecay: 0 },
-    ], { lr: config.lr, betas });
+    if (model instanceof GPT) return model.configureOptimizers(config.weightDecay, config.lr, betas);
+    return new AdamW(params, { lr: config.lr, weightDecay: config.weightDecay, betas });
   }
   return new SGD(params, {
     lr: config.lr,

@@ -139,7 +139,7 @@ export class Trainer {
       const loss = span(
         "forward",
         "compute",
-        () => this.task.loss(this.model.forward(x.to(this.device)), y.to(this.device)),
+        () => this.task.loss(this.model, x.to(this.device), y.to(this.device)),
       );
       if (fsdp) await fsdp.backward(loss);
       else if (ddp) await ddp.backward(loss);

@@ -1,8 +1,9 @@
 // nn.GPT against nanoGPT's model.py (tests/fixtures/gpt.json, made by gen_gpt.py): the same
 // state-dict keys, logits, loss and every gradient for the same weights and tokens, and three
-// AdamW steps with gradient clipping in nanoGPT's parameter groups; plus generate().
+// AdamW steps with gradient clipping in nanoGPT's parameter groups (configureOptimizers); plus
+// generate().
 import assert from "node:assert/strict";
-import { F, manualSeed, nn, optim, type Tensor } from "../../mod.ts";
+import { manualSeed, nn, type Tensor } from "../../mod.ts";
 import { assertClose, type FixtureTensor, fromFixture, loadCases } from "../_harness/fixtures.ts";
 
 interface GPTCase {
@@ -46,9 +47,7 @@ function fromNanoGPT(c: GPTCase): nn.GPT {
 }
 
 function lossOf(model: nn.GPT, c: GPTCase): Tensor {
-  const logits = model.forward(fromFixture(c.idx));
-  const v = logits.shape[2];
-  return F.crossEntropy(logits.view(-1, v), fromFixture(c.targets).view(-1));
+  return model.forward(fromFixture(c.idx), fromFixture(c.targets)).loss;
 }
 
 for (const c of loadCases<GPTCase>("gpt.json")) {
@@ -56,9 +55,8 @@ for (const c of loadCases<GPTCase>("gpt.json")) {
     const model = fromNanoGPT(c);
     assert.deepStrictEqual(Object.keys(model.stateDict()), Object.keys(c.stateDict));
     assert.equal(model.transformer.wte.weight, model.lm_head.weight, "wte and lm_head are tied");
-    const logits = model.forward(fromFixture(c.idx));
+    const { logits, loss } = model.forward(fromFixture(c.idx), fromFixture(c.targets));
     assertClose(logits, c.logits, `${c.name} logits`, TOLERANCE);
-    const loss = lossOf(model, c);
     assertClose([loss.item()], [c.loss], `${c.name} loss`, TOLERANCE);
     loss.backward();
     const named = Object.fromEntries(model.namedParameters());
@@ -72,10 +70,7 @@ for (const c of loadCases<GPTCase>("gpt.json")) {
     const model = fromNanoGPT(c);
     const { lr, betas, weightDecay, clip } = c.adamw;
     const params = model.parameters();
-    const opt = new optim.AdamW([
-      { params: params.filter((p) => p.ndim >= 2), weightDecay },
-      { params: params.filter((p) => p.ndim < 2), weightDecay: 0 },
-    ], { lr, betas });
+    const opt = model.configureOptimizers(weightDecay, lr, betas);
     c.adamw.losses.forEach((expectedLoss, step) => {
       const loss = lossOf(model, c);
       assertClose([loss.item()], [expectedLoss], `${c.name} loss before step ${step}`, TOLERANCE);
@@ -135,7 +130,7 @@ Deno.test("GPT.generate with topK 1 is greedy: the argmax of the last position's
   const model = new nn.GPT({ vocabSize: 7, blockSize: 8, nLayer: 1, nHead: 1, nEmbd: 4 }).eval();
   const prompt = fromFixture({ shape: [1, 2], dtype: "i32", data: [3, 1] });
   const out = Array.from(model.generate(prompt, 1, { topK: 1 }).toArray());
-  const logits = Array.from(model.forward(prompt).select(1, -1).toArray());
+  const logits = Array.from(model.forward(prompt).logits.select(1, -1).toArray());
   assert.equal(out[2], logits.indexOf(Math.max(...logits)));
 });
 

@@ -139,7 +139,7 @@ function trainReference(config: TrainConfig, batches: number[][]): Weights {
   for (const indices of batches) {
     tidy(() => {
       const [x, y] = task.train.getBatch(Int32Array.from(indices));
-      task.loss(model.forward(x), y).backward();
+      task.loss(model, x, y).backward();
       optimizer.step();
       optimizer.zeroGrad();
     });

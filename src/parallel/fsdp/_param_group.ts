@@ -305,6 +305,13 @@ export class FSDPParamGroup {
       return y;
     }
     if (Array.isArray(output)) return output.map((o) => this.#hookOutputs(o));
+    // A plain record of outputs, as GPT's `{ logits, loss }` (PyTorch's tree map takes dicts too).
+    if (
+      output !== null && typeof output === "object" &&
+      Object.getPrototypeOf(output) === Object.prototype
+    ) {
+      return Object.fromEntries(Object.entries(output).map(([k, o]) => [k, this.#hookOutputs(o)]));
+    }
     return output;
   }
 }

@@ -11,7 +11,6 @@ import { fileURLToPath } from "node:url";
 import {
   checkpoint,
   dist,
-  F,
   nn,
   optim,
   parallel,
@@ -117,12 +116,8 @@ async function train(ref: Reference, run: ReferenceRun) {
   const losses: number[] = [], norms: number[] = [];
   for (let step = 0; step < steps; step++) {
     await tidyAsync(async () => {
-      const logits = sharded.forward(rows(ref.idx, step, rank, perRank)) as Tensor;
-      const vocab = logits.shape[2];
-      const loss = F.crossEntropy(
-        logits.view(-1, vocab),
-        rows(ref.targets, step, rank, perRank).view(-1),
-      );
+      const idx = rows(ref.idx, step, rank, perRank);
+      const { loss } = sharded.forward(idx, rows(ref.targets, step, rank, perRank));
       losses.push(loss.item());
       await sharded.backward(loss);
       if (run.clip > 0) norms.push(nn.utils.clipGradNorm(params, run.clip));
