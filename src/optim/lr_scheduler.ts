@@ -8,13 +8,24 @@ import type { Optimizer } from "./optimizer.ts";
 
 /** Parameters of {@linkcode cosineWithWarmup}. */
 export interface CosineWithWarmupOptions {
-  /** Steps of linear warmup from baseLr/warmupSteps up to baseLr. */
+  /** Steps of linear warmup (see `warmup` for the two formulas). */
   warmupSteps: number;
-  /** Step at which the cosine reaches minLr. */
+  /** Step at which the cosine reaches minLr (nanoGPT's `lr_decay_iters`). */
   totalSteps: number;
   /** The floor of the decay (default 0). */
   minLr?: number;
+  /**
+   * The warm-up formula for `step < warmupSteps` (default "linear"):
+   * - "linear": `baseLr * (step + 1) / warmupSteps`, which reaches baseLr at the last warm-up step;
+   * - "nanogpt": `baseLr * (step + 1) / (warmupSteps + 1)`, nanoGPT's `get_lr` in train.py, which
+   *   stays below baseLr until the cosine starts at `step = warmupSteps`.
+   *
+   * The decay is the same for both, and the same as nanoGPT's.
+   */
+  warmup?: "linear" | "nanogpt";
 }
+
+const WARMUPS = ["linear", "nanogpt"];
 
 function validate(o: CosineWithWarmupOptions): void {
   if (!Number.isInteger(o.warmupSteps) || o.warmupSteps < 0) {
@@ -27,12 +38,43 @@ function validate(o: CosineWithWarmupOptions): void {
       `cosineWithWarmup: totalSteps (${o.totalSteps}) must be an integer above warmupSteps (${o.warmupSteps})`,
     );
   }
+  if (o.warmup !== undefined && !WARMUPS.includes(o.warmup)) {
+    throw new RangeError(
+      `cosineWithWarmup: warmup must be "linear" or "nanogpt", got ${JSON.stringify(o.warmup)}`,
+    );
+  }
 }
 
 /**
- * The learning rate for optimizer step `step` (0-based): `baseLr * (step + 1) / warmupSteps` while
- * warming up, then `minLr + (baseLr - minLr) * (1 + cos(pi * progress)) / 2`, held at minLr after
- * totalSteps.
+ * The learning rate for optimizer step `step` (0-based). The two warm-up formulas side by side,
+ * with nanoGPT's `get_lr` (train.py) where it agrees:
+ *
+ * - warming up, `step < warmupSteps`:
+ *   - `warmup: "linear"` (default): `baseLr * (step + 1) / warmupSteps`;
+ *   - `warmup: "nanogpt"`: `baseLr * (step + 1) / (warmupSteps + 1)`, as nanoGPT's
+ *     `learning_rate * (it + 1) / (warmup_iters + 1)`;
+ * - decaying, `warmupSteps <= step <= totalSteps`, both:
+ *   `minLr + 0.5 * (baseLr - minLr) * (1 + cos(pi * progress))`, as nanoGPT's
+ *   `min_lr + coeff * (learning_rate - min_lr)` with
+ *   `coeff = 0.5 * (1.0 + math.cos(math.pi * decay_ratio))`;
+ * - after `totalSteps` (`lr_decay_iters`), both: `minLr`;
+ *
+ * where `progress = (step - warmupSteps) / (totalSteps - warmupSteps)` (nanoGPT's `decay_ratio`).
+ *
+ * @param step The optimizer step (nanoGPT's `it`, `iter_num`).
+ * @param baseLr The peak rate (nanoGPT's `learning_rate`).
+ * @param options See {@linkcode CosineWithWarmupOptions}.
+ * @returns The rate for `step`.
+ *
+ * @example nanoGPT's schedule
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { cosineWithWarmup } from "./lr_scheduler.ts";
+ * const options = { warmupSteps: 100, totalSteps: 5000, minLr: 1e-4, warmup: "nanogpt" } as const;
+ * assert.equal(cosineWithWarmup(0, 1e-3, options), 1e-3 / 101);
+ * assert.equal(cosineWithWarmup(100, 1e-3, options), 1e-3);
+ * assert.equal(cosineWithWarmup(6000, 1e-3, options), 1e-4);
+ * ```
  */
 export function cosineWithWarmup(
   step: number,
@@ -42,7 +84,12 @@ export function cosineWithWarmup(
   validate(options);
   const { warmupSteps, totalSteps } = options;
   const minLr = options.minLr ?? 0;
-  if (step < warmupSteps) return (baseLr * (step + 1)) / warmupSteps;
+  if (step < warmupSteps) {
+    const span = options.warmup === "nanogpt" ? warmupSteps + 1 : warmupSteps;
+    return (baseLr * (step + 1)) / span;
+  }
+  // nanoGPT computes `min_lr + (0.5 * (1 + cos)) * (lr - min_lr)`: the halving is exact, so the
+  // product, one rounding of the same two factors, is bit for bit this one.
   const progress = Math.min(1, (step - warmupSteps) / (totalSteps - warmupSteps));
   return minLr + 0.5 * (baseLr - minLr) * (1 + Math.cos(Math.PI * progress));
 }
@@ -220,7 +267,25 @@ export class StepLR extends LRScheduler {
 
 /**
  * Applies {@linkcode cosineWithWarmup} to an optimizer's groups: the constructor sets the rate for
- * step 0, and each `step()` (after `optimizer.step()`, as in PyTorch) moves to the next.
+ * step 0, and each `step()` (after `optimizer.step()`, as in PyTorch) moves to the next. The
+ * options, `warmup` included, are those of `cosineWithWarmup`.
+ *
+ * @example nanoGPT's warm-up, one optimizer step at a time
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { nn, optim } from "../../mod.ts";
+ * const opt = new optim.AdamW(new nn.Linear(2, 1).parameters(), { lr: 6e-4 });
+ * const scheduler = new optim.CosineWithWarmup(opt, {
+ *   warmupSteps: 2,
+ *   totalSteps: 10,
+ *   minLr: 6e-5,
+ *   warmup: "nanogpt",
+ * });
+ * assert.equal(opt.paramGroups[0].lr, 6e-4 / 3); // iter 0: learning_rate * 1 / (warmup_iters + 1)
+ * opt.step();
+ * scheduler.step();
+ * assert.equal(opt.paramGroups[0].lr, (6e-4 * 2) / 3);
+ * ```
  */
 export class CosineWithWarmup extends LRScheduler {
   /**

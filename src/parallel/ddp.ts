@@ -19,13 +19,7 @@
  * reduces them where they lie, with no staging copy. `await ddp.backward(loss)` returns when every
  * bucket is reduced and the averaged gradients are in `param.grad`.
  *
- * [Note: unused parameters]
- * With `findUnusedParameters`, a parameter whose hook did not fire contributes its gradient as it
- * stands (zero if it has none) so that its bucket can be reduced. Each rank also all-reduces a
- * small i32 mask of the parameters it used since the last synchronised backward (noSync passes
- * included), after the buckets, as PyTorch's Reducer does. A parameter that no rank used and that
- * had no gradient gets `.grad = null` again, so optimizers skip it (no weight decay, no momentum)
- * exactly as they would in one process.
+ * Parameters that get no gradient in a step: see [Note: unused parameters] in _unused.ts.
  *
  * [Note: plain loss.backward() under DDP]
  * `loss.backward()` is synchronous and an all-reduce is not, so a plain backward cannot average
@@ -42,7 +36,6 @@ import { broadcast, getWorldSize, worldGroup } from "../dist/mod.ts";
 import type { ProcessGroup, Work } from "../dist/mod.ts";
 import { Module } from "../nn/module.ts";
 import { nowUs, record, tagNext } from "../profile/tracer.ts";
-import { tensor } from "../tensor/creation.ts";
 import type { Tensor } from "../tensor/tensor.ts";
 import {
   adoptBucketView,
@@ -51,7 +44,8 @@ import {
   bucketMemory,
   type BucketSlot,
 } from "./_buckets.ts";
-import { smallTensorDevice, verifyParamsAcrossRanks } from "./_verify.ts";
+import { adoptUnused, dropGloballyUnused, reduceUsedMask } from "./_unused.ts";
+import { verifyParamsAcrossRanks } from "./_verify.ts";
 import { applyMixedPrecision, type MixedPrecisionPolicy } from "./mixed_precision.ts";
 
 /** Options of {@linkcode DistributedDataParallel}. */
@@ -216,9 +210,11 @@ export class DistributedDataParallel<M extends Module = Module> extends Module {
       // From here on the step waits for communication (the last bucket may be reduced on this
       // thread, inside #issueReadyBuckets).
       const waitUs = nowUs();
-      const gradless = this.#handleUnused();
+      const gradless = adoptUnused(this.#buckets, this.#ready, this.#options.findUnusedParameters);
       this.#issueReadyBuckets();
-      const used = this.#options.findUnusedParameters ? this.#reduceUsedMask() : null;
+      const used = this.#options.findUnusedParameters
+        ? reduceUsedMask(this.#params(), this.#usedSinceSync, this.#group)
+        : null;
       const works = [...this.#works, ...(used ? [used.work] : [])];
       const results = await Promise.allSettled(works.map((w) => w!.wait()));
       const end = performance.now();
@@ -235,7 +231,7 @@ export class DistributedDataParallel<M extends Module = Module> extends Module {
       const usedCounts = used && !failure ? used.mask.toArray() : null;
       used?.mask.dispose();
       if (failure) throw (failure as PromiseRejectedResult).reason;
-      if (usedCounts) this.#dropGloballyUnused(usedCounts, gradless);
+      if (usedCounts) dropGloballyUnused(this.#params(), usedCounts, gradless);
       if (this.#options.broadcastBuffers) {
         await broadcastFromFirst(this.module.buffers(), this.#group);
       }
@@ -249,18 +245,63 @@ export class DistributedDataParallel<M extends Module = Module> extends Module {
   }
 
   /**
+   * Whether the next backward all-reduces the gradients (PyTorch's `require_backward_grad_sync`,
+   * default true). While false, backward passes only accumulate local gradients; the first
+   * backward after it is set back to true reduces the accumulated sum. It is read when a backward
+   * runs (PyTorch reads it in forward; set before forward, as nanoGPT does, it means the same in
+   * both), so it cannot change while `ddp.backward` runs. {@linkcode noSync} is the scoped form.
+   *
+   * @example Gradient accumulation as nanoGPT's train.py does it
+   * ```ts
+   * import assert from "node:assert/strict";
+   * import { dist, F, nn, parallel, randn, tensor } from "../../mod.ts";
+   * await dist.initProcessGroup({ initMethod: "tcp://127.0.0.1:0", rank: 0, worldSize: 1 });
+   * const ddp = await parallel.DistributedDataParallel.create(new nn.MLP([8, 4]));
+   * const gradAccumSteps = 4;
+   * for (let microStep = 0; microStep < gradAccumSteps; microStep++) {
+   *   // Only the last micro-step's backward all-reduces (the sum of all four).
+   *   ddp.requireBackwardGradSync = microStep === gradAccumSteps - 1;
+   *   const x = randn([2, 8]), y = tensor([1, 3], [2], { dtype: "i32" });
+   *   await ddp.backward(F.crossEntropy(ddp.forward(x), y).div(gradAccumSteps));
+   * }
+   * assert.ok(ddp.parameters().every((p) => p.grad !== null));
+   * await dist.destroyProcessGroup();
+   * ```
+   */
+  get requireBackwardGradSync(): boolean {
+    return this.#sync;
+  }
+
+  set requireBackwardGradSync(value: boolean) {
+    if (typeof value !== "boolean") {
+      throw new TypeError(
+        `DistributedDataParallel.requireBackwardGradSync must be a boolean, got ${typeof value}`,
+      );
+    }
+    if (this.#inBackward) {
+      throw new Error(
+        "DistributedDataParallel.requireBackwardGradSync cannot change while ddp.backward is " +
+          "running (await it first)",
+      );
+    }
+    this.#sync = value;
+    // Bucket readiness is tracked only for synchronised passes: start the next one afresh.
+    this.#resetIteration();
+  }
+
+  /**
    * Runs `fn` (which may be async) with gradient synchronisation off: backward passes only
    * accumulate local gradients, for gradient accumulation. The next synchronised backward reduces
-   * the accumulated sum.
+   * the accumulated sum. The same as setting {@linkcode requireBackwardGradSync} to false for the
+   * duration of `fn` and back to its previous value after.
    */
   async noSync<R>(fn: () => R | Promise<R>): Promise<R> {
-    const previous = this.#sync;
-    this.#sync = false;
+    const previous = this.requireBackwardGradSync;
+    this.requireBackwardGradSync = false;
     try {
       return await fn();
     } finally {
-      this.#sync = previous;
-      this.#resetIteration();
+      this.requireBackwardGradSync = previous;
     }
   }
 
@@ -281,8 +322,9 @@ export class DistributedDataParallel<M extends Module = Module> extends Module {
         "DistributedDataParallel: loss.backward() ran on a loss computed through the wrapped " +
           `model (gradient of ${this.#slotOf.get(param)!.slot.name}), outside ddp.backward: ` +
           "the gradients would not be averaged across ranks. Use `await ddp.backward(loss)` " +
-          "instead, and call zeroGrad() before the next step (inside ddp.noSync(...) a plain " +
-          "backward is fine: it only accumulates local gradients).",
+          "instead, and call zeroGrad() before the next step (inside ddp.noSync(...), or with " +
+          "ddp.requireBackwardGradSync = false, a plain backward is fine: it only accumulates " +
+          "local gradients).",
       );
     }
     const entry = this.#slotOf.get(param)!;
@@ -315,48 +357,6 @@ export class DistributedDataParallel<M extends Module = Module> extends Module {
         ? this.#group.allReduceBlocking(bucket.buffer, "avg")
         : this.#group.allReduce(bucket.buffer, "avg");
     }
-  }
-
-  /**
-   * Parameters whose hook did not fire: with findUnusedParameters their bucket slots take their
-   * gradient as it stands (zero if none), else an error. Returns those that had no gradient.
-   */
-  #handleUnused(): Set<Tensor> {
-    const unused = this.#buckets.flatMap((b) =>
-      b.slots.filter((s) => !this.#ready[b.index].has(s.param))
-    );
-    const gradless = new Set<Tensor>();
-    if (unused.length === 0) return gradless;
-    if (!this.#options.findUnusedParameters) {
-      throw new Error(
-        "DistributedDataParallel: parameters received no gradient in this backward: " +
-          `${unused.map((s) => s.name).join(", ")}. Pass { findUnusedParameters: true } if some ` +
-          "parameters are legitimately unused in a step.",
-      );
-    }
-    for (const slot of unused) {
-      const grad = slot.param.grad;
-      if (grad === null || grad.disposed) gradless.add(slot.param);
-      adoptBucketView(slot);
-      this.#ready[this.#slotOf.get(slot.param)!.bucket.index].add(slot.param);
-    }
-    return gradless;
-  }
-
-  /** Issues the all-reduce of how many ranks used each parameter (see [Note: unused parameters]). */
-  #reduceUsedMask(): { mask: Tensor; work: Work } {
-    const params = this.#params();
-    const flags = Int32Array.from(params, (p) => this.#usedSinceSync.has(p) ? 1 : 0);
-    // Where the group reaches: host memory, or the model's device on a device-only group.
-    const mask = tensor(flags, [flags.length], { device: smallTensorDevice(this.#group, params) });
-    return { mask, work: this.#group.allReduce(mask, "sum") };
-  }
-
-  /** Gives `.grad = null` back to the gradless parameters that no rank used. */
-  #dropGloballyUnused(usedCounts: ArrayLike<number>, gradless: Set<Tensor>): void {
-    this.#params().forEach((p, i) => {
-      if (usedCounts[i] === 0 && gradless.has(p)) p.grad = null;
-    });
   }
 
   /** The parameters in bucket order, the order of the used mask. */
