@@ -3,10 +3,9 @@
 import { dirname, join } from "node:path";
 import { save } from "../checkpoint/mod.ts";
 import type { Module, StateDict } from "../nn/module.ts";
-import type { GPT } from "../nn/gpt.ts";
+import { GPT } from "../nn/gpt.ts";
 import { fullStateDict } from "../parallel/fsdp/full_state_dict.ts";
 import type { TrainConfig } from "./_schema.ts";
-import { buildModel } from "./model.ts";
 
 /** What of a trainer (epoch- or iteration-based) the end of a run reads. */
 export interface Trained {
@@ -32,10 +31,10 @@ export async function finalWeights(trainer: Trained): Promise<StateDict> {
   return weights;
 }
 
-/** A whole copy of a fully sharded GPT of `vocabSize` tokens, for rank 0 alone to sample from. */
-export function wholeGPT(trainer: Trained, weights: StateDict, vocabSize: number): GPT {
+/** A whole copy of a fully sharded GPT (of its whole shape), for rank 0 alone to sample from. */
+export function wholeGPT(trainer: Trained, weights: StateDict): GPT {
   if (trainer.config.strategy !== "fsdp") return trainer.model as GPT;
-  const model = buildModel(trainer.config, { inputs: 1, outputs: vocabSize }) as GPT;
+  const model = new GPT((trainer.model as GPT).config);
   model.loadStateDict(weights);
   return model;
 }

@@ -4,6 +4,8 @@
  * @module
  */
 
+import { cosineWithWarmup } from "../optim/lr_scheduler.ts";
+
 /** The settings `get_lr` reads. */
 export interface LrSettings {
   /** nanoGPT's learning_rate, the top of the schedule. */
@@ -15,7 +17,7 @@ export interface LrSettings {
 
 /**
  * nanoGPT's `get_lr(it)`: a linear warmup `lr * (it + 1) / (warmupIters + 1)`, then a cosine decay
- * to `minLr` at `lrDecayIters`, and `minLr` after it.
+ * to `minLr` at `lrDecayIters`, and `minLr` after it (optim.cosineWithWarmup's "nanogpt" warmup).
  *
  * @example
  * ```ts
@@ -27,11 +29,12 @@ export interface LrSettings {
  * ```
  */
 export function getLr(it: number, s: LrSettings): number {
-  if (it < s.warmupIters) return s.lr * (it + 1) / (s.warmupIters + 1);
-  if (it > s.lrDecayIters) return s.minLr;
-  const decayRatio = (it - s.warmupIters) / (s.lrDecayIters - s.warmupIters);
-  const coeff = 0.5 * (1 + Math.cos(Math.PI * decayRatio));
-  return s.minLr + coeff * (s.lr - s.minLr);
+  return cosineWithWarmup(it, s.lr, {
+    warmupSteps: s.warmupIters,
+    totalSteps: s.lrDecayIters,
+    minLr: s.minLr,
+    warmup: "nanogpt",
+  });
 }
 
 /** The model's sizes `estimate_mfu` reads. */
@@ -45,7 +48,8 @@ export interface MfuShape {
 }
 
 /**
- * nanoGPT's `estimate_mfu(fwdbwd_per_iter, dt)`: the flops of `fwdbwdPerIter` sequences forward
+ * nanoGPT's `estimate_mfu(fwdbwd_per_iter, dt)` (GPT.estimateMfu) from the whole model's sizes,
+ * which a fully sharded GPT's parameters (each rank's shards) no longer give: the flops of `fwdbwdPerIter` sequences forward
  * and backward (the PaLM paper's 6N + 12·L·H·Q·T per token) per second, as a fraction of an A100's
  * bfloat16 peak of 312 TFLOPS (nanoGPT's yardstick, kept so the numbers compare).
  */

@@ -80,7 +80,7 @@ export async function finishTokensRun(trainer: IterTrainer, result: IterResult):
   if (trainer.rank === 0) {
     console.log(doneLine(result));
     const meta = trainer.data.meta;
-    console.log(`sample:\n${sampleTokens(wholeGPT(trainer, weights, meta.vocabSize), meta)}`);
+    console.log(`sample:\n${sampleTokens(wholeGPT(trainer, weights), meta)}`);
   }
   return 0;
 }

@@ -5,6 +5,7 @@
  * @module
  */
 
+import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import type { z } from "zod";
@@ -347,6 +348,14 @@ function checkIterations(config: TrainConfig): void {
       "dataDir",
       "--dataset tokens needs --data-dir DIR, with train.bin, val.bin and meta.json " +
         "(deno task prepare writes them), or a nanoGPT config's dataset",
+    );
+  }
+  const from = config.initFrom;
+  if (from !== "scratch" && from !== "resume" && !existsSync(join(from, "config.json"))) {
+    throw new ConfigError(
+      "initFrom",
+      `expected scratch, resume or a folder of GPT-2 weights (Hugging Face's config.json and ` +
+        `model.safetensors; nothing is downloaded), got "${from}"`,
     );
   }
   const worldSize = config.nprocPerNode * config.nnodes;

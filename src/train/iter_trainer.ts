@@ -17,12 +17,11 @@ import type { Optimizer } from "../optim/optimizer.ts";
 import { DistributedDataParallel } from "../parallel/ddp.ts";
 import type { FSDPModule } from "../parallel/fsdp/fully_shard.ts";
 import { noGrad } from "../tensor/autograd.ts";
-import { crossEntropy } from "../tensor/ops/cross_entropy.ts";
 import { manualSeed } from "../tensor/random.ts";
 import { tidy, tidyAsync } from "../tensor/scope.ts";
 import type { Device } from "../tensor/storage.ts";
 import type { Tensor } from "../tensor/tensor.ts";
-import type { GPT } from "../nn/gpt.ts";
+import { GPT } from "../nn/gpt.ts";
 import { stopAgreed } from "../launch/stop_request.ts";
 import { ConfigError, type TrainConfig } from "./_schema.ts";
 import { processDevice } from "./devices.ts";
@@ -95,9 +94,9 @@ export class IterTrainer {
     this.device = processDevice(config.device);
     const whole = config.initFrom === "scratch" || config.initFrom === "resume"
       ? buildModel(config, { inputs: 1, outputs: this.data.meta.vocabSize })
-      : pretrained(config);
+      : pretrained(config, this.rank === 0 ? log : () => {});
     const gpt = whole as GPT;
-    this.#mfu = { ...config, params: gpt.numParams() };
+    this.#mfu = { ...gpt.config, params: gpt.numParams() };
     const model = whole.to(this.device);
     this.#fsdp = config.strategy === "fsdp" ? fullyShardModel(model) : null;
     this.model = model;
@@ -151,11 +150,9 @@ export class IterTrainer {
     return this.data[split].getBatch(batchSize, blockSize, this.device);
   }
 
-  /** The mean loss of a batch (cross-entropy over every position). */
+  /** The mean loss of a batch: nanoGPT's `logits, loss = model(X, Y)`. */
   #loss(x: Tensor, y: Tensor): Tensor {
-    const logits = this.model.forward(x);
-    const v = logits.shape[logits.ndim - 1];
-    return crossEntropy(logits.reshape([-1, v]), y.reshape([-1]));
+    return (this.model as GPT).forward(x, y).loss;
   }
 
   /**
@@ -186,8 +183,11 @@ export class IterTrainer {
     return await tidyAsync(async () => {
       const loss = this.#loss(x, y).div(this.config.gradientAccumulationSteps);
       if (fsdp) await (sync ? fsdp.backward(loss) : fsdp.noSync(() => fsdp.backward(loss)));
-      else if (ddp) await (sync ? ddp.backward(loss) : ddp.noSync(() => ddp.backward(loss)));
-      else loss.backward();
+      else if (ddp) {
+        // nanoGPT's `model.require_backward_grad_sync = (micro_step == gradient_accumulation_steps - 1)`
+        ddp.requireBackwardGradSync = sync;
+        await ddp.backward(loss);
+      } else loss.backward();
       return loss.item();
     });
   }
@@ -308,11 +308,14 @@ export class IterTrainer {
   }
 }
 
-/** `--init-from DIR`: GPT-2 weights from a folder (GPT.fromPretrained). */
-function pretrained(config: TrainConfig): Module {
-  throw new ConfigError(
-    "initFrom",
-    `"${config.initFrom}": loading GPT-2 weights (GPT.fromPretrained) is not in this build yet; ` +
-      "use scratch or resume",
-  );
+/**
+ * `--init-from DIR`: GPT-2 weights from a Hugging Face folder (GPT.fromPretrained, with the
+ * configured dropout), its position table cropped to `--block-size` when that is shorter, as
+ * nanoGPT's `init_from='gpt2*'`.
+ */
+function pretrained(config: TrainConfig, log: (line: string) => void): GPT {
+  log(`Initializing from GPT-2 weights: ${config.initFrom}`);
+  const model = GPT.fromPretrained(config.initFrom, { dropout: config.dropout });
+  if (config.blockSize < model.config.blockSize) model.cropBlockSize(config.blockSize);
+  return model;
 }

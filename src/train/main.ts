@@ -128,7 +128,7 @@ async function runWorker(config: TrainConfig): Promise<number> {
     if (trainer.rank === 0) {
       console.log(doneLine(config, result));
       if (trainer.model instanceof GPT) {
-        const gpt = wholeGPT(trainer, weights, trainer.task.outputs);
+        const gpt = wholeGPT(trainer, weights);
         console.log(`sample:\n${sampleText(gpt)}`);
       }
     }

@@ -137,7 +137,9 @@ export function buildOptimizer(config: TrainConfig, model: Module): Optimizer<{ 
   const params = model.parameters();
   if (config.optimizer === "adamw") {
     const betas: [number, number] = [config.beta1, config.beta2];
-    if (model instanceof GPT) return model.configureOptimizers(config.weightDecay, config.lr, betas);
+    if (model instanceof GPT) {
+      return model.configureOptimizers(config.weightDecay, config.lr, betas);
+    }
     return new AdamW(params, { lr: config.lr, weightDecay: config.weightDecay, betas });
   }
   return new SGD(params, {

@@ -4,7 +4,7 @@
 // same weights), the sample and the report; and the data and config errors, exit 2.
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { withTempDir } from "../_harness/processes.ts";
+import { ROOT, withTempDir } from "../_harness/processes.ts";
 import { freePort } from "../_harness/ranks.ts";
 import { manualSeed } from "../../src/tensor/random.ts";
 import { openTokenData } from "../../src/train/_tokens.ts";
@@ -209,5 +209,27 @@ Deno.test("a token file's batches are nanoGPT's get_batch: windows and the same 
     const [x2] = data.train.getBatch(5, 8);
     assert.deepEqual(x2.toArray(), xs, "the offsets come from dtrain's generator");
     for (const t of [x, y, x2]) t.dispose();
+  });
+});
+
+Deno.test("train --init-from DIR starts from GPT-2 weights (GPT.fromPretrained), cropped to --block-size", async () => {
+  await withTempDir("dtrain_tokens_pretrained_", async (dir) => {
+    const data = join(dir, "data");
+    await writeCharData(data); // ids below the fixture's vocabulary of 101
+    const gpt2 = join(ROOT, "tests", "fixtures", "gpt2_hf"); // 2 layers, 16 positions
+    const job = [...TINY, "--data-dir", data, "--out-dir", join(dir, "out"), "--block-size", "8"];
+    const run = await train([...job, "--init-from", gpt2, "--max-iters", "10"]);
+    assertSucceeded(run);
+    assert.match(run.stdout, /^Initializing from GPT-2 weights: /m);
+    const { evals, iters } = logLines(run.stdout);
+    assert.deepEqual(iters, range(0, 10));
+    assert.deepEqual(evals.map((e) => e.iter), [0, 10]);
+    // The checkpoint's shape, not the flags' (1 layer, 16 wide): 2 layers, 32 wide, 8 positions.
+    const saved = readSaved(join(dir, "out", "snapshot.safetensors"));
+    assert.deepEqual(saved.shapes["model.transformer.wpe.weight"], [8, 32]);
+    assert.ok("model.transformer.h.1.attn.c_attn.bias" in saved.tensors);
+    const missing = await train([...job, "--init-from", join(dir, "gpt2-xl")]);
+    assert.equal(missing.code, 2);
+    assert.match(missing.stderr, /^train: initFrom: expected scratch, resume or a folder of GPT-2/);
   });
 });
