@@ -60,8 +60,10 @@ export {
   type NestedArray,
   ones,
   rand,
+  randint,
   randn,
   tensor,
+  type TensorData,
   zeros,
   zerosLike,
 } from "./src/tensor/creation.ts";

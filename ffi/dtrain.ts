@@ -46,6 +46,7 @@ const symbols = {
   dt_copy: { parameters: [ptr, ptr, i64], result: i32 },
   dt_cast_i32_f32: { parameters: [ptr, ptr, i64], result: i32 },
   dt_cast_f32_i32: { parameters: [ptr, ptr, i64], result: i32 },
+  dt_cast_u16_i32: { parameters: [ptr, ptr, i64], result: i32 },
   dt_binary: { parameters: [i32, ptr, i64, ptr, i64, ptr, i64], result: i32 },
   dt_binary_backward: { parameters: [i32, ptr, i64, ptr, i64, ptr, i64, ptr, ptr], result: i32 },
   dt_unary: { parameters: [i32, ptr, ptr, i64, f32], result: i32 },
@@ -117,6 +118,7 @@ const symbols = {
   // random.c
   dt_rand_uniform: { parameters: [ptr, i64, f32, f32, u64, u64], result: i32 },
   dt_randn: { parameters: [ptr, i64, f32, f32, u64, u64], result: i32 },
+  dt_randint: { parameters: [ptr, i64, i64, i64, u64, u64], result: i32 },
   // data.c
   dt_gather_u8_f32: { parameters: [ptr, i64, ptr, i64, i64, f32, f32, ptr], result: i32 },
   dt_gather_rows: { parameters: [ptr, i64, ptr, i64, i64, ptr], result: i32 },

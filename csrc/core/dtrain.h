@@ -86,6 +86,8 @@ int dt_fill_i32(int32_t *dst, int64_t n, int32_t value);
 int dt_copy(void *dst, const void *src, int64_t nbytes);
 int dt_cast_i32_f32(const int32_t *src, float *dst, int64_t n);
 int dt_cast_f32_i32(const float *src, int32_t *dst, int64_t n);
+/* u16 (token storage) to i32, `n` elements. */
+int dt_cast_u16_i32(const uint16_t *src, int32_t *dst, int64_t n);
 int dt_binary(int32_t op, const float *a, int64_t na, const float *b, int64_t nb, float *out,
               int64_t n);
 int dt_binary_backward(int32_t op, const float *a, int64_t na, const float *b, int64_t nb,
@@ -210,6 +212,8 @@ int dt_adamw_step(float *param, const float *grad, float *exp_avg, float *exp_av
 
 int dt_rand_uniform(float *dst, int64_t n, float lo, float hi, uint64_t seed, uint64_t offset);
 int dt_randn(float *dst, int64_t n, float mean, float std, uint64_t seed, uint64_t offset);
+/* dst[i] uniform in [low, high), low < high within the int32 range (high up to 2^31). */
+int dt_randint(int32_t *dst, int64_t n, int64_t low, int64_t high, uint64_t seed, uint64_t offset);
 
 /* ---------------------------------------------------------------- data.c */
 

@@ -33,6 +33,12 @@ int dt_cast_i32_f32(const int32_t *src, float *dst, int64_t n) {
   return DT_OK;
 }
 
+int dt_cast_u16_i32(const uint16_t *src, int32_t *dst, int64_t n) {
+  CHECK_PTR(src); CHECK_PTR(dst); CHECK_COUNT(n);
+  for (int64_t i = 0; i < n; i++) dst[i] = (int32_t)src[i];
+  return DT_OK;
+}
+
 /* Truncates toward zero, saturating at the int32 range; NaN becomes 0 (a plain C cast of such
  * values is undefined behaviour). */
 int dt_cast_f32_i32(const float *src, int32_t *dst, int64_t n) {

@@ -31,6 +31,12 @@ DT_HOSTDEV uint64_t dt_mix64(uint64_t z) {
 DT_HOSTDEV float dt_uniform01(uint64_t seed, uint64_t counter) {
   return (float)(dt_mix64(seed ^ dt_mix64(counter)) >> 40) * (1.0f / 16777216.0f);
 }
+/* An integer in [low, low + range) for 0 < range <= 2^32: the hash modulo range, whose bias (at
+ * most range / 2^64) no test of uniformity could see, and which needs no rejection loop, so each
+ * element depends on its counter alone. */
+DT_HOSTDEV int64_t dt_randint_at(uint64_t seed, uint64_t counter, int64_t low, uint64_t range) {
+  return low + (int64_t)(dt_mix64(seed ^ dt_mix64(counter)) % range);
+}
 /* A normal(mean, std) number by Box-Muller over the counters c and c + 1 (dt_randn takes two). */
 DT_HOSTDEV float dt_normal(uint64_t seed, uint64_t c, float mean, float std) {
   float u1 = 1.0f - dt_uniform01(seed, c), u2 = dt_uniform01(seed, c + 1);

@@ -6,7 +6,7 @@
 
 /* Copies between the strided view `view` (shape and strides in elements, up to 8 dims) and the
  * contiguous `flat`, into the view when `into_view`, else out of it; `fn` names the caller in
- * errors. Elements are 4 bytes (f32, i32) or 1 (bool). */
+ * errors. Elements are 4 bytes (f32, i32), 2 (u16) or 1 (bool). */
 static int strided_copy(const char *fn, void *view, void *flat, int32_t ndim, const int64_t *shape,
                         const int64_t *strides, int32_t elem_size, int into_view) {
   CHECK(view != NULL, "%s: argument '%s' is NULL", fn, into_view ? "dst" : "src");
@@ -14,7 +14,8 @@ static int strided_copy(const char *fn, void *view, void *flat, int32_t ndim, co
   CHECK(shape != NULL, "%s: argument 'shape' is NULL", fn);
   CHECK(strides != NULL, "%s: argument 'strides' is NULL", fn);
   CHECK(ndim >= 0 && ndim <= 8, "%s: %d dimensions (at most 8)", fn, ndim);
-  CHECK(elem_size == 4 || elem_size == 1, "%s: element size %d (only 4 or 1)", fn, elem_size);
+  CHECK(elem_size == 4 || elem_size == 2 || elem_size == 1, "%s: element size %d (only 4, 2 or 1)",
+        fn, elem_size);
   int64_t total = 1;
   for (int d = 0; d < ndim; d++) {
     CHECK(shape[d] >= 0, "%s: negative dimension %lld", fn, (long long)shape[d]);
@@ -26,15 +27,17 @@ static int strided_copy(const char *fn, void *view, void *flat, int32_t ndim, co
   for (int64_t done = 0; done < total; done += inner) {
     int64_t offset = 0;
     for (int d = 0; d < ndim - 1; d++) offset += index[d] * strides[d];
-    if (elem_size == 4) {
-      int32_t *v = (int32_t *)view + offset, *f = (int32_t *)flat + done;
-      if (into_view) for (int64_t i = 0; i < inner; i++) v[i * inner_stride] = f[i];
-      else for (int64_t i = 0; i < inner; i++) f[i] = v[i * inner_stride];
-    } else {
-      uint8_t *v = (uint8_t *)view + offset, *f = (uint8_t *)flat + done;
-      if (into_view) for (int64_t i = 0; i < inner; i++) v[i * inner_stride] = f[i];
-      else for (int64_t i = 0; i < inner; i++) f[i] = v[i * inner_stride];
-    }
+    /* One row of elements of type T, the loop typed so that the compiler moves whole elements. */
+#define COPY_ROW(T)                                                                                \
+  do {                                                                                             \
+    T *v = (T *)view + offset, *f = (T *)flat + done;                                              \
+    if (into_view) for (int64_t i = 0; i < inner; i++) v[i * inner_stride] = f[i];                 \
+    else for (int64_t i = 0; i < inner; i++) f[i] = v[i * inner_stride];                           \
+  } while (0)
+    if (elem_size == 4) COPY_ROW(int32_t);
+    else if (elem_size == 2) COPY_ROW(uint16_t);
+    else COPY_ROW(uint8_t);
+#undef COPY_ROW
     for (int d = ndim - 2; d >= 0; d--) {
       if (++index[d] < shape[d]) break;
       index[d] = 0;

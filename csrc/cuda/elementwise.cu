@@ -35,6 +35,10 @@ __global__ void cast_i32_f32_kernel(const int32_t *src, float *dst, int64_t n) {
   GRID_LOOP(i, n) dst[i] = (float)src[i];
 }
 
+__global__ void cast_u16_i32_kernel(const uint16_t *src, int32_t *dst, int64_t n) {
+  GRID_LOOP(i, n) dst[i] = (int32_t)src[i];
+}
+
 /* Toward zero, saturating, NaN to 0: csrc/core's rule. */
 __global__ void cast_f32_i32_kernel(const float *src, int32_t *dst, int64_t n) {
   GRID_LOOP(i, n) {
@@ -47,6 +51,13 @@ DT_EXPORT int dt_cast_i32_f32(const int32_t *src, float *dst, int64_t n) {
   CHECK_PTR(src); CHECK_PTR(dst); CHECK_COUNT(n);
   CURRENT(dev);
   if (n > 0) LAUNCH(dev, n, cast_i32_f32_kernel, src, dst, n);
+  return DT_OK;
+}
+
+DT_EXPORT int dt_cast_u16_i32(const uint16_t *src, int32_t *dst, int64_t n) {
+  CHECK_PTR(src); CHECK_PTR(dst); CHECK_COUNT(n);
+  CURRENT(dev);
+  if (n > 0) LAUNCH(dev, n, cast_u16_i32_kernel, src, dst, n);
   return DT_OK;
 }
 

@@ -32,7 +32,8 @@ __global__ void strided_kernel(const T *src, T *dst, view_t v, int64_t total, in
 static int copy_view(const char *fn, const void *src, void *dst, int32_t ndim,
                      const int64_t *shape, const int64_t *strides, int32_t elem_size, int to_view) {
   CHECK(ndim >= 0 && ndim <= 8, "%s: %d dimensions (at most 8)", fn, ndim);
-  CHECK(elem_size == 4 || elem_size == 1, "%s: element size %d (only 4 or 1)", fn, elem_size);
+  CHECK(elem_size == 4 || elem_size == 2 || elem_size == 1, "%s: element size %d (only 4, 2 or 1)",
+        fn, elem_size);
   view_t v = {};
   v.ndim = ndim;
   int64_t total = 1;
@@ -46,6 +47,9 @@ static int copy_view(const char *fn, const void *src, void *dst, int32_t ndim,
   if (total == 0) return DT_OK;
   if (elem_size == 4)
     LAUNCH(dev, total, strided_kernel<int32_t>, (const int32_t *)src, (int32_t *)dst, v, total,
+           to_view);
+  else if (elem_size == 2)
+    LAUNCH(dev, total, strided_kernel<uint16_t>, (const uint16_t *)src, (uint16_t *)dst, v, total,
            to_view);
   else
     LAUNCH(dev, total, strided_kernel<uint8_t>, (const uint8_t *)src, (uint8_t *)dst, v, total,

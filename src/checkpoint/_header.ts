@@ -19,23 +19,28 @@
  */
 
 import { z } from "zod";
-import { type DType, formatShape, shapeSize } from "../tensor/tensor.ts";
+import { type DType, formatShape, itemSize, shapeSize } from "../tensor/tensor.ts";
 import { CheckpointError } from "./errors.ts";
 
 /** The reference implementation's limit on `N`. */
 export const MAX_HEADER_BYTES = 100_000_000;
 
-/** Bytes per element of every dtype dtrain stores (F32 and I32). */
-export const ELEMENT_BYTES = 4;
-
 const METADATA_KEY = "__metadata__";
 
-const FILE_DTYPES: ReadonlyMap<DType, string> = new Map([["f32", "F32"], ["i32", "I32"]]);
-const DTRAIN_DTYPES: ReadonlyMap<string, DType> = new Map([["F32", "f32"], ["I32", "i32"]]);
+const FILE_DTYPES: ReadonlyMap<DType, string> = new Map([
+  ["f32", "F32"],
+  ["i32", "I32"],
+  ["u16", "U16"],
+]);
+const DTRAIN_DTYPES: ReadonlyMap<string, DType> = new Map([
+  ["F32", "f32"],
+  ["I32", "i32"],
+  ["U16", "u16"],
+]);
 
-/** Larger alignment first, as the reference orders the data (both are 4 bytes: F32 comes first). */
+/** The reference's data order: its Dtype enum descending (F32, then I32, then U16). */
 // bool is refused before layout (safetensors.ts): the rank only completes the table.
-const DTYPE_RANK: Readonly<Record<DType, number>> = { f32: 0, i32: 1, bool: 2 };
+const DTYPE_RANK: Readonly<Record<DType, number>> = { f32: 0, i32: 1, u16: 2, bool: 3 };
 
 /** One tensor's place in the data region. */
 export interface TensorEntry {
@@ -87,7 +92,7 @@ export function layout(
   let offset = 0;
   return ordered.map(({ name, dtype, shape }) => {
     const begin = offset;
-    offset += shapeSize(shape) * ELEMENT_BYTES;
+    offset += shapeSize(shape) * itemSize(dtype);
     return { name, dtype, shape, begin, end: offset };
   });
 }
@@ -213,7 +218,10 @@ export function decodeHeader(path: string, bytes: Uint8Array, dataBytes: number)
     if (bad.has("dtype")) return fail(`${what} has dtype ${show(fileDtype)}`);
     const dtype = DTRAIN_DTYPES.get(fileDtype as string);
     if (dtype === undefined) {
-      return fail(`${what} has unsupported dtype ${show(fileDtype)} (dtrain reads F32 and I32)`);
+      const hint = fileDtype === "I64" ? "; convert int64 tensors to int32 before saving" : "";
+      return fail(
+        `${what} has unsupported dtype ${show(fileDtype)} (dtrain reads F32, I32 and U16${hint})`,
+      );
     }
     if (bad.has("shape")) {
       return fail(`${what} has shape ${show(shape)}; dimensions must be non-negative integers`);
@@ -228,7 +236,7 @@ export function decodeHeader(path: string, bytes: Uint8Array, dataBytes: number)
       fail(`${what} has data_offsets ${formatOffsets(entry)}, which end before they begin`);
     }
     // Past 2^53 the product is inexact, but then it exceeds any real file anyway.
-    const needed = shapeSize(entry.shape) * ELEMENT_BYTES;
+    const needed = shapeSize(entry.shape) * itemSize(dtype);
     if (entry.end - entry.begin !== needed) {
       fail(
         `${what} has data_offsets ${formatOffsets(entry)} but shape ${formatShape(entry.shape)} ` +

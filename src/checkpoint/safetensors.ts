@@ -6,7 +6,7 @@
  */
 
 import { writeAll } from "../io/write_all.ts";
-import { copyInto, Tensor } from "../tensor/tensor.ts";
+import { copyInto, itemSize, Tensor } from "../tensor/tensor.ts";
 import { decodeHeader, encodeHeader, layout, MAX_HEADER_BYTES } from "./_header.ts";
 import { writeFileAtomic } from "./_atomic.ts";
 import { CheckpointError } from "./errors.ts";
@@ -40,7 +40,8 @@ function writeTensor(file: Deno.FsFile, t: Tensor): void {
   const source = inPlace ? t : Tensor.empty(t.shape, t.dtype);
   try {
     if (source !== t) copyInto(source, t);
-    if (t.numel() > 0) forEachChunk(source.ptr!, t.numel() * 4, (view) => writeAll(file, view));
+    const nbytes = t.numel() * itemSize(t.dtype);
+    if (nbytes > 0) forEachChunk(source.ptr!, nbytes, (view) => writeAll(file, view));
   } finally {
     if (source !== t) source.dispose();
   }
@@ -90,7 +91,9 @@ export function save(
     if (!(t instanceof Tensor)) refuse(`${JSON.stringify(name)} is not a Tensor`);
     if (name === "__metadata__") refuse(`"__metadata__" is reserved and cannot name a tensor`);
     if (t.disposed) refuse(`${what} ${JSON.stringify(t.shape)} ${t.dtype} was disposed`);
-    if (t.dtype === "bool") refuse(`${what} is bool; dtrain stores F32 and I32 (convert it first)`);
+    if (t.dtype === "bool") {
+      refuse(`${what} is bool; dtrain stores F32, I32 and U16 (convert it first)`);
+    }
   }
   for (const [key, value] of Object.entries(metadata ?? {})) {
     if (typeof value !== "string") {
@@ -127,7 +130,7 @@ function readExactly(path: string, file: Deno.FsFile, view: Uint8Array, what: st
 
 /**
  * Loads a safetensors file. Every field of the header is checked against the file before any
- * data is trusted: header length, JSON shape, dtype (F32 or I32), shape, and data offsets that
+ * data is trusted: header length, JSON shape, dtype (F32, I32 or U16), shape, and data offsets that
  * must match each tensor's size and tile the data region exactly. Tensor data is read straight
  * into native memory.
  *

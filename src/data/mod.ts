@@ -1,8 +1,9 @@
 /**
  * Data loading, with PyTorch's names: datasets (`TensorDataset`, `FashionMNIST`,
  * `SyntheticRegression`), samplers (`SequentialSampler`, `RandomSampler`, `DistributedSampler`),
- * the `DataLoader` that batches them into contiguous native tensors, and the tokenizers of
- * language-model corpora (`gpt2Tokenizer`, `charTokenizer`, `loadMeta`).
+ * the `DataLoader` that batches them into contiguous native tensors, language-model token
+ * streams: nanoGPT's `.bin` files (`TokenFile`) and llm.c's shards (`DistributedDataLoader`), and
+ * the tokenizers of language-model corpora (`gpt2Tokenizer`, `charTokenizer`, `loadMeta`).
  * @module
  */
 
@@ -17,3 +18,5 @@ export * from "./dataloader.ts";
 export * from "./text.ts";
 export * from "./tokenizer.ts";
 export * from "./tokenizer_gpt2.ts";
+export * from "./token_file.ts";
+export * from "./token_shards.ts";

@@ -5,7 +5,7 @@
  */
 
 import { keep } from "../tensor/scope.ts";
-import { formatShape, shapeSize, Tensor } from "../tensor/tensor.ts";
+import { formatShape, itemSize, shapeSize, Tensor } from "../tensor/tensor.ts";
 import { checkIndex, type Dataset } from "./dataset.ts";
 
 /**
@@ -103,7 +103,7 @@ export function gatherRows(src: Tensor, indices: Int32Array): Tensor {
       src.shape[0],
       Deno.UnsafePointer.of(indices),
       indices.length,
-      shapeSize(row) * 4,
+      shapeSize(row) * itemSize(src.dtype),
       out.ptr,
     ));
   }

@@ -1,8 +1,9 @@
 /** Tensor creation: from data, filled, random, ranges. @module */
 
+import { checkDType, type DType, refuseStorageOnly } from "./dtype.ts";
 import { fillRaw } from "./inplace.ts";
 import { checkShape, formatShape, shapeSize } from "./layout.ts";
-import { nextRandomOffset, randomSeed } from "./random.ts";
+import { checkRandintBounds, nextRandomOffset, randomSeed } from "./random.ts";
 import { Tensor, type TensorOptions } from "./tensor.ts";
 
 /** Nested arrays of numbers, as `tensor()` takes them. */
@@ -39,12 +40,67 @@ function finish(t: Tensor, options: TensorOptions): Tensor {
   return t;
 }
 
+/** The data `tensor()` takes: nested arrays, or a typed array. */
+export type TensorData =
+  | NestedArray
+  | Float32Array
+  | Int32Array
+  | Uint8Array
+  | Uint16Array
+  | BigInt64Array;
+
+/** The dtype of data when `options.dtype` is absent: typed integers keep theirs (i64 as i32). */
+function defaultDType(data: TensorData): DType {
+  if (data instanceof Int32Array || data instanceof BigInt64Array) return "i32";
+  return data instanceof Uint16Array ? "u16" : "f32";
+}
+
+/**
+ * i64 data (PyTorch's default integers) as i32 numbers: dtrain has no i64, and token ids,
+ * indices and labels fit; a value that does not is refused, with its index.
+ */
+function fromInt64(data: BigInt64Array): Int32Array {
+  const out = new Int32Array(data.length);
+  for (let i = 0; i < data.length; i++) {
+    const v = data[i];
+    if (v < -2147483648n || v > 2147483647n) {
+      throw new RangeError(
+        `tensor: BigInt64Array value ${v} at index ${i} does not fit i32 (dtrain has no i64; ` +
+          "i64 data converts to i32 when every value fits)",
+      );
+    }
+    out[i] = Number(v);
+  }
+  return out;
+}
+
+/** The values as the typed array of `dtype`, checked where a silent wrap would corrupt them. */
+function typedFor(
+  flat: ArrayLike<number>,
+  dtype: DType,
+): Float32Array | Int32Array | Uint8Array | Uint16Array {
+  if (dtype === "f32") return flat instanceof Float32Array ? flat : Float32Array.from(flat);
+  if (dtype === "i32") return flat instanceof Int32Array ? flat : Int32Array.from(flat);
+  if (dtype === "bool") return Uint8Array.from(flat, (v) => (v ? 1 : 0));
+  if (flat instanceof Uint16Array) return flat;
+  for (let i = 0; i < flat.length; i++) {
+    const v = flat[i];
+    if (!Number.isInteger(v) || v < 0 || v > 65535) {
+      throw new RangeError(
+        `tensor: value ${v} at index ${i} is not a u16 (an integer in [0, 65535])`,
+      );
+    }
+  }
+  return Uint16Array.from(flat);
+}
+
 /**
  * A tensor holding a copy of `data`: nested arrays, a flat array or a typed array (with `shape`).
  *
  * @param data The values.
  * @param shape The shape; inferred from nested arrays, or `[data.length]`, when omitted.
- * @param options dtype (f32 default, i32 for Int32Array data), device, requiresGrad.
+ * @param options dtype (f32 default; i32 for Int32Array data, u16 for Uint16Array data, and i32
+ *   for BigInt64Array data, whose values must fit), device, requiresGrad.
  * @returns A new contiguous tensor.
  *
  * @example
@@ -57,14 +113,18 @@ function finish(t: Tensor, options: TensorOptions): Tensor {
  * ```
  */
 export function tensor(
-  data: NestedArray | Float32Array | Int32Array | Uint8Array,
+  data: TensorData,
   shape?: readonly number[],
   options: TensorOptions = {},
 ): Tensor {
-  const dtype = options.dtype ?? (data instanceof Int32Array ? "i32" : "f32");
+  const dtype = options.dtype ?? defaultDType(data);
+  checkDType("tensor", dtype);
   let flat: ArrayLike<number>;
   let inferred: number[];
-  if (ArrayBuffer.isView(data)) {
+  if (data instanceof BigInt64Array) {
+    flat = fromInt64(data);
+    inferred = [data.length];
+  } else if (ArrayBuffer.isView(data)) {
     flat = data;
     inferred = [data.length];
   } else {
@@ -82,11 +142,7 @@ export function tensor(
   }
   const t = Tensor.empty(finalShape, dtype, false, options.device);
   if (flat.length > 0) {
-    const typed = dtype === "f32"
-      ? (flat instanceof Float32Array ? flat : Float32Array.from(flat))
-      : dtype === "i32"
-      ? (flat instanceof Int32Array ? flat : Int32Array.from(flat))
-      : Uint8Array.from(flat, (v) => (v ? 1 : 0));
+    const typed = typedFor(flat, dtype);
     t.storage.backend.copyIn(t.ptr, Deno.UnsafePointer.of(typed), typed.byteLength);
   }
   return finish(t, options);
@@ -96,6 +152,8 @@ export function tensor(
 export function full(shape: readonly number[], value: number, options: TensorOptions = {}): Tensor {
   checkShape(shape, "full");
   const dtype = options.dtype ?? "f32";
+  checkDType("full", dtype);
+  refuseStorageOnly("full", dtype);
   const t = Tensor.empty([...shape], dtype, false, options.device);
   fillRaw(t, value);
   return finish(t, options);
@@ -104,6 +162,7 @@ export function full(shape: readonly number[], value: number, options: TensorOpt
 /** A tensor of zeros. */
 export function zeros(shape: readonly number[], options: TensorOptions = {}): Tensor {
   checkShape(shape, "zeros");
+  checkDType("zeros", options.dtype ?? "f32");
   return finish(Tensor.empty([...shape], options.dtype ?? "f32", true, options.device), options);
 }
 
@@ -155,6 +214,53 @@ export function rand(
       randomSeed(),
       nextRandomOffset(n),
     ),
+  );
+  return finish(t, options);
+}
+
+/**
+ * Integers uniform in [low, high) as an i32 tensor (PyTorch's `torch.randint`, also as
+ * `randint(high, shape)`), from the global generator: the same after the same `manualSeed`, on
+ * every device.
+ *
+ * @param args `low, high, shape, options?` or `high, shape, options?`; low and high integers with
+ *   low < high in the int32 range (high up to 2^31); options: device (dtype must be i32 if given).
+ * @returns A new i32 tensor of `shape`.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { manualSeed, randint } from "../../mod.ts";
+ * manualSeed(0);
+ * const a = randint(10, [4]).toArray();
+ * manualSeed(0);
+ * assert.deepStrictEqual(randint(0, 10, [4]).toArray(), a);
+ * assert.ok(a.every((v) => v >= 0 && v < 10));
+ * ```
+ */
+export function randint(
+  ...args:
+    | [low: number, high: number, shape: readonly number[], options?: TensorOptions]
+    | [high: number, shape: readonly number[], options?: TensorOptions]
+): Tensor {
+  const [low, high, shape, options = {}] = Array.isArray(args[1])
+    ? [0, args[0] as number, args[1] as readonly number[], args[2] as TensorOptions | undefined]
+    : args as [number, number, readonly number[], TensorOptions | undefined];
+  if (!Array.isArray(shape)) {
+    throw new TypeError(`randint: expected a shape array, got ${typeof shape}`);
+  }
+  checkShape(shape, "randint");
+  checkRandintBounds("randint", low, high, 2 ** 32);
+  if (low < -(2 ** 31) || high > 2 ** 31) {
+    throw new RangeError(`randint: [${low}, ${high}) is outside the i32 range of its output`);
+  }
+  if (options.dtype !== undefined && options.dtype !== "i32") {
+    throw new TypeError(`randint: dtrain's randint makes i32 tensors, not ${options.dtype}`);
+  }
+  const t = Tensor.empty([...shape], "i32", false, options.device);
+  const n = t.numel(), dev = t.storage.backend;
+  dev.check(
+    dev.kernels.randint(t.ptr, n, BigInt(low), BigInt(high), randomSeed(), nextRandomOffset(n)),
   );
   return finish(t, options);
 }

@@ -1,14 +1,57 @@
 /** Element types and their sizes, for the tensor and the ops alike. @module */
 
-/** Element types: 32-bit float, 32-bit signed integer, and bool (1 byte, 0 or 1, like torch.bool). */
-export type DType = "f32" | "i32" | "bool";
+/**
+ * Element types: 32-bit float, 32-bit signed integer, bool (1 byte, 0 or 1, like torch.bool), and
+ * u16 (2 bytes, like torch.uint16): storage for token ids, which views, copies, devices and
+ * checkpoints take, and which every op that computes refuses until it is converted with
+ * `.to("i32")`.
+ */
+export type DType = "f32" | "i32" | "bool" | "u16";
+
+const SIZES: Record<DType, number> = { f32: 4, i32: 4, bool: 1, u16: 2 };
 
 /** Bytes per element of a dtype. */
 export function itemSize(dtype: DType): number {
-  return dtype === "bool" ? 1 : 4;
+  return SIZES[dtype];
 }
 
 /** Whether a string names a dtype (`to()` takes a dtype or a device name). */
 export function isDType(target: string): target is DType {
-  return target === "f32" || target === "i32" || target === "bool";
+  return Object.hasOwn(SIZES, target);
+}
+
+/** The dtypes that ops compute in: every dtype but the storage-only u16. */
+export type ComputeDType = Exclude<DType, "u16">;
+
+/**
+ * Throws a TypeError naming `op` for a u16 tensor, which is storage only (PyTorch computes on
+ * uint16 in few ops; dtrain in none, so that no kernel reads its 2-byte elements as 4-byte ones).
+ *
+ * @param op The op, for the message.
+ * @param dtypes The operands' dtypes.
+ */
+export function refuseStorageOnly(op: string, ...dtypes: DType[]): void {
+  if (dtypes.includes("u16")) {
+    throw new TypeError(`${op}: u16 tensors are storage only; convert with .to("i32")`);
+  }
+}
+
+/**
+ * Throws a clear TypeError for a dtype dtrain does not have, such as PyTorch's "i64" (torch.long):
+ * for callers in plain JavaScript, or past a cast, where the compiler did not check.
+ *
+ * @param op The op, for the message.
+ * @param dtype The dtype asked for.
+ */
+export function checkDType(op: string, dtype: string): asserts dtype is DType {
+  if (isDType(dtype)) return;
+  const hint = isInt64Name(dtype)
+    ? '; dtrain\'s integers are i32 (pass dtype "i32": BigInt64Array data converts when every value fits)'
+    : "";
+  throw new TypeError(`${op}: unknown dtype "${dtype}" (dtrain has f32, i32, bool, u16)${hint}`);
+}
+
+/** Whether `name` is PyTorch's 64-bit integer dtype, which `to()` refuses as a dtype, not a device. */
+export function isInt64Name(name: string): boolean {
+  return name === "i64" || name === "int64" || name === "long";
 }

@@ -13,13 +13,15 @@ const scalar = new DataView(new ArrayBuffer(4));
 const scalarPtr = Deno.UnsafePointer.of(scalar.buffer);
 
 /** `t.toArray()`: a copy of the elements, row-major. */
-export function toArray(t: Tensor): Float32Array | Int32Array | Uint8Array {
+export function toArray(t: Tensor): Float32Array | Int32Array | Uint8Array | Uint16Array {
   const src = t.isContiguous() ? t : t.contiguous();
   const n = src.numel();
   const out = t.dtype === "f32"
     ? new Float32Array(n)
     : t.dtype === "i32"
     ? new Int32Array(n)
+    : t.dtype === "u16"
+    ? new Uint16Array(n)
     : new Uint8Array(n);
   if (n > 0) t.storage.backend.copyOut(Deno.UnsafePointer.of(out), src.ptr, n * itemSize(t.dtype));
   if (src !== t) src.dispose();
@@ -36,6 +38,7 @@ export function item(t: Tensor): number {
   t.storage.backend.copyOut(scalarPtr, t.ptr, itemSize(t.dtype));
   // Native memory is little-endian on every platform dtrain builds for.
   if (t.dtype === "bool") return scalar.getUint8(0);
+  if (t.dtype === "u16") return scalar.getUint16(0, true);
   return t.dtype === "f32" ? scalar.getFloat32(0, true) : scalar.getInt32(0, true);
 }
 

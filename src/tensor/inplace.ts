@@ -8,7 +8,7 @@
 import { UnaryOp } from "./device/device.ts";
 import { isGradEnabled } from "./grad_mode.ts";
 import { formatShape, sameShape } from "./layout.ts";
-import { itemSize } from "./dtype.ts";
+import { itemSize, refuseStorageOnly } from "./dtype.ts";
 import type { Tensor } from "./tensor.ts";
 
 /** Refuses tensors autograd tracks (under grad mode) and non-contiguous ones; bumps the version. */
@@ -26,6 +26,7 @@ export function checkInPlace(t: Tensor, op: string): void {
 
 /** Fills contiguous `t` with `value` (no version check: also used on fresh tensors). */
 export function fillRaw(t: Tensor, value: number): void {
+  refuseStorageOnly("fill_", t.dtype);
   const device = t.storage.backend;
   device.check(
     t.dtype === "f32"

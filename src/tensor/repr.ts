@@ -196,7 +196,7 @@ export function repr(t: Tensor): string {
     text = "[]";
   } else {
     // PyTorch leaves out its default float dtype, int64 and bool; dtrain has no int64.
-    if (t.dtype === "i32") suffixes.push("dtype=i32");
+    if (t.dtype === "i32" || t.dtype === "u16") suffixes.push(`dtype=${t.dtype}`);
     const values = t.toArray();
     const summarize = t.numel() > THRESHOLD;
     const f = new Formatter(shownOffsets(t.shape, summarize).map((i) => values[i]), t.dtype);

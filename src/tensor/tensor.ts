@@ -5,7 +5,7 @@
  * @module
  */
 
-import { type DType, isDType, itemSize } from "./dtype.ts";
+import { type DType, isDType, isInt64Name, itemSize } from "./dtype.ts";
 import { type Device, Storage } from "./storage.ts";
 import { track } from "./scope.ts";
 import { backward, type BackwardOptions, type Node } from "./autograd.ts";
@@ -200,7 +200,7 @@ export class Tensor extends TensorMath implements Disposable {
   }
 
   /** A copy of the elements, row-major, in host memory. */
-  toArray(): Float32Array | Int32Array | Uint8Array {
+  toArray(): Float32Array | Int32Array | Uint8Array | Uint16Array {
     return host.toArray(this);
   }
 
@@ -348,11 +348,13 @@ export class Tensor extends TensorMath implements Disposable {
   }
 
   /**
-   * This tensor converted to a dtype (`"f32"`, `"i32"`, `"bool"`) or moved to a device (`"cpu"`, or any
+   * This tensor converted to a dtype (`"f32"`, `"i32"`, `"bool"`; u16 to any) or moved to a device (`"cpu"`, or any
    * registered one; the move stays in the graph): a copy, or a new view when nothing changes.
    */
   to(target: DType | Device): Tensor {
-    const c = isDType(target) ? shapeOps.to(this, target) : shapeOps.toDevice(this, target);
+    const c = isDType(target) || isInt64Name(target)
+      ? shapeOps.to(this, target as DType)
+      : shapeOps.toDevice(this, target);
     return c === this ? shapeOps.identity(this) : c;
   }
 

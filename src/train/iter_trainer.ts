@@ -147,7 +147,7 @@ export class IterTrainer {
   /** This rank's batch of `split` (nanoGPT's `get_batch`), on the model's device. */
   getBatch(split: "train" | "val"): [Tensor, Tensor] {
     const { batchSize, blockSize } = this.config;
-    return this.data[split].getBatch(batchSize, blockSize, this.device);
+    return this.data[split].getBatch(batchSize, blockSize, { device: this.device });
   }
 
   /** The mean loss of a batch: nanoGPT's `logits, loss = model(X, Y)`. */

@@ -76,6 +76,8 @@ export interface Kernels {
   readonly castI32F32: KernelOf<"castI32F32">;
   /** f32 to i32 (toward zero), `n` elements. */
   readonly castF32I32: KernelOf<"castF32I32">;
+  /** u16 (token storage) to i32, `n` elements. */
+  readonly castU16I32: KernelOf<"castU16I32">;
   /** out = a op b, b or a repeating when shorter (`BinaryOp`). */
   readonly binary: KernelOf<"binary">;
   /** The gradients of `binary` (each output nullable). */
@@ -121,6 +123,8 @@ export interface Kernels {
   readonly randUniform: KernelOf<"randUniform">;
   /** N(mean, std²) samples from counters offset.. of `seed` (two per element). */
   readonly randn: KernelOf<"randn">;
+  /** Integers uniform in [low, high) (int32 range) from counters offset.. of `seed`, one each. */
+  readonly randint: KernelOf<"randint">;
   /** One fused SGD update (momentumBuf nullable; first = 1 seeds it). */
   readonly sgdStep: KernelOf<"sgdStep">;
   /** One fused AdamW update at step `step` (1-based). */

@@ -1,12 +1,13 @@
 /** Helpers shared by the op families: input checks and outputs on the inputs' device. @module */
 
 import { formatShape } from "../layout.ts";
-import type { DType } from "../dtype.ts";
+import { type DType, refuseStorageOnly } from "../dtype.ts";
 import type { Tensor } from "../tensor.ts";
 
 /** Throws unless every tensor is f32 (the dtype the float kernels take). */
 export function expectF32(op: string, ...tensors: Tensor[]): void {
   for (const t of tensors) {
+    refuseStorageOnly(op, t.dtype);
     if (t.dtype !== "f32") {
       throw new TypeError(`${op}: expected an f32 tensor, got ${t.dtype} ${formatShape(t.shape)}`);
     }

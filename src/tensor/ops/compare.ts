@@ -14,28 +14,35 @@ import {
   sameShape,
   shapeSize,
 } from "../layout.ts";
-import type { DType, Tensor } from "../tensor.ts";
+import { type ComputeDType, type DType, refuseStorageOnly } from "../dtype.ts";
+import type { Tensor } from "../tensor.ts";
 import { emptyOn, expectSameDevice } from "./_util.ts";
 import { contiguous, expand, to } from "./shape.ts";
 
 /** The comparisons, by name. */
 export type CompareName = keyof typeof CompareOp;
 
-const RANK: Record<DType, number> = { bool: 0, i32: 1, f32: 2 };
+const RANK: Record<ComputeDType, number> = { bool: 0, i32: 1, f32: 2 };
 
-/** The dtype two operands meet in, as PyTorch promotes them (bool < i32 < f32). */
-export function promoteTypes(a: DType, b: DType): DType {
-  return RANK[a] >= RANK[b] ? a : b;
+/**
+ * The dtype two operands meet in, as PyTorch promotes them (bool < i32 < f32).
+ *
+ * @throws TypeError naming `op` for a u16 operand (storage only).
+ */
+export function promoteTypes(op: string, a: DType, b: DType): ComputeDType {
+  refuseStorageOnly(op, a, b);
+  return RANK[a as ComputeDType] >= RANK[b as ComputeDType] ? a as ComputeDType : b as ComputeDType;
 }
 
 /** The dtype a number takes next to a tensor of `dtype` (a fraction makes integers f32). */
-export function scalarType(dtype: DType, value: number): DType {
+export function scalarType(op: string, dtype: DType, value: number): ComputeDType {
+  refuseStorageOnly(op, dtype);
   if (dtype === "f32" || !Number.isInteger(value)) return "f32";
-  return dtype === "bool" ? "i32" : dtype;
+  return dtype === "bool" ? "i32" : dtype as ComputeDType;
 }
 
 /** A one-element tensor holding `value`, on `like`'s device (it broadcasts as a repeat of 1). */
-export function scalarOn(like: Tensor, value: number, dtype: DType): Tensor {
+export function scalarOn(like: Tensor, value: number, dtype: ComputeDType): Tensor {
   const out = emptyOn(like, [], dtype);
   const dev = out.storage.backend;
   dev.check(
@@ -57,20 +64,21 @@ export function operands(
   op: string,
   a: Tensor,
   b: Tensor | number,
-): { x: Tensor; y: Tensor; shape: number[]; dtype: DType; release: () => void } {
+): { x: Tensor; y: Tensor; shape: number[]; dtype: ComputeDType; release: () => void } {
   const made: Tensor[] = [];
   const keep = (t: Tensor, original: Tensor) => {
     if (t !== original) made.push(t);
     return t;
   };
   let other: Tensor;
-  let dtype: DType;
+  let dtype: ComputeDType;
+  refuseStorageOnly(op, a.dtype, typeof b === "number" ? "i32" : b.dtype);
   if (typeof b === "number") {
-    dtype = scalarType(a.dtype, b);
+    dtype = scalarType(op, a.dtype, b);
     other = keep(scalarOn(a, b, dtype), a);
   } else {
     expectSameDevice(op, a, b);
-    dtype = promoteTypes(a.dtype, b.dtype);
+    dtype = promoteTypes(op, a.dtype, b.dtype);
     other = b;
   }
   const shape = broadcastShapes(op, a.shape, other.shape);
@@ -117,6 +125,7 @@ export function compare(op: CompareName, a: Tensor, b: Tensor | number): Tensor 
  * counts the matches. Saturates at the i32 range.
  */
 export function sumInt(t: Tensor, dim?: number, keepdim = false): Tensor {
+  refuseStorageOnly("sum", t.dtype);
   if (t.dtype === "f32") throw new TypeError("sumInt: expected an i32 or bool tensor, got f32");
   const src = contiguous(t);
   let outer = 1, axis = t.numel(), inner = 1;
@@ -133,7 +142,14 @@ export function sumInt(t: Tensor, dim?: number, keepdim = false): Tensor {
   const out = emptyOn(src, outShape, "i32");
   const dev = out.storage.backend;
   dev.check(
-    dev.kernels.sumAxisInt(src.ptr, DTypeCode[t.dtype], out.ptr, outer, axis, inner),
+    dev.kernels.sumAxisInt(
+      src.ptr,
+      DTypeCode[t.dtype as ComputeDType],
+      out.ptr,
+      outer,
+      axis,
+      inner,
+    ),
   );
   if (src !== t) src.dispose();
   return out;

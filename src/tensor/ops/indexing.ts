@@ -14,7 +14,7 @@ import {
   sameShape,
   shapeSize,
 } from "../layout.ts";
-import { itemSize } from "../dtype.ts";
+import { type ComputeDType, itemSize, refuseStorageOnly } from "../dtype.ts";
 import type { Tensor } from "../tensor.ts";
 import { emptyOn, expectSameDevice, temporaries } from "./_util.ts";
 import { expectBool, promoteTypes, scalarOn, scalarType } from "./compare.ts";
@@ -157,6 +157,7 @@ export function indexSelect(t: Tensor, dim: number, index: Tensor): Tensor {
   if (index.ndim > 1) {
     throw new RangeError(`indexSelect: index must be 0-d or 1-d, got ${formatShape(index.shape)}`);
   }
+  refuseStorageOnly("indexSelect", t.dtype);
   if (t.dtype === "bool") {
     throw new TypeError('indexSelect: bool input is not supported; convert it with .to("i32")');
   }
@@ -197,6 +198,7 @@ export function indexSelect(t: Tensor, dim: number, index: Tensor): Tensor {
  */
 export function gather(t: Tensor, dim: number, index: Tensor): Tensor {
   expectIndex("gather", index);
+  refuseStorageOnly("gather", t.dtype);
   if (t.dtype === "bool") {
     throw new TypeError('gather: bool input is not supported; convert it with .to("i32")');
   }
@@ -238,7 +240,7 @@ function select(name: string, op: string, cond: Tensor, x: Tensor, y: Tensor): T
   if (x.dtype === "bool" || y.dtype === "bool") {
     throw new TypeError(`${op}: bool values are not supported; convert them with .to("i32")`);
   }
-  const dtype = promoteTypes(x.dtype, y.dtype);
+  const dtype = promoteTypes(op, x.dtype, y.dtype);
   const shape = broadcastShapes(op, broadcastShapes(op, cond.shape, x.shape), y.shape);
   const made: Tensor[] = [];
   const fit = (t: Tensor, wanted = t.dtype) => {
@@ -300,7 +302,7 @@ function select(name: string, op: string, cond: Tensor, x: Tensor, y: Tensor): T
  */
 export function where(condition: Tensor, x: Tensor | number, y: Tensor | number): Tensor {
   const like = typeof x === "number" ? (typeof y === "number" ? null : y) : x;
-  const dtypeOf = (v: number) => like === null ? "f32" : scalarType(like.dtype, v);
+  const dtypeOf = (v: number) => like === null ? "f32" : scalarType("where", like.dtype, v);
   const xt = typeof x === "number" ? scalarOn(condition, x, dtypeOf(x)) : x;
   const yt = typeof y === "number" ? scalarOn(condition, y, dtypeOf(y)) : y;
   return select("WhereBackward", "where", condition, xt, yt);
@@ -333,5 +335,7 @@ export function maskedFill(t: Tensor, mask: Tensor, value: number): Tensor {
       }`,
     );
   }
-  return select("MaskedFillBackward", "maskedFill", mask, scalarOn(t, value, t.dtype), t);
+  refuseStorageOnly("maskedFill", t.dtype);
+  const fill = scalarOn(t, value, t.dtype as ComputeDType);
+  return select("MaskedFillBackward", "maskedFill", mask, fill, t);
 }

@@ -12,6 +12,7 @@ import { addScaled, checkInPlace, copyInto } from "../inplace.ts";
 import { broadcastShapes, formatShape, sameShape } from "../layout.ts";
 import type { Tensor } from "../tensor.ts";
 import { noGrad } from "../autograd.ts";
+import { type ComputeDType, refuseStorageOnly } from "../dtype.ts";
 import { scalarOn } from "./compare.ts";
 import { contiguous, expand, to } from "./shape.ts";
 
@@ -52,6 +53,7 @@ function fitted(op: string, self: Tensor, other: Tensor, dtype = self.dtype): Te
 /** self = self op other (other a tensor or number, times `alpha` for add and sub). */
 export function arith(op: Op, self: Tensor, other: Tensor | number, alpha = 1): void {
   const name = `${op}_`;
+  refuseStorageOnly(name, self.dtype, typeof other === "number" ? "i32" : other.dtype);
   if (self.dtype === "bool") {
     throw new TypeError(`${name}: bool tensors have no in-place arithmetic`);
   }
@@ -88,7 +90,7 @@ export function arith(op: Op, self: Tensor, other: Tensor | number, alpha = 1): 
     return;
   }
   const value = typeof other === "number"
-    ? scalarOn(self, other * alpha, self.dtype)
+    ? scalarOn(self, other * alpha, self.dtype as ComputeDType)
     : fitted(name, self, alpha === 1 ? other : noGrad(() => other.mul(alpha)), self.dtype);
   checkInPlace(self, name);
   try {

@@ -7,6 +7,7 @@
  */
 
 import { BinaryOp } from "../device/device.ts";
+import { refuseStorageOnly } from "../dtype.ts";
 import { formatShape } from "../layout.ts";
 import type { Tensor } from "../tensor.ts";
 import { emptyOn } from "./_util.ts";
@@ -28,6 +29,7 @@ export function isIntegerOperation(a: Tensor, b: Tensor | number): boolean {
  * @throws TypeError for two bool tensors, and for `floorDivide` of anything but integers.
  */
 export function staysInteger(op: ArithName, a: Tensor, b: Tensor | number): boolean {
+  refuseStorageOnly(op, a.dtype, typeof b === "number" ? "i32" : b.dtype);
   if (a.dtype === "bool" && typeof b !== "number" && b.dtype === "bool") {
     throw new TypeError(
       `${op}: arithmetic on two bool tensors is not supported; convert one with .to("i32")`,

@@ -11,7 +11,7 @@ import {
   shapeSize,
 } from "../layout.ts";
 import type { Device } from "../storage.ts";
-import type { DType } from "../dtype.ts";
+import { checkDType, type DType } from "../dtype.ts";
 import type { Tensor } from "../tensor.ts";
 import { DTypeCode } from "../device/device.ts";
 import { canonicalDeviceName } from "../device/mod.ts";
@@ -208,17 +208,32 @@ export function clone(t: Tensor): Tensor {
 }
 
 /**
- * Converts between f32, i32 and bool (a copy; truncation toward zero for f32 to i32; non-zero is
- * true, true is 1).
+ * Converts between f32, i32 and bool, and from u16 to any of them (a copy; truncation toward zero
+ * for f32 to i32; non-zero is true, true is 1). Nothing converts to u16: it holds token data, made
+ * from a Uint16Array or read from a file.
  */
 export function to(t: Tensor, dtype: DType): Tensor {
   if (t.dtype === dtype) return t;
+  checkDType("to", dtype);
+  if (dtype === "u16") {
+    throw new TypeError(
+      `to: ${t.dtype} to u16 is not supported; u16 tensors hold token data (tensor() of a Uint16Array)`,
+    );
+  }
+  if (t.dtype === "u16" && dtype !== "i32") {
+    const wide = to(t, "i32");
+    const out = to(wide, dtype);
+    wide.dispose();
+    return out;
+  }
   const src = contiguous(t);
   const out = emptyOn(src, t.shape, dtype);
   const dev = out.storage.backend;
   dev.check(
-    t.dtype === "bool" || dtype === "bool"
-      ? dev.kernels.cast(src.ptr, DTypeCode[t.dtype], out.ptr, DTypeCode[dtype], t.numel())
+    src.dtype === "u16"
+      ? dev.kernels.castU16I32(src.ptr, out.ptr, t.numel())
+      : src.dtype === "bool" || dtype === "bool"
+      ? dev.kernels.cast(src.ptr, DTypeCode[src.dtype], out.ptr, DTypeCode[dtype], t.numel())
       : dtype === "f32"
       ? dev.kernels.castI32F32(src.ptr, out.ptr, t.numel())
       : dev.kernels.castF32I32(src.ptr, out.ptr, t.numel()),

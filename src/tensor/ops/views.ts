@@ -6,6 +6,7 @@
 
 import { record } from "../autograd.ts";
 import { contiguousStrides, formatShape, normalizeDim, shapeSize } from "../layout.ts";
+import { refuseStorageOnly } from "../dtype.ts";
 import type { Tensor } from "../tensor.ts";
 import { emptyOn, temporaries } from "./_util.ts";
 import { contiguous } from "./shape.ts";
@@ -106,6 +107,7 @@ function triangle(t: Tensor, diagonal: number, upper: boolean): Tensor {
   if (!Number.isInteger(diagonal)) {
     throw new RangeError(`${op}: diagonal must be an integer, got ${diagonal}`);
   }
+  refuseStorageOnly(op, t.dtype);
   if (t.dtype === "bool") {
     throw new TypeError(`${op}: bool input is not supported; convert it with .to("i32")`);
   }
