@@ -141,23 +141,16 @@ function tableTokenizer(itos: string[]): CharTokenizer {
 }
 
 /**
- * Rebuilds the tokenizer that `meta` describes (the contents of a `meta.json`, or
- * `tokenizer.toMeta()`); fields beyond the tokenizer's (token counts) are ignored.
+ * Checks that `meta` (the contents of a `meta.json`, or `tokenizer.toMeta()`) describes a
+ * tokenizer, without building it (synchronous: the train job reads the vocabulary size before it
+ * starts any process); fields beyond the tokenizer's (token counts) are ignored.
  *
  * @param meta The parsed `meta.json`.
- * @returns The tokenizer.
+ * @returns The tokenizer's metadata.
  * @throws TypeError naming the field when `meta` is not a tokenizer's metadata, or when a
  *   character table is inconsistent (not one character per id, `stoi` not the inverse of `itos`).
- *
- * @example A character table round-trips through its metadata
- * ```ts
- * import assert from "node:assert/strict";
- * import { charTokenizer, fromMeta } from "./mod.ts";
- * const meta = JSON.parse(JSON.stringify(charTokenizer("to be or not").toMeta()));
- * assert.equal((await fromMeta(meta)).decode([6, 4]), "to");
- * ```
  */
-export async function fromMeta(meta: unknown): Promise<Tokenizer> {
+export function checkMeta(meta: unknown): TokenizerMeta {
   const parsed = TokenizerMetaSchema.safeParse(meta);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
@@ -165,7 +158,7 @@ export async function fromMeta(meta: unknown): Promise<Tokenizer> {
     throw new TypeError(`tokenizer meta: ${field}: ${issue.message}`);
   }
   const m = parsed.data;
-  if (m.tokenizer === "gpt2") return await gpt2Tokenizer();
+  if (m.tokenizer === "gpt2") return m;
   if (m.itos.length !== m.vocabSize) {
     throw new TypeError(
       `tokenizer meta: itos has ${m.itos.length} characters, vocabSize is ${m.vocabSize}`,
@@ -187,7 +180,56 @@ export async function fromMeta(meta: unknown): Promise<Tokenizer> {
         ` ${new Set(m.itos).size} distinct characters, vocabSize is ${m.vocabSize}`,
     );
   }
-  return tableTokenizer(m.itos);
+  return m;
+}
+
+/**
+ * Rebuilds the tokenizer that `meta` (a `meta.json`'s contents) describes. GPT-2's imports its
+ * rank table on first use, so this is asynchronous.
+ *
+ * @param meta What `toMeta` returned, or `meta.json` parsed.
+ * @returns The tokenizer.
+ * @throws TypeError as {@linkcode checkMeta} does.
+ * @example A character table round-trips through its metadata
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { charTokenizer, fromMeta } from "./mod.ts";
+ * const meta = JSON.parse(JSON.stringify(charTokenizer("to be or not").toMeta()));
+ * assert.equal((await fromMeta(meta)).decode([6, 4]), "to");
+ * ```
+ */
+export async function fromMeta(meta: unknown): Promise<Tokenizer> {
+  const m = checkMeta(meta);
+  return m.tokenizer === "gpt2" ? await gpt2Tokenizer() : tableTokenizer(m.itos);
+}
+
+/**
+ * Reads and checks `meta.json` from a folder that `deno task prepare` wrote (synchronous; see
+ * {@linkcode checkMeta}).
+ *
+ * @param dir The folder with `meta.json` (beside `train.bin` and `val.bin`).
+ * @returns The tokenizer's metadata.
+ * @throws Error naming the file when it is missing, not JSON, or not a tokenizer's metadata.
+ */
+export function readMeta(dir: string): TokenizerMeta {
+  const path = join(dir, "meta.json");
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch (error) {
+    throw new Error(`cannot read ${path}: ${(error as Error).message}`, { cause: error });
+  }
+  let meta: unknown;
+  try {
+    meta = JSON.parse(text);
+  } catch (error) {
+    throw new Error(`${path} is not JSON: ${(error as Error).message}`, { cause: error });
+  }
+  try {
+    return checkMeta(meta);
+  } catch (error) {
+    throw new TypeError(`${path}: ${(error as Error).message}`, { cause: error });
+  }
 }
 
 /**
@@ -196,25 +238,8 @@ export async function fromMeta(meta: unknown): Promise<Tokenizer> {
  *
  * @param dir The folder with `meta.json` (beside `train.bin` and `val.bin`).
  * @returns The tokenizer.
- * @throws Error naming the file when it is missing or not JSON; see {@linkcode fromMeta}.
+ * @throws Error naming the file, as {@linkcode readMeta} does.
  */
 export async function loadMeta(dir: string): Promise<Tokenizer> {
-  const path = join(dir, "meta.json");
-  let text: string;
-  try {
-    text = readFileSync(path, "utf8");
-  } catch (error) {
-    throw new Error(`loadMeta: cannot read ${path}: ${(error as Error).message}`, { cause: error });
-  }
-  let meta: unknown;
-  try {
-    meta = JSON.parse(text);
-  } catch (error) {
-    throw new Error(`loadMeta: ${path} is not JSON: ${(error as Error).message}`, { cause: error });
-  }
-  try {
-    return await fromMeta(meta);
-  } catch (error) {
-    throw new TypeError(`loadMeta: ${path}: ${(error as Error).message}`, { cause: error });
-  }
+  return await fromMeta(readMeta(dir));
 }

@@ -5,122 +5,34 @@
  * @module
  */
 
+import { existsSync } from "node:fs";
+import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { z } from "zod";
-import {
-  badFlagValue,
-  decimalNumber,
-  LAUNCHER_DEFAULTS,
-  LAUNCHER_FLAGS,
-  LauncherFieldsSchema,
-  splitNodes,
-} from "../launch/options.ts";
+import type { z } from "zod";
+import { badFlagValue, decimalNumber, LAUNCHER_FLAGS, splitNodes } from "../launch/options.ts";
 import { discardProfile, unwritableTrace } from "../profile/tracer.ts";
 import { exceedsMemory } from "./footprint.ts";
+import {
+  ConfigError,
+  DEFAULTS,
+  FSDP_SNAPSHOTS,
+  GPT_DEFAULTS,
+  TOKENS_DEFAULTS,
+  type TrainConfig,
+  TrainConfigSchema,
+} from "./_schema.ts";
+import { parseNanoGptConfig } from "./nanogpt_config.ts";
 
-/** An invalid configuration or command line; `field` names the culprit. */
-export class ConfigError extends Error {
-  /**
-   * @param field The offending field or flag.
-   * @param message What is wrong with it.
-   */
-  constructor(readonly field: string, message: string) {
-    super(`${field}: ${message}`);
-    this.name = "ConfigError";
-  }
-}
-
-const positiveInt = z.number().int().positive();
-
-/** The schema of a training configuration (also the JSON accepted by `--config`). */
-export const TrainConfigSchema = z.object({
-  epochs: z.number().int().nonnegative(),
-  saveEvery: positiveInt,
-  saveEverySteps: z.number().int().nonnegative(),
-  batchSize: positiveInt,
-  lr: z.number().positive(),
-  momentum: z.number().min(0).lt(1),
-  weightDecay: z.number().nonnegative(),
-  optimizer: z.enum(["sgd", "adamw"]),
-  lrSchedule: z.enum(["constant", "cosine"]),
-  warmupSteps: z.number().int().nonnegative(),
-  model: z.enum(["mlp", "linear", "gpt"]),
-  hidden: z.array(positiveInt).min(1),
-  blockSize: positiveInt,
-  nLayer: positiveInt,
-  nHead: positiveInt,
-  nEmbd: positiveInt,
-  dropout: z.number().min(0).lt(1),
-  dataset: z.enum(["fashion-mnist", "synthetic", "text"]),
-  dataRoot: z.string(),
-  snapshot: z.string().min(1),
-  seed: z.number().int().nonnegative(),
-  threads: z.number().int().nonnegative(),
-  maxSteps: z.number().int().nonnegative(),
-  logEvery: z.number().int().nonnegative(),
-  device: z.enum(["cpu", "cuda", "emu"]),
-  strategy: z.enum(["ddp", "fsdp"]),
-  profile: z.string(),
-}).extend(LauncherFieldsSchema.shape).strict();
-
-/** A validated training configuration. */
-export type TrainConfig = z.infer<typeof TrainConfigSchema>;
-
-/** The defaults: a 2-process DDP run that trains the MLP on Fashion-MNIST in well under a minute. */
-export const DEFAULTS: TrainConfig = {
-  epochs: 3,
-  saveEvery: 1,
-  saveEverySteps: 0,
-  batchSize: 64,
-  lr: 0.05,
-  momentum: 0.9,
-  weightDecay: 0,
-  optimizer: "sgd",
-  lrSchedule: "constant",
-  warmupSteps: 0,
-  model: "mlp",
-  hidden: [512, 512],
-  blockSize: 128,
-  nLayer: 4,
-  nHead: 4,
-  nEmbd: 160,
-  dropout: 0,
-  dataset: "fashion-mnist",
-  dataRoot: "",
-  snapshot: "runs/default/snapshot.safetensors",
-  seed: 0,
-  threads: 0,
-  maxSteps: 0,
-  logEvery: 0,
-  device: "cpu",
-  strategy: "ddp",
-  profile: "",
-  ...LAUNCHER_DEFAULTS,
-  nprocPerNode: 2,
+export {
+  ConfigError,
+  DEFAULTS,
+  FSDP_SNAPSHOTS,
+  GPT_DEFAULTS,
+  TOKENS_DEFAULTS,
+  type TrainConfig,
+  TrainConfigSchema,
 };
-
-/**
- * What `--model gpt` changes in the defaults: a byte-level GPT of about 1.3 M parameters on the
- * fortunes corpus with AdamW and a warmed-up cosine schedule, sized to finish one epoch in well
- * under 10 minutes on 2 processes × 1 core.
- */
-export const GPT_DEFAULTS: Partial<TrainConfig> = {
-  dataset: "text",
-  optimizer: "adamw",
-  lr: 3e-3,
-  lrSchedule: "cosine",
-  warmupSteps: 50,
-  weightDecay: 0.1,
-  batchSize: 16,
-  epochs: 1,
-  snapshot: "runs/gpt/snapshot.safetensors",
-};
-
-/**
- * Where `--strategy fsdp` keeps its snapshot when `--snapshot` is not given: a sharded folder, in a
- * run folder of its own (a DDP snapshot is one file, and the two do not resume each other).
- */
-export const FSDP_SNAPSHOTS = { gpt: "runs/gpt-fsdp/snapshot", other: "runs/fsdp/snapshot" };
+export { USAGE } from "./usage.ts";
 
 /** Command-line flags: kebab-case names of the config fields, each a string until validated. */
 const FLAGS = {
@@ -143,6 +55,24 @@ const FLAGS = {
   dropout: "dropout",
   dataset: "dataset",
   "data-root": "dataRoot",
+  "data-dir": "dataDir",
+  "out-dir": "outDir",
+  bias: "bias",
+  beta1: "beta1",
+  beta2: "beta2",
+  "grad-clip": "gradClip",
+  "max-iters": "maxIters",
+  "eval-interval": "evalInterval",
+  "eval-iters": "evalIters",
+  "log-interval": "logInterval",
+  "eval-only": "evalOnly",
+  "always-save-checkpoint": "alwaysSaveCheckpoint",
+  "init-from": "initFrom",
+  "gradient-accumulation-steps": "gradientAccumulationSteps",
+  "decay-lr": "decayLr",
+  "warmup-iters": "warmupIters",
+  "lr-decay-iters": "lrDecayIters",
+  "min-lr": "minLr",
   snapshot: "snapshot",
   seed: "seed",
   threads: "threads",
@@ -154,54 +84,21 @@ const FLAGS = {
   ...LAUNCHER_FLAGS,
 } as const satisfies Record<string, keyof TrainConfig>;
 
-const NUMERIC = new Set<keyof TrainConfig>(
-  Object.entries(DEFAULTS).filter(([, v]) => typeof v === "number").map(([k]) =>
-    k as keyof TrainConfig
-  ),
-);
-
-/** The usage text printed by `--help`. */
-export const USAGE = `usage: deno task train [EPOCHS SAVE_EVERY] [options]
-
-  EPOCHS SAVE_EVERY        the original project's positional form (same as --epochs, --save-every)
-  --epochs N               epochs to train (default ${DEFAULTS.epochs})
-  --save-every N           write a snapshot every N epochs (default ${DEFAULTS.saveEvery})
-  --save-every-steps N     also every N steps within an epoch (default 0: off); a job restarted
-                           from one goes on from that sample, at any world size
-  --batch-size N           samples per batch and process (default ${DEFAULTS.batchSize})
-  --lr X                   learning rate (default ${DEFAULTS.lr})
-  --optimizer sgd|adamw    (default ${DEFAULTS.optimizer}); --momentum X, --weight-decay X
-  --lr-schedule constant|cosine (default ${DEFAULTS.lrSchedule}); cosine: linear warmup over
-                           --warmup-steps N, then a cosine decay to lr/10 at the last step
-  --model mlp|linear|gpt   (default ${DEFAULTS.model}); --hidden 512,512 for the MLP's hidden sizes
-  --dataset fashion-mnist|synthetic|text (default ${DEFAULTS.dataset}; text with gpt)
-  --data-root DIR          the data set's folder (default: its Debian package's)
-  --block-size N --n-layer N --n-head N --n-embd N --dropout X
-                           the GPT's shape (defaults ${DEFAULTS.blockSize}, ${DEFAULTS.nLayer}, ${DEFAULTS.nHead}, ${DEFAULTS.nEmbd}, ${DEFAULTS.dropout}); --model gpt
-                           also defaults to --dataset text --optimizer adamw --lr ${GPT_DEFAULTS.lr}
-                           --lr-schedule cosine --warmup-steps ${GPT_DEFAULTS.warmupSteps} --weight-decay ${GPT_DEFAULTS.weightDecay} --batch-size ${GPT_DEFAULTS.batchSize} --epochs ${GPT_DEFAULTS.epochs} --snapshot ${GPT_DEFAULTS.snapshot}
-  --snapshot PATH          snapshot file; an existing one is resumed (default ${DEFAULTS.snapshot});
-                           metrics.jsonl, report.html and logs/ (one per rank) go beside it
-  --config FILE.json       settings as JSON (camelCase keys); flags override it
-  --seed N, --threads N (BLAS threads per process, 0 = automatic)
-  --max-steps N            stop after N optimizer steps over the whole run, resumed ones included
-                           (default 0: no limit); the snapshot then resumes mid-epoch
-  --log-every N            log the loss, learning rate, throughput and gradient norm every N steps
-                           (default 0: about 10 times an epoch), to the console and metrics.jsonl
-  --nproc-per-node N       worker processes on this machine (default ${DEFAULTS.nprocPerNode}; 1 = no launcher)
-  --nnodes N|MIN:MAX --node-rank R --master-addr A --master-port P --max-restarts K --log-dir D
-                           multi-node launch, spelled like torchrun (--log-dir: default logs/
-                           beside the snapshot)
-  --device cpu|cuda|emu    (default cpu) cuda: one GPU per process; emu: the emulated
-                           accelerator (a GPU's contract over the CPU kernels, for CI)
-  --strategy ddp|fsdp      (default ${DEFAULTS.strategy}) ddp: every process keeps the whole model; fsdp: the
-                           parameters, gradients and optimizer state are sharded over the processes
-                           (each GPT block, each MLP layer, then the rest), the snapshot is a
-                           sharded folder (default ${FSDP_SNAPSHOTS.other}, with gpt ${FSDP_SNAPSHOTS.gpt})
-                           that resumes on any --nproc-per-node, and the final model goes to
-                           model.safetensors beside it
-  --profile PATH           write a Chrome trace (Perfetto, chrome://tracing) of every rank to PATH
-`;
+const fieldsOf = (is: (value: unknown) => boolean) =>
+  new Set<keyof TrainConfig>(
+    Object.entries(DEFAULTS).filter(([, v]) => is(v)).map(([k]) => k as keyof TrainConfig),
+  );
+const NUMERIC = fieldsOf((v) => typeof v === "number");
+const BOOLEAN = fieldsOf((v) => typeof v === "boolean");
+/** The spellings a boolean flag takes: nanoGPT's True/False, and true/false, 1/0. */
+const BOOLEANS: Record<string, boolean> = {
+  true: true,
+  True: true,
+  "1": true,
+  false: false,
+  False: false,
+  "0": false,
+};
 
 function formatIssue(issue: z.core.$ZodIssue): ConfigError {
   const field = issue.path.length ? issue.path.join(".") : "config";
@@ -209,13 +106,17 @@ function formatIssue(issue: z.core.$ZodIssue): ConfigError {
 }
 
 /**
- * Parses command-line arguments (and the `--config` file they name) into a validated config.
+ * Parses command-line arguments (and the `--config` file they name: JSON with camelCase keys, or
+ * a nanoGPT config `.py`) into a validated config: the defaults (with `--model gpt` or
+ * `--dataset tokens` their own), then the file, then the flags.
  *
  * @param args The arguments after the script name.
+ * @param notes Collects a line for each setting of a nanoGPT config file that is read and ignored
+ *   (wandb_*, compile, ...), for the job to print.
  * @returns The config, or `"help"` when `--help` was asked for.
  * @throws ConfigError for any invalid input, naming the field.
  */
-export function parseTrainArgs(args: string[]): TrainConfig | "help" {
+export function parseTrainArgs(args: string[], notes: string[] = []): TrainConfig | "help" {
   const options: Record<string, { type: "string" | "boolean" }> = {
     config: { type: "string" },
     help: { type: "boolean" },
@@ -249,9 +150,12 @@ export function parseTrainArgs(args: string[]): TrainConfig | "help" {
     throw new ConfigError("arguments", (error as Error).message);
   }
   if (parsed.values.help) return "help";
-  const given: Record<string, unknown> = {};
+  const fromFile: Record<string, unknown> = {}, given: Record<string, unknown> = {};
+  let datasetName: string | undefined;
   if (typeof parsed.values.config === "string") {
-    Object.assign(given, readConfigFile(parsed.values.config));
+    const read = readConfigFile(parsed.values.config, notes);
+    Object.assign(fromFile, read.fields);
+    datasetName = read.datasetName;
   }
 
   if (positionals.length > 2) {
@@ -272,11 +176,28 @@ export function parseTrainArgs(args: string[]): TrainConfig | "help" {
     if (range !== null) Object.assign(given, range);
     else given[field] = convert(field, raw);
   }
-  const base = given.model === "gpt" ? { ...DEFAULTS, ...GPT_DEFAULTS } : { ...DEFAULTS };
-  if (given.strategy === "fsdp") {
-    base.snapshot = given.model === "gpt" ? FSDP_SNAPSHOTS.gpt : FSDP_SNAPSHOTS.other;
+  const all = { ...fromFile, ...given };
+  checkOneKind(all);
+  const tokens = all.dataset === "tokens";
+  const base = tokens
+    ? { ...DEFAULTS, ...GPT_DEFAULTS, ...TOKENS_DEFAULTS }
+    : all.model === "gpt"
+    ? { ...DEFAULTS, ...GPT_DEFAULTS }
+    : { ...DEFAULTS };
+  const fsdp = all.strategy === "fsdp";
+  if (fsdp) base.snapshot = all.model === "gpt" ? FSDP_SNAPSHOTS.gpt : FSDP_SNAPSHOTS.other;
+  // nanoGPT's out_dir names the snapshot's folder; of the two, the later given (flags after the
+  // file) wins, and --snapshot over --out-dir.
+  const inDir = (dir: unknown) =>
+    typeof dir === "string" ? join(dir, fsdp ? "snapshot" : "snapshot.safetensors") : undefined;
+  const snapshot = given.snapshot ?? inDir(given.outDir) ?? fromFile.snapshot ??
+    inDir(fromFile.outDir) ?? (tokens ? inDir(base.outDir) : undefined);
+  if (snapshot !== undefined) all.snapshot = snapshot;
+  // nanoGPT's `dataset = 'name'` reads data/<name>, unless a data dir is given.
+  if (all.dataDir === undefined && datasetName !== undefined) {
+    all.dataDir = join("data", datasetName);
   }
-  const config = validateConfig({ ...base, ...given });
+  const config = validateConfig({ ...base, ...all });
   // The ranks write the trace when the run ends: a path they cannot write is refused now.
   const trace = config.profile || Deno.env.get("DTRAIN_PROFILE");
   const unwritable = trace ? unwritableTrace(trace) : null;
@@ -289,7 +210,58 @@ export function parseTrainArgs(args: string[]): TrainConfig | "help" {
 
 function convert(field: keyof TrainConfig, raw: string): unknown {
   if (field === "hidden") return raw.split(",").map((s) => parseNumber(field, s));
+  if (BOOLEAN.has(field)) {
+    const value = BOOLEANS[raw];
+    if (value === undefined) {
+      throw new ConfigError(field, `expected true or false (or True, False, 1, 0), got "${raw}"`);
+    }
+    return value;
+  }
   return NUMERIC.has(field) ? parseNumber(field, raw) : raw;
+}
+
+/** Fields only iteration-based training (`--dataset tokens`, as nanoGPT's train.py) reads. */
+const ITERATION_ONLY = [
+  "dataDir",
+  "outDir",
+  "gradClip",
+  "maxIters",
+  "evalInterval",
+  "evalIters",
+  "logInterval",
+  "evalOnly",
+  "alwaysSaveCheckpoint",
+  "initFrom",
+  "gradientAccumulationSteps",
+  "decayLr",
+  "warmupIters",
+  "lrDecayIters",
+  "minLr",
+] as const;
+/** Fields only epoch-based training (every other dataset) reads. */
+const EPOCH_ONLY = [
+  "epochs",
+  "saveEvery",
+  "saveEverySteps",
+  "lrSchedule",
+  "warmupSteps",
+  "maxSteps",
+  "logEvery",
+  "dataRoot",
+] as const;
+
+/** Refuses a setting that the chosen kind of training would silently ignore. */
+function checkOneKind(given: Record<string, unknown>): void {
+  const tokens = given.dataset === "tokens";
+  const stray = (tokens ? EPOCH_ONLY : ITERATION_ONLY).find((f) => given[f] !== undefined);
+  if (stray === undefined) return;
+  throw new ConfigError(
+    stray,
+    tokens
+      ? "is for epoch-based training; --dataset tokens trains by iterations as nanoGPT " +
+        "(--max-iters, --eval-interval, --warmup-iters, --lr-decay-iters, --out-dir, ...)"
+      : "is for iteration-based training, with --dataset tokens (nanoGPT's train.bin/val.bin)",
+  );
 }
 
 function parseNumber(field: string, raw: string): number {
@@ -298,23 +270,38 @@ function parseNumber(field: string, raw: string): number {
   return value;
 }
 
-function readConfigFile(path: string): Record<string, unknown> {
+function readConfigFile(
+  path: string,
+  notes: string[],
+): { fields: Record<string, unknown>; datasetName?: string } {
   let text: string;
   try {
     text = Deno.readTextFileSync(path);
   } catch (error) {
     throw new ConfigError("config", `cannot read ${path}: ${(error as Error).message}`);
   }
+  if (path.endsWith(".py")) {
+    try {
+      const read = parseNanoGptConfig(text, path);
+      notes.push(...read.notes);
+      return read;
+    } catch (error) {
+      throw new ConfigError("config", (error as Error).message);
+    }
+  }
   let value: unknown;
   try {
     value = JSON.parse(text);
   } catch (error) {
-    throw new ConfigError("config", `${path} is not valid JSON: ${(error as Error).message}`);
+    throw new ConfigError(
+      "config",
+      `${path} is not valid JSON: ${(error as Error).message} (a nanoGPT config file ends in .py)`,
+    );
   }
   if (value === null || typeof value !== "object" || Array.isArray(value)) {
     throw new ConfigError("config", `${path} must hold a JSON object`);
   }
-  return value as Record<string, unknown>;
+  return { fields: value as Record<string, unknown> };
 }
 
 /** Validates a complete config object (all fields present), naming the first bad field. */
@@ -328,15 +315,18 @@ export function validateConfig(value: unknown): TrainConfig {
       `MIN must not exceed MAX in --nnodes MIN:MAX, got ${config.minNodes}:${config.nnodes}`,
     );
   }
-  const textModel = config.model === "gpt", textData = config.dataset === "text";
+  const textModel = config.model === "gpt";
+  const textData = config.dataset === "text" || config.dataset === "tokens";
   if (textModel !== textData) {
     throw new ConfigError(
       textModel ? "dataset" : "model",
       textModel
-        ? `the gpt model trains on --dataset text, got "${config.dataset}"`
-        : `--dataset text needs --model gpt, got "${config.model}"`,
+        ? `the gpt model trains on --dataset text, got "${config.dataset}" (or on --dataset ` +
+          `tokens, nanoGPT's .bin files)`
+        : `--dataset ${config.dataset} needs --model gpt, got "${config.model}"`,
     );
   }
+  if (config.dataset === "tokens") checkIterations(config);
   if (config.nEmbd % config.nHead !== 0) {
     throw new ConfigError("nHead", `must divide nEmbd (${config.nEmbd}), got ${config.nHead}`);
   }
@@ -349,4 +339,39 @@ export function validateConfig(value: unknown): TrainConfig {
   const tooBig = exceedsMemory(config);
   if (tooBig !== null) throw new ConfigError(config.model === "gpt" ? "nEmbd" : "hidden", tooBig);
   return config;
+}
+
+/** What iteration-based training (`--dataset tokens`) needs of its settings. */
+function checkIterations(config: TrainConfig): void {
+  if (config.dataDir === "") {
+    throw new ConfigError(
+      "dataDir",
+      "--dataset tokens needs --data-dir DIR, with train.bin, val.bin and meta.json " +
+        "(deno task prepare writes them), or a nanoGPT config's dataset",
+    );
+  }
+  const from = config.initFrom;
+  if (from !== "scratch" && from !== "resume" && !existsSync(join(from, "config.json"))) {
+    throw new ConfigError(
+      "initFrom",
+      `expected scratch, resume or a folder of GPT-2 weights (Hugging Face's config.json and ` +
+        `model.safetensors; nothing is downloaded), got "${from}"`,
+    );
+  }
+  const worldSize = config.nprocPerNode * config.nnodes;
+  if (config.gradientAccumulationSteps % worldSize !== 0) {
+    throw new ConfigError(
+      "gradientAccumulationSteps",
+      `must be a multiple of the world size (${worldSize} processes): as in nanoGPT, each ` +
+        `rank runs gradientAccumulationSteps / world size micro-steps, got ` +
+        `${config.gradientAccumulationSteps}`,
+    );
+  }
+  if (config.decayLr && config.lrDecayIters <= config.warmupIters) {
+    throw new ConfigError(
+      "lrDecayIters",
+      `must exceed warmupIters (${config.warmupIters}): nanoGPT's get_lr decays over the ` +
+        `iterations between them, got ${config.lrDecayIters}`,
+    );
+  }
 }

@@ -14,15 +14,13 @@ import { dirname, join } from "node:path";
 import { setNumThreads } from "../tensor/threads.ts";
 import { deviceProblem, groupBackend } from "./devices.ts";
 import { CheckpointError, save } from "../checkpoint/mod.ts";
-import type { StateDict } from "../nn/module.ts";
-import { fullStateDict } from "../parallel/fsdp/full_state_dict.ts";
 import { destroyProcessGroup, DistError, initProcessGroup } from "../dist/mod.ts";
 import { launch } from "../launch/launcher.ts";
 import { runnable } from "../launch/supervisor.ts";
 import { EXIT_STOPPED } from "../launch/stop_request.ts";
 import { startProfile } from "../profile/tracer.ts";
 import { ConfigError, parseTrainArgs, type TrainConfig, USAGE } from "./config.ts";
-import { buildModel, buildOptimizer, DATASET_SHAPES, loadTask } from "./model.ts";
+import { buildModel, buildOptimizer, loadTask, taskShape } from "./model.ts";
 import { checkSamplerFits, checkSnapshot, snapshotMismatch } from "./snapshot.ts";
 import { progressFile } from "./_snapshots.ts";
 import { DivergedError } from "./_finite.ts";
@@ -33,6 +31,9 @@ import {
   shardedSnapshotMismatch,
 } from "./sharded_snapshot.ts";
 import { Trainer, type TrainResult } from "./trainer.ts";
+import { finalWeights, wholeGPT } from "./_final_weights.ts";
+import { finishTokensRun, refuseBadTokenData } from "./_tokens_job.ts";
+import { IterTrainer } from "./iter_trainer.ts";
 import { GPT } from "../nn/gpt.ts";
 import { TextDataset } from "../data/text.ts";
 import { tensor } from "../tensor/creation.ts";
@@ -87,34 +88,10 @@ function refuseUnfitSnapshot(config: TrainConfig): void {
     ? Infinity
     : loadTask(config).train.length;
   checkSamplerFits(progressFile(snapshot, strategy), progress, samples);
-  const model = buildModel(config, DATASET_SHAPES[config.dataset]);
+  const model = buildModel(config, taskShape(config));
   const optimizer = buildOptimizer(config, model);
   const mismatch = (fsdp ? shardedSnapshotMismatch : snapshotMismatch)(snapshot, model, optimizer);
   if (mismatch !== null) throw new CheckpointError(snapshot, mismatch);
-}
-
-/**
- * The trained model's whole state dict (gathered from every rank under FSDP; every rank calls
- * this), and under FSDP rank 0 writes it to model.safetensors beside the snapshot, with the
- * module's names, as PyTorch's `load_file` (and nanoGPT, for the GPT) reads it.
- */
-async function finalWeights(trainer: Trainer): Promise<StateDict> {
-  if (trainer.config.strategy !== "fsdp") return trainer.model.stateDict();
-  const weights = await fullStateDict(trainer.model);
-  if (trainer.rank === 0) {
-    const path = join(dirname(trainer.config.snapshot), "model.safetensors");
-    save(path, weights, { format: "pt" });
-    trainer.log(`model saved to ${path}`);
-  }
-  return weights;
-}
-
-/** A whole copy of a fully sharded GPT, for rank 0 alone to sample from. */
-function wholeGPT(config: TrainConfig, trainer: Trainer, weights: StateDict): GPT {
-  if (config.strategy !== "fsdp") return trainer.model as GPT;
-  const model = buildModel(config, trainer.task) as GPT;
-  model.loadStateDict(weights);
-  return model;
 }
 
 /** Trains this rank; resolves to its exit code (EXIT_STOPPED when the launcher stopped it). */
@@ -131,6 +108,11 @@ async function runWorker(config: TrainConfig): Promise<number> {
   // "auto" on an accelerator: its device collectives for the model, Gloo for the CPU tensors.
   if (grouped) await initProcessGroup({ backend: groupBackend(config.device), ...alone });
   try {
+    if (config.dataset === "tokens") {
+      const trainer = new IterTrainer(config);
+      await trainer.init();
+      return await finishTokensRun(trainer, await trainer.train());
+    }
     const trainer = new Trainer(config);
     await trainer.init();
     const result = await trainer.train();
@@ -146,7 +128,8 @@ async function runWorker(config: TrainConfig): Promise<number> {
     if (trainer.rank === 0) {
       console.log(doneLine(config, result));
       if (trainer.model instanceof GPT) {
-        console.log(`sample:\n${sampleText(wholeGPT(config, trainer, weights))}`);
+        const gpt = wholeGPT(trainer, weights);
+        console.log(`sample:\n${sampleText(gpt)}`);
       }
     }
     return 0;
@@ -158,8 +141,13 @@ async function runWorker(config: TrainConfig): Promise<number> {
 /** Parses the command line and runs the job; resolves to the process exit code. */
 export async function main(args: string[]): Promise<number> {
   let config: TrainConfig | "help";
+  const notes: string[] = [];
+  const launched = Deno.env.get("RANK") !== undefined;
   try {
-    config = parseTrainArgs(args);
+    config = parseTrainArgs(args, notes);
+    // The launcher's workers parse the same arguments: the notes are printed once, here.
+    if (!launched) { for (const note of notes) console.log(`train: ${note}`); }
+    if (config !== "help" && !launched) refuseBadTokenData(config);
   } catch (error) {
     if (!(error instanceof ConfigError)) throw error;
     console.error(`train: ${error.message}\n(see --help)`);
@@ -174,7 +162,6 @@ export async function main(args: string[]): Promise<number> {
     console.error(`train: ${problem}`);
     return 2;
   }
-  const launched = Deno.env.get("RANK") !== undefined;
   // The workers start their timelines from the environment; a single process starts its own.
   if (config.profile && !launched) {
     Deno.env.set("DTRAIN_PROFILE", config.profile);
@@ -182,7 +169,14 @@ export async function main(args: string[]): Promise<number> {
   }
   try {
     // A bad snapshot is a bad input, refused before any process starts; ranks check it again.
-    if (!launched && existsSync(config.snapshot)) refuseUnfitSnapshot(config);
+    // An iteration-based run resumes only with --init-from resume (scratch overwrites).
+    const resumes = config.dataset !== "tokens" || config.initFrom === "resume";
+    if (!launched && resumes && existsSync(config.snapshot)) refuseUnfitSnapshot(config);
+    if (!launched && config.dataset === "tokens" && config.initFrom === "resume") {
+      if (!existsSync(config.snapshot)) {
+        throw new CheckpointError(config.snapshot, "--init-from resume: there is no snapshot");
+      }
+    }
   } catch (error) {
     if (!(error instanceof CheckpointError)) throw error;
     console.error(`train: ${error.message}`);
@@ -211,7 +205,9 @@ export async function main(args: string[]): Promise<number> {
   try {
     return await runWorker(config);
   } catch (error) {
-    if (!(error instanceof CheckpointError || error instanceof DivergedError)) throw error;
+    const known = error instanceof CheckpointError || error instanceof DivergedError ||
+      error instanceof ConfigError;
+    if (!known) throw error;
     console.error(`train: ${error.message}`);
     // A diverged run is a failure of the run, a bad snapshot a bad input.
     return error instanceof DivergedError ? 1 : 2;

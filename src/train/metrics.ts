@@ -1,6 +1,6 @@
 /**
- * A run's record beside its snapshot: `metrics.jsonl`, one JSON object per logged step and per
- * epoch, appended as they happen, and `report.html`, the page drawn from them (see report.ts),
+ * A run's record beside its snapshot: `metrics.jsonl`, one JSON object per logged step, per
+ * epoch and (iteration-based runs) per evaluation, appended as they happen, and `report.html`, the page drawn from them (see report.ts),
  * rewritten at every epoch. Only rank 0 keeps one.
  * @module
  */
@@ -11,14 +11,19 @@ import { loadReportAssets, renderReport, type ReportAssets } from "./report.ts";
 
 /** One line of `metrics.jsonl`. */
 export interface MetricRecord {
-  /** A logged step, or the end of an epoch. */
-  kind: "step" | "epoch";
-  /** Optimizer steps over the whole run, resumed ones included. */
+  /** A logged step, the end of an epoch, or an iteration-based run's `estimate_loss`. */
+  kind: "step" | "epoch" | "eval";
+  /** Optimizer steps over the whole run, resumed ones included (an iteration-based run's iter). */
   step: number;
-  /** The epoch (from 1) the step belongs to, or that ended. */
+  /** The epoch (from 1) the step belongs to, or that ended; 0 in an iteration-based run. */
   epoch: number;
-  /** Training loss averaged over the ranks: since the last log, or over the epoch. */
+  /**
+   * Training loss: averaged over the ranks since the last log, or over the epoch; rank 0's last
+   * micro-batch's in an iteration-based run (as nanoGPT logs it), or its estimate at an eval.
+   */
   loss: number;
+  /** An evaluation's estimate of the training loss (mean over `evalIters` random batches). */
+  trainLoss?: number;
   /** The learning rate of the first parameter group. */
   lr: number;
   /** Training samples per second over all ranks: since the last log, or over the epoch. */
@@ -88,12 +93,12 @@ export class RunLog {
     return this.#records;
   }
 
-  /** Appends a record to `metrics.jsonl`; an epoch's record also redraws the report. */
+  /** Appends a record to `metrics.jsonl`; an epoch's or evaluation's also redraws the report. */
   async add(record: Omit<MetricRecord, "time">): Promise<void> {
     const full = { ...record, time: new Date().toISOString() };
     this.#records.push(full);
     await Deno.writeTextFile(this.metricsPath, JSON.stringify(full) + "\n", { append: true });
-    if (record.kind === "epoch") await this.writeReport();
+    if (record.kind !== "step") await this.writeReport();
   }
 
   /** Writes `report.html` atomically (a reader never sees half a page). */

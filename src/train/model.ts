@@ -16,6 +16,7 @@ import { mseLoss } from "../tensor/ops/nn.ts";
 import { crossEntropy } from "../tensor/ops/cross_entropy.ts";
 import type { Tensor } from "../tensor/tensor.ts";
 import type { TrainConfig } from "./config.ts";
+import { GPT2_PADDED_VOCAB, readTokenMeta } from "./_tokens.ts";
 
 /** A data set that collates whole batches natively: `[inputs, targets]`. */
 export type BatchDataset = Dataset & { getBatch(indices: Int32Array): Tensor[] };
@@ -47,7 +48,15 @@ export const DATASET_SHAPES: Record<TrainConfig["dataset"], Pick<Task, "inputs" 
   synthetic: { inputs: 20, outputs: 1 },
   "fashion-mnist": { inputs: 784, outputs: 10 },
   text: { inputs: 1, outputs: TextDataset.vocabSize },
+  // Known from meta.json only (taskShape reads it); nanoGPT's GPT-2 vocabulary bounds it.
+  tokens: { inputs: 1, outputs: GPT2_PADDED_VOCAB },
 };
+
+/** The input and output sizes of the config's task: for `--dataset tokens`, meta.json's vocabulary. */
+export function taskShape(config: TrainConfig): Pick<Task, "inputs" | "outputs"> {
+  if (config.dataset !== "tokens") return DATASET_SHAPES[config.dataset];
+  return { inputs: 1, outputs: readTokenMeta(config.dataDir).vocabSize };
+}
 
 /**
  * A language model's own loss (nanoGPT's `_, loss = model(X, Y)`): the GPT's cross-entropy of its
@@ -59,6 +68,9 @@ function languageModelLoss(model: Module, tokens: Tensor, targets: Tensor): Tens
 
 /** Loads the data set named in the config. */
 export function loadTask(config: TrainConfig): Task {
+  if (config.dataset === "tokens") {
+    throw new Error("loadTask: --dataset tokens trains by iterations (iter_trainer.ts)");
+  }
   const shape = DATASET_SHAPES[config.dataset];
   const root = config.dataRoot || undefined;
   if (config.dataset === "synthetic") {
@@ -97,6 +109,7 @@ export function buildModel(config: TrainConfig, task: Pick<Task, "inputs" | "out
       nHead: config.nHead,
       nEmbd: config.nEmbd,
       dropout: config.dropout,
+      bias: config.bias,
     });
   }
   return new MLP([task.inputs, ...config.hidden, task.outputs]);
@@ -123,10 +136,11 @@ export function fullyShardModel(model: Module): FSDPModule {
 export function buildOptimizer(config: TrainConfig, model: Module): Optimizer<{ lr: number }> {
   const params = model.parameters();
   if (config.optimizer === "adamw") {
+    const betas: [number, number] = [config.beta1, config.beta2];
     if (model instanceof GPT) {
-      return model.configureOptimizers(config.weightDecay, config.lr, [0.9, 0.999]);
+      return model.configureOptimizers(config.weightDecay, config.lr, betas);
     }
-    return new AdamW(params, { lr: config.lr, weightDecay: config.weightDecay });
+    return new AdamW(params, { lr: config.lr, weightDecay: config.weightDecay, betas });
   }
   return new SGD(params, {
     lr: config.lr,

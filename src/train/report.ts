@@ -54,6 +54,17 @@ function align(
 function charts(records: readonly MetricRecord[]): Chart[] {
   const steps = records.filter((r) => r.kind === "step");
   const epochs = records.filter((r) => r.kind === "epoch");
+  // An iteration-based run's estimate_loss of both splits, every eval_interval iterations.
+  const evals = records.filter((r) => r.kind === "eval");
+  const estimate = (label: string, color: string, pick: (r: MetricRecord) => unknown) => ({
+    label,
+    color,
+    points: true,
+    data: evals.flatMap((r): [number, number][] => {
+      const value = pick(r);
+      return typeof value === "number" ? [[r.step, value]] : [];
+    }),
+  });
   const tested = epochs.filter((r) => typeof r.testAccuracy === "number");
   const rate = (steps.length ? steps : epochs).map((r): [number, number] => [
     r.step,
@@ -85,6 +96,10 @@ function charts(records: readonly MetricRecord[]): Chart[] {
         data: epochs.filter((r) => typeof r.validationLoss === "number")
           .map((r) => [r.step, r.validationLoss as number]),
       },
+      ...(evals.length === 0 ? [] : [
+        estimate("train (estimate_loss)", "#2ca02c", (r) => r.trainLoss),
+        estimate("validation (estimate_loss)", "#8c564b", (r) => r.validationLoss),
+      ]),
     ]),
   }, {
     id: "accuracy",
@@ -170,10 +185,18 @@ export function renderReport(
     : typeof lastEpoch?.validationLoss === "number"
     ? `, validation loss ${lastEpoch.validationLoss.toFixed(4)}`
     : "";
-  const status = last
-    ? `epoch ${last.epoch}/${config.epochs}, step ${last.step}, loss ${last.loss.toFixed(4)}` +
-      `${accuracy}; updated ${last.time}`
-    : "no step finished yet";
+  const lastEval = records.findLast((r) => r.kind === "eval");
+  const estimated = typeof lastEval?.validationLoss === "number"
+    ? `; at iter ${lastEval.step} train loss ${lastEval.trainLoss?.toFixed(4)}, ` +
+      `val loss ${lastEval.validationLoss.toFixed(4)}`
+    : "";
+  const status = !last
+    ? "no step finished yet"
+    : config.dataset === "tokens"
+    ? `iter ${last.step}/${config.maxIters}, loss ${last.loss.toFixed(4)}${estimated}; ` +
+      `updated ${last.time}`
+    : `epoch ${last.epoch}/${config.epochs}, step ${last.step}, loss ${last.loss.toFixed(4)}` +
+      `${accuracy}; updated ${last.time}`;
   const rows = Object.entries({ ...config, worldSize }).map(([key, value]) =>
     `<tr><td>${escapeHtml(key)}</td><td>${escapeHtml(String(value))}</td></tr>`
   ).join("\n");

@@ -123,6 +123,7 @@ export function loadShardedSnapshot(
     epochsRun: progress.epochsRun,
     step: progress.step,
     sampler: progress.sampler,
+    ...(progress.bestValLoss === undefined ? {} : { bestValLoss: progress.bestValLoss }),
     fingerprint,
   };
 }

@@ -36,6 +36,8 @@ export const ProgressSchema = z.object({
     position: z.number().int().positive().optional(),
   }).strict(),
   rng: z.object({ seed: decimal, offset: decimal }).strict(),
+  /** Iteration-based runs: the best validation loss so far (nanoGPT's `best_val_loss`). */
+  bestValLoss: z.number().optional(),
 });
 
 /** The schema of a snapshot's `dtrain` metadata (JSON): anything else is refused. */
@@ -122,6 +124,8 @@ export interface SnapshotInfo {
   step?: number;
   /** The sampler's state: epoch, seed, and for a snapshot taken mid-epoch the global position. */
   sampler: { epoch: number; seed: number; position?: number };
+  /** Iteration-based runs (where `step` is nanoGPT's `iter_num`): the best validation loss. */
+  bestValLoss?: number;
 }
 
 /**
@@ -178,6 +182,7 @@ export function saveSnapshot(
       step: info.step,
       sampler: info.sampler,
       rng: getRngState(),
+      ...(info.bestValLoss === undefined ? {} : { bestValLoss: info.bestValLoss }),
       optimizer: { paramGroups: optim.paramGroups, scalars },
     }),
   });
@@ -227,7 +232,8 @@ export function loadSnapshot(
       );
     }
     setRngState(meta.rng);
-    return { epochsRun: meta.epochsRun, step: meta.step, sampler: meta.sampler };
+    const { epochsRun, step, sampler, bestValLoss } = meta;
+    return { epochsRun, step, sampler, ...(bestValLoss === undefined ? {} : { bestValLoss }) };
   } finally {
     for (const t of Object.values(tensors)) t.dispose();
   }

@@ -1,0 +1,321 @@
+/**
+ * Iteration-based training (`--dataset tokens`), as nanoGPT's train.py: random batches of a
+ * token file, nanoGPT's learning-rate schedule, gradient accumulation, `estimate_loss` every
+ * `evalInterval` iterations and a snapshot when the validation loss improves (or always, with
+ * `alwaysSaveCheckpoint`), on one process or on every rank of a DDP or FSDP job.
+ *
+ * Two things differ from train.py, both for several ranks: every rank evaluates (a fully sharded
+ * model's forward needs them all) and the losses are averaged over the ranks; and a resumed run
+ * reseeds from the seed, the rank and the iteration, so its ranks draw different batches.
+ * @module
+ */
+
+import { getRank, getWorldSize, isInitialized } from "../dist/mod.ts";
+import { CheckpointError } from "../checkpoint/mod.ts";
+import type { Module } from "../nn/module.ts";
+import type { Optimizer } from "../optim/optimizer.ts";
+import { DistributedDataParallel } from "../parallel/ddp.ts";
+import type { FSDPModule } from "../parallel/fsdp/fully_shard.ts";
+import { noGrad } from "../tensor/autograd.ts";
+import { manualSeed } from "../tensor/random.ts";
+import { tidy, tidyAsync } from "../tensor/scope.ts";
+import type { Device } from "../tensor/storage.ts";
+import type { Tensor } from "../tensor/tensor.ts";
+import { GPT } from "../nn/gpt.ts";
+import { stopAgreed } from "../launch/stop_request.ts";
+import { ConfigError, type TrainConfig } from "./_schema.ts";
+import { processDevice } from "./devices.ts";
+import { buildModel, buildOptimizer, fullyShardModel } from "./model.ts";
+import { openTokenData, type TokenData } from "./_tokens.ts";
+import { estimateMfu, getLr, type MfuShape } from "./_nanogpt.ts";
+import { sumOverRanks } from "./_stats.ts";
+import { checkStep } from "./_finite.ts";
+import { checkResumeAcrossRanks } from "./_resume.ts";
+import { RunLog } from "./metrics.ts";
+import { resumeSnapshot, type SnapshotPlace, writeSnapshot } from "./_snapshots.ts";
+
+/** What an iteration-based run reports. */
+export interface IterResult {
+  /** The iteration the run ended at (nanoGPT's `iter_num`), resumed ones included. */
+  iterNum: number;
+  /** Iterations trained by this call. */
+  itersHere: number;
+  /** The last logged training loss (NaN if none). */
+  lastLoss: number;
+  /** The last `estimate_loss`, or null when none ran. */
+  losses: { train: number; val: number } | null;
+  /** The best validation loss so far (nanoGPT's `best_val_loss`, 1e9 before any). */
+  bestValLoss: number;
+}
+
+/** nanoGPT's starting `best_val_loss`. */
+const NO_VAL_LOSS = 1e9;
+
+/** Trains a GPT on a token file by iterations; in a DDP or FSDP job every rank runs one. */
+export class IterTrainer {
+  readonly rank: number;
+  readonly worldSize: number;
+  readonly data: TokenData;
+  readonly model: Module;
+  readonly device: Device;
+  readonly optimizer: Optimizer<{ lr: number }>;
+  /** The next iteration to run (nanoGPT's `iter_num`). */
+  iterNum = 0;
+  bestValLoss = NO_VAL_LOSS;
+  /** Whether the launcher's request ended the run, with iterations left. */
+  stoppedOnRequest = false;
+  /** Micro-steps per iteration on this rank (nanoGPT divides them over the ranks). */
+  readonly microSteps: number;
+  readonly #fsdp: FSDPModule | null;
+  readonly #mfu: MfuShape;
+  #ddp: DistributedDataParallel | null = null;
+  #runLog: RunLog | null = null;
+
+  /**
+   * Reads the data and builds the model (fully sharded under `--strategy fsdp`) and its optimizer;
+   * call {@linkcode IterTrainer.init} before training.
+   * @throws ConfigError naming the data, or a world size that does not divide the micro-steps.
+   */
+  constructor(readonly config: TrainConfig, readonly log: (line: string) => void = console.log) {
+    const distributed = isInitialized();
+    this.rank = distributed ? getRank() : 0;
+    this.worldSize = distributed ? getWorldSize() : 1;
+    if (config.gradientAccumulationSteps % this.worldSize !== 0) {
+      throw new ConfigError(
+        "gradientAccumulationSteps",
+        `must be a multiple of the world size (${this.worldSize}), got ` +
+          `${config.gradientAccumulationSteps}`,
+      );
+    }
+    this.microSteps = config.gradientAccumulationSteps / this.worldSize;
+    this.data = openTokenData(config.dataDir, config.blockSize);
+    // Every rank builds the same model from the seed; each then draws its own batches.
+    manualSeed(config.seed);
+    this.device = processDevice(config.device);
+    const whole = config.initFrom === "scratch" || config.initFrom === "resume"
+      ? buildModel(config, { inputs: 1, outputs: this.data.meta.vocabSize })
+      : pretrained(config, this.rank === 0 ? log : () => {});
+    const gpt = whole as GPT;
+    this.#mfu = { ...gpt.config, params: gpt.numParams() };
+    const model = whole.to(this.device);
+    this.#fsdp = config.strategy === "fsdp" ? fullyShardModel(model) : null;
+    this.model = model;
+    this.optimizer = buildOptimizer(config, model);
+    manualSeed(config.seed + this.rank);
+  }
+
+  /**
+   * Resumes from the snapshot with `--init-from resume` (and in a worker the launcher restarted),
+   * checks that every rank resumed the same, then wraps the model in DDP when distributed.
+   * @throws CheckpointError for `resume` without a snapshot, or one that does not fit.
+   */
+  async init(): Promise<void> {
+    const { config } = this;
+    const restarted = Number(Deno.env.get("DTRAIN_RESTART_COUNT") ?? 0) > 0;
+    let found = false, checksum = 0;
+    if (config.initFrom === "resume" || restarted) {
+      const info = resumeSnapshot(this.#place, this.model, this.optimizer, Infinity);
+      if (info === null && !restarted) {
+        throw new CheckpointError(config.snapshot, "--init-from resume: there is no snapshot");
+      }
+      if (info !== null) {
+        found = true;
+        checksum = info.checksum;
+        this.iterNum = info.step ?? 0;
+        this.bestValLoss = info.bestValLoss ?? NO_VAL_LOSS;
+        // The snapshot's generator is rank 0's: each rank draws batches of its own again.
+        manualSeed(config.seed + this.rank + this.worldSize * this.iterNum);
+        if (this.rank === 0) this.log(`resuming from ${config.snapshot} at iter ${this.iterNum}`);
+      }
+    }
+    if (this.worldSize > 1) {
+      const of = this.#fsdp ? "snapshot" : "model";
+      const loaded = { found, epochsRun: this.iterNum, checksum, of } as const;
+      await checkResumeAcrossRanks(config.snapshot, this.worldSize, loaded);
+      if (!this.#fsdp) this.#ddp = await DistributedDataParallel.create(this.model);
+    }
+    if (this.rank === 0) {
+      const tokens = this.config.gradientAccumulationSteps * this.config.batchSize *
+        this.config.blockSize;
+      this.log(`tokens per iteration will be: ${tokens.toLocaleString("en-US")}`);
+      this.log(`number of parameters: ${(this.#mfu.params / 1e6).toFixed(2)}M`);
+      // What the iteration resumed at logs again is dropped from the record.
+      this.#runLog = await RunLog.open(config, this.worldSize, found ? this.iterNum - 1 : null);
+    }
+  }
+
+  /** This rank's batch of `split` (nanoGPT's `get_batch`), on the model's device. */
+  getBatch(split: "train" | "val"): [Tensor, Tensor] {
+    const { batchSize, blockSize } = this.config;
+    return this.data[split].getBatch(batchSize, blockSize, { device: this.device });
+  }
+
+  /** The mean loss of a batch: nanoGPT's `logits, loss = model(X, Y)`. */
+  #loss(x: Tensor, y: Tensor): Tensor {
+    return (this.model as GPT).forward(x, y).loss;
+  }
+
+  /**
+   * nanoGPT's `estimate_loss`: the mean loss over `evalIters` random batches of each split, in
+   * evaluation mode, then averaged over the ranks.
+   */
+  async estimateLoss(): Promise<{ train: number; val: number }> {
+    this.model.eval();
+    const mean = (split: "train" | "val") => {
+      let sum = 0;
+      for (let k = 0; k < this.config.evalIters; k++) {
+        sum += tidy(() => noGrad(() => this.#loss(...this.getBatch(split)).item()));
+      }
+      return sum / this.config.evalIters;
+    };
+    const train = mean("train"), val = mean("val");
+    this.model.train();
+    const [t, v] = await sumOverRanks([train, val], this.worldSize);
+    return { train: t / this.worldSize, val: v / this.worldSize };
+  }
+
+  /**
+   * One micro-step: forward, the loss divided by the accumulation steps, backward (gradients
+   * synchronised over the ranks only when `sync`). Returns the divided loss.
+   */
+  async #microStep(x: Tensor, y: Tensor, sync: boolean): Promise<number> {
+    const ddp = this.#ddp, fsdp = this.#fsdp;
+    return await tidyAsync(async () => {
+      const loss = this.#loss(x, y).div(this.config.gradientAccumulationSteps);
+      if (fsdp) await (sync ? fsdp.backward(loss) : fsdp.noSync(() => fsdp.backward(loss)));
+      else if (ddp) {
+        // nanoGPT's `model.require_backward_grad_sync = (micro_step == gradient_accumulation_steps - 1)`
+        ddp.requireBackwardGradSync = sync;
+        await ddp.backward(loss);
+      } else loss.backward();
+      return loss.item();
+    });
+  }
+
+  /** Scales the gradients to a total norm of `--grad-clip` when above it (clip_grad_norm_). */
+  #clip(norm: number): void {
+    const coef = this.config.gradClip / (norm + 1e-6);
+    if (this.config.gradClip === 0 || coef >= 1) return;
+    noGrad(() => {
+      for (const p of this.model.parameters()) p.grad?.mul_(coef);
+    });
+  }
+
+  /** nanoGPT's training loop, from `iterNum` to `maxIters` (both included, as train.py). */
+  async train(): Promise<IterResult> {
+    const c = this.config, first = this.iterNum;
+    let [x, y] = this.getBatch("train");
+    let t0 = performance.now(), localIter = 0, runningMfu = -1, lastLoss = NaN, rate = 0;
+    let losses: IterResult["losses"] = null;
+    try {
+      while (true) {
+        const lr = c.decayLr ? getLr(this.iterNum, c) : c.lr;
+        for (const group of this.optimizer.paramGroups) group.lr = lr;
+        if (this.iterNum % c.evalInterval === 0) {
+          losses = await this.estimateLoss();
+          await this.#evaluated(losses, lr, rate);
+        }
+        if (this.iterNum === 0 && c.evalOnly) break;
+        let loss = 0;
+        for (let micro = 0; micro < this.microSteps; micro++) {
+          loss = await this.#microStep(x, y, micro === this.microSteps - 1);
+          x.dispose();
+          y.dispose();
+          [x, y] = this.getBatch("train");
+        }
+        const lossf = loss * c.gradientAccumulationSteps;
+        const norm = await checkStep(this.model, lossf, this.iterNum, !!this.#fsdp, this.worldSize);
+        this.#clip(norm);
+        this.optimizer.step();
+        this.optimizer.zeroGrad();
+        const t1 = performance.now(), dt = (t1 - t0) / 1000;
+        t0 = t1;
+        rate = c.batchSize * c.gradientAccumulationSteps / dt;
+        if (this.iterNum % c.logInterval === 0 && this.rank === 0) {
+          lastLoss = lossf;
+          if (localIter >= 5) { // let the loop settle, as nanoGPT
+            const mfu = estimateMfu(this.#mfu, c.batchSize * this.microSteps, dt);
+            runningMfu = runningMfu === -1 ? mfu : 0.9 * runningMfu + 0.1 * mfu;
+          }
+          this.log(
+            `iter ${this.iterNum}: loss ${lossf.toFixed(4)}, time ${(dt * 1000).toFixed(2)}ms, ` +
+              `mfu ${(runningMfu * 100).toFixed(2)}%`,
+          );
+          await this.#runLog?.add({
+            kind: "step",
+            step: this.iterNum,
+            epoch: 0,
+            loss: lossf,
+            lr,
+            samplesPerSecond: rate,
+            gradNorm: norm,
+          });
+        }
+        this.iterNum++;
+        localIter++;
+        if (this.iterNum > c.maxIters) break;
+        if (await stopAgreed(this.worldSize)) {
+          this.stoppedOnRequest = true;
+          await this.saveSnapshot();
+          break;
+        }
+      }
+    } finally {
+      x.dispose();
+      y.dispose();
+    }
+    await this.#runLog?.writeReport();
+    const { iterNum, bestValLoss } = this;
+    return { iterNum, itersHere: iterNum - first, lastLoss, losses, bestValLoss };
+  }
+
+  /** Logs an evaluation and saves the snapshot when the validation loss improved. */
+  async #evaluated(losses: { train: number; val: number }, lr: number, rate: number) {
+    const { train, val } = losses;
+    if (this.rank === 0) {
+      this.log(`step ${this.iterNum}: train loss ${train.toFixed(4)}, val loss ${val.toFixed(4)}`);
+      await this.#runLog?.add({
+        kind: "eval",
+        step: this.iterNum,
+        epoch: 0,
+        loss: train,
+        trainLoss: train,
+        validationLoss: val,
+        lr,
+        samplesPerSecond: rate,
+      });
+    }
+    if (val < this.bestValLoss || this.config.alwaysSaveCheckpoint) {
+      this.bestValLoss = val;
+      if (this.iterNum > 0) await this.saveSnapshot();
+    }
+  }
+
+  /** Writes the snapshot (every rank calls it): the model, optimizer, iter_num, best_val_loss. */
+  async saveSnapshot(): Promise<void> {
+    if (this.rank === 0) this.log(`saving checkpoint to ${this.config.snapshot}`);
+    await writeSnapshot(this.#place, this.model, this.optimizer, {
+      epochsRun: 0,
+      step: this.iterNum,
+      sampler: { epoch: 0, seed: this.config.seed },
+      bestValLoss: this.bestValLoss,
+    });
+  }
+
+  get #place(): SnapshotPlace {
+    const { snapshot: path, strategy } = this.config;
+    return { path, strategy, rank: this.rank, worldSize: this.worldSize };
+  }
+}
+
+/**
+ * `--init-from DIR`: GPT-2 weights from a Hugging Face folder (GPT.fromPretrained, with the
+ * configured dropout), its position table cropped to `--block-size` when that is shorter, as
+ * nanoGPT's `init_from='gpt2*'`.
+ */
+function pretrained(config: TrainConfig, log: (line: string) => void): GPT {
+  log(`Initializing from GPT-2 weights: ${config.initFrom}`);
+  const model = GPT.fromPretrained(config.initFrom, { dropout: config.dropout });
+  if (config.blockSize < model.config.blockSize) model.cropBlockSize(config.blockSize);
+  return model;
+}

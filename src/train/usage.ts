@@ -1,0 +1,89 @@
+/** The train job's `--help` text. @module */
+
+import { DEFAULTS, FSDP_SNAPSHOTS, GPT_DEFAULTS, TOKENS_DEFAULTS } from "./_schema.ts";
+
+const T = { ...DEFAULTS, ...GPT_DEFAULTS, ...TOKENS_DEFAULTS };
+
+const EPOCHS = `usage: deno task train [EPOCHS SAVE_EVERY] [options]
+
+  EPOCHS SAVE_EVERY        the original project's positional form (same as --epochs, --save-every)
+  --epochs N               epochs to train (default ${DEFAULTS.epochs})
+  --save-every N           write a snapshot every N epochs (default ${DEFAULTS.saveEvery})
+  --save-every-steps N     also every N steps within an epoch (default 0: off); a job restarted
+                           from one goes on from that sample, at any world size
+  --batch-size N           samples per batch and process (default ${DEFAULTS.batchSize})
+  --lr X                   learning rate (default ${DEFAULTS.lr})
+  --optimizer sgd|adamw    (default ${DEFAULTS.optimizer}); --momentum X, --weight-decay X
+  --lr-schedule constant|cosine (default ${DEFAULTS.lrSchedule}); cosine: linear warmup over
+                           --warmup-steps N, then a cosine decay to lr/10 at the last step
+  --model mlp|linear|gpt   (default ${DEFAULTS.model}); --hidden 512,512 for the MLP's hidden sizes
+  --dataset fashion-mnist|synthetic|text|tokens (default ${DEFAULTS.dataset}; text and tokens
+                           with gpt; tokens trains by iterations, as nanoGPT: see below)
+  --data-root DIR          the data set's folder (default: its Debian package's)
+  --block-size N --n-layer N --n-head N --n-embd N --dropout X
+                           the GPT's shape (defaults ${DEFAULTS.blockSize}, ${DEFAULTS.nLayer}, ${DEFAULTS.nHead}, ${DEFAULTS.nEmbd}, ${DEFAULTS.dropout}); --model gpt
+                           also defaults to --dataset text --optimizer adamw --lr ${GPT_DEFAULTS.lr}
+                           --lr-schedule cosine --warmup-steps ${GPT_DEFAULTS.warmupSteps} --weight-decay ${GPT_DEFAULTS.weightDecay} --batch-size ${GPT_DEFAULTS.batchSize} --epochs ${GPT_DEFAULTS.epochs} --snapshot ${GPT_DEFAULTS.snapshot}
+  --snapshot PATH          snapshot file; an existing one is resumed (default ${DEFAULTS.snapshot});
+                           metrics.jsonl, report.html and logs/ (one per rank) go beside it
+  --config FILE.json|FILE.py settings as JSON (camelCase keys), or a nanoGPT config file as it
+                           is (its key = literal lines, snake_case names; see below); flags
+                           override it
+  --seed N, --threads N (BLAS threads per process, 0 = automatic)
+  --max-steps N            stop after N optimizer steps over the whole run, resumed ones included
+                           (default 0: no limit); the snapshot then resumes mid-epoch
+  --log-every N            log the loss, learning rate, throughput and gradient norm every N steps
+                           (default 0: about 10 times an epoch), to the console and metrics.jsonl
+  --nproc-per-node N       worker processes on this machine (default ${DEFAULTS.nprocPerNode}; 1 = no launcher)
+  --nnodes N|MIN:MAX --node-rank R --master-addr A --master-port P --max-restarts K --log-dir D
+                           multi-node launch, spelled like torchrun (--log-dir: default logs/
+                           beside the snapshot)
+  --device cpu|cuda|emu    (default cpu) cuda: one GPU per process; emu: the emulated
+                           accelerator (a GPU's contract over the CPU kernels, for CI)
+  --strategy ddp|fsdp      (default ${DEFAULTS.strategy}) ddp: every process keeps the whole model; fsdp: the
+                           parameters, gradients and optimizer state are sharded over the processes
+                           (each GPT block, each MLP layer, then the rest), the snapshot is a
+                           sharded folder (default ${FSDP_SNAPSHOTS.other}, with gpt ${FSDP_SNAPSHOTS.gpt})
+                           that resumes on any --nproc-per-node, and the final model goes to
+                           model.safetensors beside it
+  --profile PATH           write a Chrome trace (Perfetto, chrome://tracing) of every rank to PATH
+`;
+
+const ITERATIONS = `
+--dataset tokens: nanoGPT's train.py, iteration by iteration (defaults: nanoGPT's, except the
+model's shape, which stays the job's small one unless a config file sets it)
+  --data-dir DIR           train.bin and val.bin (uint16 tokens) and meta.json (vocabSize, and a
+                           char table to decode the sample), as deno task prepare writes them; a
+                           nanoGPT config's dataset = 'NAME' reads data/NAME
+  --out-dir DIR            the snapshot's folder (default ${T.outDir}: ${T.outDir}/snapshot.safetensors,
+                           under fsdp ${T.outDir}/snapshot); --snapshot PATH overrides it
+  --max-iters N            train iterations 0..N (default ${T.maxIters})
+  --eval-interval N        every N iterations (and at 0) estimate the train and val loss, each
+                           the mean over --eval-iters N random batches (defaults ${T.evalInterval}, ${T.evalIters}),
+                           then save the snapshot if the val loss improved
+  --always-save-checkpoint true|false  save at every evaluation (default ${T.alwaysSaveCheckpoint})
+  --eval-only true|false   stop after the first evaluation (default ${T.evalOnly})
+  --log-interval N         log the loss every N iterations (default ${T.logInterval})
+  --init-from scratch|resume|DIR  (default ${T.initFrom}) resume: from the snapshot; DIR: GPT-2
+                           weights (GPT.fromPretrained); a restarted worker resumes its snapshot
+  --gradient-accumulation-steps N  micro-steps per iteration over all ranks, the loss divided by
+                           it, gradients synchronised at the last (default ${T.gradientAccumulationSteps}); a multiple
+                           of the world size
+  --batch-size N           micro-batch size (default ${T.batchSize}); --lr X (default ${T.lr})
+  --beta1 X --beta2 X      AdamW's betas (defaults ${T.beta1}, ${T.beta2}); --weight-decay X (default ${T.weightDecay})
+  --grad-clip X            clip the gradient norm at X, 0 = off (default ${T.gradClip})
+  --decay-lr true|false    nanoGPT's get_lr (default ${T.decayLr}): linear warmup over --warmup-iters N,
+                           then a cosine decay to --min-lr X at --lr-decay-iters N (defaults
+                           ${T.warmupIters}, ${T.minLr}, ${T.lrDecayIters})
+  --bias true|false        biases in the Linear and LayerNorm layers (default ${T.bias}; ${DEFAULTS.bias} for text)
+  --seed N (default ${T.seed}; rank r draws batches from seed + r), --nproc-per-node N (default ${T.nprocPerNode})
+
+A nanoGPT config file (--config config/train_shakespeare_char.py) sets out_dir, eval_interval,
+eval_iters, eval_only, log_interval, always_save_checkpoint, init_from, dataset,
+gradient_accumulation_steps, batch_size, block_size, n_layer, n_head, n_embd, dropout, bias,
+learning_rate, max_iters, weight_decay, beta1, beta2, grad_clip, decay_lr, warmup_iters,
+lr_decay_iters, min_lr and device; wandb_*, compile, backend and dtype are read and ignored.
+`;
+
+/** The usage text printed by `--help`. */
+export const USAGE: string = EPOCHS + ITERATIONS;
