@@ -40,7 +40,7 @@ const RECIPES: Record<string, Recipe> = {
     dirs: ["core"],
     compilerEnv: "CC",
     compiler: "cc",
-    flags: ["-O3", "-march=native", "-fno-math-errno", "-std=c11", "-fPIC"],
+    flags: ["-O3", "-march=native", "-fno-math-errno", "-fno-trapping-math", "-std=c11", "-fPIC"],
     libs: ["-lopenblas", "-lm"],
     packages: ["build-essential", "libopenblas-dev"],
   },

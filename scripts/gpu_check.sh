@@ -104,7 +104,7 @@ if [[ ${1:-} == --pack ]]; then
   rm -rf .device/deno_dir
 
   # -march=native would use whatever this processor has (AVX-512 here, say); the GPU host's may not.
-  CFLAGS="-O3 -march=x86-64-v3 -fno-math-errno" make -s BUILD="$stage/build" \
+  CFLAGS="-O3 -march=x86-64-v3 -fno-math-errno -fno-trapping-math" make -s BUILD="$stage/build" \
     "$stage/build/libdtrain.so" "$stage/build/libdtrain_gloo.so"
   [[ -n $NVCC ]] || { echo "gpu_check --pack: nvcc not found: the CUDA library cannot be built" >&2; exit 1; }
   make -s cuda NVCC="$NVCC"
