@@ -55,3 +55,29 @@ export function checkDType(op: string, dtype: string): asserts dtype is DType {
 export function isInt64Name(name: string): boolean {
   return name === "i64" || name === "int64" || name === "long";
 }
+
+/** PyTorch's other dtypes, by dtrain's short names and PyTorch's: refused by `to()` as dtypes. */
+const FOREIGN_DTYPES = new Set([
+  "bf16",
+  "bfloat16",
+  "f16",
+  "float16",
+  "half",
+  "f64",
+  "float64",
+  "double",
+  "i8",
+  "int8",
+  "u8",
+  "uint8",
+  "i16",
+  "int16",
+]);
+
+/**
+ * Whether `name` names a dtype, dtrain's or one it lacks (`"bf16"`, `"i64"`), so that `to()`
+ * refuses it as a dtype ("unknown dtype") rather than looking for a device of that name.
+ */
+export function isDTypeName(name: string): boolean {
+  return isDType(name) || isInt64Name(name) || FOREIGN_DTYPES.has(name);
+}

@@ -5,7 +5,7 @@
  * @module
  */
 
-import { type DType, isDType, isInt64Name, itemSize } from "./dtype.ts";
+import { type DType, isDTypeName, itemSize } from "./dtype.ts";
 import { type Device, Storage } from "./storage.ts";
 import { track } from "./scope.ts";
 import { backward, type BackwardOptions, type Node } from "./autograd.ts";
@@ -352,7 +352,7 @@ export class Tensor extends TensorMath implements Disposable {
    * registered one; the move stays in the graph): a copy, or a new view when nothing changes.
    */
   to(target: DType | Device): Tensor {
-    const c = isDType(target) || isInt64Name(target)
+    const c = isDTypeName(target)
       ? shapeOps.to(this, target as DType)
       : shapeOps.toDevice(this, target);
     return c === this ? shapeOps.identity(this) : c;

@@ -155,6 +155,13 @@ Deno.test("i64 data converts to i32 when every value fits, and is refused with i
     () => zeros([1], { dtype: "f64" as DType }),
     /zeros: unknown dtype "f64" \(dtrain has f32, i32, bool, u16\)$/,
   );
+  // PyTorch's dtypes that dtrain lacks are refused by to() as dtypes, not looked up as devices.
+  for (const name of ["bf16", "bfloat16", "f16", "half", "float64"]) {
+    assert.throws(
+      () => tensor([1], [1]).to(name as DType),
+      new RegExp(`to: unknown dtype "${name}" \\(dtrain has f32, i32, bool, u16\\)$`),
+    );
+  }
 });
 
 Deno.test("a TensorDataset of u16 rows gathers 2-byte rows", () => {
