@@ -235,9 +235,12 @@ export class GPT extends Module {
    *
    * @param fwdbwdPerIter Forward-backward passes per iteration (batch size × accumulation steps).
    * @param dt Seconds per iteration.
+   * @param numParams The parameters counted (default `numParams()`: nanoGPT's). A fully sharded
+   *   GPT's parameters are this rank's shards, so a caller passes the whole model's, counted
+   *   before sharding.
    */
-  estimateMfu(fwdbwdPerIter: number, dt: number): number {
-    const n = this.numParams();
+  estimateMfu(fwdbwdPerIter: number, dt: number, numParams: number = this.numParams()): number {
+    const n = numParams;
     const { nLayer: l, nHead: h, nEmbd, blockSize: t } = this.config;
     const q = Math.floor(nEmbd / h);
     const flopsPerToken = 6 * n + 12 * l * h * q * t;

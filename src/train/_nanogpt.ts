@@ -1,6 +1,6 @@
 /**
  * nanoGPT train.py's arithmetic, for iteration-based training: the learning rate of an iteration
- * (`get_lr`) and the model flops utilisation (`estimate_mfu`).
+ * (`get_lr`). Its model flops utilisation is `GPT.estimateMfu`.
  * @module
  */
 
@@ -35,27 +35,4 @@ export function getLr(it: number, s: LrSettings): number {
     minLr: s.minLr,
     warmup: "nanogpt",
   });
-}
-
-/** The model's sizes `estimate_mfu` reads. */
-export interface MfuShape {
-  /** Parameters without the position embeddings (nanoGPT's `get_num_params()`). */
-  params: number;
-  nLayer: number;
-  nHead: number;
-  nEmbd: number;
-  blockSize: number;
-}
-
-/**
- * nanoGPT's `estimate_mfu(fwdbwd_per_iter, dt)` (GPT.estimateMfu) from the whole model's sizes,
- * which a fully sharded GPT's parameters (each rank's shards) no longer give: the flops of `fwdbwdPerIter` sequences forward
- * and backward (the PaLM paper's 6N + 12·L·H·Q·T per token) per second, as a fraction of an A100's
- * bfloat16 peak of 312 TFLOPS (nanoGPT's yardstick, kept so the numbers compare).
- */
-export function estimateMfu(shape: MfuShape, fwdbwdPerIter: number, dtSeconds: number): number {
-  const { params, nLayer: l, nHead: h, nEmbd, blockSize: t } = shape;
-  const flopsPerToken = 6 * params + 12 * l * h * (nEmbd / h) * t;
-  const flopsPerIter = flopsPerToken * t * fwdbwdPerIter;
-  return flopsPerIter / dtSeconds / 312e12;
 }

@@ -27,7 +27,7 @@ import { ConfigError, type TrainConfig } from "./_schema.ts";
 import { processDevice } from "./devices.ts";
 import { buildModel, buildOptimizer, fullyShardModel } from "./model.ts";
 import { openTokenData, type TokenData } from "./_tokens.ts";
-import { estimateMfu, getLr, type MfuShape } from "./_nanogpt.ts";
+import { getLr } from "./_nanogpt.ts";
 import { sumOverRanks } from "./_stats.ts";
 import { checkStep } from "./_finite.ts";
 import { checkResumeAcrossRanks } from "./_resume.ts";
@@ -67,7 +67,9 @@ export class IterTrainer {
   /** Micro-steps per iteration on this rank (nanoGPT divides them over the ranks). */
   readonly microSteps: number;
   readonly #fsdp: FSDPModule | null;
-  readonly #mfu: MfuShape;
+  /** The GPT, and its parameters counted before FSDP made them this rank's shards (for MFU). */
+  readonly #gpt: GPT;
+  readonly #params: number;
   #ddp: DistributedDataParallel | null = null;
   #runLog: RunLog | null = null;
 
@@ -96,7 +98,8 @@ export class IterTrainer {
       ? buildModel(config, { inputs: 1, outputs: this.data.meta.vocabSize })
       : pretrained(config, this.rank === 0 ? log : () => {});
     const gpt = whole as GPT;
-    this.#mfu = { ...gpt.config, params: gpt.numParams() };
+    this.#gpt = gpt;
+    this.#params = gpt.numParams();
     const model = whole.to(this.device);
     this.#fsdp = config.strategy === "fsdp" ? fullyShardModel(model) : null;
     this.model = model;
@@ -138,7 +141,7 @@ export class IterTrainer {
       const tokens = this.config.gradientAccumulationSteps * this.config.batchSize *
         this.config.blockSize;
       this.log(`tokens per iteration will be: ${tokens.toLocaleString("en-US")}`);
-      this.log(`number of parameters: ${(this.#mfu.params / 1e6).toFixed(2)}M`);
+      this.log(`number of parameters: ${(this.#params / 1e6).toFixed(2)}M`);
       // What the iteration resumed at logs again is dropped from the record.
       this.#runLog = await RunLog.open(config, this.worldSize, found ? this.iterNum - 1 : null);
     }
@@ -234,7 +237,7 @@ export class IterTrainer {
         if (this.iterNum % c.logInterval === 0 && this.rank === 0) {
           lastLoss = lossf;
           if (localIter >= 5) { // let the loop settle, as nanoGPT
-            const mfu = estimateMfu(this.#mfu, c.batchSize * this.microSteps, dt);
+            const mfu = this.#gpt.estimateMfu(c.batchSize * this.microSteps, dt, this.#params);
             runningMfu = runningMfu === -1 ? mfu : 0.9 * runningMfu + 0.1 * mfu;
           }
           this.log(
