@@ -117,6 +117,16 @@ const NONE: Capabilities = {
   allocShared: false,
 };
 
+/** What the shared-memory transport can do (the "shm" row, and under "emu"). */
+const SHM: Capabilities = {
+  ...NONE,
+  allReduceBlocking: true,
+  allGatherBlocking: true,
+  allGatherStart: true,
+  reduceScatter: true,
+  allocShared: true,
+};
+
 const one = async (backend: Promise<Backend>) => ({ backends: [await backend], unreachable: {} });
 
 /** The name of a row of {@linkcode BACKENDS}, as its communicator reports it. */
@@ -135,14 +145,7 @@ export const BACKENDS: Readonly<Record<BackendKind, BackendEntry>> = {
   shm: {
     connects: "one shared-memory segment of the host, its name passed through the store",
     reaches: ["host"],
-    capabilities: {
-      ...NONE,
-      allReduceBlocking: true,
-      allGatherBlocking: true,
-      allGatherStart: true,
-      reduceScatter: true,
-      allocShared: true,
-    },
+    capabilities: SHM,
     byHost: true,
     fits: (hosts) => hosts !== null && hosts.length === 1,
     connect: ({ init, store }) => one(ShmBackend.connect(init, store!)),
@@ -167,13 +170,8 @@ export const BACKENDS: Readonly<Record<BackendKind, BackendEntry>> = {
     connects: "the shared-memory transport on this rank's emulated device emu:<local rank>, " +
       "ordered after its queued kernels; one host only",
     reaches: ["emu"],
-    capabilities: {
-      ...NONE,
-      allReduceBlocking: true,
-      allGatherBlocking: true,
-      allGatherStart: true,
-      reduceScatter: true,
-    },
+    // The shared-memory transport's, but emulated memory is this process's alone: no shared blocks.
+    capabilities: { ...SHM, allocShared: false },
     byHost: "always",
     fits: () => true,
     connect: (rendezvous) => one(connectEmu(rendezvous)),
