@@ -47,6 +47,8 @@ const symbols = {
   dt_cast_i32_f32: { parameters: [ptr, ptr, i64], result: i32 },
   dt_cast_f32_i32: { parameters: [ptr, ptr, i64], result: i32 },
   dt_cast_u16_i32: { parameters: [ptr, ptr, i64], result: i32 },
+  dt_cast_f32_half: { parameters: [ptr, ptr, i64, i32], result: i32 },
+  dt_cast_half_f32: { parameters: [ptr, i32, ptr, i64], result: i32 },
   dt_binary: { parameters: [i32, ptr, i64, ptr, i64, ptr, i64], result: i32 },
   dt_binary_backward: { parameters: [i32, ptr, i64, ptr, i64, ptr, i64, ptr, ptr], result: i32 },
   dt_unary: { parameters: [i32, ptr, ptr, i64, f32], result: i32 },
@@ -172,7 +174,7 @@ export const UnaryOp = {
 export const CompareOp = { eq: 0, ne: 1, lt: 2, le: 3, gt: 4, ge: 5 } as const;
 
 /** Element types as the kernels number them (enum dt_dtype in csrc/core/dtrain.h). */
-export const DTypeCode = { f32: 0, i32: 1, bool: 2 } as const;
+export const DTypeCode = { f32: 0, i32: 1, bool: 2, bf16: 3, f16: 4 } as const;
 
 /** The symbol table itself: libdtrain_cuda.so exports the same kernels (ffi/cuda.ts shares it). */
 export { symbols as dtrainSymbols };

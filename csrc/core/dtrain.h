@@ -20,8 +20,9 @@ enum dt_status { DT_OK = 0, DT_EINVAL = 1, DT_ENOMEM = 2, DT_EUNSUPPORTED = 3 };
 /* The enums of the ABI, numbered as the TypeScript side numbers them (ffi/dtrain.ts). The unary
  * ops' enum (dt_unary_op) is in scalar_math.h, beside each op's formula and derivative. */
 enum dt_binary_op { DT_ADD = 0, DT_SUB = 1, DT_MUL = 2, DT_DIV = 3 };
-/* Element types (DTypeCode) and comparisons (CompareOp) of the bool and i32 kernels. */
-enum dt_dtype { DT_F32 = 0, DT_I32 = 1, DT_BOOL = 2 };
+/* Element types (DTypeCode) and comparisons (CompareOp) of the bool and i32 kernels; bf16 and f16
+ * are the 2-byte floats of the half kernels (half.c). */
+enum dt_dtype { DT_F32 = 0, DT_I32 = 1, DT_BOOL = 2, DT_BF16 = 3, DT_F16 = 4 };
 enum dt_compare_op { DT_EQ = 0, DT_NE = 1, DT_LT = 2, DT_LE = 3, DT_GT = 4, DT_GE = 5 };
 /* dt_cross_entropy's reduction, as PyTorch's F.cross_entropy names it. */
 enum dt_reduction { DT_REDUCTION_NONE = 0, DT_REDUCTION_MEAN = 1, DT_REDUCTION_SUM = 2 };
@@ -88,6 +89,9 @@ int dt_cast_i32_f32(const int32_t *src, float *dst, int64_t n);
 int dt_cast_f32_i32(const float *src, int32_t *dst, int64_t n);
 /* u16 (token storage) to i32, `n` elements. */
 int dt_cast_u16_i32(const uint16_t *src, int32_t *dst, int64_t n);
+/* half.c: f32 to bf16 or f16 (`dtype` DT_BF16, DT_F16), rounding to nearest even, and back. */
+int dt_cast_f32_half(const float *src, void *dst, int64_t n, int32_t dtype);
+int dt_cast_half_f32(const void *src, int32_t dtype, float *dst, int64_t n);
 int dt_binary(int32_t op, const float *a, int64_t na, const float *b, int64_t nb, float *out,
               int64_t n);
 int dt_binary_backward(int32_t op, const float *a, int64_t na, const float *b, int64_t nb,

@@ -31,16 +31,27 @@ const FILE_DTYPES: ReadonlyMap<DType, string> = new Map([
   ["f32", "F32"],
   ["i32", "I32"],
   ["u16", "U16"],
+  ["bf16", "BF16"],
+  ["f16", "F16"],
 ]);
 const DTRAIN_DTYPES: ReadonlyMap<string, DType> = new Map([
   ["F32", "f32"],
   ["I32", "i32"],
   ["U16", "u16"],
+  ["BF16", "bf16"],
+  ["F16", "f16"],
 ]);
 
-/** The reference's data order: its Dtype enum descending (F32, then I32, then U16). */
+/** The reference's data order: its Dtype enum descending (F32, I32, BF16, F16, then U16). */
 // bool is refused before layout (safetensors.ts): the rank only completes the table.
-const DTYPE_RANK: Readonly<Record<DType, number>> = { f32: 0, i32: 1, u16: 2, bool: 3 };
+const DTYPE_RANK: Readonly<Record<DType, number>> = {
+  f32: 0,
+  i32: 1,
+  bf16: 2,
+  f16: 3,
+  u16: 4,
+  bool: 5,
+};
 
 /** One tensor's place in the data region. */
 export interface TensorEntry {

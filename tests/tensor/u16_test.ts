@@ -153,13 +153,20 @@ Deno.test("i64 data converts to i32 when every value fits, and is refused with i
   assert.throws(() => tensor([1], [1]).to(i64), hint);
   assert.throws(
     () => zeros([1], { dtype: "f64" as DType }),
-    /zeros: unknown dtype "f64" \(dtrain has f32, i32, bool, u16\)$/,
+    /zeros: unknown dtype "f64" \(dtrain has f32, bf16, f16, i32, bool, u16\)$/,
   );
-  // PyTorch's dtypes that dtrain lacks are refused by to() as dtypes, not looked up as devices.
-  for (const name of ["bf16", "bfloat16", "f16", "half", "float64"]) {
+  // PyTorch's dtypes that dtrain lacks are refused by to() as dtypes, not looked up as devices;
+  // PyTorch's names of dtrain's dtypes get dtrain's name as the hint.
+  for (const name of ["float64", "int8"]) {
     assert.throws(
       () => tensor([1], [1]).to(name as DType),
-      new RegExp(`to: unknown dtype "${name}" \\(dtrain has f32, i32, bool, u16\\)$`),
+      new RegExp(`to: unknown dtype "${name}" \\(dtrain has f32, bf16, f16, i32, bool, u16\\)$`),
+    );
+  }
+  for (const [name, short] of [["bfloat16", "bf16"], ["half", "f16"], ["float16", "f16"]]) {
+    assert.throws(
+      () => tensor([1], [1]).to(name as DType),
+      new RegExp(`to: unknown dtype "${name}" .*; dtrain calls PyTorch's ${name} "${short}"$`),
     );
   }
 });

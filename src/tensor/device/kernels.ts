@@ -78,6 +78,10 @@ export interface Kernels {
   readonly castF32I32: KernelOf<"castF32I32">;
   /** u16 (token storage) to i32, `n` elements. */
   readonly castU16I32: KernelOf<"castU16I32">;
+  /** f32 to bf16 or f16 (`DTypeCode`), round to nearest even, PyTorch's bits (csrc/core/half.c). */
+  readonly castF32Half: KernelOf<"castF32Half">;
+  /** bf16 or f16 (`DTypeCode`) to f32, exact. */
+  readonly castHalfF32: KernelOf<"castHalfF32">;
   /** out = a op b, b or a repeating when shorter (`BinaryOp`). */
   readonly binary: KernelOf<"binary">;
   /** The gradients of `binary` (each output nullable). */

@@ -11,11 +11,18 @@ import {
   shapeSize,
 } from "../layout.ts";
 import type { Device } from "../storage.ts";
-import { checkDType, type DType } from "../dtype.ts";
+import {
+  checkDType,
+  type DType,
+  type FloatDType,
+  type HalfDType,
+  isFloat,
+  isHalf,
+} from "../dtype.ts";
 import type { Tensor } from "../tensor.ts";
 import { DTypeCode } from "../device/device.ts";
 import { canonicalDeviceName } from "../device/mod.ts";
-import { emptyOn } from "./_util.ts";
+import { emptyOn, temporaries } from "./_util.ts";
 
 /** A contiguous tensor with `t`'s elements: `t` itself when it already is (PyTorch semantics). */
 export function contiguous(t: Tensor): Tensor {
@@ -208,9 +215,11 @@ export function clone(t: Tensor): Tensor {
 }
 
 /**
- * Converts between f32, i32 and bool, and from u16 to any of them (a copy; truncation toward zero
- * for f32 to i32; non-zero is true, true is 1). Nothing converts to u16: it holds token data, made
- * from a Uint16Array or read from a file.
+ * Converts between f32, bf16, f16, i32 and bool, and from u16 to any of them (a copy; round to
+ * nearest even from f32 to bf16 and f16, with PyTorch's bits; truncation toward zero for floats
+ * to i32; non-zero is true, true is 1). Between floating-point dtypes the copy stays in the graph,
+ * its gradient converted back, as PyTorch's ToCopyBackward. Nothing converts to u16: it holds
+ * token data, made from a Uint16Array or read from a file.
  */
 export function to(t: Tensor, dtype: DType): Tensor {
   if (t.dtype === dtype) return t;
@@ -220,10 +229,18 @@ export function to(t: Tensor, dtype: DType): Tensor {
       `to: ${t.dtype} to u16 is not supported; u16 tensors hold token data (tensor() of a Uint16Array)`,
     );
   }
-  if (t.dtype === "u16" && dtype !== "i32") {
-    const wide = to(t, "i32");
+  if (isFloat(t.dtype) && isFloat(dtype)) return floatCast(t, dtype);
+  // Every other conversion with a 2-byte float, and u16 to anything but i32, passes through the
+  // dtype the direct kernels take (f32 for the floats, i32 for u16).
+  const via = isHalf(t.dtype) || isHalf(dtype)
+    ? "f32"
+    : t.dtype === "u16" && dtype !== "i32"
+    ? "i32"
+    : null;
+  if (via !== null) {
+    const wide = to(t, via);
     const out = to(wide, dtype);
-    wide.dispose();
+    if (wide !== t) wide.dispose();
     return out;
   }
   const src = contiguous(t);
@@ -233,13 +250,40 @@ export function to(t: Tensor, dtype: DType): Tensor {
     src.dtype === "u16"
       ? dev.kernels.castU16I32(src.ptr, out.ptr, t.numel())
       : src.dtype === "bool" || dtype === "bool"
-      ? dev.kernels.cast(src.ptr, DTypeCode[src.dtype], out.ptr, DTypeCode[dtype], t.numel())
+      ? dev.kernels.cast(
+        src.ptr,
+        DTypeCode[src.dtype as "bool"],
+        out.ptr,
+        DTypeCode[dtype as "bool"],
+        t.numel(),
+      )
       : dtype === "f32"
       ? dev.kernels.castI32F32(src.ptr, out.ptr, t.numel())
       : dev.kernels.castF32I32(src.ptr, out.ptr, t.numel()),
   );
   if (src !== t) src.dispose();
   return out;
+}
+
+/** f32 to or from a 2-byte float, or bf16 to f16 through f32, differentiably. */
+function floatCast(t: Tensor, dtype: FloatDType): Tensor {
+  if (isHalf(t.dtype) && isHalf(dtype)) {
+    const wide = floatCast(t, "f32");
+    const out = floatCast(wide, dtype);
+    wide.dispose();
+    return out;
+  }
+  const src = contiguous(t);
+  const out = emptyOn(src, t.shape, dtype);
+  const dev = out.storage.backend;
+  const n = t.numel();
+  dev.check(
+    dtype === "f32"
+      ? dev.kernels.castHalfF32(src.ptr, DTypeCode[src.dtype as HalfDType], out.ptr, n)
+      : dev.kernels.castF32Half(src.ptr, out.ptr, n, DTypeCode[dtype]),
+  );
+  const from = t.dtype as FloatDType;
+  return record(out, "ToCopyBackward", [src], (gy) => [to(gy, from)], temporaries([src, t]), []);
 }
 
 /**
