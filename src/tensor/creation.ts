@@ -1,6 +1,7 @@
 /** Tensor creation: from data, filled, random, ranges. @module */
 
-import { checkDType, type DType, refuseStorageOnly } from "./dtype.ts";
+import { DTypeCode } from "./device/device.ts";
+import { checkDType, type DType, type HalfDType, isHalf, refuseStorageOnly } from "./dtype.ts";
 import { fillRaw } from "./inplace.ts";
 import { checkShape, formatShape, shapeSize } from "./layout.ts";
 import { checkRandintBounds, nextRandomOffset, randomSeed } from "./random.ts";
@@ -95,12 +96,42 @@ function typedFor(
 }
 
 /**
+ * [Note: making 2-byte floats]
+ * bf16 and f16 tensors are made in f32 on their device and rounded there by the one conversion
+ * kernel (`castF32Half`, the bits of PyTorch's `x.to(torch.bfloat16)`), so that `tensor`, `full`,
+ * `randn` and `to` agree bit for bit. Numbers become f32 first (`Math.fround`), as PyTorch's
+ * `torch.tensor(values, dtype=torch.bfloat16)` also goes through float; only a NaN's bits differ
+ * from that path (0xFFFF where its scalar conversion writes 0x7FC0), and a NaN stays a NaN.
+ * Values past the largest finite one round to infinity, as in PyTorch: not an error.
+ */
+
+/** A `dtype` tensor of `src`'s rounded values on `src`'s device; disposes `src` (f32). */
+function rounded(src: Tensor, dtype: HalfDType): Tensor {
+  const out = Tensor.empty(src.shape, dtype, false, src.device);
+  const dev = out.storage.backend;
+  try {
+    if (src.numel() > 0) {
+      dev.check(dev.kernels.castF32Half(src.ptr, out.ptr, src.numel(), DTypeCode[dtype]));
+    }
+  } catch (error) {
+    out.dispose();
+    throw error;
+  } finally {
+    src.dispose();
+  }
+  return out;
+}
+
+/**
  * A tensor holding a copy of `data`: nested arrays, a flat array or a typed array (with `shape`).
  *
  * @param data The values.
  * @param shape The shape; inferred from nested arrays, or `[data.length]`, when omitted.
  * @param options dtype (f32 default; i32 for Int32Array data, u16 for Uint16Array data, and i32
- *   for BigInt64Array data, whose values must fit), device, requiresGrad.
+ *   for BigInt64Array data, whose values must fit; bf16 or f16 round the values, as f32, to
+ *   nearest even with PyTorch's bits, see [Note: making 2-byte floats]), device, requiresGrad.
+ *   A Uint16Array with dtype bf16 or f16 is refused: it could be values or raw bits; raw bits
+ *   are `tensor(bits).view("bf16")` (a u16 tensor reinterpreted), values a Float32Array.
  * @returns A new contiguous tensor.
  *
  * @example
@@ -110,6 +141,9 @@ function typedFor(
  * const x = tensor([[1, 2], [3, 4]]);
  * assert.deepStrictEqual(x.shape, [2, 2]);
  * assert.deepStrictEqual(x.toArray(), new Float32Array([1, 2, 3, 4]));
+ * const h = tensor([1.00390625, 1 / 3], [2], { dtype: "bf16" }); // rounded to nearest even
+ * assert.deepStrictEqual(h.toArray(), new Float32Array([1, 0.333984375]));
+ * assert.deepStrictEqual(h.view("u16").toArray(), new Uint16Array([0x3f80, 0x3eab]));
  * ```
  */
 export function tensor(
@@ -119,6 +153,12 @@ export function tensor(
 ): Tensor {
   const dtype = options.dtype ?? defaultDType(data);
   checkDType("tensor", dtype);
+  if (data instanceof Uint16Array && isHalf(dtype)) {
+    throw new TypeError(
+      `tensor: a Uint16Array with dtype ${dtype} could be values or raw bits; for bits use ` +
+        `tensor(bits).view("${dtype}"), for values pass a Float32Array (Float32Array.from(data))`,
+    );
+  }
   let flat: ArrayLike<number>;
   let inferred: number[];
   if (data instanceof BigInt64Array) {
@@ -140,26 +180,35 @@ export function tensor(
       `tensor: ${flat.length} values do not fill shape ${formatShape(finalShape)}`,
     );
   }
-  const t = Tensor.empty(finalShape, dtype, false, options.device);
+  const t = Tensor.empty(finalShape, isHalf(dtype) ? "f32" : dtype, false, options.device);
   if (flat.length > 0) {
-    const typed = typedFor(flat, dtype);
+    const typed = typedFor(flat, isHalf(dtype) ? "f32" : dtype);
     t.storage.backend.copyIn(t.ptr, Deno.UnsafePointer.of(typed), typed.byteLength);
   }
-  return finish(t, options);
+  return finish(isHalf(dtype) ? rounded(t, dtype) : t, options);
 }
 
-/** A tensor filled with `value`. */
+/**
+ * A tensor filled with `value` (bf16 and f16: `value` rounded to nearest even, as `tensor` does).
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { full } from "../../mod.ts";
+ * assert.deepStrictEqual(full([2], 0.1, { dtype: "f16" }).toArray(), Float32Array.of(0.0999755859375, 0.0999755859375));
+ * ```
+ */
 export function full(shape: readonly number[], value: number, options: TensorOptions = {}): Tensor {
   checkShape(shape, "full");
   const dtype = options.dtype ?? "f32";
   checkDType("full", dtype);
   refuseStorageOnly("full", dtype);
-  const t = Tensor.empty([...shape], dtype, false, options.device);
+  const t = Tensor.empty([...shape], isHalf(dtype) ? "f32" : dtype, false, options.device);
   fillRaw(t, value);
-  return finish(t, options);
+  return finish(isHalf(dtype) ? rounded(t, dtype) : t, options);
 }
 
-/** A tensor of zeros. */
+/** A tensor of zeros (of any dtype: zero bytes are +0 in bf16 and f16 too). */
 export function zeros(shape: readonly number[], options: TensorOptions = {}): Tensor {
   checkShape(shape, "zeros");
   checkDType("zeros", options.dtype ?? "f32");
@@ -176,12 +225,34 @@ export function zerosLike(t: Tensor, options: TensorOptions = {}): Tensor {
   return zeros(t.shape, { dtype: t.dtype, device: t.device, ...options });
 }
 
-/** Samples from N(mean, std²) from the global generator (seed with `manualSeed`). */
+/**
+ * The dtype a float sampler makes: f32 unless `options.dtype` names bf16 or f16, which get the f32
+ * draw rounded (PyTorch's bits for `torch.randn(..., dtype=torch.bfloat16)`).
+ */
+function samplerDType(op: string, options: TensorOptions): "f32" | HalfDType {
+  const dtype = options.dtype ?? "f32";
+  checkDType(op, dtype);
+  if (dtype !== "f32" && !isHalf(dtype)) {
+    throw new TypeError(`${op}: makes floating-point tensors (f32, bf16, f16), not ${dtype}`);
+  }
+  return dtype;
+}
+
+/** The sampled f32 tensor `t`, rounded to `dtype` when it is a 2-byte float. */
+function sampled(t: Tensor, dtype: "f32" | HalfDType, options: TensorOptions): Tensor {
+  return finish(dtype === "f32" ? t : rounded(t, dtype), options);
+}
+
+/**
+ * Samples from N(mean, std²) from the global generator (seed with `manualSeed`); dtype f32, or
+ * bf16 / f16 for the same draw rounded (as PyTorch's `torch.randn(..., dtype=torch.bfloat16)`).
+ */
 export function randn(
   shape: readonly number[],
   options: TensorOptions & { mean?: number; std?: number } = {},
 ): Tensor {
   checkShape(shape, "randn");
+  const dtype = samplerDType("randn", options);
   const t = Tensor.empty([...shape], "f32", false, options.device);
   const n = t.numel(), dev = t.storage.backend;
   dev.check(
@@ -194,15 +265,16 @@ export function randn(
       nextRandomOffset(2 * n),
     ),
   );
-  return finish(t, options);
+  return sampled(t, dtype, options);
 }
 
-/** Samples from U[low, high) (default [0, 1)) from the global generator. */
+/** Samples from U[low, high) (default [0, 1)) from the global generator; dtype as `randn`'s. */
 export function rand(
   shape: readonly number[],
   options: TensorOptions & { low?: number; high?: number } = {},
 ): Tensor {
   checkShape(shape, "rand");
+  const dtype = samplerDType("rand", options);
   const t = Tensor.empty([...shape], "f32", false, options.device);
   const n = t.numel(), dev = t.storage.backend;
   dev.check(
@@ -215,7 +287,7 @@ export function rand(
       nextRandomOffset(n),
     ),
   );
-  return finish(t, options);
+  return sampled(t, dtype, options);
 }
 
 /**

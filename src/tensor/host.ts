@@ -1,31 +1,65 @@
 /**
  * Reading a tensor's elements into host (JavaScript) memory, from any device: through the
- * device's `copyOut`, so that a GPU tensor reads the same way as a cpu one.
+ * device's `copyOut`, so that a GPU tensor reads the same way as a cpu one. bf16 and f16 read as
+ * their f32 values (PyTorch's `tolist()` gives floats too), widened on the tensor's device by the
+ * conversion kernel; their raw bits are `t.view("u16").toArray()`.
  * @module
  */
 
+import { DTypeCode } from "./device/device.ts";
 import { formatShape, shapeSize } from "./layout.ts";
-import { itemSize } from "./dtype.ts";
+import { isHalf, itemSize } from "./dtype.ts";
 import type { Tensor } from "./tensor.ts";
 
 /** Host memory that `item()` reads one element through (no allocation per call). */
 const scalar = new DataView(new ArrayBuffer(4));
 const scalarPtr = Deno.UnsafePointer.of(scalar.buffer);
 
-/** `t.toArray()`: a copy of the elements, row-major. */
+/** `t`'s values as a new contiguous f32 tensor on its device (`t` bf16 or f16, contiguous). */
+function widened(t: Tensor): Tensor {
+  const out = t.newEmpty(t.shape, { dtype: "f32" });
+  const dev = out.storage.backend;
+  try {
+    dev.check(dev.kernels.castHalfF32(t.ptr, DTypeCode[t.dtype as "bf16"], out.ptr, t.numel()));
+  } catch (error) {
+    out.dispose();
+    throw error;
+  }
+  return out;
+}
+
+/** `t.toArray()`: a copy of the elements, row-major (bf16 and f16 as f32 values). */
 export function toArray(t: Tensor): Float32Array | Int32Array | Uint8Array | Uint16Array {
-  const src = t.isContiguous() ? t : t.contiguous();
-  const n = src.numel();
-  const out = t.dtype === "f32"
+  const packed = t.isContiguous() ? t : t.contiguous();
+  const n = packed.numel();
+  let src = packed;
+  if (isHalf(t.dtype) && n > 0) {
+    src = widened(packed);
+    if (packed !== t) packed.dispose();
+  }
+  const out = t.dtype === "f32" || isHalf(t.dtype)
     ? new Float32Array(n)
     : t.dtype === "i32"
     ? new Int32Array(n)
     : t.dtype === "u16"
     ? new Uint16Array(n)
     : new Uint8Array(n);
-  if (n > 0) t.storage.backend.copyOut(Deno.UnsafePointer.of(out), src.ptr, n * itemSize(t.dtype));
+  if (n > 0) {
+    src.storage.backend.copyOut(Deno.UnsafePointer.of(out), src.ptr, n * itemSize(src.dtype));
+  }
   if (src !== t) src.dispose();
   return out;
+}
+
+/** The value of bf16 or f16 bits `h` (exact: every 2-byte float is an f32, and a double). */
+function halfValue(h: number, dtype: "bf16" | "f16"): number {
+  if (dtype === "bf16") {
+    scalar.setUint32(0, h << 16, true);
+    return scalar.getFloat32(0, true);
+  }
+  const sign = h & 0x8000 ? -1 : 1, e = (h >> 10) & 0x1f, m = h & 0x3ff;
+  if (e === 0x1f) return m === 0 ? sign * Infinity : NaN;
+  return sign * (e === 0 ? m * 2 ** -24 : (1024 + m) * 2 ** (e - 25));
 }
 
 /** `t.item()`: the value of a one-element tensor. */
@@ -39,6 +73,7 @@ export function item(t: Tensor): number {
   // Native memory is little-endian on every platform dtrain builds for.
   if (t.dtype === "bool") return scalar.getUint8(0);
   if (t.dtype === "u16") return scalar.getUint16(0, true);
+  if (isHalf(t.dtype)) return halfValue(scalar.getUint16(0, true), t.dtype);
   return t.dtype === "f32" ? scalar.getFloat32(0, true) : scalar.getInt32(0, true);
 }
 

@@ -1,12 +1,15 @@
 /**
  * A tensor's text, as PyTorch's `repr` writes it (torch/_tensor_str.py with the default print
  * options: precision 4, threshold 1000, edgeitems 3, linewidth 80), with dtrain's names:
- * `dtype=i32` for `dtype=torch.int32`, `gradFn=<...>` and `requiresGrad=True` for `grad_fn` and
- * `requires_grad`. Numbers are rounded half-to-even from their exact value, as Python's `format`
+ * `dtype=i32` for `dtype=torch.int32` (`dtype=bf16` for `dtype=torch.bfloat16`, `dtype=f16` for
+ * `dtype=torch.float16`), `gradFn=<...>` and `requiresGrad=True` for `grad_fn` and
+ * `requires_grad`. bf16 and f16 values print as f32 ones do, as PyTorch formats them after
+ * `.float()`: `tensor([1.0078, 3.1406], dtype=bf16)`. Numbers are rounded half-to-even from their exact value, as Python's `format`
  * does (JavaScript's `toFixed` rounds ties up).
  * @module
  */
 
+import { isFloat } from "./dtype.ts";
 import type { Tensor } from "./tensor.ts";
 
 const PRECISION = 4, THRESHOLD = 1000, EDGE = 3, LINEWIDTH = 80;
@@ -72,7 +75,7 @@ class Formatter {
   width = 1;
 
   constructor(values: number[], dtype: Tensor["dtype"]) {
-    this.#float = dtype === "f32";
+    this.#float = isFloat(dtype);
     this.#bool = dtype === "bool";
     if (!this.#float) {
       for (const v of values) this.width = Math.max(this.width, this.#plain(v).length);
@@ -183,6 +186,7 @@ function addSuffixes(text: string, suffixes: string[]): string {
  * import { tensor } from "../../mod.ts";
  * assert.equal(String(tensor([[0.1, 0.2], [3, 4]])), "tensor([[0.1000, 0.2000],\n        [3.0000, 4.0000]])");
  * assert.equal(String(tensor([1, 2], [2], { dtype: "i32" })), "tensor([1, 2], dtype=i32)");
+ * assert.equal(String(tensor([1.0078, 3.1406], [2], { dtype: "bf16" })), "tensor([1.0078, 3.1406], dtype=bf16)");
  * ```
  */
 export function repr(t: Tensor): string {
@@ -196,7 +200,7 @@ export function repr(t: Tensor): string {
     text = "[]";
   } else {
     // PyTorch leaves out its default float dtype, int64 and bool; dtrain has no int64.
-    if (t.dtype === "i32" || t.dtype === "u16") suffixes.push(`dtype=${t.dtype}`);
+    if (t.dtype !== "f32" && t.dtype !== "bool") suffixes.push(`dtype=${t.dtype}`);
     const values = t.toArray();
     const summarize = t.numel() > THRESHOLD;
     const f = new Formatter(shownOffsets(t.shape, summarize).map((i) => values[i]), t.dtype);

@@ -5,18 +5,18 @@
  * @module
  */
 
-import { type DType, isDTypeName, itemSize } from "./dtype.ts";
+import { type DType, isDTypeName, isFloat, itemSize } from "./dtype.ts";
 import { type Device, Storage } from "./storage.ts";
 import { track } from "./scope.ts";
 import { backward, type BackwardOptions, type Node } from "./autograd.ts";
-import * as host from "./host.ts";
 import * as inplace from "./inplace.ts";
 import * as inplaceMath from "./ops/inplace_math.ts";
 import { repr } from "./repr.ts";
 import { contiguousStrides, formatShape, normalizeDim, shapeSize } from "./layout.ts";
 import * as shapeOps from "./ops/shape.ts";
 import * as sliceOps from "./ops/slice.ts";
-import { TensorMath } from "./tensor_math.ts";
+import { viewDType } from "./ops/views.ts";
+import { TensorHost } from "./tensor_host.ts";
 
 // The layout helpers, dtypes and `copyInto` have their own files; these re-exports keep the imports of
 // the layers above (`from "../tensor/tensor.ts"`) working.
@@ -56,7 +56,7 @@ export interface TensorOptions {
  * assert.deepStrictEqual(x.grad!.toArray(), new Float32Array([2, 4, 6]));
  * ```
  */
-export class Tensor extends TensorMath implements Disposable {
+export class Tensor extends TensorHost implements Disposable {
   /** Dimensions, outermost first. */
   readonly shape: readonly number[];
   /** Element steps between neighbours along each dimension. */
@@ -134,16 +134,18 @@ export class Tensor extends TensorMath implements Disposable {
   }
 
   /**
-   * A new tensor object over this tensor's memory with its own shape, strides and offset, outside
-   * the autograd graph: how the view ops make their results, each then recording its own node
-   * (users want `view`, `reshape`, `narrow` or `detach`).
+   * A new tensor object over this tensor's memory with its own shape, strides and offset (and
+   * dtype, of the same size, for `view(dtype)`), outside the autograd graph: how the view ops make
+   * their results, each then recording its own node (users want `view`, `reshape`, `narrow` or
+   * `detach`).
    */
   alias(
     shape: readonly number[] = this.shape,
     strides?: readonly number[],
     offset = this.offset,
+    dtype: DType = this.dtype,
   ): Tensor {
-    return new Tensor(this.storage, shape, this.dtype, strides, offset);
+    return new Tensor(this.storage, shape, dtype, strides, offset);
   }
 
   /** The device holding the data. */
@@ -199,21 +201,6 @@ export class Tensor extends TensorMath implements Disposable {
     return this.#ptr;
   }
 
-  /** A copy of the elements, row-major, in host memory. */
-  toArray(): Float32Array | Int32Array | Uint8Array | Uint16Array {
-    return host.toArray(this);
-  }
-
-  /** The value of a one-element tensor. */
-  item(): number {
-    return host.item(this);
-  }
-
-  /** Nested arrays of the elements, like PyTorch's `tolist()`. */
-  tolist(): number | unknown[] {
-    return host.tolist(this);
-  }
-
   /** Frees this tensor's hold on its memory now; later use throws. Idempotent. */
   dispose(): void {
     if (this.#disposed) return;
@@ -229,9 +216,9 @@ export class Tensor extends TensorMath implements Disposable {
 
   /** Sets `requiresGrad` in place and returns this tensor (PyTorch's `requires_grad_`). */
   requiresGrad_(value = true): this {
-    if (value && this.dtype !== "f32") {
+    if (value && !isFloat(this.dtype)) {
       throw new TypeError(
-        `requiresGrad: only f32 tensors can require gradients, not ${this.dtype}`,
+        `requiresGrad: only floating-point tensors (f32, bf16, f16) can require gradients, not ${this.dtype}`,
       );
     }
     this.requiresGrad = value;
@@ -289,8 +276,12 @@ export class Tensor extends TensorMath implements Disposable {
    * The same memory in a new shape (one dimension may be -1). Like PyTorch's `view`, it never
    * copies: a tensor whose layout cannot be viewed so (a transposed one) throws; use `reshape`.
    */
-  view(...shape: number[] | [readonly number[]]): Tensor {
-    return shapeOps.view(this, (Array.isArray(shape[0]) ? shape[0] : shape) as readonly number[]);
+  view(...shape: number[] | [readonly number[]]): Tensor;
+  /** The same memory read as a dtype of the same size, e.g. u16 bits as bf16 (see `viewDType`). */
+  view(dtype: DType): Tensor;
+  view(...args: number[] | [readonly number[]] | [DType]): Tensor {
+    if (typeof args[0] === "string") return viewDType(this, args[0]);
+    return shapeOps.view(this, (Array.isArray(args[0]) ? args[0] : args) as readonly number[]);
   }
 
   /** Flattens dimensions `startDim`..`endDim` into one. */
@@ -348,8 +339,9 @@ export class Tensor extends TensorMath implements Disposable {
   }
 
   /**
-   * This tensor converted to a dtype (`"f32"`, `"i32"`, `"bool"`; u16 to any) or moved to a device (`"cpu"`, or any
-   * registered one; the move stays in the graph): a copy, or a new view when nothing changes.
+   * This tensor converted to a dtype (`"f32"`, `"bf16"`, `"f16"`, `"i32"`, `"bool"`; u16 to any)
+   * or moved to a device (`"cpu"`, or any registered one; the move stays in the graph): a copy,
+   * or a new view when nothing changes.
    */
   to(target: DType | Device): Tensor {
     const c = isDTypeName(target)

@@ -1,12 +1,13 @@
 /**
  * Views that only change shape and strides (`squeeze`, `unsqueeze`, `permute`: no copy, like
- * PyTorch's), and the triangle masks `tril`/`triu`.
+ * PyTorch's), the same memory read as another dtype of the same size (`viewDType`), and the
+ * triangle masks `tril`/`triu`.
  * @module
  */
 
 import { record } from "../autograd.ts";
 import { contiguousStrides, formatShape, normalizeDim, shapeSize } from "../layout.ts";
-import { refuseStorageOnly } from "../dtype.ts";
+import { checkDType, type DType, itemSize, refuseStorageOnly } from "../dtype.ts";
 import type { Tensor } from "../tensor.ts";
 import { emptyOn, temporaries } from "./_util.ts";
 import { contiguous } from "./shape.ts";
@@ -160,4 +161,33 @@ export function tril(t: Tensor, diagonal = 0): Tensor {
  */
 export function triu(t: Tensor, diagonal = 0): Tensor {
   return triangle(t, diagonal, true);
+}
+
+/**
+ * `t`'s memory read as `dtype`, a dtype of the same size (PyTorch's `t.view(dtype)`): u16, bf16
+ * and f16 into one another (raw bits in and out of the 2-byte floats), f32 and i32 into each
+ * other. A view (same shape, strides and offset; no copy), outside the autograd graph, as
+ * PyTorch's is not differentiable.
+ *
+ * @throws TypeError for an unknown dtype, or one whose element size differs from `t`'s.
+ *
+ * @example Raw bits into a bf16 tensor and back
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { tensor } from "../../../mod.ts";
+ * const h = tensor(Uint16Array.of(0x3f80, 0xc049)).view("bf16");
+ * assert.deepStrictEqual(h.toArray(), Float32Array.of(1, -3.140625));
+ * assert.deepStrictEqual(h.view("u16").toArray(), Uint16Array.of(0x3f80, 0xc049));
+ * ```
+ */
+export function viewDType(t: Tensor, dtype: DType): Tensor {
+  checkDType("view", dtype);
+  if (itemSize(dtype) !== itemSize(t.dtype)) {
+    throw new TypeError(
+      `view: cannot view ${t.dtype} (${itemSize(t.dtype)} bytes) as ${dtype} ` +
+        `(${itemSize(dtype)} bytes); dtrain views only between dtypes of one size ` +
+        "(u16, bf16, f16; f32, i32); convert values with .to()",
+    );
+  }
+  return t.alias(t.shape, t.strides, t.offset, dtype);
 }
