@@ -231,7 +231,9 @@ export function decodeHeader(path: string, bytes: Uint8Array, dataBytes: number)
     if (dtype === undefined) {
       const hint = fileDtype === "I64" ? "; convert int64 tensors to int32 before saving" : "";
       return fail(
-        `${what} has unsupported dtype ${show(fileDtype)} (dtrain reads F32, I32 and U16${hint})`,
+        `${what} has unsupported dtype ${
+          show(fileDtype)
+        } (dtrain reads F32, BF16, F16, I32 and U16${hint})`,
       );
     }
     if (bad.has("shape")) {

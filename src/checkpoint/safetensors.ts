@@ -50,7 +50,8 @@ function writeTensor(file: Deno.FsFile, t: Tensor): void {
 /**
  * Saves tensors to a safetensors file, atomically: the file is written under a temporary name in
  * the same folder, synced, and renamed over `path`, so a crash or an error leaves any previous
- * file intact. Non-contiguous tensors are written row-major. The layout is the reference
+ * file intact. Non-contiguous tensors are written row-major; bf16 and f16 ones as their bits
+ * (BF16, F16), as PyTorch's `save_file` writes torch.bfloat16 and torch.float16. The layout is the reference
  * implementation's, so PyTorch's `safetensors.torch.load_file` reads the result, and a file from
  * PyTorch's `save_file` is reproduced byte for byte.
  *
@@ -92,7 +93,7 @@ export function save(
     if (name === "__metadata__") refuse(`"__metadata__" is reserved and cannot name a tensor`);
     if (t.disposed) refuse(`${what} ${JSON.stringify(t.shape)} ${t.dtype} was disposed`);
     if (t.dtype === "bool") {
-      refuse(`${what} is bool; dtrain stores F32, I32 and U16 (convert it first)`);
+      refuse(`${what} is bool; dtrain stores F32, BF16, F16, I32 and U16 (convert it first)`);
     }
   }
   for (const [key, value] of Object.entries(metadata ?? {})) {
@@ -130,9 +131,10 @@ function readExactly(path: string, file: Deno.FsFile, view: Uint8Array, what: st
 
 /**
  * Loads a safetensors file. Every field of the header is checked against the file before any
- * data is trusted: header length, JSON shape, dtype (F32, I32 or U16), shape, and data offsets that
- * must match each tensor's size and tile the data region exactly. Tensor data is read straight
- * into native memory.
+ * data is trusted: header length, JSON shape, dtype (F32, BF16, F16, I32 or U16), shape, and data
+ * offsets that must match each tensor's size and tile the data region exactly. Tensor data is
+ * read straight into native memory, its bits unchanged: a BF16 or F16 tensor loads as a bf16 or f16 one
+ * (`copy_` it into an f32 tensor, or `loadStateDict` it into a module, to convert it).
  *
  * @param path The file to read.
  * @returns The tensors by name (new contiguous CPU tensors) and the metadata.

@@ -8,6 +8,7 @@ import { join } from "node:path";
 import { CheckpointError } from "../checkpoint/errors.ts";
 import { load } from "../checkpoint/safetensors.ts";
 import { noGrad } from "../tensor/autograd.ts";
+import { isFloat } from "../tensor/dtype.ts";
 import { formatShape } from "../tensor/layout.ts";
 import type { Tensor } from "../tensor/tensor.ts";
 import type { GPTConfig, PretrainedOverrides } from "./gpt_blocks.ts";
@@ -91,8 +92,12 @@ function modelName(fileName: string): string {
  * Copies `dir/model.safetensors` into `model` (a freshly built GPT of the file's configuration),
  * transposing the Conv1D weights, skipping the attention mask buffers and the tied `lm_head`.
  *
+ * The file's tensors may be F32, BF16 or F16 (the Hub holds GPT-2s saved in each): the
+ * parameters stay f32, a BF16 or F16 tensor converted exactly into them (every 2-byte float is an
+ * f32), as PyTorch's `load_state_dict` copies into f32 parameters.
+ *
  * @throws CheckpointError naming model.safetensors and the tensor missing, unexpected, misshapen
- *   or not F32 (a file in F16 or BF16 is refused: dtrain's checkpoints read F32).
+ *   or not floating-point.
  */
 export function loadPretrained(dir: string, model: Module): void {
   const path = join(dir, "model.safetensors");
@@ -118,7 +123,9 @@ export function loadPretrained(dir: string, model: Module): void {
       const target = params[name] as Tensor | undefined;
       const what = `tensor ${JSON.stringify(fileName)}`;
       if (target === undefined) fail(`${what} has no counterpart ${name} in the model`);
-      if (t.dtype !== "f32") fail(`${what} is ${t.dtype.toUpperCase()}, expected F32`);
+      if (!isFloat(t.dtype)) {
+        fail(`${what} is ${t.dtype.toUpperCase()}, expected F32, BF16 or F16`);
+      }
       const transposed = TRANSPOSED.some((suffix) => name.endsWith(suffix));
       const expected = transposed ? [...target!.shape].reverse() : target!.shape;
       if (`${t.shape}` !== `${expected}`) {

@@ -13,6 +13,7 @@
  */
 
 import { noGrad } from "../tensor/autograd.ts";
+import { isFloat } from "../tensor/dtype.ts";
 import { canonicalDeviceName } from "../tensor/device/mod.ts";
 import type { Device } from "../tensor/storage.ts";
 import { formatShape, sameShape, type Tensor } from "../tensor/tensor.ts";
@@ -154,7 +155,10 @@ export abstract class Module {
 
   /**
    * Copies `state` into the module's parameters and buffers. Shape mismatches always throw; with
-   * `strict` (default) missing and unexpected keys throw too, all listed in one message.
+   * `strict` (default) missing and unexpected keys throw too, all listed in one message. A
+   * floating-point tensor converts into one of another floating-point dtype (a bf16 checkpoint
+   * into f32 parameters, rounded the other way too), as PyTorch's `copy_` does; other dtypes
+   * must match.
    */
   loadStateDict(state: StateDict, options: LoadStateDictOptions = {}): IncompatibleKeys {
     const strict = options.strict ?? true;
@@ -165,7 +169,8 @@ export abstract class Module {
     for (const [key, target] of Object.entries(own)) {
       const source = state[key];
       if (!source) continue;
-      if (!sameShape(source.shape, target.shape) || source.dtype !== target.dtype) {
+      const converts = isFloat(source.dtype) && isFloat(target.dtype);
+      if (!sameShape(source.shape, target.shape) || (source.dtype !== target.dtype && !converts)) {
         problems.push(
           `size mismatch for ${key}: copying a param with shape ${
             formatShape(source.shape)
