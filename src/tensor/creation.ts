@@ -203,9 +203,9 @@ export function full(shape: readonly number[], value: number, options: TensorOpt
   const dtype = options.dtype ?? "f32";
   checkDType("full", dtype);
   refuseStorageOnly("full", dtype);
-  const t = Tensor.empty([...shape], isHalf(dtype) ? "f32" : dtype, false, options.device);
+  const t = Tensor.empty([...shape], dtype, false, options.device);
   fillRaw(t, value);
-  return finish(isHalf(dtype) ? rounded(t, dtype) : t, options);
+  return finish(t, options);
 }
 
 /** A tensor of zeros (of any dtype: zero bytes are +0 in bf16 and f16 too). */

@@ -5,10 +5,10 @@
  * @module
  */
 
-import { UnaryOp } from "./device/device.ts";
+import { DTypeCode, UnaryOp } from "./device/device.ts";
 import { isGradEnabled } from "./grad_mode.ts";
 import { formatShape, sameShape } from "./layout.ts";
-import { itemSize, refuseStorageOnly } from "./dtype.ts";
+import { isHalf, itemSize, refuseStorageOnly } from "./dtype.ts";
 import type { Tensor } from "./tensor.ts";
 
 /** Refuses tensors autograd tracks (under grad mode) and non-contiguous ones; bumps the version. */
@@ -28,6 +28,17 @@ export function checkInPlace(t: Tensor, op: string): void {
 export function fillRaw(t: Tensor, value: number): void {
   refuseStorageOnly("fill_", t.dtype);
   const device = t.storage.backend;
+  if (isHalf(t.dtype)) {
+    // No 2-byte fill kernel: `value` filled in f32 and rounded by the one conversion kernel.
+    const wide = t.newEmpty(t.shape, { dtype: "f32" });
+    try {
+      device.check(device.kernels.fillF32(wide.ptr, t.numel(), value));
+      device.check(device.kernels.castF32Half(wide.ptr, t.ptr, t.numel(), DTypeCode[t.dtype]));
+    } finally {
+      wide.dispose();
+    }
+    return;
+  }
   device.check(
     t.dtype === "f32"
       ? device.kernels.fillF32(t.ptr, t.numel(), value)

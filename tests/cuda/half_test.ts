@@ -26,6 +26,8 @@ deviceTest("bf16 and f16 made on the device equal the cpu ones bit for bit", (de
     );
     assertBits(bits16(ones([3], { dtype, device: dev })), bits16(ones([3], { dtype })), "ones");
     assertBits(bits16(zeros([3], { dtype, device: dev })), [0, 0, 0], "zeros");
+    const filled = zeros([3], { dtype, device: dev }).fill_(0.1);
+    assertBits(bits16(filled), bits16(full([3], 0.1, { dtype })), "fill_");
     manualSeed(3);
     const drawn = randn([64], { dtype, device: dev });
     manualSeed(3);

@@ -119,6 +119,10 @@ Deno.test("full, ones, zeros, zerosLike, arange and newEmpty make bf16 and f16 t
     0.10009765625,
     0.2001953125,
   ]);
+  // fill_ and zero_ round as full does (one conversion kernel), not writing f32 or byte patterns.
+  assertBits(bits16(z.fill_(1 / 3)), new Array(6).fill(0x3eab), "fill_ bf16");
+  assertBits(bits16(zeros([2], { dtype: "f16" }).fill_(-70000)), [0xfc00, 0xfc00], "fill_ f16");
+  assertBits(bits16(z.zero_()), [0, 0, 0, 0, 0, 0], "zero_");
   const e = z.newEmpty([4]);
   assert.equal(e.dtype, "bf16");
   assert.equal(e.storage.nbytes, 8, "2 bytes an element");
@@ -154,11 +158,9 @@ Deno.test("bfloat16(), half() and float() convert as to() does, keeping the grap
   assert.equal(b.gradFn?.name, "ToCopyBackward");
   assert.deepEqual(Array.from(h.float().toArray()), [1.0078125, 3.140625, Infinity]);
   assert.equal(h.float().dtype, "f32");
-  const leaf = tensor([1, 2], [2], { dtype: "bf16", requiresGrad: true });
-  assert.equal(leaf.requiresGrad, true, "floating-point tensors can require grad, as in PyTorch");
   assert.throws(
-    () => tensor([1], [1], { dtype: "i32", requiresGrad: true }),
-    /only floating-point tensors \(f32, bf16, f16\) can require gradients, not i32/,
+    () => tensor([1, 2], [2], { dtype: "bf16", requiresGrad: true }),
+    /requiresGrad: only f32 tensors can require gradients, not bf16/,
   );
 });
 
@@ -172,8 +174,8 @@ Deno.test("bf16 and f16 print as PyTorch prints them, with dtype=bf16 / dtype=f1
     );
     assert.equal(String(t), expected);
   }
-  const g = tensor([1, 2], [2], { dtype: "f16", requiresGrad: true });
-  assert.equal(String(g), "tensor([1., 2.], dtype=f16, requiresGrad=True)");
+  const g = tensor([1, 2], [2], { requiresGrad: true }).half();
+  assert.equal(String(g), "tensor([1., 2.], dtype=f16, gradFn=<ToCopyBackward>)");
   assert.equal(String(f32Of([0x3f800000], "cpu").bfloat16()), "tensor([1.], dtype=bf16)");
 });
 
