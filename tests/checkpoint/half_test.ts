@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { fileURLToPath } from "node:url";
 import { join } from "node:path";
 import { checkpoint, nn, type Tensor, tensor } from "../../mod.ts";
-import { CheckpointError, load, save } from "../../src/checkpoint/mod.ts";
+import { CheckpointError, load, loadObject, save, saveObject } from "../../src/checkpoint/mod.ts";
 import { assertBits, bits16, bits32, fixture } from "../tensor/_half_fixture.ts";
 import { dtrainFileTensors } from "./_half_files.ts";
 import { withTempDir } from "./_temp_dir.ts";
@@ -71,6 +71,20 @@ Deno.test("bf16 and f16 tensors on a device save through a host copy and load wi
       assert.equal(tensors[name].dtype, t.dtype);
       assertBits(bitsOf(tensors[name]), bitsOf(t), name);
     }
+  })();
+});
+
+Deno.test("saveObject / loadObject keep bf16 and f16 tensors' dtype and bits", () => {
+  withTempDir((dir) => {
+    const t = dtrainFileTensors();
+    const path = join(dir, "object.safetensors");
+    saveObject(path, { model: { w: t["bf16.values"] }, extra: [t["f16.values"], 3] });
+    const back = loadObject<{ model: { w: Tensor }; extra: [Tensor, number] }>(path);
+    assert.equal(back.model.w.dtype, "bf16");
+    assertBits(bits16(back.model.w), bits16(t["bf16.values"]), "bf16 in an object");
+    assert.equal(back.extra[0].dtype, "f16");
+    assertBits(bits16(back.extra[0]), bits16(t["f16.values"]), "f16 in an object");
+    assert.equal(back.extra[1], 3);
   })();
 });
 

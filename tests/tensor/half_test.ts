@@ -179,6 +179,18 @@ Deno.test("bf16 and f16 print as PyTorch prints them, with dtype=bf16 / dtype=f1
   assert.equal(String(f32Of([0x3f800000], "cpu").bfloat16()), "tensor([1.], dtype=bf16)");
 });
 
+Deno.test("PyTorch's names of the 2-byte floats are refused with dtrain's as the hint", () => {
+  for (const [name, short] of [["bfloat16", "bf16"], ["float16", "f16"], ["half", "f16"]]) {
+    const hint = new RegExp(
+      `unknown dtype "${name}" .*; dtrain calls PyTorch's ${name} "${short}"`,
+    );
+    assert.throws(() => tensor([1], [1], { dtype: name as DType }), hint);
+    assert.throws(() => zeros([1], { dtype: name as DType }), hint);
+    assert.throws(() => full([1], 1, { dtype: name as DType }), hint);
+    assert.throws(() => tensor([1]).view(name as DType), hint);
+  }
+});
+
 Deno.test("to() refuses a 2-byte float to u16, naming both dtypes", () => {
   assert.throws(
     () => tensor([1], [1], { dtype: "bf16" }).to("u16"),
