@@ -2,7 +2,7 @@
 // cpu (tests/fixtures/gen_half.py), made and rounded on the device, read back through a copy.
 
 import assert from "node:assert/strict";
-import { full, manualSeed, ones, randn, tensor, zeros } from "../../mod.ts";
+import { allocatedBytes, full, manualSeed, ones, randn, tensor, tidy, zeros } from "../../mod.ts";
 import { assertBits, bits16, checkConversions, f32Of, fixture } from "../tensor/_half_fixture.ts";
 import { deviceTest } from "./_gpu.ts";
 
@@ -56,3 +56,26 @@ deviceTest(
     assert.equal(bits.view("bf16").device, dev);
   },
 );
+
+deviceTest("making, reading and printing bf16 and f16 leave no device memory behind", (dev) => {
+  const x = f32Of(fixture.random.values.f32, "cpu").toArray() as Float32Array;
+  const before = allocatedBytes();
+  for (const dtype of ["bf16", "f16"] as const) {
+    const made = [
+      tensor(x, [x.length], { dtype, device: dev }),
+      full([5], 2, { dtype, device: dev }),
+      randn([5], { dtype, device: dev }),
+    ];
+    for (const t of made) {
+      t.toArray();
+      // The views share the tensor's block; tidy disposes them.
+      tidy(() => {
+        t.select(0, 0).item();
+        String(t.narrow(0, 1, 3).reshape(3, 1).t());
+        t.view("u16").toArray();
+      });
+      t.dispose();
+    }
+  }
+  assert.equal(allocatedBytes(), before);
+});
