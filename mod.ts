@@ -30,6 +30,7 @@
 export { type DType, type GradHook, Tensor, type TensorOptions } from "./src/tensor/tensor.ts";
 export type { TensorMath } from "./src/tensor/tensor_math.ts";
 export type { TensorIndexing } from "./src/tensor/tensor_indexing.ts";
+export type { TensorHost } from "./src/tensor/tensor_host.ts";
 export { allocatedBytes, type Device, type Storage } from "./src/tensor/storage.ts";
 export {
   type CamelCase,
