@@ -42,6 +42,9 @@ def main():
                  "batch", "steps", "warmup"]:
         p.add_argument(f"--{name}", type=int, required=True)
     p.add_argument("--strategy", choices=["fsdp", "ddp"], default="fsdp")
+    # bf16: FSDP2's MixedPrecisionPolicy(param_dtype=torch.bfloat16): bf16 all-gathers, and
+    # reduce-scatters in bf16 too (reduce_dtype defaults to param_dtype), as dtrain's mpPolicy.
+    p.add_argument("--param-dtype", choices=["f32", "bf16"], default="f32")
     c = p.parse_args()
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{c.port}", rank=c.rank,
@@ -50,11 +53,13 @@ def main():
     model = make_gpt(c)
     if c.strategy == "fsdp":
         from torch.distributed.device_mesh import init_device_mesh
-        from torch.distributed.fsdp import fully_shard
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
         mesh = init_device_mesh("cpu", (c.world_size,))
+        policy = MixedPrecisionPolicy(
+            param_dtype=torch.bfloat16 if c.param_dtype == "bf16" else None)
         for block in model.h:
-            fully_shard(block, mesh=mesh)
-        fully_shard(model, mesh=mesh)
+            fully_shard(block, mesh=mesh, mp_policy=policy)
+        fully_shard(model, mesh=mesh, mp_policy=policy)
         local = sum(p.to_local().numel() for p in model.parameters())
     else:
         model = nn.parallel.DistributedDataParallel(model)
@@ -79,6 +84,7 @@ def main():
         print("BENCH_RESULT " + json.dumps({
             "framework": "torch",
             "strategy": c.strategy,
+            "paramDtype": c.param_dtype,
             "worldSize": c.world_size,
             "tokensPerSecond": tokens / seconds,
             "stepMs": 1000 * seconds / c.steps,

@@ -71,7 +71,9 @@ def step_mode(a):
     x, y = tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
 
     def step():
-        loss = F.cross_entropy(model(x).view(-1, a.vocab), y.view(-1))
+        # --dtype bf16: nanoGPT's `ctx`, CPU autocast to bfloat16 around forward and the loss.
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.dtype == "bf16"):
+            loss = F.cross_entropy(model(x).view(-1, a.vocab), y.view(-1))
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
@@ -111,12 +113,14 @@ def attention_mode(a):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("mode", choices=["step", "attention"])
+    p.add_argument("--dtype", choices=["f32", "bf16"], default="f32")
     for name in ["threads", "layers", "heads", "width", "block", "vocab", "batch", "warmup", "steps"]:
         p.add_argument(f"--{name}", type=int, required=True)
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     result = step_mode(a) if a.mode == "step" else attention_mode(a)
-    result.update(framework="torch", mode=a.mode, threads=a.threads, peakRssBytes=peak_rss_bytes())
+    result.update(framework="torch", mode=a.mode, dtype=a.dtype, threads=a.threads,
+                  peakRssBytes=peak_rss_bytes())
     print("BENCH_RESULT " + json.dumps(result), flush=True)
 
 
