@@ -41,6 +41,7 @@ const symbols = {
     result: i32,
   },
   // matmul_bf16.c
+  // deno-fmt-ignore
   dt_matmul_bf16: {
     parameters: [ptr, ptr, ptr, i64, i64, i64, i64, i64, i64, i64, i32, i32, i64, i64, i64, f32, f32],
     result: i32,
