@@ -66,6 +66,46 @@ int32_t dt_matmul_bf16_backend(char *buf, int64_t len) {
  * it does so in chunks of the other output dimension, to bound its scratch. */
 #define SHARED_MAX_ELEMENTS (1 << 20)
 
+/* Each thread keeps its conversion scratch between products (up to this many bytes): a fresh
+ * block of megabytes from malloc is a fresh mapping, and faulting its pages in cost more than the
+ * conversion (a 64x1536 @ 1536x384 product took 1.5x the upcast-first time). The key's destructor
+ * frees a thread's scratch when the thread ends. */
+#define SCRATCH_KEEP_BYTES ((size_t)32 << 20)
+typedef struct {
+  float *data;
+  size_t bytes;
+} scratch_t;
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+
+static void scratch_free(void *p) {
+  scratch_t *s = p;
+  free(s->data);
+  free(s);
+}
+
+static void scratch_key_create(void) { pthread_key_create(&scratch_key, scratch_free); }
+
+/* `bytes` of scratch: the thread's kept block, or (beyond the kept size) a block the caller frees
+ * (*owned set). NULL when out of memory. */
+static float *scratch_get(size_t bytes, int *owned) {
+  *owned = bytes > SCRATCH_KEEP_BYTES;
+  if (*owned) return malloc(bytes);
+  pthread_once(&scratch_once, scratch_key_create);
+  scratch_t *s = pthread_getspecific(scratch_key);
+  if (s == NULL) {
+    if ((s = calloc(1, sizeof *s)) == NULL) return NULL;
+    pthread_setspecific(scratch_key, s);
+  }
+  if (s->bytes < bytes) {
+    free(s->data);
+    s->bytes = 0;
+    if ((s->data = malloc(bytes)) == NULL) return NULL;
+    s->bytes = bytes;
+  }
+  return s->data;
+}
+
 typedef struct {
   const uint16_t *a, *b;
   float *c;
@@ -83,16 +123,22 @@ static void widen(float *restrict dst, const uint16_t *restrict src, int64_t row
     for (int64_t j = 0; j < cols; j++) dst[r * cols + j] = dt_bf16_to_f32(src[r * ld + j]);
 }
 
-/* c[r0:r1, c0:c1] of g: converts rows r0..r1 of op(a) and columns c0..c1 of op(b), then sgemm. */
-static void product_part(const bgemm_t *g, float *scratch, int64_t r0, int64_t r1, int64_t c0,
-                         int64_t c1) {
+/* op(a)'s rows r0..r1 as packed f32: a's rows, or a's columns when transposed (a stored [k, m]). */
+static void widen_a(const bgemm_t *g, float *dst, int64_t r0, int64_t r1) {
+  if (g->trans_a) widen(dst, g->a + r0, g->k, r1 - r0, g->lda);
+  else widen(dst, g->a + r0 * g->lda, r1 - r0, g->k, g->lda);
+}
+
+/* op(b)'s columns c0..c1 as packed f32: b's columns, or b's rows when transposed (b stored [n, k]). */
+static void widen_b(const bgemm_t *g, float *dst, int64_t c0, int64_t c1) {
+  if (g->trans_b) widen(dst, g->b + c0 * g->ldb, c1 - c0, g->k, g->ldb);
+  else widen(dst, g->b + c0, g->k, c1 - c0, g->ldb);
+}
+
+/* c[r0:r1, c0:c1] of g from the converted rows fa of op(a) and columns fb of op(b). */
+static void sgemm_part(const bgemm_t *g, const float *fa, const float *fb, int64_t r0, int64_t r1,
+                       int64_t c0, int64_t c1) {
   int64_t mb = r1 - r0, nb = c1 - c0, k = g->k;
-  float *fa = scratch, *fb = scratch + mb * k;
-  /* op(a)'s rows are a's rows, or a's columns when transposed (a stored [k, m]). */
-  if (g->trans_a) widen(fa, g->a + r0, k, mb, g->lda);
-  else widen(fa, g->a + r0 * g->lda, mb, k, g->lda);
-  if (g->trans_b) widen(fb, g->b + c0 * g->ldb, nb, k, g->ldb);
-  else widen(fb, g->b + c0, k, nb, g->ldb);
   int64_t lda = g->trans_a ? mb : k, ldb = g->trans_b ? k : nb;
   cblas_sgemm(CblasRowMajor, g->trans_a ? CblasTrans : CblasNoTrans,
               g->trans_b ? CblasTrans : CblasNoTrans, (blasint)mb, (blasint)nb, (blasint)k,
@@ -100,31 +146,46 @@ static void product_part(const bgemm_t *g, float *scratch, int64_t r0, int64_t r
               g->beta, g->c + r0 * g->ldc + c0, (blasint)g->ldc);
 }
 
-/* Block `part` of the product, as matmul.c's gemm_block cuts it. */
+/* Block `part` of the product, as matmul.c's gemm_block cuts it. The block converts its own rows
+ * (or columns) whole: cutting them finer, into panels that would stay in cache, changed OpenBLAS's
+ * sums (a 64x384 @ 384x1536 product in 176-column panels differed from dt_matmul in last bits)
+ * and was no faster here. */
 static void run_part(void *ctx, int64_t part) {
   bgemm_t *g = ctx;
-  int64_t dim = g->by_columns ? g->n : g->m, other = g->by_columns ? g->m : g->n;
+  int64_t dim = g->by_columns ? g->n : g->m, other = g->by_columns ? g->m : g->n, k = g->k;
   int64_t step = (dim + g->parts - 1) / g->parts;
   step = (step + BLOCK_ALIGN - 1) / BLOCK_ALIGN * BLOCK_ALIGN;
   int64_t start = part * step < dim ? part * step : dim;
   int64_t end = start + step < dim ? start + step : dim;
   if (start == end) return;
-  int64_t chunk = other;
-  if (other * g->k > SHARED_MAX_ELEMENTS) {
-    chunk = SHARED_MAX_ELEMENTS / (g->k > 0 ? g->k : 1);
+  int64_t chunk = other, own_size = end - start;
+  /* Only products beyond SHARED_MAX_ELEMENTS are cut more finely than dt_matmul cuts them: their
+   * bits are dt_matmul's where OpenBLAS's sums do not depend on the cut (the test's 270 x 260 x
+   * 4096 product in chunks of 256 columns kept them), not by construction. */
+  if (other * k > SHARED_MAX_ELEMENTS) {
+    chunk = SHARED_MAX_ELEMENTS / (k > 0 ? k : 1);
     chunk = chunk < 256 ? 256 : chunk / BLOCK_ALIGN * BLOCK_ALIGN;
   }
-  float *scratch = malloc((size_t)((chunk + (end - start)) * g->k + 1) * sizeof(float));
-  if (scratch == NULL) {
+  int owned;
+  float *shared = scratch_get((size_t)((chunk + own_size) * k + 1) * sizeof(float), &owned);
+  if (shared == NULL) {
     __atomic_store_n(&g->status, DT_ENOMEM, __ATOMIC_RELAXED);
     return;
   }
+  float *own = shared + chunk * k;
+  if (g->by_columns) widen_b(g, own, start, end);
+  else widen_a(g, own, start, end);
   for (int64_t o = 0; o < other; o += chunk) {
     int64_t o_end = o + chunk < other ? o + chunk : other;
-    if (g->by_columns) product_part(g, scratch, o, o_end, start, end);
-    else product_part(g, scratch, start, end, o, o_end);
+    if (g->by_columns) {
+      widen_a(g, shared, o, o_end);
+      sgemm_part(g, shared, own, o, o_end, start, end);
+    } else {
+      widen_b(g, shared, o, o_end);
+      sgemm_part(g, own, shared, start, end, o, o_end);
+    }
   }
-  free(scratch);
+  if (owned) free(shared);
 }
 
 static int sgemm_product(bgemm_t *g) {
