@@ -189,10 +189,10 @@ int onednn_matmul_bf16(const uint16_t *a, const uint16_t *b, float *c, int64_t b
                        int64_t stride_a, int64_t stride_b, int64_t stride_c, int64_t m, int64_t n,
                        int64_t k, int32_t trans_a, int32_t trans_b, int64_t lda, int64_t ldb,
                        int64_t ldc, float alpha, float beta) {
-  if (stride_c == 0 && batch > 1) { /* one c for every product: they accumulate in order */
+  if (stride_c == 0 && batch > 1) { /* one c for every product: in turn, as dt_matmul_batched */
     for (int64_t i = 0; i < batch; i++) {
       int st = onednn_matmul_bf16(a + i * stride_a, b + i * stride_b, c, 1, 0, 0, 0, m, n, k,
-                                  trans_a, trans_b, lda, ldb, ldc, alpha, i == 0 ? beta : 1.0f);
+                                  trans_a, trans_b, lda, ldb, ldc, alpha, beta);
       if (st != DT_OK) return st;
     }
     return DT_OK;

@@ -40,13 +40,13 @@ DT_EXPORT int dt_matmul_bf16(const void *a, const void *b, float *c, int64_t bat
                      a, CUDA_R_16BF, (int)lda, &beta, c, CUDA_R_32F, (int)ldc, CUBLAS_COMPUTE_32F,
                      CUBLAS_GEMM_DEFAULT);
   } else if (stride_c == 0) {
-    /* One c for every product: cuBLAS's batch would write it concurrently; accumulate in order. */
+    /* One c for every product: cuBLAS's batch would write it concurrently; the products run in
+     * turn, as the CPU's dt_matmul_batched runs them. */
     const uint16_t *ha = (const uint16_t *)a, *hb = (const uint16_t *)b;
     r = CUBLAS_STATUS_SUCCESS;
     for (int64_t i = 0; i < batch && r == CUBLAS_STATUS_SUCCESS; i++) {
-      float beta_i = i == 0 ? beta : 1.0f;
       r = api->gemm_ex(handle, opb, opa, (int)n, (int)m, (int)k, &alpha, hb + i * stride_b,
-                       CUDA_R_16BF, (int)ldb, ha + i * stride_a, CUDA_R_16BF, (int)lda, &beta_i,
+                       CUDA_R_16BF, (int)ldb, ha + i * stride_a, CUDA_R_16BF, (int)lda, &beta,
                        c, CUDA_R_32F, (int)ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     }
   } else {
