@@ -4,10 +4,10 @@
  * operands to f32 (`castHalfF32` into buffers allocated once) and running the existing sgemm
  * (`matmul`). The products are a GPT MLP layer's at batch x block = 64 rows, width 384, hidden 1536
  * (the forward and both gradients, as matmul's forward and backward call the kernel) and an
- * attention block's batched scores. Prints a table (the best of 3 alternating medians) and the ratios (upcast / kernel; above
+ * attention block's batched scores. Prints a table of medians (the two alternating call by call) and the ratios (upcast / kernel; above
  * 1 the kernel is faster) and a `BENCH_RESULT` JSON line.
  *
- * Usage: deno run -A --v8-flags=--expose-gc bench/bf16_matmul.ts [--reps=50] [--threads=N]
+ * Usage: deno run -A --v8-flags=--expose-gc bench/bf16_matmul.ts [--reps=200] [--threads=N]
  * @module
  */
 
@@ -38,17 +38,19 @@ const PRODUCTS: Product[] = [
 
 const dev = getDevice("cpu");
 
-/** Median milliseconds of `reps` calls of `fn`, after 3 warm-up calls. */
-function timeMs(fn: () => void, reps: number): number {
-  for (let i = 0; i < 3; i++) fn();
-  const times: number[] = [];
+/** Median milliseconds of each of `fns` over `reps` calls, after 3 warm-up calls each. The calls
+ * alternate one by one (A B A B ...), so that a change in the machine's load hits all alike. */
+function medianMs(fns: (() => void)[], reps: number): number[] {
+  for (let i = 0; i < 3; i++) fns.forEach((fn) => fn());
+  const times = fns.map(() => [] as number[]);
   for (let i = 0; i < reps; i++) {
-    const start = performance.now();
-    fn();
-    times.push(performance.now() - start);
+    fns.forEach((fn, f) => {
+      const start = performance.now();
+      fn();
+      times[f].push(performance.now() - start);
+    });
   }
-  times.sort((x, y) => x - y);
-  return times[Math.floor(times.length / 2)];
+  return times.map((t) => t.sort((x, y) => x - y)[Math.floor(t.length / 2)]);
 }
 
 /** The kernel's and the upcast path's median times for one product. */
@@ -67,17 +69,12 @@ function measure(p: Product, reps: number): { kernelMs: number; upcastMs: number
     dev.check(dev.kernels.castHalfF32(b.ptr, DTypeCode.bf16, fb.ptr, nb));
     dev.check(dev.kernels.matmulBatched(fa.ptr, fb.ptr, c.ptr, ...args, 1, 0));
   };
-  // Alternate the two so that a change in the machine's load hits both alike.
-  let kernelMs = Infinity, upcastMs = Infinity;
-  for (let round = 0; round < 3; round++) {
-    kernelMs = Math.min(kernelMs, timeMs(kernel, reps));
-    upcastMs = Math.min(upcastMs, timeMs(upcast, reps));
-  }
+  const [kernelMs, upcastMs] = medianMs([kernel, upcast], reps);
   return { kernelMs, upcastMs };
 }
 
 if (import.meta.main) {
-  const reps = Number(argValue(Deno.args, "reps", "50"));
+  const reps = Number(argValue(Deno.args, "reps", "200"));
   const threads = argValue(Deno.args, "threads", "");
   if (threads !== "") setNumThreads(Number(threads));
   manualSeed(22);
