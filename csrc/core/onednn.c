@@ -33,6 +33,15 @@ typedef struct { int major, minor, patch; const char *hash; unsigned cpu_runtime
 enum { DNNL_SUCCESS = 0, DNNL_BF16 = 2, DNNL_F32 = 3, DNNL_CPU = 1, DNNL_STREAM_IN_ORDER = 1 };
 enum { DNNL_ARG_SRC = 1, DNNL_ARG_DST = 17, DNNL_ARG_WEIGHTS = 33, QUERY_IMPL_INFO_STR = 8 };
 enum { ISA_AVX512_CORE_BF16 = 0xe7 }; /* dnnl_cpu_isa_t: a mask, AMX's includes it */
+#ifdef DT_ONEDNN_F32_OPERANDS /* see onednn.h */
+#define OPERAND_TYPE DNNL_F32
+static dt_onednn_operand operand_of(float v) { return v; }
+static float value_of(dt_onednn_operand x) { return x; }
+#else
+#define OPERAND_TYPE DNNL_BF16
+static dt_onednn_operand operand_of(float v) { return dt_f32_to_bf16(v); }
+static float value_of(dt_onednn_operand x) { return dt_bf16_to_f32(x); }
+#endif
 
 static struct {
   int (*engine_create)(void **engine, int kind, size_t index);
@@ -125,9 +134,9 @@ static int describe(memory_desc *md, int type, int64_t batch, int64_t stride, in
 /* Builds the primitive of `key` into `out`, whose descriptors it fills; a oneDNN status. */
 static int build(const shape_key *key, cached *out) {
   int st;
-  if ((st = describe(&out->a, DNNL_BF16, key->batch, key->stride_a, key->m, key->k, key->trans_a,
+  if ((st = describe(&out->a, OPERAND_TYPE, key->batch, key->stride_a, key->m, key->k, key->trans_a,
                      key->lda)) != DNNL_SUCCESS ||
-      (st = describe(&out->b, DNNL_BF16, key->batch, key->stride_b, key->k, key->n, key->trans_b,
+      (st = describe(&out->b, OPERAND_TYPE, key->batch, key->stride_b, key->k, key->n, key->trans_b,
                      key->ldb)) != DNNL_SUCCESS ||
       (st = describe(&out->c, DNNL_F32, key->batch, key->stride_c, key->m, key->n, 0, key->ldc)) !=
           DNNL_SUCCESS)
@@ -154,8 +163,8 @@ static int execute(const cached *p, const void *a, const void *b, float *c) {
       (st = api.memory_create(&mem[2], &p->c, api.engine, c)) == DNNL_SUCCESS &&
       (st = api.stream_create(&stream, api.engine, DNNL_STREAM_IN_ORDER)) == DNNL_SUCCESS) {
     exec_arg args[3] = {{DNNL_ARG_SRC, mem[0]}, {DNNL_ARG_WEIGHTS, mem[1]}, {DNNL_ARG_DST, mem[2]}};
-    /* OpenMP's thread count is per calling thread: oneDNN uses as many as dtrain's pool has. */
-    if (api.omp_set_num_threads) api.omp_set_num_threads(dt_get_num_threads());
+    /* One thread per primitive: see [Note: oneDNN on dtrain's pool]. */
+    if (api.omp_set_num_threads) api.omp_set_num_threads(1);
     if ((st = api.primitive_execute(p->primitive, stream, 3, args)) == DNNL_SUCCESS)
       st = api.stream_wait(stream);
   }
@@ -185,7 +194,74 @@ static int product(const shape_key *key, const void *a, const void *b, float *c)
   return st;
 }
 
-int onednn_matmul_bf16(const uint16_t *a, const uint16_t *b, float *c, int64_t batch,
+/* [Note: oneDNN on dtrain's pool]
+ * Debian's oneDNN runs on OpenMP, a second thread pool whose idle threads spin beside dtrain's
+ * (parallel.c) on the same cores. Each primitive runs on one thread instead (OpenMP's thread count
+ * is the calling thread's), and a product is cut into blocks on dtrain's pool, as matmul.c cuts
+ * sgemm's: ranges of the batch when it has a block per thread, else of the larger of op(a)'s rows
+ * and op(b)'s columns. Each block's shape is a primitive of its own (two per cut, the last block's
+ * smaller). Without omp_set_num_threads (a oneDNN not built on OpenMP) it runs whole, its own way. */
+#define MIN_PARALLEL_FLOPS 4e6
+#define BLOCK_ALIGN 16
+enum { SPLIT_BATCH, SPLIT_ROWS, SPLIT_COLUMNS };
+
+typedef struct {
+  const dt_onednn_operand *a, *b;
+  float *c;
+  int64_t batch, stride_a, stride_b, stride_c, m, n, k, lda, ldb, ldc;
+  int32_t trans_a, trans_b;
+  int parts, split;
+  int status; /* the first failing oneDNN status, or DNNL_SUCCESS */
+} job_t;
+
+static void run_block(void *ctx, int64_t part) {
+  job_t *j = ctx;
+  int64_t dim = j->split == SPLIT_BATCH ? j->batch : j->split == SPLIT_ROWS ? j->m : j->n;
+  int64_t step = (dim + j->parts - 1) / j->parts;
+  if (j->split != SPLIT_BATCH) step = (step + BLOCK_ALIGN - 1) / BLOCK_ALIGN * BLOCK_ALIGN;
+  int64_t start = part * step < dim ? part * step : dim;
+  int64_t end = start + step < dim ? start + step : dim;
+  if (start == end) return;
+  const dt_onednn_operand *a = j->a, *b = j->b;
+  float *c = j->c;
+  int64_t batch = j->batch, m = j->m, n = j->n;
+  if (j->split == SPLIT_BATCH) {
+    a += start * j->stride_a, b += start * j->stride_b, c += start * j->stride_c;
+    batch = end - start;
+  } else if (j->split == SPLIT_ROWS) {
+    a += j->trans_a ? start : start * j->lda, c += start * j->ldc;
+    m = end - start;
+  } else {
+    b += j->trans_b ? start * j->ldb : start, c += start;
+    n = end - start;
+  }
+  shape_key key = {batch, batch > 1 ? j->stride_a : 0, batch > 1 ? j->stride_b : 0,
+                   batch > 1 ? j->stride_c : 0, m, n, j->k, j->lda, j->ldb, j->ldc,
+                   j->trans_a, j->trans_b};
+  int st = product(&key, a, b, c);
+  if (st != DNNL_SUCCESS) __atomic_store_n(&j->status, st, __ATOMIC_RELAXED);
+}
+
+/* c = op(a) @ op(b) (alpha 1, beta 0) for the batch, on the pool; a oneDNN status. */
+static int pooled_product(job_t *j) {
+  int threads = api.omp_set_num_threads ? dt_get_num_threads() : 1;
+  double flops = 2.0 * (double)j->batch * (double)j->m * (double)j->n * (double)j->k;
+  j->parts = 1, j->split = SPLIT_BATCH, j->status = DNNL_SUCCESS;
+  if (threads > 1 && flops >= MIN_PARALLEL_FLOPS) {
+    if (j->batch >= threads) {
+      j->parts = threads;
+    } else {
+      j->split = j->n > j->m ? SPLIT_COLUMNS : SPLIT_ROWS;
+      int64_t dim = j->n > j->m ? j->n : j->m, most = (dim + BLOCK_ALIGN - 1) / BLOCK_ALIGN;
+      j->parts = most < threads ? (int)most : threads;
+    }
+  }
+  if (j->parts == 1) run_block(j, 0);
+  else dt_parallel(j->parts, run_block, j);
+  return j->status;
+}
+
+int onednn_matmul_bf16(const dt_onednn_operand *a, const dt_onednn_operand *b, float *c, int64_t batch,
                        int64_t stride_a, int64_t stride_b, int64_t stride_c, int64_t m, int64_t n,
                        int64_t k, int32_t trans_a, int32_t trans_b, int64_t lda, int64_t ldb,
                        int64_t ldc, float alpha, float beta) {
@@ -197,20 +273,22 @@ int onednn_matmul_bf16(const uint16_t *a, const uint16_t *b, float *c, int64_t b
     }
     return DT_OK;
   }
-  shape_key key = (shape_key){batch, batch > 1 ? stride_a : 0, batch > 1 ? stride_b : 0,
-                    batch > 1 ? stride_c : 0, m, n, k, lda, ldb, ldc, trans_a, trans_b};
+  job_t job = {a, b, c, batch, stride_a, stride_b, stride_c, m, n, k, lda, ldb, ldc,
+               trans_a, trans_b, 1, SPLIT_BATCH, DNNL_SUCCESS};
   /* oneDNN writes op(a) @ op(b); a scaled or accumulated result goes through a scratch copy. */
-  float *dst = c, *scratch = NULL;
+  float *scratch = NULL;
   if (beta != 0.0f) {
-    key.stride_c = batch > 1 ? m * n : 0;
-    key.ldc = n;
-    scratch = dst = malloc((size_t)(batch * m * n) * sizeof(float));
-    if (scratch == NULL) return dt_fail(DT_ENOMEM, "dt_matmul_bf16: no memory for a %lld x %lld result", (long long)m, (long long)n);
+    job.stride_c = m * n, job.ldc = n;
+    job.c = scratch = malloc((size_t)(batch * m * n) * sizeof(float));
+    if (scratch == NULL)
+      return dt_fail(DT_ENOMEM, "dt_matmul_bf16: no memory for a %lld x %lld x %lld result",
+                     (long long)batch, (long long)m, (long long)n);
   }
-  int st = product(&key, a, b, dst);
+  int st = pooled_product(&job);
   if (st != DNNL_SUCCESS) {
     free(scratch);
-    return dt_fail(DT_EUNSUPPORTED, "dt_matmul_bf16: oneDNN's matmul [%lld x %lld x %lld] x %lld failed with status %d",
+    return dt_fail(DT_EUNSUPPORTED,
+                   "dt_matmul_bf16: oneDNN's matmul [%lld x %lld x %lld] x %lld failed with status %d",
                    (long long)m, (long long)n, (long long)k, (long long)batch, st);
   }
   if (scratch || alpha != 1.0f) {
@@ -231,10 +309,10 @@ int onednn_matmul_bf16(const uint16_t *a, const uint16_t *b, float *c, int64_t b
  * transposed, b shared by the batch (stride 0). */
 static int probe(char *why, size_t len) {
   enum { B = 2, M = 5, N = 7, K = 33 };
-  uint16_t a[B * K * M], b[K * N];
+  dt_onednn_operand a[B * K * M], b[K * N];
   float c[B * M * N];
-  for (int i = 0; i < B * K * M; i++) a[i] = dt_f32_to_bf16((float)(i * 7 % 9 - 4));
-  for (int i = 0; i < K * N; i++) b[i] = dt_f32_to_bf16((float)(i * 5 % 7 - 3));
+  for (int i = 0; i < B * K * M; i++) a[i] = operand_of((float)(i * 7 % 9 - 4));
+  for (int i = 0; i < K * N; i++) b[i] = operand_of((float)(i * 5 % 7 - 3));
   if (onednn_matmul_bf16(a, b, c, B, K * M, 0, M * N, M, N, K, 1, 0, M, N, N, 1.0f, 0.0f) != DT_OK) {
     char message[160];
     dt_last_error(message, sizeof message);
@@ -246,7 +324,7 @@ static int probe(char *why, size_t len) {
       for (int j = 0; j < N; j++) {
         float want = 0.0f;
         for (int p = 0; p < K; p++)
-          want += dt_bf16_to_f32(a[(i * K + p) * M + r]) * dt_bf16_to_f32(b[p * N + j]);
+          want += value_of(a[(i * K + p) * M + r]) * value_of(b[p * N + j]);
         if (c[(i * M + r) * N + j] != want) {
           snprintf(why, len, "the probe product gave %g at [%d, %d, %d], not %g",
                    c[(i * M + r) * N + j], i, r, j, want);
@@ -258,8 +336,7 @@ static int probe(char *why, size_t len) {
 
 #define SYM(slot, name) {(void **)&api.slot, name}
 
-int onednn_open(char *why, size_t len) {
-  if (!onednn_cpu_has_bf16(why, len)) return DT_EUNSUPPORTED;
+int onednn_load(char *why, size_t len) {
   void *lib = dlopen("libdnnl.so.2", RTLD_NOW | RTLD_LOCAL);
   if (lib == NULL) {
     snprintf(why, len, "libdnnl.so.2 (oneDNN 2.x) does not load: %s", dlerror());
@@ -276,33 +353,38 @@ int onednn_open(char *why, size_t len) {
       SYM(primitive_destroy, "dnnl_primitive_destroy"), SYM(memory_create, "dnnl_memory_create"),
       SYM(memory_destroy, "dnnl_memory_destroy"), SYM(version, "dnnl_version"),
       SYM(effective_cpu_isa, "dnnl_get_effective_cpu_isa")};
+  /* The library stays open on failure too: it is opened once per process. */
   for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
     if ((*syms[i].slot = dlsym(lib, syms[i].name)) == NULL) {
       snprintf(why, len, "libdnnl.so.2 lacks %s: not oneDNN 2.x's C API", syms[i].name);
-      goto refuse;
+      return DT_EUNSUPPORTED;
     }
   }
   *(void **)&api.omp_set_num_threads = dlsym(lib, "omp_set_num_threads");
   const version_t *v = api.version();
   if (v->major != 2) {
     snprintf(why, len, "libdnnl.so.2 is oneDNN %d.%d.%d, not 2.x", v->major, v->minor, v->patch);
-    goto refuse;
+    return DT_EUNSUPPORTED;
   }
-  int isa = api.effective_cpu_isa(), st;
+  int st = api.engine_create(&api.engine, DNNL_CPU, 0);
+  if (st != DNNL_SUCCESS) {
+    snprintf(why, len, "oneDNN's CPU engine failed with status %d", st);
+    return DT_EUNSUPPORTED;
+  }
+  return DT_OK;
+}
+
+int onednn_open(char *why, size_t len) {
+  if (!onednn_cpu_has_bf16(why, len) || onednn_load(why, len) != DT_OK) return DT_EUNSUPPORTED;
+  const version_t *v = api.version();
+  int isa = api.effective_cpu_isa();
   if ((isa & ISA_AVX512_CORE_BF16) != ISA_AVX512_CORE_BF16) {
     snprintf(why, len, "oneDNN %d.%d.%d may not use avx512_bf16 here (effective ISA 0x%x; ONEDNN_MAX_CPU_ISA?)",
              v->major, v->minor, v->patch, (unsigned)isa);
-    goto refuse;
+    return DT_EUNSUPPORTED;
   }
-  if ((st = api.engine_create(&api.engine, DNNL_CPU, 0)) != DNNL_SUCCESS) {
-    snprintf(why, len, "oneDNN's CPU engine failed with status %d", st);
-    goto refuse;
-  }
-  if (!probe(why, len)) goto refuse;
+  if (!probe(why, len)) return DT_EUNSUPPORTED;
   snprintf(why, len, "oneDNN %d.%d.%d matmul (%s), bf16 inputs with f32 accumulation",
            v->major, v->minor, v->patch, impl_name[0] ? impl_name : "implementation unnamed");
   return DT_OK;
-refuse:
-  /* The library stays open: primitives the probe cached may hold its code. */
-  return DT_EUNSUPPORTED;
 }
