@@ -205,14 +205,20 @@ Deno.test({
   },
 });
 
-Deno.test("auto picks the f32 sgemm engine where the CPU lacks bf16 instructions, saying why", () => {
-  const { name, reason } = bf16MatmulBackend();
-  if (Deno.env.get("DTRAIN_BF16_GEMM")) return; // a forced engine is the tests above'
+Deno.test("auto picks oneDNN where the CPU has bf16 instructions and oneDNN loads, else sgemm, saying why", async () => {
+  // In a child: this process's choice may have been forced by DTRAIN_BF16_GEMM.
+  const { ok, out } = await child("auto", PRODUCT);
+  assert.ok(ok, out);
+  assert.match(out, /^product 11$/m);
   if (!cpuHasBf16) {
-    assert.equal(name, "f32-sgemm");
-    assert.match(reason, /neither avx512_bf16 nor amx_bf16/);
-  } else if (onednnLoads) {
-    assert.equal(name, "onednn", reason);
+    assert.match(out, /"name":"f32-sgemm","reason":"[^"]*neither avx512_bf16 nor amx_bf16/);
+  } else if (!onednnLoads) {
+    assert.match(
+      out,
+      /"name":"f32-sgemm","reason":"[^"]*libdnnl\.so\.2 \(oneDNN 2\.x\) does not load/,
+    );
+  } else {
+    assert.match(out, /"name":"onednn"/);
   }
 });
 
