@@ -186,7 +186,7 @@ static int product(const shape_key *key, const void *a, const void *b, float *c)
   pthread_mutex_unlock(&cache_lock);
   if (st != DNNL_SUCCESS) return st;
   if (hit) return execute(hit, a, b, c);
-  cached *once = malloc(sizeof *once); /* the cache is full: built for this call only */
+  cached *once = calloc(1, sizeof *once); /* the cache is full: built for this call only */
   if (once == NULL) return -1;
   if ((st = build(key, once)) == DNNL_SUCCESS) st = execute(once, a, b, c);
   if (once->primitive) api.primitive_destroy(once->primitive);
