@@ -84,6 +84,8 @@ int main(void) {
   check(1, 0, 0, 0, 64, 1500, 384, 0, 1, 384, 384, 1600, 2, 0);
   check(8, 128 * 64, 64 * 128, 128 * 128, 128, 128, 64, 0, 1, 64, 64, 128, 1, 0);
   check(1, 0, 0, 0, 301, 203, 100, 1, 1, 301, 100, 203, 1, 0);
+  /* More shapes than the cache holds: the last ones are built for their call only. */
+  for (int k = 1; k <= 60; k++) check(1, 0, 0, 0, 3, 2, k, 0, 1, k, k, 2, 1, 0);
   printf("threads %d %d\n", before, threads_now());
   return failures ? 1 : 0;
 }
