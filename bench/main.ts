@@ -599,6 +599,7 @@ if (import.meta.main) {
         (machine.loadavg as number[]).map((x) => x.toFixed(2)).join(" ")
       }; others use ${pct(await backgroundBusy(1000))} of the CPUs now`,
   );
+  console.log(`bf16 matmul: ${machine.bf16Matmul}`);
   console.log(
     python
       ? `PyTorch side: torch ${"version" in torch ? torch.version : ""} (${torch.python})`

@@ -8,6 +8,7 @@
 import { fileURLToPath } from "node:url";
 import { loadDtrain } from "../ffi/dtrain.ts";
 import { openblasCoreName } from "../ffi/openblas_core.ts";
+import { bf16MatmulBackend } from "../src/tensor/device/bf16_gemm.ts";
 import { epochMs } from "./workload.ts";
 
 /** A command to run: the program and its arguments. */
@@ -139,6 +140,16 @@ export async function runWorkers(
   }
 }
 
+/** The bf16 product engine and why, or the error of a forced engine that cannot run. */
+function bf16MatmulText(): string {
+  try {
+    const { name, reason } = bf16MatmulBackend();
+    return `${name} (${reason})`;
+  } catch (e) {
+    return (e as Error).message;
+  }
+}
+
 /** A machine description for the report: CPU model, logical CPUs, memory, kernel. */
 export function machineInfo(): Record<string, unknown> {
   let cpu = "unknown";
@@ -152,6 +163,8 @@ export function machineInfo(): Record<string, unknown> {
     kernel: Deno.osRelease(),
     // Which kernels OpenBLAS runs ("Prescott" is its generic fallback; see ffi/openblas_core.ts).
     blasCore: openblasCoreName(loadDtrain().openblas_get_corename) ?? "not OpenBLAS",
+    // Which engine multiplies bf16 matrices (oneDNN or f32 sgemm; see src/tensor/device/bf16_gemm.ts).
+    bf16Matmul: bf16MatmulText(),
     loadavg: Deno.loadavg(),
     deno: Deno.version.deno,
   };

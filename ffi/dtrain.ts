@@ -40,6 +40,13 @@ const symbols = {
     parameters: [ptr, ptr, ptr, ptr, ptr, ptr, i64, i64, i64, i32, i64],
     result: i32,
   },
+  // matmul_bf16.c
+  // deno-fmt-ignore
+  dt_matmul_bf16: {
+    parameters: [ptr, ptr, ptr, i64, i64, i64, i64, i64, i64, i64, i32, i32, i64, i64, i64, f32, f32],
+    result: i32,
+  },
+  dt_matmul_bf16_backend: { parameters: [buf, i64], result: i32 },
   // elementwise.c
   dt_fill_f32: { parameters: [ptr, i64, f32], result: i32 },
   dt_fill_i32: { parameters: [ptr, i64, i32], result: i32 },

@@ -80,6 +80,21 @@ int dt_linear_backward(const float *gy, const float *x, const float *w, float *g
                        float *gbias, int64_t rows, int64_t in, int64_t out, int32_t w_trans,
                        int64_t ldw);
 
+/* ---------------------------------------------------------------- matmul_bf16.c */
+
+/* c_i = alpha * op(a_i) @ op(b_i) + beta * c_i for i < batch: a and b bf16, c f32, row-major with
+ * dt_matmul's transposes and leading dimensions, and element strides between the batch's
+ * matrices (0 repeats one matrix). On the CPU, oneDNN where the CPU has bf16 instructions, else
+ * f32 sgemm of the bf16 values (dt_matmul's bits); on CUDA, cuBLAS with bf16 inputs. */
+int dt_matmul_bf16(const void *a, const void *b, float *c, int64_t batch, int64_t stride_a,
+                   int64_t stride_b, int64_t stride_c, int64_t m, int64_t n, int64_t k,
+                   int32_t trans_a, int32_t trans_b, int64_t lda, int64_t ldb, int64_t ldc,
+                   float alpha, float beta);
+/* The engine of dt_matmul_bf16 (chosen on first use; DTRAIN_BF16_GEMM=auto|onednn|f32 forces
+ * one): 0 f32 sgemm, 1 oneDNN, 2 cuBLAS, -1 none (a forced engine that cannot run); why, into
+ * buf (len bytes). */
+int32_t dt_matmul_bf16_backend(char *buf, int64_t len);
+
 /* ---------------------------------------------------------------- elementwise.c */
 
 int dt_fill_f32(float *dst, int64_t n, float value);

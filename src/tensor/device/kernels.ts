@@ -26,6 +26,7 @@ export const RUNTIME_SYMBOLS = [
   "dt_set_num_threads",
   "dt_get_num_threads",
   "dt_copy",
+  "dt_matmul_bf16_backend",
 ] as const satisfies readonly (keyof KernelAbi)[];
 
 /** The C name of a kernel (`dt_matmul_batched`). */
@@ -66,6 +67,12 @@ export interface Kernels {
   readonly linearForward: KernelOf<"linearForward">;
   /** The gradients of `linearForward` (each output nullable). */
   readonly linearBackward: KernelOf<"linearBackward">;
+  /**
+   * c = alpha * op(a) @ op(b) + beta * c for `batch` products `stride*` elements apart, bf16 a and
+   * b, f32 c (`trans*`, `ld*` as `matmul`'s). On the CPU, oneDNN or f32 sgemm of the bf16 values,
+   * as `bf16MatmulBackend()` (src/tensor/device/bf16_gemm.ts) reports.
+   */
+  readonly matmulBf16: KernelOf<"matmulBf16">;
   /** Sets `n` f32 elements to `value`. */
   readonly fillF32: KernelOf<"fillF32">;
   /** Sets `n` i32 elements to `value`. */
