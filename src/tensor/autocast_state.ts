@@ -8,11 +8,12 @@
  * promoted dtype (see [Note: half compute] in ops/_half.ts). The lists follow PyTorch's CPU lists
  * (aten/src/ATen/autocast_mode.cpp, `AutocastCPU`) for the ops dtrain has: lower precision are
  * matmul (mm, bmm, matmul), linear and scaled_dot_product_attention (and packedCausalAttention,
- * dtrain's fused form of it); fp32 are mse_loss, nll_loss (the loss half of crossEntropy: its
- * log-softmax runs in the logits' dtype, as PyTorch's cross_entropy decomposes) and
- * binary_cross_entropy_with_logits. Softmax, layer norm, GELU and the reductions are on neither
- * CPU list: they run in their input's dtype (PyTorch's CUDA list differs; dtrain uses the CPU
- * list on every device type, and says so in the docs).
+ * dtrain's fused form of it); fp32 are cross_entropy_loss, nll_loss, mse_loss and
+ * binary_cross_entropy_with_logits (checked against PyTorch 2.13's CPU autocast: a bf16
+ * cross-entropy there equals the f32 one bit for bit, a bf16 log_softmax stays bf16). Softmax,
+ * log-softmax, layer norm, GELU, dropout, embedding and the reductions are on neither CPU list:
+ * they run in their input's dtype. PyTorch's CUDA lists differ (softmax, layer_norm and more are
+ * fp32 there); dtrain uses the CPU lists on every device type.
  *
  * Casts of leaf tensors that require grad (the f32 weights) are cached for the outermost enabled
  * scope when `cacheEnabled`, so a weight used twice is cast once, as PyTorch's weight cast cache;
@@ -108,7 +109,7 @@ export function withoutAutocast<T>(fn: () => T): T {
 /** The ops that autocast casts to the lower-precision dtype (PyTorch's CPU lower_precision_fp). */
 const LOWER = new Set(["matmul", "linear", "scaledDotProductAttention", "packedCausalAttention"]);
 /** The ops that autocast runs in f32 (PyTorch's CPU fp32 list, as far as dtrain has them). */
-const FP32 = new Set(["mseLoss", "nllLoss", "binaryCrossEntropyWithLogits"]);
+const FP32 = new Set(["crossEntropy", "mseLoss", "nllLoss", "binaryCrossEntropyWithLogits"]);
 
 /**
  * `inputs` as autocast's policy for `op` wants them: `args` (cast where the policy says) and

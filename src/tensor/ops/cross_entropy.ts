@@ -11,6 +11,8 @@ import { emptyOn, expectF32, expectSameDevice, temporaries } from "./_util.ts";
 import { contiguous } from "./shape.ts";
 import { isHalf } from "../dtype.ts";
 import { halfCrossEntropy } from "./cross_entropy_half.ts";
+import { viaF32 } from "./_half.ts";
+import { autocastActiveFor } from "../autocast_state.ts";
 
 /** How a loss combines its per-element values: their mean, their sum, or none (kept as is). */
 export type Reduction = "mean" | "sum" | "none";
@@ -77,9 +79,12 @@ export function crossEntropy(
     );
   }
   expectSameDevice("crossEntropy", logits, target);
-  if (isHalf(logits.dtype)) {
+  if (isHalf(logits.dtype) && !autocastActiveFor(logits)) {
     return halfCrossEntropy(logits, target, { ignoreIndex, reduction, labelSmoothing: smoothing });
   }
+  // Autocast runs cross-entropy in f32 (on PyTorch's CPU fp32 list).
+  const cast = viaF32("crossEntropy", [logits], (x) => crossEntropy(x, target, options));
+  if (cast) return cast;
   expectF32("crossEntropy", logits);
   const [rows, cols] = logits.shape;
   const x = contiguous(logits), y = contiguous(target);

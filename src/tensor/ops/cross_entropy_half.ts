@@ -1,7 +1,7 @@
 /**
- * Cross-entropy of bf16 or f16 logits as PyTorch computes it: `log_softmax` in the logits' dtype
- * (its output rounded once), then `nll_loss` in f32 on those log-probabilities, the loss rounded
- * to the logits' dtype (or left f32 under autocast, whose fp32 list has nll_loss).
+ * Cross-entropy of bf16 or f16 logits as PyTorch computes it outside autocast: `log_softmax` in
+ * the logits' dtype (its output rounded once), then `nll_loss` in f32 on those log-probabilities,
+ * the loss rounded to the logits' dtype. (Autocast runs the whole op in f32 instead.)
  * @module
  */
 
