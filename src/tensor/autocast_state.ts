@@ -18,7 +18,8 @@
  * Casts of leaf tensors that require grad (the f32 weights) are cached for the outermost enabled
  * scope when `cacheEnabled`, so a weight used twice is cast once, as PyTorch's weight cast cache;
  * unlike PyTorch's, an entry is made again when the weight was written in place since (an
- * optimizer step inside the scope) or the cast was freed (by a tidy() inside the scope).
+ * optimizer step inside the scope), when the cast was freed (by a tidy() inside the scope), and
+ * in grad mode when it was made under noGrad (it would cut the weight from the graph).
  * Inside an op's own computation autocast is off (PyTorch excludes its dispatch key there).
  *
  * The state lives in an AsyncLocalStorage: a scope's state is seen by the code it runs, across
@@ -31,6 +32,7 @@ import { AsyncLocalStorage } from "node:async_hooks";
 import { type HalfDType, isFloat } from "./dtype.ts";
 import type { Tensor } from "./tensor.ts";
 import { to } from "./ops/shape.ts";
+import { isGradEnabled } from "./grad_mode.ts";
 
 /** The device types autocast knows: "cpu", "cuda" and the emulated accelerator "emu". */
 export type AutocastDeviceType = "cpu" | "cuda" | "emu";
@@ -137,8 +139,12 @@ export function autocastInputs<A extends (Tensor | null | undefined)[]>(
       t.gradFn === null && t.dtype === "f32";
     if (cacheable) {
       // A cast freed by a tidy() inside the scope, or of a weight updated since, is made again.
+      // A cast made under noGrad has no graph: in grad mode it is made again, so that the
+      // gradient reaches the weight.
       const hit = state.cache!.get(t);
-      if (hit && !hit.cast.disposed && hit.version === t.storage.version) return hit.cast;
+      const fresh = hit && !hit.cast.disposed && hit.version === t.storage.version &&
+        (hit.cast.gradFn !== null || !isGradEnabled());
+      if (fresh) return hit.cast;
       const cast = to(t, target);
       state.cache!.set(t, { cast, version: t.storage.version });
       return cast;

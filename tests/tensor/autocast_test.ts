@@ -9,6 +9,7 @@ import {
   F,
   getAutocastDtype,
   isAutocastEnabled,
+  noGrad,
   randn,
   type Tensor,
   tensor,
@@ -166,3 +167,13 @@ deviceTest(
     assert.equal(w.grad!.dtype, "f32");
   },
 );
+
+Deno.test("a weight cast cached under noGrad is made again in grad mode, so the gradient reaches the weight", () => {
+  const w = randn([3, 3], { requiresGrad: true }), x = randn([2, 3]);
+  const y = autocast(cpu, () => {
+    noGrad(() => F.linear(x, w));
+    return F.linear(x, w).to("f32").sum();
+  });
+  y.backward();
+  assert.ok(w.grad !== null, "w got a gradient");
+});

@@ -161,3 +161,12 @@ deviceTest("bf16 ops and their gradients on the device match the CPU's bits", (d
   };
   assert.deepEqual(run(device), run("cpu"));
 });
+
+Deno.test("clipGradNorm takes bf16 gradients: the norm in f32, the scaling in place in bf16", () => {
+  const p = new nn.Parameter(bf([3, 4]));
+  p.grad = bf([3, 4]);
+  const norm = nn.utils.clipGradNorm([p], 1);
+  assert.equal(norm, 5);
+  assert.equal(p.grad.dtype, "bf16");
+  assert.deepEqual(values(p.grad), [0.6015625, 0.80078125]);
+});
