@@ -55,6 +55,16 @@ export abstract class TensorIndexing {
     return this.to("f32");
   }
 
+  /** A copy as bf16 (PyTorch's `.bfloat16()`). */
+  bfloat16(this: Tensor): Tensor {
+    return this.to("bf16");
+  }
+
+  /** A copy as f16 (PyTorch's `.half()`). */
+  half(this: Tensor): Tensor {
+    return this.to("f16");
+  }
+
   /** A copy as i32 (PyTorch's `.int()`). */
   int(this: Tensor): Tensor {
     return this.to("i32");

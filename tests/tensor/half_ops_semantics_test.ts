@@ -170,3 +170,14 @@ Deno.test("clipGradNorm takes bf16 gradients: the norm in f32, the scaling in pl
   assert.equal(p.grad.dtype, "bf16");
   assert.deepEqual(values(p.grad), [0.6015625, 0.80078125]);
 });
+
+Deno.test("an expanded half tensor's gradient sums back over the repeats in f32, rounded once", () => {
+  const x = bf([1, 2], [2, 1]).requiresGrad_();
+  const y = x.expand(2, 3).mul(bf([1, 2, 3.5]));
+  y.to("f32").sum().backward();
+  assert.equal(x.grad!.dtype, "bf16");
+  assert.deepEqual(values(x.grad!), [6.5, 6.5]);
+  const z = bf([1, 2, 3]).requiresGrad_();
+  z.expand(1, 3).to("f32").sum().backward();
+  assert.deepEqual(values(z.grad!), [1, 1, 1]);
+});

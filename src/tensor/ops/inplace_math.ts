@@ -12,7 +12,7 @@ import { addScaled, checkInPlace, copyInto, updateHalf } from "../inplace.ts";
 import { broadcastShapes, formatShape, sameShape } from "../layout.ts";
 import type { Tensor } from "../tensor.ts";
 import { noGrad } from "../autograd.ts";
-import { type ComputeDType, isHalf, refuseStorageOnly } from "../dtype.ts";
+import { type ComputeDType, isFloat, isHalf, refuseStorageOnly } from "../dtype.ts";
 import { scalarOn } from "./compare.ts";
 import { contiguous, expand, to } from "./shape.ts";
 
@@ -65,9 +65,11 @@ export function arith(op: Op, self: Tensor, other: Tensor | number, alpha = 1): 
   const otherType = typeof other === "number"
     ? (Number.isInteger(other * alpha) ? "i32" : "f32")
     : other.dtype;
-  if (self.dtype === "i32" && (op === "div" || otherType === "f32" || !Number.isInteger(alpha))) {
+  if (self.dtype === "i32" && (op === "div" || isFloat(otherType) || !Number.isInteger(alpha))) {
     throw new TypeError(
-      `${name}: the result is f32 and cannot be written into an i32 tensor (${
+      `${name}: the result is ${
+        isHalf(otherType) ? otherType : "f32"
+      } and cannot be written into an i32 tensor (${
         typeof other === "number" ? `operand ${other * alpha}` : `operand ${other.dtype}`
       }${op === "div" ? ", true division" : ""}); convert self with .to("f32")`,
     );
