@@ -31,14 +31,7 @@ export interface AutocastOptions {
 /** The state inside a scope with `options`, from the state around it. */
 function enter(options: AutocastOptions): AutocastState {
   const outer = currentAutocast();
-  const type = deviceTypeOf(options?.deviceType ?? "");
-  if (type === null || type !== options.deviceType) {
-    throw new RangeError(
-      `autocast: deviceType must be "cpu", "cuda" or "emu", got ${
-        JSON.stringify(options?.deviceType)
-      }`,
-    );
-  }
+  const type = checkType(options?.deviceType);
   const dtype = options.dtype ?? outer.devices[type].dtype;
   checkDType("autocast", dtype);
   if (!isHalf(dtype)) {
@@ -111,11 +104,12 @@ export function getAutocastDtype(deviceType: AutocastDeviceType): HalfDType {
   return currentAutocast().devices[checkType(deviceType)].dtype;
 }
 
-function checkType(deviceType: string): AutocastDeviceType {
-  const type = deviceTypeOf(deviceType);
+/** `deviceType` checked (for callers in plain JavaScript, or past a cast). */
+function checkType(deviceType: string | undefined): AutocastDeviceType {
+  const type = deviceTypeOf(deviceType ?? "");
   if (type === null || type !== deviceType) {
     throw new RangeError(
-      `autocast: unknown device type ${JSON.stringify(deviceType)} (expected cpu, cuda or emu)`,
+      `autocast: deviceType must be "cpu", "cuda" or "emu", got ${JSON.stringify(deviceType)}`,
     );
   }
   return type;
