@@ -79,6 +79,7 @@ export {
   autocast,
   autocastAsync,
   type AutocastDeviceType,
+  type AutocastDtype,
   type AutocastOptions,
   getAutocastDtype,
   isAutocastEnabled,

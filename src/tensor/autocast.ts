@@ -16,12 +16,15 @@ import {
 
 export type { AutocastDeviceType } from "./autocast_state.ts";
 
+/** The lower-precision dtypes autocast casts to: bf16 (torch.bfloat16) or f16 (torch.float16). */
+export type AutocastDtype = HalfDType;
+
 /** Options of {@linkcode autocast}, as `torch.autocast`'s arguments. */
 export interface AutocastOptions {
   /** The device type whose ops autocast: "cpu", "cuda" or "emu". */
   deviceType: AutocastDeviceType;
   /** The lower-precision dtype; the device type's current one when absent (bf16 on CPU, f16 else). */
-  dtype?: HalfDType;
+  dtype?: AutocastDtype;
   /** false runs `fn` with autocast off for the device type (inside an enabled scope too). */
   enabled?: boolean;
   /** Whether casts of weights (leaves that require grad) are cached in the scope (default true). */
@@ -100,7 +103,7 @@ export function isAutocastEnabled(deviceType: AutocastDeviceType = "cpu"): boole
  *
  * @param deviceType "cpu", "cuda" or "emu".
  */
-export function getAutocastDtype(deviceType: AutocastDeviceType): HalfDType {
+export function getAutocastDtype(deviceType: AutocastDeviceType): AutocastDtype {
   return currentAutocast().devices[checkType(deviceType)].dtype;
 }
 
