@@ -181,3 +181,10 @@ Deno.test("an expanded half tensor's gradient sums back over the repeats in f32,
   z.expand(1, 3).to("f32").sum().backward();
   assert.deepEqual(values(z.grad!), [1, 1, 1]);
 });
+
+Deno.test("a sum over several dimensions of a half tensor rounds once", () => {
+  // 256 + 1 + 1: rounding after each dimension would lose each 1 (bf16 keeps 8 bits at 256).
+  const x = bf([256, 1, 1, 0], [2, 2, 1]);
+  assert.deepEqual(values(x.sum([0, 1])), [258]);
+  assert.deepEqual(values(x.mean([0, 1], true).mul(4)), [258]);
+});

@@ -59,7 +59,11 @@ function reduceDims(
   mean: boolean,
 ): Tensor {
   if (typeof dim === "number") return reduce(t, dim, keepdim, mean);
-  const dims = normalizeDims(dim, t.ndim, mean ? "mean" : "sum").sort((a, b) => b - a);
+  // Several dimensions of a half tensor reduce in f32 and round once, as PyTorch's.
+  const op = mean ? "mean" : "sum";
+  const half = viaF32(op, [t], (x) => reduceDims(x, dim, keepdim, mean));
+  if (half) return half;
+  const dims = normalizeDims(dim, t.ndim, op).sort((a, b) => b - a);
   if (dims.length >= t.ndim) return reduce(t, undefined, keepdim, mean);
   if (dims.length === 1) return reduce(t, dims[0], keepdim, mean);
   let out = t;
