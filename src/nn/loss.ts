@@ -129,10 +129,11 @@ export interface MSELossOptions {
  */
 export function mseLoss(input: Tensor, target: Tensor, options: MSELossOptions = {}): Tensor {
   const reduction = checkReduction("mseLoss", options.reduction);
+  // Half operands compute in f32 and round once; autocast runs this loss in f32 (its fp32 list).
+  const half = viaF32("mseLoss", [input, target], (a, b) => mseLoss(a, b, options));
+  if (half) return half;
   if (reduction === "none") {
     expectFloat("mseLoss", input, target);
-    const half = viaF32("mseLoss", [input, target], (a, b) => mseLoss(a, b, options));
-    if (half) return half;
     if (!sameShape(input.shape, target.shape)) {
       throw new RangeError(
         `mseLoss: input ${formatShape(input.shape)} and target ${formatShape(target.shape)} differ`,
