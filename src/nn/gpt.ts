@@ -301,7 +301,9 @@ export class GPT extends Module {
         const context = rows.flatMap((row) => row.slice(-block));
         const t = context.length / b;
         const tokens = tensor(context, [b, t], { dtype: "i32", device: idx.device });
-        const logits = this.forward(tokens).logits.select(1, -1).toArray() as Float32Array;
+        // A bf16 or f16 model's logits are read as f32.
+        const last = this.forward(tokens).logits.select(1, -1);
+        const logits = last.to("f32").toArray() as Float32Array;
         const uniforms = rand([b]).toArray();
         for (let r = 0; r < b; r++) {
           rows[r].push(sample(logits.subarray(r * v, (r + 1) * v), temperature, topK, uniforms[r]));

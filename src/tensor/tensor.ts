@@ -5,7 +5,7 @@
  * @module
  */
 
-import { type DType, isDTypeName, itemSize } from "./dtype.ts";
+import { type DType, isDTypeName, isFloat, itemSize } from "./dtype.ts";
 import { type Device, Storage } from "./storage.ts";
 import { track } from "./scope.ts";
 import { backward, type BackwardOptions, type Node } from "./autograd.ts";
@@ -216,11 +216,9 @@ export class Tensor extends TensorHost implements Disposable {
 
   /** Sets `requiresGrad` in place and returns this tensor (PyTorch's `requires_grad_`). */
   requiresGrad_(value = true): this {
-    // PyTorch lets bf16 and f16 leaves require grad; dtrain's gradient accumulation (axpy in
-    // autograd.ts) is f32 only, so a 2-byte leaf trains through an f32 master copy (`to()`).
-    if (value && this.dtype !== "f32") {
+    if (value && !isFloat(this.dtype)) {
       throw new TypeError(
-        `requiresGrad: only f32 tensors can require gradients, not ${this.dtype}`,
+        `requiresGrad: only floating-point tensors (f32, bf16, f16) can require gradients, not ${this.dtype}`,
       );
     }
     this.requiresGrad = value;

@@ -13,6 +13,7 @@
 import { noGrad } from "../../tensor/autograd.ts";
 import { formatShape, type Tensor } from "../../tensor/tensor.ts";
 import { sumSquares } from "../../tensor/ops/reduce.ts";
+import { isFloat, isHalf } from "../../tensor/dtype.ts";
 
 /** Options of {@linkcode clipGradNorm}. */
 export interface ClipGradNormOptions {
@@ -36,8 +37,17 @@ export function registerShardedGradient(param: Tensor, gather: GatherPartials): 
   shardedBy.set(param, gather);
 }
 
-/** The p-th power sum of |g| over one gradient, read back as a number (the max for p = inf). */
+/**
+ * The p-th power sum of |g| over one gradient, read back as a number (the max for p = inf). A
+ * bf16 or f16 gradient is summed in f32 (PyTorch rounds each norm to the gradient's dtype).
+ */
 function powerSum(g: Tensor, p: number): number {
+  if (isHalf(g.dtype)) {
+    const wide = g.to("f32");
+    const value = powerSum(wide, p);
+    wide.dispose();
+    return value;
+  }
   if (p === Infinity) {
     let max = 0;
     for (const v of g.toArray()) max = Math.max(max, Math.abs(v)); // NaN stays NaN
@@ -104,9 +114,9 @@ export function clipGradNorm(
   }
   if (grads.length === 0 && gathers.size === 0) return 0;
   for (const g of grads) {
-    if (!g.isContiguous() || g.dtype !== "f32") {
+    if (!g.isContiguous() || !isFloat(g.dtype)) {
       throw new TypeError(
-        `clipGradNorm: gradients must be contiguous f32, got a ${g.dtype} ${
+        `clipGradNorm: gradients must be contiguous f32, bf16 or f16, got a ${g.dtype} ${
           formatShape(g.shape)
         } one that is ${g.isContiguous() ? "contiguous" : "not contiguous"}`,
       );

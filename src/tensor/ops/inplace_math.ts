@@ -8,11 +8,11 @@
  */
 
 import { BinaryOp, UnaryOp } from "../device/device.ts";
-import { addScaled, checkInPlace, copyInto } from "../inplace.ts";
+import { addScaled, checkInPlace, copyInto, updateHalf } from "../inplace.ts";
 import { broadcastShapes, formatShape, sameShape } from "../layout.ts";
 import type { Tensor } from "../tensor.ts";
 import { noGrad } from "../autograd.ts";
-import { type ComputeDType, refuseStorageOnly } from "../dtype.ts";
+import { type ComputeDType, isFloat, isHalf, refuseStorageOnly } from "../dtype.ts";
 import { scalarOn } from "./compare.ts";
 import { contiguous, expand, to } from "./shape.ts";
 
@@ -57,12 +57,19 @@ export function arith(op: Op, self: Tensor, other: Tensor | number, alpha = 1): 
   if (self.dtype === "bool") {
     throw new TypeError(`${name}: bool tensors have no in-place arithmetic`);
   }
+  if (isHalf(self.dtype)) {
+    // In f32 on the values, rounded back once (PyTorch's in-place ops on bf16 and f16).
+    checkInPlace(self, name);
+    return updateHalf(self, (wide) => arith(op, wide, other, alpha));
+  }
   const otherType = typeof other === "number"
     ? (Number.isInteger(other * alpha) ? "i32" : "f32")
     : other.dtype;
-  if (self.dtype === "i32" && (op === "div" || otherType === "f32" || !Number.isInteger(alpha))) {
+  if (self.dtype === "i32" && (op === "div" || isFloat(otherType) || !Number.isInteger(alpha))) {
     throw new TypeError(
-      `${name}: the result is f32 and cannot be written into an i32 tensor (${
+      `${name}: the result is ${
+        isHalf(otherType) ? otherType : "f32"
+      } and cannot be written into an i32 tensor (${
         typeof other === "number" ? `operand ${other * alpha}` : `operand ${other.dtype}`
       }${op === "div" ? ", true division" : ""}); convert self with .to("f32")`,
     );
@@ -114,6 +121,10 @@ export function clamp(self: Tensor, min?: number, max?: number): void {
     if (v !== undefined && typeof v !== "number") {
       throw new TypeError(`clamp_: ${what} must be a number, got ${typeof v}`);
     }
+  }
+  if (isHalf(self.dtype)) {
+    checkInPlace(self, "clamp_");
+    return updateHalf(self, (wide) => clamp(wide, min, max));
   }
   if (self.dtype !== "f32") {
     throw new TypeError(`clamp_: expected an f32 tensor, got ${self.dtype}`);

@@ -1,7 +1,7 @@
 /** View and layout ops: reshape, view, flatten, transpose, expand (and summing a broadcast gradient back), contiguous, detach, clone, and the dtype and device conversions. @module */
 
 import { record } from "../autograd.ts";
-import { copyInto } from "../inplace.ts";
+import { castFloat, copyInto } from "../inplace.ts";
 import {
   checkShape,
   contiguousStrides,
@@ -302,6 +302,18 @@ export function toDevice(t: Tensor, device: Device): Tensor {
  * dimensions, and over dimensions that were 1. A fresh contiguous tensor.
  */
 export function sumToShape(g: Tensor, shape: readonly number[]): Tensor {
+  if (isHalf(g.dtype) && g.numel() !== shapeSize(shape)) {
+    // The sum kernel reads f32: a half gradient sums in f32 and rounds once, as PyTorch's.
+    const packed = contiguous(g);
+    const wide = castFloat(packed, "f32");
+    if (packed !== g) packed.dispose();
+    const summed = sumToShape(wide, shape);
+    wide.dispose();
+    const out = castFloat(summed, g.dtype as HalfDType);
+    summed.dispose();
+    return out;
+  }
+  if (isHalf(g.dtype)) return contiguous(g).alias(shape); // nothing to sum: only a reshape
   const src = contiguous(g);
   const dev = src.storage.backend;
   const lead = src.ndim - shape.length;
