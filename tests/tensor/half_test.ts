@@ -158,9 +158,14 @@ Deno.test("bfloat16(), half() and float() convert as to() does, keeping the grap
   assert.equal(b.gradFn?.name, "ToCopyBackward");
   assert.deepEqual(Array.from(h.float().toArray()), [1.0078125, 3.140625, Infinity]);
   assert.equal(h.float().dtype, "f32");
+  // A bf16 leaf requires grad and gets a bf16 gradient, as in PyTorch.
+  const leaf = tensor([1, 2], [2], { dtype: "bf16", requiresGrad: true });
+  leaf.mul(3).sum().backward();
+  assert.equal(leaf.grad?.dtype, "bf16");
+  assert.deepEqual(Array.from(leaf.grad!.toArray()), [3, 3]);
   assert.throws(
-    () => tensor([1, 2], [2], { dtype: "bf16", requiresGrad: true }),
-    /requiresGrad: only f32 tensors can require gradients, not bf16/,
+    () => tensor([1, 2], [2], { dtype: "i32", requiresGrad: true }),
+    /requiresGrad: only floating-point tensors \(f32, bf16, f16\) can require gradients, not i32/,
   );
 });
 
