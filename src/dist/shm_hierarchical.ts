@@ -7,7 +7,14 @@
  * @module
  */
 
-import type { Backend, BackendInit, NativeBuffer, ReduceOp } from "./backend.ts";
+import {
+  type Backend,
+  type BackendInit,
+  DTYPE_BYTES,
+  type NativeBuffer,
+  nbytes,
+  type ReduceOp,
+} from "./backend.ts";
 import { DistError } from "./errors.ts";
 import { GlooBackend } from "./gloo.ts";
 import { ShmBackend } from "./shm.ts";
@@ -16,12 +23,16 @@ import type { StoreClient } from "./store/client.ts";
 /** The bytes of `buf`, as a view of its native memory. */
 function bytesOf(buf: NativeBuffer): Uint8Array {
   if (buf.count === 0 || buf.ptr === null) return new Uint8Array(0);
-  return new Uint8Array(Deno.UnsafePointerView.getArrayBuffer(buf.ptr, buf.count * 4));
+  return new Uint8Array(Deno.UnsafePointerView.getArrayBuffer(buf.ptr, nbytes(buf)));
 }
 
 /** A native buffer over JavaScript memory that stays reachable while `keep` is. */
 function bufferOver(bytes: Uint8Array<ArrayBuffer>, buf: NativeBuffer): NativeBuffer {
-  return { ptr: Deno.UnsafePointer.of(bytes), count: bytes.length / 4, dtype: buf.dtype };
+  return {
+    ptr: Deno.UnsafePointer.of(bytes),
+    count: bytes.length / DTYPE_BYTES[buf.dtype],
+    dtype: buf.dtype,
+  };
 }
 
 /**
@@ -118,6 +129,13 @@ export class HierarchicalBackend implements Backend {
   }
 
   async allReduce(buf: NativeBuffer, op: ReduceOp): Promise<void> {
+    if (op === "avg" && buf.dtype !== "f32") {
+      // The division below is JavaScript's, on f32 only; the 2-byte types would need it rounded.
+      throw new DistError(
+        "invalid",
+        `shm+gloo: op "avg" on ${buf.dtype} is not supported across hosts; use "sum" and divide`,
+      );
+    }
     const inner = op === "avg" ? "sum" : op;
     await this.#step(false, (l) => l.allReduce(buf, inner));
     await this.#step(true, (l) => l.allReduce(buf, inner));
@@ -138,7 +156,7 @@ export class HierarchicalBackend implements Backend {
 
   async allGather(outs: NativeBuffer[], input: NativeBuffer): Promise<void> {
     // Every rank's slice is zero except its own: a sum gathers them exactly.
-    const bytes = input.count * 4;
+    const bytes = nbytes(input);
     const staging = new Uint8Array(bytes * this.#size);
     staging.set(bytesOf(input), this.#rank * bytes);
     await this.allReduce(bufferOver(staging, input), "sum");
@@ -153,7 +171,7 @@ export class HierarchicalBackend implements Backend {
    * whole result broadcast from each leader to its host's members.
    */
   allGatherBlocking(outs: NativeBuffer[], input: NativeBuffer): void {
-    const bytes = input.count * 4;
+    const bytes = nbytes(input);
     const members = this.#hosts[this.#myHost];
     const widest = Math.max(...this.#hosts.map((h) => h.length));
     const result = new Uint8Array(bytes * this.#size);
@@ -219,7 +237,7 @@ export class HierarchicalBackend implements Backend {
   async reduceScatter(out: NativeBuffer, input: NativeBuffer, op: ReduceOp): Promise<void> {
     const staging = new Uint8Array(bytesOf(input));
     await this.allReduce(bufferOver(staging, input), op);
-    const bytes = out.count * 4;
+    const bytes = nbytes(out);
     bytesOf(out).set(staging.subarray(this.#rank * bytes, (this.#rank + 1) * bytes));
   }
 
