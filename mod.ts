@@ -75,6 +75,14 @@ export { getRngState, manualSeed, setRngState } from "./src/tensor/random.ts";
 export { getNumThreads, setNumThreads } from "./src/tensor/threads.ts";
 export { type BackwardOptions, isGradEnabled, type Node, noGrad } from "./src/tensor/autograd.ts";
 export { keep, type Scoped, tidy, tidyAsync } from "./src/tensor/scope.ts";
+export {
+  autocast,
+  autocastAsync,
+  type AutocastDeviceType,
+  type AutocastOptions,
+  getAutocastDtype,
+  isAutocastEnabled,
+} from "./src/tensor/autocast.ts";
 export { NativeArgumentError, NativeError } from "./src/tensor/native.ts";
 export {
   abs,

@@ -2,11 +2,16 @@
 
 import { formatShape, type Tensor } from "../tensor/tensor.ts";
 
-/** Throws unless every tensor is f32, naming the op and what it got. */
-export function expectF32(op: string, ...tensors: Tensor[]): void {
+/**
+ * Throws unless every tensor is floating-point (f32, bf16, f16: the compositions below compute
+ * on any of them, see [Note: half compute]), naming the op and what it got.
+ */
+export function expectFloat(op: string, ...tensors: Tensor[]): void {
   for (const t of tensors) {
-    if (t.dtype !== "f32") {
-      throw new TypeError(`${op}: expected an f32 tensor, got ${t.dtype} ${formatShape(t.shape)}`);
+    if (t.dtype !== "f32" && t.dtype !== "bf16" && t.dtype !== "f16") {
+      throw new TypeError(
+        `${op}: expected a floating-point tensor, got ${t.dtype} ${formatShape(t.shape)}`,
+      );
     }
   }
 }

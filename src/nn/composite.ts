@@ -5,8 +5,9 @@
  * @module
  */
 
-import { expectF32, sameShape } from "./_checks.ts";
+import { expectFloat, sameShape } from "./_checks.ts";
 import { formatShape, shapeSize, type Tensor } from "../tensor/tensor.ts";
+import { viaF32 } from "../tensor/ops/_half.ts";
 
 /** The machine epsilon of float32, PyTorch's `torch.finfo(torch.float32).eps`. */
 export const FLOAT32_EPS = 2 ** -23;
@@ -24,7 +25,10 @@ export const FLOAT32_EPS = 2 ** -23;
  * ```
  */
 export function silu(x: Tensor): Tensor {
-  expectF32("silu", x);
+  expectFloat("silu", x);
+  // A half input computes in f32 and rounds once, as PyTorch's fused kernel.
+  const half = viaF32("silu", [x], silu);
+  if (half) return half;
   return x.mul(x.sigmoid());
 }
 
@@ -52,7 +56,14 @@ export function rmsNorm(
   weight?: Tensor | null,
   eps?: number | null,
 ): Tensor {
-  expectF32("rmsNorm", x, ...(weight ? [weight] : []));
+  expectFloat("rmsNorm", x, ...(weight ? [weight] : []));
+  const half = viaF32(
+    "rmsNorm",
+    [x, weight],
+    (x, w) => rmsNorm(x, normalizedShape, w, eps),
+    ([x]) => x.dtype,
+  );
+  if (half) return half;
   const k = normalizedShape.length;
   if (k === 0 || k > x.ndim || !sameShape(x.shape.slice(x.ndim - k), normalizedShape)) {
     throw new RangeError(

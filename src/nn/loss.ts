@@ -8,13 +8,14 @@
  */
 
 import { mseLoss as fusedMseLoss } from "../tensor/ops/nn.ts";
+import { viaF32 } from "../tensor/ops/_half.ts";
 import {
   crossEntropy as fusedCrossEntropy,
   type CrossEntropyOptions,
   type Reduction,
 } from "../tensor/ops/cross_entropy.ts";
 import { formatShape, type Tensor } from "../tensor/tensor.ts";
-import { expectF32, sameShape } from "./_checks.ts";
+import { expectFloat, sameShape } from "./_checks.ts";
 
 export type { CrossEntropyOptions, Reduction };
 
@@ -84,7 +85,15 @@ export function binaryCrossEntropyWithLogits(
   const op = "binaryCrossEntropyWithLogits";
   const reduction = checkReduction(op, options.reduction);
   const { weight, posWeight } = options;
-  expectF32(op, input, target, ...[weight, posWeight].filter((t): t is Tensor => !!t));
+  expectFloat(op, input, target, ...[weight, posWeight].filter((t): t is Tensor => !!t));
+  // Half operands compute in f32 and round once; autocast runs this loss in f32 (its fp32 list).
+  const half = viaF32(
+    op,
+    [input, target, weight, posWeight],
+    (input, target, weight, posWeight) =>
+      binaryCrossEntropyWithLogits(input, target, { reduction, weight, posWeight }),
+  );
+  if (half) return half;
   if (!sameShape(input.shape, target.shape)) {
     throw new RangeError(
       `${op}: target ${formatShape(target.shape)} must have the input's shape ${
@@ -121,7 +130,9 @@ export interface MSELossOptions {
 export function mseLoss(input: Tensor, target: Tensor, options: MSELossOptions = {}): Tensor {
   const reduction = checkReduction("mseLoss", options.reduction);
   if (reduction === "none") {
-    expectF32("mseLoss", input, target);
+    expectFloat("mseLoss", input, target);
+    const half = viaF32("mseLoss", [input, target], (a, b) => mseLoss(a, b, options));
+    if (half) return half;
     if (!sameShape(input.shape, target.shape)) {
       throw new RangeError(
         `mseLoss: input ${formatShape(input.shape)} and target ${formatShape(target.shape)} differ`,

@@ -15,6 +15,7 @@
 import { noGrad } from "../tensor/autograd.ts";
 import { canonicalDeviceName } from "../tensor/device/mod.ts";
 import type { Device } from "../tensor/storage.ts";
+import { type FloatDType, isDType, isFloat } from "../tensor/dtype.ts";
 import { formatShape, sameShape, type Tensor } from "../tensor/tensor.ts";
 import { Parameter } from "./parameter.ts";
 import { moduleRepr } from "./_repr.ts";
@@ -217,18 +218,22 @@ export abstract class Module {
   }
 
   /**
-   * Moves every parameter and buffer to `device` (PyTorch's `module.to(device)`); returns this.
-   * Parameters are replaced by copies on the device (shared ones stay shared), so make the
-   * optimizer after moving the model, as PyTorch advises. Gradients are dropped.
+   * Moves every parameter and buffer to `device` (PyTorch's `module.to(device)`), or converts the
+   * floating-point ones to the float dtype `dtype` (`module.to(torch.bfloat16)`; integer and bool
+   * buffers stay); returns this. Parameters are replaced by converted copies (shared ones stay
+   * shared), so make the optimizer after converting the model, as PyTorch advises. Gradients are
+   * dropped.
    */
-  to(device: Device): this {
+  to(target: Device | FloatDType): this {
     const moved = new Map<Tensor, Tensor>();
-    const target = canonicalDeviceName(device); // tensors carry canonical names ("cuda:0")
+    const dtype = isDType(target) && isFloat(target) ? target : null;
+    // Tensors carry canonical device names ("cuda:0").
+    const device = dtype === null ? canonicalDeviceName(target) : null;
     const move = <T extends Tensor>(t: T, make: (copy: Tensor) => T): T => {
-      if (t.device === target) return t;
+      if (dtype === null ? t.device === device : !isFloat(t.dtype) || t.dtype === dtype) return t;
       const known = moved.get(t);
       if (known !== undefined) return known as T;
-      const copy = make(noGrad(() => t.detach().to(device)));
+      const copy = make(noGrad(() => t.detach().to(target)));
       moved.set(t, copy);
       return copy;
     };
@@ -244,6 +249,21 @@ export abstract class Module {
       }
     }
     return this;
+  }
+
+  /** Converts the floating-point parameters and buffers to bf16 (PyTorch's `bfloat16()`). */
+  bfloat16(): this {
+    return this.to("bf16");
+  }
+
+  /** Converts the floating-point parameters and buffers to f16 (PyTorch's `half()`). */
+  half(): this {
+    return this.to("f16");
+  }
+
+  /** Converts the floating-point parameters and buffers to f32 (PyTorch's `float()`). */
+  float(): this {
+    return this.to("f32");
   }
 
   /** Runs `fn` on every module (children first, then this one); returns this. */

@@ -7,7 +7,8 @@
 
 import type { z } from "zod";
 import { zeroGradients } from "../nn/module.ts";
-import { zerosLike } from "../tensor/creation.ts";
+import { isFloat, isHalf } from "../tensor/dtype.ts";
+import { updateHalf, wideCopy } from "../tensor/inplace.ts";
 import { noGrad } from "../tensor/autograd.ts";
 import { formatShape, sameShape, type Tensor } from "../tensor/tensor.ts";
 import {
@@ -70,9 +71,9 @@ export abstract class Optimizer<H extends { lr: number }> {
             `${this.constructor.name}: some parameters appear in more than one parameter group`,
           );
         }
-        if (p.dtype !== "f32") {
+        if (!isFloat(p.dtype)) {
           throw new TypeError(
-            `${this.constructor.name}: can only optimize f32 tensors, got ${p.dtype}`,
+            `${this.constructor.name}: can only optimize floating-point tensors, got ${p.dtype}`,
           );
         }
         seen.add(p);
@@ -101,19 +102,37 @@ export abstract class Optimizer<H extends { lr: number }> {
             state = {};
             this.state.set(p, state);
           }
-          this.updateParam(p, p.grad, state, group);
+          if (isHalf(p.dtype)) this.#updateHalf(p, p.grad, state, group);
+          else this.updateParam(p, p.grad, state, group);
           p.storage.version++; // an in-place write (see [Note: saved-tensor versions])
         }
       }
     });
   }
 
+  /**
+   * [Note: half parameters]
+   * A bf16 or f16 parameter is updated in f32: its values and gradient are upcast, the f32 update
+   * runs with f32 state, and the result rounds into the parameter once per step. PyTorch keeps
+   * the state in the parameter's dtype and rounds after each elementwise op of the update; f32
+   * state loses less (the small second moments of Adam underflow in f16), so the bits differ from
+   * PyTorch's by the roundings it does in between.
+   */
+  #updateHalf(p: Tensor, grad: Tensor, state: ParamState, group: ParamGroup<H>): void {
+    const g = wideCopy(grad);
+    try {
+      updateHalf(p, (wide) => this.updateParam(wide, g, state, group));
+    } finally {
+      if (g !== grad) g.dispose();
+    }
+  }
+
   /** Updates one parameter in place from its gradient and state. */
   protected abstract updateParam(param: Tensor, grad: Tensor, state: ParamState, options: H): void;
 
-  /** A persistent zero buffer shaped like `p`, for optimizer state. */
+  /** A persistent f32 zero buffer shaped like `p`, for optimizer state (see [Note: half parameters]). */
   protected buffer(p: Tensor): Tensor {
-    const t = zerosLike(p);
+    const t = p.newEmpty(p.shape, { dtype: "f32", zero: true });
     t.persistent = true;
     return t;
   }

@@ -20,7 +20,8 @@
  */
 
 import { isGradEnabled } from "./grad_mode.ts";
-import { copyInto, fillRaw } from "./inplace.ts";
+import { castFloat, copyInto, fillRaw, updateHalf, wideCopy } from "./inplace.ts";
+import { isFloat, isHalf } from "./dtype.ts";
 import { formatShape, sameShape } from "./layout.ts";
 import type { Tensor } from "./tensor.ts";
 
@@ -252,7 +253,8 @@ function* walk(
       gy.dispose();
     }
     node.inputs.forEach((input, i) => {
-      const g = inputGrads[i] ?? null;
+      const raw = inputGrads[i] ?? null;
+      const g = raw === null || !input.requiresGrad ? raw : inDTypeOf(input, raw);
       if (!input.requiresGrad) {
         g?.dispose();
         return;
@@ -284,10 +286,31 @@ function cloneContiguous(t: Tensor): Tensor {
   return out;
 }
 
-/** y += x for contiguous gradients of one shape, on their device (no version bump: autograd's own). */
+/**
+ * y += x for contiguous gradients of one shape, on their device (no version bump: autograd's
+ * own); a half gradient sums in f32 and rounds once, as PyTorch's bf16 accumulation.
+ */
 function axpy(y: Tensor, x: Tensor): void {
   const dev = y.storage.backend;
-  dev.check(dev.kernels.axpy(y.ptr, x.ptr, y.numel(), 1));
+  const src = wideCopy(x);
+  if (isHalf(y.dtype)) {
+    updateHalf(y, (wide) => dev.check(dev.kernels.axpy(wide.ptr, src.ptr, y.numel(), 1)));
+  } else dev.check(dev.kernels.axpy(y.ptr, src.ptr, y.numel(), 1));
+  if (src !== x) src.dispose();
+}
+
+/**
+ * `g` in `input`'s floating-point dtype: PyTorch's engine casts each gradient to its input's
+ * dtype (validate_outputs), so an f32 weight gets an f32 gradient whatever dtype the ops
+ * downstream of it computed in.
+ */
+function inDTypeOf(input: Tensor, g: Tensor): Tensor {
+  if (g.dtype === input.dtype || !isFloat(g.dtype) || !isFloat(input.dtype)) return g;
+  const packed = g.isContiguous() ? g : cloneContiguous(g);
+  const out = castFloat(packed, input.dtype);
+  if (packed !== g) packed.dispose();
+  g.dispose();
+  return out;
 }
 
 /**

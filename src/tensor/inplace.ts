@@ -5,10 +5,17 @@
  * @module
  */
 
-import { UnaryOp } from "./device/device.ts";
+import { DTypeCode, UnaryOp } from "./device/device.ts";
 import { isGradEnabled } from "./grad_mode.ts";
 import { formatShape, sameShape } from "./layout.ts";
-import { itemSize, refuseStorageOnly } from "./dtype.ts";
+import {
+  type FloatDType,
+  type HalfDType,
+  isFloat,
+  isHalf,
+  itemSize,
+  refuseStorageOnly,
+} from "./dtype.ts";
 import type { Tensor } from "./tensor.ts";
 
 /** Refuses tensors autograd tracks (under grad mode) and non-contiguous ones; bumps the version. */
@@ -27,6 +34,7 @@ export function checkInPlace(t: Tensor, op: string): void {
 /** Fills contiguous `t` with `value` (no version check: also used on fresh tensors). */
 export function fillRaw(t: Tensor, value: number): void {
   refuseStorageOnly("fill_", t.dtype);
+  if (isHalf(t.dtype)) return updateHalf(t, (wide) => fillRaw(wide, value), false);
   const device = t.storage.backend;
   device.check(
     t.dtype === "f32"
@@ -56,10 +64,59 @@ export function copy(dst: Tensor, src: Tensor): void {
   copyInto(dst, src);
 }
 
-/** `t.add_(other, alpha)`: t += alpha * other (f32, same shape and device). */
+/**
+ * Runs `update` on an f32 copy of contiguous half `t` and rounds the result back into `t`, as
+ * PyTorch's in-place ops on bf16 and f16 compute in float and round once (`read` false skips
+ * loading `t`'s values, for a fill).
+ */
+export function updateHalf(t: Tensor, update: (wide: Tensor) => void, read = true): void {
+  const device = t.storage.backend;
+  const n = t.numel(), code = DTypeCode[t.dtype as HalfDType];
+  const wide = t.newEmpty(t.shape, { dtype: "f32" });
+  try {
+    if (read) device.check(device.kernels.castHalfF32(t.ptr, code, wide.ptr, n));
+    update(wide);
+    device.check(device.kernels.castF32Half(wide.ptr, t.ptr, n, code));
+  } finally {
+    wide.dispose();
+  }
+}
+
+/** Contiguous `t` as f32: itself, or a new copy of a half tensor's values. */
+export function wideCopy(t: Tensor): Tensor {
+  if (!isHalf(t.dtype)) return t;
+  const wide = t.newEmpty(t.shape, { dtype: "f32" });
+  const device = t.storage.backend;
+  device.check(
+    device.kernels.castHalfF32(t.ptr, DTypeCode[t.dtype as HalfDType], wide.ptr, t.numel()),
+  );
+  return wide;
+}
+
+/** Contiguous `t` (f32, bf16 or f16) as a new tensor of another float dtype, outside autograd. */
+export function castFloat(t: Tensor, dtype: FloatDType): Tensor {
+  const wide = wideCopy(t);
+  if (dtype === "f32") return wide === t ? cloneRaw(t) : wide;
+  const out = t.newEmpty(t.shape, { dtype });
+  const device = t.storage.backend;
+  device.check(device.kernels.castF32Half(wide.ptr, out.ptr, t.numel(), DTypeCode[dtype]));
+  if (wide !== t) wide.dispose();
+  return out;
+}
+
+function cloneRaw(t: Tensor): Tensor {
+  const out = t.newEmpty(t.shape);
+  copyInto(out, t);
+  return out;
+}
+
+/**
+ * `t.add_(other, alpha)`: t += alpha * other (same shape and device; f32, or bf16/f16 in f32
+ * rounded once).
+ */
 export function addScaled(t: Tensor, other: Tensor, alpha: number): void {
   checkInPlace(t, "add_");
-  if (other.dtype !== "f32" || t.dtype !== "f32" || !sameShape(other.shape, t.shape)) {
+  if (!isFloat(other.dtype) || !isFloat(t.dtype) || !sameShape(other.shape, t.shape)) {
     throw new RangeError(
       `add_: ${other.dtype} ${formatShape(other.shape)} does not match ${t.dtype} ${
         formatShape(t.shape)
@@ -70,18 +127,28 @@ export function addScaled(t: Tensor, other: Tensor, alpha: number): void {
     throw new Error(`add_: tensors on different devices (${t.device} and ${other.device})`);
   }
   const device = t.storage.backend;
-  const src = other.isContiguous() ? other : other.detach().contiguous();
-  device.check(device.kernels.axpy(t.ptr, src.ptr, t.numel(), alpha));
-  if (src !== other) src.dispose();
+  const packed = other.isContiguous() ? other : other.detach().contiguous();
+  const src = wideCopy(packed);
+  if (isHalf(t.dtype)) {
+    updateHalf(t, (wide) => device.check(device.kernels.axpy(wide.ptr, src.ptr, t.numel(), alpha)));
+  } else device.check(device.kernels.axpy(t.ptr, src.ptr, t.numel(), alpha));
+  if (src !== packed) src.dispose();
+  if (packed !== other) packed.dispose();
 }
 
 /** `t.mul_(value)`: t *= value (f32). */
 export function scale(t: Tensor, value: number): void {
-  if (t.dtype !== "f32") {
-    throw new TypeError(`mul_: expected an f32 tensor, got ${t.dtype}`);
+  if (t.dtype !== "f32" && !isHalf(t.dtype)) {
+    throw new TypeError(`mul_: expected a floating-point tensor, got ${t.dtype}`);
   }
   checkInPlace(t, "mul_");
   const device = t.storage.backend;
+  if (isHalf(t.dtype)) {
+    return updateHalf(
+      t,
+      (w) => device.check(device.kernels.unary(UnaryOp.scale, w.ptr, w.ptr, w.numel(), value)),
+    );
+  }
   device.check(device.kernels.unary(UnaryOp.scale, t.ptr, t.ptr, t.numel(), value));
 }
 

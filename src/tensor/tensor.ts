@@ -5,7 +5,7 @@
  * @module
  */
 
-import { type DType, isDTypeName, itemSize } from "./dtype.ts";
+import { type DType, isDTypeName, isFloat, itemSize } from "./dtype.ts";
 import { type Device, Storage } from "./storage.ts";
 import { track } from "./scope.ts";
 import { backward, type BackwardOptions, type Node } from "./autograd.ts";
@@ -229,9 +229,9 @@ export class Tensor extends TensorMath implements Disposable {
 
   /** Sets `requiresGrad` in place and returns this tensor (PyTorch's `requires_grad_`). */
   requiresGrad_(value = true): this {
-    if (value && this.dtype !== "f32") {
+    if (value && !isFloat(this.dtype)) {
       throw new TypeError(
-        `requiresGrad: only f32 tensors can require gradients, not ${this.dtype}`,
+        `requiresGrad: only floating-point tensors (f32, bf16, f16) can require gradients, not ${this.dtype}`,
       );
     }
     this.requiresGrad = value;

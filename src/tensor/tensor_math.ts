@@ -13,6 +13,7 @@ import * as reduceOps from "./ops/reduce.ts";
 import type { Tensor } from "./tensor.ts";
 import { TensorIndexing } from "./tensor_indexing.ts";
 import { sumInt } from "./ops/compare.ts";
+import { isFloat } from "./dtype.ts";
 
 /** The math methods `Tensor` inherits; each takes the tensor as `this`. */
 export abstract class TensorMath extends TensorIndexing {
@@ -91,7 +92,7 @@ export abstract class TensorMath extends TensorIndexing {
    * tensors sum to i32 (a count for bool).
    */
   sum(this: Tensor, dim?: number | readonly number[] | null, keepdim = false): Tensor {
-    if (this.dtype !== "f32") {
+    if (!isFloat(this.dtype)) {
       if (dim === null || dim === undefined || typeof dim === "number") {
         return sumInt(this, dim ?? undefined, keepdim);
       }

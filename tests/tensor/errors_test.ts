@@ -75,7 +75,7 @@ Deno.test("f32 ops reject i32 tensors and name the dtype", () => {
     throwsWith(
       () => tensor([1, 2], [2], { dtype: "i32", requiresGrad: true }),
       TypeError,
-      /only f32 tensors can require gradients, not i32/,
+      /only floating-point tensors \(f32, bf16, f16\) can require gradients, not i32/,
     );
   });
 });

@@ -11,6 +11,7 @@ import { nextRandomOffset, randomSeed } from "../random.ts";
 import type { Tensor } from "../tensor.ts";
 import type { DeviceBackend } from "../device/device.ts";
 import { emptyOn, expectF32, expectSameDevice, temporaries } from "./_util.ts";
+import { resultType, viaF32 } from "./_half.ts";
 import { contiguous, expand } from "./shape.ts";
 
 /** Options of {@linkcode scaledDotProductAttention} (PyTorch's keyword arguments). */
@@ -199,6 +200,13 @@ export function scaledDotProductAttention(
   options: AttentionOptions = {},
 ): Tensor {
   const op = "scaledDotProductAttention";
+  const half = viaF32(
+    op,
+    [q, k, v, options.attnMask],
+    (q, k, v, attnMask) => scaledDotProductAttention(q, k, v, { ...options, attnMask }),
+    ([q, k, v]) => resultType(q, k, v),
+  );
+  if (half) return half;
   expectF32(op, q, k, v);
   expectSameDevice(op, q, k, v);
   if (q.ndim < 2 || k.ndim !== q.ndim || v.ndim !== q.ndim) {
@@ -301,6 +309,8 @@ export function scaledDotProductAttention(
  */
 export function packedCausalAttention(qkv: Tensor, nHead: number, dropoutP = 0): Tensor {
   const op = "packedCausalAttention";
+  const half = viaF32(op, [qkv], (x) => packedCausalAttention(x, nHead, dropoutP));
+  if (half) return half;
   expectF32(op, qkv);
   if (qkv.ndim !== 3 || qkv.shape[2] % (3 * nHead) !== 0) {
     throw new RangeError(

@@ -14,30 +14,45 @@ import {
   sameShape,
   shapeSize,
 } from "../layout.ts";
-import { type ComputeDType, type DType, refuseStorageOnly } from "../dtype.ts";
+import {
+  type ComputeDType,
+  type DType,
+  type HalfDType,
+  isFloat,
+  isHalf,
+  refuseStorageOnly,
+} from "../dtype.ts";
 import type { Tensor } from "../tensor.ts";
 import { emptyOn, expectSameDevice } from "./_util.ts";
 import { contiguous, expand, to } from "./shape.ts";
+import { roundToHalf } from "./_half.ts";
 
 /** The comparisons, by name. */
 export type CompareName = keyof typeof CompareOp;
 
 const RANK: Record<ComputeDType, number> = { bool: 0, i32: 1, f32: 2 };
 
+/** The dtype a kernel takes for `dtype`: the 2-byte floats compute in f32 (exact for their values). */
+function computeOf(dtype: DType): ComputeDType {
+  return isHalf(dtype) ? "f32" : dtype as ComputeDType;
+}
+
 /**
- * The dtype two operands meet in, as PyTorch promotes them (bool < i32 < f32).
+ * The dtype two operands meet in for a kernel, as PyTorch promotes them (bool < i32 < f32; bf16
+ * and f16 compare in f32, which holds their values exactly).
  *
  * @throws TypeError naming `op` for a u16 operand (storage only).
  */
 export function promoteTypes(op: string, a: DType, b: DType): ComputeDType {
   refuseStorageOnly(op, a, b);
-  return RANK[a as ComputeDType] >= RANK[b as ComputeDType] ? a as ComputeDType : b as ComputeDType;
+  const [x, y] = [computeOf(a), computeOf(b)];
+  return RANK[x] >= RANK[y] ? x : y;
 }
 
 /** The dtype a number takes next to a tensor of `dtype` (a fraction makes integers f32). */
 export function scalarType(op: string, dtype: DType, value: number): ComputeDType {
   refuseStorageOnly(op, dtype);
-  if (dtype === "f32" || !Number.isInteger(value)) return "f32";
+  if (isFloat(dtype) || !Number.isInteger(value)) return "f32";
   return dtype === "bool" ? "i32" : dtype as ComputeDType;
 }
 
@@ -53,6 +68,11 @@ export function scalarOn(like: Tensor, value: number, dtype: ComputeDType): Tens
       : dev.kernels.fillU8(out.ptr, 1, value ? 1 : 0),
   );
   return out;
+}
+
+/** A one-element f32 tensor holding `value` rounded to `dtype`. */
+function roundedScalar(like: Tensor, value: number, dtype: HalfDType): Tensor {
+  return scalarOn(like, roundToHalf(value, dtype), "f32");
 }
 
 /**
@@ -75,7 +95,8 @@ export function operands(
   refuseStorageOnly(op, a.dtype, typeof b === "number" ? "i32" : b.dtype);
   if (typeof b === "number") {
     dtype = scalarType(op, a.dtype, b);
-    other = keep(scalarOn(a, b, dtype), a);
+    // A number compares in a half tensor's dtype (PyTorch casts it to the common dtype).
+    other = keep(isHalf(a.dtype) ? roundedScalar(a, b, a.dtype) : scalarOn(a, b, dtype), a);
   } else {
     expectSameDevice(op, a, b);
     dtype = promoteTypes(op, a.dtype, b.dtype);

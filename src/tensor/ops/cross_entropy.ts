@@ -9,6 +9,8 @@ import { formatShape } from "../layout.ts";
 import type { Tensor } from "../tensor.ts";
 import { emptyOn, expectF32, expectSameDevice, temporaries } from "./_util.ts";
 import { contiguous } from "./shape.ts";
+import { isHalf } from "../dtype.ts";
+import { halfCrossEntropy } from "./cross_entropy_half.ts";
 
 /** How a loss combines its per-element values: their mean, their sum, or none (kept as is). */
 export type Reduction = "mean" | "sum" | "none";
@@ -64,7 +66,6 @@ export function crossEntropy(
   if (!Number.isInteger(ignoreIndex)) {
     throw new RangeError(`crossEntropy: ignoreIndex must be an integer, got ${ignoreIndex}`);
   }
-  expectF32("crossEntropy", logits);
   if (target.dtype !== "i32") {
     throw new TypeError(`crossEntropy: target must be i32 class indices, got ${target.dtype}`);
   }
@@ -76,6 +77,10 @@ export function crossEntropy(
     );
   }
   expectSameDevice("crossEntropy", logits, target);
+  if (isHalf(logits.dtype)) {
+    return halfCrossEntropy(logits, target, { ignoreIndex, reduction, labelSmoothing: smoothing });
+  }
+  expectF32("crossEntropy", logits);
   const [rows, cols] = logits.shape;
   const x = contiguous(logits), y = contiguous(target);
   const perRow = reduction === "none";

@@ -7,6 +7,9 @@ import type { Tensor } from "../tensor.ts";
 import { emptyOn, expectF32, expectSameDevice, temporaries } from "./_util.ts";
 import { integerArith, isIntegerOperation, staysInteger } from "./integer.ts";
 import { contiguous, expand, sumToShape, to } from "./shape.ts";
+import { roundToHalf, viaF32 } from "./_half.ts";
+import { isHalf } from "../dtype.ts";
+import { scalarOn } from "./compare.ts";
 
 type BinaryName = keyof typeof BinaryOp;
 
@@ -72,6 +75,12 @@ function readsOf(dev: DeviceBackend, op: UnaryName): "x" | "y" | "none" {
 }
 
 function unary(op: UnaryName, t: Tensor, p = 0): Tensor {
+  if (isHalf(t.dtype)) {
+    // pow's exponent is an operand of the tensor's dtype in PyTorch (rounded); scale's stays float.
+    const q = op === "pow" ? roundToHalf(p, t.dtype) : p;
+    const savesY = readsOf(t.storage.backend, op) === "y";
+    return viaF32(op, [t], (x) => unary(op, x, q), undefined, savesY)!;
+  }
   expectF32(op, t);
   const x = contiguous(t);
   const y = emptyOn(x, x.shape);
@@ -120,26 +129,56 @@ function promoted(op: BinaryName, a: Tensor, b: Tensor | number): Tensor {
   return out;
 }
 
+/**
+ * `a op b` when an operand is bf16 or f16: in f32, rounded to PyTorch's result dtype; null for
+ * the other dtypes. A number next to a half tensor keeps the half dtype; as in PyTorch's CPU
+ * kernels, an addend rounds to that dtype first (unary() does it), a factor stays in float, and
+ * a divisor divides in float (not a multiply by its reciprocal).
+ */
+function half(op: BinaryName, a: Tensor, b: Tensor | number): Tensor | null {
+  const f = { add, sub, mul, div }[op];
+  if (typeof b !== "number") return viaF32(op, [a, b], (x, y) => f(x, y));
+  if (op === "add" || op === "sub") {
+    const addend = isHalf(a.dtype) ? roundToHalf(b, a.dtype) : b;
+    return viaF32(op, [a], (x) => f(x, addend));
+  }
+  if (op === "mul") return viaF32(op, [a], (x) => f(x, b));
+  return viaF32(op, [a], (x) => {
+    const divisor = scalarOn(x, b, "f32");
+    const out = binary("div", x, divisor);
+    if (out.gradFn === null) divisor.dispose();
+    return out;
+  });
+}
+
 /** a + b (b a tensor or a number), broadcasting. */
 export function add(a: Tensor, b: Tensor | number): Tensor {
+  const h = half("add", a, b);
+  if (h) return h;
   if (isIntegerOperation(a, b)) return promoted("add", a, b);
   return typeof b === "number" ? unary("addScalar", a, b) : binary("add", a, b);
 }
 
 /** a - b (b a tensor or a number), broadcasting. */
 export function sub(a: Tensor, b: Tensor | number): Tensor {
+  const h = half("sub", a, b);
+  if (h) return h;
   if (isIntegerOperation(a, b)) return promoted("sub", a, b);
   return typeof b === "number" ? unary("addScalar", a, -b) : binary("sub", a, b);
 }
 
 /** a * b (b a tensor or a number), broadcasting. */
 export function mul(a: Tensor, b: Tensor | number): Tensor {
+  const h = half("mul", a, b);
+  if (h) return h;
   if (isIntegerOperation(a, b)) return promoted("mul", a, b);
   return typeof b === "number" ? unary("scale", a, b) : binary("mul", a, b);
 }
 
 /** a / b (b a tensor or a number), broadcasting; true division (f32) for i32 operands. */
 export function div(a: Tensor, b: Tensor | number): Tensor {
+  const h = half("div", a, b);
+  if (h) return h;
   if (isIntegerOperation(a, b)) return promoted("div", a, b);
   return typeof b === "number" ? unary("scale", a, 1 / b) : binary("div", a, b);
 }

@@ -14,12 +14,13 @@ import {
   sameShape,
   shapeSize,
 } from "../layout.ts";
-import { type ComputeDType, itemSize, refuseStorageOnly } from "../dtype.ts";
+import { type ComputeDType, isFloat, itemSize, refuseStorageOnly } from "../dtype.ts";
 import type { Tensor } from "../tensor.ts";
 import { emptyOn, expectSameDevice, temporaries } from "./_util.ts";
 import { expectBool, promoteTypes, scalarOn, scalarType } from "./compare.ts";
 import { contiguous, expand, sumToShape, to } from "./shape.ts";
 import { unsqueeze } from "./views.ts";
+import { resultType, viaF32 } from "./_half.ts";
 
 const int64s = (values: readonly number[]) => new BigInt64Array(values.map(BigInt));
 
@@ -48,6 +49,12 @@ export function cat(tensors: readonly Tensor[], dim = 0): Tensor {
     throw new RangeError("cat: zero-dimensional tensor (entry 0) cannot be concatenated");
   }
   expectSameDevice("cat", ...tensors);
+  const promoted = promoteFloats(tensors);
+  if (promoted !== null) {
+    const out = cat(promoted, dim);
+    if (out.gradFn === null) promoted.forEach((t, i) => t !== tensors[i] && t.dispose());
+    return out;
+  }
   tensors.forEach((t, i) => {
     if (t.dtype !== first.dtype) {
       throw new TypeError(`cat: entry ${i} is ${t.dtype}, entry 0 is ${first.dtype}`);
@@ -153,6 +160,8 @@ function expectIndex(op: string, index: Tensor): void {
  * ```
  */
 export function indexSelect(t: Tensor, dim: number, index: Tensor): Tensor {
+  const half = viaF32("indexSelect", [t], (x) => indexSelect(x, dim, index));
+  if (half) return half;
   expectIndex("indexSelect", index);
   if (index.ndim > 1) {
     throw new RangeError(`indexSelect: index must be 0-d or 1-d, got ${formatShape(index.shape)}`);
@@ -197,6 +206,8 @@ export function indexSelect(t: Tensor, dim: number, index: Tensor): Tensor {
  * ```
  */
 export function gather(t: Tensor, dim: number, index: Tensor): Tensor {
+  const half = viaF32("gather", [t], (x) => gather(x, dim, index));
+  if (half) return half;
   expectIndex("gather", index);
   refuseStorageOnly("gather", t.dtype);
   if (t.dtype === "bool") {
@@ -301,6 +312,13 @@ function select(name: string, op: string, cond: Tensor, x: Tensor, y: Tensor): T
  * ```
  */
 export function where(condition: Tensor, x: Tensor | number, y: Tensor | number): Tensor {
+  // 2-byte values pass through f32 (exactly); a number next to a half tensor rounds to its dtype.
+  const half = viaF32(
+    "where",
+    [typeof x === "number" ? null : x, typeof y === "number" ? null : y],
+    (a, b) => where(condition, a ?? (x as number), b ?? (y as number)),
+  );
+  if (half) return half;
   const like = typeof x === "number" ? (typeof y === "number" ? null : y) : x;
   const dtypeOf = (v: number) => like === null ? "f32" : scalarType("where", like.dtype, v);
   const xt = typeof x === "number" ? scalarOn(condition, x, dtypeOf(x)) : x;
@@ -336,6 +354,19 @@ export function maskedFill(t: Tensor, mask: Tensor, value: number): Tensor {
     );
   }
   refuseStorageOnly("maskedFill", t.dtype);
+  const half = viaF32("maskedFill", [t], (x) => maskedFill(x, mask, value));
+  if (half) return half;
   const fill = scalarOn(t, value, t.dtype as ComputeDType);
   return select("MaskedFillBackward", "maskedFill", mask, fill, t);
+}
+
+/**
+ * The tensors converted to their promoted dtype when they mix floating-point dtypes (PyTorch's
+ * cat promotes: bf16 with f32 is f32), differentiably; null when there is nothing to convert.
+ */
+function promoteFloats(tensors: readonly Tensor[]): Tensor[] | null {
+  const dtypes = new Set(tensors.map((t) => t.dtype));
+  if (dtypes.size === 1 || ![...dtypes].every(isFloat)) return null;
+  const dtype = resultType(...tensors);
+  return tensors.map((t) => to(t, dtype));
 }

@@ -8,11 +8,11 @@
  */
 
 import { BinaryOp, UnaryOp } from "../device/device.ts";
-import { addScaled, checkInPlace, copyInto } from "../inplace.ts";
+import { addScaled, checkInPlace, copyInto, updateHalf } from "../inplace.ts";
 import { broadcastShapes, formatShape, sameShape } from "../layout.ts";
 import type { Tensor } from "../tensor.ts";
 import { noGrad } from "../autograd.ts";
-import { type ComputeDType, refuseStorageOnly } from "../dtype.ts";
+import { type ComputeDType, isHalf, refuseStorageOnly } from "../dtype.ts";
 import { scalarOn } from "./compare.ts";
 import { contiguous, expand, to } from "./shape.ts";
 
@@ -56,6 +56,11 @@ export function arith(op: Op, self: Tensor, other: Tensor | number, alpha = 1): 
   refuseStorageOnly(name, self.dtype, typeof other === "number" ? "i32" : other.dtype);
   if (self.dtype === "bool") {
     throw new TypeError(`${name}: bool tensors have no in-place arithmetic`);
+  }
+  if (isHalf(self.dtype)) {
+    // In f32 on the values, rounded back once (PyTorch's in-place ops on bf16 and f16).
+    checkInPlace(self, name);
+    return updateHalf(self, (wide) => arith(op, wide, other, alpha));
   }
   const otherType = typeof other === "number"
     ? (Number.isInteger(other * alpha) ? "i32" : "f32")
@@ -114,6 +119,10 @@ export function clamp(self: Tensor, min?: number, max?: number): void {
     if (v !== undefined && typeof v !== "number") {
       throw new TypeError(`clamp_: ${what} must be a number, got ${typeof v}`);
     }
+  }
+  if (isHalf(self.dtype)) {
+    checkInPlace(self, "clamp_");
+    return updateHalf(self, (wide) => clamp(wide, min, max));
   }
   if (self.dtype !== "f32") {
     throw new TypeError(`clamp_: expected an f32 tensor, got ${self.dtype}`);

@@ -9,6 +9,7 @@ import { broadcastShapes, formatShape, sameShape, shapeSize } from "../layout.ts
 import type { Tensor } from "../tensor.ts";
 import { emptyOn, expectF32, expectSameDevice } from "./_util.ts";
 import { contiguous, expand, reshape } from "./shape.ts";
+import { viaF32 } from "./_half.ts";
 
 /** A 2-d operand as sgemm sees it: its memory, whether it is transposed, and its leading dimension. */
 interface Operand {
@@ -99,6 +100,8 @@ function matmul2d(a: Tensor, b: Tensor): Tensor {
  * ```
  */
 export function matmul(a: Tensor, b: Tensor): Tensor {
+  const half = viaF32("matmul", [a, b], matmul);
+  if (half) return half;
   expectF32("matmul", a, b);
   expectSameDevice("matmul", a, b);
   if (a.ndim === 0 || b.ndim === 0) {
@@ -238,6 +241,8 @@ function bmm(a: Tensor, b: Tensor): Tensor {
  * the thread pool, and the bias gradient.
  */
 export function linear(x: Tensor, weight: Tensor, bias?: Tensor | null): Tensor {
+  const half = viaF32("linear", [x, weight, bias], linear);
+  if (half) return half;
   expectF32("linear", x, weight, ...(bias ? [bias] : []));
   expectSameDevice("linear", x, weight, ...(bias ? [bias] : []));
   if (weight.ndim !== 2 || x.ndim < 1 || x.shape[x.ndim - 1] !== weight.shape[1]) {

@@ -10,11 +10,27 @@ import { formatShape, normalizeDim, sameShape, shapeSize } from "../layout.ts";
 import type { Tensor } from "../tensor.ts";
 import { emptyOn, expectF32, expectSameDevice, temporaries } from "./_util.ts";
 import { moveDimLast, moveLastDim } from "./_axis.ts";
+import { viaF32 } from "./_half.ts";
+import { isHalf } from "../dtype.ts";
+import { matchHalfLogSoftmax } from "./log_softmax_half.ts";
 import { contiguous, identity } from "./shape.ts";
 import { nextRandomOffset, randomSeed } from "../random.ts";
 
 function softmaxImpl(t: Tensor, dim: number, log: boolean): Tensor {
   const op = log ? "logSoftmax" : "softmax";
+  const inRows = normalizeDim(dim, t.ndim, op) === Math.max(t.ndim - 1, 0);
+  const half = viaF32(
+    op,
+    [t],
+    (x) => {
+      const y = softmaxImpl(x, dim, log);
+      if (log && inRows && isHalf(t.dtype)) matchHalfLogSoftmax(y, x, t.dtype);
+      return y;
+    },
+    undefined,
+    inRows,
+  );
+  if (half) return half;
   expectF32(op, t);
   const d = normalizeDim(dim, t.ndim, op);
   const last = Math.max(t.ndim - 1, 0);
@@ -74,6 +90,8 @@ export function logSoftmax(t: Tensor, dim = -1): Tensor {
 
 /** Mean squared error between `input` and `target` of the same shape. */
 export function mseLoss(input: Tensor, target: Tensor): Tensor {
+  const half = viaF32("mseLoss", [input, target], mseLoss);
+  if (half) return half;
   expectF32("mseLoss", input, target);
   if (!sameShape(input.shape, target.shape)) {
     throw new RangeError(
@@ -112,6 +130,14 @@ export function layerNorm(
   bias?: Tensor | null,
   eps = 1e-5,
 ): Tensor {
+  // A half input with f32 weights gives the input's dtype, as PyTorch's mixed-type layer norm.
+  const half = viaF32(
+    "layerNorm",
+    [x, weight, bias],
+    (x, w, b) => layerNorm(x, normalizedShape, w, b, eps),
+    ([x]) => x.dtype,
+  );
+  if (half) return half;
   expectF32("layerNorm", x, ...[weight, bias].filter((t): t is Tensor => !!t));
   const tail = x.shape.slice(x.ndim - normalizedShape.length);
   if (normalizedShape.length === 0 || !sameShape(tail, normalizedShape)) {
@@ -179,6 +205,8 @@ export function layerNorm(
 
 /** Rows of `weight` [num, dim] picked by integer `indices` (any shape, i32): output [...indices, dim]. */
 export function embedding(indices: Tensor, weight: Tensor): Tensor {
+  const half = viaF32("embedding", [indices, weight], embedding, ([, w]) => w.dtype);
+  if (half) return half;
   expectF32("embedding", weight);
   if (indices.dtype !== "i32") {
     throw new TypeError(`embedding: indices must be i32, got ${indices.dtype}`);
@@ -211,6 +239,8 @@ export function embedding(indices: Tensor, weight: Tensor): Tensor {
  * identity otherwise. The mask comes from the seeded counter RNG and is recomputed in backward.
  */
 export function dropout(x: Tensor, p = 0.5, training = true): Tensor {
+  const half = viaF32("dropout", [x], (x) => dropout(x, p, training));
+  if (half) return half;
   expectF32("dropout", x);
   if (!(p >= 0 && p <= 1)) throw new RangeError(`dropout: probability ${p} is outside [0, 1]`);
   if (!training || p === 0) return identity(x);

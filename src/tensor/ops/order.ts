@@ -7,8 +7,11 @@
 import { record } from "../autograd.ts";
 import { broadcastShapes, formatShape, normalizeDim, sameShape } from "../layout.ts";
 import type { Tensor } from "../tensor.ts";
+import { isHalf } from "../dtype.ts";
 import { emptyOn, expectF32, expectSameDevice, temporaries } from "./_util.ts";
 import { moveDimLast } from "./_axis.ts";
+import { viaF32 } from "./_half.ts";
+import { to } from "./shape.ts";
 import { contiguous, expand, reshape } from "./shape.ts";
 
 /**
@@ -24,6 +27,8 @@ import { contiguous, expand, reshape } from "./shape.ts";
  * ```
  */
 export function clamp(t: Tensor, min?: number | null, max?: number | null): Tensor {
+  const half = viaF32("clamp", [t], (x) => clamp(x, min, max));
+  if (half) return half;
   expectF32("clamp", t);
   if ((min === undefined || min === null) && (max === undefined || max === null)) {
     throw new RangeError("clamp: at least one of min and max must be given, got neither");
@@ -63,6 +68,8 @@ export function clamp(t: Tensor, min?: number | null, max?: number | null): Tens
  * ```
  */
 export function abs(t: Tensor): Tensor {
+  const half = viaF32("abs", [t], abs);
+  if (half) return half;
   expectF32("abs", t);
   const x = contiguous(t);
   const y = emptyOn(x, x.shape);
@@ -84,6 +91,8 @@ export function abs(t: Tensor): Tensor {
 
 function extremum(a: Tensor, b: Tensor, isMin: boolean): Tensor {
   const op = isMin ? "minimum" : "maximum";
+  const half = viaF32(op, [a, b], (x, y) => extremum(x, y, isMin));
+  if (half) return half;
   expectF32(op, a, b);
   expectSameDevice(op, a, b);
   const shape = broadcastShapes(op, a.shape, b.shape);
@@ -236,8 +245,7 @@ export function max(t: Tensor): Tensor;
 /** The largest values along `dim` and their i32 indices (`keepdim` keeps `dim` with size 1). */
 export function max(t: Tensor, dim: number, keepdim?: boolean): ValuesIndices;
 export function max(t: Tensor, dim?: number, keepdim = false): Tensor | ValuesIndices {
-  expectF32("max", t);
-  return dim === undefined ? extremeAll(t, false) : extremeDim(t, dim, keepdim, false);
+  return extreme(t, dim, keepdim, false);
 }
 
 /**
@@ -256,6 +264,27 @@ export function min(t: Tensor): Tensor;
 /** The smallest values along `dim` and their i32 indices (`keepdim` keeps `dim` with size 1). */
 export function min(t: Tensor, dim: number, keepdim?: boolean): ValuesIndices;
 export function min(t: Tensor, dim?: number, keepdim = false): Tensor | ValuesIndices {
-  expectF32("min", t);
-  return dim === undefined ? extremeAll(t, true) : extremeDim(t, dim, keepdim, true);
+  return extreme(t, dim, keepdim, true);
+}
+
+/** max or min; a half input's values are exact in f32, so they come back in its dtype unrounded. */
+function extreme(
+  t: Tensor,
+  dim: number | undefined,
+  keepdim: boolean,
+  isMin: boolean,
+): Tensor | ValuesIndices {
+  const op = isMin ? "min" : "max";
+  if (dim === undefined) {
+    return viaF32(op, [t], (x) => extremeAll(x, isMin)) ?? (expectF32(op, t), extremeAll(t, isMin));
+  }
+  if (!isHalf(t.dtype)) {
+    expectF32(op, t);
+    return extremeDim(t, dim, keepdim, isMin);
+  }
+  const wide = to(t, "f32");
+  const { values, indices } = extremeDim(wide, dim, keepdim, isMin);
+  const out = { values: to(values, t.dtype), indices };
+  if (out.values.gradFn === null) [wide, values].forEach((x) => x.dispose());
+  return out;
 }

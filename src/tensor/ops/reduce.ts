@@ -9,12 +9,15 @@ import { formatShape, normalizeDim, shapeSize } from "../layout.ts";
 import type { Tensor } from "../tensor.ts";
 import { emptyOn, expectF32, temporaries } from "./_util.ts";
 import { moveDimLast, normalizeDims } from "./_axis.ts";
+import { viaF32 } from "./_half.ts";
 import { mul, sqrt, sub } from "./elementwise.ts";
 import { contiguous, detach, reshape } from "./shape.ts";
 
 /** Sum (or mean) over dimension `dim`, or over all elements when `dim` is undefined. */
 function reduce(t: Tensor, dim: number | undefined, keepdim: boolean, mean: boolean): Tensor {
   const op = mean ? "mean" : "sum";
+  const half = viaF32(op, [t], (x) => reduce(x, dim, keepdim, mean));
+  if (half) return half;
   expectF32(op, t);
   const src = contiguous(t);
   let outer = 1, axis = t.numel(), inner = 1;
@@ -113,6 +116,8 @@ export function mean(t: Tensor, dim?: number | readonly number[] | null, keepdim
  * ```
  */
 export function argmax(t: Tensor, dim = -1, keepdim = false): Tensor {
+  const half = viaF32("argmax", [t], (x) => argmax(x, dim, keepdim), () => "i32");
+  if (half) return half;
   expectF32("argmax", t);
   const d = normalizeDim(dim, t.ndim, "argmax");
   const cols = t.ndim === 0 ? 1 : t.shape[d];
@@ -146,6 +151,8 @@ function varianceOf(
   dim: number | readonly number[] | null | undefined,
   options: VarianceOptions,
 ): Tensor {
+  const half = viaF32(op, [t], (x) => varianceOf(op, x, dim, options));
+  if (half) return half;
   expectF32(op, t);
   const correction = options.correction ?? 1;
   if (typeof correction !== "number" || !Number.isFinite(correction)) {
@@ -197,7 +204,9 @@ export function std(
   dim?: number | readonly number[] | null,
   options: VarianceOptions = {},
 ): Tensor {
-  return sqrt(varianceOf("std", t, dim, options));
+  // One rounding for a half input, as PyTorch's std kernel.
+  return viaF32("std", [t], (x) => std(x, dim, options)) ??
+    sqrt(varianceOf("std", t, dim, options));
 }
 
 /**
@@ -214,6 +223,8 @@ export function std(
  * ```
  */
 export function sumSquares(t: Tensor): Tensor {
+  const half = viaF32("sumSquares", [t], sumSquares, () => "f32");
+  if (half) return half;
   expectF32("sumSquares", t);
   const src = contiguous(t);
   const out = emptyOn(src, []);

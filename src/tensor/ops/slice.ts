@@ -10,6 +10,7 @@ import { formatShape, normalizeDim } from "../layout.ts";
 import type { Tensor } from "../tensor.ts";
 import { emptyOn } from "./_util.ts";
 import { contiguous } from "./shape.ts";
+import { itemSize } from "../dtype.ts";
 
 /** Writes contiguous `src` into the strided view `dst` (same shape and dtype). */
 export function copyToView(dst: Tensor, src: Tensor): void {
@@ -25,7 +26,7 @@ export function copyToView(dst: Tensor, src: Tensor): void {
     dst.ndim,
     new BigInt64Array(dst.shape.map(BigInt)),
     new BigInt64Array(dst.strides.map(BigInt)),
-    4,
+    itemSize(dst.dtype),
   ));
   if (packed !== src) packed.dispose();
 }

@@ -10,6 +10,7 @@ import { refuseStorageOnly } from "../dtype.ts";
 import type { Tensor } from "../tensor.ts";
 import { emptyOn, temporaries } from "./_util.ts";
 import { contiguous } from "./shape.ts";
+import { viaF32 } from "./_half.ts";
 
 /** A view of `t` with `shape`/`strides`, whose gradient is `gy` viewed back in `t`'s shape. */
 function reshapedView(t: Tensor, name: string, shape: number[], strides: number[]): Tensor {
@@ -111,6 +112,8 @@ function triangle(t: Tensor, diagonal: number, upper: boolean): Tensor {
   if (t.dtype === "bool") {
     throw new TypeError(`${op}: bool input is not supported; convert it with .to("i32")`);
   }
+  const half = viaF32(op, [t], (x) => triangle(x, diagonal, upper));
+  if (half) return half;
   const src = contiguous(t);
   const rows = t.shape[t.ndim - 2], cols = t.shape[t.ndim - 1];
   const batch = shapeSize(t.shape.slice(0, -2));
