@@ -6,17 +6,10 @@
  * @module
  */
 
-import { nowUs, profiling, recordCollective, takeTag } from "../profile/tracer.ts";
+import { nowUs, profiling, recordCollective, startCollective, takeTag } from "../profile/tracer.ts";
 import { bufferOf, checkOp, checkSameAs, gatherBuffers, invalid, memoryOf } from "./arguments.ts";
-import {
-  type Backend,
-  type Done,
-  type DType,
-  nbytes,
-  type SharedBlock,
-  type TensorLike,
-} from "./backend.ts";
-import type { ReduceOp } from "./backend.ts";
+import type { Backend, Done, DType, ReduceOp, SharedBlock, TensorLike } from "./backend.ts";
+import { nbytes } from "./backend.ts";
 import { type Capability, CAPABILITY_NAMES, type Connected, entryOf } from "./backends.ts";
 import { DistError } from "./errors.ts";
 import { route } from "./route.ts";
@@ -120,15 +113,10 @@ export class ProcessGroup {
           `issue queue is off (DTRAIN_SHM_QUEUE=0)`,
       );
     }
-    const profiled = profiling();
-    const tag = profiled ? takeTag() : null;
-    const startUs = profiled ? nowUs() : 0;
+    const recorded = startCollective("allReduce", nbytes(buf));
     let done: Promise<void>;
     try {
-      const timing = backend.allReduceBlocking!(buf, op);
-      if (profiled) {
-        recordCollective("allReduce", nbytes(buf), timing ?? { startUs, endUs: nowUs() }, tag);
-      }
+      recorded?.(backend.allReduceBlocking!(buf, op));
       done = Promise.resolve();
     } catch (err) {
       done = this.#diagnose(err, this).then((diagnosed) => Promise.reject(diagnosed));
@@ -181,13 +169,9 @@ export class ProcessGroup {
     const what = "allGatherBlocking";
     const { outs, input } = gatherBuffers(what, this.size, out, t);
     const backend = this.#idle(what, [...[out].flat(), t], "allGatherBlocking");
-    const profiled = profiling();
-    const tag = profiled ? takeTag() : null;
-    const startUs = profiled ? nowUs() : 0;
+    const recorded = startCollective("allGather", this.size * nbytes(input));
     backend.allGatherBlocking!(outs, input);
-    if (profiled) {
-      recordCollective("allGather", this.size * nbytes(input), { startUs, endUs: nowUs() }, tag);
-    }
+    recorded?.();
   }
 
   /** Whether this group's backend has `allGatherStart` (Gloo does; FSDP prefetches with it). */
@@ -209,9 +193,7 @@ export class ProcessGroup {
     for (const x of tensors) x.storage?.retain();
     const release = () => tensors.forEach((x) => x.storage?.release());
     // Timed from the start to the end of the wait: the backend does not say when the bytes moved.
-    const profiled = profiling();
-    const tag = profiled ? takeTag() : null;
-    const startUs = profiled ? nowUs() : 0;
+    const recorded = startCollective("allGather", this.size * nbytes(input), { started: true });
     let started;
     try {
       started = backend.allGatherStart!(outs, input);
@@ -222,10 +204,7 @@ export class ProcessGroup {
     const work = new BlockingWork(started, () => {
       this.#started.delete(work);
       release();
-      if (profiled) {
-        const timing = { startUs, endUs: nowUs() };
-        recordCollective("allGather", this.size * nbytes(input), timing, { ...tag, started: true });
-      }
+      recorded?.();
     });
     this.#started.add(work);
     return work;
@@ -283,9 +262,7 @@ export class ProcessGroup {
       throw invalid(`${what}: count must be a non-negative integer, got ${count}`);
     }
     if (dtype !== "f32" && dtype !== "i32") {
-      throw invalid(
-        `${what}: dtype must be "f32" or "i32" (shared tensors are 4-byte), got "${dtype}"`,
-      );
+      throw invalid(`${what}: dtype must be "f32" or "i32", got "${dtype}"`);
     }
     // A call without tensors goes to the group's first communicator: host memory's, if any.
     const backend = this.#member(what).backends[0];
