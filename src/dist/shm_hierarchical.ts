@@ -36,6 +36,31 @@ function bufferOver(bytes: Uint8Array<ArrayBuffer>, buf: NativeBuffer): NativeBu
 }
 
 /**
+ * The second half of "avg" on the host: each element divided in f32 by `divisor` and, for the
+ * 2-byte types, rounded back to nearest even, as the native kernels do ([Note: half reductions]
+ * in csrc/gloo/reduce.cc).
+ */
+function divideInPlace(buf: NativeBuffer, divisor: number): void {
+  const bytes = bytesOf(buf);
+  if (buf.dtype === "f16") {
+    const values = new Float16Array(bytes.buffer, bytes.byteOffset, buf.count);
+    for (let i = 0; i < values.length; i++) values[i] = Math.fround(values[i] / divisor);
+  } else if (buf.dtype === "bf16") {
+    const bits = new Uint16Array(bytes.buffer, bytes.byteOffset, buf.count);
+    const f32 = new Float32Array(1), u32 = new Uint32Array(f32.buffer);
+    for (let i = 0; i < bits.length; i++) {
+      u32[0] = bits[i] << 16;
+      f32[0] = f32[0] / divisor;
+      const u = u32[0];
+      bits[i] = (u & 0x7fffffff) > 0x7f800000 ? 0xffff : (u + 0x7fff + ((u >>> 16) & 1)) >>> 16;
+    }
+  } else {
+    const values = new Float32Array(bytes.buffer, bytes.byteOffset, buf.count);
+    for (let i = 0; i < values.length; i++) values[i] /= divisor;
+  }
+}
+
+/**
  * A hierarchical communicator: the "shm+gloo" row of backends.ts, chosen when the group spans
  * hosts and some host runs more than one member.
  */
@@ -129,21 +154,11 @@ export class HierarchicalBackend implements Backend {
   }
 
   async allReduce(buf: NativeBuffer, op: ReduceOp): Promise<void> {
-    if (op === "avg" && buf.dtype !== "f32") {
-      // The division below is JavaScript's, on f32 only; the 2-byte types would need it rounded.
-      throw new DistError(
-        "invalid",
-        `shm+gloo: op "avg" on ${buf.dtype} is not supported across hosts; use "sum" and divide`,
-      );
-    }
     const inner = op === "avg" ? "sum" : op;
     await this.#step(false, (l) => l.allReduce(buf, inner));
     await this.#step(true, (l) => l.allReduce(buf, inner));
     await this.#step(false, (l) => l.broadcast(buf, 0));
-    if (op === "avg" && buf.count > 0) {
-      const values = new Float32Array(bytesOf(buf).buffer, 0, buf.count);
-      for (let i = 0; i < values.length; i++) values[i] /= this.#size;
-    }
+    if (op === "avg" && buf.count > 0) divideInPlace(buf, this.#size);
   }
 
   async broadcast(buf: NativeBuffer, root: number): Promise<void> {
