@@ -5,7 +5,7 @@ import { destroyProcessGroup, initProcessGroup } from "../../src/dist/mod.ts";
 import { MLP, Sequential } from "../../src/nn/container.ts";
 import { Linear } from "../../src/nn/layers.ts";
 import { Module } from "../../src/nn/module.ts";
-import { fsdpStateOf, fullyShard } from "../../src/parallel/mod.ts";
+import { fsdpStateOf, fullyShard, gradientDivideFactors } from "../../src/parallel/mod.ts";
 import { noGrad } from "../../src/tensor/autograd.ts";
 import { randn } from "../../src/tensor/creation.ts";
 import { manualSeed } from "../../src/tensor/random.ts";
@@ -82,6 +82,23 @@ Deno.test("fullyShard refuses a module sharded twice and a mixed-precision polic
     const plain = fullyShard(new Linear(2, 2), { mpPolicy: { paramDtype: "f32" } });
     assert.equal(plain.parameters().length, 2);
   });
+});
+
+Deno.test("gradients average as FSDP2's _get_gradient_divide_factors: avg for f32 and bf16, a power of two near the root before an f16 sum", () => {
+  assert.deepEqual(gradientDivideFactors(1, "bf16"), { pre: 1, op: "sum", post: 1 });
+  assert.deepEqual(gradientDivideFactors(3, "f32"), { pre: 1, op: "avg", post: 1 });
+  assert.deepEqual(gradientDivideFactors(3, "bf16"), { pre: 1, op: "avg", post: 1 });
+  const f16 = [1, 2, 3, 4, 8, 16, 24].map((n) => gradientDivideFactors(n, "f16"));
+  assert.deepEqual(f16.map((f) => [f.pre, f.post]), [
+    [1, 1],
+    [2, 1],
+    [2, 1.5],
+    [2, 2],
+    [4, 2],
+    [4, 4],
+    [8, 3],
+  ]);
+  assert.ok(f16.every((f) => f.op === "sum"));
 });
 
 Deno.test("fullyShard with paramDtype bf16 on cpu: bf16 gathers and compute, f32 shards and grads, half the gather bytes", async () => {
