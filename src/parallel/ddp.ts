@@ -50,8 +50,6 @@ import { compressedAllReduce, withParamsCast } from "./_ddp_precision.ts";
 import type { DDPOptions, DDPStats } from "./ddp_options.ts";
 import { castFloatInputs, type ResolvedPolicy, resolveMixedPrecision } from "./mixed_precision.ts";
 
-export type { DDPOptions, DDPStats } from "./ddp_options.ts";
-
 /**
  * Wraps a module for data-parallel training. Create it with {@linkcode DistributedDataParallel.create}
  * on every rank, call `forward` as usual, and `await ddp.backward(loss)` instead of `loss.backward()`.
