@@ -13,9 +13,9 @@
  *   the floating-point tensors among each sharded module's forward inputs to `paramDtype`. The
  *   gradients of the unsharded parameters (`paramDtype`) are widened exactly to f32, summed there
  *   (over noSync steps too), cast to `reduceDtype` (default `paramDtype`, as FSDP2) and
- *   reduce-scattered: "avg" for f32 and bf16, and for f16 FSDP2's pre- and post-division by powers
- *   of two around a sum (`gradientDivideFactors`); this rank's chunk is widened to f32 into the
- *   shards' `.grad`. A bf16 sum rounds at every step of the reduction ([Note: half reductions] in
+ *   reduce-scattered: "avg" for f32 and bf16, and for f16 FSDP2's division before and after a sum
+ *   (`gradientDivideFactors`; dtrain divides after widening to f32, PyTorch before); this rank's
+ *   chunk is widened to f32 into the shards' `.grad`. A bf16 sum rounds at every step of the reduction ([Note: half reductions] in
  *   csrc/gloo/reduce.cc), in rank order where PyTorch's Gloo and NCCL go round a ring.
  * - DDP (PyTorch's `_MixedPrecision` for DDP, simplified): `paramDtype` casts each parameter to a
  *   `paramDtype` copy in the graph for the forward (the differentiable `to()`, whose backward
