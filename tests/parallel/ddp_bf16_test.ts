@@ -14,6 +14,7 @@ interface Run {
   out: string;
   gradDtypes: string[];
   stats: { allReduceBytes: number; buckets: number };
+  traceBytes: number;
 }
 
 for (const size of [2, 3]) {
@@ -39,7 +40,9 @@ for (const size of [2, 3]) {
       const f32 = run(0, "f32").stats;
       assert.equal(run(0, name).stats.buckets, 4, "one bucket per parameter");
       assert.equal(run(0, name).stats.allReduceBytes * 2, f32.allReduceBytes, `${name}: bytes`);
+      assert.equal(run(0, name).traceBytes, run(0, name).stats.allReduceBytes, `${name}: trace`);
     }
+    assert.equal(run(0, "f32").traceBytes, run(0, "f32").stats.allReduceBytes, "f32: trace");
     // f32: the average of the local gradients.
     const mean = local[0].map((_, p) =>
       local[0][p].map((_, i) => Math.fround(local.reduce((s, g) => s + g[p][i], 0) / size))
