@@ -117,6 +117,11 @@ Deno.test("fullyShard with paramDtype bf16 on cpu: bf16 gathers and compute, f32
     assert.equal(half.stats.allGatherBytes * 2, full.stats.allGatherBytes);
     assert.equal(half.stats.reduceScatterBytes * 2, full.stats.reduceScatterBytes);
     assert.equal(mixed.stats.reduceScatterBytes, full.stats.reduceScatterBytes, "f32 reduce");
+    // castForwardInputs false: the f32 input meets the bf16 weight, and the product promotes to f32.
+    const uncast = fullyShard(new Linear(4, 3), {
+      mpPolicy: { paramDtype: "bf16", castForwardInputs: false },
+    });
+    assert.equal(uncast.forward(randn([2, 4])).dtype, "f32");
   });
 });
 
