@@ -13,7 +13,7 @@ CORE_SRC := $(wildcard csrc/core/*.c)
 CORE_HDR := $(wildcard csrc/core/*.h)
 # The shared-memory transport (csrc/shm) shares the shim's fingerprints and kernels: one library.
 GLOO_SRC := $(wildcard csrc/gloo/*.cc csrc/shm/*.cc)
-GLOO_HDR := $(wildcard csrc/gloo/*.h csrc/shm/*.h)
+GLOO_HDR := $(wildcard csrc/gloo/*.h csrc/shm/*.h) csrc/core/half_math.h
 CUDA_SRC := $(wildcard csrc/cuda/*.cu)
 # The CUDA files include libdtrain's declarations, per-element math and operand checks (csrc/core),
 # and the collective codes and mismatch message shared with Gloo and shared memory (csrc/gloo).

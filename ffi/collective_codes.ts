@@ -24,8 +24,12 @@ export const CollectiveStatus = {
   EINTERNAL: 7,
 } as const;
 
-/** Element types of the collectives (dt_dtype). */
-export const CollectiveDType = { f32: 0, i32: 1 } as const;
+/**
+ * Element types of the collectives (dt_dtype), numbered as libdtrain's `DTypeCode` (2, bool, takes
+ * no collective). bf16 and f16 reduce through f32 one pair at a time, each step rounded ([Note:
+ * half reductions] in csrc/gloo/reduce.cc).
+ */
+export const CollectiveDType = { f32: 0, i32: 1, bf16: 3, f16: 4 } as const;
 
 /** Reduction operators of all-reduce and reduce-scatter (dt_reduce_op). */
 export const CollectiveReduceOp = { sum: 0, avg: 1, min: 2, max: 3, prod: 4 } as const;

@@ -139,7 +139,12 @@ static int begin(dt_nccl_ctx *ctx, dt_fingerprint mine, std::string &label) {
   return DT_OK;
 }
 
-static const int nccl_dtypes[] = {ncclFloat32, ncclInt32};
+/* Indexed by the collective dtype code (collective_codes.h; 2, bool, takes no collective). NCCL
+ * sums bf16 and f16 in their own type one step at a time, rounding each, as [Note: half
+ * reductions] in csrc/gloo/reduce.cc describes; libs.h names no ncclFloat16, so its value (6, as
+ * nccl.h's ncclHalf) is written here. */
+static const int kNcclFloat16 = 6;
+static const int nccl_dtypes[] = {ncclFloat32, ncclInt32, -1, ncclBfloat16, kNcclFloat16};
 static const int nccl_ops[] = {ncclSum, ncclAvg, ncclMin, ncclMax, ncclProd};
 
 /* ---------------------------------------------------------------- the C ABI */

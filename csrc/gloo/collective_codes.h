@@ -24,7 +24,10 @@ typedef enum {
   DT_EINTERNAL = 7,  /* anything else (an exception from Gloo or the C++ runtime, a CUDA error) */
 } dt_status;
 
-typedef enum { DT_F32 = 0, DT_I32 = 1 } dt_dtype;
+/* The element types, numbered as libdtrain's (csrc/core/dtrain.h, where 2 is bool, which no
+ * collective takes). bf16 and f16 reduce through f32 one pair at a time, rounding every step to
+ * the 2-byte type, as NCCL and PyTorch's Gloo do ([Note: half reductions] in reduce.cc). */
+typedef enum { DT_F32 = 0, DT_I32 = 1, DT_BF16 = 3, DT_F16 = 4 } dt_dtype;
 
 typedef enum { DT_SUM = 0, DT_AVG = 1, DT_MIN = 2, DT_MAX = 3, DT_PROD = 4 } dt_reduce_op;
 
@@ -64,7 +67,11 @@ static inline const char *dt_collective_name(int32_t kind) {
 }
 
 static inline const char *dt_dtype_name(int32_t dtype) {
-  return dtype == DT_F32 ? "f32" : dtype == DT_I32 ? "i32" : "?";
+  return dtype == DT_F32    ? "f32"
+         : dtype == DT_I32  ? "i32"
+         : dtype == DT_BF16 ? "bf16"
+         : dtype == DT_F16  ? "f16"
+                            : "?";
 }
 
 static inline const char *dt_reduce_op_name(int32_t op) {

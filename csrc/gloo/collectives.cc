@@ -21,8 +21,9 @@ void checkDtype(const char* what, int dtype) {
 
 ReduceFn checkReduce(const char* what, int dtype, int op) {
   checkDtype(what, dtype);
-  if (op == DT_AVG && dtype != DT_F32) {
-    throw Failure(DT_EINVAL, std::string(what) + ": op avg needs f32, got " +
+  if (op == DT_AVG && !isFloatDtype(dtype)) {
+    throw Failure(DT_EINVAL, std::string(what) +
+                                 ": op avg needs a floating-point dtype (f32, bf16, f16), got " +
                                  dt_dtype_name(dtype));
   }
   auto fn = reduceFn(dtype, op);
@@ -36,8 +37,17 @@ void checkPointer(const char* what, const void* ptr, uint64_t count) {
   if (ptr == nullptr && count > 0) throw Failure(DT_EINVAL, std::string(what) + ": null buffer");
 }
 
-// Gloo's option setters are typed; f32 and i32 share a size, so one element type serves both.
-using Elem = float;
+// Gloo's option setters are typed by element size only: bytes for the collectives that only
+// move data, and for all-reduce (whose reduce function takes element counts) a type of the
+// dtype's size, whatever it holds: f32 and i32 as float, bf16 and f16 as uint16_t.
+template <typename F>
+void withElem(int dtype, F f) {
+  if (dtypeSize(dtype) == 2) {
+    f(uint16_t{});
+  } else {
+    f(float{});
+  }
+}
 
 }  // namespace
 
@@ -84,8 +94,8 @@ void allGather(dt_gloo_ctx* ctx, const void* in, uint64_t count, int dtype, void
     std::vector<char> staging(nouts == 1 ? 0 : n * bytes);
     char* flat = nouts == 1 ? static_cast<char*>(outs[0]) : staging.data();
     gloo::AllgatherOptions opts(ctx->gloo);
-    opts.setInput(const_cast<Elem*>(static_cast<const Elem*>(in)), count);
-    opts.setOutput(reinterpret_cast<Elem*>(flat), n * count);
+    opts.setInput(const_cast<char*>(static_cast<const char*>(in)), bytes);
+    opts.setOutput(flat, n * bytes);
     opts.setTag(static_cast<uint32_t>(ctx->seq));
     opts.setTimeout(ctx->timeout);
     gloo::allgather(opts);
@@ -126,13 +136,14 @@ int dt_gloo_allreduce(dt_gloo_ctx* ctx, void* buf, uint64_t count, int dtype, in
         for (int r = 2; r < n; r++) fn(buf, buf, input(r), count);
       } else if (n > 1) {
         gloo::AllreduceOptions opts(ctx->gloo);
-        opts.setOutput(static_cast<Elem*>(buf), count);
+        withElem(dtype,
+                 [&](auto elem) { opts.setOutput(static_cast<decltype(elem)*>(buf), count); });
         opts.setReduceFunction(fn);
         opts.setTag(static_cast<uint32_t>(ctx->seq));
         opts.setTimeout(ctx->timeout);
         gloo::allreduce(opts);
       }
-      if (op == DT_AVG) divideInPlace(static_cast<float*>(buf), count, n);
+      if (op == DT_AVG) divideInPlace(buf, count, dtype, n);
     });
   });
 }
@@ -161,7 +172,7 @@ int dt_gloo_broadcast(dt_gloo_ctx* ctx, void* buf, uint64_t count, int dtype, in
         return;
       }
       gloo::BroadcastOptions opts(ctx->gloo);
-      opts.setOutput(static_cast<Elem*>(buf), count);
+      opts.setOutput(static_cast<char*>(buf), bytes);
       opts.setRoot(root);
       opts.setTag(static_cast<uint32_t>(ctx->seq));
       opts.setTimeout(ctx->timeout);
@@ -214,7 +225,7 @@ int dt_gloo_reduce_scatter(dt_gloo_ctx* ctx, void* out, const void* in, uint64_t
       } else {
         ringReduceScatter(ctx, out, in, out_count, dtypeSize(dtype), fn);
       }
-      if (op == DT_AVG) divideInPlace(static_cast<float*>(out), out_count, n);
+      if (op == DT_AVG) divideInPlace(out, out_count, dtype, n);
     });
   });
 }

@@ -107,7 +107,16 @@ int guard(dt_gloo_ctx* ctx, const std::function<void()>& body) {
 }
 
 size_t dtypeSize(int dtype) {
-  return dtype == DT_F32 || dtype == DT_I32 ? 4 : 0;
+  switch (dtype) {
+    case DT_F32:
+    case DT_I32:
+      return 4;
+    case DT_BF16:
+    case DT_F16:
+      return 2;
+    default:
+      return 0;
+  }
 }
 
 }  // namespace dtrain

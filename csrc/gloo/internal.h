@@ -105,7 +105,10 @@ size_t dtypeSize(int dtype);
 // Elementwise out[i] = a[i] (op) b[i]; out may alias a or b. AVG reduces as a sum.
 using ReduceFn = void (*)(void* out, const void* a, const void* b, size_t n);
 ReduceFn reduceFn(int dtype, int op);
-// buf[i] /= divisor: the second half of AVG, which is defined for f32 only.
-void divideInPlace(float* buf, size_t n, int divisor);
+// Whether `dtype` is a floating-point type (f32, bf16, f16): AVG is defined for those only.
+bool isFloatDtype(int dtype);
+// buf[i] /= divisor over `n` elements of `dtype`: the second half of AVG ([Note: half reductions]
+// in reduce.cc for the 2-byte types).
+void divideInPlace(void* buf, size_t n, int dtype, int divisor);
 
 }  // namespace dtrain

@@ -15,8 +15,10 @@ ReduceFn checkReduce(const char* what, int dtype, int op) {
   if (dtypeSize(dtype) == 0) {
     throw Failure(DT_EINVAL, std::string(what) + ": unknown dtype code " + std::to_string(dtype));
   }
-  if (op == DT_AVG && dtype != DT_F32) {
-    throw Failure(DT_EINVAL, std::string(what) + ": op avg needs f32, got " + dt_dtype_name(dtype));
+  if (op == DT_AVG && !isFloatDtype(dtype)) {
+    throw Failure(DT_EINVAL, std::string(what) +
+                                 ": op avg needs a floating-point dtype (f32, bf16, f16), got " +
+                                 dt_dtype_name(dtype));
   }
   auto fn = reduceFn(dtype, op);
   if (fn == nullptr) {
@@ -36,16 +38,16 @@ void checkBuffer(const char* what, const void* ptr, uint64_t count, int dtype) {
 
 namespace dtrain::shm {
 
-void reduceInRankOrder(dt_shm_ctx* ctx, ReduceFn fn, int op, char* out, size_t bytes, size_t elem,
+void reduceInRankOrder(dt_shm_ctx* ctx, ReduceFn fn, int op, char* out, size_t bytes, int dtype,
                        const std::function<const char*(int)>& src) {
-  const size_t n = bytes / elem;
+  const size_t n = bytes / dtypeSize(dtype);
   if (ctx->size == 1) {
     memcpy(out, src(0), bytes);
   } else {
     fn(out, src(0), src(1), n);
     for (int r = 2; r < ctx->size; r++) fn(out, out, src(r), n);
   }
-  if (op == DT_AVG) divideInPlace(reinterpret_cast<float*>(out), n, ctx->size);
+  if (op == DT_AVG) divideInPlace(out, n, dtype, ctx->size);
 }
 
 void allGather(dt_shm_ctx* ctx, const void* in, uint64_t count, int dtype, void* const* outs,
@@ -89,7 +91,7 @@ void allReduce(dt_shm_ctx* ctx, void* buf, uint64_t count, int dtype, int op) {
       ctx, {0, count, DT_ALLREDUCE, dtype, op, -1}, count * elem,
       [&](char* slot, size_t off, size_t len) { memcpy(slot, data + off, len); },
       [&](size_t off, size_t len, uint64_t chunk) {
-        reduceInRankOrder(ctx, fn, op, data + off, len, elem,
+        reduceInRankOrder(ctx, fn, op, data + off, len, dtype,
                           [&](int r) { return ctx->slot(r, chunk); });
       });
 }
@@ -177,7 +179,7 @@ int dt_shm_reduce_scatter(dt_shm_ctx* ctx, uint64_t ticket, void* out, const voi
           const size_t lo = std::max(off, mine), hi = std::min(off + len, mine + bytes);
           if (lo >= hi) return;
           char* dst = o + (lo - mine);
-          reduceInRankOrder(ctx, fn, op, dst, hi - lo, elem,
+          reduceInRankOrder(ctx, fn, op, dst, hi - lo, dtype,
                             [&](int r) { return ctx->slot(r, chunk) + (lo - off); });
         });
   });

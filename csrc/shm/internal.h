@@ -197,7 +197,7 @@ void allReduce(dt_shm_ctx* ctx, void* buf, uint64_t count, int dtype, int op);
 // out = src(0) op src(1) op ... over `bytes`, in rank order so that every rank computes the same
 // bits, then divided by the group size for DT_AVG: the reduction of every staged and in-place
 // collective (collectives.cc). `src(r)` is where rank r's bytes are.
-void reduceInRankOrder(dt_shm_ctx* ctx, ReduceFn fn, int op, char* out, size_t bytes, size_t elem,
+void reduceInRankOrder(dt_shm_ctx* ctx, ReduceFn fn, int op, char* out, size_t bytes, int dtype,
                        const std::function<const char*(int)>& src);
 
 // The broadcast itself (collectives.cc), shared by its queued and blocking forms.

@@ -71,7 +71,7 @@ void allReduceShared(dt_shm_ctx* ctx, const SharedBuffer& buffer, size_t offset,
     for (uint64_t i = next * unit; i < end; i += step) {
       const size_t n = std::min<uint64_t>(step, end - i);
       const size_t at = i * elem;
-      reduceInRankOrder(ctx, fn, op, block, n * elem, elem, [&](int r) { return parts[r] + at; });
+      reduceInRankOrder(ctx, fn, op, block, n * elem, dtype, [&](int r) { return parts[r] + at; });
       for (int r = 0; r < ctx->size; r++) memcpy(parts[r] + at, block, n * elem);
     }
     for (uint64_t d = h->done.load(std::memory_order_relaxed);

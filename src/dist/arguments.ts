@@ -7,7 +7,7 @@
 
 import { getDevice } from "../tensor/device/mod.ts";
 import type { DType, NativeBuffer, ReduceOp, TensorLike } from "./backend.ts";
-import { REDUCE_OPS } from "./backend.ts";
+import { DTYPE_BYTES, REDUCE_OPS } from "./backend.ts";
 import { DistError } from "./errors.ts";
 
 /**
@@ -24,8 +24,12 @@ export function bufferOf(what: string, role: string, t: TensorLike): NativeBuffe
   if (t === null || typeof t !== "object") {
     throw invalid(`${what}: ${role} must be a tensor, got ${t === null ? "null" : typeof t}`);
   }
-  if (t.dtype !== "f32" && t.dtype !== "i32") {
-    throw invalid(`${what}: ${role} dtype must be "f32" or "i32", got "${t.dtype}"`);
+  if (!Object.hasOwn(DTYPE_BYTES, t.dtype)) {
+    throw invalid(
+      `${what}: ${role} dtype must be one of ${
+        Object.keys(DTYPE_BYTES).join(", ")
+      }, got "${t.dtype}"`,
+    );
   }
   if (!t.isContiguous()) {
     throw invalid(`${what}: ${role} must be contiguous; call .contiguous() first`);
@@ -46,8 +50,8 @@ export function checkOp(what: string, op: ReduceOp, dtype: DType): void {
   if (!REDUCE_OPS.includes(op)) {
     throw invalid(`${what}: unknown reduce op "${op}"; use one of ${REDUCE_OPS.join(", ")}`);
   }
-  if (op === "avg" && dtype !== "f32") {
-    throw invalid(`${what}: op "avg" needs f32 tensors, got ${dtype}`);
+  if (op === "avg" && dtype === "i32") {
+    throw invalid(`${what}: op "avg" needs floating-point tensors (f32, bf16, f16), got ${dtype}`);
   }
 }
 

@@ -7,9 +7,20 @@
  */
 
 /** Element types collectives accept. */
-export type DType = "f32" | "i32";
+export type DType = "f32" | "i32" | "bf16" | "f16";
 
-/** Reductions; `avg` is defined for f32 only. */
+/** Bytes per element of each collective dtype. */
+export const DTYPE_BYTES: Readonly<Record<DType, number>> = { f32: 4, i32: 4, bf16: 2, f16: 2 };
+
+/**
+ * The bytes of `count` elements of `dtype`.
+ * @ignore dtrain-internal (its module is re-exported with `export *`)
+ */
+export function nbytes(buf: { count: number; dtype: DType }): number {
+  return buf.count * DTYPE_BYTES[buf.dtype];
+}
+
+/** Reductions; `avg` is defined for the floating-point dtypes (f32, bf16, f16) only. */
 export type ReduceOp = "sum" | "avg" | "min" | "max" | "prod";
 
 /** Every reduce op, in the order of the native codes. */
@@ -155,7 +166,7 @@ export interface Backend {
  * Tensor fits; so does a small wrapper over a typed array.
  */
 export interface TensorLike {
-  /** Element type; collectives accept "f32" and "i32". */
+  /** Element type; collectives accept "f32", "i32", "bf16" and "f16". */
   readonly dtype: string;
   /** Number of elements, as a property or a method. */
   readonly numel: number | (() => number);

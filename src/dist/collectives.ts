@@ -14,7 +14,7 @@ import type { Work } from "./work.ts";
  * Reduces `t` in place across `group`.
  *
  * @param t The tensor; every rank passes the same dtype and length.
- * @param op The reduction (default "sum"); "avg" needs f32.
+ * @param op The reduction (default "sum"); "avg" needs a floating-point dtype.
  * @param group The group (default: the world).
  * @returns The collective in flight.
  * @throws DistError "invalid" for bad arguments or before initProcessGroup.
@@ -98,7 +98,7 @@ export function allGather(
  *
  * @param out This rank's chunk; `input` holds group size × `out` elements.
  * @param input The tensor to reduce; not modified.
- * @param op The reduction (default "sum"); "avg" needs f32.
+ * @param op The reduction (default "sum"); "avg" needs a floating-point dtype.
  * @param group The group (default: the world).
  * @returns The collective in flight.
  * @throws DistError "invalid" for bad arguments or before initProcessGroup.

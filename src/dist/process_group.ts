@@ -6,10 +6,10 @@
  * @module
  */
 
-import { nowUs, profiling, recordCollective, takeTag } from "../profile/tracer.ts";
+import { nowUs, profiling, recordCollective, startCollective, takeTag } from "../profile/tracer.ts";
 import { bufferOf, checkOp, checkSameAs, gatherBuffers, invalid, memoryOf } from "./arguments.ts";
-import type { Backend, Done, DType, SharedBlock, TensorLike } from "./backend.ts";
-import type { ReduceOp } from "./backend.ts";
+import type { Backend, Done, DType, ReduceOp, SharedBlock, TensorLike } from "./backend.ts";
+import { nbytes } from "./backend.ts";
 import { type Capability, CAPABILITY_NAMES, type Connected, entryOf } from "./backends.ts";
 import { DistError } from "./errors.ts";
 import { route } from "./route.ts";
@@ -82,14 +82,14 @@ export class ProcessGroup {
    * Reduces `t` in place across the group.
    *
    * @param t The tensor; every rank passes the same dtype and length.
-   * @param op The reduction; "avg" needs f32.
+   * @param op The reduction; "avg" needs a floating-point dtype (f32, bf16, f16).
    * @returns The collective in flight.
    */
   allReduce(t: TensorLike, op: ReduceOp = "sum"): Work {
     const what = "allReduce";
     const buf = bufferOf(what, "tensor", t);
     checkOp(what, op, buf.dtype);
-    return this.#enqueue(what, (b) => b.allReduce(buf, op), [t], buf.count * 4);
+    return this.#enqueue(what, (b) => b.allReduce(buf, op), [t], nbytes(buf));
   }
 
   /**
@@ -113,15 +113,12 @@ export class ProcessGroup {
           `issue queue is off (DTRAIN_SHM_QUEUE=0)`,
       );
     }
-    const profiled = profiling();
-    const tag = profiled ? takeTag() : null;
-    const startUs = profiled ? nowUs() : 0;
+    const recorded = startCollective("allReduce", nbytes(buf));
     let done: Promise<void>;
     try {
+      // Not `recorded?.(backend...)`: with no profile that would skip the call itself.
       const timing = backend.allReduceBlocking!(buf, op);
-      if (profiled) {
-        recordCollective("allReduce", buf.count * 4, timing ?? { startUs, endUs: nowUs() }, tag);
-      }
+      recorded?.(timing);
       done = Promise.resolve();
     } catch (err) {
       done = this.#diagnose(err, this).then((diagnosed) => Promise.reject(diagnosed));
@@ -148,7 +145,7 @@ export class ProcessGroup {
     if (!Number.isInteger(src) || root < 0) {
       throw invalid(`${what}: src ${src} is not a rank of this group (ranks ${this.#members()})`);
     }
-    return this.#enqueue(what, (b) => b.broadcast(buf, root), [t], buf.count * 4);
+    return this.#enqueue(what, (b) => b.broadcast(buf, root), [t], nbytes(buf));
   }
 
   /**
@@ -161,7 +158,7 @@ export class ProcessGroup {
    */
   allGather(out: TensorLike | TensorLike[], t: TensorLike): Work {
     const { outs, input } = gatherBuffers("allGather", this.size, out, t);
-    const bytes = this.size * input.count * 4;
+    const bytes = this.size * nbytes(input);
     return this.#enqueue("allGather", (b) => b.allGather(outs, input), [...[out].flat(), t], bytes);
   }
 
@@ -174,7 +171,9 @@ export class ProcessGroup {
     const what = "allGatherBlocking";
     const { outs, input } = gatherBuffers(what, this.size, out, t);
     const backend = this.#idle(what, [...[out].flat(), t], "allGatherBlocking");
+    const recorded = startCollective("allGather", this.size * nbytes(input));
     backend.allGatherBlocking!(outs, input);
+    recorded?.();
   }
 
   /** Whether this group's backend has `allGatherStart` (Gloo does; FSDP prefetches with it). */
@@ -195,6 +194,8 @@ export class ProcessGroup {
     const backend = this.#idle(what, tensors, "allGatherStart");
     for (const x of tensors) x.storage?.retain();
     const release = () => tensors.forEach((x) => x.storage?.release());
+    // Timed from the start to the end of the wait: the backend does not say when the bytes moved.
+    const recorded = startCollective("allGather", this.size * nbytes(input), { started: true });
     let started;
     try {
       started = backend.allGatherStart!(outs, input);
@@ -205,6 +206,7 @@ export class ProcessGroup {
     const work = new BlockingWork(started, () => {
       this.#started.delete(work);
       release();
+      recorded?.();
     });
     this.#started.add(work);
     return work;
@@ -224,7 +226,7 @@ export class ProcessGroup {
    *
    * @param out This rank's chunk; `input` must hold exactly `size × out` elements.
    * @param input The tensor to reduce; not modified.
-   * @param op The reduction; "avg" needs f32.
+   * @param op The reduction; "avg" needs a floating-point dtype (f32, bf16, f16).
    * @returns The collective in flight.
    */
   reduceScatter(out: TensorLike, input: TensorLike, op: ReduceOp = "sum"): Work {
@@ -236,7 +238,7 @@ export class ProcessGroup {
     checkSameAs(what, "input", i, o, this.size * o.count, why);
     const tensors = [out, input];
     const call = (b: Backend) => b.reduceScatter(o, i, op);
-    return this.#enqueue(what, call, tensors, i.count * 4, "reduceScatter");
+    return this.#enqueue(what, call, tensors, nbytes(i), "reduceScatter");
   }
 
   /**

@@ -7,7 +7,14 @@
  * @module
  */
 
-import type { Backend, BackendInit, NativeBuffer, ReduceOp } from "./backend.ts";
+import {
+  type Backend,
+  type BackendInit,
+  DTYPE_BYTES,
+  type NativeBuffer,
+  nbytes,
+  type ReduceOp,
+} from "./backend.ts";
 import { DistError } from "./errors.ts";
 import { GlooBackend } from "./gloo.ts";
 import { ShmBackend } from "./shm.ts";
@@ -16,12 +23,41 @@ import type { StoreClient } from "./store/client.ts";
 /** The bytes of `buf`, as a view of its native memory. */
 function bytesOf(buf: NativeBuffer): Uint8Array {
   if (buf.count === 0 || buf.ptr === null) return new Uint8Array(0);
-  return new Uint8Array(Deno.UnsafePointerView.getArrayBuffer(buf.ptr, buf.count * 4));
+  return new Uint8Array(Deno.UnsafePointerView.getArrayBuffer(buf.ptr, nbytes(buf)));
 }
 
 /** A native buffer over JavaScript memory that stays reachable while `keep` is. */
 function bufferOver(bytes: Uint8Array<ArrayBuffer>, buf: NativeBuffer): NativeBuffer {
-  return { ptr: Deno.UnsafePointer.of(bytes), count: bytes.length / 4, dtype: buf.dtype };
+  return {
+    ptr: Deno.UnsafePointer.of(bytes),
+    count: bytes.length / DTYPE_BYTES[buf.dtype],
+    dtype: buf.dtype,
+  };
+}
+
+/**
+ * The second half of "avg" on the host: each element divided in f32 by `divisor` and, for the
+ * 2-byte types, rounded back to nearest even, as the native kernels do ([Note: half reductions]
+ * in csrc/gloo/reduce.cc).
+ */
+function divideInPlace(buf: NativeBuffer, divisor: number): void {
+  const bytes = bytesOf(buf);
+  if (buf.dtype === "f16") {
+    const values = new Float16Array(bytes.buffer, bytes.byteOffset, buf.count);
+    for (let i = 0; i < values.length; i++) values[i] = Math.fround(values[i] / divisor);
+  } else if (buf.dtype === "bf16") {
+    const bits = new Uint16Array(bytes.buffer, bytes.byteOffset, buf.count);
+    const f32 = new Float32Array(1), u32 = new Uint32Array(f32.buffer);
+    for (let i = 0; i < bits.length; i++) {
+      u32[0] = bits[i] << 16;
+      f32[0] = f32[0] / divisor;
+      const u = u32[0];
+      bits[i] = (u & 0x7fffffff) > 0x7f800000 ? 0xffff : (u + 0x7fff + ((u >>> 16) & 1)) >>> 16;
+    }
+  } else {
+    const values = new Float32Array(bytes.buffer, bytes.byteOffset, buf.count);
+    for (let i = 0; i < values.length; i++) values[i] /= divisor;
+  }
 }
 
 /**
@@ -122,10 +158,7 @@ export class HierarchicalBackend implements Backend {
     await this.#step(false, (l) => l.allReduce(buf, inner));
     await this.#step(true, (l) => l.allReduce(buf, inner));
     await this.#step(false, (l) => l.broadcast(buf, 0));
-    if (op === "avg" && buf.count > 0) {
-      const values = new Float32Array(bytesOf(buf).buffer, 0, buf.count);
-      for (let i = 0; i < values.length; i++) values[i] /= this.#size;
-    }
+    if (op === "avg" && buf.count > 0) divideInPlace(buf, this.#size);
   }
 
   async broadcast(buf: NativeBuffer, root: number): Promise<void> {
@@ -138,7 +171,7 @@ export class HierarchicalBackend implements Backend {
 
   async allGather(outs: NativeBuffer[], input: NativeBuffer): Promise<void> {
     // Every rank's slice is zero except its own: a sum gathers them exactly.
-    const bytes = input.count * 4;
+    const bytes = nbytes(input);
     const staging = new Uint8Array(bytes * this.#size);
     staging.set(bytesOf(input), this.#rank * bytes);
     await this.allReduce(bufferOver(staging, input), "sum");
@@ -153,7 +186,7 @@ export class HierarchicalBackend implements Backend {
    * whole result broadcast from each leader to its host's members.
    */
   allGatherBlocking(outs: NativeBuffer[], input: NativeBuffer): void {
-    const bytes = input.count * 4;
+    const bytes = nbytes(input);
     const members = this.#hosts[this.#myHost];
     const widest = Math.max(...this.#hosts.map((h) => h.length));
     const result = new Uint8Array(bytes * this.#size);
@@ -219,7 +252,7 @@ export class HierarchicalBackend implements Backend {
   async reduceScatter(out: NativeBuffer, input: NativeBuffer, op: ReduceOp): Promise<void> {
     const staging = new Uint8Array(bytesOf(input));
     await this.allReduce(bufferOver(staging, input), op);
-    const bytes = out.count * 4;
+    const bytes = nbytes(out);
     bytesOf(out).set(staging.subarray(this.#rank * bytes, (this.#rank + 1) * bytes));
   }
 

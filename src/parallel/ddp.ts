@@ -46,38 +46,9 @@ import {
 } from "./_buckets.ts";
 import { adoptUnused, dropGloballyUnused, reduceUsedMask } from "./_unused.ts";
 import { verifyParamsAcrossRanks } from "./_verify.ts";
-import { applyMixedPrecision, type MixedPrecisionPolicy } from "./mixed_precision.ts";
-
-/** Options of {@linkcode DistributedDataParallel}. */
-export interface DDPOptions {
-  /** Bucket size cap in MiB after the first bucket (default 25). */
-  bucketCapMb?: number;
-  /** Cap of the first bucket, which is issued earliest (default 1). */
-  firstBucketMb?: number;
-  /**
-   * Allow parameters that get no gradient in a step: their gradient counts as zero in the average,
-   * and one that no rank used keeps `.grad` null. Costs one tiny all-reduce per step.
-   */
-  findUnusedParameters?: boolean;
-  /** Broadcast rank 0's buffers after every synchronised backward (default true). */
-  broadcastBuffers?: boolean;
-  /** The process group (default: the world). */
-  processGroup?: ProcessGroup;
-  /** bf16 compute with f32 master weights and f32 gradient reduction (see mixed_precision.ts). */
-  mixedPrecision?: MixedPrecisionPolicy;
-}
-
-/** Timings of the last synchronised backward, to see how much communication was hidden. */
-export interface DDPStats {
-  /** Milliseconds inside `loss.backward()`. */
-  backwardMs: number;
-  /** Milliseconds waiting for all-reduces after backward returned (communication not hidden). */
-  exposedCommMs: number;
-  /** Milliseconds from the first bucket's issue to the last bucket's completion. */
-  commSpanMs: number;
-  /** Buckets reduced. */
-  buckets: number;
-}
+import { compressedAllReduce, withParamsCast } from "./_ddp_precision.ts";
+import type { DDPOptions, DDPStats } from "./ddp_options.ts";
+import { castFloatInputs, type ResolvedPolicy, resolveMixedPrecision } from "./mixed_precision.ts";
 
 /**
  * Wraps a module for data-parallel training. Create it with {@linkcode DistributedDataParallel.create}
@@ -104,7 +75,13 @@ export class DistributedDataParallel<M extends Module = Module> extends Module {
   /** The wrapped module (its state dict has no "module." prefix). */
   readonly module: M;
   /** Statistics of the last synchronised backward. */
-  lastStats: DDPStats = { backwardMs: 0, exposedCommMs: 0, commSpanMs: 0, buckets: 0 };
+  lastStats: DDPStats = {
+    backwardMs: 0,
+    exposedCommMs: 0,
+    commSpanMs: 0,
+    buckets: 0,
+    allReduceBytes: 0,
+  };
   readonly #group: ProcessGroup;
   readonly #options: Required<Omit<DDPOptions, "processGroup" | "mixedPrecision">>;
   readonly #buckets: Bucket[];
@@ -113,6 +90,8 @@ export class DistributedDataParallel<M extends Module = Module> extends Module {
   /** Parameters whose hook fired since the last synchronised backward, noSync passes included. */
   #usedSinceSync = new Set<Tensor>();
   #works: (Work | undefined)[] = [];
+  #allReduceBytes = 0;
+  readonly #policy: ResolvedPolicy;
   #nextToIssue = 0;
   #firstIssue = 0;
   #sync = true;
@@ -125,8 +104,10 @@ export class DistributedDataParallel<M extends Module = Module> extends Module {
     group: ProcessGroup,
     options: Required<Omit<DDPOptions, "processGroup" | "mixedPrecision">>,
     buckets: Bucket[],
+    policy: ResolvedPolicy,
   ) {
     super();
+    this.#policy = policy;
     this.module = module;
     this.#group = group;
     this.#options = options;
@@ -162,7 +143,12 @@ export class DistributedDataParallel<M extends Module = Module> extends Module {
         );
       }
     }
-    applyMixedPrecision("DistributedDataParallel", module, options.mixedPrecision);
+    const policy = resolveMixedPrecision(
+      "DistributedDataParallel",
+      options.mixedPrecision,
+      "mixedPrecision",
+      "f32",
+    );
     const named = [...module.namedParameters()];
     if (!named.some(([, p]) => p.requiresGrad)) {
       throw new Error(
@@ -177,12 +163,18 @@ export class DistributedDataParallel<M extends Module = Module> extends Module {
       resolved.bucketCapMb * 2 ** 20,
       bucketMemory(group),
     );
-    return new DistributedDataParallel(module, group, resolved, buckets);
+    return new DistributedDataParallel(module, group, resolved, buckets, policy);
   }
 
-  /** Runs the wrapped module's forward, with its arguments and result types. */
+  /**
+   * Runs the wrapped module's forward, with its arguments and result types; under a `paramDtype`
+   * policy on copies of the parameters in that dtype, its floating-point inputs cast too.
+   */
   forward(...inputs: Parameters<M["forward"]>): ReturnType<M["forward"]> {
-    return this.module.forward(...inputs);
+    const { paramDtype, castForwardInputs } = this.#policy;
+    if (paramDtype === "f32") return this.module.forward(...inputs);
+    const args = castForwardInputs ? inputs.map((x) => castFloatInputs(x, paramDtype)) : inputs;
+    return withParamsCast(this.module, paramDtype, () => this.module.forward(...args));
   }
 
   /** The process group's world size. */
@@ -226,6 +218,7 @@ export class DistributedDataParallel<M extends Module = Module> extends Module {
         exposedCommMs: end - Math.max(backwardEnd, this.#firstIssue),
         commSpanMs: end - this.#firstIssue,
         buckets: this.#buckets.length,
+        allReduceBytes: this.#allReduceBytes,
       };
       const failure = results.find((r) => r.status === "rejected");
       const usedCounts = used && !failure ? used.mask.toArray() : null;
@@ -310,6 +303,7 @@ export class DistributedDataParallel<M extends Module = Module> extends Module {
     this.#ready = this.#buckets.map(() => new Set());
     this.#works = this.#buckets.map(() => undefined);
     this.#nextToIssue = 0;
+    this.#allReduceBytes = 0;
   }
 
   /**
@@ -353,9 +347,17 @@ export class DistributedDataParallel<M extends Module = Module> extends Module {
       if (this.#nextToIssue === 0) this.#firstIssue = performance.now();
       tagNext({ bucket: bucket.index });
       this.#nextToIssue++;
-      this.#works[bucket.index] = here
-        ? this.#group.allReduceBlocking(bucket.buffer, "avg")
-        : this.#group.allReduce(bucket.buffer, "avg");
+      const { reduceDtype } = this.#policy;
+      if (reduceDtype === "f32") {
+        this.#works[bucket.index] = here
+          ? this.#group.allReduceBlocking(bucket.buffer, "avg")
+          : this.#group.allReduce(bucket.buffer, "avg");
+        this.#allReduceBytes += bucket.buffer.numel() * 4;
+      } else {
+        const { work, bytes } = compressedAllReduce(this.#group, bucket.buffer, reduceDtype, here);
+        this.#works[bucket.index] = work;
+        this.#allReduceBytes += bytes;
+      }
     }
   }
 

@@ -4,6 +4,7 @@
  */
 
 export * from "./ddp.ts";
+export * from "./ddp_options.ts";
 export * from "./mixed_precision.ts";
 export * from "./fsdp/fully_shard.ts";
 export * from "./fsdp/full_state_dict.ts";

@@ -1,65 +1,68 @@
-// The mixed-precision policy DDP takes (and FSDP is to take): checked on every machine; put into
-// effect on each accelerator (emu everywhere, cuda where a GPU is): bf16 products on the device
-// the parameters are on.
+// The mixed-precision policy DDP and FSDP take (see [Note: mixed precision] in
+// src/parallel/mixed_precision.ts): checked on every machine, and put into effect on each
+// accelerator (emu everywhere, cuda where a GPU is): fullyShard with paramDtype bf16 gathers bf16
+// parameters on the device, computes on them, and leaves f32 gradients on the f32 shards.
 import assert from "node:assert/strict";
-import { getDevice, manualSeed, nn, parallel, randn, registerDevice } from "../../mod.ts";
+import { dist, manualSeed, nn, parallel, randn } from "../../mod.ts";
 import { deviceTest, relativeError } from "./_gpu.ts";
 
-// A device family with memory of its own (isHostMemory false) but no bf16 products to offer.
-registerDevice("plain", (index) => ({
-  ...getDevice("cpu"),
-  name: `plain:${index}`,
-  isHostMemory: false,
-  allocatedBytes: () => 0, // its blocks come from cpu's allocator, which counts them
-}));
-
-/** `policy`, untyped as one read from a config file would be, applied to `model` for DDP. */
-const apply = (model: nn.Module, policy: Record<string, string>) =>
-  parallel.applyMixedPrecision(
+/** `policy`, untyped as one read from a config file would be, resolved for DDP. */
+const resolve = (policy: Record<string, unknown>) =>
+  parallel.resolveMixedPrecision(
     "DistributedDataParallel",
-    model,
     policy as parallel.MixedPrecisionPolicy,
+    "mixedPrecision",
+    "f32",
   );
 
 Deno.test("a mixed-precision policy is refused with the field and value that are wrong", () => {
-  const model = new nn.Linear(2, 2);
-  assert.throws(() => apply(model, { paramDtype: "bf16" }), {
+  assert.throws(() => resolve({ paramDtype: "f64" }), {
     name: "RangeError",
-    message: 'DistributedDataParallel: mixedPrecision.paramDtype "bf16" computes on a GPU, but a ' +
-      'parameter is on cpu; call model.to("cuda") first',
+    message:
+      'DistributedDataParallel: mixedPrecision.paramDtype must be one of f32, bf16, f16, got "f64"',
   });
-  assert.throws(() => apply(model, { reduceDtype: "bf16" }), /reduceDtype must be "f32" .*"bf16"/);
-  assert.throws(
-    () => apply(model, { paramDtype: "f16" }),
-    /paramDtype must be "f32" or "bf16", got "f16"/,
-  );
-  apply(model, { paramDtype: "f32", reduceDtype: "f32" }); // full precision: nothing to do
-  parallel.applyMixedPrecision("DistributedDataParallel", model, undefined);
-  assert.throws(() => apply(new nn.Linear(2, 2).to("plain"), { paramDtype: "bf16" }), {
-    name: "RangeError",
-    message: 'DistributedDataParallel: mixedPrecision.paramDtype "bf16" computes on a GPU, but a ' +
-      "parameter is on plain:0, whose products have no bf16 precision (those of cuda, emu do)",
+  assert.throws(() => resolve({ reduceDtype: "i32" }), /reduceDtype must be one of .*"i32"/);
+  assert.throws(() => resolve({ castForwardInputs: "yes" }), /castForwardInputs must be a boolean/);
+  assert.throws(() => resolve({ bufferDtype: "bf16" }), /bufferDtype is not a field of the policy/);
+  // DDP reduces in f32 unless told; FSDP2's default is the parameters' dtype.
+  assert.deepEqual(resolve({ paramDtype: "bf16" }), {
+    paramDtype: "bf16",
+    reduceDtype: "f32",
+    castForwardInputs: true,
   });
 });
 
 deviceTest(
-  'paramDtype "bf16" makes the parameters\' device compute products in bf16',
-  (device, api) => {
-    manualSeed(6);
-    const model = new nn.Linear(256, 32);
-    const x = randn([64, 256]);
-    const exact = model.forward(x).toArray();
-    model.to(device);
-    const xs = x.to(device);
-    assert.ok(relativeError(model.forward(xs).toArray(), exact) <= 1e-5, "f32 before the policy");
+  "fullyShard with paramDtype bf16 computes on bf16 parameters on the device",
+  async (device) => {
+    await dist.initProcessGroup({
+      initMethod: "tcp://127.0.0.1:0",
+      rank: 0,
+      worldSize: 1,
+      backend: "auto",
+    });
     try {
-      apply(model, { paramDtype: "bf16" });
-      assert.equal(api.getMatmulPrecision(), "medium");
+      manualSeed(6);
+      const exact = new nn.Linear(64, 16);
+      const x = randn([8, 64]);
+      const want = exact.forward(x).toArray() as Float32Array;
+      manualSeed(6);
+      const model = parallel.fullyShard(new nn.Linear(64, 16).to(device), {
+        mpPolicy: { paramDtype: "bf16" },
+      });
+      const y = model.forward(x.to(device));
+      assert.equal(y.dtype, "bf16");
       // Operands rounded to bf16 (8 significant bits, 2^-9 relative): an error far above f32's.
-      const err = relativeError(model.forward(xs).toArray(), exact);
-      assert.ok(err > 1e-3 && err <= 2e-2, `bf16 rel err ${err}`);
+      const err = relativeError(y.to("f32").toArray() as Float32Array, want);
+      assert.ok(err > 1e-4 && err <= 2e-2, `bf16 rel err ${err}`);
+      await model.backward(y.to("f32").sum());
+      for (const p of model.parameters()) {
+        assert.equal(p.dtype, "f32");
+        assert.equal(p.grad?.dtype, "f32");
+        assert.equal(p.device, device);
+      }
     } finally {
-      api.setMatmulPrecision("highest");
+      await dist.destroyProcessGroup();
     }
   },
 );

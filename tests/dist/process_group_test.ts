@@ -67,7 +67,7 @@ Deno.test("a single-rank group runs every collective and validates its arguments
     const f64 = { dtype: "f64", numel: 4, isContiguous: () => true, ptr: x.ptr };
     assert.throws(
       () => allReduce(f64),
-      invalid('allReduce: tensor dtype must be "f32" or "i32", got "f64"'),
+      invalid('allReduce: tensor dtype must be one of f32, i32, bf16, f16, got "f64"'),
     );
     const strided = { ...f32(4), isContiguous: () => false };
     assert.throws(
@@ -76,7 +76,7 @@ Deno.test("a single-rank group runs every collective and validates its arguments
     );
     assert.throws(
       () => allReduce(i32(4), "avg"),
-      invalid('allReduce: op "avg" needs f32 tensors, got i32'),
+      invalid('allReduce: op "avg" needs floating-point tensors (f32, bf16, f16), got i32'),
     );
     assert.throws(
       // deno-lint-ignore no-explicit-any

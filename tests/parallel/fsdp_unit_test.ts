@@ -5,9 +5,10 @@ import { destroyProcessGroup, initProcessGroup } from "../../src/dist/mod.ts";
 import { MLP, Sequential } from "../../src/nn/container.ts";
 import { Linear } from "../../src/nn/layers.ts";
 import { Module } from "../../src/nn/module.ts";
-import { fsdpStateOf, fullyShard } from "../../src/parallel/mod.ts";
+import { fsdpStateOf, fullyShard, gradientDivideFactors } from "../../src/parallel/mod.ts";
 import { noGrad } from "../../src/tensor/autograd.ts";
 import { randn } from "../../src/tensor/creation.ts";
+import { manualSeed } from "../../src/tensor/random.ts";
 import { tidyAsync } from "../../src/tensor/scope.ts";
 import { allocatedBytes } from "../../src/tensor/storage.ts";
 import type { Tensor } from "../../src/tensor/tensor.ts";
@@ -61,22 +62,66 @@ Deno.test("a plain loss.backward() through a fully sharded module says to await 
   });
 });
 
-Deno.test("fullyShard refuses a module sharded twice and a mixed precision it cannot run, naming them", async () => {
+Deno.test("fullyShard refuses a module sharded twice and a mixed-precision policy it does not have, naming the field", async () => {
   await inWorldOfOne(() => {
     const model = fullyShard(new Linear(2, 2));
     assert.throws(() => fullyShard(model), /this Linear is already fully sharded/);
-    // bf16 computes on a GPU (DDP's policy, the same message): refused for a cpu module.
     assert.throws(
-      () => fullyShard(new Linear(2, 2), { mpPolicy: { paramDtype: "bf16" } }),
-      /^RangeError: fullyShard: mpPolicy\.paramDtype "bf16" computes on a GPU, but a parameter is on cpu; call model\.to\("cuda"\) first$/,
+      () => fullyShard(new Linear(2, 2), { mpPolicy: { paramDtype: "f64" as "f32" } }),
+      /^RangeError: fullyShard: mpPolicy\.paramDtype must be one of f32, bf16, f16, got "f64"$/,
     );
     assert.throws(
-      () => fullyShard(new Linear(2, 2), { mpPolicy: { reduceDtype: "bf16" as "f32" } }),
-      /fullyShard: mpPolicy\.reduceDtype must be "f32" \(gradients reduce in f32\), got "bf16"/,
+      () => fullyShard(new Linear(2, 2), { mpPolicy: { reduceDtype: "i32" as "f32" } }),
+      /fullyShard: mpPolicy\.reduceDtype must be one of f32, bf16, f16, got "i32"/,
+    );
+    assert.throws(
+      () => fullyShard(new Linear(2, 2), { mpPolicy: { outputDtype: "bf16" } as never }),
+      /fullyShard: mpPolicy\.outputDtype is not a field of the policy/,
     );
     // f32 is a policy like no policy.
     const plain = fullyShard(new Linear(2, 2), { mpPolicy: { paramDtype: "f32" } });
     assert.equal(plain.parameters().length, 2);
+  });
+});
+
+Deno.test("gradients average as FSDP2's _get_gradient_divide_factors: avg for f32 and bf16, a power of two near the root before an f16 sum", () => {
+  assert.deepEqual(gradientDivideFactors(1, "bf16"), { pre: 1, op: "sum", post: 1 });
+  assert.deepEqual(gradientDivideFactors(3, "f32"), { pre: 1, op: "avg", post: 1 });
+  assert.deepEqual(gradientDivideFactors(3, "bf16"), { pre: 1, op: "avg", post: 1 });
+  const f16 = [1, 2, 3, 4, 8, 16, 24].map((n) => gradientDivideFactors(n, "f16"));
+  assert.deepEqual(f16.map((f) => [f.pre, f.post]), [
+    [1, 1],
+    [2, 1],
+    [2, 1.5],
+    [2, 2],
+    [4, 2],
+    [4, 4],
+    [8, 3],
+  ]);
+  assert.ok(f16.every((f) => f.op === "sum"));
+});
+
+Deno.test("fullyShard with paramDtype bf16 on cpu: bf16 gathers and compute, f32 shards and grads, half the gather bytes", async () => {
+  await inWorldOfOne(async () => {
+    const run = async (paramDtype: "f32" | "bf16", reduceDtype?: "f32") => {
+      manualSeed(3);
+      const model = fullyShard(new Linear(4, 3), { mpPolicy: { paramDtype, reduceDtype } });
+      const y = model.forward(randn([2, 4]));
+      await model.backward(y.sum());
+      const dtypes = model.parameters().map((p) => `${p.dtype}/${p.grad?.dtype}`);
+      return { out: y.dtype, dtypes, stats: model.lastStats };
+    };
+    const [full, half, mixed] = [await run("f32"), await run("bf16"), await run("bf16", "f32")];
+    assert.equal(half.out, "bf16", "forward computed on bf16 parameters (and a bf16 input)");
+    assert.deepEqual(half.dtypes, ["f32/f32", "f32/f32"]);
+    assert.equal(half.stats.allGatherBytes * 2, full.stats.allGatherBytes);
+    assert.equal(half.stats.reduceScatterBytes * 2, full.stats.reduceScatterBytes);
+    assert.equal(mixed.stats.reduceScatterBytes, full.stats.reduceScatterBytes, "f32 reduce");
+    // castForwardInputs false: the f32 input meets the bf16 weight, and the product promotes to f32.
+    const uncast = fullyShard(new Linear(4, 3), {
+      mpPolicy: { paramDtype: "bf16", castForwardInputs: false },
+    });
+    assert.equal(uncast.forward(randn([2, 4])).dtype, "f32");
   });
 });
 

@@ -29,8 +29,9 @@ export function copyOut(out: Tensor, params: readonly FSDPParam[], size: number,
 }
 
 /**
- * Adds each full parameter's gradient into `input` (size × S, see [Note: flat layouts]) and
- * drops the gradient; a parameter without one adds nothing (a zero gradient).
+ * Adds each full parameter's gradient into `input` (size × S f32, see [Note: flat layouts]) and
+ * drops the gradient; a parameter without one adds nothing (a zero gradient). A bf16 or f16
+ * gradient is widened to f32 first (exactly).
  */
 export function copyIn(
   input: Tensor,
@@ -42,7 +43,11 @@ export function copyIn(
     const grad = p.unsharded.grad;
     p.unsharded.grad = null;
     if (grad === null || grad.disposed) continue;
-    const g = grad.isContiguous() ? grad : grad.detach().contiguous();
+    const g = grad.dtype !== "f32"
+      ? noGrad(() => grad.to("f32"))
+      : grad.isContiguous()
+      ? grad
+      : grad.detach().contiguous();
     const { rows, rowNumel, shardRows } = p.layout;
     for (let r = 0; r < size; r++) {
       const count = realRows(rows, shardRows, r) * rowNumel;

@@ -30,8 +30,7 @@ export enum TrainingState {
 
 /**
  * FSDP2's mixed-precision policy, the one DDP takes too (see [Note: mixed precision] in
- * ../mixed_precision.ts): bf16 computes the matrix products and attention of a GPU model with
- * bf16 operands, while the shards, the gathered parameters and the reduced gradients stay f32.
+ * ../mixed_precision.ts): f32 shards, gathered in `paramDtype`, gradients reduced in `reduceDtype`.
  */
 export type { MixedPrecisionPolicy } from "../mixed_precision.ts";
 import type { MixedPrecisionPolicy } from "../mixed_precision.ts";
@@ -54,7 +53,11 @@ export interface FullyShardOptions {
    * (Gloo, shared memory); with the others (NCCL), forward never prefetches.
    */
   forwardPrefetch?: boolean;
-  /** See {@linkcode MixedPrecisionPolicy}; "bf16" needs the module on a GPU. */
+  /**
+   * FSDP2's mixed precision (see {@linkcode MixedPrecisionPolicy}): `{ paramDtype: "bf16" }`
+   * gathers bf16 parameters (half the bytes) for forward and backward and reduce-scatters bf16
+   * gradients into the f32 shards' `.grad`, on every device.
+   */
   mpPolicy?: MixedPrecisionPolicy;
 }
 
@@ -80,6 +83,13 @@ export interface FSDPStats {
   forwardPrefetches: number;
   /** Reduce-scatters issued. */
   reduceScatters: number;
+  /**
+   * Bytes of the all-gathers issued (forward and backward): each one's output, group size × the
+   * flat shard, in the policy's `paramDtype` (the trace's `bytes`, src/profile).
+   */
+  allGatherBytes: number;
+  /** Bytes of the reduce-scatters issued: each one's input, in the policy's `reduceDtype`. */
+  reduceScatterBytes: number;
 }
 
 /**

@@ -14,9 +14,11 @@
  */
 
 import type { Module } from "../../nn/module.ts";
+import { itemSize } from "../../tensor/dtype.ts";
 import { Parameter } from "../../nn/parameter.ts";
 import type { Storage } from "../../tensor/storage.ts";
 import { contiguousStrides, Tensor } from "../../tensor/tensor.ts";
+import type { PrecisionDtype } from "../mixed_precision.ts";
 import { type ShardLayout, shardLayout } from "./_common.ts";
 
 /** A module attribute that holds the parameter (more than one when it is shared). */
@@ -39,14 +41,17 @@ export class FSDPParam {
   readonly offset: number;
   /** This rank's rows: what the module holds while sharded and what the optimizer trains. */
   readonly sharded: Parameter;
-  /** The full parameter, a leaf of the autograd graph while the group is unsharded. */
+  /**
+   * The full parameter, a leaf of the autograd graph while the group is unsharded, in the
+   * policy's `paramDtype` (see [Note: mixed precision] in ../mixed_precision.ts).
+   */
   readonly unsharded: Parameter;
   /** Where the module holds the parameter. */
   readonly owners: readonly ParamOwner[];
 
   /**
    * Copies this rank's rows of `original` into `flat` at `offset` and makes the shard a view of
-   * them.
+   * them; the full parameter will be `paramDtype`.
    */
   constructor(
     fqn: string,
@@ -56,6 +61,7 @@ export class FSDPParam {
     offset: number,
     rank: number,
     size: number,
+    paramDtype: PrecisionDtype = "f32",
   ) {
     this.fqn = fqn;
     this.shape = original.shape;
@@ -72,7 +78,7 @@ export class FSDPParam {
     const src = original.contiguous();
     copyElements(this.sharded, 0, src, rank * shardRows * rowNumel, localRows * rowNumel);
     src.dispose();
-    const full = Tensor.empty(original.shape, "f32", false, flat.device);
+    const full = Tensor.empty(original.shape, paramDtype, false, flat.device);
     this.unsharded = new Parameter(full, original.requiresGrad);
     full.dispose();
     freeStorage(this.unsharded.storage);
@@ -101,7 +107,7 @@ function freeStorage(s: Storage): void {
   s.freeBlock();
 }
 
-/** Copies `count` f32 elements from `src` (at element `srcAt`) to `dst` (at `dstAt`). */
+/** Copies `count` elements from `src` (at element `srcAt`) to `dst` (at `dstAt`), one dtype. */
 export function copyElements(
   dst: Tensor,
   dstAt: number,
@@ -110,7 +116,10 @@ export function copyElements(
   count: number,
 ): void {
   if (count <= 0) return;
-  dst.storage.backend.copy(at(dst, dstAt), at(src, srcAt), count * 4);
+  if (dst.dtype !== src.dtype) {
+    throw new Error(`FSDP: copying ${src.dtype} elements into a ${dst.dtype} tensor`);
+  }
+  dst.storage.backend.copy(at(dst, dstAt), at(src, srcAt), count * itemSize(dst.dtype));
 }
 
 /** y[yAt..] += x[xAt..] over `count` f32 elements. */
@@ -121,5 +130,5 @@ export function addElements(y: Tensor, yAt: number, x: Tensor, xAt: number, coun
 }
 
 function at(t: Tensor, elements: number): Deno.PointerValue {
-  return elements === 0 ? t.ptr : Deno.UnsafePointer.offset(t.ptr!, elements * 4);
+  return elements === 0 ? t.ptr : Deno.UnsafePointer.offset(t.ptr!, elements * itemSize(t.dtype));
 }

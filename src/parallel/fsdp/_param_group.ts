@@ -27,8 +27,10 @@
  */
 
 import { BlockingWork, type ProcessGroup, type Work } from "../../dist/mod.ts";
-import { isGradEnabled, record } from "../../tensor/autograd.ts";
+import { isGradEnabled, noGrad, record } from "../../tensor/autograd.ts";
+import { itemSize } from "../../tensor/dtype.ts";
 import { Tensor } from "../../tensor/tensor.ts";
+import { gradientDivideFactors, type ResolvedPolicy } from "../mixed_precision.ts";
 import { ShardedState, TrainingState } from "./_common.ts";
 import { copyIn, copyOut, takeReduced } from "./_collectives.ts";
 import type { FSDPParam } from "./_param.ts";
@@ -49,7 +51,14 @@ export interface StepRecorder {
   nextInForward(group: FSDPParamGroup): FSDPParamGroup | undefined;
   /** Adds to the step's communication counters. */
   count(
-    what: "allGathers" | "forwardPrefetches" | "reduceScatters" | "forwardCommMs" | "exposedCommMs",
+    what:
+      | "allGathers"
+      | "forwardPrefetches"
+      | "reduceScatters"
+      | "forwardCommMs"
+      | "exposedCommMs"
+      | "allGatherBytes"
+      | "reduceScatterBytes",
     n: number,
   ): void;
 }
@@ -64,7 +73,8 @@ export class FSDPParamGroup {
   root: StepRecorder;
   /** The all-gather in flight: awaited in backward, started on a native thread in forward. */
   #gather: { out: Tensor; work: Work | BlockingWork } | null = null;
-  #reduce: { out: Tensor; work: Work } | null = null;
+  /** The reduce-scatter in flight, and what its output is divided by after (f16's post factor). */
+  #reduce: { out: Tensor; work: Work; post: number } | null = null;
   /** Full gradients summed since the last reduce-scatter (size × S; noSync accumulates here). */
   #pending: Tensor | null = null;
   #ready = new Set<FSDPParam>();
@@ -77,6 +87,7 @@ export class FSDPParamGroup {
    * @param reshardAfterForward Whether to free the full parameters after forward.
    * @param forwardPrefetch Whether forward may start the group's all-gather ahead.
    * @param root The root's recorder.
+   * @param policy The mixed-precision policy (see [Note: mixed precision]).
    */
   constructor(
     readonly params: readonly FSDPParam[],
@@ -85,6 +96,7 @@ export class FSDPParamGroup {
     readonly reshardAfterForward: boolean,
     readonly forwardPrefetch: boolean,
     root: StepRecorder,
+    readonly policy: ResolvedPolicy,
   ) {
     this.root = root;
     const trainable = params.filter((p) => p.unsharded.requiresGrad);
@@ -114,7 +126,7 @@ export class FSDPParamGroup {
     if (out !== null) {
       try {
         if (started !== null) (started.work as BlockingWork).waitBlocking();
-        else this.group.allGatherBlocking(out, this.flat);
+        else this.#withGatherInput((input) => this.group.allGatherBlocking(out, input));
         copyOut(out, this.params, this.group.size, this.S);
       } catch (err) {
         this.state = ShardedState.Sharded;
@@ -136,7 +148,8 @@ export class FSDPParamGroup {
     const out = this.#gatherOutput();
     if (out === null) return this.#exposeUnsharded();
     try {
-      this.#gather = { out, work: this.group.allGatherStart(out, this.flat) };
+      const work = this.#withGatherInput((input) => this.group.allGatherStart(out, input));
+      this.#gather = { out, work };
     } catch (err) {
       out.dispose();
       throw err;
@@ -157,7 +170,8 @@ export class FSDPParamGroup {
     if (this.state !== ShardedState.Sharded) return;
     const out = this.#gatherOutput();
     if (out === null) return this.#exposeUnsharded();
-    this.#gather = { out, work: this.group.allGather(out, this.flat) };
+    const work = this.#withGatherInput((input) => this.group.allGather(out, input));
+    this.#gather = { out, work };
     this.state = ShardedState.Gathering;
   }
 
@@ -250,12 +264,22 @@ export class FSDPParamGroup {
     copyIn(this.#pending, this.params, size, this.S);
     this.reshard();
     if (!this.root.sync || this.S === 0) return;
-    const out = Tensor.empty([this.S], "f32", false, this.flat.device);
-    out.persistent = true;
-    this.#reduce = { out, work: this.group.reduceScatter(out, this.#pending, "avg") };
-    this.root.count("reduceScatters", 1);
-    this.#pending.dispose();
+    const { reduceDtype } = this.policy;
+    const { pre, op, post } = gradientDivideFactors(size, reduceDtype);
+    const pending = this.#pending;
     this.#pending = null;
+    const input = noGrad(() => {
+      if (pre !== 1) pending.div_(pre);
+      return pending.to(reduceDtype);
+    });
+    const out = Tensor.empty([this.S], reduceDtype, false, this.flat.device);
+    out.persistent = true;
+    // The collective holds the input's memory until it ends.
+    this.#reduce = { out, work: this.group.reduceScatter(out, input, op), post };
+    this.root.count("reduceScatters", 1);
+    this.root.count("reduceScatterBytes", input.numel() * itemSize(reduceDtype));
+    if (input !== pending) input.dispose();
+    pending.dispose();
   }
 
   /** Waits for an issued reduce-scatter (or an unconsumed prefetch) and sets the shards' grads. */
@@ -270,10 +294,17 @@ export class FSDPParamGroup {
     this.#reduce = null;
     this.training = TrainingState.Idle;
     if (reduce === null) return;
+    let reduced: Tensor | null = null;
     try {
       await reduce.work;
-      takeReduced(reduce.out, this.params);
+      reduced = noGrad(() => {
+        const wide = reduce.out.to("f32");
+        return reduce.post === 1 ? wide : wide.div_(reduce.post);
+      });
+      reduced.persistent = true;
+      takeReduced(reduced, this.params);
     } finally {
+      if (reduced !== reduce.out) reduced?.dispose();
       reduce.out.dispose();
     }
   }
@@ -284,11 +315,28 @@ export class FSDPParamGroup {
     if (this.#ready.size === this.#trainable) this.postBackward();
   }
 
-  /** The all-gather's output buffer, or null (and nothing to send) for an empty group. */
+  /** The all-gather's output buffer (in `paramDtype`), or null (nothing to send) for an empty group. */
   #gatherOutput(): Tensor | null {
     if (this.S === 0) return null;
+    const { paramDtype } = this.policy;
     this.root.count("allGathers", 1);
-    return Tensor.empty([this.group.size * this.S], "f32", false, this.flat.device);
+    this.root.count("allGatherBytes", this.group.size * this.S * itemSize(paramDtype));
+    return Tensor.empty([this.group.size * this.S], paramDtype, false, this.flat.device);
+  }
+
+  /**
+   * Issues an all-gather of this rank's shards with `issue`: the flat shard itself, or its copy
+   * cast to `paramDtype`, freed once issued (the collective holds its memory until it ends).
+   */
+  #withGatherInput<R>(issue: (input: Tensor) => R): R {
+    const { paramDtype } = this.policy;
+    if (paramDtype === "f32") return issue(this.flat);
+    const input = noGrad(() => this.flat.to(paramDtype));
+    try {
+      return issue(input);
+    } finally {
+      input.dispose();
+    }
   }
 
   #exposeUnsharded(): void {

@@ -16,6 +16,8 @@ const emptyStats = (): FSDPStats => ({
   allGathers: 0,
   forwardPrefetches: 0,
   reduceScatters: 0,
+  allGatherBytes: 0,
+  reduceScatterBytes: 0,
 });
 
 /** One `fullyShard` call's state; the last call over a tree is its root. */

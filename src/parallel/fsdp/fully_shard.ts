@@ -13,7 +13,7 @@ import { type GatherPartials, registerShardedGradient } from "../../nn/utils/cli
 import { tensor } from "../../tensor/creation.ts";
 import type { Device } from "../../tensor/storage.ts";
 import { Tensor } from "../../tensor/tensor.ts";
-import { applyMixedPrecision } from "../mixed_precision.ts";
+import { castFloatInputs, type ResolvedPolicy, resolveMixedPrecision } from "../mixed_precision.ts";
 import { type FSDPStats, type FullyShardOptions, shardLayout } from "./_common.ts";
 import { FSDPParam, type ParamOwner } from "./_param.ts";
 import { FSDPParamGroup } from "./_param_group.ts";
@@ -114,11 +114,11 @@ export function fullyShard<M extends Module>(
   if (fsdpStateOf(module) !== undefined) {
     throw new Error(`fullyShard: this ${module.constructor.name} is already fully sharded`);
   }
-  applyMixedPrecision("fullyShard", module, options.mpPolicy, "mpPolicy");
+  const policy = resolveMixedPrecision("fullyShard", options.mpPolicy, "mpPolicy");
   const group = options.group ?? worldGroup("fullyShard");
   if (group.rank < 0) throw new Error("fullyShard: this process is not a member of the group");
   const state = new FSDPState();
-  state.group = makeGroup(module, group, options, state);
+  state.group = makeGroup(module, group, options, state, policy);
   for (const m of module.modules()) {
     const nested = fsdpStateOf(m);
     if (nested === undefined) continue;
@@ -127,7 +127,7 @@ export function fullyShard<M extends Module>(
     state.groups.push(nested.group!);
   }
   state.groups.push(state.group);
-  attach(module, state, group);
+  attach(module, state, group, policy);
   return module as FSDPModule<M>;
 }
 
@@ -137,6 +137,7 @@ function makeGroup(
   group: ProcessGroup,
   options: FullyShardOptions,
   root: FSDPState,
+  policy: ResolvedPolicy,
 ): FSDPParamGroup {
   const owners = new Map<Parameter, { fqn: string; owners: ParamOwner[] }>();
   for (const [path, m] of module.namedModules()) {
@@ -173,7 +174,7 @@ function makeGroup(
   const flat = Tensor.empty([S], "f32", true, device);
   flat.persistent = true;
   const params = [...owners].map(([original, { fqn, owners }], i) => {
-    const p = new FSDPParam(fqn, original, owners, flat, offsets[i], rank, size);
+    const p = new FSDPParam(fqn, original, owners, flat, offsets[i], rank, size, policy.paramDtype);
     managed.set(p.sharded, p);
     managed.set(p.unsharded, p);
     registerShardedGradient(p.sharded, partialsGatherer(group, device));
@@ -182,7 +183,15 @@ function makeGroup(
     return p;
   });
   const { reshardAfterForward = true, forwardPrefetch = true } = options;
-  return new FSDPParamGroup(params, flat, group, reshardAfterForward, forwardPrefetch, root);
+  return new FSDPParamGroup(
+    params,
+    flat,
+    group,
+    reshardAfterForward,
+    forwardPrefetch,
+    root,
+    policy,
+  );
 }
 
 const gatherers = new WeakMap<ProcessGroup, Map<Device, GatherPartials>>();
@@ -212,9 +221,18 @@ function partialsGatherer(group: ProcessGroup, device: Device): GatherPartials {
   return gather;
 }
 
-/** Hooks the forward and adds the FSDP methods, as non-enumerable properties. */
-function attach(module: Module, state: FSDPState, group: ProcessGroup): void {
+/**
+ * Hooks the forward (casting its floating-point inputs to `paramDtype` when the policy says so)
+ * and adds the FSDP methods, as non-enumerable properties.
+ */
+function attach(
+  module: Module,
+  state: FSDPState,
+  group: ProcessGroup,
+  policy: ResolvedPolicy,
+): void {
   const forward = module.forward.bind(module);
+  const cast = policy.castForwardInputs && policy.paramDtype !== "f32";
   const paramGroup = state.group!;
   const hidden = (value: unknown) => ({ value, enumerable: false, configurable: true });
   Object.defineProperties(module, {
@@ -224,7 +242,8 @@ function attach(module: Module, state: FSDPState, group: ProcessGroup): void {
       let output: unknown;
       try {
         paramGroup.preForward();
-        output = paramGroup.postForward(forward(...inputs));
+        const args = cast ? inputs.map((x) => castFloatInputs(x, policy.paramDtype)) : inputs;
+        output = paramGroup.postForward(forward(...args));
       } catch (err) {
         if (isRoot) state.endForward(true);
         throw err;

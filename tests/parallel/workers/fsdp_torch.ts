@@ -69,7 +69,7 @@ export function loadReference(): Reference {
 }
 
 /** The GPT with the reference's initial weights. */
-function initialModel(ref: Reference): nn.GPT {
+export function initialModel(ref: Reference): nn.GPT {
   const c = ref.config;
   const model = new nn.GPT({
     vocabSize: c.vocab_size,
@@ -87,7 +87,7 @@ function initialModel(ref: Reference): nn.GPT {
 }
 
 /** Rows `rank·B .. (rank+1)·B` of step `step`'s global batch in `t`, as [B, blockSize] tokens. */
-function rows(t: FixtureTensor, step: number, rank: number, perRank: number): Tensor {
+export function rows(t: FixtureTensor, step: number, rank: number, perRank: number): Tensor {
   const [, batch, length] = t.shape;
   const from = (step * batch + rank * perRank) * length;
   return tensor(Int32Array.from(t.data.slice(from, from + perRank * length)), [perRank, length], {
