@@ -40,7 +40,7 @@ export function scoreStride(
         const [cpuX, cpuY] = test.getBatch(indices);
         const x = cpuX.to(device), y = cpuY.to(device);
         if (language) return task.loss(model, x, y).item() * indices.length;
-        const predicted = model.forward(x).argmax(-1).toArray();
+        const predicted = task.predict(model, x).argmax(-1).toArray();
         const labels = y.toArray();
         let hits = 0;
         for (let i = 0; i < labels.length; i++) if (predicted[i] === labels[i]) hits++;

@@ -66,6 +66,7 @@ export const TrainConfigSchema = z.object({
   maxSteps: z.number().int().nonnegative(),
   logEvery: z.number().int().nonnegative(),
   device: z.enum(["cpu", "cuda", "emu"]),
+  dtype: z.enum(["f32", "bf16"]),
   strategy: z.enum(["ddp", "fsdp"]),
   profile: z.string(),
 }).extend(LauncherFieldsSchema.shape).strict();
@@ -119,6 +120,7 @@ export const DEFAULTS: TrainConfig = {
   maxSteps: 0,
   logEvery: 0,
   device: "cpu",
+  dtype: "f32",
   strategy: "ddp",
   profile: "",
   ...LAUNCHER_DEFAULTS,

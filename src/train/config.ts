@@ -79,6 +79,7 @@ const FLAGS = {
   "max-steps": "maxSteps",
   "log-every": "logEvery",
   device: "device",
+  dtype: "dtype",
   strategy: "strategy",
   profile: "profile",
   ...LAUNCHER_FLAGS,

@@ -32,6 +32,7 @@ import { sumOverRanks } from "./_stats.ts";
 import { checkStep } from "./_finite.ts";
 import { checkResumeAcrossRanks } from "./_resume.ts";
 import { RunLog } from "./metrics.ts";
+import { ddpPolicy, fsdpPolicy, withAutocast } from "./precision.ts";
 import { resumeSnapshot, type SnapshotPlace, writeSnapshot } from "./_snapshots.ts";
 
 /** What an iteration-based run reports. */
@@ -101,7 +102,7 @@ export class IterTrainer {
     this.#gpt = gpt;
     this.#params = gpt.numParams();
     const model = whole.to(this.device);
-    this.#fsdp = config.strategy === "fsdp" ? fullyShardModel(model) : null;
+    this.#fsdp = config.strategy === "fsdp" ? fullyShardModel(model, fsdpPolicy(config)) : null;
     this.model = model;
     this.optimizer = buildOptimizer(config, model);
     manualSeed(config.seed + this.rank);
@@ -135,7 +136,10 @@ export class IterTrainer {
       const of = this.#fsdp ? "snapshot" : "model";
       const loaded = { found, epochsRun: this.iterNum, checksum, of } as const;
       await checkResumeAcrossRanks(config.snapshot, this.worldSize, loaded);
-      if (!this.#fsdp) this.#ddp = await DistributedDataParallel.create(this.model);
+      if (!this.#fsdp) {
+        const mixedPrecision = ddpPolicy(config);
+        this.#ddp = await DistributedDataParallel.create(this.model, { mixedPrecision });
+      }
     }
     if (this.rank === 0) {
       const tokens = this.config.gradientAccumulationSteps * this.config.batchSize *
@@ -155,7 +159,8 @@ export class IterTrainer {
 
   /** The mean loss of a batch: nanoGPT's `logits, loss = model(X, Y)`. */
   #loss(x: Tensor, y: Tensor): Tensor {
-    return (this.model as GPT).forward(x, y).loss;
+    // Under autocast with --dtype bf16 (nanoGPT's `with ctx:`).
+    return withAutocast(this.config, () => (this.model as GPT).forward(x, y).loss)();
   }
 
   /**

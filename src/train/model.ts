@@ -12,6 +12,8 @@ import { AdamW } from "../optim/adamw.ts";
 import type { Optimizer } from "../optim/optimizer.ts";
 import { SGD } from "../optim/sgd.ts";
 import { type FSDPModule, fullyShard } from "../parallel/fsdp/fully_shard.ts";
+import type { MixedPrecisionPolicy } from "../parallel/mixed_precision.ts";
+import { withAutocast } from "./precision.ts";
 import { mseLoss } from "../tensor/ops/nn.ts";
 import { crossEntropy } from "../tensor/ops/cross_entropy.ts";
 import type { Tensor } from "../tensor/tensor.ts";
@@ -41,6 +43,8 @@ export interface Task {
   outputs: number;
   /** The loss of a batch: `model`'s forward on `input`, scored against `target`. */
   loss(model: Module, input: Tensor, target: Tensor): Tensor;
+  /** `model`'s forward on `input` (under autocast with `--dtype bf16`, as the loss). */
+  predict(model: Module, input: Tensor): Tensor;
 }
 
 /** The input and output sizes of each data set, known without loading it. */
@@ -66,8 +70,20 @@ function languageModelLoss(model: Module, tokens: Tensor, targets: Tensor): Tens
   return (model as GPT).forward(tokens, targets).loss;
 }
 
-/** Loads the data set named in the config. */
+/**
+ * Loads the data set named in the config; its loss and forward run under autocast with
+ * `--dtype bf16` (precision.ts).
+ */
 export function loadTask(config: TrainConfig): Task {
+  const task = loadData(config);
+  return {
+    ...task,
+    loss: withAutocast(config, task.loss),
+    predict: withAutocast(config, (model, input) => model.forward(input)),
+  };
+}
+
+function loadData(config: TrainConfig): Omit<Task, "predict"> {
   if (config.dataset === "tokens") {
     throw new Error("loadTask: --dataset tokens trains by iterations (iter_trainer.ts)");
   }
@@ -118,15 +134,15 @@ export function buildModel(config: TrainConfig, task: Pick<Task, "inputs" | "out
 /**
  * Shards `model` for `--strategy fsdp`, in FSDP2's pattern: each GPT block, or each layer of an
  * MLP, is a group of its own (gathered only for its forward and backward), then the root takes
- * what is left (a GPT's embeddings and final norm). Build the optimizer afterwards, over the
- * shards.
+ * what is left (a GPT's embeddings and final norm), every group under `mpPolicy` (`--dtype`'s,
+ * precision.ts). Build the optimizer afterwards, over the shards.
  */
-export function fullyShardModel(model: Module): FSDPModule {
+export function fullyShardModel(model: Module, mpPolicy?: MixedPrecisionPolicy): FSDPModule {
   const units = model instanceof GPT
     ? [...model.transformer.h.children()]
     : [...model.children()].filter((m) => m.parameters().length > 0);
-  for (const unit of units) fullyShard(unit);
-  return fullyShard(model);
+  for (const unit of units) fullyShard(unit, { mpPolicy });
+  return fullyShard(model, { mpPolicy });
 }
 
 /**

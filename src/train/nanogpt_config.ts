@@ -54,6 +54,12 @@ const FIELDS: Record<string, [keyof TrainConfig, Kind]> = {
 };
 
 /** Keys nanoGPT knows that the job reads and ignores, with why. */
+/** nanoGPT's `dtype` values, as the job's `dtype` (float16 needs a GradScaler: refused). */
+const NANOGPT_DTYPES: Readonly<Record<string, TrainConfig["dtype"]>> = Object.assign(
+  Object.create(null),
+  { float32: "f32", bfloat16: "bf16" },
+);
+
 const IGNORED: Record<string, string> = {
   wandb_log: "no wandb here: report.html beside the snapshot draws the curves",
   wandb_project: "no wandb here",
@@ -182,7 +188,14 @@ export function parseNanoGptConfig(text: string, where: string): NanoGptConfig {
       if (value.startsWith("cuda:")) config.notes.push(`${at}: device ${value} read as cuda`);
     } else if (key === "dtype") {
       if (typeof value !== "string") throw wrong("a string");
-      if (value !== "float32") config.notes.push(`${at}: dtype ${value} ignored (float32 here)`);
+      const dtype = NANOGPT_DTYPES[value];
+      if (dtype === undefined) {
+        throw new Error(
+          `${at}: dtype ${JSON.stringify(value)} is not supported (float32 or bfloat16; float16 ` +
+            `trains with a GradScaler, which dtrain does not have)`,
+        );
+      }
+      config.fields.dtype = dtype;
     } else if (key in FIELDS) {
       const [field, want] = FIELDS[key];
       const fits = want === kind || (want === "float" && kind === "int");

@@ -20,6 +20,7 @@ import type { Device } from "../tensor/storage.ts";
 import type { Tensor } from "../tensor/tensor.ts";
 import type { TrainConfig } from "./config.ts";
 import { processDevice } from "./devices.ts";
+import { ddpPolicy, fsdpPolicy } from "./precision.ts";
 import { buildModel, buildOptimizer, fullyShardModel, loadTask, type Task } from "./model.ts";
 import { sumOverRanks } from "./_stats.ts";
 import { checkStep } from "./_finite.ts";
@@ -75,7 +76,7 @@ export class Trainer {
     // One GPU per local rank (the launcher sets LOCAL_RANK); the model moves before its optimizer.
     this.device = processDevice(config.device);
     const model = buildModel(config, this.task).to(this.device);
-    this.#fsdp = config.strategy === "fsdp" ? fullyShardModel(model) : null;
+    this.#fsdp = config.strategy === "fsdp" ? fullyShardModel(model, fsdpPolicy(config)) : null;
     this.model = model;
     this.optimizer = buildOptimizer(config, this.model);
     this.sampler = new DistributedSampler(this.task.train, {
@@ -121,7 +122,10 @@ export class Trainer {
       const checksum = info?.checksum ?? 0, of = this.#fsdp ? "snapshot" : "model";
       const loaded = { found, epochsRun: this.epochsRun, checksum, of } as const;
       await checkResumeAcrossRanks(this.config.snapshot, this.worldSize, loaded);
-      if (!this.#fsdp) this.#ddp = await DistributedDataParallel.create(this.model);
+      if (!this.#fsdp) {
+        const mixedPrecision = ddpPolicy(this.config);
+        this.#ddp = await DistributedDataParallel.create(this.model, { mixedPrecision });
+      }
     }
     if (this.rank === 0) {
       this.#runLog = await RunLog.open(this.config, this.worldSize, found ? this.step : null);

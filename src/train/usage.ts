@@ -40,6 +40,10 @@ const EPOCHS = `usage: deno task train [EPOCHS SAVE_EVERY] [options]
                            beside the snapshot)
   --device cpu|cuda|emu    (default cpu) cuda: one GPU per process; emu: the emulated
                            accelerator (a GPU's contract over the CPU kernels, for CI)
+  --dtype f32|bf16         (default f32) bf16: forward and backward under autocast to bf16 (as
+                           nanoGPT's dtype = 'bfloat16'), DDP all-reduces and FSDP all-gathers and
+                           reduce-scatters in bf16, half the bytes; the weights and the optimizer
+                           stay f32
   --strategy ddp|fsdp      (default ${DEFAULTS.strategy}) ddp: every process keeps the whole model; fsdp: the
                            parameters, gradients and optimizer state are sharded over the processes
                            (each GPT block, each MLP layer, then the rest), the snapshot is a
@@ -82,7 +86,8 @@ A nanoGPT config file (--config config/train_shakespeare_char.py) sets out_dir, 
 eval_iters, eval_only, log_interval, always_save_checkpoint, init_from, dataset,
 gradient_accumulation_steps, batch_size, block_size, n_layer, n_head, n_embd, dropout, bias,
 learning_rate, max_iters, weight_decay, beta1, beta2, grad_clip, decay_lr, warmup_iters,
-lr_decay_iters, min_lr and device; wandb_*, compile, backend and dtype are read and ignored.
+lr_decay_iters, min_lr, device and dtype ('float32' or 'bfloat16'; 'float16', which needs
+nanoGPT's GradScaler, is refused); wandb_*, compile and backend are read and ignored.
 `;
 
 /** The usage text printed by `--help`. */
