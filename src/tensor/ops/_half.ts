@@ -77,6 +77,8 @@ export function anyHalf(...tensors: Arg[]): boolean {
  * @param savesOutput Whether `fn`'s backward reads its (contiguous) output, as tanh's and
  * softmax's do: the saved f32 output then takes the rounded values, since PyTorch's backward
  * reads the rounded output it returned.
+ * @param bf16 The op's own path for operands that are all bf16 (after autocast's casts), such
+ * as linear's through the bf16 product kernel: taken in place of the f32 path when given.
  * @returns The result in its dtype, or null.
  */
 export function viaF32<A extends Arg[]>(
@@ -85,8 +87,12 @@ export function viaF32<A extends Arg[]>(
   fn: (...xs: A) => Tensor,
   dtype?: (cast: A) => DType,
   savesOutput = false,
+  bf16?: (...xs: A) => Tensor,
 ): Tensor | null {
   const { args, made } = autocastInputs(op, inputs);
+  if (bf16 && args.every((t) => !t || t.dtype === "bf16")) {
+    return finish(withoutAutocast(() => bf16(...(args as A))), made);
+  }
   if (!anyHalf(...args)) {
     if (made.length === 0) return null;
     // Autocast cast half inputs up: the f32 path on the casts.

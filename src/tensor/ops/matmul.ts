@@ -10,6 +10,7 @@ import type { Tensor } from "../tensor.ts";
 import { emptyOn, expectF32, expectSameDevice } from "./_util.ts";
 import { contiguous, expand, reshape } from "./shape.ts";
 import { viaF32 } from "./_half.ts";
+import { linearBf16 } from "./linear_bf16.ts";
 
 /** A 2-d operand as sgemm sees it: its memory, whether it is transposed, and its leading dimension. */
 interface Operand {
@@ -241,21 +242,11 @@ function bmm(a: Tensor, b: Tensor): Tensor {
  * the thread pool, and the bias gradient.
  */
 export function linear(x: Tensor, weight: Tensor, bias?: Tensor | null): Tensor {
-  const half = viaF32("linear", [x, weight, bias], linear);
+  checkLinear(x, weight, bias);
+  const half = viaF32("linear", [x, weight, bias], linear, undefined, false, linearBf16);
   if (half) return half;
   expectF32("linear", x, weight, ...(bias ? [bias] : []));
-  expectSameDevice("linear", x, weight, ...(bias ? [bias] : []));
-  if (weight.ndim !== 2 || x.ndim < 1 || x.shape[x.ndim - 1] !== weight.shape[1]) {
-    throw new RangeError(
-      `linear: input ${formatShape(x.shape)} does not match weight ${formatShape(weight.shape)}`,
-    );
-  }
   const [outFeatures, inFeatures] = weight.shape;
-  if (bias && (bias.ndim !== 1 || bias.shape[0] !== outFeatures)) {
-    throw new RangeError(
-      `linear: bias ${formatShape(bias.shape)} does not match ${outFeatures} output features`,
-    );
-  }
   const lead = x.shape.slice(0, -1);
   const rows = shapeSize(lead);
   const X = contiguous(x), W = operand(weight), B = bias ? contiguous(bias) : null;
@@ -297,4 +288,20 @@ export function linear(x: Tensor, weight: Tensor, bias?: Tensor | null): Tensor 
     );
     return [gx, gw, gb];
   });
+}
+
+/** linear's shape and device checks, before any dtype's path. */
+function checkLinear(x: Tensor, weight: Tensor, bias?: Tensor | null): void {
+  expectSameDevice("linear", x, weight, ...(bias ? [bias] : []));
+  if (weight.ndim !== 2 || x.ndim < 1 || x.shape[x.ndim - 1] !== weight.shape[1]) {
+    throw new RangeError(
+      `linear: input ${formatShape(x.shape)} does not match weight ${formatShape(weight.shape)}`,
+    );
+  }
+  const outFeatures = weight.shape[0];
+  if (bias && (bias.ndim !== 1 || bias.shape[0] !== outFeatures)) {
+    throw new RangeError(
+      `linear: bias ${formatShape(bias.shape)} does not match ${outFeatures} output features`,
+    );
+  }
 }
