@@ -68,42 +68,34 @@ int32_t dt_matmul_bf16_backend(char *buf, int64_t len) {
 
 /* Each thread keeps its conversion scratch between products (up to this many bytes): a fresh
  * block of megabytes from malloc is a fresh mapping, and faulting its pages in cost more than the
- * conversion (a 64x1536 @ 1536x384 product took 1.5x the upcast-first time). The key's destructor
- * frees a thread's scratch when the thread ends. */
+ * conversion (a 64x1536 @ 1536x384 product took 1.5x the upcast-first time). The block is a
+ * thread-local that the pool's workers free when they stop (dt_release_thread_scratch, from
+ * parallel.c). No pthread-key destructor: the runtime may unload libdtrain before its threads end,
+ * and a destructor left in unmapped code crashed the process at exit. A calling thread that is not
+ * a pool worker (the JavaScript thread) keeps its block until the process ends. */
 #define SCRATCH_KEEP_BYTES ((size_t)32 << 20)
-typedef struct {
+static _Thread_local struct {
   float *data;
   size_t bytes;
-} scratch_t;
-static pthread_key_t scratch_key;
-static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+} scratch;
 
-static void scratch_free(void *p) {
-  scratch_t *s = p;
-  free(s->data);
-  free(s);
+__attribute__((visibility("hidden"))) void dt_release_thread_scratch(void) {
+  free(scratch.data);
+  scratch.data = NULL;
+  scratch.bytes = 0;
 }
-
-static void scratch_key_create(void) { pthread_key_create(&scratch_key, scratch_free); }
 
 /* `bytes` of scratch: the thread's kept block, or (beyond the kept size) a block the caller frees
  * (*owned set). NULL when out of memory. */
 static float *scratch_get(size_t bytes, int *owned) {
   *owned = bytes > SCRATCH_KEEP_BYTES;
   if (*owned) return malloc(bytes);
-  pthread_once(&scratch_once, scratch_key_create);
-  scratch_t *s = pthread_getspecific(scratch_key);
-  if (s == NULL) {
-    if ((s = calloc(1, sizeof *s)) == NULL) return NULL;
-    pthread_setspecific(scratch_key, s);
+  if (scratch.bytes < bytes) {
+    dt_release_thread_scratch();
+    if ((scratch.data = malloc(bytes)) == NULL) return NULL;
+    scratch.bytes = bytes;
   }
-  if (s->bytes < bytes) {
-    free(s->data);
-    s->bytes = 0;
-    if ((s->data = malloc(bytes)) == NULL) return NULL;
-    s->bytes = bytes;
-  }
-  return s->data;
+  return scratch.data;
 }
 
 typedef struct {

@@ -34,6 +34,10 @@
 #define SPIN_ROUNDS 2000
 #define PAUSE_ROUNDS 100
 
+/* matmul_bf16.c's: frees the calling thread's conversion scratch; a worker calls it as it stops.
+ * Library-internal (hidden), so not in dtrain.h, the FFI's header. */
+__attribute__((visibility("hidden"))) void dt_release_thread_scratch(void);
+
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static int threads = 1;   /* pool size, the calling thread included */
@@ -110,7 +114,10 @@ static void *worker_main(void *arg) {
       atomic_fetch_sub(&sleeping_workers, 1);
       spins = 0;
     }
-    if (atomic_load(&stopping)) return NULL;
+    if (atomic_load(&stopping)) {
+      dt_release_thread_scratch();
+      return NULL;
+    }
     seen = now;
     if (id < job.width) run_share(id);
     if (atomic_fetch_sub(&pending, 1) == 1 && atomic_load(&caller_sleeping)) futex_wake(&pending);
