@@ -26,6 +26,8 @@ import { cacheRoot, commitLibrary, privateFolder, untrustedLibrary } from "./bui
 interface Recipe {
   /** The folders under `csrc/` (keys of `csrc/sources.json`) whose sources make the library. */
   dirs: string[];
+  /** Headers from other folders that its sources include, relative to `csrc/`. */
+  headers?: string[];
   /** The environment variable naming the compiler, as make's, and its default. */
   compilerEnv: "CC" | "CXX";
   compiler: string;
@@ -47,6 +49,8 @@ const RECIPES: Record<string, Recipe> = {
   "libdtrain_gloo.so": {
     // The shared-memory transport (csrc/shm) lives in the Gloo shim's library, as in the Makefile.
     dirs: ["gloo", "shm"],
+    // The 2-byte float reductions (gloo/reduce.cc) round as libdtrain's casts do.
+    headers: ["core/half_math.h"],
     compilerEnv: "CXX",
     compiler: "c++",
     flags: ["-O2", "-std=c++17", "-fPIC"],
@@ -106,9 +110,10 @@ async function ensureBuilt(fileName: string): Promise<string> {
   const base = new URL("../", import.meta.url);
   const lists = JSON.parse(await fetchText(new URL("csrc/sources.json", base)));
   // Paths relative to csrc/, so that includes across folders ("../gloo/x.h") resolve.
-  const names: string[] = recipe.dirs.flatMap((d) =>
-    ((lists[d] ?? []) as string[]).map((n) => `${d}/${n}`)
-  );
+  const names: string[] = [
+    ...recipe.dirs.flatMap((d) => ((lists[d] ?? []) as string[]).map((n) => `${d}/${n}`)),
+    ...(recipe.headers ?? []),
+  ];
   const contents = await Promise.all(
     names.map((name) => fetchText(new URL(`csrc/${name}`, base))),
   );
@@ -135,7 +140,9 @@ async function ensureBuilt(fileName: string): Promise<string> {
       : `dtrain: building ${fileName} into ${dir} again, not using the one there: ${unused}`,
   );
   const srcDir = join(dir, "src");
-  for (const d of recipe.dirs) await Deno.mkdir(join(srcDir, d), { recursive: true });
+  for (const d of new Set(names.map((n) => n.split("/")[0]))) {
+    await Deno.mkdir(join(srcDir, d), { recursive: true });
+  }
   await Promise.all(names.map((name, i) => Deno.writeTextFile(join(srcDir, name), contents[i])));
   // One compiler per source file at a time, as `make -j` would, then one link.
   const objDir = await Deno.makeTempDir({ dir, prefix: "obj-" });
