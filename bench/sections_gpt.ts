@@ -248,9 +248,9 @@ export async function benchGpt(options: Options, python: string | null, bf16Matm
     ],
     ["bf16 / f32 round by round", overF32("dtrain"), overF32("torch"), ""],
     [
-      "bf16 step, loss after the last step",
-      num(med(bf16.dtrain, "loss"), 4),
-      num(med(bf16.torch, "loss"), 4),
+      "loss after the last step, f32 / bf16",
+      `${num(med(step.dtrain, "loss"), 4)} / ${num(med(bf16.dtrain, "loss"), 4)}`,
+      `${num(med(step.torch, "loss"), 4)} / ${num(med(bf16.torch, "loss"), 4)}`,
       "",
     ],
     row("attention fwd+bwd, ms", attention, "attentionMs", (x) => num(x, 2)),
