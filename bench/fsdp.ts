@@ -5,7 +5,10 @@
  * per-rank bytes of parameters + gradients + AdamW state, the native memory after forward (the
  * activations and the gathered parameters of that moment), peak RSS, and the exposed
  * communication share (and the forward's part of it). `--forward-prefetch=off` turns FSDP's
- * forward prefetch off, to measure what it hides.
+ * forward prefetch off, to measure what it hides. `--param-dtype=bf16` shards with
+ * `mpPolicy: { paramDtype: "bf16" }` (bf16 all-gathers and reduce-scatters, FSDP2's
+ * MixedPrecisionPolicy(param_dtype=torch.bfloat16)); FSDP's result then also carries the bytes
+ * its all-gathers and reduce-scatters moved per measured step (`lastStats`).
  * @module
  */
 
@@ -35,6 +38,7 @@ const { values } = parseArgs({
       "steps",
       "warmup",
       "forward-prefetch",
+      "param-dtype",
     ].map(
       (name) => [name, { type: "string" as const }],
     ),
@@ -60,15 +64,28 @@ let forward: (x: ReturnType<typeof tensor>, y: ReturnType<typeof tensor>) => Ret
 let backward: (loss: ReturnType<typeof tensor>) => Promise<void>;
 let exposed: () => number;
 let forwardComm = () => 0;
+let commBytes = () => ({ allGather: 0, reduceScatter: 0 });
+const paramDtype = values["param-dtype"] ?? "f32";
+if (paramDtype !== "f32" && paramDtype !== "bf16") {
+  throw new Error(`bench/fsdp.ts: --param-dtype=${paramDtype} (f32 or bf16)`);
+}
 if (fsdp) {
   const forwardPrefetch = values["forward-prefetch"] !== "off";
-  for (const block of gpt.transformer.h.children()) fullyShard(block, { forwardPrefetch });
-  const model = fullyShard(gpt);
+  const mpPolicy = { paramDtype } as const;
+  for (const block of gpt.transformer.h.children()) {
+    fullyShard(block, { forwardPrefetch, mpPolicy });
+  }
+  const model = fullyShard(gpt, { mpPolicy });
   forward = (x, y) => model.forward(x, y).loss;
   backward = (loss) => model.backward(loss);
   exposed = () => model.lastStats.forwardCommMs + model.lastStats.exposedCommMs;
   forwardComm = () => model.lastStats.forwardCommMs;
+  commBytes = () => ({
+    allGather: model.lastStats.allGatherBytes,
+    reduceScatter: model.lastStats.reduceScatterBytes,
+  });
 } else {
+  if (paramDtype !== "f32") throw new Error("bench/fsdp.ts: --param-dtype=bf16 is FSDP's only");
   const ddp = await DistributedDataParallel.create(gpt);
   forward = (x, y) => ddp.forward(x, y).loss!;
   backward = (loss) => ddp.backward(loss);
@@ -80,6 +97,7 @@ let seed = 1 + group.rank;
 const random = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
 
 let seconds = 0, exposedMs = 0, forwardMs = 0, afterForward = 0, lastLoss = 0;
+let allGatherBytes = 0, reduceScatterBytes = 0;
 const steps = int("steps"), warmup = int("warmup");
 for (let step = 0; step < warmup + steps; step++) {
   const tokens = Int32Array.from({ length: B * (T + 1) }, () => Math.floor(random() * V));
@@ -98,6 +116,9 @@ for (let step = 0; step < warmup + steps; step++) {
     seconds += (performance.now() - start) / 1000;
     exposedMs += exposed();
     forwardMs += forwardComm();
+    const bytes = commBytes();
+    allGatherBytes += bytes.allGather;
+    reduceScatterBytes += bytes.reduceScatter;
   }
 }
 await barrier();
@@ -105,6 +126,7 @@ if (group.rank === 0) {
   report({
     framework: "dtrain",
     strategy: values.strategy,
+    paramDtype,
     worldSize: group.size,
     tokensPerSecond: (steps * B * T * group.size) / seconds,
     stepMs: (1000 * seconds) / steps,
@@ -114,6 +136,13 @@ if (group.rank === 0) {
     stateBytes: local * 4 * 4,
     allocatedAfterForwardBytes: afterForward,
     peakRssBytes: peakRssBytes(),
+    // Per rank and per measured step: each collective's output (gathers) or input (scatters).
+    ...(fsdp
+      ? {
+        allGatherBytesPerStep: allGatherBytes / steps,
+        reduceScatterBytesPerStep: reduceScatterBytes / steps,
+      }
+      : {}),
     loss: lastLoss,
   });
 }

@@ -3,17 +3,20 @@
  * layers, 4 heads, width 256, block 128, vocabulary 256, batch 8, AdamW, fp32) or the causal
  * attention forward + backward alone on that model's shape (`--mode=attention`), timed after
  * warm-up steps. Prints one `BENCH_RESULT` line with tokens/s and the peak resident set.
+ * `--dtype=bf16` runs the step's forward and loss under `autocast({ deviceType: "cpu", dtype:
+ * "bf16" })` and its backward outside, as nanoGPT's `ctx` (bench/gpt_torch.py `--dtype bf16`).
  *
- * Usage: deno run -A --v8-flags=--expose-gc bench/gpt.ts --mode=step --threads=2
+ * Usage: deno run -A --v8-flags=--expose-gc bench/gpt.ts --mode=step --threads=2 [--dtype=bf16]
  * @module
  */
 
-import { F, manualSeed, nn, optim, randn, setNumThreads, tensor, tidy } from "../mod.ts";
+import { autocast, F, manualSeed, nn, optim, randn, setNumThreads, tensor, tidy } from "../mod.ts";
 import { argValue, GPT_BENCH, peakRssBytes, report } from "./workload.ts";
 
 const { layers, heads, width, block, vocab, batch, warmup, steps } = GPT_BENCH;
 
-function trainSteps(): Record<string, unknown> {
+function trainSteps(dtype: string): Record<string, unknown> {
+  if (dtype !== "f32" && dtype !== "bf16") throw new Error(`bench/gpt.ts: --dtype=${dtype}`);
   manualSeed(0);
   const model = new nn.GPT({
     vocabSize: vocab,
@@ -32,7 +35,9 @@ function trainSteps(): Record<string, unknown> {
   });
   const step = () =>
     tidy(() => {
-      const { loss } = model.forward(x, y);
+      const { loss } = dtype === "bf16"
+        ? autocast({ deviceType: "cpu", dtype: "bf16" }, () => model.forward(x, y))
+        : model.forward(x, y);
       loss.backward();
       opt.step();
       opt.zeroGrad();
@@ -71,5 +76,6 @@ function attention(): Record<string, unknown> {
 const threads = Number(argValue(Deno.args, "threads", "2"));
 setNumThreads(threads);
 const mode = argValue(Deno.args, "mode", "step");
-const result = mode === "attention" ? attention() : trainSteps();
-report({ framework: "dtrain", mode, threads, ...result, peakRssBytes: peakRssBytes() });
+const dtype = argValue(Deno.args, "dtype", "f32");
+const result = mode === "attention" ? attention() : trainSteps(dtype);
+report({ framework: "dtrain", mode, dtype, threads, ...result, peakRssBytes: peakRssBytes() });

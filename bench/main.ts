@@ -11,16 +11,22 @@
  *   allreduce  f32 all-reduce between 2 processes, 4 KiB to 64 MiB: time and bus bandwidth, from
  *              bench/allreduce.ts and its twin bench/allreduce_torch.py;
  *   gpt        training steps of a GPT (4 layers, 4 heads, width 256, block 128, vocabulary 256,
- *              batch 8, AdamW, fp32, 2 threads) and its causal attention forward + backward alone
- *              against F.scaled_dot_product_attention: tokens/s and peak RSS (bench/gpt.ts,
+ *              batch 8, AdamW, 2 threads) in fp32 and with forward + loss under bf16 autocast
+ *              (against torch.autocast("cpu", bfloat16) and against dtrain's own fp32 step), and
+ *              its causal attention forward + backward alone against
+ *              F.scaled_dot_product_attention: tokens/s and peak RSS (bench/gpt.ts,
  *              bench/gpt_torch.py);
  *   fsdp       GPT training with fully_shard (each block, then the root) on 2 processes of 1
- *              thread over Gloo, against PyTorch's FSDP2: tokens/s, the exposed communication
- *              share, and per-rank parameter + gradient + AdamW bytes at 4 ranks against DDP's
+ *              thread, against PyTorch's FSDP2 over Gloo: tokens/s, the exposed communication
+ *              share, per-rank parameter + gradient + AdamW bytes at 4 ranks against DDP's, and
+ *              the same training with bf16 all-gathers and reduce-scatters (mpPolicy, against
+ *              MixedPrecisionPolicy(param_dtype=bfloat16)) with the bytes they move per step
  *              (bench/fsdp.ts and bench/fsdp_torch.py).
+ * The gpt and fsdp sections are in bench/sections_gpt.ts; what all sections share, in
+ * bench/bench_lib.ts.
  * Prints the tables and writes them, with every run's raw numbers, as JSON.
  *
- * Usage: deno run -A --v8-flags=--expose-gc bench/main.ts [--only=single,ddp,allreduce,fsdp]
+ * Usage: deno run -A --v8-flags=--expose-gc bench/main.ts [--only=single,ddp,allreduce,gpt,fsdp]
  *          [--rounds=3] [--json=runs/bench/<time>.json] [--no-torch]
  * The PyTorch interpreter is `DTRAIN_BENCH_PYTHON`, else `python3` from PATH.
  * @module
@@ -29,23 +35,39 @@
 import { dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import {
+  alternate,
+  bytesLabel,
+  field,
+  med,
+  median,
+  num,
+  type Options,
+  pct,
+  ranks,
+  ratio,
+  roundRatios,
+  type Runs,
+  type Section,
+  SECTIONS,
+  single,
+  spread,
+  table,
+} from "./bench_lib.ts";
+import {
   backgroundBusy,
   benchFileExists,
-  type Command,
   denoWorker,
   findTorch,
   freePort,
   lastJsonLine,
   machineInfo,
   pythonWorker,
-  type ResultParser,
   type RunResult,
-  runWorkers,
 } from "./runner.ts";
+import { benchFsdp, benchGpt } from "./sections_gpt.ts";
 import {
   argValue,
   BATCH,
-  GPT_BENCH,
   LR,
   MOMENTUM,
   NORMALIZE,
@@ -55,15 +77,6 @@ import {
   SIZES,
 } from "./workload.ts";
 
-const SECTIONS = ["single", "ddp", "allreduce", "gpt", "fsdp"] as const;
-type Section = typeof SECTIONS[number];
-/**
- * dtrain as the job picks (shared memory on one host), dtrain on memory every rank maps
- * (emptyShared; the all-reduce section only), dtrain with DTRAIN_SHM=0, PyTorch.
- */
-type Framework = "dtrain" | "shared" | "gloo" | "torch";
-type Runs = Record<Framework, RunResult[]>;
-
 const USAGE =
   `usage: make bench ARGS="[--only=single,ddp,allreduce,gpt,fsdp] [--rounds=3] [--json=PATH] [--no-torch]"
   --only      sections to run: single, ddp, allreduce, gpt, fsdp (default all)
@@ -71,13 +84,6 @@ const USAGE =
   --json      where to write the results (default runs/bench/<date>.json)
   --no-torch  run dtrain only
 env DTRAIN_BENCH_PYTHON: the Python with torch (default: python3 from PATH)`;
-
-interface Options {
-  sections: Section[];
-  rounds: number;
-  json: string;
-  torch: boolean;
-}
 
 function parseOptions(args: string[]): Options {
   if (args.includes("--help") || args.includes("-h")) {
@@ -111,133 +117,6 @@ const TORCH_WORKLOAD = [
   `--std=${NORMALIZE.std}`,
   `--seed=${SEED}`,
 ];
-
-/** One way to run a workload on each side (the others absent when not compared). */
-type Sides = {
-  dtrain: () => Promise<RunResult>;
-  shared?: () => Promise<RunResult>;
-  gloo?: () => Promise<RunResult>;
-  torch?: () => Promise<RunResult>;
-};
-
-/** Runs the sides alternately, A B then B A, `rounds` times; logs each run as it ends. */
-async function alternate(
-  name: string,
-  rounds: number,
-  sides: Sides,
-  headline: (r: Record<string, unknown>) => string,
-): Promise<Runs> {
-  const runs: Runs = { dtrain: [], shared: [], gloo: [], torch: [] };
-  const order = (["dtrain", "shared", "gloo", "torch"] as const).filter((fw) =>
-    sides[fw] !== undefined
-  );
-  for (let round = 0; round < rounds; round++) {
-    for (const fw of round % 2 === 0 ? order : [...order].reverse()) {
-      const run = await sides[fw]!();
-      runs[fw].push(run);
-      console.log(
-        `  ${name} round ${round + 1}/${rounds} ${fw.padEnd(6)} ${headline(run.result)}` +
-          `  (others used ${pct(run.backgroundBusy)} of the CPUs just before)`,
-      );
-    }
-  }
-  return runs;
-}
-
-/** Runs the same command for each of `world` ranks with the env:// variables (and `env`) set. */
-function ranks(
-  what: string,
-  world: number,
-  command: (rank: number, port: number) => Command,
-  env: Record<string, string> = {},
-  parse?: ResultParser,
-) {
-  return () => {
-    const port = freePort();
-    const token = crypto.randomUUID();
-    return runWorkers(
-      what,
-      Array.from({ length: world }, (_, rank) => command(rank, port)),
-      (rank) => ({
-        ...env,
-        RANK: String(rank),
-        WORLD_SIZE: String(world),
-        LOCAL_RANK: String(rank),
-        MASTER_ADDR: "127.0.0.1",
-        MASTER_PORT: String(port),
-        DTRAIN_TOKEN: token,
-      }),
-      TIMEOUT_MS,
-      parse,
-    );
-  };
-}
-
-/** Runs one process (which may start its own children). */
-function single(worker: Command, parse?: ResultParser): () => Promise<RunResult> {
-  return () => runWorkers("single", [worker], () => ({}), TIMEOUT_MS, parse);
-}
-
-const TIMEOUT_MS = 600_000;
-
-// ---------------------------------------------------------------- statistics and formatting
-
-function median(values: number[]): number {
-  const v = values.filter((x) => Number.isFinite(x)).sort((a, b) => a - b);
-  if (v.length === 0) return NaN;
-  return v.length % 2 ? v[(v.length - 1) / 2] : (v[v.length / 2 - 1] + v[v.length / 2]) / 2;
-}
-
-/** (max - min) / median of a field over runs: how far apart the rounds were. */
-function spread(values: number[]): number {
-  const m = median(values);
-  return values.length > 1 ? (Math.max(...values) - Math.min(...values)) / m : 0;
-}
-
-function field(runs: RunResult[], name: string): number[] {
-  return runs.map((r) => r.result[name]).filter((v): v is number => typeof v === "number");
-}
-
-function med(runs: RunResult[], name: string): number {
-  return median(field(runs, name));
-}
-
-/** dtrain/PyTorch of a field in each round (both sides ran back to back), e.g. "1.52 1.61". */
-function roundRatios(runs: Runs, name: string): string {
-  const d = field(runs.dtrain, name), t = field(runs.torch, name);
-  return d.slice(0, t.length).map((x, i) => (x / t[i]).toFixed(2)).join(" ");
-}
-
-function pct(x: number): string {
-  return Number.isFinite(x) ? `${(x * 100).toFixed(0)}%` : "—";
-}
-
-function num(x: number, digits = 0): string {
-  return Number.isFinite(x)
-    ? x.toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits })
-    : "—";
-}
-
-function ratio(x: number): string {
-  return Number.isFinite(x) && x > 0 ? `${x.toFixed(2)}×` : "—";
-}
-
-function bytesLabel(n: number): string {
-  return n >= 2 ** 20 ? `${n / 2 ** 20} MiB` : `${n / 1024} KiB`;
-}
-
-/** A Markdown table with padded columns. */
-function table(header: string[], rows: string[][]): string {
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
-  const line = (cells: string[]) =>
-    `| ${
-      cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join(" | ")
-    } |`;
-  const rule = `|${
-    widths.map((w, i) => (i === 0 ? "-".repeat(w + 2) : `${"-".repeat(w + 1)}:`)).join("|")
-  }|`;
-  return [line(header), rule, ...rows.map(line)].join("\n");
-}
 
 /** How far apart the rounds were: the spread, the best round, and each round's ratio. */
 function noiseRows(runs: Runs): string[][] {
@@ -383,85 +262,6 @@ async function benchDdp(options: Options, python: string | null) {
   return runs;
 }
 
-/** The GPT of the FSDP section: 4 blocks of width 128, byte vocabulary, 8 × 64 tokens per rank. */
-const GPT_ARGS = [
-  "--vocab=256",
-  "--block=64",
-  "--n-layer=4",
-  "--n-head=4",
-  "--n-embd=128",
-  "--batch=8",
-];
-
-async function benchFsdp(options: Options, python: string | null) {
-  console.log("\n(d) FSDP: GPT 4x128, 2 processes x 1 thread, 8x64 tokens per rank, AdamW, Gloo");
-  const side = (strategy: string, world: number, steps: string[]) => ({
-    dtrain: ranks(
-      "fsdp",
-      world,
-      () => denoWorker("fsdp.ts", [`--strategy=${strategy}`, ...GPT_ARGS, ...steps]),
-    ),
-    torch: python
-      ? ranks("fsdp", world, (rank, port) =>
-        pythonWorker(python, "fsdp_torch.py", [
-          `--strategy=${strategy}`,
-          `--rank=${rank}`,
-          `--world-size=${world}`,
-          `--port=${port}`,
-          ...GPT_ARGS,
-          ...steps,
-        ]))
-      : undefined,
-  });
-  const tokens = (r: Record<string, unknown>) => `${num(r.tokensPerSecond as number)} tokens/s`;
-  const speed = ["--steps=20", "--warmup=3"], once = ["--steps=1", "--warmup=0"];
-  const runs = await alternate("fsdp", options.rounds, side("fsdp", 2, speed), tokens);
-  const ddp2 = await alternate("ddp (same GPT)", options.rounds, side("ddp", 2, speed), tokens);
-  const memory = await alternate("fsdp, 4 ranks", 1, side("fsdp", 4, once), tokens);
-  const ddp4 = await alternate("ddp, 4 ranks", 1, side("ddp", 4, once), tokens);
-  const d = (name: string) => med(runs.dtrain, name), t = (name: string) => med(runs.torch, name);
-  const fraction = (side: Framework) =>
-    med(memory[side], "stateBytes") / med(ddp4[side], "stateBytes");
-  const mib = (x: number) => `${num(x / 2 ** 20, 1)} MiB`;
-  const rows = [
-    [
-      "tokens/s (both ranks)",
-      num(d("tokensPerSecond")),
-      num(t("tokensPerSecond")),
-      ratio(d("tokensPerSecond") / t("tokensPerSecond")),
-    ],
-    ["step time", `${num(d("stepMs"), 1)} ms`, `${num(t("stepMs"), 1)} ms`, ""],
-    [
-      "DDP tokens/s on the same GPT (2 ranks)",
-      num(med(ddp2.dtrain, "tokensPerSecond")),
-      num(med(ddp2.torch, "tokensPerSecond")),
-      ratio(med(ddp2.dtrain, "tokensPerSecond") / med(ddp2.torch, "tokensPerSecond")),
-    ],
-    [
-      "FSDP tokens/s as a share of own DDP's",
-      pct(d("tokensPerSecond") / med(ddp2.dtrain, "tokensPerSecond")),
-      pct(t("tokensPerSecond") / med(ddp2.torch, "tokensPerSecond")),
-      "",
-    ],
-    ["exposed communication share of a step", pct(d("exposedCommShare")), "n/a", ""],
-    [
-      "params + grads + AdamW per rank at 4 ranks, share of DDP's",
-      `${mib(med(memory.dtrain, "stateBytes"))} (${pct(fraction("dtrain"))})`,
-      `${mib(med(memory.torch, "stateBytes"))} (${pct(fraction("torch"))})`,
-      "",
-    ],
-    ["native memory after forward (2 ranks)", mib(d("allocatedAfterForwardBytes")), "n/a", ""],
-    [
-      "peak RSS (2 ranks)",
-      mib(d("peakRssBytes")),
-      mib(t("peakRssBytes")),
-      ratio(t("peakRssBytes") / d("peakRssBytes")),
-    ],
-  ];
-  console.log(`\n${table(["(d) FSDP, GPT", "dtrain", "PyTorch", "advantage"], rows)}`);
-  return { runs, ddp2, memory, ddp4 };
-}
-
 /**
  * The all-reduce section runs bench/allreduce.ts (its worker mode, DTRAIN_BENCH_WORKER=1) and
  * bench/allreduce_torch.py --json, which share sizes, iteration counts and the timing rule
@@ -552,40 +352,6 @@ async function benchAllReduce(options: Options, python: string | null) {
   return runs;
 }
 
-/** The GPT section: a training step and attention alone, tokens/s and peak RSS on each side. */
-async function benchGpt(options: Options, python: string | null) {
-  const g = GPT_BENCH;
-  console.log(
-    `\n(d) GPT: ${g.layers} layers, ${g.heads} heads, width ${g.width}, block ${g.block}, ` +
-      `vocabulary ${g.vocab}, batch ${g.batch}, AdamW, fp32, 2 threads`,
-  );
-  const shape = Object.entries(g).map(([k, v]) => `--${k}=${v}`);
-  const side = (mode: string) => ({
-    dtrain: single(denoWorker("gpt.ts", [`--mode=${mode}`, "--threads=2"])),
-    torch: python
-      ? single(pythonWorker(python, "gpt_torch.py", [mode, "--threads=2", ...shape]))
-      : undefined,
-  });
-  const tokens = (r: Record<string, unknown>) => `${num(r.tokensPerSecond as number)} tokens/s`;
-  const step = await alternate("gpt step", options.rounds, side("step"), tokens);
-  const attention = await alternate("attention", options.rounds, side("attention"), tokens);
-  const row = (label: string, runs: Runs, name: string, unit: (x: number) => string) => {
-    const d = med(runs.dtrain, name), t = med(runs.torch, name);
-    return [label, unit(d), unit(t), ratio(name === "tokensPerSecond" ? d / t : t / d)];
-  };
-  const mib = (x: number) => `${num(x / 2 ** 20)} MiB`;
-  const rows = [
-    row("training step, tokens/s", step, "tokensPerSecond", (x) => num(x)),
-    row("training step, peak RSS", step, "peakRssBytes", mib),
-    ["training step, dtrain/PyTorch round by round", roundRatios(step, "tokensPerSecond"), "", ""],
-    row("attention fwd+bwd, ms", attention, "attentionMs", (x) => num(x, 2)),
-    row("attention fwd+bwd, peak RSS", attention, "peakRssBytes", mib),
-    ["attention, dtrain/PyTorch round by round", roundRatios(attention, "tokensPerSecond"), "", ""],
-  ];
-  console.log(`\n${table(["(d) GPT", "dtrain", "PyTorch", "advantage"], rows)}`);
-  return { step, attention };
-}
-
 // ---------------------------------------------------------------- main
 
 if (import.meta.main) {
@@ -618,7 +384,9 @@ if (import.meta.main) {
   if (options.sections.includes("allreduce")) {
     results.allreduce = await benchAllReduce(options, python);
   }
-  if (options.sections.includes("gpt")) results.gpt = await benchGpt(options, python);
+  if (options.sections.includes("gpt")) {
+    results.gpt = await benchGpt(options, python, String(machine.bf16Matmul));
+  }
   if (options.sections.includes("fsdp")) results.fsdp = await benchFsdp(options, python);
   results.loadavgAfter = Deno.loadavg();
   await Deno.mkdir(dirname(resolve(options.json)), { recursive: true });
