@@ -6,7 +6,7 @@
  */
 
 import { AssertionError } from "node:assert/strict";
-import { type DType, optim, type Tensor, tensor } from "../../mod.ts";
+import { type DType, nn, optim, type Tensor, tensor } from "../../mod.ts";
 import { sameShape } from "../../src/tensor/layout.ts";
 
 /** A tensor as the fixtures store it: flat row-major data. */
@@ -58,6 +58,32 @@ export function optimizerFromFixture(
   if (op === "SGD") return new optim.SGD(params, args as unknown as optim.SGDOptions);
   if (op === "AdamW") return new optim.AdamW(params, args as optim.AdamWOptions);
   throw new Error(`unknown optimizer "${op}" in the fixture`);
+}
+
+/**
+ * nanoGPT's model from a fixture: its `GPTConfig` (snake_case, as model.py names it) and its
+ * `state_dict`, loaded into an `nn.GPT` of the same shape.
+ *
+ * @param config The fixture's config (vocab_size, block_size, n_layer, n_head, n_embd, dropout, bias).
+ * @param stateDict The fixture's tensors by nanoGPT's parameter names.
+ */
+export function gptFromFixture(
+  config: Record<string, number | boolean>,
+  stateDict: Record<string, FixtureTensor>,
+): nn.GPT {
+  const model = new nn.GPT({
+    vocabSize: config.vocab_size as number,
+    blockSize: config.block_size as number,
+    nLayer: config.n_layer as number,
+    nHead: config.n_head as number,
+    nEmbd: config.n_embd as number,
+    dropout: config.dropout as number,
+    bias: config.bias as boolean,
+  });
+  model.loadStateDict(
+    Object.fromEntries(Object.entries(stateDict).map(([name, t]) => [name, fromFixture(t)])),
+  );
+  return model;
 }
 
 /** Tolerances of {@linkcode assertClose}: |actual - expected| <= atol + rtol * |expected|. */

@@ -3,7 +3,12 @@
 // bf16 logits, an f32 loss and f32 gradients within bf16 rounding of PyTorch's.
 import assert from "node:assert/strict";
 import { autocast, nn, type Tensor } from "../../mod.ts";
-import { type FixtureTensor, fromFixture, loadCases } from "../_harness/fixtures.ts";
+import {
+  type FixtureTensor,
+  fromFixture,
+  gptFromFixture,
+  loadCases,
+} from "../_harness/fixtures.ts";
 
 interface AutocastCase {
   name: string;
@@ -19,20 +24,7 @@ interface AutocastCase {
 }
 
 function fromNanoGPT(c: AutocastCase): nn.GPT {
-  const k = c.config;
-  const model = new nn.GPT({
-    vocabSize: k.vocab_size as number,
-    blockSize: k.block_size as number,
-    nLayer: k.n_layer as number,
-    nHead: k.n_head as number,
-    nEmbd: k.n_embd as number,
-    dropout: k.dropout as number,
-    bias: k.bias as boolean,
-  });
-  model.loadStateDict(
-    Object.fromEntries(Object.entries(c.stateDict).map(([n, t]) => [n, fromFixture(t)])),
-  );
-  return model;
+  return gptFromFixture(c.config, c.stateDict);
 }
 
 /** max |got - want| / max |want|: the error at the tensor's scale. */

@@ -4,7 +4,13 @@
 // generate().
 import assert from "node:assert/strict";
 import { manualSeed, nn, type Tensor } from "../../mod.ts";
-import { assertClose, type FixtureTensor, fromFixture, loadCases } from "../_harness/fixtures.ts";
+import {
+  assertClose,
+  type FixtureTensor,
+  fromFixture,
+  gptFromFixture,
+  loadCases,
+} from "../_harness/fixtures.ts";
 
 interface GPTCase {
   name: string;
@@ -29,21 +35,7 @@ interface GPTCase {
 const TOLERANCE = { rtol: 1e-4, atol: 1e-6 };
 
 function fromNanoGPT(c: GPTCase): nn.GPT {
-  const k = c.config;
-  const model = new nn.GPT({
-    vocabSize: k.vocab_size as number,
-    blockSize: k.block_size as number,
-    nLayer: k.n_layer as number,
-    nHead: k.n_head as number,
-    nEmbd: k.n_embd as number,
-    dropout: k.dropout as number,
-    bias: k.bias as boolean,
-  });
-  const state = Object.fromEntries(
-    Object.entries(c.stateDict).map(([name, t]) => [name, fromFixture(t)]),
-  );
-  model.loadStateDict(state);
-  return model;
+  return gptFromFixture(c.config, c.stateDict);
 }
 
 function lossOf(model: nn.GPT, c: GPTCase): Tensor {
