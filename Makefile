@@ -18,7 +18,8 @@ CUDA_SRC := $(wildcard csrc/cuda/*.cu)
 # The CUDA files include libdtrain's declarations, per-element math and operand checks (csrc/core),
 # and the collective codes and mismatch message shared with Gloo and shared memory (csrc/gloo).
 CUDA_HDR := $(wildcard csrc/cuda/*.cuh csrc/cuda/*.h) csrc/core/dtrain.h csrc/core/scalar_math.h \
-            csrc/core/broadcast.h csrc/gloo/collective_codes.h csrc/gloo/mismatch.h
+            csrc/core/broadcast.h csrc/core/half_math.h csrc/core/matmul_bf16_check.h \
+            csrc/gloo/collective_codes.h csrc/gloo/mismatch.h
 
 # The CUDA library is optional: built when nvcc is found (NVCC=... overrides), skipped with one line
 # otherwise. cuBLAS and NCCL are opened at run time (csrc/cuda/libs.cu), never linked; the CUDA

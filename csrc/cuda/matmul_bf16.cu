@@ -6,6 +6,7 @@
 
 #include "internal.cuh"
 #include "libs.h"
+#include "../core/matmul_bf16_check.h"
 
 static int fits_int(int64_t v) { return v >= 0 && v <= 0x7fffffff; }
 
@@ -13,16 +14,9 @@ DT_EXPORT int dt_matmul_bf16(const void *a, const void *b, float *c, int64_t bat
                              int64_t stride_a, int64_t stride_b, int64_t stride_c, int64_t m,
                              int64_t n, int64_t k, int32_t trans_a, int32_t trans_b, int64_t lda,
                              int64_t ldb, int64_t ldc, float alpha, float beta) {
-  CHECK(a != NULL && b != NULL && c != NULL, "dt_matmul_bf16: NULL matrix");
-  CHECK(batch >= 0 && m >= 0 && n >= 0 && k >= 0,
-        "dt_matmul_bf16: negative size batch=%lld m=%lld n=%lld k=%lld", (long long)batch,
-        (long long)m, (long long)n, (long long)k);
-  CHECK(stride_a >= 0 && stride_b >= 0 && stride_c >= 0,
-        "dt_matmul_bf16: negative stride %lld, %lld, %lld", (long long)stride_a,
-        (long long)stride_b, (long long)stride_c);
-  CHECK(lda >= (trans_a ? m : k) && lda >= 1, "dt_matmul_bf16: lda %lld too small", (long long)lda);
-  CHECK(ldb >= (trans_b ? k : n) && ldb >= 1, "dt_matmul_bf16: ldb %lld too small", (long long)ldb);
-  CHECK(ldc >= n && ldc >= 1, "dt_matmul_bf16: ldc %lld too small", (long long)ldc);
+  int checked = dt_check_matmul_bf16(a, b, c, batch, stride_a, stride_b, stride_c, m, n, k, trans_a,
+                                     trans_b, lda, ldb, ldc);
+  if (checked != DT_OK) return checked;
   CHECK(fits_int(m) && fits_int(n) && fits_int(k) && fits_int(lda) && fits_int(ldb) &&
             fits_int(ldc) && fits_int(batch),
         "dt_matmul_bf16: a size above 2^31 (m=%lld n=%lld k=%lld batch=%lld)", (long long)m,
