@@ -4,9 +4,8 @@
 // real FSDP2 over gloo in 2 and 3 processes) and near the f32 run (fsdp_gpt_final.safetensors);
 // its all-gathers and reduce-scatters move half the bytes of f32's, in lastStats and in the trace.
 import assert from "node:assert/strict";
-import { checkpoint } from "../../mod.ts";
 import { assertAllOk, runRanks } from "../_harness/ranks.ts";
-import { fixturePath } from "./workers/fsdp_torch.ts";
+import { fixturePath, torchState } from "./workers/fsdp_torch.ts";
 
 const worker = new URL("./workers/fsdp_bf16.ts", import.meta.url);
 /**
@@ -42,15 +41,6 @@ interface RunResult {
 
 interface Bf16Reference {
   runs: { worldSize: number; final: string; grads0: string; rankLosses: number[][] }[];
-}
-
-function torchState(file: string): Record<string, Float32Array> {
-  const { tensors } = checkpoint.load(fixturePath(file));
-  const out = Object.fromEntries(
-    Object.entries(tensors).map(([name, t]) => [name, t.toArray() as Float32Array]),
-  );
-  for (const t of Object.values(tensors)) t.dispose();
-  return out;
 }
 
 /** The largest per-tensor relative error of `got` against `want`, and where. */

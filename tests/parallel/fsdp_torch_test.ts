@@ -3,10 +3,9 @@
 // (tests/fixtures/fsdp_gpt*.{json,safetensors}, made by gen_fsdp.py from nanoGPT's model.py),
 // plainly and with gradient clipping; the ranks' mean losses and the global norms match too.
 import assert from "node:assert/strict";
-import { checkpoint } from "../../mod.ts";
 import { assertAllOk, runRanks } from "../_harness/ranks.ts";
 import { describe, markedProcesses, markerEnv } from "../_harness/processes.ts";
-import { fixturePath, loadReference } from "./workers/fsdp_torch.ts";
+import { loadReference, torchState } from "./workers/fsdp_torch.ts";
 
 const worker = new URL("./workers/fsdp_torch.ts", import.meta.url);
 /** The issue's bar for FSDP on 2 and 3 ranks against one PyTorch process. */
@@ -19,16 +18,6 @@ interface RunResult {
   final: Record<string, number[]>;
   fullCount: number;
   localCount: number;
-}
-
-/** PyTorch's state dict in `file`, as arrays by name. */
-function torchState(file: string): Record<string, Float32Array> {
-  const { tensors } = checkpoint.load(fixturePath(file));
-  const out = Object.fromEntries(
-    Object.entries(tensors).map(([name, t]) => [name, t.toArray() as Float32Array]),
-  );
-  for (const t of Object.values(tensors)) t.dispose();
-  return out;
 }
 
 /**

@@ -8,11 +8,11 @@
  * @module
  */
 
-import { dist, optim, parallel, tidyAsync } from "../../../mod.ts";
+import { dist, parallel, tidyAsync } from "../../../mod.ts";
 import { startProfile, stopProfile } from "../../../src/profile/tracer.ts";
 import type { PrecisionDtype } from "../../../src/parallel/mixed_precision.ts";
 import { runWorker } from "../../_harness/worker.ts";
-import { initialModel, loadReference, rows } from "./fsdp_torch.ts";
+import { initialModel, loadReference, referenceAdamW, rows } from "./fsdp_torch.ts";
 
 const paramDtype = (Deno.env.get("POLICY") ?? "bf16") as PrecisionDtype;
 /** DEVICE=emu: each rank on `emu:<rank>` over the emu backend, instead of cpu over Gloo. */
@@ -32,11 +32,7 @@ await runWorker(async () => {
     for (const block of model.transformer.h.children()) parallel.fullyShard(block, { mpPolicy });
     const sharded = parallel.fullyShard(model, { mpPolicy });
     const params = sharded.parameters();
-    const { lr, betas, eps, weightDecay } = ref.adamw;
-    const optimizer = new optim.AdamW([
-      { params: params.filter((p) => p.ndim >= 2), weightDecay },
-      { params: params.filter((p) => p.ndim < 2), weightDecay: 0 },
-    ], { lr, betas, eps });
+    const optimizer = referenceAdamW(params, ref);
     const losses: number[] = [], stats: parallel.FSDPStats[] = [];
     /** This rank's rows of every gradient after the first backward, by name. */
     const grads0: Record<string, number[]> = {};

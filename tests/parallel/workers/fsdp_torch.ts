@@ -86,6 +86,28 @@ export function initialModel(ref: Reference): nn.GPT {
   return model;
 }
 
+/** A PyTorch state dict in tests/fixtures, as arrays by name. */
+export function torchState(file: string): Record<string, Float32Array> {
+  const { tensors } = checkpoint.load(fixturePath(file));
+  const out = Object.fromEntries(
+    Object.entries(tensors).map(([name, t]) => [name, t.toArray() as Float32Array]),
+  );
+  for (const t of Object.values(tensors)) t.dispose();
+  return out;
+}
+
+/**
+ * AdamW over FSDP's shards in nanoGPT's `configure_optimizers` groups (decay on tensors of 2 or
+ * more dimensions: shards keep theirs), with the reference's hyperparameters.
+ */
+export function referenceAdamW(params: Tensor[], ref: Reference): optim.AdamW {
+  const { lr, betas, eps, weightDecay } = ref.adamw;
+  return new optim.AdamW([
+    { params: params.filter((p) => p.ndim >= 2), weightDecay },
+    { params: params.filter((p) => p.ndim < 2), weightDecay: 0 },
+  ], { lr, betas, eps });
+}
+
 /** Rows `rank·B .. (rank+1)·B` of step `step`'s global batch in `t`, as [B, blockSize] tokens. */
 export function rows(t: FixtureTensor, step: number, rank: number, perRank: number): Tensor {
   const [, batch, length] = t.shape;
@@ -107,12 +129,7 @@ async function train(ref: Reference, run: ReferenceRun) {
   for (const block of model.transformer.h.children()) parallel.fullyShard(block);
   const sharded = parallel.fullyShard(model);
   const params = sharded.parameters();
-  // nanoGPT's configure_optimizers: decay on tensors of 2 or more dimensions (shards keep theirs).
-  const { lr, betas, eps, weightDecay } = ref.adamw;
-  const optimizer = new optim.AdamW([
-    { params: params.filter((p) => p.ndim >= 2), weightDecay },
-    { params: params.filter((p) => p.ndim < 2), weightDecay: 0 },
-  ], { lr, betas, eps });
+  const optimizer = referenceAdamW(params, ref);
   const losses: number[] = [], norms: number[] = [];
   for (let step = 0; step < steps; step++) {
     await tidyAsync(async () => {
