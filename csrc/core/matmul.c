@@ -7,16 +7,12 @@
 #include <string.h>
 
 #include "dtrain.h"
+#include "gemm_cut.h"
 
 /* OpenBLAS's own introspection (not in cblas.h). */
 char *openblas_get_config(void);
 char *openblas_get_corename(void);
 
-/* Products under this many flops run whole on the calling thread: handing off costs more. */
-#define MIN_PARALLEL_FLOPS 4e6
-/* Blocks are cut at multiples of this many rows or columns (the sgemm kernels' tile). */
-#define BLOCK_ALIGN 16
-#define MAX_BLOCKS 128
 
 /* c[m,n] = alpha * op(a) @ op(b) + beta * c, row-major, as cblas_sgemm takes it. */
 typedef struct {
@@ -37,20 +33,14 @@ static void gemm_run(const gemm_t *g) {
 
 /* How many blocks g is worth cutting into for `threads` threads. */
 static int gemm_parts(const gemm_t *g, int threads) {
-  if (threads <= 1 || 2.0 * (double)g->m * (double)g->n * (double)g->k < MIN_PARALLEL_FLOPS) return 1;
-  int64_t dim = g->n >= g->m ? g->n : g->m;
-  int64_t most = (dim + BLOCK_ALIGN - 1) / BLOCK_ALIGN;
-  return most < threads ? (int)most : threads;
+  return gemm_cut_parts(g->m, g->n, g->k, threads);
 }
 
 /* Block `part` of `parts` of g, cut along its output columns (else rows); possibly empty. */
 static gemm_t gemm_block(const gemm_t *g, int part, int parts, int by_columns) {
   gemm_t block = *g;
-  int64_t dim = by_columns ? g->n : g->m;
-  int64_t step = (dim + parts - 1) / parts;
-  step = (step + BLOCK_ALIGN - 1) / BLOCK_ALIGN * BLOCK_ALIGN;
-  int64_t start = part * step < dim ? part * step : dim;
-  int64_t end = start + step < dim ? start + step : dim;
+  int64_t start, end;
+  gemm_cut_block(by_columns ? g->n : g->m, part, parts, &start, &end);
   if (by_columns) {
     block.n = end - start;
     block.b += g->trans_b ? start * g->ldb : start;

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "dtrain.h"
+#include "gemm_cut.h"
 #include "half_math.h"
 #include "matmul_bf16_check.h"
 #include "onednn.h"
@@ -58,11 +59,8 @@ int32_t dt_matmul_bf16_backend(char *buf, int64_t len) {
 
 /* ---------------------------------------------------------------- f32 products of bf16 values */
 
-/* These constants and the cut are matmul.c's (gemm_parts, gemm_block): the same blocks make the
- * same sgemm calls, hence dt_matmul's bits. */
-#define MIN_PARALLEL_FLOPS 4e6
-#define BLOCK_ALIGN 16
-#define MAX_BLOCKS 128
+/* The blocks are matmul.c's (gemm_cut.h): the same blocks make the same sgemm calls, hence
+ * dt_matmul's bits. */
 /* A block converts the whole of the operand it shares with the others; above this many elements
  * it does so in chunks of the other output dimension, to bound its scratch. */
 #define SHARED_MAX_ELEMENTS (1 << 20)
@@ -146,10 +144,8 @@ static void sgemm_part(const bgemm_t *g, const float *fa, const float *fb, int64
 static void run_part(void *ctx, int64_t part) {
   bgemm_t *g = ctx;
   int64_t dim = g->by_columns ? g->n : g->m, other = g->by_columns ? g->m : g->n, k = g->k;
-  int64_t step = (dim + g->parts - 1) / g->parts;
-  step = (step + BLOCK_ALIGN - 1) / BLOCK_ALIGN * BLOCK_ALIGN;
-  int64_t start = part * step < dim ? part * step : dim;
-  int64_t end = start + step < dim ? start + step : dim;
+  int64_t start, end;
+  gemm_cut_block(dim, (int)part, g->parts, &start, &end);
   if (start == end) return;
   int64_t chunk = other, own_size = end - start;
   /* Only products beyond SHARED_MAX_ELEMENTS are cut more finely than dt_matmul cuts them: their
@@ -182,13 +178,7 @@ static void run_part(void *ctx, int64_t part) {
 }
 
 static int sgemm_product(bgemm_t *g) {
-  int threads = dt_get_num_threads();
-  double flops = 2.0 * (double)g->m * (double)g->n * (double)g->k;
-  g->parts = 1;
-  if (threads > 1 && flops >= MIN_PARALLEL_FLOPS) {
-    int64_t dim = g->n >= g->m ? g->n : g->m, most = (dim + BLOCK_ALIGN - 1) / BLOCK_ALIGN;
-    g->parts = most < threads ? (int)most : threads;
-  }
+  g->parts = gemm_cut_parts(g->m, g->n, g->k, dt_get_num_threads());
   g->by_columns = g->n > g->m; /* rows on a tie, as matmul.c's add_product */
   g->status = DT_OK;
   if (g->parts == 1) run_part(g, 0);

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "dtrain.h"
+#include "gemm_cut.h"
 #include "half_math.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -200,9 +201,8 @@ static int product(const shape_key *key, const void *a, const void *b, float *c)
  * is the calling thread's), and a product is cut into blocks on dtrain's pool, as matmul.c cuts
  * sgemm's: ranges of the batch when it has a block per thread, else of the larger of op(a)'s rows
  * and op(b)'s columns. Each block's shape is a primitive of its own (two per cut, the last block's
- * smaller). Without omp_set_num_threads (a oneDNN not built on OpenMP) it runs whole, its own way. */
-#define MIN_PARALLEL_FLOPS 4e6
-#define BLOCK_ALIGN 16
+ * smaller). Without omp_set_num_threads (a oneDNN not built on OpenMP) it runs whole, its own way.
+ * The flop threshold and the tile alignment are matmul.c's (gemm_cut.h). */
 enum { SPLIT_BATCH, SPLIT_ROWS, SPLIT_COLUMNS };
 
 typedef struct {
