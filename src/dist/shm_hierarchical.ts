@@ -15,6 +15,7 @@ import {
   nbytes,
   type ReduceOp,
 } from "./backend.ts";
+import { bf16Bits, bf16Value } from "../tensor/dtype.ts";
 import { DistError } from "./errors.ts";
 import { GlooBackend } from "./gloo.ts";
 import { ShmBackend } from "./shm.ts";
@@ -47,13 +48,7 @@ function divideInPlace(buf: NativeBuffer, divisor: number): void {
     for (let i = 0; i < values.length; i++) values[i] = Math.fround(values[i] / divisor);
   } else if (buf.dtype === "bf16") {
     const bits = new Uint16Array(bytes.buffer, bytes.byteOffset, buf.count);
-    const f32 = new Float32Array(1), u32 = new Uint32Array(f32.buffer);
-    for (let i = 0; i < bits.length; i++) {
-      u32[0] = bits[i] << 16;
-      f32[0] = f32[0] / divisor;
-      const u = u32[0];
-      bits[i] = (u & 0x7fffffff) > 0x7f800000 ? 0xffff : (u + 0x7fff + ((u >>> 16) & 1)) >>> 16;
-    }
+    for (let i = 0; i < bits.length; i++) bits[i] = bf16Bits(bf16Value(bits[i]) / divisor);
   } else {
     const values = new Float32Array(bytes.buffer, bytes.byteOffset, buf.count);
     for (let i = 0; i < values.length; i++) values[i] /= divisor;

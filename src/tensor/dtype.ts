@@ -23,6 +23,24 @@ export function isHalf(dtype: DType): dtype is HalfDType {
   return dtype === "bf16" || dtype === "f16";
 }
 
+const F32 = new Float32Array(1), U32 = new Uint32Array(F32.buffer);
+
+/**
+ * The bf16 bits of `value`, rounded through f32 to nearest even with PyTorch's bits (every NaN
+ * 0xFFFF): csrc/core/half_math.h's `dt_f32_to_bf16`, for numbers on the JavaScript side.
+ */
+export function bf16Bits(value: number): number {
+  F32[0] = value;
+  const u = U32[0];
+  return (u & 0x7fffffff) > 0x7f800000 ? 0xffff : (u + 0x7fff + ((u >>> 16) & 1)) >>> 16;
+}
+
+/** The value of bf16 `bits` (exact: bf16 is f32's top half). */
+export function bf16Value(bits: number): number {
+  U32[0] = bits << 16;
+  return F32[0];
+}
+
 /** Whether `dtype` is a floating-point dtype (f32, bf16, f16). */
 export function isFloat(dtype: DType): dtype is FloatDType {
   return dtype === "f32" || isHalf(dtype);

@@ -14,7 +14,7 @@
  * @module
  */
 
-import { type DType, type HalfDType, isFloat, isHalf } from "../dtype.ts";
+import { bf16Bits, bf16Value, type DType, type HalfDType, isFloat, isHalf } from "../dtype.ts";
 import type { Tensor } from "../tensor.ts";
 import { autocastInputs, withoutAutocast } from "../autocast_state.ts";
 import { to } from "./shape.ts";
@@ -129,18 +129,11 @@ function anyRecorded(ts: Tensor[]): boolean {
   return ts.some((t) => t.gradFn !== null);
 }
 
-const f32 = new Float32Array(1), bits = new Uint32Array(f32.buffer);
-
 /**
  * `value` rounded to `dtype` (through f32, to nearest even, as `to()`): PyTorch rounds a number
  * to a half tensor's dtype where it becomes an operand of that dtype (`x + 0.3`, `x == 0.1`,
  * `x ** 3.3`), and keeps it in float where the kernel takes it so (`x * 0.1`, `x / 0.3`).
  */
 export function roundToHalf(value: number, dtype: HalfDType): number {
-  if (dtype === "f16") return Math.f16round(value);
-  f32[0] = value;
-  if (Number.isNaN(f32[0])) return NaN;
-  const x = bits[0];
-  bits[0] = (x + 0x7fff + ((x >>> 16) & 1)) & 0xffff0000;
-  return f32[0];
+  return dtype === "f16" ? Math.f16round(value) : bf16Value(bf16Bits(value));
 }
