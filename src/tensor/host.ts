@@ -8,7 +8,7 @@
 
 import { DTypeCode } from "./device/device.ts";
 import { formatShape, shapeSize } from "./layout.ts";
-import { isHalf, itemSize } from "./dtype.ts";
+import { bf16Value, isHalf, itemSize } from "./dtype.ts";
 import type { Tensor } from "./tensor.ts";
 
 /** Host memory that `item()` reads one element through (no allocation per call). */
@@ -51,17 +51,6 @@ export function toArray(t: Tensor): Float32Array | Int32Array | Uint8Array | Uin
   return out;
 }
 
-/** The value of bf16 or f16 bits `h` (exact: every 2-byte float is an f32, and a double). */
-function halfValue(h: number, dtype: "bf16" | "f16"): number {
-  if (dtype === "bf16") {
-    scalar.setUint32(0, h << 16, true);
-    return scalar.getFloat32(0, true);
-  }
-  const sign = h & 0x8000 ? -1 : 1, e = (h >> 10) & 0x1f, m = h & 0x3ff;
-  if (e === 0x1f) return m === 0 ? sign * Infinity : NaN;
-  return sign * (e === 0 ? m * 2 ** -24 : (1024 + m) * 2 ** (e - 25));
-}
-
 /** `t.item()`: the value of a one-element tensor. */
 export function item(t: Tensor): number {
   if (t.numel() !== 1) {
@@ -73,7 +62,8 @@ export function item(t: Tensor): number {
   // Native memory is little-endian on every platform dtrain builds for.
   if (t.dtype === "bool") return scalar.getUint8(0);
   if (t.dtype === "u16") return scalar.getUint16(0, true);
-  if (isHalf(t.dtype)) return halfValue(scalar.getUint16(0, true), t.dtype);
+  if (t.dtype === "bf16") return bf16Value(scalar.getUint16(0, true));
+  if (t.dtype === "f16") return scalar.getFloat16(0, true);
   return t.dtype === "f32" ? scalar.getFloat32(0, true) : scalar.getInt32(0, true);
 }
 
