@@ -2,7 +2,7 @@
 // (tests/fixtures/autocast_gpt.json, made by gen_autocast.py): the same weights and tokens give
 // bf16 logits, an f32 loss and f32 gradients within bf16 rounding of PyTorch's.
 import assert from "node:assert/strict";
-import { autocast, nn, type Tensor } from "../../mod.ts";
+import { autocast, type nn, type Tensor } from "../../mod.ts";
 import {
   type FixtureTensor,
   fromFixture,
