@@ -49,9 +49,13 @@ for (const [size, shm] of [[2, false], [3, false], [3, true]] as const) {
       assert.deepEqual(results.allReduceBehind, sum, `${what}: the all-reduce issued behind`);
       assert.deepEqual(results.blockingBehind, gathered(SMALL_LENGTH, "f32", 802), what);
       assert.deepEqual(results.late, gathered(PAST_INLINE_LENGTH, "f32", 803), what);
-      for (const [before, after] of run.result!.threadCounts as number[][]) {
-        assert.equal(after, before, `${what}: threads before the start and after the wait`);
-      }
+      // A thread the runtime starts lazily (a V8 helper) may appear in one round and stay; a
+      // started gather that leaks its thread adds one in every round (4 here).
+      const counts = run.result!.threadCounts as number[][];
+      const grown = counts.filter(([before, after]) => after > before).length;
+      assert.ok(grown <= 1, `${what}: threads grew across ${grown} started gathers: ${counts}`);
+      const total = counts[counts.length - 1][1] - counts[0][0];
+      assert.ok(total <= 1, `${what}: ${total} more threads after the started gathers`);
     }
     // The start does not wait for the collective: rank 0's returned before rank 1 even called its
     // own (300 ms late), and rank 0's wait lasted until rank 1 had joined.

@@ -24,6 +24,18 @@ function threads(): number {
   return Number(/^Threads:\s+(\d+)/m.exec(Deno.readTextFileSync("/proc/self/status"))![1]);
 }
 
+/**
+ * The thread count once it is back to `before`, or after 2 s: a started gather's thread may still
+ * be exiting when its wait returns, which a leaked thread never finishes doing.
+ */
+async function threadsSettled(before: number): Promise<number> {
+  const deadline = performance.now() + 2000;
+  while (threads() > before && performance.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  return threads();
+}
+
 function zeros(n: number, dtype: "f32" | "i32"): Float32Array | Int32Array {
   return dtype === "f32" ? new Float32Array(n) : new Int32Array(n);
 }
@@ -56,7 +68,7 @@ await runWorker(async () => {
         for (let i = 0; i < 100_000; i++) meanwhile += i % 7; // the JavaScript thread goes on
         started.waitBlocking();
         group.allGatherStart(list.map(tensorOf), tensorOf(mine)).waitBlocking();
-        threadCounts.push([before, threads(), meanwhile + busy]);
+        threadCounts.push([before, await threadsSettled(before), meanwhile + busy]);
         out[`${dtype}/${n}/blocking`] = Array.from(blocking);
         out[`${dtype}/${n}/flat`] = Array.from(flat);
         out[`${dtype}/${n}/list`] = list.flatMap((x) => Array.from(x));
