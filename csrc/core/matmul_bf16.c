@@ -79,6 +79,7 @@ static _Thread_local struct {
 } scratch;
 
 __attribute__((visibility("hidden"))) void dt_release_thread_scratch(void) {
+  onednn_release_thread_scratch();
   free(scratch.data);
   scratch.data = NULL;
   scratch.bytes = 0;

@@ -17,9 +17,6 @@
 #include "gemm_cut.h"
 #include "half_math.h"
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
-#endif
 
 /* ---------------------------------------------------------------- oneDNN 2.x, as declared */
 
@@ -32,7 +29,8 @@ typedef struct { int arg; void *memory; } exec_arg; /* dnnl_exec_arg_t */
 typedef struct { int major, minor, patch; const char *hash; unsigned cpu_runtime, gpu_runtime; } version_t;
 
 enum { DNNL_SUCCESS = 0, DNNL_BF16 = 2, DNNL_F32 = 3, DNNL_CPU = 1, DNNL_STREAM_IN_ORDER = 1 };
-enum { DNNL_ARG_SRC = 1, DNNL_ARG_DST = 17, DNNL_ARG_WEIGHTS = 33, QUERY_IMPL_INFO_STR = 8 };
+enum { DNNL_ARG_SRC = 1, DNNL_ARG_DST = 17, DNNL_ARG_WEIGHTS = 33, DNNL_ARG_SCRATCHPAD = 80 };
+enum { QUERY_IMPL_INFO_STR = 8, QUERY_SCRATCHPAD_MD = 136, SCRATCHPAD_MODE_USER = 1 };
 enum { ISA_AVX512_CORE_BF16 = 0xe7 }; /* dnnl_cpu_isa_t: a mask, AMX's includes it */
 #ifdef DT_ONEDNN_F32_OPERANDS /* see onednn.h */
 #define OPERAND_TYPE DNNL_F32
@@ -55,6 +53,11 @@ static struct {
                           const memory_desc *bias, const memory_desc *dst);
   int (*pd_create)(void **pd, const void *op_desc, const void *attr, void *engine, const void *hint);
   int (*pd_query)(const void *pd, int what, int index, void *result);
+  const memory_desc *(*pd_query_md)(const void *pd, int what, int index);
+  size_t (*md_get_size)(const memory_desc *md);
+  int (*attr_create)(void **attr);
+  int (*attr_set_scratchpad_mode)(void *attr, int mode);
+  int (*attr_destroy)(void *attr);
   int (*pd_destroy)(void *pd);
   int (*primitive_create)(void **primitive, const void *pd);
   int (*primitive_execute)(const void *primitive, void *stream, int nargs, const exec_arg *args);
@@ -66,38 +69,6 @@ static struct {
   void (*omp_set_num_threads)(int n); /* libgomp's, which Debian's oneDNN runs on; optional */
   void *engine;
 } api;
-
-/* ---------------------------------------------------------------- the CPU */
-
-int onednn_cpu_has_bf16(char *why, size_t len) {
-#if defined(__x86_64__) || defined(__i386__)
-  unsigned eax, ebx, ecx, edx;
-  if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) {
-    snprintf(why, len, "the CPU reports no extended features (cpuid leaf 7)");
-    return 0;
-  }
-  unsigned subleaves = eax;
-  int amx_bf16 = (edx >> 22) & 1, avx512f = (ebx >> 16) & 1, avx512_bf16 = 0;
-  if (subleaves >= 1 && __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx)) avx512_bf16 = (eax >> 5) & 1;
-  if (!(avx512f && avx512_bf16) && !amx_bf16) {
-    snprintf(why, len, "the CPU has neither avx512_bf16 nor amx_bf16 instructions (cpuid)");
-    return 0;
-  }
-  /* The instructions are usable only where the OS saves the AVX-512 registers (XCR0 bits 1, 2
-   * and 5-7); AMX's tile state is oneDNN's to request, checked by its effective ISA below. */
-  __get_cpuid(1, &eax, &ebx, &ecx, &edx);
-  unsigned lo = 0, hi = 0;
-  if ((ecx >> 27) & 1) __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-  if ((lo & 0xe6) != 0xe6) {
-    snprintf(why, len, "the CPU has bf16 instructions but the OS does not enable AVX-512 state");
-    return 0;
-  }
-  return 1;
-#else
-  snprintf(why, len, "not an x86 CPU: oneDNN's bf16 products are used on avx512_bf16/amx_bf16 only");
-  return 0;
-#endif
-}
 
 /* ---------------------------------------------------------------- primitives, cached by shape */
 
@@ -112,6 +83,8 @@ typedef struct {
   shape_key key;
   void *primitive;
   memory_desc a, b, c;
+  memory_desc scratchpad; /* the primitive's scratchpad, passed at each run: see execute */
+  size_t scratchpad_bytes;
 } cached;
 
 /* A training step multiplies a handful of shapes; entries are never evicted (a primitive may be
@@ -144,8 +117,15 @@ static int build(const shape_key *key, cached *out) {
     return st;
   matmul_desc desc;
   if ((st = api.matmul_desc_init(&desc, &out->a, &out->b, NULL, &out->c)) != DNNL_SUCCESS) return st;
-  void *pd = NULL;
-  if ((st = api.pd_create(&pd, &desc, NULL, api.engine, NULL)) != DNNL_SUCCESS) return st;
+  void *attr = NULL, *pd = NULL;
+  if ((st = api.attr_create(&attr)) != DNNL_SUCCESS) return st;
+  if ((st = api.attr_set_scratchpad_mode(attr, SCRATCHPAD_MODE_USER)) == DNNL_SUCCESS)
+    st = api.pd_create(&pd, &desc, attr, api.engine, NULL);
+  api.attr_destroy(attr);
+  if (st != DNNL_SUCCESS) return st;
+  const memory_desc *scratchpad = api.pd_query_md(pd, QUERY_SCRATCHPAD_MD, 0);
+  out->scratchpad_bytes = scratchpad ? api.md_get_size(scratchpad) : 0;
+  if (out->scratchpad_bytes) out->scratchpad = *scratchpad;
   const char *impl = NULL;
   if (impl_name[0] == 0 && api.pd_query(pd, QUERY_IMPL_INFO_STR, 0, &impl) == DNNL_SUCCESS && impl)
     snprintf(impl_name, sizeof impl_name, "%s", impl);
@@ -155,22 +135,48 @@ static int build(const shape_key *key, cached *out) {
   return st;
 }
 
+/* [Note: oneDNN's scratchpad]
+ * A primitive that packs its operands (the avx512 brgemm matmul does) packs them into a
+ * scratchpad. oneDNN's default one is the library's, shared by every primitive unless oneDNN was
+ * built for concurrent execution (Debian's is not): two pool threads' products packed into the
+ * same bytes, and half of a cut product came out wrong. Primitives are built in the user mode
+ * instead, and each run gets this thread's own block, kept between runs (a fresh mapping per run
+ * is page faults) and freed with the pool worker's other scratch (dt_release_thread_scratch). */
+static _Thread_local struct { void *data; size_t bytes; } scratchpad;
+
+void onednn_release_thread_scratch(void) {
+  free(scratchpad.data);
+  scratchpad.data = NULL, scratchpad.bytes = 0;
+}
+
+/* This thread's scratchpad of at least `bytes`, or NULL when out of memory. */
+static void *scratchpad_get(size_t bytes) {
+  if (scratchpad.bytes >= bytes) return scratchpad.data;
+  onednn_release_thread_scratch();
+  if ((scratchpad.data = aligned_alloc(64, (bytes + 63) / 64 * 64)) != NULL) scratchpad.bytes = bytes;
+  return scratchpad.data;
+}
+
 /* Runs the primitive on a, b into c (a temporary stream: streams are not shared across threads). */
 static int execute(const cached *p, const void *a, const void *b, float *c) {
-  void *mem[3] = {NULL, NULL, NULL}, *stream = NULL;
-  int st;
+  void *mem[4] = {NULL, NULL, NULL, NULL}, *stream = NULL, *pad = NULL;
+  int nargs = p->scratchpad_bytes ? 4 : 3, st;
+  if (nargs == 4 && (pad = scratchpad_get(p->scratchpad_bytes)) == NULL) return 1; /* out of memory */
   if ((st = api.memory_create(&mem[0], &p->a, api.engine, (void *)a)) == DNNL_SUCCESS &&
       (st = api.memory_create(&mem[1], &p->b, api.engine, (void *)b)) == DNNL_SUCCESS &&
       (st = api.memory_create(&mem[2], &p->c, api.engine, c)) == DNNL_SUCCESS &&
+      (nargs == 3 ||
+       (st = api.memory_create(&mem[3], &p->scratchpad, api.engine, pad)) == DNNL_SUCCESS) &&
       (st = api.stream_create(&stream, api.engine, DNNL_STREAM_IN_ORDER)) == DNNL_SUCCESS) {
-    exec_arg args[3] = {{DNNL_ARG_SRC, mem[0]}, {DNNL_ARG_WEIGHTS, mem[1]}, {DNNL_ARG_DST, mem[2]}};
+    exec_arg args[4] = {{DNNL_ARG_SRC, mem[0]}, {DNNL_ARG_WEIGHTS, mem[1]}, {DNNL_ARG_DST, mem[2]},
+                        {DNNL_ARG_SCRATCHPAD, mem[3]}};
     /* One thread per primitive: see [Note: oneDNN on dtrain's pool]. */
     if (api.omp_set_num_threads) api.omp_set_num_threads(1);
-    if ((st = api.primitive_execute(p->primitive, stream, 3, args)) == DNNL_SUCCESS)
+    if ((st = api.primitive_execute(p->primitive, stream, nargs, args)) == DNNL_SUCCESS)
       st = api.stream_wait(stream);
   }
   if (stream) api.stream_destroy(stream);
-  for (int i = 0; i < 3; i++)
+  for (int i = 0; i < 4; i++)
     if (mem[i]) api.memory_destroy(mem[i]);
   return st;
 }
@@ -348,6 +354,10 @@ int onednn_load(char *why, size_t len) {
       SYM(md_init_by_strides, "dnnl_memory_desc_init_by_strides"),
       SYM(matmul_desc_init, "dnnl_matmul_desc_init"), SYM(pd_create, "dnnl_primitive_desc_create"),
       SYM(pd_query, "dnnl_primitive_desc_query"), SYM(pd_destroy, "dnnl_primitive_desc_destroy"),
+      SYM(pd_query_md, "dnnl_primitive_desc_query_md"),
+      SYM(md_get_size, "dnnl_memory_desc_get_size"), SYM(attr_create, "dnnl_primitive_attr_create"),
+      SYM(attr_set_scratchpad_mode, "dnnl_primitive_attr_set_scratchpad_mode"),
+      SYM(attr_destroy, "dnnl_primitive_attr_destroy"),
       SYM(primitive_create, "dnnl_primitive_create"),
       SYM(primitive_execute, "dnnl_primitive_execute"),
       SYM(primitive_destroy, "dnnl_primitive_destroy"), SYM(memory_create, "dnnl_memory_create"),

@@ -28,6 +28,8 @@ DT_INTERNAL int onednn_open(char *why, size_t len);
 /* Opens libdnnl.so.2, checks that it is oneDNN 2.x and makes its CPU engine; onednn_open's first
  * half, without the checks of bf16 support. DT_OK, or DT_EUNSUPPORTED with the reason in `why`. */
 DT_INTERNAL int onednn_load(char *why, size_t len);
+/* Frees the calling thread's scratchpad block (see [Note: oneDNN's scratchpad] in onednn.c). */
+DT_INTERNAL void onednn_release_thread_scratch(void);
 
 /* c_i = alpha * op(a_i) @ op(b_i) + beta * c_i for i < batch, bf16 a and b, f32 c, row-major with
  * leading dimensions and element strides between the batch's matrices (a stride of 0 repeats one
