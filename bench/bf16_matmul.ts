@@ -5,7 +5,10 @@
  * (`matmul`). The products are a GPT MLP layer's at batch x block = 64 rows, width 384, hidden 1536
  * (the forward and both gradients, as matmul's forward and backward call the kernel) and an
  * attention block's batched scores. Prints a table of medians (the two alternating call by call) and the ratios (upcast / kernel; above
- * 1 the kernel is faster) and a `BENCH_RESULT` JSON line.
+ * 1 the kernel is faster) and a `BENCH_RESULT` JSON line. Where a Python with torch is found
+ * (`DTRAIN_BENCH_PYTHON`, else python3), the same products run through PyTorch's bf16
+ * `torch.matmul` right after (bench/bf16_matmul_torch.py, same thread count), with the ratio
+ * PyTorch / kernel (above 1 dtrain is faster).
  *
  * Usage: deno run -A --v8-flags=--expose-gc bench/bf16_matmul.ts [--reps=200] [--threads=N]
  * @module
@@ -14,7 +17,7 @@
 import { DTypeCode } from "../ffi/dtrain.ts";
 import { getDevice, getNumThreads, manualSeed, randn, setNumThreads, type Tensor } from "../mod.ts";
 import { bf16MatmulBackend } from "../src/tensor/device/bf16_gemm.ts";
-import { machineInfo } from "./runner.ts";
+import { findTorch, machineInfo } from "./runner.ts";
 import { argValue } from "./workload.ts";
 
 /** One kernel call's shape: `batch` products op(a) [m, k] @ op(b) [k, n]. */
@@ -84,19 +87,49 @@ if (import.meta.main) {
     `bf16 matmul bench: ${machine.cpu}, OpenBLAS core ${machine.blasCore}, ${getNumThreads()} ` +
       `threads\nbf16 matmul: ${backend.name} (${backend.reason})`,
   );
-  const rows = PRODUCTS.map((p) => ({ ...p, ...measure(p, reps) }));
+  const measured = PRODUCTS.map((p) => ({ ...p, ...measure(p, reps) }));
+  const torchMs = await torchTimes(reps, getNumThreads());
+  const rows = measured.map((r, i) => ({ ...r, torchMs: torchMs?.[i] ?? null }));
   const width = Math.max(...rows.map((r) => r.name.length));
   const line = (...cells: string[]) => console.log(cells.join(" | "));
-  line("product".padEnd(width), "kernel ms", "upcast+sgemm ms", "upcast / kernel");
-  line("-".repeat(width), "-".repeat(9), "-".repeat(15), "-".repeat(15));
+  const ratio = (x: number | null, y: number) => x === null ? "n/a" : `${(x / y).toFixed(2)}x`;
+  line(
+    "product".padEnd(width),
+    "kernel ms",
+    "upcast+sgemm ms",
+    "upcast / kernel",
+    "torch ms",
+    "torch / kernel",
+  );
+  line(...[width, 9, 15, 15, 8, 14].map((n) => "-".repeat(n)));
   for (const r of rows) {
-    const ratio = `${(r.upcastMs / r.kernelMs).toFixed(2)}x`;
     line(
       r.name.padEnd(width),
       r.kernelMs.toFixed(3).padStart(9),
       r.upcastMs.toFixed(3).padStart(15),
-      ratio.padStart(15),
+      ratio(r.upcastMs, r.kernelMs).padStart(15),
+      (r.torchMs?.toFixed(3) ?? "n/a").padStart(8),
+      ratio(r.torchMs, r.kernelMs).padStart(14),
     );
   }
   console.log(`BENCH_RESULT ${JSON.stringify({ backend, threads: getNumThreads(), rows })}`);
+}
+
+/** PyTorch's median milliseconds of each product, or null (saying why) without torch. */
+async function torchTimes(reps: number, threads: number): Promise<number[] | null> {
+  const torch = await findTorch();
+  if ("error" in torch) {
+    console.log(`torch: not compared (${torch.python}: ${torch.error})`);
+    return null;
+  }
+  const script = new URL("./bf16_matmul_torch.py", import.meta.url).pathname;
+  const args = [script, JSON.stringify(PRODUCTS), String(reps), String(threads)];
+  const out = await new Deno.Command(torch.python, { args, stderr: "inherit" }).output();
+  const line = new TextDecoder().decode(out.stdout).split("\n").find((l) =>
+    l.startsWith("BENCH_RESULT ")
+  );
+  if (!out.success || line === undefined) throw new Error("bench/bf16_matmul_torch.py failed");
+  const result = JSON.parse(line.slice("BENCH_RESULT ".length)) as { rows: { torchMs: number }[] };
+  console.log(`torch ${torch.version}`);
+  return result.rows.map((r) => r.torchMs);
 }
