@@ -6,14 +6,23 @@
  * @module
  */
 
-import { nowUs, profiling, recordCollective, startCollective, takeTag } from "../profile/tracer.ts";
-import { bufferOf, checkOp, checkSameAs, gatherBuffers, invalid, memoryOf } from "./arguments.ts";
+import { startCollective } from "../profile/tracer.ts";
+import {
+  bufferOf,
+  checkOp,
+  checkShared,
+  gatherBuffers,
+  invalid,
+  memoryOf,
+  scatterBuffers,
+} from "./arguments.ts";
 import type { Backend, Done, DType, ReduceOp, SharedBlock, TensorLike } from "./backend.ts";
 import { nbytes } from "./backend.ts";
 import { type Capability, CAPABILITY_NAMES, type Connected, entryOf } from "./backends.ts";
 import { DistError } from "./errors.ts";
 import { route } from "./route.ts";
-import { BlockingWork, Work } from "./work.ts";
+import { IssueOrder } from "./issue_order.ts";
+import { BlockingWork, type Work } from "./work.ts";
 
 /**
  * Turns a collective's failure into the error its Work rejects with (see init.ts).
@@ -37,9 +46,7 @@ export class ProcessGroup {
   readonly ranks: readonly number[];
   #connected: Connected | null;
   #diagnose: Diagnose;
-  #tail: Promise<void> = Promise.resolve();
-  /** Collectives issued and not yet settled. */
-  #inFlight = 0;
+  #order: IssueOrder;
   #destroyed = false;
   /** Collectives started on a native thread and not yet waited for. */
   #started = new Set<BlockingWork>();
@@ -63,6 +70,7 @@ export class ProcessGroup {
     this.rank = rank;
     this.#connected = connected;
     this.#diagnose = diagnose;
+    this.#order = new IssueOrder((err) => diagnose(err, this));
   }
 
   /**
@@ -230,8 +238,9 @@ export class ProcessGroup {
   /** The backend for `tensors`, when nothing issued earlier is still queued behind this thread. */
   #idle(what: string, tensors: TensorLike[], needs: Capability): Backend {
     const backend = this.#serving(what, tensors, needs);
-    if (this.#inFlight > 0) {
-      throw invalid(`${what}: ${this.#inFlight} collective(s) still in flight; await them first`);
+    const inFlight = this.#order.inFlight;
+    if (inFlight > 0) {
+      throw invalid(`${what}: ${inFlight} collective(s) still in flight; await them first`);
     }
     return backend;
   }
@@ -246,7 +255,7 @@ export class ProcessGroup {
    */
   reduceScatter(out: TensorLike, input: TensorLike, op: ReduceOp = "sum"): Work {
     const what = "reduceScatter";
-    const { o, i } = this.#scatterBuffers(what, out, input, op);
+    const { o, i } = scatterBuffers(what, this.size, out, input, op);
     const tensors = [out, input];
     const call = (b: Backend) => b.reduceScatter(o, i, op);
     return this.#enqueue(what, call, tensors, nbytes(i), "reduceScatter");
@@ -263,21 +272,11 @@ export class ProcessGroup {
    */
   reduceScatterBlocking(out: TensorLike, input: TensorLike, op: ReduceOp = "sum"): void {
     const what = "reduceScatterBlocking";
-    const { o, i } = this.#scatterBuffers(what, out, input, op);
+    const { o, i } = scatterBuffers(what, this.size, out, input, op);
     const backend = this.#blocking(what, [out, input], "reduceScatterBlocking");
     const recorded = startCollective("reduceScatter", nbytes(i));
     const timing = backend.reduceScatterBlocking!(o, i, op);
     recorded?.(timing);
-  }
-
-  /** A reduce-scatter's buffers, checked: `input` holds `size × out` elements of one dtype. */
-  #scatterBuffers(what: string, out: TensorLike, input: TensorLike, op: ReduceOp) {
-    const o = bufferOf(what, "output", out);
-    const i = bufferOf(what, "input", input);
-    checkOp(what, op, i.dtype);
-    const why = `output length ${o.count} × group size ${this.size}`;
-    checkSameAs(what, "input", i, o, this.size * o.count, why);
-    return { o, i };
   }
 
   /**
@@ -299,12 +298,7 @@ export class ProcessGroup {
    */
   async allocShared(count: number, dtype: DType): Promise<SharedBlock | null> {
     const what = "allocShared";
-    if (!Number.isSafeInteger(count) || count < 0) {
-      throw invalid(`${what}: count must be a non-negative integer, got ${count}`);
-    }
-    if (dtype !== "f32" && dtype !== "i32") {
-      throw invalid(`${what}: dtype must be "f32" or "i32", got "${dtype}"`);
-    }
+    checkShared(what, count, dtype);
     // A call without tensors goes to the group's first communicator: host memory's, if any.
     const backend = this.#member(what).backends[0];
     if (!entryOf(backend.name).capabilities.allocShared) return null;
@@ -324,7 +318,7 @@ export class ProcessGroup {
   async destroy(): Promise<void> {
     if (this.#destroyed) return;
     this.#destroyed = true;
-    await this.#tail;
+    await this.#order.drained();
     for (const work of [...this.#started]) {
       try {
         work.waitBlocking();
@@ -397,41 +391,6 @@ export class ProcessGroup {
     bytes: number,
     needs?: Capability,
   ): Work {
-    const backend = this.#serving(what, tensors, needs);
-    // The pointers were read at queue time: hold the memory behind them (and the tensor
-    // objects, for those without a storage) until the collective has ended.
-    for (const t of tensors) t.storage?.retain();
-    const profiled = profiling();
-    const tag = profiled ? takeTag() : null;
-    let startUs = 0;
-    const invoke = () => {
-      if (profiled) startUs = nowUs();
-      try {
-        return call(backend);
-      } catch (err) {
-        return Promise.reject(err);
-      }
-    };
-    // In issue order on every rank. A queued backend orders calls itself, so each starts at
-    // once on its native thread, even one issued from synchronous code (DDP's gradient hooks
-    // during backward) while others run. Otherwise calls are chained: when nothing is in
-    // flight the call starts at once, and one issued behind another starts when the
-    // JavaScript thread next settles promises.
-    const started = backend.queued || this.#inFlight === 0 ? invoke() : this.#tail.then(invoke);
-    this.#inFlight++;
-    const done = started
-      .then((timing) => {
-        if (profiled) recordCollective(what, bytes, timing ?? { startUs, endUs: nowUs() }, tag);
-      })
-      .catch(async (err) => {
-        throw await this.#diagnose(err, this);
-      })
-      .finally(() => {
-        this.#inFlight--;
-        for (const t of tensors) t.storage?.release();
-      });
-    const previous = this.#tail;
-    this.#tail = done.then(() => previous, () => previous);
-    return new Work(done);
+    return this.#order.issue(what, this.#serving(what, tensors, needs), call, tensors, bytes);
   }
 }
