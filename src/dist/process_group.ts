@@ -35,7 +35,8 @@ export type Diagnose = (err: unknown, group: ProcessGroup) => Promise<unknown>;
  * (the world) or `newGroup`. On a rank outside the group, `rank` is -1 and collectives throw.
  *
  * Collectives throw DistError "invalid" synchronously for bad arguments; everything that
- * involves other ranks (timeouts, dead peers, mismatched calls) rejects the returned Work.
+ * involves other ranks (timeouts, dead peers, mismatched calls) rejects the returned Work, or
+ * for the `...Blocking` ones, which return when done, is thrown.
  */
 export class ProcessGroup {
   /** This process's rank within the group, or -1 if it is not a member. */
