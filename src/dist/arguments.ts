@@ -101,6 +101,34 @@ export function gatherBuffers(
   return { outs, input };
 }
 
+/**
+ * Checks a reduce-scatter's buffers: `input` holds `size × out` elements of `out`'s dtype, and
+ * `op` is a reduce op of that dtype.
+ */
+export function scatterBuffers(
+  what: string,
+  size: number,
+  out: TensorLike,
+  input: TensorLike,
+  op: ReduceOp,
+): { o: NativeBuffer; i: NativeBuffer } {
+  const o = bufferOf(what, "output", out);
+  const i = bufferOf(what, "input", input);
+  checkOp(what, op, i.dtype);
+  checkSameAs(what, "input", i, o, size * o.count, `output length ${o.count} × group size ${size}`);
+  return { o, i };
+}
+
+/** Checks `allocShared`'s arguments: a count of elements and a dtype shared memory holds. */
+export function checkShared(what: string, count: number, dtype: DType): void {
+  if (!Number.isSafeInteger(count) || count < 0) {
+    throw invalid(`${what}: count must be a non-negative integer, got ${count}`);
+  }
+  if (dtype !== "f32" && dtype !== "i32") {
+    throw invalid(`${what}: dtype must be "f32" or "i32", got "${dtype}"`);
+  }
+}
+
 /** The memory `t`'s elements are in: "host", or the family of the device that owns them. */
 function memoryOfOne(t: TensorLike): string {
   // No device means host memory (TensorLike says so); the registry would open "cpu" for nothing.

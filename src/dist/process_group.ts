@@ -6,14 +6,23 @@
  * @module
  */
 
-import { nowUs, profiling, recordCollective, startCollective, takeTag } from "../profile/tracer.ts";
-import { bufferOf, checkOp, checkSameAs, gatherBuffers, invalid, memoryOf } from "./arguments.ts";
+import { startCollective } from "../profile/tracer.ts";
+import {
+  bufferOf,
+  checkOp,
+  checkShared,
+  gatherBuffers,
+  invalid,
+  memoryOf,
+  scatterBuffers,
+} from "./arguments.ts";
 import type { Backend, Done, DType, ReduceOp, SharedBlock, TensorLike } from "./backend.ts";
 import { nbytes } from "./backend.ts";
 import { type Capability, CAPABILITY_NAMES, type Connected, entryOf } from "./backends.ts";
 import { DistError } from "./errors.ts";
 import { route } from "./route.ts";
-import { BlockingWork, Work } from "./work.ts";
+import { IssueOrder } from "./issue_order.ts";
+import { BlockingWork, type Work } from "./work.ts";
 
 /**
  * Turns a collective's failure into the error its Work rejects with (see init.ts).
@@ -26,7 +35,8 @@ export type Diagnose = (err: unknown, group: ProcessGroup) => Promise<unknown>;
  * (the world) or `newGroup`. On a rank outside the group, `rank` is -1 and collectives throw.
  *
  * Collectives throw DistError "invalid" synchronously for bad arguments; everything that
- * involves other ranks (timeouts, dead peers, mismatched calls) rejects the returned Work.
+ * involves other ranks (timeouts, dead peers, mismatched calls) rejects the returned Work, or
+ * for the `...Blocking` ones, which return when done, is thrown.
  */
 export class ProcessGroup {
   /** This process's rank within the group, or -1 if it is not a member. */
@@ -37,9 +47,7 @@ export class ProcessGroup {
   readonly ranks: readonly number[];
   #connected: Connected | null;
   #diagnose: Diagnose;
-  #tail: Promise<void> = Promise.resolve();
-  /** Collectives issued and not yet settled. */
-  #inFlight = 0;
+  #order: IssueOrder;
   #destroyed = false;
   /** Collectives started on a native thread and not yet waited for. */
   #started = new Set<BlockingWork>();
@@ -63,6 +71,7 @@ export class ProcessGroup {
     this.rank = rank;
     this.#connected = connected;
     this.#diagnose = diagnose;
+    this.#order = new IssueOrder((err) => diagnose(err, this));
   }
 
   /**
@@ -93,42 +102,47 @@ export class ProcessGroup {
   }
 
   /**
-   * `allReduce` on the calling thread, returning when it is done, for a caller with nothing else
-   * to do meanwhile (DDP's last bucket, once backward has returned): it saves the hand-off to a
-   * native thread and back. Collectives issued earlier and still running come first. Needs a
-   * backend with its own issue queue and a blocking all-reduce (shared memory; see
-   * `canAllReduceBlocking`).
+   * `allReduce` on the calling thread, returning when it is done, for code that cannot await
+   * (tensor parallelism inside forward and backward) or has nothing else to do meanwhile (DDP's
+   * last bucket, once backward has returned: it saves the hand-off to a native thread and back).
+   * On a backend with its own issue queue (shared memory, emu) it runs after every collective
+   * issued before it; on another (Gloo, shm+gloo, NCCL) nothing may be in flight on the group.
    *
-   * @returns A Work that has already run: it resolves, or rejects with the failure diagnosed as
-   *   `allReduce`'s would be (so a caller awaiting several reports the earliest one's error).
+   * @param t The tensor, in place; every rank passes the same dtype and length.
+   * @param op The reduction; "avg" needs a floating-point dtype (f32, bf16, f16).
+   * @throws DistError "invalid" for bad arguments or calls in flight; otherwise the backend's
+   *   DistError, naming the collective and, for a dead or missing peer, its global rank.
    */
-  allReduceBlocking(t: TensorLike, op: ReduceOp = "sum"): Work {
+  allReduceBlocking(t: TensorLike, op: ReduceOp = "sum"): void {
     const what = "allReduceBlocking";
     const buf = bufferOf(what, "tensor", t);
     checkOp(what, op, buf.dtype);
-    const backend = this.#serving(what, [t], "allReduceBlocking");
-    if (!backend.queued) {
-      throw invalid(
-        `${what}: the ${backend.name} backend has no blocking all-reduce while its ` +
-          `issue queue is off (DTRAIN_SHM_QUEUE=0)`,
-      );
-    }
+    const backend = this.#blocking(what, [t], "allReduceBlocking");
     const recorded = startCollective("allReduce", nbytes(buf));
-    let done: Promise<void>;
-    try {
-      // Not `recorded?.(backend...)`: with no profile that would skip the call itself.
-      const timing = backend.allReduceBlocking!(buf, op);
-      recorded?.(timing);
-      done = Promise.resolve();
-    } catch (err) {
-      done = this.#diagnose(err, this).then((diagnosed) => Promise.reject(diagnosed));
-    }
-    return new Work(done);
+    // Not `recorded?.(backend...)`: with no profile that would skip the call itself.
+    const timing = backend.allReduceBlocking!(buf, op);
+    recorded?.(timing);
   }
 
-  /** Whether `allReduceBlocking` works on this group, whatever memory its tensors are in. */
+  /**
+   * Whether `allReduceBlocking` can run while earlier collectives are still in flight, whatever
+   * memory its tensors are in: every communicator has it and its own issue queue (shared memory,
+   * emu). DDP reduces its last bucket blocking only then.
+   */
   get canAllReduceBlocking(): boolean {
     return this.#everyBackend((b) => entryOf(b.name).capabilities.allReduceBlocking && !!b.queued);
+  }
+
+  /**
+   * What a failed collective's Work would reject with: `err` with the group's diagnosis (which
+   * ranks died or hung, asked of the store) for a timeout or a dead peer, else `err` itself. For
+   * a caller that turns a blocking call's error into a Work (DDP's last bucket).
+   *
+   * @param err What a blocking collective threw.
+   * @returns The diagnosed error.
+   */
+  diagnose(err: unknown): Promise<unknown> {
+    return this.#diagnose(err, this);
   }
 
   /**
@@ -164,13 +178,14 @@ export class ProcessGroup {
 
   /**
    * `allGather` that runs on the calling thread and returns when it is done, for code that
-   * cannot await (FSDP's synchronous forward). Nothing else may be in flight on the group; a
-   * failure throws the backend's DistError (it names the peer when the transport knows it).
+   * cannot await (FSDP's synchronous forward, tensor parallelism). Ordered as
+   * `allReduceBlocking`; a failure throws the backend's DistError (it names the peer when the
+   * transport knows it).
    */
   allGatherBlocking(out: TensorLike | TensorLike[], t: TensorLike): void {
     const what = "allGatherBlocking";
     const { outs, input } = gatherBuffers(what, this.size, out, t);
-    const backend = this.#idle(what, [...[out].flat(), t], "allGatherBlocking");
+    const backend = this.#blocking(what, [...[out].flat(), t], "allGatherBlocking");
     const recorded = startCollective("allGather", this.size * nbytes(input));
     backend.allGatherBlocking!(outs, input);
     recorded?.();
@@ -212,11 +227,21 @@ export class ProcessGroup {
     return work;
   }
 
+  /**
+   * The backend for a blocking call on `tensors`: one with its own issue queue orders the call
+   * after everything issued before it; another needs nothing in flight (`#idle`).
+   */
+  #blocking(what: string, tensors: TensorLike[], needs: Capability): Backend {
+    const backend = this.#serving(what, tensors, needs);
+    return backend.queued ? backend : this.#idle(what, tensors, needs);
+  }
+
   /** The backend for `tensors`, when nothing issued earlier is still queued behind this thread. */
   #idle(what: string, tensors: TensorLike[], needs: Capability): Backend {
     const backend = this.#serving(what, tensors, needs);
-    if (this.#inFlight > 0) {
-      throw invalid(`${what}: ${this.#inFlight} collective(s) still in flight; await them first`);
+    const inFlight = this.#order.inFlight;
+    if (inFlight > 0) {
+      throw invalid(`${what}: ${inFlight} collective(s) still in flight; await them first`);
     }
     return backend;
   }
@@ -231,14 +256,28 @@ export class ProcessGroup {
    */
   reduceScatter(out: TensorLike, input: TensorLike, op: ReduceOp = "sum"): Work {
     const what = "reduceScatter";
-    const o = bufferOf(what, "output", out);
-    const i = bufferOf(what, "input", input);
-    checkOp(what, op, i.dtype);
-    const why = `output length ${o.count} × group size ${this.size}`;
-    checkSameAs(what, "input", i, o, this.size * o.count, why);
+    const { o, i } = scatterBuffers(what, this.size, out, input, op);
     const tensors = [out, input];
     const call = (b: Backend) => b.reduceScatter(o, i, op);
     return this.#enqueue(what, call, tensors, nbytes(i), "reduceScatter");
+  }
+
+  /**
+   * `reduceScatter` on the calling thread, returning when it is done, for code that cannot await
+   * (tensor parallelism). Ordered as `allReduceBlocking`.
+   *
+   * @param out This rank's chunk; `input` must hold exactly `size × out` elements.
+   * @param input The tensor to reduce; not modified.
+   * @param op The reduction; "avg" needs a floating-point dtype (f32, bf16, f16).
+   * @throws DistError as `allReduceBlocking`.
+   */
+  reduceScatterBlocking(out: TensorLike, input: TensorLike, op: ReduceOp = "sum"): void {
+    const what = "reduceScatterBlocking";
+    const { o, i } = scatterBuffers(what, this.size, out, input, op);
+    const backend = this.#blocking(what, [out, input], "reduceScatterBlocking");
+    const recorded = startCollective("reduceScatter", nbytes(i));
+    const timing = backend.reduceScatterBlocking!(o, i, op);
+    recorded?.(timing);
   }
 
   /**
@@ -260,12 +299,7 @@ export class ProcessGroup {
    */
   async allocShared(count: number, dtype: DType): Promise<SharedBlock | null> {
     const what = "allocShared";
-    if (!Number.isSafeInteger(count) || count < 0) {
-      throw invalid(`${what}: count must be a non-negative integer, got ${count}`);
-    }
-    if (dtype !== "f32" && dtype !== "i32") {
-      throw invalid(`${what}: dtype must be "f32" or "i32", got "${dtype}"`);
-    }
+    checkShared(what, count, dtype);
     // A call without tensors goes to the group's first communicator: host memory's, if any.
     const backend = this.#member(what).backends[0];
     if (!entryOf(backend.name).capabilities.allocShared) return null;
@@ -285,7 +319,7 @@ export class ProcessGroup {
   async destroy(): Promise<void> {
     if (this.#destroyed) return;
     this.#destroyed = true;
-    await this.#tail;
+    await this.#order.drained();
     for (const work of [...this.#started]) {
       try {
         work.waitBlocking();
@@ -358,41 +392,6 @@ export class ProcessGroup {
     bytes: number,
     needs?: Capability,
   ): Work {
-    const backend = this.#serving(what, tensors, needs);
-    // The pointers were read at queue time: hold the memory behind them (and the tensor
-    // objects, for those without a storage) until the collective has ended.
-    for (const t of tensors) t.storage?.retain();
-    const profiled = profiling();
-    const tag = profiled ? takeTag() : null;
-    let startUs = 0;
-    const invoke = () => {
-      if (profiled) startUs = nowUs();
-      try {
-        return call(backend);
-      } catch (err) {
-        return Promise.reject(err);
-      }
-    };
-    // In issue order on every rank. A queued backend orders calls itself, so each starts at
-    // once on its native thread, even one issued from synchronous code (DDP's gradient hooks
-    // during backward) while others run. Otherwise calls are chained: when nothing is in
-    // flight the call starts at once, and one issued behind another starts when the
-    // JavaScript thread next settles promises.
-    const started = backend.queued || this.#inFlight === 0 ? invoke() : this.#tail.then(invoke);
-    this.#inFlight++;
-    const done = started
-      .then((timing) => {
-        if (profiled) recordCollective(what, bytes, timing ?? { startUs, endUs: nowUs() }, tag);
-      })
-      .catch(async (err) => {
-        throw await this.#diagnose(err, this);
-      })
-      .finally(() => {
-        this.#inFlight--;
-        for (const t of tensors) t.storage?.release();
-      });
-    const previous = this.#tail;
-    this.#tail = done.then(() => previous, () => previous);
-    return new Work(done);
+    return this.#order.issue(what, this.#serving(what, tensors, needs), call, tensors, bytes);
   }
 }

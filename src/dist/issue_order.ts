@@ -1,0 +1,91 @@
+/**
+ * The order a process group issues its collectives in: every rank issues them in call order,
+ * each call starting at once on a backend with its own issue queue, otherwise after the previous
+ * one settled; and how many are still in flight, which the blocking calls of a backend without a
+ * queue must find at zero.
+ * @module
+ */
+
+import { nowUs, profiling, recordCollective, takeTag } from "../profile/tracer.ts";
+import type { Backend, Done, TensorLike } from "./backend.ts";
+import { Work } from "./work.ts";
+
+/** The issue order of one group. */
+export class IssueOrder {
+  #tail: Promise<void> = Promise.resolve();
+  #inFlight = 0;
+  #diagnose: (err: unknown) => Promise<unknown>;
+
+  /**
+   * Creates an `IssueOrder`.
+   *
+   * @param diagnose Turns a collective's failure into the error its Work rejects with.
+   */
+  constructor(diagnose: (err: unknown) => Promise<unknown>) {
+    this.#diagnose = diagnose;
+  }
+
+  /** Collectives issued and not yet settled. */
+  get inFlight(): number {
+    return this.#inFlight;
+  }
+
+  /** Settles once every collective issued so far has settled. */
+  drained(): Promise<void> {
+    return this.#tail;
+  }
+
+  /**
+   * Issues `call` on `backend` in order.
+   *
+   * @param what The collective's name, for the profile.
+   * @param backend The communicator that reaches `tensors`.
+   * @param call The collective.
+   * @param tensors Its tensors, whose memory is held until it has ended.
+   * @param bytes The bytes it moves, for the profile.
+   * @returns The collective in flight.
+   */
+  issue(
+    what: string,
+    backend: Backend,
+    call: (b: Backend) => Promise<Done>,
+    tensors: TensorLike[],
+    bytes: number,
+  ): Work {
+    // The pointers were read at queue time: hold the memory behind them (and the tensor
+    // objects, for those without a storage) until the collective has ended.
+    for (const t of tensors) t.storage?.retain();
+    const profiled = profiling();
+    const tag = profiled ? takeTag() : null;
+    let startUs = 0;
+    const invoke = () => {
+      if (profiled) startUs = nowUs();
+      try {
+        return call(backend);
+      } catch (err) {
+        return Promise.reject(err);
+      }
+    };
+    // In issue order on every rank. A queued backend orders calls itself, so each starts at
+    // once on its native thread, even one issued from synchronous code (DDP's gradient hooks
+    // during backward) while others run. Otherwise calls are chained: when nothing is in
+    // flight the call starts at once, and one issued behind another starts when the
+    // JavaScript thread next settles promises.
+    const started = backend.queued || this.#inFlight === 0 ? invoke() : this.#tail.then(invoke);
+    this.#inFlight++;
+    const done = started
+      .then((timing) => {
+        if (profiled) recordCollective(what, bytes, timing ?? { startUs, endUs: nowUs() }, tag);
+      })
+      .catch(async (err) => {
+        throw await this.#diagnose(err);
+      })
+      .finally(() => {
+        this.#inFlight--;
+        for (const t of tensors) t.storage?.release();
+      });
+    const previous = this.#tail;
+    this.#tail = done.then(() => previous, () => previous);
+    return new Work(done);
+  }
+}
