@@ -18,7 +18,8 @@
  */
 
 import { DistError } from "./errors.ts";
-import { getLocalRank, newGroup, worldGroup } from "./init.ts";
+import { newGroup, worldGroup } from "./init.ts";
+import { checkMeshArguments } from "./mesh_arguments.ts";
 import {
   allBlocks,
   blockRanks,
@@ -31,10 +32,8 @@ import type { ProcessGroup } from "./process_group.ts";
 
 export type { NestedRanks } from "./mesh_layout.ts";
 
-/** The device families a mesh can be over: host memory, CUDA GPUs, the emulated accelerator. */
-export type MeshDeviceType = "cpu" | "cuda" | "emu";
-
-const DEVICE_TYPES: readonly MeshDeviceType[] = ["cpu", "cuda", "emu"];
+export type { MeshDeviceType } from "./mesh_arguments.ts";
+import type { MeshDeviceType } from "./mesh_arguments.ts";
 
 /** Options of {@linkcode initDeviceMesh}. */
 export interface DeviceMeshOptions {
@@ -319,39 +318,7 @@ export async function initDeviceMesh(
 ): Promise<DeviceMesh> {
   const what = "initDeviceMesh";
   const world = worldGroup(what);
-  if (!DEVICE_TYPES.includes(deviceType)) {
-    throw new DistError(
-      "invalid",
-      `${what}: deviceType ${JSON.stringify(deviceType)} is not one of ` +
-        `${DEVICE_TYPES.map((t) => `"${t}"`).join(", ")} (a family, without a device index)`,
-    );
-  }
-  if (!Array.isArray(meshShape) || meshShape.length === 0) {
-    throw new DistError("invalid", `${what}: meshShape must be a non-empty array of sizes`);
-  }
-  for (const [d, n] of meshShape.entries()) {
-    if (!Number.isInteger(n) || n < 1) {
-      throw new DistError("invalid", `${what}: meshShape[${d}] is ${n}; sizes are integers ≥ 1`);
-    }
-  }
-  const count = meshShape.reduce((a, b) => a * b, 1);
-  if (count !== world.size) {
-    throw new DistError(
-      "invalid",
-      `${what}: meshShape [${meshShape.join(", ")}] holds ${count} ranks, but the world size ` +
-        `is ${world.size}`,
-    );
-  }
-  const names = options.meshDimNames === undefined ? null : [...options.meshDimNames];
-  if (names !== null) checkNames(names, meshShape);
-  const device = deviceType === "cpu" ? "cpu" : `${deviceType}:${getLocalRank()}`;
-  if (!world.reaches(device)) {
-    throw new DistError(
-      "invalid",
-      `${what}: the world's backend (${world.backendName}) does not reach ${device} tensors ` +
-        `for a "${deviceType}" mesh`,
-    );
-  }
+  const names = checkMeshArguments(world, deviceType, meshShape, options.meshDimNames);
   const shape = [...meshShape];
   const coordinate = coordinateOf(world.rank, shape);
   const groups = new Map<string, ProcessGroup>();
@@ -381,26 +348,4 @@ export async function initDeviceMesh(
   };
   topology.root = new DeviceMesh(topology, shape.map((_, d) => [d]), names);
   return topology.root;
-}
-
-function checkNames(names: unknown[], shape: readonly number[]): void {
-  const what = "initDeviceMesh";
-  if (names.length !== shape.length) {
-    throw new DistError(
-      "invalid",
-      `${what}: ${names.length} meshDimNames (${names.join(", ")}) for a ${shape.length}-D ` +
-        `meshShape [${shape.join(", ")}]; give one name per dimension`,
-    );
-  }
-  names.forEach((name, d) => {
-    if (typeof name !== "string" || name === "") {
-      throw new DistError(
-        "invalid",
-        `${what}: meshDimNames[${d}] is ${JSON.stringify(name)}; names are non-empty strings`,
-      );
-    }
-    if (names.indexOf(name) !== d) {
-      throw new DistError("invalid", `${what}: meshDimNames repeats "${name}"; names are unique`);
-    }
-  });
 }

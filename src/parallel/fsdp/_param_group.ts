@@ -21,8 +21,9 @@
  * `backwardAsync` awaits before any node that reads the group's parameters runs. When every full
  * parameter's gradient is accumulated (the post-accumulate-grad hooks), the gradients are copied
  * into the reduce-scatter input, the full parameters are freed, and the reduce-scatter runs off
- * the JavaScript thread while backward goes on. Every rank runs the same graph, so collectives are
- * issued in the same order everywhere.
+ * the JavaScript thread while backward goes on (under HSDP, followed by an all-reduce across the
+ * replicas: see [Note: replicate all-reduce order] in _replicate.ts). Every rank runs the same
+ * graph, so collectives are issued in the same order everywhere.
  * @module
  */
 

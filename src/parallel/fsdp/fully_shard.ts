@@ -1,8 +1,10 @@
 /**
  * `fullyShard`: fully sharded data parallelism after PyTorch's FSDP2 (`fully_shard`). Each call
  * makes one parameter group of the module's parameters that no earlier call took, shards every
- * one on dim 0 across the process group, and hooks the module's forward (see [Note: FSDP hooks]
- * in _param_group.ts). Call it on submodules first (each transformer block), then on the root.
+ * one on dim 0 across the process group (or a device mesh's shard dimension, with HSDP's
+ * replicas across its other: see FullyShardOptions.mesh), and hooks the module's forward (see
+ * [Note: FSDP hooks] in _param_group.ts). Call it on submodules first (each transformer block),
+ * then on the root.
  * @module
  */
 
@@ -231,6 +233,7 @@ function makeGroup(
     p.replicaRank = replicate?.rank ?? 0;
     managed.set(p.sharded, p);
     managed.set(p.unsharded, p);
+    // Over the shard group only: HSDP's replicas hold equal gradients, which would count twice.
     registerShardedGradient(p.sharded, partialsGatherer(group, device));
     p.expose(false);
     original.dispose();
