@@ -16,6 +16,7 @@ interface Layout {
 }
 interface Expected extends Layout {
   slices: Record<string, Layout>;
+  flatSlices: Record<string, Layout>;
   flattens: Record<
     string,
     { from: string[]; mesh: number[]; group: number[]; localRank: number; fromRoot: number[] }
@@ -66,6 +67,7 @@ Deno.test("initDeviceMesh on 4 ranks lays ranks out as PyTorch does ([2, 2], [2,
         string: string;
         sameRoot: boolean;
         slices: Record<string, Got>;
+        flatSlices: Record<string, Got>;
         flattens: Record<
           string,
           Got & { again: boolean; fromRoot: number[]; rootGroup: number[]; defaultName: string[] }
@@ -82,6 +84,10 @@ Deno.test("initDeviceMesh on 4 ranks lays ranks out as PyTorch does ([2, 2], [2,
         assert.deepEqual(Object.keys(got.slices), Object.keys(want.slices), `${what}: slices`);
         for (const [key, slice] of Object.entries(want.slices)) {
           assertLayout(got.slices[key], slice, key.split(","), `${what} get(${key})`);
+        }
+        assert.deepEqual(Object.keys(got.flatSlices), Object.keys(want.flatSlices));
+        for (const [key, slice] of Object.entries(want.flatSlices)) {
+          assertLayout(got.flatSlices[key], slice, key.split(","), `${what} get(${key}) flattened`);
         }
         assert.deepEqual(Object.keys(got.flattens), Object.keys(want.flattens));
         for (const [name, flat] of Object.entries(want.flattens)) {

@@ -20,7 +20,11 @@ import { runWorker, tensorOf } from "../../_harness/worker.ts";
 interface Case {
   shape: number[];
   names: string[];
-  ranks: { slices: Record<string, unknown>; flattens: Record<string, unknown> }[];
+  ranks: {
+    slices: Record<string, unknown>;
+    flattens: Record<string, unknown>;
+    flatSlices: Record<string, unknown>;
+  }[];
 }
 
 const fixture = JSON.parse(
@@ -84,12 +88,18 @@ await runWorker(async () => {
           defaultName: mesh.get(from).flatten().meshDimNames,
         };
       }
+      // Slices of the root that take flattened dimensions too (once flattened, above).
+      const flatSlices: Record<string, unknown> = {};
+      for (const key of Object.keys(ranks[0].flatSlices)) {
+        flatSlices[key] = await describe(mesh.get(key.split(",")));
+      }
       layouts.push({
         ...(await describe(mesh)),
         string: mesh.toString(),
         sameRoot: mesh.get(names) === mesh,
         slices,
         flattens,
+        flatSlices,
       });
     }
     const errors = await errorCases();
