@@ -1,8 +1,8 @@
 /**
- * Sharded checkpoints: every rank saves the rows it holds (FSDP shards and their AdamW state),
- * one JSON index says which rows of which tensor each file holds, and a load on any number of
- * ranks reads the rows it needs from whichever files hold them (see [Note: sharded checkpoint
- * layout] in _sharded_index.ts).
+ * Sharded checkpoints: every rank saves the rows it holds (FSDP shards and their AdamW state;
+ * under HSDP, one replica of each shard), one JSON index says which rows of which tensor each
+ * file holds, and a load on any number of ranks reads the rows it needs from whichever files
+ * hold them (see [Note: sharded checkpoint layout] in _sharded_index.ts).
  * @module
  */
 
@@ -91,8 +91,11 @@ export async function saveSharded(dir: string, options: SaveShardedOptions): Pro
   const tensors: Record<string, Tensor> = {};
   const pieces: Record<string, Piece> = {};
   const scalars: Record<string, Record<string, number>> = {};
+  // Rank 0 saves what every rank holds whole; HSDP's replicas of a shard (replicaRank > 0) hold
+  // its replica 0's rows, which saves them: each row is in one file, as the index requires. A
+  // replica's files then hold no tensor, and the format is the one FSDP's saves have.
   const add = (name: string, t: Tensor, shard: ReturnType<typeof localShard>) => {
-    if ((!shard.sharded && rank !== 0) || shard.rows === 0) return;
+    if ((!shard.sharded && rank !== 0) || shard.rows === 0 || shard.replicaRank > 0) return;
     tensors[name] = t;
     pieces[name] = { shape: [...shard.shape], rowStart: shard.rowStart, rows: shard.rows };
   };

@@ -10,7 +10,10 @@ export * from "./fsdp/fully_shard.ts";
 export * from "./fsdp/full_state_dict.ts";
 
 import type * as fsdp from "./fsdp/_common.ts";
-/** Options of `fullyShard`: the group, `reshardAfterForward` and the mixed-precision policy. */
+/**
+ * Options of `fullyShard`: the group or device mesh (HSDP on a 2-D one), `reshardAfterForward`
+ * and the mixed-precision policy.
+ */
 export type FullyShardOptions = fsdp.FullyShardOptions;
 /** Communication of an FSDP module's last synchronised step (as DDP's `lastStats`). */
 export type FSDPStats = fsdp.FSDPStats;

@@ -4,7 +4,7 @@
  * @module
  */
 
-import type { ProcessGroup } from "../../dist/mod.ts";
+import type { DeviceMesh, ProcessGroup } from "../../dist/mod.ts";
 
 /** Whether a parameter group's full parameters exist (FSDP2's `ShardedState`). */
 export enum ShardedState {
@@ -37,8 +37,15 @@ import type { MixedPrecisionPolicy } from "../mixed_precision.ts";
 
 /** Options of `fullyShard`. */
 export interface FullyShardOptions {
-  /** The process group to shard over (default: the world). */
+  /** The process group to shard over (default: the world). Not with `mesh`. */
   group?: ProcessGroup;
+  /**
+   * The device mesh to shard over, as FSDP2's `mesh` (not with `group`): a 1-D mesh shards over
+   * its group; a 2-D one (replicate, shard) is HSDP: parameters are sharded along dim 1,
+   * gradients reduce-scattered along it and then averaged (all-reduced) across dim 0, whose
+   * ranks hold equal replicas. Slice an N-D mesh first: `mesh.get(["dp_replicate", "dp_shard"])`.
+   */
+  mesh?: DeviceMesh;
   /**
    * Free the full parameters after the module's forward and gather them again for its backward
    * (default true: least memory). False keeps them until backward (FSDP's SHARD_GRAD_OP). The
@@ -90,6 +97,10 @@ export interface FSDPStats {
   allGatherBytes: number;
   /** Bytes of the reduce-scatters issued: each one's input, in the policy's `reduceDtype`. */
   reduceScatterBytes: number;
+  /** HSDP's all-reduces across the replicas (mesh dim 0) issued; 0 without replicas. */
+  allReduces: number;
+  /** Bytes of those all-reduces: each one's tensor, a reduced shard in `reduceDtype`. */
+  allReduceBytes: number;
 }
 
 /**

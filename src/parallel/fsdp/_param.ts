@@ -48,6 +48,8 @@ export class FSDPParam {
   readonly unsharded: Parameter;
   /** Where the module holds the parameter. */
   readonly owners: readonly ParamOwner[];
+  /** This rank's place among the ranks holding the same rows (HSDP's replicas; 0 without). */
+  replicaRank = 0;
 
   /**
    * Copies this rank's rows of `original` into `flat` at `offset` and makes the shard a view of

@@ -21,8 +21,9 @@
  * `backwardAsync` awaits before any node that reads the group's parameters runs. When every full
  * parameter's gradient is accumulated (the post-accumulate-grad hooks), the gradients are copied
  * into the reduce-scatter input, the full parameters are freed, and the reduce-scatter runs off
- * the JavaScript thread while backward goes on. Every rank runs the same graph, so collectives are
- * issued in the same order everywhere.
+ * the JavaScript thread while backward goes on (under HSDP, followed by an all-reduce across the
+ * replicas: see [Note: replicate all-reduce order] in _replicate.ts). Every rank runs the same
+ * graph, so collectives are issued in the same order everywhere.
  * @module
  */
 
@@ -33,6 +34,7 @@ import { Tensor } from "../../tensor/tensor.ts";
 import { gradientDivideFactors, type ResolvedPolicy } from "../mixed_precision.ts";
 import { ShardedState, TrainingState } from "./_common.ts";
 import { copyIn, copyOut, takeReduced } from "./_collectives.ts";
+import { allReduceAfter } from "./_replicate.ts";
 import type { FSDPParam } from "./_param.ts";
 
 /** What a group tells, and asks, the root of its FSDP tree during a step. */
@@ -58,7 +60,9 @@ export interface StepRecorder {
       | "forwardCommMs"
       | "exposedCommMs"
       | "allGatherBytes"
-      | "reduceScatterBytes",
+      | "reduceScatterBytes"
+      | "allReduces"
+      | "allReduceBytes",
     n: number,
   ): void;
 }
@@ -83,7 +87,9 @@ export class FSDPParamGroup {
   /**
    * @param params The group's parameters, with offsets into `flat`.
    * @param flat This rank's shards, S elements (see [Note: flat layouts] in _collectives.ts).
-   * @param group The process group.
+   * @param group The process group the parameters are sharded over.
+   * @param replicate HSDP's group of the replicas of this rank's shards (the mesh's dim 0), whose
+   * reduced gradients are averaged (see [Note: replicate all-reduce order]); null without.
    * @param reshardAfterForward Whether to free the full parameters after forward.
    * @param forwardPrefetch Whether forward may start the group's all-gather ahead.
    * @param root The root's recorder.
@@ -93,6 +99,7 @@ export class FSDPParamGroup {
     readonly params: readonly FSDPParam[],
     readonly flat: Tensor,
     readonly group: ProcessGroup,
+    readonly replicate: ProcessGroup | null,
     readonly reshardAfterForward: boolean,
     readonly forwardPrefetch: boolean,
     root: StepRecorder,
@@ -265,7 +272,11 @@ export class FSDPParamGroup {
     this.reshard();
     if (!this.root.sync || this.S === 0) return;
     const { reduceDtype } = this.policy;
-    const { pre, op, post } = gradientDivideFactors(size, reduceDtype);
+    // The gradients are averaged over every data-parallel rank: the shards' and the replicas'.
+    const replicas = this.replicate?.size ?? 1;
+    const { pre, op, post } = gradientDivideFactors(size * replicas, reduceDtype);
+    // "avg" divides by each group's own size, so the two averages make the mean over both.
+    const opOver = (n: number) => (n === 1 ? "sum" : op);
     const pending = this.#pending;
     this.#pending = null;
     const input = noGrad(() => {
@@ -275,9 +286,15 @@ export class FSDPParamGroup {
     const out = Tensor.empty([this.S], reduceDtype, false, this.flat.device);
     out.persistent = true;
     // The collective holds the input's memory until it ends.
-    this.#reduce = { out, work: this.group.reduceScatter(out, input, op), post };
+    let work = this.group.reduceScatter(out, input, opOver(size));
     this.root.count("reduceScatters", 1);
     this.root.count("reduceScatterBytes", input.numel() * itemSize(reduceDtype));
+    if (this.replicate !== null && replicas > 1) {
+      work = allReduceAfter(this.replicate, work, out, opOver(replicas));
+      this.root.count("allReduces", 1);
+      this.root.count("allReduceBytes", this.S * itemSize(reduceDtype));
+    }
+    this.#reduce = { out, work, post };
     if (input !== pending) input.dispose();
     pending.dispose();
   }

@@ -18,6 +18,8 @@ const emptyStats = (): FSDPStats => ({
   reduceScatters: 0,
   allGatherBytes: 0,
   reduceScatterBytes: 0,
+  allReduces: 0,
+  allReduceBytes: 0,
 });
 
 /** One `fullyShard` call's state; the last call over a tree is its root. */

@@ -1,12 +1,14 @@
 /**
  * `fullyShard`: fully sharded data parallelism after PyTorch's FSDP2 (`fully_shard`). Each call
  * makes one parameter group of the module's parameters that no earlier call took, shards every
- * one on dim 0 across the process group, and hooks the module's forward (see [Note: FSDP hooks]
- * in _param_group.ts). Call it on submodules first (each transformer block), then on the root.
+ * one on dim 0 across the process group (or a device mesh's shard dimension, with HSDP's
+ * replicas across its other: see FullyShardOptions.mesh), and hooks the module's forward (see
+ * [Note: FSDP hooks] in _param_group.ts). Call it on submodules first (each transformer block),
+ * then on the root.
  * @module
  */
 
-import { getWorldSize, type ProcessGroup, worldGroup } from "../../dist/mod.ts";
+import { DeviceMesh, type ProcessGroup, worldGroup } from "../../dist/mod.ts";
 import type { Module } from "../../nn/module.ts";
 import { Parameter } from "../../nn/parameter.ts";
 import { type GatherPartials, registerShardedGradient } from "../../nn/utils/clip_grad.ts";
@@ -31,7 +33,7 @@ export interface FSDPMethods {
   noSync<R>(fn: () => R | Promise<R>): Promise<R>;
   /** Communication of the last synchronised step (on the root). */
   readonly lastStats: FSDPStats;
-  /** The process group's size. */
+  /** The data-parallel size: the ranks sharded across, times the replicas under HSDP. */
   readonly worldSize: number;
 }
 
@@ -45,10 +47,13 @@ const STATE = Symbol("fsdpState");
 /**
  * Which rows of which full parameter `param` holds on this rank: a shard made by
  * {@linkcode fullyShard} holds rows `rowStart .. rowStart + rows - 1` of a parameter of `shape`;
- * any other parameter is whole (and the same on every rank).
+ * any other parameter is whole (and the same on every rank). Under HSDP, the ranks along the
+ * mesh's replicate dimension hold the same rows; `replicaRank` is this rank's place among them
+ * (0 without replicas), so that only replica 0 of each shard saves it.
  *
  * @param param A parameter of a module, sharded or not.
- * @returns The full shape, the first row held, the number of rows, and whether it is a shard.
+ * @returns The full shape, the first row held, the number of rows, whether it is a shard, and
+ * its replica rank.
  *
  * @example A parameter that is not sharded is whole
  * ```ts
@@ -56,13 +61,19 @@ const STATE = Symbol("fsdpState");
  * import { nn, parallel } from "../../../mod.ts";
  * const layer = new nn.Linear(3, 2);
  * assert.deepEqual(parallel.localShard(layer.weight), {
- *   shape: [2, 3], rowStart: 0, rows: 2, sharded: false,
+ *   shape: [2, 3], rowStart: 0, rows: 2, sharded: false, replicaRank: 0,
  * });
  * ```
  */
 export function localShard(
   param: Tensor,
-): { shape: readonly number[]; rowStart: number; rows: number; sharded: boolean } {
+): {
+  shape: readonly number[];
+  rowStart: number;
+  rows: number;
+  sharded: boolean;
+  replicaRank: number;
+} {
   const p = managed.get(param);
   if (p === undefined) {
     return {
@@ -70,9 +81,11 @@ export function localShard(
       rowStart: 0,
       rows: param.shape.length === 0 ? 1 : param.shape[0],
       sharded: false,
+      replicaRank: 0,
     };
   }
-  return { shape: p.shape, rowStart: p.layout.rowStart, rows: p.layout.localRows, sharded: true };
+  const { rowStart, localRows: rows } = p.layout;
+  return { shape: p.shape, rowStart, rows, sharded: true, replicaRank: p.replicaRank };
 }
 
 /**
@@ -84,7 +97,8 @@ export function fsdpStateOf(module: Module): FSDPState | undefined {
 }
 
 /**
- * Shards `module`'s parameters across the process group, in place, and returns it typed as an
+ * Shards `module`'s parameters across the process group (or the mesh: see
+ * {@linkcode FullyShardOptions}'s `mesh` for HSDP), in place, and returns it typed as an
  * FSDP module. Every rank must call it with equal modules (the same initialisation: each rank
  * keeps its own rows of its own copy) and in the same order.
  *
@@ -115,10 +129,11 @@ export function fullyShard<M extends Module>(
     throw new Error(`fullyShard: this ${module.constructor.name} is already fully sharded`);
   }
   const policy = resolveMixedPrecision("fullyShard", options.mpPolicy, "mpPolicy");
-  const group = options.group ?? worldGroup("fullyShard");
+  const groups = shardingGroups(options);
+  const { group } = groups;
   if (group.rank < 0) throw new Error("fullyShard: this process is not a member of the group");
   const state = new FSDPState();
-  state.group = makeGroup(module, group, options, state, policy);
+  state.group = makeGroup(module, groups, options, state, policy);
   for (const m of module.modules()) {
     const nested = fsdpStateOf(m);
     if (nested === undefined) continue;
@@ -127,14 +142,48 @@ export function fullyShard<M extends Module>(
     state.groups.push(nested.group!);
   }
   state.groups.push(state.group);
-  attach(module, state, group, policy);
+  attach(module, state, group.size * (groups.replicate?.size ?? 1), policy);
   return module as FSDPModule<M>;
+}
+
+/** The groups to shard over and, under HSDP, to replicate across. */
+interface ShardingGroups {
+  group: ProcessGroup;
+  replicate: ProcessGroup | null;
+  mesh: DeviceMesh | null;
+}
+
+/** The groups `options` name: its group, its mesh's (1-D: shard; 2-D: replicate, shard). */
+function shardingGroups(options: FullyShardOptions): ShardingGroups {
+  const { group, mesh } = options;
+  if (mesh === undefined) {
+    return { group: group ?? worldGroup("fullyShard"), replicate: null, mesh: null };
+  }
+  if (group !== undefined) {
+    throw new Error(
+      "fullyShard: both group and mesh are given; give one (a 1-D mesh's group is " +
+        "mesh.getGroup())",
+    );
+  }
+  if (!(mesh instanceof DeviceMesh)) {
+    throw new TypeError(
+      `fullyShard: mesh must be a DeviceMesh (from dist.initDeviceMesh), got ${
+        mesh === null ? "null" : typeof mesh === "object" ? (mesh as object).constructor.name : mesh
+      }`,
+    );
+  }
+  if (mesh.ndim === 1) return { group: mesh.getGroup(), replicate: null, mesh };
+  if (mesh.ndim === 2) return { group: mesh.getGroup(1), replicate: mesh.getGroup(0), mesh };
+  throw new Error(
+    `fullyShard: mesh ${mesh} has ${mesh.ndim} dimensions; FSDP shards over a 1-D mesh or a ` +
+      `2-D (replicate, shard) one: slice it first, e.g. mesh.get(["dp_replicate", "dp_shard"])`,
+  );
 }
 
 /** Shards the parameters of `module` that no group holds yet into one new group. */
 function makeGroup(
   module: Module,
-  group: ProcessGroup,
+  { group, replicate, mesh }: ShardingGroups,
   options: FullyShardOptions,
   root: FSDPState,
   policy: ResolvedPolicy,
@@ -163,6 +212,12 @@ function makeGroup(
     );
   }
   const device = devices.values().next().value ?? "cpu";
+  if (mesh !== null && owners.size > 0 && device.split(":")[0] !== mesh.deviceType) {
+    throw new Error(
+      `fullyShard: the parameters are on ${device}, but the mesh is a "${mesh.deviceType}" ` +
+        "one; move the module to the mesh's device type first",
+    );
+  }
   const { rank, size } = group;
   let S = 0;
   const offsets = [...owners.keys()].map((p) => {
@@ -175,8 +230,10 @@ function makeGroup(
   flat.persistent = true;
   const params = [...owners].map(([original, { fqn, owners }], i) => {
     const p = new FSDPParam(fqn, original, owners, flat, offsets[i], rank, size, policy.paramDtype);
+    p.replicaRank = replicate?.rank ?? 0;
     managed.set(p.sharded, p);
     managed.set(p.unsharded, p);
+    // Over the shard group only: HSDP's replicas hold equal gradients, which would count twice.
     registerShardedGradient(p.sharded, partialsGatherer(group, device));
     p.expose(false);
     original.dispose();
@@ -187,6 +244,7 @@ function makeGroup(
     params,
     flat,
     group,
+    replicate,
     reshardAfterForward,
     forwardPrefetch,
     root,
@@ -228,7 +286,7 @@ function partialsGatherer(group: ProcessGroup, device: Device): GatherPartials {
 function attach(
   module: Module,
   state: FSDPState,
-  group: ProcessGroup,
+  worldSize: number,
   policy: ResolvedPolicy,
 ): void {
   const forward = module.forward.bind(module);
@@ -254,6 +312,6 @@ function attach(
     backward: hidden((loss: Tensor) => state.backward(loss)),
     noSync: hidden(<R>(fn: () => R | Promise<R>) => state.root.noSync(fn)),
     lastStats: { get: () => state.root.lastStats, enumerable: false, configurable: true },
-    worldSize: { get: () => getWorldSize(group), enumerable: false, configurable: true },
+    worldSize: { value: worldSize, enumerable: false, configurable: true },
   });
 }

@@ -1,0 +1,84 @@
+/**
+ * The checks of `initDeviceMesh`'s arguments, each bad one named: the device type, the shape
+ * (which must hold the world), the names, and a backend that reaches the device.
+ * @module
+ */
+
+import { DistError } from "./errors.ts";
+import { getLocalRank } from "./init.ts";
+import type { ProcessGroup } from "./process_group.ts";
+
+/** The device families a mesh can be over: host memory, CUDA GPUs, the emulated accelerator. */
+export type MeshDeviceType = "cpu" | "cuda" | "emu";
+
+const DEVICE_TYPES: readonly MeshDeviceType[] = ["cpu", "cuda", "emu"];
+
+/**
+ * Checks `initDeviceMesh`'s arguments against the `world` group.
+ * @returns The names, copied (null when none were given).
+ * @throws DistError "invalid" naming the first bad argument.
+ */
+export function checkMeshArguments(
+  world: ProcessGroup,
+  deviceType: MeshDeviceType,
+  meshShape: readonly number[],
+  meshDimNames: readonly string[] | undefined,
+): string[] | null {
+  const what = "initDeviceMesh";
+  if (!DEVICE_TYPES.includes(deviceType)) {
+    throw new DistError(
+      "invalid",
+      `${what}: deviceType ${JSON.stringify(deviceType)} is not one of ` +
+        `${DEVICE_TYPES.map((t) => `"${t}"`).join(", ")} (a family, without a device index)`,
+    );
+  }
+  if (!Array.isArray(meshShape) || meshShape.length === 0) {
+    throw new DistError("invalid", `${what}: meshShape must be a non-empty array of sizes`);
+  }
+  for (const [d, n] of meshShape.entries()) {
+    if (!Number.isInteger(n) || n < 1) {
+      throw new DistError("invalid", `${what}: meshShape[${d}] is ${n}; sizes are integers ≥ 1`);
+    }
+  }
+  const count = meshShape.reduce((a, b) => a * b, 1);
+  if (count !== world.size) {
+    throw new DistError(
+      "invalid",
+      `${what}: meshShape [${meshShape.join(", ")}] holds ${count} ranks, but the world size ` +
+        `is ${world.size}`,
+    );
+  }
+  const names = meshDimNames === undefined ? null : [...meshDimNames];
+  if (names !== null) checkNames(names, meshShape);
+  const device = deviceType === "cpu" ? "cpu" : `${deviceType}:${getLocalRank()}`;
+  if (!world.reaches(device)) {
+    throw new DistError(
+      "invalid",
+      `${what}: the world's backend (${world.backendName}) does not reach ${device} tensors ` +
+        `for a "${deviceType}" mesh`,
+    );
+  }
+  return names;
+}
+
+function checkNames(names: unknown[], shape: readonly number[]): void {
+  const what = "initDeviceMesh";
+  if (names.length !== shape.length) {
+    throw new DistError(
+      "invalid",
+      `${what}: ${names.length} meshDimNames (${names.join(", ")}) for a ${shape.length}-D ` +
+        `meshShape [${shape.join(", ")}]; give one name per dimension`,
+    );
+  }
+  names.forEach((name, d) => {
+    if (typeof name !== "string" || name === "") {
+      throw new DistError(
+        "invalid",
+        `${what}: meshDimNames[${d}] is ${JSON.stringify(name)}; names are non-empty strings`,
+      );
+    }
+    if (names.indexOf(name) !== d) {
+      throw new DistError("invalid", `${what}: meshDimNames repeats "${name}"; names are unique`);
+    }
+  });
+}

@@ -1,0 +1,220 @@
+// HSDP (fullyShard on a 2 × 2 device mesh: replicate × shard) across 4 real rank processes,
+// checked against one process training on the whole global batch: losses, gradients (each rank's
+// shard rows, equal on both replicas), clipped norms and weights after 3 AdamW steps; mixed
+// precision; and sharded checkpoints resharded between HSDP 2 × 2, FSDP 4, FSDP 2 and one process.
+import assert from "node:assert/strict";
+import { saveSharded } from "../../src/checkpoint/sharded.ts";
+import { assertAllOk, runRanks } from "../_harness/ranks.ts";
+import { describe, markedProcesses, markerEnv } from "../_harness/processes.ts";
+import { stateValues } from "./workers/fsdp_problem.ts";
+import {
+  CLIP,
+  freshModel,
+  type GradRows,
+  resumeInOneProcess,
+  STEPS,
+  type Trace,
+  trainSteps,
+} from "./workers/hsdp_problem.ts";
+
+const worker = new URL("./workers/hsdp.ts", import.meta.url);
+
+type Params = Record<string, number[]>;
+const TOLERANCE = 1e-5;
+/**
+ * For the gradients after the first AdamW step. The first step's update is about lr × sign(g),
+ * whose last-bit differences in small elements show in the next gradients: one process alone,
+ * summing the same batch as four quarter-batch backward passes, ends 2e-5 away from its whole-batch
+ * gradients at step 1 (c_fc), and ~1.5e-5 at step 2. The first step's gradients and every step's
+ * weights stay within TOLERANCE.
+ */
+const LATER_GRADIENTS = 5e-5;
+
+/** The relative error ‖got − want‖ / ‖want‖ (fsdp_test.ts's per-tensor measure). */
+function relativeError(got: ArrayLike<number>, want: ArrayLike<number>, what: string): number {
+  assert.equal(got.length, want.length, `${what}: length`);
+  let diff = 0, norm = 0;
+  for (let i = 0; i < want.length; i++) {
+    diff += (got[i] - want[i]) ** 2;
+    norm += want[i] ** 2;
+  }
+  return Math.sqrt(diff / Math.max(norm, 1e-12));
+}
+
+/** Every tensor within `tolerance` of the expected one (fsdp_test.ts's assertClose). */
+function assertClose(actual: Params, expected: Params, tolerance: number, what: string): void {
+  assert.deepEqual(Object.keys(actual), Object.keys(expected), `${what}: names`);
+  for (const [name, want] of Object.entries(expected)) {
+    const err = relativeError(actual[name], want, `${what}: ${name}`);
+    assert.ok(err <= tolerance, `${what}: ${name} has relative error ${err}`);
+  }
+}
+
+/**
+ * The whole gradients that the shard ranks' rows make up (`whole` gives the names and shapes),
+ * checked to cover every row once.
+ */
+function assembleGrads(
+  shards: Record<string, GradRows>[],
+  whole: Record<string, GradRows>,
+  what: string,
+): Params {
+  const out: Params = {};
+  for (const [name, { rows, values }] of Object.entries(whole)) {
+    const full = new Array<number>(values.length).fill(NaN), rowNumel = values.length / rows;
+    let covered = 0;
+    for (const shard of shards) {
+      const { rowStart, rows: n, values: mine } = shard[name];
+      mine.forEach((v, i) => (full[rowStart * rowNumel + i] = v));
+      covered += n;
+    }
+    assert.equal(covered, rows, `${what}: ${name}'s rows held once`);
+    out[name] = full;
+  }
+  return out;
+}
+
+Deno.test("HSDP on a 2 × 2 mesh trains a GPT like one process on the whole batch (3 clipped AdamW steps; bf16 and f16 policies), its sharded checkpoints reshard to and from FSDP 4, FSDP 2 and one process, and bad options are refused", async (t) => {
+  const dir = Deno.makeTempDirSync({ prefix: "dtrain-hsdp-" });
+  try {
+    // One process on the whole batch: the reference, and the checkpoint HSDP resumes from.
+    const { model, optimizer } = freshModel();
+    const reference: Trace = await trainSteps(model, optimizer, 0, STEPS, 0, 1, (loss) => {
+      loss.backward();
+    });
+    const referenceFinal = stateValues(model.stateDict());
+    await saveSharded(`${dir}/single`, { model, optimizer });
+
+    const marker = crypto.randomUUID();
+    const runs = await runRanks({
+      worker,
+      worldSize: 4,
+      timeoutMs: 90_000,
+      env: () => ({ DIR: dir, ...markerEnv(marker) }),
+    });
+    const left = markedProcesses(marker);
+    assert.deepEqual(left, [], `left behind: ${describe(left)}`);
+    assertAllOk(runs);
+    const results = runs.map((r) => r.result!);
+
+    await t.step("losses, gradients, norms and weights equal one process's", () => {
+      for (let step = 0; step < STEPS; step++) {
+        const mean = results.reduce((s, r) => s + (r.trace as Trace).losses[step], 0) / 4;
+        const want = reference.losses[step];
+        assert.ok(
+          Math.abs(mean - want) <= TOLERANCE * want,
+          `step ${step}: loss ${mean} ≠ ${want}`,
+        );
+      }
+      const traces = results.map((r) => r.trace as Trace);
+      for (let step = 0; step < STEPS; step++) {
+        const whole = reference.grads[step];
+        const want = Object.fromEntries(Object.entries(whole).map(([k, g]) => [k, g.values]));
+        // Each replica's two shard ranks (0, 1 and 2, 3) hold the whole gradients between them.
+        for (const replica of [0, 1]) {
+          const shards = [traces[2 * replica].grads[step], traces[2 * replica + 1].grads[step]];
+          const what = `replica ${replica}, step ${step} gradients`;
+          const tolerance = step === 0 ? TOLERANCE : LATER_GRADIENTS;
+          assertClose(assembleGrads(shards, whole, what), want, tolerance, what);
+        }
+      }
+      for (const [rank, r] of results.entries()) {
+        const trace = r.trace as Trace, what = `rank ${rank}`;
+        assert.deepEqual(r.coordinate, [rank >> 1, rank & 1], `${what}: mesh coordinate`);
+        assert.equal(r.worldSize, 4, `${what}: the data-parallel size`);
+        for (let step = 0; step < STEPS; step++) {
+          const want = reference.norms[step];
+          const norm = trace.norms[step];
+          assert.ok(Math.abs(norm - want) <= TOLERANCE * want, `${what}: norm ${norm} ≠ ${want}`);
+          assert.ok(want > CLIP, `norm ${want} does not exceed ${CLIP}: clipping never acted`);
+        }
+        assertClose(r.final as Params, referenceFinal, TOLERANCE, `${what}: weights`);
+      }
+      // Replicas (ranks r and r + 2) hold the same shards and got bit-equal gradients.
+      for (const rank of [0, 1]) {
+        const a = results[rank].trace as Trace, b = results[rank + 2].trace as Trace;
+        assert.deepEqual(a.grads, b.grads, `ranks ${rank} and ${rank + 2}: replica gradients`);
+      }
+    });
+
+    await t.step(
+      "lastStats counts the replicate all-reduces; mixed precision reduces in its dtype",
+      () => {
+        type Stats = Record<string, number>;
+        for (const [rank, r] of results.entries()) {
+          const f32 = r.stats as Stats;
+          const bf16 = (r.bf16 as { stats: Stats }).stats, f16 = (r.f16 as { stats: Stats }).stats;
+          const what = `rank ${rank}`;
+          // Three groups (two blocks and the root), each: one reduce-scatter of 2 × its shard
+          // within dp_shard, then one all-reduce of its shard across dp_replicate.
+          assert.equal(f32.reduceScatters, 3, `${what}: reduce-scatters`);
+          assert.equal(f32.allReduces, 3, `${what}: all-reduces`);
+          assert.ok(f32.allReduceBytes > 0, `${what}: all-reduce bytes`);
+          assert.equal(f32.reduceScatterBytes, 2 * f32.allReduceBytes, `${what}: bytes of both`);
+          for (const half of [bf16, f16]) {
+            assert.equal(half.allReduces, 3, `${what}: half all-reduces`);
+            assert.equal(half.allReduceBytes * 2, f32.allReduceBytes, `${what}: half the bytes`);
+            assert.equal(half.reduceScatterBytes * 2, f32.reduceScatterBytes, `${what}: scatter`);
+          }
+          // Half-precision compute and reduction stay near the f32 gradients (a wrong divide
+          // factor across the two collectives would be off by 2×).
+          const grads = (r.trace as Trace).grads[0];
+          for (const [policy, tolerance] of [["bf16", 0.1], ["f16", 0.05]] as const) {
+            const rows = (r[policy] as { grads: Record<string, GradRows> }).grads;
+            for (const [name, { values }] of Object.entries(rows)) {
+              const err = relativeError(values, grads[name].values, `${what} ${policy} ${name}`);
+              assert.ok(err <= tolerance, `${what}: ${policy} gradient of ${name} is ${err} off`);
+            }
+          }
+        }
+      },
+    );
+
+    await t.step("an HSDP checkpoint has each shard once: replica 0's files hold every row", () => {
+      const index = JSON.parse(Deno.readTextFileSync(`${dir}/hsdp/index.json`));
+      assert.equal(index.worldSize, 4);
+      const files = new Set<number>();
+      for (const { pieces } of Object.values(index.tensors) as { pieces: { file: number }[] }[]) {
+        for (const piece of pieces) files.add(piece.file);
+      }
+      assert.deepEqual([...files].sort(), [0, 1], "only ranks 0 and 1 (replica 0) hold pieces");
+    });
+
+    await t.step("checkpoints reshard: HSDP → FSDP 4, FSDP 2, one process; and back", async () => {
+      // Each resumed run loaded the 3-step weights and took step 4 as one process does from the
+      // same checkpoint.
+      const expected: Record<string, Awaited<ReturnType<typeof resumeInOneProcess>>> = {};
+      for (const name of ["hsdp", "fsdp4", "fsdp2", "single"]) {
+        expected[name] = await resumeInOneProcess(`${dir}/${name}`);
+      }
+      assertClose(expected.hsdp.loaded, referenceFinal, TOLERANCE, "one process loads HSDP's");
+      const cases = [
+        ["fsdp4", "hsdp"],
+        ["fsdp2", "hsdp"],
+        ["fromFsdp4", "fsdp4"],
+        ["fromFsdp2", "fsdp2"],
+        ["fromSingle", "single"],
+      ] as const;
+      for (const [rank, r] of results.entries()) {
+        for (const [run, from] of cases) {
+          const got = r[run] as { loaded: Params; final: Params };
+          const what = `rank ${rank}: ${run} from ${from}`;
+          assertClose(got.loaded, expected[from].loaded, 0, `${what}, loaded`);
+          assertClose(got.final, expected[from].final, TOLERANCE, `${what}, step ${STEPS + 1}`);
+        }
+      }
+    });
+
+    await t.step("bad options are refused by name", () => {
+      for (const r of results) {
+        const errors = r.errors as Record<string, string>;
+        assert.match(errors.both, /fullyShard: both group and mesh are given; give one/);
+        assert.match(errors.threeD, /mesh DeviceMesh\('cpu', .*\) has 3 dimensions; .* slice it/);
+        assert.match(errors.notMesh, /mesh must be a DeviceMesh \(from dist\.initDeviceMesh\)/);
+        assert.match(errors.device, /parameters are on emu:0, but the mesh is a "cpu" one/);
+      }
+    });
+  } finally {
+    Deno.removeSync(dir, { recursive: true });
+  }
+});
