@@ -1,0 +1,164 @@
+/**
+ * Worker for tp_test.ts. CASE picks the scenario:
+ * - "train": the differentiable collectives on rank-dependent tensors, the bad plans' errors,
+ *   then the tiny GPT trained under each MODES entry (parallelizeGPT options), with what each
+ *   parameter holds;
+ * - "kill": rank KILL_RANK SIGKILLs itself inside the first block's attention forward of the
+ *   second step, and the survivors report their errors.
+ * @module
+ */
+
+import {
+  destroyProcessGroup,
+  getRank,
+  initProcessGroup,
+  worldGroup,
+} from "../../../src/dist/mod.ts";
+import { GPT } from "../../../src/nn/gpt.ts";
+import { Linear } from "../../../src/nn/layers.ts";
+import { Sequential } from "../../../src/nn/container.ts";
+import * as parallel from "../../../src/parallel/mod.ts";
+import { tensor } from "../../../src/tensor/creation.ts";
+import { tidy } from "../../../src/tensor/scope.ts";
+import type { Tensor } from "../../../src/tensor/tensor.ts";
+import { runWorker } from "../../_harness/worker.ts";
+import { batch, buildModel, GPT_CONFIG, train } from "./tp_problem.ts";
+
+const mesh = () => ({ getGroup: () => worldGroup("tp worker") });
+
+/**
+ * Each differentiable collective on x = [r·10 + i] (2 × 4, rank r), with loss sum(y · w) for
+ * w = [i + 1 + r·100] of y's shape, so that backward's gradient differs per rank: the forward
+ * values and x's gradient.
+ */
+function collectives(): Record<string, { y: number[]; shape: number[]; grad: number[] }> {
+  const group = worldGroup("tp worker"), r = getRank();
+  const ops: Record<string, (x: Tensor) => Tensor> = {
+    allReduceIdentity: (x) => parallel.allReduceIdentity(x, group),
+    identityAllReduce: (x) => parallel.identityAllReduce(x, group),
+    allGatherReduceScatter: (x) => parallel.allGatherReduceScatter(x, 1, group),
+    reduceScatterAllGather: (x) => parallel.reduceScatterAllGather(x, 1, group),
+    allGatherSplit: (x) => parallel.allGatherSplit(x, 0, group),
+    splitAllGather: (x) => parallel.splitAllGather(x, 1, group),
+  };
+  const out: Record<string, { y: number[]; shape: number[]; grad: number[] }> = {};
+  for (const [name, op] of Object.entries(ops)) {
+    tidy(() => {
+      const x = tensor(Float32Array.from({ length: 8 }, (_, i) => r * 10 + i), [2, 4]);
+      x.requiresGrad = true;
+      const y = op(x);
+      const w = tensor(Float32Array.from({ length: y.numel() }, (_, i) => i + 1 + r * 100), [
+        ...y.shape,
+      ]);
+      y.mul(w).sum().backward();
+      out[name] = {
+        y: Array.from(y.toArray()),
+        shape: [...y.shape],
+        grad: Array.from(x.grad!.toArray()),
+      };
+    });
+  }
+  return out;
+}
+
+/** The error message of each bad plan (every rank runs the same ones). */
+function badPlans(): Record<string, string> {
+  const attempts: Record<string, () => unknown> = {
+    unknownName: () =>
+      parallel.parallelizeModule(buildModel(), mesh(), {
+        "transformer.h.*.attn.c_atn": new parallel.ColwiseParallel(),
+      }),
+    wrongType: () =>
+      parallel.parallelizeModule(buildModel(), mesh(), {
+        "transformer.ln_f": new parallel.ColwiseParallel(),
+      }),
+    notDivisible: () =>
+      parallel.parallelizeModule(new Sequential(new Linear(4, 5)), mesh(), {
+        "0": new parallel.ColwiseParallel(),
+      }),
+    headsNotDivisible: () => parallel.parallelizeGPT(new GPT({ ...GPT_CONFIG, nHead: 1 }), mesh()),
+    tiedUnstyled: () =>
+      parallel.parallelizeModule(buildModel(), mesh(), { lm_head: new parallel.ColwiseParallel() }),
+    notAStyle: () =>
+      parallel.parallelizeModule(buildModel(), mesh(), {
+        lm_head: {} as unknown as parallel.ParallelStyle,
+      }),
+  };
+  const errors: Record<string, string> = {};
+  for (const [name, attempt] of Object.entries(attempts)) {
+    try {
+      attempt();
+      errors[name] = "no error";
+    } catch (err) {
+      errors[name] = (err as Error).message;
+    }
+  }
+  return errors;
+}
+
+/** What each parameter holds, by name: its placement's dim, chunk count and full shape. */
+function placements(model: GPT) {
+  return Object.fromEntries([...model.namedParameters()].map(([k, p]) => {
+    const placed = parallel.tensorParallelPlacement(p);
+    const dim = placed?.placement instanceof parallel.Shard ? placed.placement.dim : null;
+    return [k, { dim, chunks: placed?.chunks ?? 1, fullShape: placed?.fullShape ?? p.shape }];
+  }));
+}
+
+function trainModes(): unknown[] {
+  const modes = JSON.parse(Deno.env.get("MODES")!) as parallel.GPTTensorParallelOptions[];
+  return modes.map((options) => {
+    const started = performance.now();
+    const model = parallel.parallelizeGPT(buildModel(), mesh(), options);
+    const trace = train(model);
+    return { ...trace, placements: placements(model), ms: performance.now() - started };
+  });
+}
+
+function kill(): Record<string, unknown> {
+  const victim = Number(Deno.env.get("KILL_RANK"));
+  const model = parallel.parallelizeGPT(buildModel(), mesh(), { sequenceParallel: true });
+  let step = 0;
+  if (getRank() === victim) {
+    const attn = [...model.transformer.h][0].attn;
+    const forward = attn.forward.bind(attn);
+    Object.defineProperty(attn, "forward", {
+      value: (x: Tensor) => {
+        if (step === 1) Deno.kill(Deno.pid, "SIGKILL");
+        return forward(x);
+      },
+    });
+  }
+  for (; step < 3; step++) {
+    tidy(() => {
+      const [x, y] = batch(step);
+      let loss: Tensor;
+      try {
+        loss = model.forward(x, y).loss;
+      } catch (err) {
+        console.log(`failed in forward of step ${step}`);
+        throw err;
+      }
+      loss.backward();
+    });
+  }
+  return {};
+}
+
+await runWorker(async () => {
+  const world = await initProcessGroup({
+    backend: "gloo",
+    timeoutMs: Number(Deno.env.get("TEST_TIMEOUT_MS") ?? 20_000),
+  });
+  try {
+    if (Deno.env.get("CASE") === "kill") return kill();
+    return {
+      collectives: collectives(),
+      errors: badPlans(),
+      modes: trainModes(),
+      backend: world.backendName,
+    };
+  } finally {
+    await destroyProcessGroup();
+  }
+});
