@@ -87,6 +87,16 @@ const symbols = {
     result: "i32",
     nonblocking: true,
   },
+  // The all-reduce and reduce-scatter on the calling thread, as dt_nccl_allgather_blocking (for
+  // tensor parallelism's synchronous forward and backward).
+  dt_nccl_allreduce_blocking: {
+    parameters: ["pointer", "pointer", "u64", "i32", "i32"], // (as dt_nccl_allreduce)
+    result: "i32",
+  },
+  dt_nccl_reduce_scatter_blocking: {
+    parameters: ["pointer", "pointer", "pointer", "u64", "i32", "i32"], // (as dt_nccl_reduce_scatter)
+    result: "i32",
+  },
   dt_nccl_barrier: { parameters: ["pointer"], result: "i32", nonblocking: true }, // int dt_nccl_barrier(void *ctx)
   dt_nccl_ctx_free: { parameters: ["pointer"], result: "i32" }, // int dt_nccl_ctx_free(void *ctx)
 } as const satisfies Deno.ForeignLibraryInterface;

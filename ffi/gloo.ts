@@ -79,6 +79,18 @@ const symbols = {
     parameters: ["pointer", "pointer", "u64", "i32", "buffer", "u64"], // as dt_gloo_allgather
     result: "i32",
   },
+  // The same C functions on the JavaScript thread, for the collectives of tensor parallelism
+  // inside synchronous forward and backward code.
+  dt_gloo_allreduce_blocking: {
+    name: "dt_gloo_allreduce",
+    parameters: ["pointer", "pointer", "u64", "i32", "i32"], // as dt_gloo_allreduce
+    result: "i32",
+  },
+  dt_gloo_reduce_scatter_blocking: {
+    name: "dt_gloo_reduce_scatter",
+    parameters: ["pointer", "pointer", "pointer", "u64", "i32", "i32"], // as dt_gloo_reduce_scatter
+    result: "i32",
+  },
   // Starts dt_gloo_allgather on a native thread of its own and returns at once (before the
   // collective ends): FSDP's forward starts the next group's gather, then computes.
   dt_gloo_allgather_start: {

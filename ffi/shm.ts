@@ -156,6 +156,18 @@ const symbols = {
     ],
     result: "i32",
   },
+  dt_shm_reduce_scatter_blocking: {
+    parameters: [
+      "pointer", // dt_shm_ctx *ctx
+      "pointer", // void *out
+      "pointer", // const void *in
+      "u64", // uint64_t out_count
+      "i32", // int dtype
+      "i32", // int op
+      "pointer", // double *timing
+    ],
+    result: "i32",
+  },
   dt_shm_broadcast_blocking: {
     parameters: [
       "pointer", // dt_shm_ctx *ctx

@@ -59,6 +59,9 @@ int dt_nccl_allgather_blocking(void *handle, const void *in, uint64_t count, int
                                void *const *outs, uint64_t nouts);
 int dt_nccl_reduce_scatter(void *handle, void *out, const void *in, uint64_t out_count,
                            int32_t dtype, int32_t op);
+int dt_nccl_allreduce_blocking(void *handle, void *buf, uint64_t count, int32_t dtype, int32_t op);
+int dt_nccl_reduce_scatter_blocking(void *handle, void *out, const void *in, uint64_t out_count,
+                                    int32_t dtype, int32_t op);
 int dt_nccl_barrier(void *handle);
 int dt_nccl_ctx_free(void *handle);
 

@@ -324,19 +324,6 @@ DT_EXPORT int dt_nccl_allgather(void *handle, const void *in, uint64_t count, in
   return wait_done(ctx, label);
 }
 
-/* dt_nccl_allgather on the JavaScript thread, for FSDP's synchronous forward: returns once the
- * gather is done, and leaves the thread's current device as it was (begin sets the context's). */
-DT_EXPORT int dt_nccl_allgather_blocking(void *handle, const void *in, uint64_t count,
-                                         int32_t dtype, void *const *outs, uint64_t nouts) {
-  dt_nccl_ctx *ctx = (dt_nccl_ctx *)handle;
-  int here = 0;
-  CUDA_OR_FAIL(ctx, cudaGetDevice(&here));
-  int st = dt_nccl_allgather(handle, in, count, dtype, outs, nouts);
-  cudaError_t restored = cudaSetDevice(here);
-  if (st == DT_OK) CUDA_OR_FAIL(ctx, restored);
-  return st;
-}
-
 DT_EXPORT int dt_nccl_reduce_scatter(void *handle, void *out, const void *in, uint64_t out_count,
                                      int32_t dtype, int32_t op) {
   dt_nccl_ctx *ctx = (dt_nccl_ctx *)handle;
@@ -346,6 +333,31 @@ DT_EXPORT int dt_nccl_reduce_scatter(void *handle, void *out, const void *in, ui
   NCCL_OR_FAIL(ctx, ctx->api->reduce_scatter(in, out, out_count, nccl_dtypes[dtype],
                                              nccl_ops[op], ctx->comm, ctx->stream));
   return wait_done(ctx, label);
+}
+
+/* The blocking collectives: the same ones on the JavaScript thread (FSDP's forward, tensor
+ * parallelism), leaving the thread's current device as it was (begin sets the context's). */
+template <typename Collective> static int keeping_device(void *handle, Collective collective) {
+  dt_nccl_ctx *ctx = (dt_nccl_ctx *)handle;
+  int here = 0;
+  CUDA_OR_FAIL(ctx, cudaGetDevice(&here));
+  int st = collective();
+  cudaError_t restored = cudaSetDevice(here);
+  if (st == DT_OK) CUDA_OR_FAIL(ctx, restored);
+  return st;
+}
+#define KEEPING_DEVICE(call) return keeping_device(handle, [&] { return call; })
+DT_EXPORT int dt_nccl_allgather_blocking(void *handle, const void *in, uint64_t count,
+                                         int32_t dtype, void *const *outs, uint64_t nouts) {
+  KEEPING_DEVICE(dt_nccl_allgather(handle, in, count, dtype, outs, nouts));
+}
+DT_EXPORT int dt_nccl_allreduce_blocking(void *handle, void *buf, uint64_t count, int32_t dtype,
+                                         int32_t op) {
+  KEEPING_DEVICE(dt_nccl_allreduce(handle, buf, count, dtype, op));
+}
+DT_EXPORT int dt_nccl_reduce_scatter_blocking(void *handle, void *out, const void *in,
+                                              uint64_t out_count, int32_t dtype, int32_t op) {
+  KEEPING_DEVICE(dt_nccl_reduce_scatter(handle, out, in, out_count, dtype, op));
 }
 
 /* The fingerprint exchange is an all-gather every rank must join: it is the barrier. */

@@ -114,6 +114,34 @@ void broadcast(dt_shm_ctx* ctx, void* buf, uint64_t count, int dtype, int root) 
       });
 }
 
+void reduceScatter(dt_shm_ctx* ctx, void* out, const void* in, uint64_t out_count, int dtype,
+                   int op) {
+  auto fn = checkReduce("reduceScatter", dtype, op);
+  checkBuffer("reduceScatter", out, out_count, dtype);
+  checkBuffer("reduceScatter", in, out_count, dtype);
+  const uint64_t n = static_cast<uint64_t>(ctx->size);
+  const size_t elem = dtypeSize(dtype);
+  const size_t bytes = out_count * elem;
+  auto o = static_cast<char*>(out);
+  auto i = static_cast<const char*>(in);
+  if (out_count > 0 && o < i + n * bytes && i < o + bytes) {
+    throw Failure(DT_EINVAL, "reduceScatter: output overlaps input");
+  }
+  // Every rank stages its whole input; this rank reduces the part of each chunk that falls
+  // in its own output range [mine, mine + bytes).
+  const size_t mine = ctx->rank * bytes;
+  runPhases(
+      ctx, {0, n * out_count, DT_REDUCE_SCATTER, dtype, op, -1}, n * bytes,
+      [&](char* slot, size_t off, size_t len) { memcpy(slot, i + off, len); },
+      [&](size_t off, size_t len, uint64_t chunk) {
+        const size_t lo = std::max(off, mine), hi = std::min(off + len, mine + bytes);
+        if (lo >= hi) return;
+        char* dst = o + (lo - mine);
+        reduceInRankOrder(ctx, fn, op, dst, hi - lo, dtype,
+                          [&](int r) { return ctx->slot(r, chunk) + (lo - off); });
+      });
+}
+
 }  // namespace dtrain::shm
 
 extern "C" {
@@ -157,32 +185,15 @@ int dt_shm_allgather_blocking(dt_shm_ctx* ctx, const void* in, uint64_t count, i
 int dt_shm_reduce_scatter(dt_shm_ctx* ctx, uint64_t ticket, void* out, const void* in,
                           uint64_t out_count, int dtype, int op, double* timing) {
   if (ctx == nullptr) return DT_EINVAL;
-  return serve(ctx, ticket, timing, [&] {
-    auto fn = checkReduce("reduceScatter", dtype, op);
-    checkBuffer("reduceScatter", out, out_count, dtype);
-    checkBuffer("reduceScatter", in, out_count, dtype);
-    const uint64_t n = static_cast<uint64_t>(ctx->size);
-    const size_t elem = dtypeSize(dtype);
-    const size_t bytes = out_count * elem;
-    auto o = static_cast<char*>(out);
-    auto i = static_cast<const char*>(in);
-    if (out_count > 0 && o < i + n * bytes && i < o + bytes) {
-      throw Failure(DT_EINVAL, "reduceScatter: output overlaps input");
-    }
-    // Every rank stages its whole input; this rank reduces the part of each chunk that falls
-    // in its own output range [mine, mine + bytes).
-    const size_t mine = ctx->rank * bytes;
-    runPhases(
-        ctx, {0, n * out_count, DT_REDUCE_SCATTER, dtype, op, -1}, n * bytes,
-        [&](char* slot, size_t off, size_t len) { memcpy(slot, i + off, len); },
-        [&](size_t off, size_t len, uint64_t chunk) {
-          const size_t lo = std::max(off, mine), hi = std::min(off + len, mine + bytes);
-          if (lo >= hi) return;
-          char* dst = o + (lo - mine);
-          reduceInRankOrder(ctx, fn, op, dst, hi - lo, dtype,
-                            [&](int r) { return ctx->slot(r, chunk) + (lo - off); });
-        });
-  });
+  return serve(ctx, ticket, timing,
+               [&] { reduceScatter(ctx, out, in, out_count, dtype, op); });
+}
+
+int dt_shm_reduce_scatter_blocking(dt_shm_ctx* ctx, void* out, const void* in,
+                                   uint64_t out_count, int dtype, int op, double* timing) {
+  if (ctx == nullptr) return DT_EINVAL;
+  return serveWhenIdle(ctx, "reduceScatter",
+                       [&] { reduceScatter(ctx, out, in, out_count, dtype, op); }, timing);
 }
 
 int dt_shm_barrier(dt_shm_ctx* ctx, uint64_t ticket, double* timing) {

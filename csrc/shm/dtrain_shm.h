@@ -85,6 +85,11 @@ int dt_shm_allgather_blocking(dt_shm_ctx* ctx, const void* in, uint64_t count, i
 int dt_shm_allreduce_blocking(dt_shm_ctx* ctx, void* buf, uint64_t count, int dtype, int op,
                               double* timing);
 
+// dt_shm_reduce_scatter, blocking the same way, with its timing (tensor parallelism reduces
+// inside synchronous forward and backward code with it).
+int dt_shm_reduce_scatter_blocking(dt_shm_ctx* ctx, void* out, const void* in,
+                                   uint64_t out_count, int dtype, int op, double* timing);
+
 // dt_shm_broadcast, blocking the same way (the hierarchical backend's blocking all-gather hands
 // the gathered result from each host's leader to its members with it).
 int dt_shm_broadcast_blocking(dt_shm_ctx* ctx, void* buf, uint64_t count, int dtype, int root);

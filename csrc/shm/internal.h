@@ -207,6 +207,10 @@ void broadcast(dt_shm_ctx* ctx, void* buf, uint64_t count, int dtype, int root);
 void allGather(dt_shm_ctx* ctx, const void* in, uint64_t count, int dtype, void* const* outs,
                uint64_t nouts);
 
+// The reduce-scatter itself (collectives.cc), shared by its queued and blocking forms.
+void reduceScatter(dt_shm_ctx* ctx, void* out, const void* in, uint64_t out_count, int dtype,
+                   int op);
+
 // Waits until every rank has mapped the segment, naming a rank that died first, or timing out.
 void waitMapped(dt_shm_ctx* ctx);
 

@@ -134,7 +134,8 @@ export interface Backend {
   allReduce(buf: NativeBuffer, op: ReduceOp): Promise<Done>;
   /**
    * `allReduce` on the calling thread, returning when done (where the backend's row says it has
-   * it; a queued backend only: it runs after every collective issued before it); throws DistError.
+   * it); throws DistError. A queued backend runs it after every collective issued before it; on
+   * another the process group calls it only with nothing in flight.
    */
   allReduceBlocking?(buf: NativeBuffer, op: ReduceOp): Done;
   /** In place: every rank ends with `root`'s `buf`. */
@@ -150,6 +151,8 @@ export interface Backend {
   allGatherStart?(outs: NativeBuffer[], input: NativeBuffer): StartedCollective;
   /** Rank r receives chunk r (of out.count elements) of the reduction of every `input`. */
   reduceScatter(out: NativeBuffer, input: NativeBuffer, op: ReduceOp): Promise<Done>;
+  /** `reduceScatter` on the calling thread, as `allReduceBlocking` (as the row says). */
+  reduceScatterBlocking?(out: NativeBuffer, input: NativeBuffer, op: ReduceOp): Done;
   /** Resolves once every rank has called it. */
   barrier(): Promise<Done>;
   /**

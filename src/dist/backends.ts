@@ -37,6 +37,8 @@ export interface Capabilities {
   readonly allGatherStart: boolean;
   /** `reduceScatter`. */
   readonly reduceScatter: boolean;
+  /** `reduceScatterBlocking`: the reduce-scatter on the calling thread. */
+  readonly reduceScatterBlocking: boolean;
   /** Point-to-point `send` and `recv`. */
   readonly sendRecv: boolean;
   /** `allocShared`: memory every rank of the group maps. */
@@ -54,6 +56,7 @@ export const CAPABILITY_NAMES: Readonly<Record<Capability, string>> = {
   allGatherBlocking: "blocking all-gather",
   allGatherStart: "all-gather started on a thread of its own",
   reduceScatter: "reduce-scatter",
+  reduceScatterBlocking: "blocking reduce-scatter",
   sendRecv: "point-to-point send/recv",
   allocShared: "shared memory",
 };
@@ -113,9 +116,13 @@ const NONE: Capabilities = {
   allGatherBlocking: false,
   allGatherStart: false,
   reduceScatter: false,
+  reduceScatterBlocking: false,
   sendRecv: false,
   allocShared: false,
 };
+
+/** What every backend has on the calling thread (tensor parallelism's forward and backward). */
+const BLOCKING = { allReduceBlocking: true, allGatherBlocking: true, reduceScatterBlocking: true };
 
 /** What the shared-memory transport can do (the "shm" row, and under "emu"). */
 const SHM: Capabilities = {
@@ -124,6 +131,7 @@ const SHM: Capabilities = {
   allGatherBlocking: true,
   allGatherStart: true,
   reduceScatter: true,
+  reduceScatterBlocking: true,
   allocShared: true,
 };
 
@@ -137,7 +145,7 @@ export const BACKENDS: Readonly<Record<BackendKind, BackendEntry>> = {
   gloo: {
     connects: "a full mesh of TCP connections (Gloo), met through the store",
     reaches: ["host"],
-    capabilities: { ...NONE, allGatherBlocking: true, allGatherStart: true, reduceScatter: true },
+    capabilities: { ...NONE, ...BLOCKING, allGatherStart: true, reduceScatter: true },
     byHost: false,
     fits: (hosts) => hosts === null || hosts.every((members) => members.length === 1),
     connect: ({ init }) => one(GlooBackend.connect(init)),
@@ -153,7 +161,7 @@ export const BACKENDS: Readonly<Record<BackendKind, BackendEntry>> = {
   "shm+gloo": {
     connects: "shared memory within each host, Gloo between one leader per host",
     reaches: ["host"],
-    capabilities: { ...NONE, allGatherBlocking: true, reduceScatter: true },
+    capabilities: { ...NONE, ...BLOCKING, reduceScatter: true },
     byHost: true,
     fits: (hosts) => hosts !== null,
     connect: ({ init, store, hosts }) => one(HierarchicalBackend.connect(init, store!, hosts!)),
@@ -161,7 +169,7 @@ export const BACKENDS: Readonly<Record<BackendKind, BackendEntry>> = {
   nccl: {
     connects: "an NCCL communicator on this rank's GPU, its unique id passed through the store",
     reaches: ["cuda"],
-    capabilities: { ...NONE, allGatherBlocking: true, reduceScatter: true },
+    capabilities: { ...NONE, ...BLOCKING, reduceScatter: true },
     byHost: false,
     fits: () => true,
     connect: ({ init, device }) => one(NcclBackend.connect({ ...init, device })),

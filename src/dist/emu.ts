@@ -171,6 +171,11 @@ export class EmuBackend implements Backend {
     return this.#ordered().reduceScatter(out, input, op);
   }
 
+  /** The reduce-scatter on the JavaScript thread, after the queued kernels (see shm.ts). */
+  reduceScatterBlocking(out: NativeBuffer, input: NativeBuffer, op: ReduceOp): OpTiming {
+    return this.#ordered().reduceScatterBlocking(out, input, op);
+  }
+
   barrier(): Promise<OpTiming> {
     return this.#ordered().barrier();
   }

@@ -1,7 +1,7 @@
 /**
  * The Gloo backend: TCP collectives on CPU memory through `libdtrain_gloo.so`. Every call
  * checks its fingerprint across ranks first (see [Note: fingerprint] in
- * csrc/gloo/fingerprint.cc) and runs off the JavaScript thread, except `allGatherBlocking`; an
+ * csrc/gloo/fingerprint.cc) and runs off the JavaScript thread, except the `...Blocking` ones; an
  * `allGatherStart` runs on a native thread of its own that the JavaScript thread waits for
  * with a blocking call (see [Note: started collectives] in csrc/gloo/work.cc).
  * @module
@@ -185,6 +185,17 @@ export class GlooBackend implements Backend {
     );
   }
 
+  allReduceBlocking(buf: NativeBuffer, op: ReduceOp): void {
+    const status = this.#lib.dt_gloo_allreduce_blocking(
+      this.#live(),
+      buf.ptr,
+      buf.count,
+      CollectiveDType[buf.dtype],
+      CollectiveReduceOp[op],
+    );
+    if (status !== CollectiveStatus.OK) throw lastError(this.#lib, this.#ctx, status);
+  }
+
   allGatherBlocking(outs: NativeBuffer[], input: NativeBuffer): void {
     const ptrs = pointersOf(outs);
     const status = this.#lib.dt_gloo_allgather_blocking(
@@ -228,6 +239,18 @@ export class GlooBackend implements Backend {
         CollectiveReduceOp[op],
       ),
     );
+  }
+
+  reduceScatterBlocking(out: NativeBuffer, input: NativeBuffer, op: ReduceOp): void {
+    const status = this.#lib.dt_gloo_reduce_scatter_blocking(
+      this.#live(),
+      out.ptr,
+      input.ptr,
+      out.count,
+      CollectiveDType[out.dtype],
+      CollectiveReduceOp[op],
+    );
+    if (status !== CollectiveStatus.OK) throw lastError(this.#lib, this.#ctx, status);
   }
 
   barrier(): Promise<void> {

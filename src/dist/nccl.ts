@@ -136,6 +136,13 @@ export class NcclBackend implements Backend {
     return ctx;
   }
 
+  /** Orders a blocking call after the queued compute work and runs it on this thread. */
+  #now(call: (ctx: Deno.PointerValue) => number): void {
+    const ctx = this.#ordered();
+    const status = call(ctx);
+    if (status !== CollectiveStatus.OK) throw shimError(this.#lib, ctx, status);
+  }
+
   /** Orders the collective after the queued compute work, then awaits the shim's call. */
   async #run(call: (ctx: Deno.PointerValue) => Promise<number>): Promise<void> {
     const ctx = this.#ordered();
@@ -185,16 +192,43 @@ export class NcclBackend implements Backend {
    * gather is not prefetched (this backend cannot start one on a thread of its own yet).
    */
   allGatherBlocking(outs: NativeBuffer[], input: NativeBuffer): void {
-    const ctx = this.#ordered();
-    const status = this.#lib.dt_nccl_allgather_blocking(
-      ctx,
-      input.ptr,
-      input.count,
-      CollectiveDType[input.dtype],
-      pointersOf(outs),
-      outs.length,
+    this.#now((ctx) =>
+      this.#lib.dt_nccl_allgather_blocking(
+        ctx,
+        input.ptr,
+        input.count,
+        CollectiveDType[input.dtype],
+        pointersOf(outs),
+        outs.length,
+      )
     );
-    if (status !== CollectiveStatus.OK) throw shimError(this.#lib, ctx, status);
+  }
+
+  /** The all-reduce on the JavaScript thread, as `allGatherBlocking` (tensor parallelism). */
+  allReduceBlocking(buf: NativeBuffer, op: ReduceOp): void {
+    this.#now((ctx) =>
+      this.#lib.dt_nccl_allreduce_blocking(
+        ctx,
+        buf.ptr,
+        buf.count,
+        CollectiveDType[buf.dtype],
+        CollectiveReduceOp[op],
+      )
+    );
+  }
+
+  /** The reduce-scatter on the JavaScript thread, as `allGatherBlocking` (tensor parallelism). */
+  reduceScatterBlocking(out: NativeBuffer, input: NativeBuffer, op: ReduceOp): void {
+    this.#now((ctx) =>
+      this.#lib.dt_nccl_reduce_scatter_blocking(
+        ctx,
+        out.ptr,
+        input.ptr,
+        out.count,
+        CollectiveDType[out.dtype],
+        CollectiveReduceOp[op],
+      )
+    );
   }
 
   reduceScatter(out: NativeBuffer, input: NativeBuffer, op: ReduceOp): Promise<void> {

@@ -93,42 +93,47 @@ export class ProcessGroup {
   }
 
   /**
-   * `allReduce` on the calling thread, returning when it is done, for a caller with nothing else
-   * to do meanwhile (DDP's last bucket, once backward has returned): it saves the hand-off to a
-   * native thread and back. Collectives issued earlier and still running come first. Needs a
-   * backend with its own issue queue and a blocking all-reduce (shared memory; see
-   * `canAllReduceBlocking`).
+   * `allReduce` on the calling thread, returning when it is done, for code that cannot await
+   * (tensor parallelism inside forward and backward) or has nothing else to do meanwhile (DDP's
+   * last bucket, once backward has returned: it saves the hand-off to a native thread and back).
+   * On a backend with its own issue queue (shared memory, emu) it runs after every collective
+   * issued before it; on another (Gloo, shm+gloo, NCCL) nothing may be in flight on the group.
    *
-   * @returns A Work that has already run: it resolves, or rejects with the failure diagnosed as
-   *   `allReduce`'s would be (so a caller awaiting several reports the earliest one's error).
+   * @param t The tensor, in place; every rank passes the same dtype and length.
+   * @param op The reduction; "avg" needs a floating-point dtype (f32, bf16, f16).
+   * @throws DistError "invalid" for bad arguments or calls in flight; otherwise the backend's
+   *   DistError, naming the collective and, for a dead or missing peer, its global rank.
    */
-  allReduceBlocking(t: TensorLike, op: ReduceOp = "sum"): Work {
+  allReduceBlocking(t: TensorLike, op: ReduceOp = "sum"): void {
     const what = "allReduceBlocking";
     const buf = bufferOf(what, "tensor", t);
     checkOp(what, op, buf.dtype);
-    const backend = this.#serving(what, [t], "allReduceBlocking");
-    if (!backend.queued) {
-      throw invalid(
-        `${what}: the ${backend.name} backend has no blocking all-reduce while its ` +
-          `issue queue is off (DTRAIN_SHM_QUEUE=0)`,
-      );
-    }
+    const backend = this.#blocking(what, [t], "allReduceBlocking");
     const recorded = startCollective("allReduce", nbytes(buf));
-    let done: Promise<void>;
-    try {
-      // Not `recorded?.(backend...)`: with no profile that would skip the call itself.
-      const timing = backend.allReduceBlocking!(buf, op);
-      recorded?.(timing);
-      done = Promise.resolve();
-    } catch (err) {
-      done = this.#diagnose(err, this).then((diagnosed) => Promise.reject(diagnosed));
-    }
-    return new Work(done);
+    // Not `recorded?.(backend...)`: with no profile that would skip the call itself.
+    const timing = backend.allReduceBlocking!(buf, op);
+    recorded?.(timing);
   }
 
-  /** Whether `allReduceBlocking` works on this group, whatever memory its tensors are in. */
+  /**
+   * Whether `allReduceBlocking` can run while earlier collectives are still in flight, whatever
+   * memory its tensors are in: every communicator has it and its own issue queue (shared memory,
+   * emu). DDP reduces its last bucket blocking only then.
+   */
   get canAllReduceBlocking(): boolean {
     return this.#everyBackend((b) => entryOf(b.name).capabilities.allReduceBlocking && !!b.queued);
+  }
+
+  /**
+   * What a failed collective's Work would reject with: `err` with the group's diagnosis (which
+   * ranks died or hung, asked of the store) for a timeout or a dead peer, else `err` itself. For
+   * a caller that turns a blocking call's error into a Work (DDP's last bucket).
+   *
+   * @param err What a blocking collective threw.
+   * @returns The diagnosed error.
+   */
+  diagnose(err: unknown): Promise<unknown> {
+    return this.#diagnose(err, this);
   }
 
   /**
@@ -164,13 +169,14 @@ export class ProcessGroup {
 
   /**
    * `allGather` that runs on the calling thread and returns when it is done, for code that
-   * cannot await (FSDP's synchronous forward). Nothing else may be in flight on the group; a
-   * failure throws the backend's DistError (it names the peer when the transport knows it).
+   * cannot await (FSDP's synchronous forward, tensor parallelism). Ordered as
+   * `allReduceBlocking`; a failure throws the backend's DistError (it names the peer when the
+   * transport knows it).
    */
   allGatherBlocking(out: TensorLike | TensorLike[], t: TensorLike): void {
     const what = "allGatherBlocking";
     const { outs, input } = gatherBuffers(what, this.size, out, t);
-    const backend = this.#idle(what, [...[out].flat(), t], "allGatherBlocking");
+    const backend = this.#blocking(what, [...[out].flat(), t], "allGatherBlocking");
     const recorded = startCollective("allGather", this.size * nbytes(input));
     backend.allGatherBlocking!(outs, input);
     recorded?.();
@@ -212,6 +218,15 @@ export class ProcessGroup {
     return work;
   }
 
+  /**
+   * The backend for a blocking call on `tensors`: one with its own issue queue orders the call
+   * after everything issued before it; another needs nothing in flight (`#idle`).
+   */
+  #blocking(what: string, tensors: TensorLike[], needs: Capability): Backend {
+    const backend = this.#serving(what, tensors, needs);
+    return backend.queued ? backend : this.#idle(what, tensors, needs);
+  }
+
   /** The backend for `tensors`, when nothing issued earlier is still queued behind this thread. */
   #idle(what: string, tensors: TensorLike[], needs: Capability): Backend {
     const backend = this.#serving(what, tensors, needs);
@@ -231,14 +246,38 @@ export class ProcessGroup {
    */
   reduceScatter(out: TensorLike, input: TensorLike, op: ReduceOp = "sum"): Work {
     const what = "reduceScatter";
+    const { o, i } = this.#scatterBuffers(what, out, input, op);
+    const tensors = [out, input];
+    const call = (b: Backend) => b.reduceScatter(o, i, op);
+    return this.#enqueue(what, call, tensors, nbytes(i), "reduceScatter");
+  }
+
+  /**
+   * `reduceScatter` on the calling thread, returning when it is done, for code that cannot await
+   * (tensor parallelism). Ordered as `allReduceBlocking`.
+   *
+   * @param out This rank's chunk; `input` must hold exactly `size × out` elements.
+   * @param input The tensor to reduce; not modified.
+   * @param op The reduction; "avg" needs a floating-point dtype (f32, bf16, f16).
+   * @throws DistError as `allReduceBlocking`.
+   */
+  reduceScatterBlocking(out: TensorLike, input: TensorLike, op: ReduceOp = "sum"): void {
+    const what = "reduceScatterBlocking";
+    const { o, i } = this.#scatterBuffers(what, out, input, op);
+    const backend = this.#blocking(what, [out, input], "reduceScatterBlocking");
+    const recorded = startCollective("reduceScatter", nbytes(i));
+    const timing = backend.reduceScatterBlocking!(o, i, op);
+    recorded?.(timing);
+  }
+
+  /** A reduce-scatter's buffers, checked: `input` holds `size × out` elements of one dtype. */
+  #scatterBuffers(what: string, out: TensorLike, input: TensorLike, op: ReduceOp) {
     const o = bufferOf(what, "output", out);
     const i = bufferOf(what, "input", input);
     checkOp(what, op, i.dtype);
     const why = `output length ${o.count} × group size ${this.size}`;
     checkSameAs(what, "input", i, o, this.size * o.count, why);
-    const tensors = [out, input];
-    const call = (b: Backend) => b.reduceScatter(o, i, op);
-    return this.#enqueue(what, call, tensors, nbytes(i), "reduceScatter");
+    return { o, i };
   }
 
   /**

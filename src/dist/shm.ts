@@ -5,7 +5,8 @@
  * has a name ([Note: unnamed segments] in csrc/shm/segment.cc), so no kill leaves it behind and
  * no stranger can take or steer it. Collectives run
  * in issue order on a native queue, so the process group issues them without waiting; the
- * all-gather also runs blocking or started on a thread, for FSDP's synchronous forward.
+ * all-reduce, all-gather and reduce-scatter also run blocking (for synchronous code: FSDP's
+ * forward, tensor parallelism), and the all-gather started on a thread.
  * @module
  */
 
@@ -225,6 +226,23 @@ export class ShmBackend implements Backend {
         buf.ptr,
         buf.count,
         CollectiveDType[buf.dtype],
+        CollectiveReduceOp[op],
+        Deno.UnsafePointer.of(timing),
+      )
+    );
+    return { startUs: timing[0], endUs: timing[1] };
+  }
+
+  /** The reduce-scatter on the JavaScript thread, returning when done, as `allGatherBlocking`. */
+  reduceScatterBlocking(out: NativeBuffer, input: NativeBuffer, op: ReduceOp): OpTiming {
+    const timing = new Float64Array(2);
+    this.#now((ctx) =>
+      this.#lib.dt_shm_reduce_scatter_blocking(
+        ctx,
+        out.ptr,
+        input.ptr,
+        out.count,
+        CollectiveDType[out.dtype],
         CollectiveReduceOp[op],
         Deno.UnsafePointer.of(timing),
       )

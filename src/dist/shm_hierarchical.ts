@@ -156,6 +156,18 @@ export class HierarchicalBackend implements Backend {
     if (op === "avg" && buf.count > 0) divideInPlace(buf, this.#size);
   }
 
+  /**
+   * The all-reduce on the JavaScript thread, in the same three steps as `allReduce`, each the
+   * blocking call of its transport.
+   */
+  allReduceBlocking(buf: NativeBuffer, op: ReduceOp): void {
+    const inner = op === "avg" ? "sum" : op;
+    this.#blocking(false, this.#local, (l) => l.allReduceBlocking(buf, inner));
+    this.#blocking(true, this.#leaders, (l) => l.allReduceBlocking(buf, inner));
+    this.#blocking(false, this.#local, (l) => l.broadcastBlocking(buf, 0));
+    if (op === "avg" && buf.count > 0) divideInPlace(buf, this.#size);
+  }
+
   async broadcast(buf: NativeBuffer, root: number): Promise<void> {
     const rootHost = this.#hostOf[root];
     const onRootHost = this.#myHost === rootHost;
@@ -247,6 +259,14 @@ export class HierarchicalBackend implements Backend {
   async reduceScatter(out: NativeBuffer, input: NativeBuffer, op: ReduceOp): Promise<void> {
     const staging = new Uint8Array(bytesOf(input));
     await this.allReduce(bufferOver(staging, input), op);
+    const bytes = nbytes(out);
+    bytesOf(out).set(staging.subarray(this.#rank * bytes, (this.#rank + 1) * bytes));
+  }
+
+  /** The reduce-scatter on the JavaScript thread, through `allReduceBlocking` as `reduceScatter`. */
+  reduceScatterBlocking(out: NativeBuffer, input: NativeBuffer, op: ReduceOp): void {
+    const staging = new Uint8Array(bytesOf(input));
+    this.allReduceBlocking(bufferOver(staging, input), op);
     const bytes = nbytes(out);
     bytesOf(out).set(staging.subarray(this.#rank * bytes, (this.#rank + 1) * bytes));
   }

@@ -62,7 +62,7 @@ export function compressedAllReduce(
 ): { work: Work; bytes: number } {
   const compressed = noGrad(() => bucket.to(dtype).div_(group.size));
   const reduced = blocking
-    ? group.allReduceBlocking(compressed, "sum")
+    ? blockingWork(group, () => group.allReduceBlocking(compressed, "sum"))
     : group.allReduce(compressed, "sum");
   const done = reduced.wait().then(() =>
     noGrad(() => {
@@ -72,4 +72,22 @@ export function compressedAllReduce(
     })
   ).finally(() => compressed.dispose());
   return { work: new Work(done.then(() => {})), bytes: compressed.numel() * 2 };
+}
+
+/**
+ * A blocking collective as a Work that has already run: it resolves, or rejects with the failure
+ * diagnosed as the async collective's would be (so DDP, awaiting every bucket, reports the
+ * earliest one's error).
+ *
+ * @param group The process group `run` calls.
+ * @param run The blocking call.
+ * @returns The settled Work.
+ */
+export function blockingWork(group: ProcessGroup, run: () => void): Work {
+  try {
+    run();
+    return new Work(Promise.resolve());
+  } catch (err) {
+    return new Work(group.diagnose(err).then((diagnosed) => Promise.reject(diagnosed)));
+  }
 }

@@ -46,7 +46,7 @@ import {
 } from "./_buckets.ts";
 import { adoptUnused, dropGloballyUnused, reduceUsedMask } from "./_unused.ts";
 import { verifyParamsAcrossRanks } from "./_verify.ts";
-import { compressedAllReduce, withParamsCast } from "./_ddp_precision.ts";
+import { blockingWork, compressedAllReduce, withParamsCast } from "./_ddp_precision.ts";
 import type { DDPOptions, DDPStats } from "./ddp_options.ts";
 import { castFloatInputs, type ResolvedPolicy, resolveMixedPrecision } from "./mixed_precision.ts";
 
@@ -350,7 +350,7 @@ export class DistributedDataParallel<M extends Module = Module> extends Module {
       const { reduceDtype } = this.#policy;
       if (reduceDtype === "f32") {
         this.#works[bucket.index] = here
-          ? this.#group.allReduceBlocking(bucket.buffer, "avg")
+          ? blockingWork(this.#group, () => this.#group.allReduceBlocking(bucket.buffer, "avg"))
           : this.#group.allReduce(bucket.buffer, "avg");
         this.#allReduceBytes += bucket.buffer.numel() * 4;
       } else {

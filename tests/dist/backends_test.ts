@@ -24,6 +24,7 @@ const METHODS: Record<Capability, string> = {
   allGatherBlocking: "allGatherBlocking",
   allGatherStart: "allGatherStart",
   reduceScatter: "reduceScatter",
+  reduceScatterBlocking: "reduceScatterBlocking",
   sendRecv: "send",
   allocShared: "allocShared",
 };
@@ -78,10 +79,15 @@ Deno.test("a gloo group names the operation and the backend for what Gloo lacks 
     assert.equal(group.canAllReduceBlocking, false);
     assert.equal(group.canStartAllGather, true);
     const x = tensorOf(new Float32Array([1, 2]));
+    // Gloo has no issue queue of its own: a blocking call behind one in flight is refused.
+    const pending = group.allReduce(x);
     assert.throws(
       () => group.allReduceBlocking(x),
-      invalid("allReduceBlocking: the gloo backend has no blocking all-reduce"),
+      invalid("allReduceBlocking: 1 collective(s) still in flight; await them first"),
     );
+    await pending;
+    group.allReduceBlocking(x, "max");
+    assert.deepEqual(Array.from(x.data), [1, 2]);
     assert.equal(await group.allocShared(4, "f32"), null);
     // A device this process cannot open holds no host memory: refused before any pointer is read.
     const elsewhere = { ...x, dtype: "f32", isContiguous: () => true, device: "cuda:7" };

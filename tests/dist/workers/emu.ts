@@ -84,7 +84,7 @@ async function collectives(rank: number, size: number, device: string) {
   await reduceScatter(mine, chunks, "sum");
   out.reduceScatter = values(mine);
   const blockingSum = onDevice(input(rank));
-  await worldGroup().allReduceBlocking(blockingSum, "sum");
+  worldGroup().allReduceBlocking(blockingSum, "sum");
   out.allReduceBlocking = values(blockingSum);
   // Ordering with the queue: the kernels making the input are queued, not run, when the
   // collective is issued; it must see what they write.
