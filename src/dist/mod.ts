@@ -10,6 +10,7 @@ export * from "./errors.ts";
 export * from "./init_method.ts";
 export * from "./init.ts";
 export * from "./collectives.ts";
+export * from "./device_mesh.ts";
 export * from "./process_group.ts";
 export * from "./shared_tensor.ts";
 export * from "./work.ts";
