@@ -1,8 +1,8 @@
 /**
  * The blocking collectives tensor parallelism runs inside a synchronous forward and backward, as
- * tensors: every rank's tensor stacked, their sum, their maximum, and this rank's chunk of a
- * dimension. All of them go through the group's blocking all-gather (which every backend has) and
- * reduce locally in rank order, so the result is the same bits on every rank.
+ * tensors: every rank's tensor stacked or concatenated along a dimension, the all-reduced sum or
+ * maximum, the reduce-scatter along a dimension, and this rank's chunk of one. Each returns a new
+ * tensor and leaves its input alone.
  * @module
  */
 
@@ -28,20 +28,17 @@ export function gatherStacked(group: ProcessGroup, t: Tensor): Tensor {
   });
 }
 
-/** The elementwise sum (or maximum) of every rank's `t`, added in rank order; a new tensor. */
+/** The elementwise sum (or maximum) of every rank's `t`, all-reduced; a new tensor. */
 export function allReduced(group: ProcessGroup, t: Tensor, op: "sum" | "max" = "sum"): Tensor {
   return noGrad(() => {
-    const stacked = gatherStacked(group, t);
-    let total = stacked.select(0, 0).clone();
-    for (let r = 1; r < group.size; r++) {
-      const next = op === "sum"
-        ? total.add(stacked.select(0, r))
-        : total.maximum(stacked.select(0, r));
-      total.dispose();
-      total = next;
+    const out = t.clone(); // contiguous, and t is left alone
+    try {
+      group.allReduceBlocking(out, op);
+    } catch (err) {
+      out.dispose();
+      throw err;
     }
-    stacked.dispose();
-    return total;
+    return out;
   });
 }
 
@@ -70,7 +67,10 @@ export function chunkOf(group: ProcessGroup, t: Tensor, dim: number, what: strin
   return noGrad(() => t.narrow(d, group.rank * len, len).contiguous());
 }
 
-/** The sum over ranks of `t`, keeping this rank's chunk along `dim`. */
+/**
+ * The sum over ranks of `t`, keeping this rank's chunk along `dim` (a reduce-scatter, with `dim`
+ * moved to the front first: the collective scatters the flat tensor).
+ */
 export function reduceScattered(
   group: ProcessGroup,
   t: Tensor,
@@ -80,9 +80,20 @@ export function reduceScattered(
   const d = dim < 0 ? dim + t.ndim : dim;
   if (t.shape[d] % group.size !== 0) return chunkOf(group, t, dim, what); // throws, naming it
   return noGrad(() => {
-    const total = allReduced(group, t);
-    const mine = chunkOf(group, total, d, what);
-    total.dispose();
-    return mine;
+    const front = d === 0 ? t.contiguous() : t.transpose(0, d).contiguous();
+    const shape = [front.shape[0] / group.size, ...front.shape.slice(1)];
+    const out = Tensor.empty(shape, t.dtype, false, t.device);
+    try {
+      group.reduceScatterBlocking(out, front);
+    } catch (err) {
+      out.dispose();
+      throw err;
+    } finally {
+      if (front !== t) front.dispose();
+    }
+    if (d === 0) return out;
+    const back = out.transpose(0, d).contiguous();
+    out.dispose();
+    return back;
   });
 }

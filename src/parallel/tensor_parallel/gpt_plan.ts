@@ -7,7 +7,8 @@
 import { GPT } from "../../nn/gpt.ts";
 import { setGPTLoss } from "../../nn/gpt.ts";
 import { vocabParallelCrossEntropy } from "./loss.ts";
-import { parallelizeModule, type TensorParallelMesh } from "./parallelize.ts";
+import type { DeviceMesh } from "../../dist/device_mesh.ts";
+import { parallelizeModule } from "./parallelize.ts";
 import { Replicate, Shard } from "./placement.ts";
 import { ColwiseParallel, type ParallelStyle, RowwiseParallel } from "./style.ts";
 import { PrepareModuleInput, PrepareModuleOutput, SequenceParallel } from "./style_sequence.ts";
@@ -110,7 +111,7 @@ export function gptTensorParallelPlan(
  */
 export function parallelizeGPT(
   model: GPT,
-  tpMesh: TensorParallelMesh,
+  tpMesh: DeviceMesh,
   options: GPTTensorParallelOptions = {},
 ): GPT {
   if (!(model instanceof GPT)) {

@@ -4,19 +4,13 @@
  * @module
  */
 
-import type { ProcessGroup } from "../../dist/process_group.ts";
+import type { DeviceMesh } from "../../dist/device_mesh.ts";
 import type { Module } from "../../nn/module.ts";
 import { Parameter } from "../../nn/parameter.ts";
 import { styled } from "./_params.ts";
 import { tensorParallelPlacement } from "./placement.ts";
 import { Shard } from "./placement.ts";
 import { ParallelStyle } from "./style.ts";
-
-/** A 1-D device mesh over the tensor-parallel ranks (a `DeviceMesh`, or `mesh.get("tp")`). */
-export interface TensorParallelMesh {
-  /** The process group of the mesh's (only) dimension. */
-  getGroup(): ProcessGroup;
-}
 
 /**
  * One style for the module itself, or styles by fully qualified submodule name, where `*` stands
@@ -32,9 +26,11 @@ export type ParallelizePlan = ParallelStyle | Record<string, ParallelStyle>;
  * whole, which an optimizer and `clipGradNorm` take as they are (the norm counts each shard once).
  *
  * @param module The module, changed in place.
- * @param tpMesh The 1-D mesh of the tensor-parallel ranks.
+ * @param tpMesh The 1-D mesh of the tensor-parallel ranks (a 1-D `DeviceMesh`, or the "tp"
+ *   dimension of a larger one: `mesh.get("tp")`).
  * @param plan A style, or styles by submodule name.
  * @returns `module`.
+ * @throws DistError for a mesh of more than one dimension.
  * @throws Error for a plan name that matches no submodule, a style on a module type it does not
  *   support, a parameter whose size the mesh does not divide, or a parameter sharded for one
  *   module and read unchanged by another (a tied parameter whose other user has no style).
@@ -44,7 +40,7 @@ export type ParallelizePlan = ParallelStyle | Record<string, ParallelStyle>;
  * import assert from "node:assert/strict";
  * import { dist, nn, parallel, randn } from "../../../mod.ts";
  * await dist.initProcessGroup({ initMethod: "tcp://127.0.0.1:0", rank: 0, worldSize: 1 });
- * const mesh = { getGroup: () => dist.worldGroup("example") };
+ * const mesh = await dist.initDeviceMesh("cpu", [1], { meshDimNames: ["tp"] });
  * const mlp = new nn.Sequential(new nn.Linear(4, 8), new nn.GELU(), new nn.Linear(8, 4));
  * parallel.parallelizeModule(mlp, mesh, {
  *   "0": new parallel.ColwiseParallel(),
@@ -56,7 +52,7 @@ export type ParallelizePlan = ParallelStyle | Record<string, ParallelStyle>;
  */
 export function parallelizeModule<M extends Module>(
   module: M,
-  tpMesh: TensorParallelMesh,
+  tpMesh: DeviceMesh,
   plan: ParallelizePlan,
 ): M {
   const group = tpMesh.getGroup();

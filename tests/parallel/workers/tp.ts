@@ -9,10 +9,12 @@
  */
 
 import {
+  type DeviceMesh,
   destroyProcessGroup,
   getRank,
+  getWorldSize,
+  initDeviceMesh,
   initProcessGroup,
-  worldGroup,
 } from "../../../src/dist/mod.ts";
 import { GPT } from "../../../src/nn/gpt.ts";
 import { Linear } from "../../../src/nn/layers.ts";
@@ -24,15 +26,15 @@ import type { Tensor } from "../../../src/tensor/tensor.ts";
 import { runWorker } from "../../_harness/worker.ts";
 import { batch, buildModel, GPT_CONFIG, train } from "./tp_problem.ts";
 
-const mesh = () => ({ getGroup: () => worldGroup("tp worker") });
-
 /**
  * Each differentiable collective on x = [r·10 + i] (2 × 4, rank r), with loss sum(y · w) for
  * w = [i + 1 + r·100] of y's shape, so that backward's gradient differs per rank: the forward
  * values and x's gradient.
  */
+let tpMesh: DeviceMesh;
+
 function collectives(): Record<string, { y: number[]; shape: number[]; grad: number[] }> {
-  const group = worldGroup("tp worker"), r = getRank();
+  const group = tpMesh.getGroup(), r = getRank();
   const ops: Record<string, (x: Tensor) => Tensor> = {
     allReduceIdentity: (x) => parallel.allReduceIdentity(x, group),
     identityAllReduce: (x) => parallel.identityAllReduce(x, group),
@@ -65,22 +67,22 @@ function collectives(): Record<string, { y: number[]; shape: number[]; grad: num
 function badPlans(): Record<string, string> {
   const attempts: Record<string, () => unknown> = {
     unknownName: () =>
-      parallel.parallelizeModule(buildModel(), mesh(), {
+      parallel.parallelizeModule(buildModel(), tpMesh, {
         "transformer.h.*.attn.c_atn": new parallel.ColwiseParallel(),
       }),
     wrongType: () =>
-      parallel.parallelizeModule(buildModel(), mesh(), {
+      parallel.parallelizeModule(buildModel(), tpMesh, {
         "transformer.ln_f": new parallel.ColwiseParallel(),
       }),
     notDivisible: () =>
-      parallel.parallelizeModule(new Sequential(new Linear(4, 5)), mesh(), {
+      parallel.parallelizeModule(new Sequential(new Linear(4, 5)), tpMesh, {
         "0": new parallel.ColwiseParallel(),
       }),
-    headsNotDivisible: () => parallel.parallelizeGPT(new GPT({ ...GPT_CONFIG, nHead: 1 }), mesh()),
+    headsNotDivisible: () => parallel.parallelizeGPT(new GPT({ ...GPT_CONFIG, nHead: 1 }), tpMesh),
     tiedUnstyled: () =>
-      parallel.parallelizeModule(buildModel(), mesh(), { lm_head: new parallel.ColwiseParallel() }),
+      parallel.parallelizeModule(buildModel(), tpMesh, { lm_head: new parallel.ColwiseParallel() }),
     notAStyle: () =>
-      parallel.parallelizeModule(buildModel(), mesh(), {
+      parallel.parallelizeModule(buildModel(), tpMesh, {
         lm_head: {} as unknown as parallel.ParallelStyle,
       }),
   };
@@ -109,7 +111,7 @@ function trainModes(): unknown[] {
   const modes = JSON.parse(Deno.env.get("MODES")!) as parallel.GPTTensorParallelOptions[];
   return modes.map((options) => {
     const started = performance.now();
-    const model = parallel.parallelizeGPT(buildModel(), mesh(), options);
+    const model = parallel.parallelizeGPT(buildModel(), tpMesh, options);
     const trace = train(model);
     return { ...trace, placements: placements(model), ms: performance.now() - started };
   });
@@ -117,7 +119,7 @@ function trainModes(): unknown[] {
 
 function kill(): Record<string, unknown> {
   const victim = Number(Deno.env.get("KILL_RANK"));
-  const model = parallel.parallelizeGPT(buildModel(), mesh(), { sequenceParallel: true });
+  const model = parallel.parallelizeGPT(buildModel(), tpMesh, { sequenceParallel: true });
   let step = 0;
   if (getRank() === victim) {
     const attn = [...model.transformer.h][0].attn;
@@ -150,6 +152,7 @@ await runWorker(async () => {
     backend: "gloo",
     timeoutMs: Number(Deno.env.get("TEST_TIMEOUT_MS") ?? 20_000),
   });
+  tpMesh = await initDeviceMesh("cpu", [getWorldSize()], { meshDimNames: ["tp"] });
   try {
     if (Deno.env.get("CASE") === "kill") return kill();
     return {
