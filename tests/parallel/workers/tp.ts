@@ -9,8 +9,8 @@
  */
 
 import {
-  type DeviceMesh,
   destroyProcessGroup,
+  type DeviceMesh,
   getRank,
   getWorldSize,
   initDeviceMesh,
