@@ -72,6 +72,21 @@ Deno.test("tensor parallelism on 2 ranks: the differentiable collectives, the ba
   assertAllOk(runs);
   checkCollectives(runs);
   checkErrors(runs);
+  for (const run of runs) {
+    // Embedding column-wise (gathered), Linear row-wise on a split input, PrepareModuleOutput.
+    const errors = run.result!.otherStyles as Record<string, number>;
+    assert.deepEqual(Object.keys(errors), [
+      "output",
+      "0.weight",
+      "1.weight",
+      "1.bias",
+      "2.weight",
+      "2.bias",
+    ]);
+    for (const [name, err] of Object.entries(errors)) {
+      assert.ok(err <= 1e-6, `rank ${run.rank}: ${name} has relative error ${err}`);
+    }
+  }
   const reference = train(buildModel());
   for (const [i, mode] of MODES.entries()) {
     let worst = 0;
@@ -203,5 +218,6 @@ Deno.test("a rank killed inside a tensor-parallel forward makes the other fail i
   const shm = Deno.env.get("DTRAIN_SHM") !== "0";
   assert.match(error, shm ? /rank 1 died/ : /connection to rank 1 failed/, `rank 0: ${error}`);
   assert.match(run.stdout, /^failed in forward of step 1$/m, "rank 0 failed in the forward");
+  assert.ok(run.elapsedMs - runs[1].elapsedMs < timeoutMs + 2000, "rank 0 took long");
   assert.ok(elapsed < 30_000, `took ${elapsed | 0} ms`);
 });

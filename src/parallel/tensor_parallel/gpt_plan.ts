@@ -49,7 +49,8 @@ export interface GPTTensorParallelOptions {
  *
  * Dropout draws its masks on each rank's local activations, so with dropout > 0 training is not
  * bit-equal to one process (see `SequenceParallel`). Generation (`forward(idx)` without targets,
- * which runs `lm_head` on the last position only) needs the plan without sequence parallelism.
+ * which runs `lm_head` on the last position only, and `generate`) needs the plan without sequence
+ * parallelism and without `lossParallel` (whose logits are each rank's part of the vocabulary).
  *
  * @param options See {@linkcode GPTTensorParallelOptions}.
  * @returns The plan.

@@ -17,10 +17,11 @@ import {
   initProcessGroup,
 } from "../../../src/dist/mod.ts";
 import { GPT } from "../../../src/nn/gpt.ts";
-import { Linear } from "../../../src/nn/layers.ts";
+import { Embedding, Linear } from "../../../src/nn/layers.ts";
 import { Sequential } from "../../../src/nn/container.ts";
 import * as parallel from "../../../src/parallel/mod.ts";
 import { tensor } from "../../../src/tensor/creation.ts";
+import { manualSeed } from "../../../src/tensor/random.ts";
 import { tidy } from "../../../src/tensor/scope.ts";
 import type { Tensor } from "../../../src/tensor/tensor.ts";
 import { runWorker } from "../../_harness/worker.ts";
@@ -61,6 +62,64 @@ function collectives(): Record<string, { y: number[]; shape: number[]; grad: num
     });
   }
   return out;
+}
+
+/**
+ * The styles the GPT plan does not use: a column-parallel Embedding (output gathered), a
+ * row-parallel Linear splitting a replicated input, and PrepareModuleOutput gathering a
+ * column-parallel output; each rank's output and gradient shards against the same module
+ * unsharded (built from the same seed in this process).
+ */
+function otherStyles(): Record<string, number> {
+  const build = () => {
+    manualSeed(5);
+    return new Sequential(new Embedding(16, 8), new Linear(8, 6), new Linear(6, 4));
+  };
+  const ids = tensor([1, 9, 15, 0, 3, 9], [2, 3], { dtype: "i32" });
+  const run = (m: Sequential) => {
+    const y = m.forward(ids);
+    const w = tensor(Float32Array.from({ length: y.numel() }, (_, i) => Math.sin(i)), [...y.shape]);
+    y.mul(w).sum().backward();
+    return y;
+  };
+  const plain = build(), sharded = build();
+  parallel.parallelizeModule(sharded, tpMesh, {
+    "0": new parallel.ColwiseParallel({ outputLayouts: new parallel.Replicate() }),
+    "1": new parallel.RowwiseParallel({ inputLayouts: new parallel.Replicate() }),
+    "2": new parallel.ColwiseParallel(),
+  });
+  parallel.parallelizeModule(sharded, tpMesh, {
+    "2": new parallel.PrepareModuleOutput({
+      outputLayouts: new parallel.Shard(-1),
+      desiredOutputLayouts: new parallel.Replicate(),
+    }),
+  });
+  const errors: Record<string, number> = {};
+  tidy(() => {
+    const want = run(plain), got = run(sharded);
+    errors.output = relErr(got.toArray(), want.toArray());
+    const plainParams = Object.fromEntries(plain.namedParameters());
+    const r = getRank();
+    for (const [name, p] of sharded.namedParameters()) {
+      const full = plainParams[name].grad!, held = parallel.tensorParallelPlacement(p);
+      let part = full;
+      if (held?.placement instanceof parallel.Shard) {
+        const d = held.placement.dim, n = full.shape[d] / 2;
+        part = full.narrow(d, r * n, n).contiguous();
+      }
+      errors[name] = relErr(p.grad!.toArray(), part.toArray());
+    }
+  });
+  return errors;
+}
+
+function relErr(got: ArrayLike<number>, want: ArrayLike<number>): number {
+  let diff = got.length === want.length ? 0 : Infinity, norm = 0;
+  for (let i = 0; i < want.length; i++) {
+    diff += (got[i] - want[i]) ** 2;
+    norm += want[i] ** 2;
+  }
+  return Math.sqrt(diff / norm);
 }
 
 /** The error message of each bad plan (every rank runs the same ones). */
@@ -158,6 +217,7 @@ await runWorker(async () => {
     return {
       collectives: collectives(),
       errors: badPlans(),
+      otherStyles: otherStyles(),
       modes: trainModes(),
       backend: world.backendName,
     };
