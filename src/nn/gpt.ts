@@ -64,6 +64,23 @@ export interface GPTOutput {
   loss: Tensor | null;
 }
 
+/**
+ * A GPT's loss from its logits [B, T, vocabSize] (under tensor parallelism with a
+ * vocabulary-parallel loss, this rank's [B, T, vocabSize / tp]) and targets [B, T].
+ */
+export type GPTLoss = (logits: Tensor, targets: Tensor) => Tensor;
+
+const lossOverrides = new WeakMap<GPT, GPTLoss>();
+
+/**
+ * Makes `model.forward(idx, targets)` compute its loss with `loss` (tensor parallelism's
+ * vocabulary-parallel cross-entropy) instead of `crossEntropy` over the whole logits.
+ * @ignore dtrain-internal (its module is re-exported with `export *`)
+ */
+export function setGPTLoss(model: GPT, loss: GPTLoss): void {
+  lossOverrides.set(model, loss);
+}
+
 /** A100 bf16 dense peak, the unit of nanoGPT's `estimate_mfu`. */
 const A100_BF16_PEAK_FLOPS = 312e12;
 
@@ -192,6 +209,8 @@ export class GPT extends Module {
     x = tr.ln_f.forward(x);
     if (!targets) return { logits: this.lm_head.forward(x.narrow(1, t - 1, 1)), loss: null };
     const logits = this.lm_head.forward(x);
+    const override = lossOverrides.get(this);
+    if (override) return { logits, loss: override(logits, targets) };
     const v = this.config.vocabSize;
     const loss = crossEntropy(logits.reshape([-1, v]), targets.reshape([-1]), { ignoreIndex: -1 });
     return { logits, loss };

@@ -46,7 +46,7 @@ export class CausalSelfAttention extends Module {
   attn_dropout: Dropout;
   /** Dropout after the output projection. */
   resid_dropout: Dropout;
-  readonly #nHead: number;
+  readonly #headSize: number;
 
   /**
    * Builds the module's layers.
@@ -59,17 +59,20 @@ export class CausalSelfAttention extends Module {
     this.c_proj = new Linear(config.nEmbd, config.nEmbd, { bias: config.bias });
     this.attn_dropout = new Dropout(config.dropout);
     this.resid_dropout = new Dropout(config.dropout);
-    this.#nHead = config.nHead;
+    this.#headSize = config.nEmbd / config.nHead;
   }
 
   /**
    * x [B, T, C] → [B, T, C]: nanoGPT's split into q, k, v, heads moved forward, causal
    * `scaled_dot_product_attention` and heads merged back, as one fused op that reads the heads in
-   * place in `c_attn`'s output (the same numbers, without the copies).
+   * place in `c_attn`'s output (the same numbers, without the copies). The head count is read
+   * from `c_attn`'s weight, so that under tensor parallelism (each rank holding its heads' q, k
+   * and v rows) each rank attends over its own heads.
    */
   forward(x: Tensor): Tensor {
     const dropoutP = this.training ? this.attn_dropout.p : 0;
-    const y = packedCausalAttention(this.c_attn.forward(x), this.#nHead, dropoutP);
+    const heads = this.c_attn.weight.shape[0] / (3 * this.#headSize);
+    const y = packedCausalAttention(this.c_attn.forward(x), heads, dropoutP);
     return this.resid_dropout.forward(this.c_proj.forward(y));
   }
 }

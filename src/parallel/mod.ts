@@ -17,3 +17,4 @@ import type * as fsdp from "./fsdp/_common.ts";
 export type FullyShardOptions = fsdp.FullyShardOptions;
 /** Communication of an FSDP module's last synchronised step (as DDP's `lastStats`). */
 export type FSDPStats = fsdp.FSDPStats;
+export * from "./tensor_parallel/mod.ts";

@@ -1,0 +1,223 @@
+// Tensor parallelism across 2 real rank processes, checked against one process on the same
+// batch: each differentiable collective's forward and backward, the tiny GPT's loss, first-step
+// gradients (each rank's shard against the matching slice of the whole gradient), clipped norms
+// and weights after 3 AdamW steps, with gathered logits, sequence parallelism and a
+// vocabulary-parallel loss; the bad plans' errors; and a rank killed inside a TP forward.
+import assert from "node:assert/strict";
+import { assertAllOk, type RankResult, runRanks } from "../_harness/ranks.ts";
+import { describe, markedProcesses, markerEnv } from "../_harness/processes.ts";
+import { shardRanges } from "../../src/parallel/tensor_parallel/placement.ts";
+import type { GPTTensorParallelOptions } from "../../src/parallel/mod.ts";
+import { buildModel, type Trace, train } from "./workers/tp_problem.ts";
+
+const worker = new URL("./workers/tp.ts", import.meta.url);
+const SIZE = 2;
+
+async function runCase(env: Record<string, string>): Promise<RankResult[]> {
+  const marker = crypto.randomUUID();
+  const runs = await runRanks({
+    worker,
+    worldSize: SIZE,
+    timeoutMs: 90_000,
+    env: () => ({ ...env, ...markerEnv(marker) }),
+  });
+  const left = markedProcesses(marker);
+  assert.deepEqual(left, [], `left behind: ${describe(left)}`);
+  return runs;
+}
+
+/** ‖got − want‖ / ‖want‖. */
+function relativeError(got: ArrayLike<number>, want: ArrayLike<number>): number {
+  assert.equal(got.length, want.length, "lengths");
+  let diff = 0, norm = 0;
+  for (let i = 0; i < want.length; i++) {
+    diff += (got[i] - want[i]) ** 2;
+    norm += want[i] ** 2;
+  }
+  return Math.sqrt(diff / Math.max(norm, 1e-30));
+}
+
+interface Held {
+  dim: number | null;
+  chunks: number;
+  fullShape: number[];
+}
+
+/** The part of a whole tensor (row-major `full`) that `rank` holds under `held`. */
+function shardOf(full: number[], held: Held, rank: number): number[] {
+  if (held.dim === null) return full;
+  const shape = held.fullShape, dim = held.dim < 0 ? held.dim + shape.length : held.dim;
+  const ranges = shardRanges(shape[dim], held.chunks, rank, SIZE);
+  const inner = shape.slice(dim + 1).reduce((a, b) => a * b, 1);
+  const outer = shape.slice(0, dim).reduce((a, b) => a * b, 1);
+  const out: number[] = [];
+  for (let o = 0; o < outer; o++) {
+    for (const { start, length } of ranges) {
+      const from = (o * shape[dim] + start) * inner;
+      out.push(...full.slice(from, from + length * inner));
+    }
+  }
+  return out;
+}
+
+const MODES: (GPTTensorParallelOptions & { label: string })[] = [
+  { label: "gathered logits", sequenceParallel: false, lossParallel: false },
+  { label: "sequence parallel", sequenceParallel: true, lossParallel: false },
+  { label: "loss parallel", sequenceParallel: false, lossParallel: true },
+  { label: "sequence and loss parallel", sequenceParallel: true, lossParallel: true },
+];
+
+Deno.test("tensor parallelism on 2 ranks: the differentiable collectives, the bad plans' errors, and the tiny GPT trained like one process (gathered logits, sequence parallel, loss parallel)", async () => {
+  const runs = await runCase({ CASE: "train", MODES: JSON.stringify(MODES) });
+  assertAllOk(runs);
+  checkCollectives(runs);
+  checkErrors(runs);
+  for (const run of runs) {
+    // Embedding column-wise (gathered), Linear row-wise on a split input, PrepareModuleOutput.
+    const errors = run.result!.otherStyles as Record<string, number>;
+    assert.deepEqual(Object.keys(errors), [
+      "output",
+      "0.weight",
+      "1.weight",
+      "1.bias",
+      "2.weight",
+      "2.bias",
+    ]);
+    for (const [name, err] of Object.entries(errors)) {
+      assert.ok(err <= 1e-6, `rank ${run.rank}: ${name} has relative error ${err}`);
+    }
+  }
+  const reference = train(buildModel());
+  for (const [i, mode] of MODES.entries()) {
+    let worst = 0;
+    for (const run of runs) {
+      const got = (run.result!.modes as (Trace & { placements: Record<string, Held> })[])[i];
+      const what = `${mode.label}, rank ${run.rank}`;
+      got.losses.forEach((loss, k) => {
+        const want = reference.losses[k];
+        assert.ok(Math.abs(loss - want) <= 1e-5 * want, `${what}: loss ${k} ${loss} vs ${want}`);
+      });
+      got.norms.forEach((n, k) => {
+        const want = reference.norms[k];
+        assert.ok(Math.abs(n - want) <= 1e-5 * want, `${what}: norm ${k} ${n} vs ${want}`);
+        assert.ok(want > 0.5, `${what}: norm ${want} does not exceed the clip`);
+      });
+      assert.deepEqual(Object.keys(got.grads), Object.keys(reference.grads), `${what}: names`);
+      for (const [name, held] of Object.entries(got.placements)) {
+        for (
+          const [kind, all, want] of [
+            ["gradient", got.grads, reference.grads],
+            ["weight", got.final, reference.final],
+          ] as const
+        ) {
+          let mine = all[name], theirs = shardOf(want[name], held, run.rank);
+          if (kind === "weight" && name.endsWith("attn.c_attn.bias")) {
+            [mine, theirs] = [keyBiasApart(mine, what), keyBiasApart(theirs, "reference")];
+          }
+          const err = relativeError(mine, theirs);
+          assert.ok(err <= 1e-5, `${what}: ${kind} of ${name} has relative error ${err}`);
+          worst = Math.max(worst, err);
+        }
+      }
+      // The plan shards what it says: the fused q|k|v by heads, both vocabulary users on dim 0.
+      const p = got.placements;
+      assert.deepEqual(p["transformer.h.0.attn.c_attn.weight"], {
+        dim: 0,
+        chunks: 3,
+        fullShape: [96, 32],
+      });
+      assert.equal(p["transformer.wte.weight"].dim, 0, `${what}: wte`);
+      assert.equal(p["lm_head.weight"], undefined, `${what}: lm_head.weight is tied to wte's`);
+      assert.equal(p["transformer.h.1.mlp.c_proj.weight"].dim, 1, `${what}: row-wise`);
+      assert.equal(p["transformer.wpe.weight"].dim, null, `${what}: wpe replicated`);
+    }
+    console.log(`${mode.label}: worst relative error ${worst.toExponential(1)}`);
+  }
+});
+
+/**
+ * The q and v thirds of a (local or whole) fused q|k|v bias, after checking that the k third is
+ * float noise: the key bias's gradient is zero (softmax ignores a shift of a query's scores), so
+ * its value after AdamW, which scales any gradient to steps of the learning rate's size, is that
+ * noise amplified, whatever the parallelism; it is not compared.
+ */
+function keyBiasApart(bias: number[], what: string): number[] {
+  const third = bias.length / 3;
+  const k = bias.slice(third, 2 * third);
+  assert.ok(k.every((v) => Math.abs(v) < 1e-4), `${what}: key bias ${k} is not noise`);
+  return [...bias.slice(0, third), ...bias.slice(2 * third)];
+}
+
+/** Each collective's value and gradient on rank r: x = [r·10 + i], loss = sum(y · [i + 1 + r·100]). */
+function checkCollectives(runs: RankResult[]): void {
+  const x = (r: number) => Array.from({ length: 8 }, (_, i) => r * 10 + i); // [2, 4]
+  const w = (r: number, n: number) => Array.from({ length: n }, (_, i) => i + 1 + r * 100);
+  const add = (a: number[], b: number[]) => a.map((v, i) => v + b[i]);
+  const cols = (t: number[], width: number, from: number, n: number) =>
+    [0, 1].flatMap((row) => t.slice(row * width + from, row * width + from + n));
+  const catCols = (a: number[], b: number[], width: number) =>
+    [0, 1].flatMap((row) => [
+      ...a.slice(row * width, (row + 1) * width),
+      ...b.slice(row * width, (row + 1) * width),
+    ]);
+  for (const run of runs) {
+    const r = run.rank;
+    const got = run.result!.collectives as Record<string, { y: number[]; grad: number[] }>;
+    const want: Record<string, { y: number[]; grad: number[] }> = {
+      // [2, 4] → [2, 4]; dim 1 gathers to [2, 8] and scatters to [2, 2]; dim 0 gathers to [4, 4].
+      allReduceIdentity: { y: add(x(0), x(1)), grad: w(r, 8) },
+      identityAllReduce: { y: x(r), grad: add(w(0, 8), w(1, 8)) },
+      allGatherReduceScatter: {
+        y: catCols(x(0), x(1), 4),
+        grad: cols(add(w(0, 16), w(1, 16)), 8, 4 * r, 4),
+      },
+      reduceScatterAllGather: {
+        y: cols(add(x(0), x(1)), 4, 2 * r, 2),
+        grad: catCols(w(0, 4), w(1, 4), 2),
+      },
+      allGatherSplit: { y: [...x(0), ...x(1)], grad: w(r, 16).slice(8 * r, 8 * r + 8) },
+      splitAllGather: { y: cols(x(r), 4, 2 * r, 2), grad: catCols(w(0, 4), w(1, 4), 2) },
+    };
+    assert.deepEqual(Object.keys(got), Object.keys(want), `rank ${r}: collectives`);
+    for (const [name, { y, grad }] of Object.entries(want)) {
+      assert.deepEqual(got[name].y, y, `rank ${r}: ${name} forward`);
+      assert.deepEqual(got[name].grad, grad, `rank ${r}: ${name} backward`);
+    }
+  }
+}
+
+function checkErrors(runs: RankResult[]): void {
+  const expected: Record<string, RegExp> = {
+    unknownName: /"transformer\.h\.\*\.attn\.c_atn" names no submodule of the GPT/,
+    wrongType: /ColwiseParallel: transformer\.ln_f is a LayerNorm; .*supports nn\.Linear/,
+    notDivisible: /0\.weight \[5,4\] cannot be split on dim 0 into 2 parts/,
+    headsNotDivisible: /parallelizeGPT: nHead 1 is not divisible by the tensor-parallel size 2/,
+    tiedUnstyled: /transformer\.wte\.weight is a shard .* transformer\.wte has no parallel style/,
+    notAStyle: /the plan's "lm_head" is not a ParallelStyle/,
+  };
+  for (const run of runs) {
+    const errors = run.result!.errors as Record<string, string>;
+    assert.deepEqual(Object.keys(errors), Object.keys(expected), `rank ${run.rank}`);
+    for (const [name, pattern] of Object.entries(expected)) {
+      assert.match(errors[name], pattern, `rank ${run.rank}: ${name}`);
+    }
+  }
+}
+
+Deno.test("a rank killed inside a tensor-parallel forward makes the other fail in time, naming it", async () => {
+  const timeoutMs = 4000;
+  const started = performance.now();
+  const runs = await runCase({ CASE: "kill", KILL_RANK: "1", TEST_TIMEOUT_MS: String(timeoutMs) });
+  const elapsed = performance.now() - started;
+  assert.equal(runs[1].signal, "SIGKILL", `rank 1: ${runs[1].stderr}`);
+  const run = runs[0];
+  assert.equal(run.code, 1, `rank 0: ${run.stderr}`);
+  const error = String(run.result?.error);
+  // The blocking gather's error is the transport's: shared memory (the default on one host)
+  // names the process that died, Gloo (DTRAIN_SHM=0) the connection it lost.
+  const shm = Deno.env.get("DTRAIN_SHM") !== "0";
+  assert.match(error, shm ? /rank 1 died/ : /connection to rank 1 failed/, `rank 0: ${error}`);
+  assert.match(run.stdout, /^failed in forward of step 1$/m, "rank 0 failed in the forward");
+  assert.ok(run.elapsedMs - runs[1].elapsedMs < timeoutMs + 2000, "rank 0 took long");
+  assert.ok(elapsed < 30_000, `took ${elapsed | 0} ms`);
+});
