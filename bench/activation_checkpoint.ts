@@ -1,7 +1,8 @@
 /**
  * The activation-checkpointing section of `make bench` (bench/main.ts), and its dtrain worker
  * (`--worker`): the benchmark GPT's shape at block size 256 and width 64 (4 layers, 4 heads,
- * vocabulary 256, batch 4, AdamW, fp32, 1 thread: two threads of PyTorch spin against each other on a loaded machine), with every block checkpointed
+ * vocabulary 256, batch 4, AdamW, fp32, 1 thread: PyTorch's two OpenMP threads spin against each
+ * other on a loaded machine, 10x slower), with every block checkpointed
  * (`parallel.applyActivationCheckpointing(model, { mode: "full" })`) and without, against
  * PyTorch's `checkpoint_wrapper` on each block (bench/activation_checkpoint_torch.py) in the same
  * run. Activation memory is what one forward leaves allocated for backward (dtrain's

@@ -14,11 +14,17 @@
  * through the recomputed graph with `backwardInto`, which sums the boundary tensors' gradients
  * instead of accumulating them (see [Note: captured gradients] in src/tensor/autograd.ts); the
  * node returns them, so the outer backward accumulates them into parameters and inputs and runs
- * their hooks (DDP's, FSDP's) once, as a plain backward would. The hook may return a promise (an
- * FSDP module inside `fn` gathering its parameters in the recomputed backward), which
+ * their hooks (DDP's, FSDP's) once, as a plain backward would. A pre-backward hook inside the
+ * recomputed graph may return a promise; the node's hook then returns one too, which
  * `backwardAsync` awaits. The same kernels run in the same order, so gradients are bitwise those
  * of a plain backward, except where a boundary tensor also gets gradient from outside the region
  * and float addition is summed in another order.
+ *
+ * With FSDP, checkpoint inside the fully sharded module: `applyActivationCheckpointing` before
+ * `fullyShard` (torchtitan's order), so that FSDP's hooks gather the parameters around the
+ * recompute. A fully sharded module called inside `fn` fails in the recompute when FSDP's
+ * backward prefetch already has its all-gather in flight: its forward blocks and cannot wait
+ * for an asynchronous gather.
  * @module
  */
 
@@ -181,7 +187,16 @@ function recompute(
     );
   }
   const start = nextNodeSeq();
-  const again = tensorsOf(run(), "fn (recomputed)");
+  let result: unknown;
+  try {
+    result = run();
+  } catch (err) {
+    throw new Error(
+      `checkpoint: recomputing the region in backward failed: ${(err as Error).message}`,
+      { cause: err },
+    );
+  }
+  const again = tensorsOf(result, "fn (recomputed)");
   const fresh = again.filter((t) => inRegion(t, start));
   if (fresh.length !== original.length) {
     throw new Error(
