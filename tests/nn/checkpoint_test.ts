@@ -241,3 +241,27 @@ Deno.test("checkpoint: a fully checkpointed GPT holds under half the forward mem
     `checkpointed forward holds ${checkpointed} bytes, plain ${plain}`,
   );
 });
+
+Deno.test("checkpoint: a parameter used inside and outside the region gets one hook call, after both", () => {
+  manualSeed(8);
+  const w = new nn.Linear(4, 4, { bias: false }).weight;
+  const x = randn([3, 4], { requiresGrad: true });
+  const run = (inner: (t: Tensor) => Tensor) => {
+    const seen: number[][] = [];
+    const remove = w.registerPostAccumulateGradHook((p) =>
+      seen.push(Array.from(p.grad!.toArray()))
+    );
+    inner(x).matmul(w).sum().backward();
+    remove();
+    const grad = Array.from(w.grad!.toArray());
+    w.grad = null;
+    x.grad = null;
+    return { seen, grad };
+  };
+  const f = (t: Tensor) => t.matmul(w).tanh();
+  const plain = run(f);
+  const got = run((t) => checkpoint(f, t));
+  assert.equal(got.seen.length, 1, "the hook runs once");
+  assert.deepStrictEqual(got.seen[0], got.grad, "after the gradient is complete");
+  assert.deepStrictEqual(got.grad, plain.grad);
+});
