@@ -5,6 +5,7 @@ import assert from "node:assert/strict";
 import { backwardAsync } from "../../src/tensor/autograd.ts";
 import {
   allocatedBytes,
+  autocast,
   getRngState,
   manualSeed,
   nn,
@@ -264,4 +265,15 @@ Deno.test("checkpoint: a parameter used inside and outside the region gets one h
   assert.equal(got.seen.length, 1, "the hook runs once");
   assert.deepStrictEqual(got.seen[0], got.grad, "after the gradient is complete");
   assert.deepStrictEqual(got.grad, plain.grad);
+});
+
+Deno.test("checkpoint: the recompute runs under the forward's autocast state", () => {
+  const plain = gpt();
+  const bf16 = <R>(fn: () => R) => autocast({ deviceType: "cpu", dtype: "bf16" }, fn);
+  const want = gptStep(plain, (i, t) => bf16(() => plain.forward(i, t).loss));
+  const model = gpt();
+  parallel.applyActivationCheckpointing(model, { mode: "full" });
+  const got = gptStep(model, (i, t) => bf16(() => model.forward(i, t).loss));
+  assert.equal(got.loss, want.loss);
+  assert.deepStrictEqual(got.grads, want.grads);
 });
