@@ -21,12 +21,15 @@
  *              share, per-rank parameter + gradient + AdamW bytes at 4 ranks against DDP's, and
  *              the same training with bf16 all-gathers and reduce-scatters (mpPolicy, against
  *              MixedPrecisionPolicy(param_dtype=bfloat16)) with the bytes they move per step
- *              (bench/fsdp.ts and bench/fsdp_torch.py).
+ *              (bench/fsdp.ts and bench/fsdp_torch.py);
+ *   ac         activation checkpointing of every GPT block (block size 256) against none, and
+ *              against PyTorch's checkpoint_wrapper: activation memory and step time
+ *              (bench/activation_checkpoint.ts and bench/activation_checkpoint_torch.py).
  * The gpt and fsdp sections are in bench/sections_gpt.ts; what all sections share, in
  * bench/bench_lib.ts.
  * Prints the tables and writes them, with every run's raw numbers, as JSON.
  *
- * Usage: deno run -A --v8-flags=--expose-gc bench/main.ts [--only=single,ddp,allreduce,gpt,fsdp]
+ * Usage: deno run -A --v8-flags=--expose-gc bench/main.ts [--only=single,ddp,allreduce,gpt,fsdp,ac]
  *          [--rounds=3] [--json=runs/bench/<time>.json] [--no-torch]
  * The PyTorch interpreter is `DTRAIN_BENCH_PYTHON`, else `python3` from PATH.
  * @module
@@ -65,6 +68,7 @@ import {
   type RunResult,
 } from "./runner.ts";
 import { benchFsdp, benchGpt } from "./sections_gpt.ts";
+import { benchActivationCheckpoint } from "./activation_checkpoint.ts";
 import {
   argValue,
   BATCH,
@@ -78,8 +82,8 @@ import {
 } from "./workload.ts";
 
 const USAGE =
-  `usage: make bench ARGS="[--only=single,ddp,allreduce,gpt,fsdp] [--rounds=3] [--json=PATH] [--no-torch]"
-  --only      sections to run: single, ddp, allreduce, gpt, fsdp (default all)
+  `usage: make bench ARGS="[--only=single,ddp,allreduce,gpt,fsdp,ac] [--rounds=3] [--json=PATH] [--no-torch]"
+  --only      sections to run: single, ddp, allreduce, gpt, fsdp, ac (default all)
   --rounds    dtrain/PyTorch alternations per workload; medians are reported (default 3)
   --json      where to write the results (default runs/bench/<date>.json)
   --no-torch  run dtrain only
@@ -388,6 +392,9 @@ if (import.meta.main) {
     results.gpt = await benchGpt(options, python, String(machine.bf16Matmul));
   }
   if (options.sections.includes("fsdp")) results.fsdp = await benchFsdp(options, python);
+  if (options.sections.includes("ac")) {
+    results.ac = await benchActivationCheckpoint(options, python);
+  }
   results.loadavgAfter = Deno.loadavg();
   await Deno.mkdir(dirname(resolve(options.json)), { recursive: true });
   await Deno.writeTextFile(options.json, JSON.stringify(results, null, 2) + "\n");

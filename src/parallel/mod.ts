@@ -8,6 +8,7 @@ export * from "./ddp_options.ts";
 export * from "./mixed_precision.ts";
 export * from "./fsdp/fully_shard.ts";
 export * from "./fsdp/full_state_dict.ts";
+export * from "./activation_checkpoint.ts";
 
 import type * as fsdp from "./fsdp/_common.ts";
 /**

@@ -16,6 +16,13 @@
  * again before any node that reads them runs. The callback may return a promise (the gather in
  * flight): {@linkcode backwardAsync} awaits it before going on; the synchronous `backward`
  * refuses it, since it cannot wait.
+ *
+ * [Note: captured gradients]
+ * Activation checkpointing (src/nn/utils/checkpoint.ts) backpropagates through a recomputed
+ * region inside a node of the outer backward. {@linkcode backwardInto} runs that inner pass: the
+ * gradients of the region's boundary tensors (its inputs, and the parameters it reads) are summed
+ * into a map instead of `.grad`, and the walk does not go past them, so that the outer pass
+ * accumulates them and runs their hooks once, as if the region had not been checkpointed.
  * @module
  */
 
@@ -32,6 +39,15 @@ export { isGradEnabled, noGrad } from "./grad_mode.ts";
 export type BackwardFn = (gradOutput: Tensor) => (Tensor | null)[];
 
 let nextSeq = 0;
+
+/**
+ * The sequence number the next {@linkcode Node} will get: nodes made from now on have this one
+ * or a later one (checkpoint tells the nodes of its region by it).
+ * @ignore dtrain-internal
+ */
+export function nextNodeSeq(): number {
+  return nextSeq;
+}
 
 /** One recorded operation of the autograd graph. */
 export class Node {
@@ -179,11 +195,25 @@ export async function backwardAsync(
   for (const pending of walk(root, gradient, options)) await pending;
 }
 
+/**
+ * The backward pass from the scalar `root` that sums the gradients of the tensors keyed in
+ * `capture` into its values and stops there (see [Note: captured gradients]); yields each promise
+ * a pre-backward hook returns, for the caller to await before going on.
+ * @ignore dtrain-internal
+ */
+export function backwardInto(
+  root: Tensor,
+  capture: Map<Tensor, Tensor | null>,
+): Generator<Promise<void>, void, void> {
+  return walk(root, undefined, {}, capture);
+}
+
 /** The backward pass, yielding each promise a pre-backward hook returns before going on. */
 function* walk(
   root: Tensor,
   gradient: Tensor | undefined,
   options: BackwardOptions,
+  capture?: Map<Tensor, Tensor | null>,
 ): Generator<Promise<void>, void, void> {
   if (!root.requiresGrad) {
     throw new Error("backward: the tensor does not require grad and has no grad_fn");
@@ -224,7 +254,7 @@ function* walk(
     const node = stack.pop()!;
     nodes.push(node);
     for (const input of node.inputs) {
-      if (!input.requiresGrad) continue;
+      if (!input.requiresGrad || capture?.has(input)) continue;
       if (input.gradFn === null) {
         pendingConsumers.set(input, (pendingConsumers.get(input) ?? 0) + 1);
       } else if (!seen.has(input.gradFn)) {
@@ -257,6 +287,10 @@ function* walk(
       const g = raw === null || !input.requiresGrad ? raw : inDTypeOf(input, raw);
       if (!input.requiresGrad) {
         g?.dispose();
+        return;
+      }
+      if (capture?.has(input)) {
+        if (g !== null) capture.set(input, sumGrads(capture.get(input) ?? undefined, g));
         return;
       }
       if (input.gradFn !== null) {

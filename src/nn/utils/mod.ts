@@ -4,3 +4,4 @@
  */
 
 export * from "./clip_grad.ts";
+export * from "./checkpoint.ts";

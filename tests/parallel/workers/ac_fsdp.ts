@@ -1,0 +1,138 @@
+/**
+ * Worker for ac_fsdp_test.ts: a tiny nn.GPT trained 3 AdamW steps with fullyShard per block and
+ * on the root, once plain and once with activation checkpointing applied first (torchtitan's
+ * order); each run reports its losses, this rank's gradient rows of the last step and the final
+ * weights. Rank 0 also trains one process on the whole batch, and checks that the other order
+ * (fullyShard, then activation checkpointing) is refused.
+ * @module
+ */
+
+import {
+  destroyProcessGroup,
+  getRank,
+  getWorldSize,
+  initProcessGroup,
+} from "../../../src/dist/mod.ts";
+import { GPT } from "../../../src/nn/gpt.ts";
+import { AdamW } from "../../../src/optim/adamw.ts";
+import {
+  applyActivationCheckpointing,
+  fullStateDict,
+  fullyShard,
+  localShard,
+} from "../../../src/parallel/mod.ts";
+import { backwardAsync } from "../../../src/tensor/autograd.ts";
+import { tensor } from "../../../src/tensor/creation.ts";
+import { manualSeed } from "../../../src/tensor/random.ts";
+import { tidyAsync } from "../../../src/tensor/scope.ts";
+import type { Tensor } from "../../../src/tensor/tensor.ts";
+import { runWorker } from "../../_harness/worker.ts";
+
+// No biases and no dropout: a bias without gradient gets only float noise, which AdamW turns into
+// lr-sized steps; dropout masks drawn per rank cannot equal one process's.
+const CONFIG = { vocabSize: 64, blockSize: 16, nLayer: 2, nHead: 4, nEmbd: 32, bias: false };
+const ROWS = 2, STEPS = 3;
+
+/** Every value of each named tensor. */
+type Values = Record<string, number[]>;
+
+function build(): GPT {
+  manualSeed(11);
+  return new GPT(CONFIG);
+}
+
+/** The loss of rows `from..to` of step `step`'s global batch. */
+function loss(model: GPT, step: number, from: number, to: number): Tensor {
+  const V = CONFIG.vocabSize, T = CONFIG.blockSize, n = (to - from) * T;
+  const token = (row: number, t: number) => (step * 11 + row * 5 + t * t * 3 + (row >> 1)) % V;
+  const xs = Int32Array.from({ length: n }, (_, i) => token(from + Math.floor(i / T), i % T));
+  const ys = Int32Array.from({ length: n }, (_, i) => token(from + Math.floor(i / T), i % T + 1));
+  return model.forward(tensor(xs, [to - from, T]), tensor(ys, [to - from, T])).loss;
+}
+
+const optimizer = (params: Tensor[]) => new AdamW(params, { lr: 0.02, weightDecay: 0.1 });
+const values = (state: Record<string, Tensor>): Values =>
+  Object.fromEntries(Object.entries(state).map(([k, t]) => [k, Array.from(t.toArray())]));
+
+/** FSDP on this rank's rows, with activation checkpointing first when `ac`. */
+async function sharded(ac: boolean) {
+  const rank = getRank();
+  const model = build();
+  const wrapped = ac ? applyActivationCheckpointing(model, { mode: "full" }) : [];
+  for (const block of model.transformer.h) fullyShard(block);
+  const root = fullyShard(model);
+  const opt = optimizer(root.parameters());
+  const losses: number[] = [];
+  let grads: Record<string, { rowStart: number; rows: number; shape: number[]; values: number[] }> =
+    {};
+  for (let step = 0; step < STEPS; step++) {
+    await tidyAsync(async () => {
+      const l = loss(model, step, rank * ROWS, (rank + 1) * ROWS);
+      losses.push(l.item());
+      await root.backward(l);
+      grads = Object.fromEntries(
+        [...root.namedParameters()].map(([name, p]) => {
+          const { rowStart, rows, shape } = localShard(p);
+          return [name, {
+            rowStart,
+            rows,
+            shape: [...shape],
+            values: Array.from(p.grad!.toArray()),
+          }];
+        }),
+      );
+      opt.step();
+      opt.zeroGrad();
+    });
+  }
+  return { wrapped, losses, grads, final: values(await fullStateDict(root)) };
+}
+
+/** One process on the whole batch: losses, last gradients and final weights. */
+async function single(worldSize: number) {
+  const model = build();
+  const opt = optimizer(model.parameters());
+  const losses: number[] = [];
+  let grads: Values = {};
+  for (let step = 0; step < STEPS; step++) {
+    await tidyAsync(async () => {
+      const l = loss(model, step, 0, worldSize * ROWS);
+      losses.push(l.item());
+      await backwardAsync(l);
+      grads = Object.fromEntries(
+        [...model.namedParameters()].map(([n, p]) => [n, Array.from(p.grad!.toArray())]),
+      );
+      opt.step();
+      opt.zeroGrad();
+    });
+  }
+  return { losses, grads, final: values(model.stateDict()) };
+}
+
+/** fullyShard first, then activation checkpointing: refused with the order to use. */
+function otherOrder(): string {
+  const model = build();
+  for (const block of model.transformer.h) fullyShard(block);
+  try {
+    applyActivationCheckpointing(model, { mode: "full" });
+  } catch (err) {
+    return (err as Error).message;
+  }
+  return "no error";
+}
+
+await runWorker(async () => {
+  await initProcessGroup({
+    backend: "gloo",
+    timeoutMs: Number(Deno.env.get("TEST_TIMEOUT_MS") ?? 20_000),
+  });
+  try {
+    const plain = await sharded(false);
+    const checkpointed = await sharded(true);
+    const refused = otherOrder();
+    const reference = getRank() === 0 ? await single(getWorldSize()) : null;
+    return { plain, checkpointed, refused, reference, rows: ROWS };
+  } finally {
+    await destroyProcessGroup();
+  }
+});
