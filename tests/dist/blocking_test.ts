@@ -144,7 +144,7 @@ Deno.test("a rank killed (SIGKILL) before a blocking all-reduce is named by glob
   const runs = await run(
     3,
     () => ({ MODE: "kill", VICTIM: String(victim), TIMEOUT_MS: String(timeoutMs) }),
-    (rank, line, procs) => {
+    (_rank, line, procs) => {
       if (line !== "ready") return;
       if (++ready === 3) {
         killedAt = performance.now();
