@@ -25,15 +25,18 @@ import {
   blockRanks,
   coordinateOf,
   dimSets,
-  type NestedRanks,
+  type NestedRanks as Nested,
   nestRanks,
 } from "./mesh_layout.ts";
 import type { ProcessGroup } from "./process_group.ts";
 
-export type { NestedRanks } from "./mesh_layout.ts";
+import type { MeshDeviceType as DeviceType } from "./mesh_arguments.ts";
 
-export type { MeshDeviceType } from "./mesh_arguments.ts";
-import type { MeshDeviceType } from "./mesh_arguments.ts";
+/** Ranks nested as the mesh's shape (a 1-D mesh is a flat list), as `Tensor.tolist()` has them. */
+export type NestedRanks = Nested;
+
+/** The device types a mesh is made for: the host's memory, a GPU's, an emulated device's. */
+export type MeshDeviceType = DeviceType;
 
 /** Options of {@linkcode initDeviceMesh}. */
 export interface DeviceMeshOptions {
