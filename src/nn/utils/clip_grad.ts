@@ -7,6 +7,12 @@
  * this rank's partial sum into every rank's (a blocking all-gather of one number); the partials
  * of sharded gradients are combined in rank order, the same on every rank, before the root is
  * taken. nn knows nothing of process groups: it only calls what was registered.
+ *
+ * A parameter sharded over several groups (tensor parallelism within, FSDP across: its rows of a
+ * tensor-parallel shard) registers a chain of gatherers: the partial is combined across the first
+ * group, that result across the second, and so on, so that every element of the full parameter
+ * counts once over the whole mesh. A group along which the gradient is replicated (HSDP's
+ * replicas, a tensor-parallel Replicate) is left out of the chain, so that it counts once.
  * @module
  */
 
@@ -24,17 +30,43 @@ export interface ClipGradNormOptions {
 /** Every rank's value of `partial`, in rank order (see [Note: sharded gradients]). */
 export type GatherPartials = (partial: number) => number[];
 
-const shardedBy = new WeakMap<Tensor, GatherPartials>();
+const shardedBy = new WeakMap<Tensor, readonly GatherPartials[]>();
+const gatherIds = new WeakMap<GatherPartials, number>();
+let nextGatherId = 0;
 
 /**
  * Marks `param` as one rank's shard of a larger parameter, so that {@linkcode clipGradNorm}
- * combines its gradient's norm across ranks with `gather` (called by `parallel.fullyShard`).
+ * combines its gradient's norm across ranks with `gather` (called by `parallel.fullyShard` and
+ * the tensor-parallel styles). A list is a chain, applied in order (see
+ * [Note: sharded gradients]); it replaces what was registered before.
  *
  * @param param The shard.
  * @param gather Returns every rank's partial sum; the same function for the same process group.
+ * Or a list of them, one per group the parameter is sharded over.
  */
-export function registerShardedGradient(param: Tensor, gather: GatherPartials): void {
-  shardedBy.set(param, gather);
+export function registerShardedGradient(
+  param: Tensor,
+  gather: GatherPartials | readonly GatherPartials[],
+): void {
+  const chain = typeof gather === "function" ? [gather] : [...gather];
+  for (const g of chain) {
+    if (typeof g !== "function") {
+      throw new TypeError(`registerShardedGradient: a gatherer must be a function, got ${g}`);
+    }
+    if (!gatherIds.has(g)) gatherIds.set(g, nextGatherId++);
+  }
+  if (chain.length === 0) shardedBy.delete(param);
+  else shardedBy.set(param, chain);
+}
+
+/**
+ * The chain of gatherers registered for `param` (empty when it is whole on every rank), so that a
+ * layer sharding a shard again can extend it.
+ *
+ * @param param A parameter.
+ */
+export function shardedGradientGatherers(param: Tensor): readonly GatherPartials[] {
+  return shardedBy.get(param) ?? [];
 }
 
 /**
@@ -107,10 +139,16 @@ export function clipGradNorm(
   const hasGrad = (p: Tensor) => p.grad !== null && !p.grad.disposed;
   const grads = params.filter(hasGrad).map((p) => p.grad!);
   // Every rank must take part in the gathers, gradient or not (see [Note: sharded gradients]).
-  const gathers = new Map<GatherPartials, Tensor[]>();
+  // Parameters with the same chain share its gathers; the chains come in parameter order, the
+  // same on every rank.
+  const gathers = new Map<string, { chain: readonly GatherPartials[]; shards: Tensor[] }>();
   for (const p of params) {
-    const gather = shardedBy.get(p);
-    if (gather !== undefined) gathers.set(gather, [...gathers.get(gather) ?? [], p]);
+    const chain = shardedBy.get(p);
+    if (chain === undefined) continue;
+    const key = chain.map((g) => gatherIds.get(g)).join(",");
+    const entry = gathers.get(key) ?? { chain, shards: [] };
+    entry.shards.push(p);
+    gathers.set(key, entry);
   }
   if (grads.length === 0 && gathers.size === 0) return 0;
   for (const g of grads) {
@@ -125,13 +163,13 @@ export function clipGradNorm(
   const combine = (sums: number[]) =>
     normType === Infinity ? Math.max(0, ...sums) : sums.reduce((a, b) => a + b, 0);
   const total = noGrad(() => {
-    const sharded = new Set([...gathers.values()].flat());
-    const sums = params.filter((p) => hasGrad(p) && !sharded.has(p)).map((p) =>
+    const sums = params.filter((p) => hasGrad(p) && !shardedBy.has(p)).map((p) =>
       powerSum(p.grad!, normType)
     );
-    for (const [gather, shards] of gathers) {
-      const partial = combine(shards.filter(hasGrad).map((p) => powerSum(p.grad!, normType)));
-      sums.push(combine(gather(partial)));
+    for (const { chain, shards } of gathers.values()) {
+      let partial = combine(shards.filter(hasGrad).map((p) => powerSum(p.grad!, normType)));
+      for (const gather of chain) partial = combine(gather(partial));
+      sums.push(partial);
     }
     const sum = combine(sums);
     return normType === Infinity ? sum : sum ** (1 / normType);

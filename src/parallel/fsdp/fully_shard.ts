@@ -5,21 +5,31 @@
  * replicas across its other: see FullyShardOptions.mesh), and hooks the module's forward (see
  * [Note: FSDP hooks] in _param_group.ts). Call it on submodules first (each transformer block),
  * then on the root.
+ *
+ * [Note: 2-D parallelism]
+ * Tensor parallelism within, FSDP across (torchtitan's order: `parallelizeModule` on the TP mesh,
+ * then `fullyShard` on the data-parallel mesh): FSDP takes each TP-local shard as the parameter it
+ * shards on dim 0 across the data-parallel group. The TP styles read their weights from the
+ * module at call time, so they compute with the FSDP-gathered local TP shard; the TP placement
+ * record is carried over to FSDP's shard and full parameter (`tensorParallelPlacement` answers
+ * for both, and `localShard` tells the rows of the TP shard), and clipGradNorm sums a shard's
+ * squares across the data-parallel group and then across the TP group when the TP placement
+ * registered one (a TP-replicated parameter only across the data-parallel group).
  * @module
  */
 
 import { DeviceMesh, type ProcessGroup, worldGroup } from "../../dist/mod.ts";
 import type { Module } from "../../nn/module.ts";
 import { Parameter } from "../../nn/parameter.ts";
-import { type GatherPartials, registerShardedGradient } from "../../nn/utils/clip_grad.ts";
-import { tensor } from "../../tensor/creation.ts";
-import type { Device } from "../../tensor/storage.ts";
+import { registerShardedGradient, shardedGradientGatherers } from "../../nn/utils/clip_grad.ts";
 import { Tensor } from "../../tensor/tensor.ts";
 import { castFloatInputs, type ResolvedPolicy, resolveMixedPrecision } from "../mixed_precision.ts";
 import { type FSDPStats, type FullyShardOptions, shardLayout } from "./_common.ts";
 import { FSDPParam, type ParamOwner } from "./_param.ts";
 import { FSDPParamGroup } from "./_param_group.ts";
 import { FSDPState } from "./_state.ts";
+import { partialsGatherer } from "../_norm_partials.ts";
+import { setParamPlacement, tensorParallelPlacement } from "../tensor_parallel/placement.ts";
 
 /** What `fullyShard` adds to a module. */
 export interface FSDPMethods {
@@ -234,7 +244,16 @@ function makeGroup(
     managed.set(p.sharded, p);
     managed.set(p.unsharded, p);
     // Over the shard group only: HSDP's replicas hold equal gradients, which would count twice.
-    registerShardedGradient(p.sharded, partialsGatherer(group, device));
+    // A tensor-parallel shard's sum goes on across its TP group (see [Note: 2-D parallelism]).
+    registerShardedGradient(p.sharded, [
+      partialsGatherer(group, device),
+      ...shardedGradientGatherers(original),
+    ]);
+    const placed = tensorParallelPlacement(original);
+    if (placed !== undefined) {
+      setParamPlacement(p.sharded, placed);
+      setParamPlacement(p.unsharded, placed);
+    }
     p.expose(false);
     original.dispose();
     return p;
@@ -250,33 +269,6 @@ function makeGroup(
     root,
     policy,
   );
-}
-
-const gatherers = new WeakMap<ProcessGroup, Map<Device, GatherPartials>>();
-
-/**
- * One number from every rank of `group` (clipGradNorm's partial sums), by a blocking gather on
- * the shards' device (the one the group's backend reaches for them).
- */
-function partialsGatherer(group: ProcessGroup, device: Device): GatherPartials {
-  const byDevice = gatherers.get(group) ?? new Map<Device, GatherPartials>();
-  gatherers.set(group, byDevice);
-  let gather = byDevice.get(device);
-  if (gather === undefined) {
-    gather = (partial) => {
-      const mine = tensor([partial], undefined, { device });
-      const all = Tensor.empty([group.size], "f32", false, device);
-      try {
-        group.allGatherBlocking(all, mine);
-        return Array.from(all.toArray());
-      } finally {
-        mine.dispose();
-        all.dispose();
-      }
-    };
-    byDevice.set(device, gather);
-  }
-  return gather;
 }
 
 /**

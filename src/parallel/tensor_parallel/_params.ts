@@ -8,12 +8,11 @@
 import type { ProcessGroup } from "../../dist/process_group.ts";
 import type { Module } from "../../nn/module.ts";
 import { Parameter } from "../../nn/parameter.ts";
-import { type GatherPartials, registerShardedGradient } from "../../nn/utils/clip_grad.ts";
+import { registerShardedGradient } from "../../nn/utils/clip_grad.ts";
+import { partialsGatherer } from "../_norm_partials.ts";
 import { noGrad } from "../../tensor/autograd.ts";
-import { tensor } from "../../tensor/creation.ts";
 import { cat } from "../../tensor/ops/indexing.ts";
 import type { Tensor } from "../../tensor/tensor.ts";
-import { gatherStacked } from "./_comm.ts";
 import {
   type Placement,
   Replicate,
@@ -85,7 +84,7 @@ export function placeParam(
   const shard = new Parameter(local, original.requiresGrad);
   local.dispose();
   setParamPlacement(shard, { placement, fullShape: [...original.shape], chunks, group });
-  registerShardedGradient(shard, partialsGatherer(group));
+  registerShardedGradient(shard, partialsGatherer(group, shard.device));
   replaceEverywhere(target.root, original, shard);
   original.dispose();
   return shard;
@@ -113,25 +112,6 @@ function replaceEverywhere(root: Module, from: Parameter, to: Parameter): void {
     const props = m as unknown as Record<string, unknown>;
     for (const [key, value] of Object.entries(m)) if (value === from) props[key] = to;
   }
-}
-
-const gatherers = new WeakMap<ProcessGroup, GatherPartials>();
-
-/** clipGradNorm's partial sums from every rank of the tensor-parallel group. */
-function partialsGatherer(group: ProcessGroup): GatherPartials {
-  let gather = gatherers.get(group);
-  if (gather === undefined) {
-    gather = (partial) => {
-      const mine = tensor([partial]);
-      const all = gatherStacked(group, mine);
-      const values = Array.from(all.toArray());
-      mine.dispose();
-      all.dispose();
-      return values;
-    };
-    gatherers.set(group, gather);
-  }
-  return gather;
 }
 
 /**

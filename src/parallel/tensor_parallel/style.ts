@@ -197,15 +197,17 @@ export class RowwiseParallel extends ParallelStyle {
     if (module instanceof Linear) {
       const input = this.#input ?? new Shard(-1);
       checkLayout(what, fqn, input, ["Shard(-1)", "Replicate"]);
-      const weight = placeParam(target, "weight", new Shard(1));
+      // The weight is read from the module at call time (FSDP swaps in its full parameter), so
+      // only its column count is kept.
+      const columns = placeParam(target, "weight", new Shard(1)).shape[1];
       replicateParam(target, "bias");
       const linearModule = module;
       wrapForward(module, (_forward, x: Tensor) => {
         const xs = input instanceof Replicate ? splitAllGather(x, -1, group) : x;
-        if (xs.shape[xs.ndim - 1] !== weight.shape[1]) {
+        if (xs.shape[xs.ndim - 1] !== columns) {
           throw new RangeError(
             `${what} on ${fqn}: the input's last dim is ${xs.shape[xs.ndim - 1]}, this rank's ` +
-              `shard of the weight takes ${weight.shape[1]} (is the input the local shard?)`,
+              `shard of the weight takes ${columns} (is the input the local shard?)`,
           );
         }
         let y = reduce(linear(xs, linearModule.weight, null));

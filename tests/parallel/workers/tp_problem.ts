@@ -10,7 +10,14 @@ import { clipGradNorm } from "../../../src/nn/utils/clip_grad.ts";
 import { AdamW } from "../../../src/optim/adamw.ts";
 import { tensor } from "../../../src/tensor/creation.ts";
 import { manualSeed } from "../../../src/tensor/random.ts";
-import { tidy } from "../../../src/tensor/scope.ts";
+import { tidy, tidyAsync } from "../../../src/tensor/scope.ts";
+import type { Module } from "../../../src/nn/module.ts";
+import { localShard } from "../../../src/parallel/fsdp/fully_shard.ts";
+import {
+  Shard,
+  shardRanges,
+  tensorParallelPlacement,
+} from "../../../src/parallel/tensor_parallel/placement.ts";
 import type { Tensor } from "../../../src/tensor/tensor.ts";
 
 /** The model's shape (the issue's tiny GPT). */
@@ -41,12 +48,16 @@ export function buildOptimizer(params: Tensor[]): AdamW {
   return new AdamW(params, { lr: 0.01, weightDecay: 0.1 });
 }
 
-/** Batch `step`'s tokens and targets (one target of -1, not scored). */
-export function batch(step: number): [Tensor, Tensor] {
+/**
+ * Batch `step`'s tokens and targets (one target of -1, not scored, unless `ignored` is false:
+ * data-parallel halves must count the same targets for their mean losses to average to the
+ * whole batch's).
+ */
+export function batch(step: number, ignored = true): [Tensor, Tensor] {
   const V = GPT_CONFIG.vocabSize, n = B * T;
   const token = (i: number) => (step * 13 + i * 7 + ((i * i) >> 2)) % V;
   const xs = Int32Array.from({ length: n }, (_, i) => token(i));
-  const ys = Int32Array.from({ length: n }, (_, i) => (i === 5 ? -1 : token(i + 1)));
+  const ys = Int32Array.from({ length: n }, (_, i) => (i === 5 && ignored ? -1 : token(i + 1)));
   return [tensor(xs, [B, T], { dtype: "i32" }), tensor(ys, [B, T], { dtype: "i32" })];
 }
 
@@ -75,6 +86,86 @@ export function train(model: GPT): Trace {
       const { loss } = model.forward(x, y);
       trace.losses.push(loss.item());
       loss.backward();
+      if (step === 0) trace.grads = values(model, true);
+      trace.norms.push(clipGradNorm(model.parameters(), CLIP));
+      optimizer.step();
+      optimizer.zeroGrad();
+    });
+  }
+  trace.final = values(model);
+  return trace;
+}
+
+/** How a rank holds a parameter: its TP placement (dim null: replicated) and its FSDP rows. */
+export interface Held {
+  dim: number | null;
+  chunks: number;
+  fullShape: number[];
+  rowStart: number;
+  rows: number;
+}
+
+/**
+ * The part of a whole tensor (row-major `full`) that a rank holds: TP rank `rank` of `size`'s
+ * shard under `held`, then, if FSDP shards it, the rows `held.rowStart ..` of that shard.
+ */
+export function shardOf(full: number[], held: Held, rank: number, size: number): number[] {
+  const shape = held.fullShape;
+  let local = full, localShape = shape;
+  if (held.dim !== null) {
+    const dim = held.dim < 0 ? held.dim + shape.length : held.dim;
+    const ranges = shardRanges(shape[dim], held.chunks, rank, size);
+    const inner = shape.slice(dim + 1).reduce((a, b) => a * b, 1);
+    const outer = shape.slice(0, dim).reduce((a, b) => a * b, 1);
+    local = [];
+    for (let o = 0; o < outer; o++) {
+      for (const { start, length } of ranges) {
+        const from = (o * shape[dim] + start) * inner;
+        local.push(...full.slice(from, from + length * inner));
+      }
+    }
+    localShape = shape.map((n, d) => (d === dim ? n / size : n));
+  }
+  const rowNumel = localShape.slice(1).reduce((a, b) => a * b, 1);
+  return local.slice(held.rowStart * rowNumel, (held.rowStart + held.rows) * rowNumel);
+}
+
+/** What each parameter of `model` holds, by name (see {@linkcode Held}). */
+export function placements(model: Module): Record<string, Held> {
+  return Object.fromEntries([...model.namedParameters()].map(([k, p]) => {
+    const placed = tensorParallelPlacement(p);
+    const dim = placed?.placement instanceof Shard ? placed.placement.dim : null;
+    const { rowStart, rows, shape } = localShard(p);
+    return [k, {
+      dim,
+      chunks: placed?.chunks ?? 1,
+      fullShape: [...(placed?.fullShape ?? shape)],
+      rowStart,
+      rows,
+    }];
+  }));
+}
+
+/**
+ * Trains `model` for STEPS clipped steps on part `part` of `parts` of each batch (rows of it,
+ * every target scored), running backward with `backward` (FSDP's root `backward`, or the loss's).
+ */
+export async function trainParts(
+  model: GPT,
+  part: number,
+  parts: number,
+  backward: (loss: Tensor) => Promise<void> | void,
+): Promise<Trace> {
+  const optimizer = buildOptimizer(model.parameters());
+  const trace: Trace = { losses: [], grads: {}, norms: [], final: {} };
+  const rows = B / parts;
+  for (let step = 0; step < STEPS; step++) {
+    await tidyAsync(async () => {
+      const [x, y] = batch(step, false);
+      const mine = (t: Tensor) => t.narrow(0, part * rows, rows).contiguous();
+      const { loss } = model.forward(mine(x), mine(y));
+      trace.losses.push(loss.item());
+      await backward(loss);
       if (step === 0) trace.grads = values(model, true);
       trace.norms.push(clipGradNorm(model.parameters(), CLIP));
       optimizer.step();
