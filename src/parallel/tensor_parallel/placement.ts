@@ -39,7 +39,10 @@ export class Replicate {
 /** Where a tensor's values are across the tensor-parallel group. */
 export type Placement = Shard | Replicate;
 
-/** Whether two placements are the same (Shard dims compared after resolving negatives). */
+/**
+ * Whether two placements are the same (Shard dims compared after resolving negatives).
+ * @ignore dtrain-internal (its module is re-exported with `export *`)
+ */
 export function samePlacement(a: Placement, b: Placement, ndim: number): boolean {
   if (a instanceof Replicate || b instanceof Replicate) {
     return a instanceof Replicate && b instanceof Replicate;
@@ -65,7 +68,10 @@ export interface ParamPlacement {
 
 const placements = new WeakMap<Tensor, ParamPlacement>();
 
-/** Records what `param` holds (called by the parallel styles). */
+/**
+ * Records what `param` holds (called by the parallel styles).
+ * @ignore dtrain-internal (its module is re-exported with `export *`)
+ */
 export function setParamPlacement(param: Tensor, placement: ParamPlacement): void {
   placements.set(param, placement);
 }
@@ -89,6 +95,7 @@ export function tensorParallelPlacement(param: Tensor): ParamPlacement | undefin
  * @param chunks The number of fused parts.
  * @param rank This rank in the tensor-parallel group.
  * @param size The group's size.
+ * @ignore dtrain-internal (its module is re-exported with `export *`)
  */
 export function shardRanges(
   length: number,
