@@ -12,7 +12,7 @@
 
 import { dist, zeros } from "../../../mod.ts";
 import { ringAllReduce } from "../examples/01_ring_allreduce.ts";
-import { bytesLabel, lineChart, machine } from "./_chart.ts";
+import { bytesLabel, lineChart, machine, writeFigure } from "./_chart.ts";
 
 const WORLD = 2;
 const SIZES = [4 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20];
@@ -115,11 +115,11 @@ if (Deno.args.length === 1) {
   }
   const where = machine();
   const dir = new URL("./", import.meta.url);
-  Deno.writeTextFileSync(
+  await writeFigure(
     new URL("01_busbw.json", dir),
     JSON.stringify({ machine: where, date: new Date().toISOString(), results }, null, 2) + "\n",
   );
-  Deno.writeTextFileSync(
+  await writeFigure(
     new URL("01_busbw.svg", dir),
     lineChart({
       title: "All-reduce bus bandwidth, f32 sum, 2 ranks on one host",

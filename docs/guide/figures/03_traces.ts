@@ -10,7 +10,7 @@
 
 import { fileURLToPath } from "node:url";
 import { profile } from "../../../mod.ts";
-import { machine } from "./_chart.ts";
+import { machine, writeFigure } from "./_chart.ts";
 
 const root = fileURLToPath(new URL("../../../", import.meta.url));
 const SIZE = ["--width", "512", "--layers", "6", "--steps", "12", "--batch", "64", "--no-check"];
@@ -51,9 +51,9 @@ for (const v of VERSIONS) {
   console.log(`${v.name}: ${results[v.name]}`);
   const events = JSON.parse(await Deno.readTextFile(trace));
   const svg = profile.renderSvg(events.traceEvents ?? events, { lastSteps: 2 });
-  await Deno.writeTextFile(new URL(`03_trace_${v.name}.svg`, import.meta.url), svg);
+  await writeFigure(new URL(`03_trace_${v.name}.svg`, import.meta.url), svg);
 }
-await Deno.writeTextFile(
+await writeFigure(
   new URL("03_traces.json", import.meta.url),
   JSON.stringify({ machine: machine(), date: new Date().toISOString(), results }, null, 2) + "\n",
 );

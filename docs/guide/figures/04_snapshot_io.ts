@@ -13,7 +13,7 @@
  */
 
 import { checkpoint, zeros } from "../../../mod.ts";
-import { bytesLabel, lineChart, machine } from "./_chart.ts";
+import { bytesLabel, lineChart, machine, writeFigure } from "./_chart.ts";
 
 const SIZES = [1 << 20, 4 << 20, 16 << 20, 64 << 20, 256 << 20];
 const dir = Deno.args[0] ?? await Deno.makeTempDir({ prefix: "guide_snapshot_io_" });
@@ -59,11 +59,11 @@ if (Deno.args[0] === undefined) await Deno.remove(dir, { recursive: true });
 const where = `${machine()}, ${fsType}`;
 const gbs = (key: "saveSeconds" | "plainWriteSeconds" | "loadSeconds") =>
   rows.map((r) => [r.bytes, r.bytes / r[key] / 1e9] as [number, number]);
-await Deno.writeTextFile(
+await writeFigure(
   new URL("04_snapshot_io.json", import.meta.url),
   JSON.stringify({ machine: where, date: new Date().toISOString(), rows }, null, 2) + "\n",
 );
-await Deno.writeTextFile(
+await writeFigure(
   new URL("04_snapshot_io.svg", import.meta.url),
   lineChart({
     title: "Writing and reading a snapshot, by size",

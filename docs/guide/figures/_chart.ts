@@ -106,3 +106,16 @@ export function machine(): string {
 export function bytesLabel(b: number): string {
   return b >= 1 << 20 ? `${b / (1 << 20)} MiB` : `${b / 1024} KiB`;
 }
+
+/**
+ * Writes a figure's file (SVG or JSON) and runs `deno fmt` on it, so that a regenerated figure
+ * passes `deno fmt --check` as the committed one does.
+ */
+export async function writeFigure(url: URL, text: string): Promise<void> {
+  await Deno.writeTextFile(url, text);
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["fmt", "--quiet", url.pathname],
+    stderr: "inherit",
+  }).output();
+  if (!out.success) throw new Error(`deno fmt ${url.pathname} failed`);
+}
