@@ -256,7 +256,8 @@ for (const file of examples) {
         const result = await runDeno({
           args: run.args,
           task: run.task,
-          env: run.env,
+          // Shared memory unless the run line says otherwise, whatever the caller's environment.
+          env: { DTRAIN_SHM: "1", ...run.env },
           timeoutMs: run.timeoutMs,
         });
         const output = result.stdout + result.stderr;

@@ -36,7 +36,9 @@ const a = node(0), b = node(1);
 async function lines(stream: ReadableStream<Uint8Array>, onLine: (l: string) => void) {
   const all: string[] = [];
   let rest = "";
-  for await (const chunk of stream.pipeThrough(new TextDecoderStream())) {
+  const decoder = new TextDecoder();
+  for await (const bytes of stream) {
+    const chunk = decoder.decode(bytes, { stream: true });
     const parts = (rest + chunk).split("\n");
     rest = parts.pop()!;
     for (const l of parts) all.push(l), onLine(l);
