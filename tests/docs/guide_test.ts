@@ -2,8 +2,8 @@
  * The guide (docs/guide/) cannot rot: every example program in docs/guide/examples/ runs, as the
  * command in its `// run:` line, under a hard timeout that kills every process it started, and
  * prints each of its `// expect:` lines; every code block a chapter embeds is byte for byte its
- * example file; the examples and figure scripts type-check; and every relative link in docs/ and
- * README.md (anchors included) resolves. The conventions are in docs/guide/README.md.
+ * example file; every figure's caption names the script that made it; the examples and figure
+ * scripts type-check; and every relative link in docs/ and README.md (anchors included) resolves. The conventions are in docs/guide/README.md.
  * @module
  */
 
@@ -179,6 +179,35 @@ Deno.test("every chapter's TypeScript blocks are example files, byte for byte", 
   const shown = new Set(embedded.map((e) => e.file));
   const unshown = examples.filter((f) => !shown.has(f));
   assert.deepEqual(unshown, [], `examples no chapter embeds: ${unshown.join(", ")}`);
+});
+
+Deno.test("every figure in a chapter names the script that made it, which exists", () => {
+  const missing: string[] = [];
+  for (const chapter of chapters) {
+    const text = Deno.readTextFileSync(join(ROOT, chapter));
+    for (const image of text.matchAll(/!\[[^\]]*\]\(([^)]+)\)/g)) {
+      // The caption: what follows the image up to the next heading.
+      const after = text.slice(image.index! + image[0].length);
+      const section = after.slice(0, after.search(/^#/m) >>> 0);
+      const scripts = [...section.matchAll(/\b((?:docs\/guide\/figures|bench)\/[\w.-]+\.ts)\b/g)]
+        .map((m) => m[1]);
+      const real = scripts.filter((f) => {
+        try {
+          return Deno.statSync(join(ROOT, f)).isFile;
+        } catch {
+          return false;
+        }
+      });
+      if (real.length === 0) {
+        missing.push(`${chapter}: ${image[1]} (${scripts.join(", ") || "no script named"})`);
+      }
+    }
+  }
+  assert.deepEqual(
+    missing,
+    [],
+    `figures whose caption names no existing script:\n${missing.join("\n")}`,
+  );
 });
 
 /** GitHub's anchor for a heading: lower case, punctuation dropped, spaces as hyphens. */
