@@ -1,6 +1,6 @@
 // run: deno task launch --nproc-per-node 2 docs/guide/examples/02_failures.ts wrong
 // exit: 1
-// expect: [rank 0] error: Uncaught (in promise) DistError: op #1: rank 1 called broadcast, rank 0 called allReduce
+// expect: error: Uncaught (in promise) DistError: op #1: rank 1 called broadcast, rank 0 called allReduce
 // expect-match: launch: rank [01] \(local rank [01]\) exited with code 1; last lines of .*rank_[01]\.log:
 // run: deno task launch --nproc-per-node 2 docs/guide/examples/02_failures.ts size
 // exit: 1
