@@ -1,0 +1,261 @@
+/**
+ * The guide (docs/guide/) cannot rot: every example program in docs/guide/examples/ runs, as the
+ * command in its `// run:` line, under a hard timeout that kills every process it started, and
+ * prints each of its `// expect:` lines; every code block a chapter embeds is byte for byte its
+ * example file; the examples and figure scripts type-check; and every relative link in docs/ and
+ * README.md (anchors included) resolves. The conventions are in docs/guide/README.md.
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { dirname, join, relative } from "node:path";
+import { describe as describeProcs, ROOT, runDeno } from "../_harness/processes.ts";
+
+/** The files in `dir` (relative to the repository root) whose names match `pattern`, sorted. */
+function filesIn(dir: string, pattern: RegExp): string[] {
+  return [...Deno.readDirSync(join(ROOT, dir))]
+    .filter((e) => e.isFile && pattern.test(e.name))
+    .map((e) => `${dir}/${e.name}`)
+    .sort();
+}
+
+/** Every Markdown file under docs/ (recursively), relative to the root, and README.md. */
+function markdownFiles(): string[] {
+  const out = ["README.md"];
+  const walk = (dir: string) => {
+    for (const e of Deno.readDirSync(join(ROOT, dir))) {
+      if (e.isDirectory) walk(`${dir}/${e.name}`);
+      else if (e.name.endsWith(".md")) out.push(`${dir}/${e.name}`);
+    }
+  };
+  walk("docs");
+  return out.sort();
+}
+
+const chapters = filesIn("docs/guide", /^\d\d-[a-z0-9-]+\.md$/);
+const examples = filesIn("docs/guide/examples", /\.ts$/);
+
+/** What an example's leading `// key: value` comment lines say about running it. */
+interface ExampleSpec {
+  file: string;
+  /** Environment assignments written before the command (`DTRAIN_SHM=0 deno ...`). */
+  env: Record<string, string>;
+  /** `deno task launch ...` runs as a task; `deno run -A --v8-flags=--expose-gc ...` directly. */
+  task: boolean;
+  args: string[];
+  expect: string[];
+  expectMatch: RegExp[];
+  exit: number;
+  timeoutMs: number;
+}
+
+const RUN_PREFIX = "deno run -A --v8-flags=--expose-gc ";
+const TASK_PREFIX = "deno task launch ";
+
+/** Parses the header of `file` (relative to the root). */
+function parseExample(file: string): ExampleSpec {
+  const text = Deno.readTextFileSync(join(ROOT, file));
+  const spec: ExampleSpec = {
+    file,
+    env: {},
+    task: false,
+    args: [],
+    expect: [],
+    expectMatch: [],
+    exit: 0,
+    timeoutMs: 30_000,
+  };
+  let run: string | undefined;
+  for (const line of text.split("\n")) {
+    const m = /^\/\/ ([a-z-]+): (.*)$/.exec(line);
+    if (!m) break; // the header is the leading comment lines
+    const [, key, value] = m;
+    if (key === "run") run = value;
+    else if (key === "expect") spec.expect.push(value);
+    else if (key === "expect-match") spec.expectMatch.push(new RegExp(value));
+    else if (key === "exit") spec.exit = Number(value);
+    else if (key === "timeout") spec.timeoutMs = Number(value) * 1000;
+    else throw new Error(`${file}: unknown header line "// ${key}:" (see docs/guide/README.md)`);
+  }
+  assert.ok(run, `${file} has no "// run:" line on its first line (see docs/guide/README.md)`);
+  let command = run;
+  for (
+    let a = /^([A-Z_][A-Z0-9_]*)=(\S*) /.exec(command);
+    a;
+    a = /^([A-Z_][A-Z0-9_]*)=(\S*) /.exec(command)
+  ) {
+    spec.env[a[1]] = a[2];
+    command = command.slice(a[0].length);
+  }
+  if (command.startsWith(TASK_PREFIX)) {
+    spec.task = true;
+    spec.args = ["launch", ...command.slice(TASK_PREFIX.length).split(/ +/)];
+  } else if (command.startsWith(RUN_PREFIX)) {
+    spec.args = command.slice(RUN_PREFIX.length).split(/ +/);
+  } else {
+    throw new Error(
+      `${file}: its run line must start with "${TASK_PREFIX}" or "${RUN_PREFIX}": ${run}`,
+    );
+  }
+  assert.ok(spec.args.includes(file), `${file}: its run line does not run it: ${run}`);
+  assert.ok(Number.isInteger(spec.exit), `${file}: "// exit:" is not an integer`);
+  assert.ok(spec.timeoutMs > 0 && spec.timeoutMs <= 60_000, `${file}: "// timeout:" not in 1..60`);
+  assert.ok(spec.expect.length + spec.expectMatch.length > 0, `${file} has no "// expect:" line`);
+  return spec;
+}
+
+/** A code block a chapter embeds: `<!-- example: examples/NN_name.ts -->` above a fence. */
+interface Embedded {
+  chapter: string;
+  file: string;
+  body: string;
+}
+
+const EMBED = /^<!-- example: (\S+) -->$/;
+
+/** The fenced blocks of `chapter`, each with the example it embeds (if its marker says one). */
+function fencedBlocks(chapter: string): { lang: string; body: string; embeds?: string }[] {
+  const lines = Deno.readTextFileSync(join(ROOT, chapter)).split("\n");
+  const blocks: { lang: string; body: string; embeds?: string }[] = [];
+  for (let i = 0; i < lines.length; i++) {
+    const open = /^```(\S*)/.exec(lines[i]);
+    if (!open) continue;
+    const end = lines.indexOf("```", i + 1);
+    assert.ok(end > i, `${chapter}:${i + 1}: a code block that never closes`);
+    let above = i - 1; // deno fmt puts a blank line between the marker and the fence
+    while (above > 0 && lines[above] === "") above--;
+    const marker = above >= 0 ? EMBED.exec(lines[above]) : null;
+    blocks.push({
+      lang: open[1],
+      body: lines.slice(i + 1, end).join("\n") + "\n",
+      embeds: marker ? join(dirname(chapter), marker[1]) : undefined,
+    });
+    i = end;
+  }
+  return blocks;
+}
+
+Deno.test("every chapter's TypeScript blocks are example files, byte for byte", () => {
+  assert.ok(chapters.length > 0, "no chapter in docs/guide/");
+  const embedded: Embedded[] = [];
+  for (const chapter of chapters) {
+    for (const block of fencedBlocks(chapter)) {
+      if (block.embeds === undefined) {
+        assert.ok(
+          !/^(ts|typescript|js)$/.test(block.lang),
+          `${chapter}: a ${block.lang} block with no "<!-- example: examples/FILE.ts -->" ` +
+            `line above it (code in the guide lives in docs/guide/examples/, where CI runs it)`,
+        );
+        continue;
+      }
+      let text: string;
+      try {
+        text = Deno.readTextFileSync(join(ROOT, block.embeds));
+      } catch {
+        throw new Error(`${chapter} embeds ${block.embeds}, which does not exist`);
+      }
+      assert.equal(
+        block.body,
+        text,
+        `${chapter}: its block of ${block.embeds} differs from the file`,
+      );
+      embedded.push({ chapter, file: block.embeds, body: block.body });
+    }
+  }
+  const shown = new Set(embedded.map((e) => e.file));
+  const unshown = examples.filter((f) => !shown.has(f));
+  assert.deepEqual(unshown, [], `examples no chapter embeds: ${unshown.join(", ")}`);
+});
+
+/** GitHub's anchor for a heading: lower case, punctuation dropped, spaces as hyphens. */
+function slug(heading: string): string {
+  return heading
+    .replace(/`/g, "")
+    .replace(/\[([^\]]*)\]\([^)]*\)/g, "$1")
+    .toLowerCase()
+    .replace(/[^\p{L}\p{N}\s_-]/gu, "")
+    .replace(/\s/g, "-");
+}
+
+/** The anchors of a Markdown file's headings (duplicates numbered as GitHub does). */
+function anchors(file: string): Set<string> {
+  const seen = new Map<string, number>();
+  const out = new Set<string>();
+  let inFence = false;
+  for (const line of Deno.readTextFileSync(file).split("\n")) {
+    if (line.startsWith("```")) inFence = !inFence;
+    const h = inFence ? null : /^#{1,6} (.*)$/.exec(line);
+    if (!h) continue;
+    const base = slug(h[1].trim());
+    const n = seen.get(base) ?? 0;
+    seen.set(base, n + 1);
+    out.add(n === 0 ? base : `${base}-${n}`);
+  }
+  return out;
+}
+
+/** The link targets of a Markdown file, outside code blocks and inline code. */
+function linkTargets(file: string): string[] {
+  const text = Deno.readTextFileSync(join(ROOT, file))
+    .replace(/^```[\s\S]*?^```/gm, "")
+    .replace(/`[^`\n]*`/g, "");
+  return [...text.matchAll(/\]\(([^)\s]+)(?: "[^"]*")?\)/g)].map((m) => m[1]);
+}
+
+Deno.test("every relative link in docs/ and README.md resolves, anchors included", () => {
+  const broken: string[] = [];
+  for (const file of markdownFiles()) {
+    for (const target of linkTargets(file)) {
+      if (/^[a-z]+:/.test(target)) continue; // https:, mailto:
+      const [path, anchor] = target.split("#");
+      const resolved = path === "" ? join(ROOT, file) : join(ROOT, dirname(file), path);
+      let stat: Deno.FileInfo;
+      try {
+        stat = Deno.statSync(resolved);
+      } catch {
+        broken.push(`${file}: ${target} (no ${relative(ROOT, resolved)})`);
+        continue;
+      }
+      if (anchor !== undefined && stat.isFile && resolved.endsWith(".md")) {
+        if (!anchors(resolved).has(anchor)) broken.push(`${file}: ${target} (no such heading)`);
+      }
+    }
+  }
+  assert.deepEqual(broken, [], `broken links:\n${broken.join("\n")}`);
+});
+
+Deno.test("the guide's examples and figure scripts type-check", async () => {
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["check", "docs/guide/"],
+    cwd: ROOT,
+    stdout: "piped",
+    stderr: "piped",
+    signal: AbortSignal.timeout(60_000),
+  }).output();
+  assert.ok(out.success, `deno check docs/guide/ failed:\n${new TextDecoder().decode(out.stderr)}`);
+});
+
+for (const file of examples) {
+  Deno.test(`${file} prints what its chapter says`, async () => {
+    const spec = parseExample(file);
+    const result = await runDeno({
+      args: spec.args,
+      task: spec.task,
+      env: spec.env,
+      timeoutMs: spec.timeoutMs,
+    });
+    const output = result.stdout + result.stderr;
+    assert.equal(
+      result.code,
+      spec.exit,
+      `${file} exited ${result.code}, not ${spec.exit}:\n${output}`,
+    );
+    for (const want of spec.expect) {
+      assert.ok(output.includes(want), `${file} did not print "${want}":\n${output}`);
+    }
+    for (const want of spec.expectMatch) {
+      assert.match(output, want, `${file} printed nothing matching ${want}:\n${output}`);
+    }
+    assert.deepEqual(result.leftovers, [], `${file} left ${describeProcs(result.leftovers)}`);
+  });
+}
