@@ -1,7 +1,7 @@
 // run: deno task launch --nproc-per-node 2 docs/guide/examples/05_fsdp_memory.ts
 // expect: [rank 0] ddp  holds 28,032 of 28,032 parameters: 448,512 bytes of state
 // expect: [rank 0] fsdp holds 14,016 of 28,032 parameters: 224,256 bytes of state (50.0% of ddp)
-// expect: [rank 0] fsdp step: 5 all-gathers, 3 reduce-scatters
+// expect: [rank 0] fsdp step: 5 all-gathers of 213,760 bytes, 3 reduce-scatters of 112,128 bytes
 // expect: [rank 1] after one step the two strategies' losses agree
 import assert from "node:assert/strict";
 import { parseArgs } from "node:util";
@@ -37,6 +37,8 @@ const config = {
 await dist.initProcessGroup({ backend: "gloo" });
 const rank = dist.getRank();
 
+const fmt = (n: number) => n.toLocaleString("en-US");
+
 /** Bytes of what training keeps between steps: parameters, their gradients, AdamW's m and v. */
 function stateBytes(params: Tensor[], opt: optim.AdamW): number {
   let bytes = 0;
@@ -63,8 +65,11 @@ async function step(strategy: string) {
     const model = parallel.fullyShard(gpt);
     forward = (x, y) => model.forward(x, y).loss!;
     backward = (loss) => model.backward(loss);
-    stats = () =>
-      `${model.lastStats.allGathers} all-gathers, ${model.lastStats.reduceScatters} reduce-scatters`;
+    stats = () => {
+      const { allGathers, reduceScatters, allGatherBytes, reduceScatterBytes } = model.lastStats;
+      return `${allGathers} all-gathers of ${fmt(allGatherBytes)} bytes, ` +
+        `${reduceScatters} reduce-scatters of ${fmt(reduceScatterBytes)} bytes`;
+    };
   } else {
     const ddp = await parallel.DistributedDataParallel.create(gpt);
     forward = (x, y) => ddp.forward(x, y).loss!;
@@ -94,7 +99,6 @@ async function step(strategy: string) {
   };
 }
 
-const fmt = (n: number) => n.toLocaleString("en-US");
 const results = [];
 for (const strategy of args.strategy === "both" ? ["ddp", "fsdp"] : [args.strategy]) {
   const r = await step(strategy);

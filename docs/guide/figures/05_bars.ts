@@ -44,40 +44,58 @@ export function barChart(
 }
 
 /**
- * Runs `script` with `args` on `nproc` ranks through the launcher (from the repository root) and
- * returns rank 0's last line that parses as JSON. Throws with the output if the job fails.
+ * Runs `deno ARGS` from the repository root and returns the last line of its output that rank 0
+ * printed as JSON (`[rank 0] {...}`, as the launcher prefixes it). Throws with the output if the
+ * program fails.
  */
-export async function launchJson(
-  nproc: number,
-  script: string,
-  args: string[],
-  env: Record<string, string> = {},
-): Promise<unknown> {
-  const root = new URL("../../../", import.meta.url);
+export async function runJson(args: string[], env: Record<string, string> = {}): Promise<unknown> {
   const out = await new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "-A",
-      "--v8-flags=--expose-gc",
-      "src/launch/main.ts",
-      "--nproc-per-node",
-      String(nproc),
-      script,
-      ...args,
-    ],
-    cwd: root,
+    args,
+    cwd: new URL("../../../", import.meta.url),
     env,
     stdout: "piped",
     stderr: "piped",
     signal: AbortSignal.timeout(600_000),
   }).output();
   const text = new TextDecoder().decode(out.stdout) + new TextDecoder().decode(out.stderr);
-  if (!out.success) {
-    throw new Error(`${script} ${args.join(" ")} on ${nproc} ranks failed:\n${text}`);
-  }
+  if (!out.success) throw new Error(`deno ${args.join(" ")} failed:\n${text}`);
   const lines = text.split("\n").filter((l) => l.startsWith("[rank 0] {"));
-  if (lines.length === 0) throw new Error(`${script} printed no JSON line on rank 0:\n${text}`);
+  if (lines.length === 0) {
+    throw new Error(`deno ${args.join(" ")}: no JSON line on rank 0:\n${text}`);
+  }
   return JSON.parse(lines[lines.length - 1].slice("[rank 0] ".length));
+}
+
+/**
+ * {@linkcode runJson} of `script` with `args` on `nproc` ranks through the launcher, on a free
+ * port (other jobs on the machine may hold the default 29500).
+ */
+export function launchJson(
+  nproc: number,
+  script: string,
+  args: string[],
+  env: Record<string, string> = {},
+): Promise<unknown> {
+  return runJson([
+    "run",
+    "-A",
+    "--v8-flags=--expose-gc",
+    "src/launch/main.ts",
+    "--nproc-per-node",
+    String(nproc),
+    "--master-port",
+    String(freePort()),
+    script,
+    ...args,
+  ], env);
+}
+
+/** A TCP port nothing listens on now. */
+function freePort(): number {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const { port } = listener.addr as Deno.NetAddr;
+  listener.close();
+  return port;
 }
 
 /** The machine a figure was measured on, for its caption: CPU model and core count. */
