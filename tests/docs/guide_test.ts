@@ -35,9 +35,9 @@ function markdownFiles(): string[] {
 const chapters = filesIn("docs/guide", /^\d\d-[a-z0-9-]+\.md$/);
 const examples = filesIn("docs/guide/examples", /\.ts$/);
 
-/** What an example's leading `// key: value` comment lines say about running it. */
-interface ExampleSpec {
-  file: string;
+/** One run of an example: a `// run:` line and the `// expect:` lines under it. */
+interface ExampleRun {
+  command: string;
   /** Environment assignments written before the command (`DTRAIN_SHM=0 deno ...`). */
   env: Record<string, string>;
   /** `deno task launch ...` runs as a task; `deno run -A --v8-flags=--expose-gc ...` directly. */
@@ -51,12 +51,48 @@ interface ExampleSpec {
 
 const RUN_PREFIX = "deno run -A --v8-flags=--expose-gc ";
 const TASK_PREFIX = "deno task launch ";
+const ASSIGNMENT = /^([A-Z_][A-Z0-9_]*)=(\S*) /;
 
-/** Parses the header of `file` (relative to the root). */
-function parseExample(file: string): ExampleSpec {
-  const text = Deno.readTextFileSync(join(ROOT, file));
-  const spec: ExampleSpec = {
-    file,
+/** The runs the header of `file` (relative to the root) asks for, in order. */
+function parseExample(file: string): ExampleRun[] {
+  const runs: ExampleRun[] = [];
+  const lines = Deno.readTextFileSync(join(ROOT, file)).split("\n");
+  for (const [i, line] of lines.entries()) {
+    const m = /^\/\/ ([a-z-]+): (.*)$/.exec(line);
+    if (!m) break; // the header is the leading comment lines
+    const [, key, value] = m;
+    const where = `${file}:${i + 1}`;
+    if (key === "run") {
+      runs.push(parseRun(file, where, value));
+      continue;
+    }
+    const run = runs.at(-1);
+    if (!run) throw new Error(`${where}: "// ${key}:" before the first "// run:" line`);
+    if (key === "expect") run.expect.push(value);
+    else if (key === "expect-match") run.expectMatch.push(new RegExp(value));
+    else if (key === "exit") run.exit = Number(value);
+    else if (key === "timeout") run.timeoutMs = Number(value) * 1000;
+    else throw new Error(`${where}: unknown header line "// ${key}:" (see docs/guide/README.md)`);
+    assert.ok(Number.isInteger(run.exit), `${where}: "// exit:" is not an integer`);
+    assert.ok(run.timeoutMs > 0 && run.timeoutMs <= 60_000, `${where}: "// timeout:" not in 1..60`);
+  }
+  assert.ok(
+    runs.length > 0,
+    `${file} has no "// run:" line on its first line (docs/guide/README.md)`,
+  );
+  for (const run of runs) {
+    assert.ok(
+      run.expect.length + run.expectMatch.length > 0,
+      `${file}: "// run: ${run.command}" has no "// expect:" line under it`,
+    );
+  }
+  return runs;
+}
+
+/** One `// run:` line: optional `VAR=value` assignments, then the launcher or `deno run`. */
+function parseRun(file: string, where: string, command: string): ExampleRun {
+  const run: ExampleRun = {
+    command,
     env: {},
     task: false,
     args: [],
@@ -65,43 +101,21 @@ function parseExample(file: string): ExampleSpec {
     exit: 0,
     timeoutMs: 30_000,
   };
-  let run: string | undefined;
-  for (const line of text.split("\n")) {
-    const m = /^\/\/ ([a-z-]+): (.*)$/.exec(line);
-    if (!m) break; // the header is the leading comment lines
-    const [, key, value] = m;
-    if (key === "run") run = value;
-    else if (key === "expect") spec.expect.push(value);
-    else if (key === "expect-match") spec.expectMatch.push(new RegExp(value));
-    else if (key === "exit") spec.exit = Number(value);
-    else if (key === "timeout") spec.timeoutMs = Number(value) * 1000;
-    else throw new Error(`${file}: unknown header line "// ${key}:" (see docs/guide/README.md)`);
+  let rest = command;
+  for (let a = ASSIGNMENT.exec(rest); a; a = ASSIGNMENT.exec(rest)) {
+    run.env[a[1]] = a[2];
+    rest = rest.slice(a[0].length);
   }
-  assert.ok(run, `${file} has no "// run:" line on its first line (see docs/guide/README.md)`);
-  let command = run;
-  for (
-    let a = /^([A-Z_][A-Z0-9_]*)=(\S*) /.exec(command);
-    a;
-    a = /^([A-Z_][A-Z0-9_]*)=(\S*) /.exec(command)
-  ) {
-    spec.env[a[1]] = a[2];
-    command = command.slice(a[0].length);
-  }
-  if (command.startsWith(TASK_PREFIX)) {
-    spec.task = true;
-    spec.args = ["launch", ...command.slice(TASK_PREFIX.length).split(/ +/)];
-  } else if (command.startsWith(RUN_PREFIX)) {
-    spec.args = command.slice(RUN_PREFIX.length).split(/ +/);
+  if (rest.startsWith(TASK_PREFIX)) {
+    run.task = true;
+    run.args = ["launch", ...rest.slice(TASK_PREFIX.length).split(/ +/)];
+  } else if (rest.startsWith(RUN_PREFIX)) {
+    run.args = rest.slice(RUN_PREFIX.length).split(/ +/);
   } else {
-    throw new Error(
-      `${file}: its run line must start with "${TASK_PREFIX}" or "${RUN_PREFIX}": ${run}`,
-    );
+    throw new Error(`${where}: a run line starts "${TASK_PREFIX}" or "${RUN_PREFIX}": ${command}`);
   }
-  assert.ok(spec.args.includes(file), `${file}: its run line does not run it: ${run}`);
-  assert.ok(Number.isInteger(spec.exit), `${file}: "// exit:" is not an integer`);
-  assert.ok(spec.timeoutMs > 0 && spec.timeoutMs <= 60_000, `${file}: "// timeout:" not in 1..60`);
-  assert.ok(spec.expect.length + spec.expectMatch.length > 0, `${file} has no "// expect:" line`);
-  return spec;
+  assert.ok(run.args.includes(file), `${where}: its run line does not run ${file}: ${command}`);
+  return run;
 }
 
 /** A code block a chapter embeds: `<!-- example: examples/NN_name.ts -->` above a fence. */
@@ -236,26 +250,33 @@ Deno.test("the guide's examples and figure scripts type-check", async () => {
 });
 
 for (const file of examples) {
-  Deno.test(`${file} prints what its chapter says`, async () => {
-    const spec = parseExample(file);
-    const result = await runDeno({
-      args: spec.args,
-      task: spec.task,
-      env: spec.env,
-      timeoutMs: spec.timeoutMs,
-    });
-    const output = result.stdout + result.stderr;
-    assert.equal(
-      result.code,
-      spec.exit,
-      `${file} exited ${result.code}, not ${spec.exit}:\n${output}`,
-    );
-    for (const want of spec.expect) {
-      assert.ok(output.includes(want), `${file} did not print "${want}":\n${output}`);
+  Deno.test(`${file} prints what its chapter says`, async (t) => {
+    for (const run of parseExample(file)) {
+      await t.step(run.command, async () => {
+        const result = await runDeno({
+          args: run.args,
+          task: run.task,
+          env: run.env,
+          timeoutMs: run.timeoutMs,
+        });
+        const output = result.stdout + result.stderr;
+        assert.equal(
+          result.code,
+          run.exit,
+          `${run.command} exited ${result.code}, not ${run.exit}:\n${output}`,
+        );
+        for (const want of run.expect) {
+          assert.ok(output.includes(want), `${run.command} did not print "${want}":\n${output}`);
+        }
+        for (const want of run.expectMatch) {
+          assert.match(output, want, `${run.command} printed nothing matching ${want}:\n${output}`);
+        }
+        assert.deepEqual(
+          result.leftovers,
+          [],
+          `${run.command} left ${describeProcs(result.leftovers)}`,
+        );
+      });
     }
-    for (const want of spec.expectMatch) {
-      assert.match(output, want, `${file} printed nothing matching ${want}:\n${output}`);
-    }
-    assert.deepEqual(result.leftovers, [], `${file} left ${describeProcs(result.leftovers)}`);
   });
 }
