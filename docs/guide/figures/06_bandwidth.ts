@@ -8,7 +8,8 @@
  * @module
  */
 
-import { type Bar, barChart, machine, runJson } from "./05_bars.ts";
+import { type Bar, barChart, runJson } from "./_bars.ts";
+import { machine } from "./_chart.ts";
 
 interface Result {
   mib: number;

@@ -9,7 +9,8 @@
  * @module
  */
 
-import { type Bar, barChart, launchJson, machine } from "./05_bars.ts";
+import { type Bar, barChart, launchJson } from "./_bars.ts";
+import { machine } from "./_chart.ts";
 
 interface Result {
   paramDtype: string;

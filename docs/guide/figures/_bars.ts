@@ -1,6 +1,7 @@
 /**
  * A grouped horizontal bar chart as a self-contained SVG, for the guide's measured figures
- * (chapters 5 and 7), and the one way those figure scripts run a program under the launcher.
+ * (chapters 5 to 8; `_chart.ts` draws the line charts), and the one way those figure scripts
+ * run an example and read its JSON line.
  * @module
  */
 
@@ -26,13 +27,12 @@ export function barChart(
   const rows = bars.map((b, i) => {
     const y = top + i * rowH;
     const w = Math.max(1, (b.value / max) * barW);
-    const value = b.value.toFixed(opts.digits ?? 1) + " " + opts.unit +
-      (b.note ? ` ${b.note}` : "");
+    const value = [b.value.toFixed(opts.digits ?? 1), opts.unit, b.note].filter(Boolean).join(" ");
     return `<text x="${labelW - 8}" y="${y + 17}" text-anchor="end">${escape(b.label)}</text>` +
       `<rect x="${labelW}" y="${y + 4}" width="${w.toFixed(1)}" height="${
         rowH - 8
       }" fill="#4c78a8"/>` +
-      `<text x="${labelW + w + 6}" y="${y + 17}">${escape(value)}</text>`;
+      `<text x="${(labelW + w + 6).toFixed(1)}" y="${y + 17}">${escape(value)}</text>`;
   });
   return `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" ` +
     `font-family="sans-serif" font-size="13">\n` +
@@ -96,11 +96,4 @@ function freePort(): number {
   const { port } = listener.addr as Deno.NetAddr;
   listener.close();
   return port;
-}
-
-/** The machine a figure was measured on, for its caption: CPU model and core count. */
-export function machine(): string {
-  const cpu = Deno.readTextFileSync("/proc/cpuinfo");
-  const model = /model name\s*:\s*(.*)/.exec(cpu)?.[1] ?? "unknown CPU";
-  return `${model}, ${navigator.hardwareConcurrency} cores`;
 }
