@@ -9,7 +9,7 @@ mkdir -p build
 log=build/test.log
 
 static_failed=0
-targets=$(ls -d mod.ts src ffi tests bench 2>/dev/null | tr '\n' ' ')
+targets=$(ls -d mod.ts src ffi tests bench docs/guide 2>/dev/null | tr '\n' ' ')
 # `doc --lint mod.ts`: every export JSR renders has JSDoc, and no public type names a private one.
 for check in "fmt --check" "lint" "doc --lint mod.ts" "check $targets"; do
   echo "== deno $check"
@@ -22,8 +22,8 @@ echo "== line cap"
 .ci/line_cap.sh || static_failed=$((static_failed + 1))
 
 echo "== deno test"
-# Doc examples (README.md and JSDoc) run as tests too, so the examples stay true.
-"$DENO" test -A --doc --v8-flags=--expose-gc README.md mod.ts src/ tests/ "$@" 2>&1 | tee "$log"
+# Doc examples (README.md, docs/reference/ and JSDoc) run as tests too, so the examples stay true.
+"$DENO" test -A --doc --v8-flags=--expose-gc README.md docs/reference/ mod.ts src/ tests/ "$@" 2>&1 | tee "$log"
 test_rc=${PIPESTATUS[0]}
 
 # Ranks on one host talk over shared memory by default; the distributed tests run once more over
