@@ -6,6 +6,8 @@ import type { Module, StateDict } from "../nn/module.ts";
 import { GPT } from "../nn/gpt.ts";
 import { fullStateDict } from "../parallel/fsdp/full_state_dict.ts";
 import type { TrainConfig } from "./_schema.ts";
+import { shardedSnapshots } from "./_layout.ts";
+import { gatherTensorParallel } from "./_tp_weights.ts";
 
 /** What of a trainer (epoch- or iteration-based) the end of a run reads. */
 export interface Trained {
@@ -16,13 +18,16 @@ export interface Trained {
 }
 
 /**
- * The trained model's whole state dict (gathered from every rank under FSDP; every rank calls
- * this), and under FSDP rank 0 writes it to model.safetensors beside the snapshot, with the
+ * The trained model's whole state dict (gathered from every rank under FSDP or TP; every rank
+ * calls this), and under FSDP or TP rank 0 writes it to model.safetensors beside the snapshot, with the
  * module's names, as PyTorch's `load_file` (and nanoGPT, for the GPT) reads it.
  */
 export async function finalWeights(trainer: Trained): Promise<StateDict> {
-  if (trainer.config.strategy !== "fsdp") return trainer.model.stateDict();
-  const weights = await fullStateDict(trainer.model);
+  const { config } = trainer;
+  if (!shardedSnapshots(config)) return trainer.model.stateDict();
+  const weights = config.strategy === "fsdp"
+    ? await fullStateDict(trainer.model)
+    : gatherTensorParallel(trainer.model);
   if (trainer.rank === 0) {
     const path = join(dirname(trainer.config.snapshot), "model.safetensors");
     save(path, weights, { format: "pt" });
@@ -31,9 +36,9 @@ export async function finalWeights(trainer: Trained): Promise<StateDict> {
   return weights;
 }
 
-/** A whole copy of a fully sharded GPT (of its whole shape), for rank 0 alone to sample from. */
+/** A whole copy of a fully sharded or tensor-parallel GPT (of its whole shape), for rank 0 alone to sample from. */
 export function wholeGPT(trainer: Trained, weights: StateDict): GPT {
-  if (trainer.config.strategy !== "fsdp") return trainer.model as GPT;
+  if (!shardedSnapshots(trainer.config)) return trainer.model as GPT;
   const model = new GPT((trainer.model as GPT).config);
   model.loadStateDict(weights);
   return model;

@@ -10,22 +10,13 @@ import type { Module } from "../nn/module.ts";
 import type { Optimizer } from "../optim/optimizer.ts";
 import { noGrad } from "../tensor/autograd.ts";
 import { tidy } from "../tensor/scope.ts";
-import { sumSquares } from "../tensor/ops/reduce.ts";
+import { clipGradNorm } from "../nn/utils/clip_grad.ts";
 import type { Tensor } from "../tensor/tensor.ts";
 import { sumOverRanks } from "./_stats.ts";
 
 /** A run that diverged: a non-finite loss or gradient norm, or non-finite values to be saved. */
 export class DivergedError extends Error {
   override name = "DivergedError";
-}
-
-/** The sum of squares of all of `model`'s local gradients. */
-function gradSquareSum(model: Module): number {
-  let sum = 0;
-  for (const p of model.parameters()) {
-    if (p.grad !== null) sum += tidy(() => sumSquares(p.grad!).item());
-  }
-  return sum;
 }
 
 /** Whether every value of `t` is finite: NaN and ±Infinity times 0 are NaN, the rest 0. */
@@ -37,28 +28,27 @@ function allFinite(t: Tensor): boolean {
  * Checks one step after its backward pass, before the optimizer step: every rank calls it, and
  * all agree (one all-reduce of two numbers), so that they stop at the same step.
  *
- * @param model The model, whose gradients are this rank's (all of them under DDP, the rows of its
- *   shards under FSDP: pass `sharded`).
+ * @param model The model, whose gradients are this rank's: all of them under DDP, its shards
+ *   under FSDP or TP (whose norms `clipGradNorm` combines over their groups).
  * @param loss This rank's loss of the step.
  * @param step The step's number over the run, from 1, for the message.
- * @returns The L2 norm of all gradients together (PyTorch's `clip_grad_norm_` total).
+ * @returns The L2 norm of all gradients together (PyTorch's `clip_grad_norm_` total), the same
+ *   on every rank.
  * @throws DivergedError on every rank when a rank's loss or the gradient norm is not finite.
  */
 export async function checkStep(
   model: Module,
   loss: number,
   step: number,
-  sharded: boolean,
   worldSize: number,
 ): Promise<number> {
-  const squares = gradSquareSum(model);
-  const [badLosses, squaresOverRanks] = await sumOverRanks(
-    [Number.isFinite(loss) ? 0 : 1, squares],
+  // An infinite maxNorm measures without scaling (a non-finite norm throws below).
+  const norm = clipGradNorm(model.parameters(), Infinity);
+  const [badLosses, badNorms] = await sumOverRanks(
+    [Number.isFinite(loss) ? 0 : 1, Number.isFinite(norm) ? 0 : 1],
     worldSize,
   );
-  // Under DDP every rank holds the same, all-reduced, gradients.
-  const norm = Math.sqrt(sharded ? squaresOverRanks : squares);
-  if (badLosses === 0 && Number.isFinite(squaresOverRanks)) return norm;
+  if (badLosses === 0 && badNorms === 0) return norm;
   const ranks = worldSize > 1 ? ` on ${badLosses} of ${worldSize} ranks` : "";
   const what = badLosses > 0 ? `the loss is not finite${ranks}` : "the gradient norm is not finite";
   throw new DivergedError(

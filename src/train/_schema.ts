@@ -20,6 +20,10 @@ export class ConfigError extends Error {
 }
 
 const positiveInt = z.number().int().positive();
+/** A data-parallel degree: a positive integer, or -1 for "the rest" (torchtitan's spelling). */
+const degree = z.number().int().refine((n) => n > 0 || n === -1, {
+  message: "expected a positive integer, or -1 for the rest of the world size",
+});
 
 /** The schema of a training configuration (also the JSON accepted by `--config`). */
 export const TrainConfigSchema = z.object({
@@ -68,6 +72,13 @@ export const TrainConfigSchema = z.object({
   device: z.enum(["cpu", "cuda", "emu"]),
   dtype: z.enum(["f32", "bf16"]),
   strategy: z.enum(["ddp", "fsdp"]),
+  tp: positiveInt,
+  dpShard: degree,
+  dpReplicate: degree,
+  sequenceParallel: z.boolean(),
+  lossParallel: z.boolean(),
+  ac: z.enum(["none", "full", "selective"]),
+  acEvery: positiveInt,
   profile: z.string(),
 }).extend(LauncherFieldsSchema.shape).strict();
 
@@ -122,6 +133,14 @@ export const DEFAULTS: TrainConfig = {
   device: "cpu",
   dtype: "f32",
   strategy: "ddp",
+  // The N-D layout (train/_layout.ts): torchtitan's parallelism degrees and defaults.
+  tp: 1,
+  dpShard: -1,
+  dpReplicate: -1,
+  sequenceParallel: true,
+  lossParallel: true,
+  ac: "none",
+  acEvery: 2,
   profile: "",
   ...LAUNCHER_DEFAULTS,
   nprocPerNode: 2,

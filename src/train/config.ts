@@ -22,6 +22,7 @@ import {
   TrainConfigSchema,
 } from "./_schema.ts";
 import { parseNanoGptConfig } from "./nanogpt_config.ts";
+import { checkLayoutFits, resolveDegrees, shardedSnapshots } from "./_layout.ts";
 
 export {
   ConfigError,
@@ -81,6 +82,13 @@ const FLAGS = {
   device: "device",
   dtype: "dtype",
   strategy: "strategy",
+  tp: "tp",
+  "dp-shard": "dpShard",
+  "dp-replicate": "dpReplicate",
+  "sequence-parallel": "sequenceParallel",
+  "loss-parallel": "lossParallel",
+  ac: "ac",
+  "ac-every": "acEvery",
   profile: "profile",
   ...LAUNCHER_FLAGS,
 } as const satisfies Record<string, keyof TrainConfig>;
@@ -185,7 +193,8 @@ export function parseTrainArgs(args: string[], notes: string[] = []): TrainConfi
     : all.model === "gpt"
     ? { ...DEFAULTS, ...GPT_DEFAULTS }
     : { ...DEFAULTS };
-  const fsdp = all.strategy === "fsdp";
+  // FSDP's and TP's snapshots are sharded folders.
+  const fsdp = shardedSnapshots({ strategy: all.strategy as "fsdp", tp: Number(all.tp ?? 1) });
   if (fsdp) base.snapshot = all.model === "gpt" ? FSDP_SNAPSHOTS.gpt : FSDP_SNAPSHOTS.other;
   // nanoGPT's out_dir names the snapshot's folder; of the two, the later given (flags after the
   // file) wins, and --snapshot over --out-dir.
@@ -327,10 +336,17 @@ export function validateConfig(value: unknown): TrainConfig {
         : `--dataset ${config.dataset} needs --model gpt, got "${config.model}"`,
     );
   }
-  if (config.dataset === "tokens") checkIterations(config);
   if (config.nEmbd % config.nHead !== 0) {
     throw new ConfigError("nHead", `must divide nEmbd (${config.nEmbd}), got ${config.nHead}`);
   }
+  checkLayoutFits(config);
+  // An elastic job's world size is known when it starts (each rank resolves the degrees again).
+  const worldSize = config.nprocPerNode * config.nnodes;
+  const world = `--nproc-per-node ${config.nprocPerNode} × --nnodes ${config.nnodes}`;
+  if (config.minNodes === undefined || config.minNodes === config.nnodes) {
+    resolveDegrees(config, worldSize, world);
+  }
+  if (config.dataset === "tokens") checkIterations(config);
   if (config.nodeRank >= config.nnodes) {
     throw new ConfigError(
       "nodeRank",
@@ -359,12 +375,16 @@ function checkIterations(config: TrainConfig): void {
         `model.safetensors; nothing is downloaded), got "${from}"`,
     );
   }
-  const worldSize = config.nprocPerNode * config.nnodes;
-  if (config.gradientAccumulationSteps % worldSize !== 0) {
+  // The ranks of one TP group run one replica's micro-steps together.
+  const worldSize = config.nprocPerNode * config.nnodes, dpSize = worldSize / config.tp;
+  if (config.gradientAccumulationSteps % dpSize !== 0) {
+    const size = config.tp === 1
+      ? `the world size (${worldSize} processes)`
+      : `the data-parallel size (${dpSize}: ${worldSize} processes / --tp ${config.tp})`;
     throw new ConfigError(
       "gradientAccumulationSteps",
-      `must be a multiple of the world size (${worldSize} processes): as in nanoGPT, each ` +
-        `rank runs gradientAccumulationSteps / world size micro-steps, got ` +
+      `must be a multiple of ${size}: as in nanoGPT, each data-parallel rank runs ` +
+        `gradientAccumulationSteps / their number micro-steps, got ` +
         `${config.gradientAccumulationSteps}`,
     );
   }

@@ -25,14 +25,16 @@ import { GPT } from "../nn/gpt.ts";
 import { stopAgreed } from "../launch/stop_request.ts";
 import { ConfigError, type TrainConfig } from "./_schema.ts";
 import { processDevice } from "./devices.ts";
-import { buildModel, buildOptimizer, fullyShardModel } from "./model.ts";
+import { buildModel, buildOptimizer } from "./model.ts";
+import { type Layout, shardedSnapshots, worldLayout } from "./_layout.ts";
+import { parallelizeModel } from "./parallelize.ts";
 import { openTokenData, type TokenData } from "./_tokens.ts";
 import { getLr } from "./_nanogpt.ts";
 import { sumOverRanks } from "./_stats.ts";
 import { checkStep } from "./_finite.ts";
 import { checkResumeAcrossRanks } from "./_resume.ts";
 import { RunLog } from "./metrics.ts";
-import { ddpPolicy, fsdpPolicy, withAutocast } from "./precision.ts";
+import { ddpPolicy, withAutocast } from "./precision.ts";
 import { resumeSnapshot, type SnapshotPlace, writeSnapshot } from "./_snapshots.ts";
 
 /** What an iteration-based run reports. */
@@ -79,18 +81,22 @@ export class IterTrainer {
    * call {@linkcode IterTrainer.init} before training.
    * @throws ConfigError naming the data, or a world size that does not divide the micro-steps.
    */
-  constructor(readonly config: TrainConfig, readonly log: (line: string) => void = console.log) {
+  constructor(
+    readonly config: TrainConfig,
+    readonly log: (line: string) => void = console.log,
+    readonly layout: Layout = worldLayout(),
+  ) {
     const distributed = isInitialized();
     this.rank = distributed ? getRank() : 0;
     this.worldSize = distributed ? getWorldSize() : 1;
-    if (config.gradientAccumulationSteps % this.worldSize !== 0) {
+    if (config.gradientAccumulationSteps % layout.dpSize !== 0) {
       throw new ConfigError(
         "gradientAccumulationSteps",
-        `must be a multiple of the world size (${this.worldSize}), got ` +
+        `must be a multiple of the data-parallel size (${layout.dpSize}), got ` +
           `${config.gradientAccumulationSteps}`,
       );
     }
-    this.microSteps = config.gradientAccumulationSteps / this.worldSize;
+    this.microSteps = config.gradientAccumulationSteps / layout.dpSize;
     this.data = openTokenData(config.dataDir, config.blockSize);
     // Every rank builds the same model from the seed; each then draws its own batches.
     manualSeed(config.seed);
@@ -102,10 +108,11 @@ export class IterTrainer {
     this.#gpt = gpt;
     this.#params = gpt.numParams();
     const model = whole.to(this.device);
-    this.#fsdp = config.strategy === "fsdp" ? fullyShardModel(model, fsdpPolicy(config)) : null;
+    this.#fsdp = parallelizeModel(config, model, layout);
     this.model = model;
     this.optimizer = buildOptimizer(config, model);
-    manualSeed(config.seed + this.rank);
+    // Batches are drawn per dp rank: a TP group draws the same ones.
+    manualSeed(config.seed + layout.dpRank);
   }
 
   /**
@@ -128,7 +135,7 @@ export class IterTrainer {
         this.iterNum = info.step ?? 0;
         this.bestValLoss = info.bestValLoss ?? NO_VAL_LOSS;
         // The snapshot's generator is rank 0's: each rank draws batches of its own again.
-        manualSeed(config.seed + this.rank + this.worldSize * this.iterNum);
+        manualSeed(config.seed + this.layout.dpRank + this.layout.dpSize * this.iterNum);
         if (this.rank === 0) this.log(`resuming from ${config.snapshot} at iter ${this.iterNum}`);
       }
     }
@@ -136,9 +143,13 @@ export class IterTrainer {
       const of = this.#fsdp ? "snapshot" : "model";
       const loaded = { found, epochsRun: this.iterNum, checksum, of } as const;
       await checkResumeAcrossRanks(config.snapshot, this.worldSize, loaded);
-      if (!this.#fsdp) {
+      if (!this.#fsdp && this.layout.dpSize > 1) {
         const mixedPrecision = ddpPolicy(config);
-        this.#ddp = await DistributedDataParallel.create(this.model, { mixedPrecision });
+        const processGroup = this.layout.dpGroup ?? undefined;
+        this.#ddp = await DistributedDataParallel.create(this.model, {
+          mixedPrecision,
+          processGroup,
+        });
       }
     }
     if (this.rank === 0) {
@@ -232,7 +243,7 @@ export class IterTrainer {
           [x, y] = this.getBatch("train");
         }
         const lossf = loss * c.gradientAccumulationSteps;
-        const norm = await checkStep(this.model, lossf, this.iterNum, !!this.#fsdp, this.worldSize);
+        const norm = await checkStep(this.model, lossf, this.iterNum, this.worldSize);
         this.#clip(norm);
         this.optimizer.step();
         this.optimizer.zeroGrad();
@@ -242,7 +253,9 @@ export class IterTrainer {
         if (this.iterNum % c.logInterval === 0 && this.rank === 0) {
           lastLoss = lossf;
           if (localIter >= 5) { // let the loop settle, as nanoGPT
-            const mfu = this.#gpt.estimateMfu(c.batchSize * this.microSteps, dt, this.#params);
+            // The whole model's flops for this dp rank's batches, shared by its TP group.
+            const mfu = this.#gpt.estimateMfu(c.batchSize * this.microSteps, dt, this.#params) /
+              this.layout.degrees.tp;
             runningMfu = runningMfu === -1 ? mfu : 0.9 * runningMfu + 0.1 * mfu;
           }
           this.log(
@@ -311,7 +324,7 @@ export class IterTrainer {
   }
 
   get #place(): SnapshotPlace {
-    const { snapshot: path, strategy } = this.config;
+    const path = this.config.snapshot, strategy = shardedSnapshots(this.config) ? "fsdp" : "ddp";
     return { path, strategy, rank: this.rank, worldSize: this.worldSize };
   }
 }

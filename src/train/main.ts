@@ -34,6 +34,7 @@ import { Trainer, type TrainResult } from "./trainer.ts";
 import { finalWeights, wholeGPT } from "./_final_weights.ts";
 import { finishTokensRun, refuseBadTokenData } from "./_tokens_job.ts";
 import { IterTrainer } from "./iter_trainer.ts";
+import { checkVocabFits, makeLayout, shardedSnapshots } from "./_layout.ts";
 import { GPT } from "../nn/gpt.ts";
 import { TextDataset } from "../data/text.ts";
 import { tensor } from "../tensor/creation.ts";
@@ -78,7 +79,8 @@ function doneLine(config: TrainConfig, result: TrainResult): string {
  * @throws CheckpointError naming the file and what differs.
  */
 function refuseUnfitSnapshot(config: TrainConfig): void {
-  const { snapshot, strategy } = config;
+  const { snapshot } = config;
+  const strategy = shardedSnapshots(config) ? "fsdp" : "ddp";
   checkSnapshotKind(snapshot, strategy);
   const fsdp = strategy === "fsdp";
   if (fsdp && !hasShardedSnapshot(snapshot)) return;
@@ -101,19 +103,21 @@ async function runWorker(config: TrainConfig): Promise<number> {
     navigator.hardwareConcurrency;
   setNumThreads(threads);
   // FSDP needs a process group even alone; unlaunched, a group of one on a port of its own.
-  const grouped = worldSize > 1 || config.strategy === "fsdp";
+  const grouped = worldSize > 1 || shardedSnapshots(config);
   const alone = Deno.env.get("RANK") === undefined
     ? { initMethod: "tcp://127.0.0.1:0", rank: 0, worldSize: 1 }
     : {};
   // "auto" on an accelerator: its device collectives for the model, Gloo for the CPU tensors.
   if (grouped) await initProcessGroup({ backend: groupBackend(config.device), ...alone });
   try {
+    // The N-D layout's mesh, once per job (train/_layout.ts).
+    const layout = await makeLayout(config);
     if (config.dataset === "tokens") {
-      const trainer = new IterTrainer(config);
+      const trainer = new IterTrainer(config, console.log, layout);
       await trainer.init();
       return await finishTokensRun(trainer, await trainer.train());
     }
-    const trainer = new Trainer(config);
+    const trainer = new Trainer(config, console.log, layout);
     await trainer.init();
     const result = await trainer.train();
     if (trainer.stoppedOnRequest) {
@@ -147,7 +151,10 @@ export async function main(args: string[]): Promise<number> {
     config = parseTrainArgs(args, notes);
     // The launcher's workers parse the same arguments: the notes are printed once, here.
     if (!launched) { for (const note of notes) console.log(`train: ${note}`); }
-    if (config !== "help" && !launched) refuseBadTokenData(config);
+    if (config !== "help" && !launched) {
+      refuseBadTokenData(config);
+      checkVocabFits(config.tp, taskShape(config).outputs);
+    }
   } catch (error) {
     if (!(error instanceof ConfigError)) throw error;
     console.error(`train: ${error.message}\n(see --help)`);

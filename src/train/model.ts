@@ -12,6 +12,7 @@ import { AdamW } from "../optim/adamw.ts";
 import type { Optimizer } from "../optim/optimizer.ts";
 import { SGD } from "../optim/sgd.ts";
 import { type FSDPModule, fullyShard } from "../parallel/fsdp/fully_shard.ts";
+import type { DeviceMesh } from "../dist/device_mesh.ts";
 import type { MixedPrecisionPolicy } from "../parallel/mixed_precision.ts";
 import { withAutocast } from "./precision.ts";
 import { mseLoss } from "../tensor/ops/nn.ts";
@@ -135,14 +136,20 @@ export function buildModel(config: TrainConfig, task: Pick<Task, "inputs" | "out
  * Shards `model` for `--strategy fsdp`, in FSDP2's pattern: each GPT block, or each layer of an
  * MLP, is a group of its own (gathered only for its forward and backward), then the root takes
  * what is left (a GPT's embeddings and final norm), every group under `mpPolicy` (`--dtype`'s,
- * precision.ts). Build the optimizer afterwards, over the shards.
+ * precision.ts), over the world group or `mesh` (1-D, or 2-D for HSDP: replicate × shard). Build
+ * the optimizer afterwards, over the shards.
  */
-export function fullyShardModel(model: Module, mpPolicy?: MixedPrecisionPolicy): FSDPModule {
+export function fullyShardModel(
+  model: Module,
+  mpPolicy?: MixedPrecisionPolicy,
+  mesh?: DeviceMesh,
+): FSDPModule {
   const units = model instanceof GPT
     ? [...model.transformer.h.children()]
     : [...model.children()].filter((m) => m.parameters().length > 0);
-  for (const unit of units) fullyShard(unit, { mpPolicy });
-  return fullyShard(model, { mpPolicy });
+  const options = mesh === undefined ? { mpPolicy } : { mpPolicy, mesh };
+  for (const unit of units) fullyShard(unit, options);
+  return fullyShard(model, options);
 }
 
 /**

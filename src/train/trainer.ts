@@ -20,8 +20,10 @@ import type { Device } from "../tensor/storage.ts";
 import type { Tensor } from "../tensor/tensor.ts";
 import type { TrainConfig } from "./config.ts";
 import { processDevice } from "./devices.ts";
-import { ddpPolicy, fsdpPolicy } from "./precision.ts";
-import { buildModel, buildOptimizer, fullyShardModel, loadTask, type Task } from "./model.ts";
+import { ddpPolicy } from "./precision.ts";
+import { buildModel, buildOptimizer, loadTask, type Task } from "./model.ts";
+import { type Layout, shardedSnapshots, worldLayout } from "./_layout.ts";
+import { parallelizeModel } from "./parallelize.ts";
 import { sumOverRanks } from "./_stats.ts";
 import { checkStep } from "./_finite.ts";
 import { checkResumeAcrossRanks } from "./_resume.ts";
@@ -67,7 +69,11 @@ export class Trainer {
    * Builds the model (fully sharded under `--strategy fsdp`), the optimizer over its parameters
    * (the shards under FSDP) and the data; call {@linkcode Trainer.init} before training.
    */
-  constructor(readonly config: TrainConfig, readonly log: (line: string) => void = console.log) {
+  constructor(
+    readonly config: TrainConfig,
+    readonly log: (line: string) => void = console.log,
+    readonly layout: Layout = worldLayout(),
+  ) {
     const distributed = isInitialized();
     this.rank = distributed ? getRank() : 0;
     this.worldSize = distributed ? getWorldSize() : 1;
@@ -76,12 +82,13 @@ export class Trainer {
     // One GPU per local rank (the launcher sets LOCAL_RANK); the model moves before its optimizer.
     this.device = processDevice(config.device);
     const model = buildModel(config, this.task).to(this.device);
-    this.#fsdp = config.strategy === "fsdp" ? fullyShardModel(model, fsdpPolicy(config)) : null;
+    this.#fsdp = parallelizeModel(config, model, layout);
     this.model = model;
     this.optimizer = buildOptimizer(config, this.model);
+    // The ranks of one TP group read the same samples: the sampler is keyed by the dp rank.
     this.sampler = new DistributedSampler(this.task.train, {
-      numReplicas: this.worldSize,
-      rank: this.rank,
+      numReplicas: layout.dpSize,
+      rank: layout.dpRank,
       shuffle: true,
       seed: config.seed,
     });
@@ -109,7 +116,7 @@ export class Trainer {
       this.#resumePosition = info.sampler.position ?? 0;
       // Snapshots from before steps were recorded: full epochs at this world size, plus the tail.
       this.step = info.step ?? this.epochsRun * this.loader.length +
-          Math.ceil(this.#resumePosition / (this.config.batchSize * this.worldSize));
+          Math.ceil(this.#resumePosition / (this.config.batchSize * this.layout.dpSize));
       if (this.rank === 0) {
         const at = this.#resumePosition ? `, sample ${this.#resumePosition}` : "";
         this.log(
@@ -122,9 +129,13 @@ export class Trainer {
       const checksum = info?.checksum ?? 0, of = this.#fsdp ? "snapshot" : "model";
       const loaded = { found, epochsRun: this.epochsRun, checksum, of } as const;
       await checkResumeAcrossRanks(this.config.snapshot, this.worldSize, loaded);
-      if (!this.#fsdp) {
+      if (!this.#fsdp && this.layout.dpSize > 1) {
         const mixedPrecision = ddpPolicy(this.config);
-        this.#ddp = await DistributedDataParallel.create(this.model, { mixedPrecision });
+        const processGroup = this.layout.dpGroup ?? undefined;
+        this.#ddp = await DistributedDataParallel.create(this.model, {
+          mixedPrecision,
+          processGroup,
+        });
       }
     }
     if (this.rank === 0) {
@@ -149,7 +160,7 @@ export class Trainer {
       else if (ddp) await ddp.backward(loss);
       else span("backward", "compute", () => loss.backward());
       const value = loss.item(), step = this.step + 1;
-      this.#gradNorm = await checkStep(this.model, value, step, fsdp !== null, this.worldSize);
+      this.#gradNorm = await checkStep(this.model, value, step, this.worldSize);
       this.#scheduleLr();
       span("optimizer step", "optim", () => this.optimizer.step());
       this.optimizer.zeroGrad();
@@ -191,7 +202,7 @@ export class Trainer {
     const write = this.rank === 0 ? undefined : () => {};
     const progress = this.#progress = new Progress(epoch, this.config.epochs, steps, write);
     // Every step but an epoch's last consumes batchSize samples on each rank.
-    const consumed = (n: number) => start + n * this.config.batchSize * this.worldSize;
+    const consumed = (n: number) => start + n * this.config.batchSize * this.layout.dpSize;
     let step = 0, lossSum = 0, interval = { loss: 0, steps: 0, samples: 0, t: performance.now() };
     let fetchUs = nowUs();
     for (const [x, y] of this.loader) {
@@ -206,7 +217,7 @@ export class Trainer {
       record("data", "data", fetchUs, nowUs());
       const loss = await this.runBatch(x, y);
       this.step++;
-      const samples = x.shape[0] * this.worldSize;
+      const samples = x.shape[0] * this.layout.dpSize;
       x.dispose();
       y.dispose();
       progress.update(samples);
@@ -284,13 +295,15 @@ export class Trainer {
     const test = this.task.test;
     if (test === null) return null;
     this.model.eval();
+    // Strides by dp rank (a TP group scores one stride together, counted once per TP rank in
+    // both sums, which leaves their ratio as it is); lockstep when the forward communicates.
     const [correct, count] = scoreStride(
       this.model,
       this.task,
-      this.rank,
-      this.worldSize,
+      this.layout.dpRank,
+      this.layout.dpSize,
       this.device,
-      this.#fsdp !== null,
+      this.#fsdp !== null || this.layout.tpMesh !== null,
     );
     this.model.train();
     const [totalCorrect, total] = await sumOverRanks([correct, count], this.worldSize);
@@ -371,7 +384,7 @@ export class Trainer {
   }
 
   get #place(): SnapshotPlace {
-    const { snapshot: path, strategy } = this.config;
+    const path = this.config.snapshot, strategy = shardedSnapshots(this.config) ? "fsdp" : "ddp";
     return { path, strategy, rank: this.rank, worldSize: this.worldSize };
   }
 

@@ -50,6 +50,21 @@ const EPOCHS = `usage: deno task train [EPOCHS SAVE_EVERY] [options]
                            sharded folder (default ${FSDP_SNAPSHOTS.other}, with gpt ${FSDP_SNAPSHOTS.gpt})
                            that resumes on any --nproc-per-node, and the final model goes to
                            model.safetensors beside it
+  --tp N --dp-replicate N --dp-shard N  torchtitan's N-D layout: the mesh dp_replicate × dp_shard
+                           × tp (row-major, a TP group on neighbouring ranks); the product must be
+                           the world size; -1 (the default of the dp ones) is the rest: dp-shard
+                           under fsdp (HSDP when dp-replicate > 1), dp-replicate under ddp
+                           (dp-shard must be 1); --tp (default 1, --model gpt): the GPT plan, heads
+                           split (must divide --n-head and the vocabulary), DDP over the dp ranks;
+                           a TP group reads the same batches, --batch-size is per dp rank;
+                           TP with fsdp is not built yet; TP's snapshot is a sharded folder
+  --sequence-parallel true|false  with --tp: norms and dropout on 1/tp of the sequence (default
+                           ${DEFAULTS.sequenceParallel}, as torchtitan; --tp must divide --block-size)
+  --loss-parallel true|false  with --tp: the loss from vocabulary-sharded logits (default ${DEFAULTS.lossParallel},
+                           as torchtitan's disable_loss_parallel = false)
+  --ac none|full|selective activation checkpointing per GPT block (default ${DEFAULTS.ac}): full, every
+                           block; selective, every --ac-every N-th (default ${DEFAULTS.acEvery}; torchtitan's
+                           selective_ac_option "N")
   --profile PATH           write a Chrome trace (Perfetto, chrome://tracing) of every rank to PATH
 `;
 
@@ -72,7 +87,7 @@ model's shape, which stays the job's small one unless a config file sets it)
                            weights (GPT.fromPretrained); a restarted worker resumes its snapshot
   --gradient-accumulation-steps N  micro-steps per iteration over all ranks, the loss divided by
                            it, gradients synchronised at the last (default ${T.gradientAccumulationSteps}); a multiple
-                           of the world size
+                           of the data-parallel size (world size / --tp)
   --batch-size N           micro-batch size (default ${T.batchSize}); --lr X (default ${T.lr})
   --beta1 X --beta2 X      AdamW's betas (defaults ${T.beta1}, ${T.beta2}); --weight-decay X (default ${T.weightDecay})
   --grad-clip X            clip the gradient norm at X, 0 = off (default ${T.gradClip})
