@@ -1,11 +1,14 @@
 /**
  * The index of a sharded checkpoint (`index.json`) and each rank's piece list, with their zod
- * schemas: which rows of which full tensor every rank's safetensors file holds.
+ * schemas: which boxes (N-D blocks, see [Note: boxes] in _boxes.ts) of which full tensor every
+ * rank's safetensors file holds.
  *
  * [Note: sharded checkpoint layout]
  * `dir/index.json` is the only entry point. A save writes everything under a new folder
- * `dir/gen-N/` (each rank its `rank-R.safetensors` and `rank-R.json`, its piece list), and rank 0
- * then replaces the index atomically: until that rename the previous index, and the folder it
+ * `dir/gen-N/`: each rank first its `rank-R.json`, its piece list (the boxes it holds), then, once
+ * every rank's list is there, its `rank-R.safetensors` with the boxes no lower rank holds (each box
+ * is saved once, by the lowest rank holding it: TP-replicated parameters and HSDP's replicas are
+ * not written twice), and rank 0 then replaces the index atomically: until that rename the previous index, and the folder it
  * names, are what a load sees, so a crash at any point leaves the previous checkpoint loadable and
  * the new one invisible. Rank 0 then removes the folders no index names and temporary index files
  * of killed commits; a save that finds its generation's folder already there (a killed save's)
@@ -21,22 +24,30 @@ import {
   StateScalarsSchema,
 } from "../optim/hyperparameters.ts";
 import { removeStaleTemporaries, writeFileAtomic } from "./_atomic.ts";
+import { boxShape, intersect, volume } from "./_boxes.ts";
 import { CheckpointError } from "./errors.ts";
 
-/** The index's format tag. */
-export const FORMAT = "dtrain-sharded/1";
+/** The index's format tag: version 2 records N-D boxes (version 1, dim-0 row ranges, still loads). */
+export const FORMAT = "dtrain-sharded/2";
+/** The first format, whose pieces were dim-0 row ranges (read, never written). */
+const FORMAT_1 = "dtrain-sharded/1";
 
 const int = z.number().int().nonnegative();
 const shape = z.array(int);
+const positive = z.number().int().positive();
 
-/** Rows `rowStart .. rowStart + rows - 1` of a tensor, held by one rank. */
-const pieceSchema = z.strictObject({ shape, rowStart: int, rows: z.number().int().positive() });
-/** One piece, as a rank lists it. */
+/** A block of a full tensor (see [Note: boxes] in _boxes.ts). */
+const boxSchema = z.strictObject({ start: z.array(int), length: z.array(positive) });
+
+/** What a rank holds of one tensor: the full shape and its boxes, in local order. */
+const pieceSchema = z.strictObject({ shape, boxes: z.array(boxSchema) });
+/** One tensor's boxes, as a rank lists them. */
 export type Piece = z.infer<typeof pieceSchema>;
 
 /**
- * What one rank wrote: its pieces, and (from every rank alike) optimizer scalars and groups, held
- * to the optimizers' own rules (optim/hyperparameters.ts).
+ * What one rank holds: its pieces, and (from every rank alike) optimizer scalars and groups, held
+ * to the optimizers' own rules (optim/hyperparameters.ts). Written before any tensor, so that
+ * every rank can tell which of its boxes another rank holds too (and then writes them).
  */
 const rankSchema = z.strictObject({
   pieces: z.record(z.string(), pieceSchema),
@@ -46,26 +57,55 @@ const rankSchema = z.strictObject({
 /** A rank's piece list. */
 export type RankPieces = z.infer<typeof rankSchema>;
 
-const indexSchema = z.strictObject({
-  format: z.literal(FORMAT),
+/** A saved box: which file holds it, under which tensor name. */
+const savedBoxSchema = boxSchema.extend({ file: int, key: z.string().min(1) }).strict();
+/** One saved box. */
+export type SavedBox = z.infer<typeof savedBoxSchema>;
+
+const common = {
   generation: z.number().int().positive(),
   worldSize: z.number().int().positive(),
   files: z.array(z.string().regex(/^gen-\d+\/rank-\d+\.safetensors$/)),
+  scalars: z.record(z.string(), StateScalarsSchema),
+  paramGroups: z.array(HyperparametersSchema).nullable(),
+  extra: z.record(z.string(), z.unknown()),
+};
+const indexSchema = z.strictObject({
+  format: z.literal(FORMAT),
+  ...common,
+  tensors: z.record(z.string(), z.strictObject({ shape, pieces: z.array(savedBoxSchema) })),
+});
+const index1Schema = z.strictObject({
+  format: z.literal(FORMAT_1),
+  ...common,
   tensors: z.record(
     z.string(),
     z.strictObject({
       shape,
-      pieces: z.array(
-        z.strictObject({ file: int, rowStart: int, rows: z.number().int().positive() }),
-      ),
+      pieces: z.array(z.strictObject({ file: int, rowStart: int, rows: positive })),
     }),
   ),
-  scalars: z.record(z.string(), StateScalarsSchema),
-  paramGroups: z.array(HyperparametersSchema).nullable(),
-  extra: z.record(z.string(), z.unknown()),
 });
-/** The validated index. */
+/** The validated index (a version-1 one read as version 2). */
 export type Index = z.infer<typeof indexSchema>;
+
+/** A version-1 index as version 2: each row range is the box of those rows, under its name. */
+function fromVersion1(index: z.infer<typeof index1Schema>): Index {
+  const tensors: Index["tensors"] = {};
+  for (const [name, { shape, pieces }] of Object.entries(index.tensors)) {
+    const rest = shape.slice(1);
+    tensors[name] = {
+      shape,
+      pieces: pieces.map(({ file, rowStart, rows }) => ({
+        file,
+        key: name,
+        start: [rowStart, ...rest.map(() => 0)],
+        length: [rows, ...rest],
+      })),
+    };
+  }
+  return { ...index, format: FORMAT, tensors };
+}
 
 /** The index's path in `dir`. */
 export function indexPath(dir: string): string {
@@ -108,35 +148,75 @@ export function readIndex(dir: string, required: boolean): Index | null {
       cause: err,
     });
   }
-  return checkIndex(path, readJson(path, indexSchema));
+  const read = readJson(path, z.discriminatedUnion("format", [indexSchema, index1Schema]));
+  return checkIndex(path, read.format === FORMAT_1 ? fromVersion1(read) : read);
 }
 
-/** Checks that every tensor's pieces name a file and cover its rows exactly once. */
+/** Checks that every tensor's pieces name a file and cover its elements exactly once. */
 function checkIndex(path: string, index: Index): Index {
   for (const [name, { shape, pieces }] of Object.entries(index.tensors)) {
-    const rows = shape.length === 0 ? 1 : shape[0];
-    const sorted = [...pieces].sort((a, b) => a.rowStart - b.rowStart);
-    let next = 0;
-    for (const piece of sorted) {
+    const full = boxShape(shape);
+    let covered = 0;
+    pieces.forEach((piece, i) => {
+      const where = `${name}: piece ${i} (start [${piece.start}], length [${piece.length}])`;
       if (piece.file >= index.files.length) {
         throw new CheckpointError(
           path,
-          `${name}: a piece names file ${piece.file} of ${index.files.length}`,
+          `${where} names file ${piece.file} of ${index.files.length}`,
         );
       }
-      if (piece.rowStart !== next) {
-        throw new CheckpointError(
-          path,
-          `${name}: rows ${next}.. are not covered exactly once (a piece starts at ${piece.rowStart})`,
-        );
-      }
-      next += piece.rows;
-    }
-    if (next !== rows) {
-      throw new CheckpointError(path, `${name}: pieces cover ${next} rows of ${rows}`);
+      const fits = piece.start.length === full.length && piece.length.length === full.length &&
+        piece.start.every((s, d) => s + piece.length[d] <= full[d]);
+      if (!fits) throw new CheckpointError(path, `${where} is not inside the shape [${shape}]`);
+      const other = pieces.findIndex((p, j) => j < i && intersect(p, piece) !== null);
+      if (other >= 0) throw new CheckpointError(path, `${where} overlaps piece ${other}`);
+      covered += volume(piece);
+    });
+    const total = volume({ start: [], length: full });
+    if (covered !== total) {
+      throw new CheckpointError(path, `${name}: pieces cover ${covered} elements of ${total}`);
     }
   }
   return index;
+}
+
+/**
+ * Which rank writes each box, under which name: the lowest rank that holds it (replicas of a
+ * box, TP-replicated or HSDP's, are written once), under the tensor's name when that rank holds
+ * one box of it, else `name#i` for its `i`-th. Every rank computes it alike from every rank's
+ * piece list.
+ * @throws CheckpointError when two ranks disagree on a tensor's shape.
+ */
+export function assignBoxes(ranks: readonly RankPieces[], where: string): Index["tensors"] {
+  const tensors: Index["tensors"] = {};
+  const seen = new Map<string, Set<string>>();
+  ranks.forEach(({ pieces }, file) => {
+    for (const [name, { shape, boxes }] of Object.entries(pieces)) {
+      const entry = tensors[name] ??= { shape, pieces: [] };
+      if (entry.shape.join() !== shape.join()) {
+        throw new CheckpointError(
+          where,
+          `${name} is [${shape}] on rank ${file} but [${entry.shape}] on a lower rank`,
+        );
+      }
+      const known = seen.get(name) ?? seen.set(name, new Set()).get(name)!;
+      boxes.forEach(({ start, length }, i) => {
+        const id = `${start}|${length}`;
+        if (known.has(id)) return;
+        known.add(id);
+        entry.pieces.push({ file, key: boxes.length === 1 ? name : `${name}#${i}`, start, length });
+      });
+    }
+  });
+  return tensors;
+}
+
+/** Reads every rank's piece list from `gen-N/` of `dir`. */
+export function readRankPieces(dir: string, generation: number, worldSize: number): RankPieces[] {
+  return Array.from(
+    { length: worldSize },
+    (_, r) => readJson(`${dir}/gen-${generation}/rank-${r}.json`, rankSchema),
+  );
 }
 
 /** Writes this rank's piece list next to its tensors. */
@@ -151,27 +231,16 @@ export function writeRankPieces(path: string, pieces: RankPieces): void {
 export function buildIndex(
   dir: string,
   generation: number,
-  worldSize: number,
+  ranks: readonly RankPieces[],
   extra: Record<string, unknown>,
 ): Index {
   const folder = `gen-${generation}`;
-  const ranks = Array.from(
-    { length: worldSize },
-    (_, r) => readJson(`${dir}/${folder}/rank-${r}.json`, rankSchema),
-  );
-  const tensors: Index["tensors"] = {};
-  ranks.forEach(({ pieces }, file) => {
-    for (const [name, { shape, rowStart, rows }] of Object.entries(pieces)) {
-      tensors[name] ??= { shape, pieces: [] };
-      tensors[name].pieces.push({ file, rowStart, rows });
-    }
-  });
   return {
     format: FORMAT,
     generation,
-    worldSize,
+    worldSize: ranks.length,
     files: ranks.map((_, r) => `${folder}/rank-${r}.safetensors`),
-    tensors,
+    tensors: assignBoxes(ranks, `${dir}/${folder}`),
     scalars: ranks[0].scalars,
     paramGroups: ranks[0].paramGroups,
     extra,

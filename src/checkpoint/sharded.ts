@@ -1,28 +1,30 @@
 /**
- * Sharded checkpoints: every rank saves the rows it holds (FSDP shards and their AdamW state;
- * under HSDP, one replica of each shard), one JSON index says which rows of which tensor each
- * file holds, and a load on any number of ranks reads the rows it needs from whichever files
- * hold them (see [Note: sharded checkpoint layout] in _sharded_index.ts).
+ * Sharded checkpoints: every rank saves the boxes (N-D blocks) of each full tensor it holds, under
+ * tensor parallelism, FSDP, HSDP or TP + FSDP, with the AdamW state held as its parameter is; a box
+ * several ranks hold (TP-replicated parameters, HSDP's replicas) is saved once. One JSON index says
+ * which box of which tensor each file holds, and a load onto any layout reads the boxes that meet
+ * each rank's own and copies the overlaps (see [Note: sharded checkpoint layout] in
+ * _sharded_index.ts and [Note: boxes] in _boxes.ts).
  * @module
  */
 
 import { barrier, isInitialized, type ProcessGroup, worldGroup } from "../dist/mod.ts";
 import type { Module } from "../nn/module.ts";
 import type { Optimizer, OptimizerStateDict, ParamState } from "../optim/optimizer.ts";
-import { localShard } from "../parallel/mod.ts";
-import { noGrad } from "../tensor/autograd.ts";
-import { formatShape, Tensor } from "../tensor/tensor.ts";
+import { Tensor } from "../tensor/tensor.ts";
+import { BoxReader } from "./_box_reader.ts";
+import { boxShape, extract, type Holding, holding, wholeBox } from "./_boxes.ts";
 import {
+  assignBoxes,
   buildIndex,
   commitIndex,
   type Index,
-  indexPath,
   type Piece,
   readIndex,
+  readRankPieces,
   writeRankPieces,
 } from "./_sharded_index.ts";
-import { CheckpointError } from "./errors.ts";
-import { load, save } from "./safetensors.ts";
+import { save } from "./safetensors.ts";
 
 // deno-lint-ignore no-explicit-any
 type AnyOptimizer = Optimizer<any>;
@@ -88,36 +90,54 @@ export async function saveSharded(dir: string, options: SaveShardedOptions): Pro
   if (rank === 0) removeIfThere(folder);
   await sync(); // everyone has read the previous generation before rank 0 can replace it
   Deno.mkdirSync(folder, { recursive: true });
-  const tensors: Record<string, Tensor> = {};
-  const pieces: Record<string, Piece> = {};
-  const scalars: Record<string, Record<string, number>> = {};
-  // Rank 0 saves what every rank holds whole; HSDP's replicas of a shard (replicaRank > 0) hold
-  // its replica 0's rows, which saves them: each row is in one file, as the index requires. A
-  // replica's files then hold no tensor, and the format is the one FSDP's saves have.
-  const add = (name: string, t: Tensor, shard: ReturnType<typeof localShard>) => {
-    if ((!shard.sharded && rank !== 0) || shard.rows === 0 || shard.replicaRank > 0) return;
-    tensors[name] = t;
-    pieces[name] = { shape: [...shard.shape], rowStart: shard.rowStart, rows: shard.rows };
-  };
-  // Every state-dict name, tied parameters under each of their names (as nanoGPT's files have).
+  // Every state-dict name, tied parameters under each of their names (as nanoGPT's files have);
+  // optimizer state held as its parameter is.
+  const held = new Map<string, { t: Tensor; held: Holding }>();
   for (const [name, t] of Object.entries(options.model.stateDict())) {
-    add(`model/${name}`, t, localShard(t));
+    held.set(`model/${name}`, { t, held: holding(t) });
   }
+  const scalars: Record<string, Record<string, number>> = {};
   for (const [fqn, p] of options.model.namedParameters()) {
     for (const [field, v] of Object.entries(options.optimizer?.state.get(p) ?? {})) {
       if (typeof v === "number") (scalars[fqn] ??= {})[field] = v;
-      else add(`optim/${fqn}/${field}`, v, localShard(p));
+      else held.set(`optim/${fqn}/${field}`, { t: v, held: holding(p) });
     }
   }
-  save(`${folder}/rank-${rank}.safetensors`, tensors);
+  const pieces: Record<string, Piece> = {};
+  for (const [name, { held: h }] of held) {
+    if (h.boxes.length === 0) continue; // an FSDP rank past the last row
+    pieces[name] = {
+      shape: h.shape,
+      boxes: h.boxes.map(({ start, length }) => ({ start, length })),
+    };
+  }
   const groups = options.optimizer?.stateDict().paramGroups.map(({ params: _, ...h }) => h);
   writeRankPieces(`${folder}/rank-${rank}.json`, {
     pieces,
     scalars,
     paramGroups: groups ?? null,
   });
+  await sync(); // every rank's piece list is there: each can tell which of its boxes it writes
+  const ranks = readRankPieces(dir, generation, size);
+  const mine: Record<string, Tensor> = {};
+  try {
+    for (const [name, { pieces }] of Object.entries(assignBoxes(ranks, folder))) {
+      const { t, held: h } = held.get(name) ?? {};
+      for (const piece of pieces) {
+        if (piece.file !== rank) continue;
+        const box = h!.boxes.find((b) =>
+          b.start.join() === piece.start.join() &&
+          b.length.join() === piece.length.join()
+        )!;
+        mine[piece.key] = extract(t!, h!.localShape, box);
+      }
+    }
+    save(`${folder}/rank-${rank}.safetensors`, mine);
+  } finally {
+    for (const t of Object.values(mine)) t.dispose();
+  }
   await sync();
-  if (rank === 0) commitIndex(dir, buildIndex(dir, generation, size, options.extra ?? {}));
+  if (rank === 0) commitIndex(dir, buildIndex(dir, generation, ranks, options.extra ?? {}));
   await sync();
 }
 
@@ -175,64 +195,6 @@ function removeIfThere(path: string): void {
   }
 }
 
-/** Reads rows out of a checkpoint's files, each file loaded once. */
-class RowReader {
-  #files = new Map<number, Record<string, Tensor>>();
-  constructor(readonly dir: string, readonly index: Index) {}
-
-  /** Copies rows `rowStart ..` of tensor `name` into `dst` (rows × the rest of `shape`). */
-  read(name: string, dst: Tensor, shape: readonly number[], rowStart: number): void {
-    const entry = this.index.tensors[name];
-    if (entry === undefined) {
-      throw new CheckpointError(indexPath(this.dir), `has no tensor "${name}"`);
-    }
-    if (formatShape(entry.shape) !== formatShape(shape)) {
-      throw new CheckpointError(
-        indexPath(this.dir),
-        `${name} is ${formatShape(entry.shape)}, the model's is ${formatShape(shape)}`,
-      );
-    }
-    const rowNumel = shape.slice(1).reduce((a, b) => a * b, 1);
-    const rows = dst.numel() / rowNumel;
-    const target = dst.view([rows, rowNumel]);
-    for (const piece of entry.pieces) {
-      const from = Math.max(rowStart, piece.rowStart);
-      const to = Math.min(rowStart + rows, piece.rowStart + piece.rows);
-      if (from >= to) continue;
-      const src = this.#tensor(piece.file, name, piece.rows * rowNumel);
-      const source = src.view([piece.rows, rowNumel]);
-      noGrad(() =>
-        target.narrow(0, from - rowStart, to - from).copy_(
-          source.narrow(0, from - piece.rowStart, to - from),
-        )
-      );
-    }
-  }
-
-  #tensor(file: number, name: string, numel: number): Tensor {
-    let tensors = this.#files.get(file);
-    const path = `${this.dir}/${this.index.files[file]}`;
-    if (tensors === undefined) {
-      tensors = load(path).tensors;
-      this.#files.set(file, tensors);
-    }
-    const t = tensors[name];
-    if (t === undefined || t.numel() !== numel || t.dtype !== "f32") {
-      throw new CheckpointError(
-        path,
-        t === undefined
-          ? `lacks "${name}", which the index places there`
-          : `"${name}" is ${t.dtype} ${formatShape(t.shape)}, the index says ${numel} f32 elements`,
-      );
-    }
-    return t;
-  }
-
-  dispose(): void {
-    for (const tensors of this.#files.values()) for (const t of Object.values(tensors)) t.dispose();
-  }
-}
-
 /**
  * Loads a checkpoint written by {@linkcode saveSharded} on any number of ranks into `model` (and
  * `optimizer`), each rank reading the rows it holds. Returns the saved `extra`.
@@ -244,12 +206,11 @@ class RowReader {
  */
 export function loadSharded(dir: string, options: LoadShardedOptions): Record<string, unknown> {
   const index = readIndex(dir, true)!;
-  const reader = new RowReader(dir, index);
+  const reader = new BoxReader(dir, index);
   try {
     const named = [...options.model.namedParameters()];
     for (const [name, t] of Object.entries(options.model.stateDict())) {
-      const { shape, rowStart } = localShard(t);
-      reader.read(`model/${name}`, t, shape, rowStart);
+      reader.read(`model/${name}`, t, holding(t));
     }
     if (options.optimizer) loadOptimizer(reader, index, named, options.optimizer);
   } finally {
@@ -260,7 +221,7 @@ export function loadSharded(dir: string, options: LoadShardedOptions): Record<st
 
 /** Rebuilds the optimizer's state dict from this rank's rows and loads it. */
 function loadOptimizer(
-  reader: RowReader,
+  reader: BoxReader,
   index: Index,
   named: [string, Tensor][],
   optimizer: AnyOptimizer,
@@ -276,11 +237,11 @@ function loadOptimizer(
     const fields = Object.keys(index.tensors).filter((k) => k.startsWith(prefix));
     if (fields.length === 0 && index.scalars[fqn] === undefined) return;
     const s: ParamState = { ...index.scalars[fqn] };
-    const { shape, rowStart } = localShard(p);
+    const held = holding(p);
     for (const key of fields) {
       const t = Tensor.empty(p.shape, "f32");
       made.push(t);
-      reader.read(key, t, shape, rowStart);
+      reader.read(key, t, held);
       s[key.slice(prefix.length)] = t;
     }
     state[i] = s;
@@ -306,14 +267,14 @@ function loadOptimizer(
  */
 export function consolidate(dir: string, outFile: string): void {
   const index = readIndex(dir, true)!;
-  const reader = new RowReader(dir, index);
+  const reader = new BoxReader(dir, index);
   const full: Record<string, Tensor> = {};
   try {
     for (const [name, { shape }] of Object.entries(index.tensors)) {
       if (!name.startsWith("model/")) continue;
       const t = Tensor.empty(shape, "f32");
       full[name.slice("model/".length)] = t;
-      reader.read(name, t, shape, 0);
+      reader.read(name, t, { shape, localShape: boxShape(shape), boxes: [wholeBox(shape)] });
     }
     save(outFile, full, { format: "pt" });
   } finally {

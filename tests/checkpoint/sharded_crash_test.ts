@@ -44,7 +44,7 @@ const POINTS = [
     rank: 1,
     committed: false,
     evidence: (files: string[]) =>
-      files.includes("gen-2/rank-1.safetensors") && !files.includes("gen-2/rank-1.json"),
+      files.includes("gen-2/rank-1.json") && !files.includes("gen-2/rank-1.safetensors"),
   },
   {
     point: "index-rename",

@@ -3,7 +3,7 @@
  * to DIR and prints what it holds, trains a second step and saves again; rank CRASH_RANK SIGKILLs
  * itself at CRASH_POINT inside that second save (hooks on the file calls it makes):
  * - "shard-write": half-way through writing its safetensors file (still the temporary one);
- * - "pieces": its safetensors file renamed into place, before it writes its piece list;
+ * - "pieces": its piece list renamed into place, before it writes its safetensors file;
  * - "index-rename": (rank 0) the new index written and synced, just before its rename;
  * - "cleanup": (rank 0) the new index renamed into place, before generation 1 is removed.
  * It prints "crash: POINT" first; the test then kills the other ranks, as a launcher would.
@@ -53,7 +53,7 @@ function arm(rank: number): void {
       crash();
     };
   } else if (point === "pieces" || point === "index-rename") {
-    const target = point === "pieces" ? /\/rank-\d+\.safetensors$/ : /\/index\.json$/;
+    const target = point === "pieces" ? /\/rank-\d+\.json$/ : /\/index\.json$/;
     Object.assign(Deno, {
       renameSync(from: string | URL, to: string | URL) {
         if (!target.test(String(to))) return renameSync(from, to);

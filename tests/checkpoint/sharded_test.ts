@@ -115,9 +115,22 @@ Deno.test("bad sharded checkpoints are refused with an error naming the file and
     const parsed = JSON.parse(good);
     Deno.writeTextFileSync(index, JSON.stringify({ ...parsed, format: "other/1" }));
     refuses(/index\.json: format: /);
-    parsed.tensors["model/weight"].pieces[0].rows = 1;
+    parsed.tensors["model/weight"].pieces[0].length = [1, 3];
     Deno.writeTextFileSync(index, JSON.stringify(parsed));
-    refuses(/index\.json: model\/weight: pieces cover 1 rows of 2/);
+    refuses(/index\.json: model\/weight: pieces cover 3 elements of 6/);
+    parsed.tensors["model/weight"].pieces.push({
+      file: 0,
+      key: "x",
+      start: [0, 2],
+      length: [2, 1],
+    });
+    Deno.writeTextFileSync(index, JSON.stringify(parsed));
+    refuses(
+      /index\.json: model\/weight: piece 1 \(start \[0,2\], length \[2,1\]\) overlaps piece 0/,
+    );
+    parsed.tensors["model/weight"].pieces[1] = { file: 0, key: "x", start: [1, 0], length: [2, 3] };
+    Deno.writeTextFileSync(index, JSON.stringify(parsed));
+    refuses(/piece 1 \(start \[1,0\], length \[2,3\]\) is not inside the shape \[2,3\]/);
     Deno.writeTextFileSync(index, good);
     Deno.writeTextFileSync(`${dir}/${JSON.parse(good).files[0]}`, "garbage");
     refuses(/rank-0\.safetensors: /);
