@@ -143,9 +143,24 @@ export function copyPart(
     noGrad(() => {
       const into = part.start.map((s, d) => s - dstBox.start[d] + dstBox.at[d]);
       const out = part.start.map((s, d) => s - srcBox.start[d]);
-      block(dst, into, part.length).copy_(block(src, out, part.length));
+      copyBlock(block(dst, into, part.length), block(src, out, part.length), 0);
     })
   );
+}
+
+/**
+ * `dst.copy_(src)` for a block that may not be contiguous (a column box of a row-major tensor):
+ * copy_ needs a contiguous destination, so the block is cut along its leading dimensions until
+ * each piece is (a row segment at the latest: size-1 dimensions do not break contiguity).
+ */
+function copyBlock(dst: Tensor, src: Tensor, dim: number): void {
+  if (dst.isContiguous() || dim >= dst.ndim) {
+    dst.copy_(src);
+    return;
+  }
+  for (let i = 0; i < dst.shape[dim]; i++) {
+    copyBlock(dst.narrow(dim, i, 1), src.narrow(dim, i, 1), dim + 1);
+  }
 }
 
 /** The part of `t` (shaped as `localShape`) holding `box`, copied out contiguous. */

@@ -50,22 +50,39 @@ function assertLossesClose(actual: number[], expected: number[], what: string): 
 async function gptJob(dir: string): Promise<string[]> {
   return [
     ...["--model", "gpt", "--n-layer", "2", "--n-head", "4", "--n-embd", "32"],
-    ...["--block-size", "16", "--threads", "1", "--epochs", "1", "--max-steps", "3"],
+    ...["--block-size", "16", "--threads", "1", "--epochs", "1"],
     ...["--log-every", "1", "--data-root", await smallCorpus(dir)],
   ];
 }
 
-/** Runs the job in `dir/name`, each rank dumping its final (whole) weights there. */
-async function run(dir: string, name: string, args: string[]): Promise<Weights[]> {
+/**
+ * Runs the job in `dir/name` to `steps` steps (the job's 3 unless given), each rank dumping its
+ * final (whole) weights there; `resumes`: the run must resume from a snapshot already in its folder.
+ */
+async function run(
+  dir: string,
+  name: string,
+  args: string[],
+  steps = 3,
+  resumes = false,
+): Promise<Weights[]> {
   const out = join(dir, name);
   await Deno.mkdir(out, { recursive: true });
   const snapshot = args.includes("fsdp") || args.includes("--tp") ? "snap" : "snap.safetensors";
   const result = await train(
-    [...args, "--master-port", String(freePort()), "--snapshot", join(out, snapshot)],
+    [
+      ...args,
+      ...["--max-steps", String(steps), "--master-port", String(freePort())],
+      ...["--snapshot", join(out, snapshot)],
+    ],
     { timeoutMs: 60_000, env: { DTRAIN_WEIGHTS_DUMP: out } },
   );
   assertSucceeded(result);
-  assert.match(result.stdout, /done: 0 epochs and step 3 \(--max-steps 3\)/);
+  assert.equal(/resuming from/.test(result.stdout), resumes, `${name}: resumed?\n${result.stdout}`);
+  assert.match(
+    result.stdout,
+    new RegExp(`done: 0 epochs and step ${steps} \\(--max-steps ${steps}\\)`),
+  );
   assert.match(result.stdout, /sample:\n/);
   const ranks = [...Deno.readDirSync(out)].filter((e) => /^rank\d+\.safetensors$/.test(e.name));
   return ranks.map((e) => readSaved(join(out, e.name)).tensors);
@@ -146,5 +163,26 @@ Deno.test("train refuses degrees that do not fit the world size, a --tp that doe
       assert.match(result.stderr, message);
       assert.doesNotMatch(result.stdout, /step 1/);
     }
+  });
+});
+
+Deno.test("train --tp 2 stopped at step 3 resumes from its sharded snapshot at --tp 2 and at --tp 1, ending where an uninterrupted --tp 2 run does", async () => {
+  await withTempDir("dtrain_nd_resume_", async (dir) => {
+    const job = [...await gptJob(dir), "--batch-size", "8"];
+    const tp = [...job, "--nproc-per-node", "2", "--tp", "2"];
+    const [straight] = await run(dir, "straight", tp, 5);
+    await run(dir, "first", tp, 3);
+    // Each resume gets a copy of the step-3 snapshot, so the second does not see the first's.
+    for (const to of ["again", "one"]) await Deno.mkdir(join(dir, to));
+    for (const to of ["again", "one"]) {
+      await new Deno.Command("cp", { args: ["-r", join(dir, "first", "snap"), join(dir, to)] })
+        .output();
+    }
+    const again = await run(dir, "again", tp, 5, true);
+    again.forEach((w, r) => assertClose(w, straight, `resumed at --tp 2, rank ${r}`, 1e-6));
+    // One process reads the sharded folder as a --strategy fsdp run (a ddp run's snapshot is a file).
+    const single = [...job, "--nproc-per-node", "1", "--strategy", "fsdp"];
+    const [one] = await run(dir, "one", single, 5, true);
+    assertClose(one, straight, "resumed at --tp 1", WEIGHTS);
   });
 });
