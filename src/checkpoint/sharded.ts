@@ -112,15 +112,15 @@ export async function saveSharded(dir: string, options: SaveShardedOptions): Pro
     };
   }
   const groups = options.optimizer?.stateDict().paramGroups.map(({ params: _, ...h }) => h);
-  writeRankPieces(`${folder}/rank-${rank}.json`, {
-    pieces,
-    scalars,
-    paramGroups: groups ?? null,
-  });
-  await sync(); // every rank's piece list is there: each can tell which of its boxes it writes
-  const ranks = readRankPieces(dir, generation, size);
+  // A save that fails (a full disk, a rank gone) takes its piece list back: only a committed
+  // save leaves files, so the folder shows the previous generation alone.
+  const pieceList = `${folder}/rank-${rank}.json`;
+  let ranks: ReturnType<typeof readRankPieces>;
   const mine: Record<string, Tensor> = {};
   try {
+    writeRankPieces(pieceList, { pieces, scalars, paramGroups: groups ?? null });
+    await sync(); // every rank's piece list is there: each can tell which of its boxes it writes
+    ranks = readRankPieces(dir, generation, size);
     for (const [name, { pieces }] of Object.entries(assignBoxes(ranks, folder))) {
       const { t, held: h } = held.get(name) ?? {};
       for (const piece of pieces) {
@@ -133,6 +133,9 @@ export async function saveSharded(dir: string, options: SaveShardedOptions): Pro
       }
     }
     save(`${folder}/rank-${rank}.safetensors`, mine);
+  } catch (err) {
+    removeIfThere(pieceList);
+    throw err;
   } finally {
     for (const t of Object.values(mine)) t.dispose();
   }
