@@ -122,3 +122,27 @@ export function assertBitIdentical(
     assert.ok(i < 0, `${what}: ${name}[${i}] is ${actual[name][i]}, expected ${want[i]}`);
   }
 }
+
+/** A run's saved tensors by name. */
+type Weights = Record<string, Float32Array | Int32Array>;
+
+/** Fails unless every tensor of `actual` is within `tolerance` (relative, L2) of `expected`'s. */
+export function assertClose(
+  actual: Weights,
+  expected: Weights,
+  what: string,
+  tolerance = 1e-5,
+): void {
+  assert.deepEqual(Object.keys(actual).sort(), Object.keys(expected).sort(), `${what}: names`);
+  for (const [name, want] of Object.entries(expected)) {
+    const got = actual[name];
+    assert.equal(got.length, want.length, `${what}: ${name}: length`);
+    let diff = 0, norm = 0;
+    want.forEach((w, i) => {
+      diff += (got[i] - w) ** 2;
+      norm += w ** 2;
+    });
+    const error = Math.sqrt(diff / Math.max(norm, 1e-30));
+    assert.ok(error <= tolerance, `${what}: ${name} has relative error ${error}`);
+  }
+}

@@ -14,6 +14,7 @@ import { parseTrainArgs, type TrainConfig } from "../../src/train/config.ts";
 import { buildModel, buildOptimizer, loadTask } from "../../src/train/model.ts";
 import type { MetricRecord } from "../../src/train/metrics.ts";
 import {
+  assertClose,
   assertSucceeded,
   HOOKED_MAIN,
   launchHooked,
@@ -26,22 +27,6 @@ import {
 
 type Weights = Record<string, Float32Array | Int32Array>;
 const port = () => ["--master-port", String(freePort())];
-
-/** Fails unless every tensor of `actual` is within `tolerance` (relative, L2) of `expected`'s. */
-function assertClose(actual: Weights, expected: Weights, what: string, tolerance = 1e-5): void {
-  assert.deepEqual(Object.keys(actual).sort(), Object.keys(expected).sort(), `${what}: names`);
-  for (const [name, want] of Object.entries(expected)) {
-    const got = actual[name];
-    assert.equal(got.length, want.length, `${what}: ${name}: length`);
-    let diff = 0, norm = 0;
-    want.forEach((w, i) => {
-      diff += (got[i] - w) ** 2;
-      norm += w ** 2;
-    });
-    const error = Math.sqrt(diff / Math.max(norm, 1e-30));
-    assert.ok(error <= tolerance, `${what}: ${name} has relative error ${error}`);
-  }
-}
 
 async function gradNorms(metrics: string): Promise<number[]> {
   return (await Deno.readTextFile(metrics)).trim().split("\n").map((l) => JSON.parse(l))

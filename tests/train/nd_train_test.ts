@@ -7,7 +7,7 @@ import { join } from "node:path";
 import { withTempDir } from "../_harness/processes.ts";
 import { freePort } from "../_harness/ranks.ts";
 import type { MetricRecord } from "../../src/train/metrics.ts";
-import { assertSucceeded, readSaved, smallCorpus, train } from "./_train.ts";
+import { assertClose, assertSucceeded, readSaved, smallCorpus, train } from "./_train.ts";
 
 type Weights = Record<string, Float32Array | Int32Array>;
 /**
@@ -16,22 +16,6 @@ type Weights = Record<string, Float32Array | Int32Array>;
  * 1e-4 relative (the losses agree to 1e-5); a misplaced shard or batch would move it by ~1.
  */
 const WEIGHTS = 1e-3;
-
-/** Fails unless every tensor of `actual` is within `tolerance` (relative, L2) of `expected`'s. */
-function assertClose(actual: Weights, expected: Weights, what: string, tolerance = 1e-5): void {
-  assert.deepEqual(Object.keys(actual).sort(), Object.keys(expected).sort(), `${what}: names`);
-  for (const [name, want] of Object.entries(expected)) {
-    const got = actual[name];
-    assert.equal(got.length, want.length, `${what}: ${name}: length`);
-    let diff = 0, norm = 0;
-    want.forEach((w, i) => {
-      diff += (got[i] - w) ** 2;
-      norm += w ** 2;
-    });
-    const error = Math.sqrt(diff / Math.max(norm, 1e-30));
-    assert.ok(error <= tolerance, `${what}: ${name} has relative error ${error}`);
-  }
-}
 
 /** The step losses of a run's metrics.jsonl. */
 async function stepLosses(dir: string): Promise<number[]> {
