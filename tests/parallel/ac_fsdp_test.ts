@@ -4,6 +4,7 @@
 import assert from "node:assert/strict";
 import { assertAllOk, runRanks } from "../_harness/ranks.ts";
 import { describe, markedProcesses, markerEnv } from "../_harness/processes.ts";
+import { relativeError } from "../_harness/close.ts";
 
 const worker = new URL("./workers/ac_fsdp.ts", import.meta.url);
 
@@ -16,20 +17,10 @@ interface Run {
 }
 
 /** ‖got − want‖ / ‖want‖ of one tensor's values. */
-function relativeError(got: number[], want: number[]): number {
-  assert.equal(got.length, want.length);
-  let diff = 0, norm = 0;
-  for (let i = 0; i < want.length; i++) {
-    diff += (got[i] - want[i]) ** 2;
-    norm += want[i] ** 2;
-  }
-  return Math.sqrt(diff / Math.max(norm, 1e-24));
-}
-
 function assertClose(got: Values, want: Values, tolerance: number, what: string): void {
   assert.deepEqual(Object.keys(got).sort(), Object.keys(want).sort(), `${what}: names`);
   for (const [name, w] of Object.entries(want)) {
-    const err = relativeError(got[name], w);
+    const err = relativeError(got[name], w, "lengths", 1e-24);
     assert.ok(err <= tolerance, `${what}: ${name} has relative error ${err}`);
   }
 }
@@ -55,7 +46,10 @@ Deno.test("activation checkpointing then fullyShard per block on 2 ranks trains 
     assert.deepEqual(ac.wrapped, ["transformer.h.0", "transformer.h.1"]);
     for (const [label, got] of [["AC", ac], ["no AC", plain]] as const) {
       got.losses.forEach((l, step) => {
-        assert.ok(relativeError([l], [plain.losses[step]]) <= tolerance, `${what} ${label} loss`);
+        assert.ok(
+          relativeError([l], [plain.losses[step]], "lengths", 1e-24) <= tolerance,
+          `${what} ${label} loss`,
+        );
       });
       assertClose(got.final, reference.final, tolerance, `${what} ${label} weights vs one process`);
       // This rank's gradient rows of the last step, against the same rows of one process's
@@ -63,14 +57,14 @@ Deno.test("activation checkpointing then fullyShard per block on 2 ranks trains 
       for (const [name, { rowStart, rows, shape, values }] of Object.entries(got.grads)) {
         const rowNumel = shape.slice(1).reduce((a, b) => a * b, 1);
         const want = reference.grads[name].slice(rowStart * rowNumel, (rowStart + rows) * rowNumel);
-        const err = relativeError(values.slice(0, want.length), want);
+        const err = relativeError(values.slice(0, want.length), want, "lengths", 1e-24);
         assert.ok(err <= tolerance, `${what} ${label}: gradient of ${name}, error ${err}`);
       }
     }
     // AC against no AC on the same rank: the same losses, gradients and weights.
     assertClose(ac.final, plain.final, tolerance, `${what} AC vs no AC weights`);
     for (const [name, g] of Object.entries(ac.grads)) {
-      const err = relativeError(g.values, plain.grads[name].values);
+      const err = relativeError(g.values, plain.grads[name].values, "lengths", 1e-24);
       assert.ok(err <= tolerance, `${what}: AC gradient of ${name}, error ${err}`);
     }
     assert.match(String(r.refused), /already fully sharded; apply activation checkpointing first/);

@@ -16,6 +16,7 @@ import {
   type Trace,
   trainSteps,
 } from "./workers/hsdp_problem.ts";
+import { relativeError } from "../_harness/close.ts";
 
 const worker = new URL("./workers/hsdp.ts", import.meta.url);
 
@@ -31,21 +32,11 @@ const TOLERANCE = 1e-5;
 const LATER_GRADIENTS = 5e-5;
 
 /** The relative error ‖got − want‖ / ‖want‖ (fsdp_test.ts's per-tensor measure). */
-function relativeError(got: ArrayLike<number>, want: ArrayLike<number>, what: string): number {
-  assert.equal(got.length, want.length, `${what}: length`);
-  let diff = 0, norm = 0;
-  for (let i = 0; i < want.length; i++) {
-    diff += (got[i] - want[i]) ** 2;
-    norm += want[i] ** 2;
-  }
-  return Math.sqrt(diff / Math.max(norm, 1e-12));
-}
-
 /** Every tensor within `tolerance` of the expected one (fsdp_test.ts's assertClose). */
 function assertClose(actual: Params, expected: Params, tolerance: number, what: string): void {
   assert.deepEqual(Object.keys(actual), Object.keys(expected), `${what}: names`);
   for (const [name, want] of Object.entries(expected)) {
-    const err = relativeError(actual[name], want, `${what}: ${name}`);
+    const err = relativeError(actual[name], want, `${what}: ${name}: length`, 1e-12);
     assert.ok(err <= tolerance, `${what}: ${name} has relative error ${err}`);
   }
 }
@@ -162,7 +153,12 @@ Deno.test("HSDP on a 2 × 2 mesh trains a GPT like one process on the whole batc
           for (const [policy, tolerance] of [["bf16", 0.1], ["f16", 0.05]] as const) {
             const rows = (r[policy] as { grads: Record<string, GradRows> }).grads;
             for (const [name, { values }] of Object.entries(rows)) {
-              const err = relativeError(values, grads[name].values, `${what} ${policy} ${name}`);
+              const err = relativeError(
+                values,
+                grads[name].values,
+                `${what} ${policy} ${name}: length`,
+                1e-12,
+              );
               assert.ok(err <= tolerance, `${what}: ${policy} gradient of ${name} is ${err} off`);
             }
           }

@@ -16,6 +16,7 @@ import {
   type Trace,
   trainParts,
 } from "./workers/tp_problem.ts";
+import { relativeError } from "../_harness/close.ts";
 
 const worker = new URL("./workers/tp_fsdp.ts", import.meta.url);
 const TOLERANCE = 1e-5;
@@ -25,17 +26,6 @@ const CASES: Case[] = [
   { label: "TP 2 (sequence parallel) × FSDP 2, full AC", sequenceParallel: true, ac: true },
   { label: "TP 2 × FSDP 2, full AC", sequenceParallel: false, ac: true },
 ];
-
-/** ‖got − want‖ / ‖want‖. */
-function relativeError(got: ArrayLike<number>, want: ArrayLike<number>): number {
-  assert.equal(got.length, want.length, "lengths");
-  let diff = 0, norm = 0;
-  for (let i = 0; i < want.length; i++) {
-    diff += (got[i] - want[i]) ** 2;
-    norm += want[i] ** 2;
-  }
-  return Math.sqrt(diff / Math.max(norm, 1e-30));
-}
 
 /**
  * The q and v thirds of a fused q|k|v bias (whole, or one rank's rows of its TP shard: the thirds

@@ -9,6 +9,7 @@ import { describe, markedProcesses, markerEnv } from "../_harness/processes.ts";
 import { shardRanges } from "../../src/parallel/tensor_parallel/placement.ts";
 import type { GPTTensorParallelOptions } from "../../src/parallel/mod.ts";
 import { buildModel, type Trace, train } from "./workers/tp_problem.ts";
+import { relativeError } from "../_harness/close.ts";
 
 const worker = new URL("./workers/tp.ts", import.meta.url);
 const SIZE = 2;
@@ -24,17 +25,6 @@ async function runCase(env: Record<string, string>): Promise<RankResult[]> {
   const left = markedProcesses(marker);
   assert.deepEqual(left, [], `left behind: ${describe(left)}`);
   return runs;
-}
-
-/** ‖got − want‖ / ‖want‖. */
-function relativeError(got: ArrayLike<number>, want: ArrayLike<number>): number {
-  assert.equal(got.length, want.length, "lengths");
-  let diff = 0, norm = 0;
-  for (let i = 0; i < want.length; i++) {
-    diff += (got[i] - want[i]) ** 2;
-    norm += want[i] ** 2;
-  }
-  return Math.sqrt(diff / Math.max(norm, 1e-30));
 }
 
 interface Held {

@@ -9,6 +9,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import assert from "node:assert/strict";
 import { load } from "../../src/checkpoint/mod.ts";
+import { relativeError } from "../_harness/close.ts";
 import { freePort } from "../_harness/ranks.ts";
 import { describe, ROOT, runDeno, type RunOptions, type RunResult } from "../_harness/processes.ts";
 
@@ -135,14 +136,7 @@ export function assertClose(
 ): void {
   assert.deepEqual(Object.keys(actual).sort(), Object.keys(expected).sort(), `${what}: names`);
   for (const [name, want] of Object.entries(expected)) {
-    const got = actual[name];
-    assert.equal(got.length, want.length, `${what}: ${name}: length`);
-    let diff = 0, norm = 0;
-    want.forEach((w, i) => {
-      diff += (got[i] - w) ** 2;
-      norm += w ** 2;
-    });
-    const error = Math.sqrt(diff / Math.max(norm, 1e-30));
+    const error = relativeError(actual[name], want, `${what}: ${name}: length`);
     assert.ok(error <= tolerance, `${what}: ${name} has relative error ${error}`);
   }
 }
