@@ -7,8 +7,26 @@
 import type { ReduceOp } from "./backend.ts";
 import { worldGroup } from "./init.ts";
 import type { TensorLike } from "./backend.ts";
-import type { ProcessGroup } from "./process_group.ts";
+import { DistError } from "./errors.ts";
+import { ProcessGroup } from "./process_group.ts";
 import type { Work } from "./work.ts";
+
+/**
+ * `group`, or the world when it is undefined. Anything else is refused by name: a JavaScript
+ * caller that passes PyTorch-style keywords (`{ group }`) would otherwise meet "allReduce is not
+ * a function" deep inside.
+ * @ignore dtrain-internal
+ */
+export function groupOrWorld(group: ProcessGroup | undefined, what: string): ProcessGroup {
+  if (group === undefined) return worldGroup(what);
+  if (group instanceof ProcessGroup) return group;
+  const got = group === null ? "null" : Object(group).constructor?.name ?? typeof group;
+  throw new DistError(
+    "invalid",
+    `${what}: group must be a ProcessGroup (from newGroup, or a DeviceMesh's getGroup()), got ` +
+      `${got}; it is a positional argument, as in ${what}(t, ..., group)`,
+  );
+}
 
 /**
  * Reduces `t` in place across `group`.
@@ -33,7 +51,7 @@ import type { Work } from "./work.ts";
  * ```
  */
 export function allReduce(t: TensorLike, op: ReduceOp = "sum", group?: ProcessGroup): Work {
-  return (group ?? worldGroup("allReduce")).allReduce(t, op);
+  return groupOrWorld(group, "allReduce").allReduce(t, op);
 }
 
 /**
@@ -59,7 +77,7 @@ export function allReduce(t: TensorLike, op: ReduceOp = "sum", group?: ProcessGr
  * ```
  */
 export function broadcast(t: TensorLike, src: number, group?: ProcessGroup): Work {
-  return (group ?? worldGroup("broadcast")).broadcast(t, src);
+  return groupOrWorld(group, "broadcast").broadcast(t, src);
 }
 
 /**
@@ -90,7 +108,7 @@ export function allGather(
   t: TensorLike,
   group?: ProcessGroup,
 ): Work {
-  return (group ?? worldGroup("allGather")).allGather(out, t);
+  return groupOrWorld(group, "allGather").allGather(out, t);
 }
 
 /**
@@ -123,7 +141,7 @@ export function reduceScatter(
   op: ReduceOp = "sum",
   group?: ProcessGroup,
 ): Work {
-  return (group ?? worldGroup("reduceScatter")).reduceScatter(out, input, op);
+  return groupOrWorld(group, "reduceScatter").reduceScatter(out, input, op);
 }
 
 /**
@@ -143,5 +161,5 @@ export function reduceScatter(
  * ```
  */
 export function barrier(group?: ProcessGroup): Work {
-  return (group ?? worldGroup("barrier")).barrier();
+  return groupOrWorld(group, "barrier").barrier();
 }

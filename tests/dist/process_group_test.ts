@@ -111,6 +111,15 @@ Deno.test("a single-rank group runs every collective and validates its arguments
     await assert.rejects(newGroup([1]), invalid("newGroup: rank 1 is outside world size 1"));
     const sub = await newGroup([0]);
     await allReduce(x, "sum", sub);
+    // PyTorch-style keywords from JavaScript: the group is positional.
+    assert.throws(
+      () => allReduce(x, "sum", { group: sub } as never),
+      invalid(
+        "allReduce: group must be a ProcessGroup (from newGroup, or a DeviceMesh's getGroup()), " +
+          "got Object; it is a positional argument, as in allReduce(t, ..., group)",
+      ),
+    );
+    assert.throws(() => barrier(null as never), invalid(/^barrier: group must be .*got null;/));
 
     await assert.rejects(
       initProcessGroup({ initMethod: `tcp://127.0.0.1:${port}`, rank: 0, worldSize: 1 }),
