@@ -8,6 +8,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { withTempDir } from "../_harness/processes.ts";
+import { relativeError } from "../_harness/close.ts";
 import { freePort } from "../_harness/ranks.ts";
 import type { MetricRecord } from "../../src/train/metrics.ts";
 import { assertBitIdentical, assertSucceeded, readSaved, smallCorpus, train } from "./_train.ts";
@@ -93,18 +94,43 @@ async function run(
   return ranks.map((e) => readSaved(join(out, e.name)).tensors);
 }
 
+/** Plain SGD (no momentum or weight decay): one step moves each weight by `lr` times its gradient. */
+const SGD = ["--optimizer", "sgd", "--momentum", "0", "--weight-decay", "0"];
+
 /** One process's first-step gradient on the global batch of 16 (see `gradientOf`). */
 async function firstGradient(dir: string, job: string[]): Promise<Gradients> {
-  const sgd = ["--optimizer", "sgd", "--momentum", "0", "--weight-decay", "0"];
-  const at = (lr: number) => run(dir, `sgd${lr}`, [...job, ...ONE, ...sgd, "--lr", `${lr}`], 1);
+  const at = (lr: number) => run(dir, `sgd${lr}`, [...job, ...ONE, ...SGD, "--lr", `${lr}`], 1);
   const [[atLr], [at2Lr]] = [await at(10), await at(20)];
   return gradientOf(atLr, at2Lr, 10);
+}
+
+/**
+ * Fails unless one clipped SGD step at lr 10 moved each weight by `--grad-clip / norm` of the
+ * unclipped step (`sgd10`, which `firstGradient` ran, as did its norm), as `clip_grad_norm_` does.
+ */
+async function assertClips(dir: string, job: string[], grad0: Gradients): Promise<void> {
+  const [clipped] = await run(
+    dir,
+    "clipped",
+    [...job, ...ONE, ...SGD, "--lr", "10", ...CLIPPED],
+    1,
+  );
+  const [unclipped] = [readSaved(join(dir, "sgd10", "rank0.safetensors")).tensors];
+  const [{ gradNorm }] = await steps(join(dir, "sgd10"));
+  const coef = CLIP / (gradNorm + 1e-6);
+  assert.ok(coef < 1, `the norm ${gradNorm} is above the clip`);
+  for (const [name, w] of Object.entries(unclipped)) {
+    const want = w.map((v, i) => v + 10 * grad0[name][i] * (1 - coef));
+    const error = relativeError(clipped[name], want);
+    assert.ok(error <= TOLERANCE, `--grad-clip: ${name} has relative error ${error}`);
+  }
 }
 
 Deno.test("train --tp 2, TP 2 × FSDP 2, HSDP 2 × 2 and HSDP × TP (2 × 2 × 2, --ac full) train a GPT to one process's losses, norms and weights after 3 clipped AdamW steps; --ac full to --ac none's", async () => {
   await withTempDir("dtrain_nd_train_", async (dir) => {
     const job = await gptJob(dir);
     const grad0 = await firstGradient(dir, job);
+    await assertClips(dir, job, grad0);
     const [reference] = await run(dir, "one", [...job, ...CLIPPED, ...ONE]);
     for (const { gradNorm } of await steps(join(dir, "one"))) assert.ok(gradNorm > CLIP);
     const layouts: [string, string[], number][] = [
