@@ -25,9 +25,9 @@ export interface Trained {
 export async function finalWeights(trainer: Trained): Promise<StateDict> {
   const { config } = trainer;
   if (!shardedSnapshots(config)) return trainer.model.stateDict();
-  const weights = config.strategy === "fsdp"
-    ? await fullStateDict(trainer.model)
-    : gatherTensorParallel(trainer.model);
+  // FSDP's rows first (whole TP shards on every rank), then TP's shards (whole tensors).
+  const local = config.strategy === "fsdp" ? await fullStateDict(trainer.model) : undefined;
+  const weights = config.tp > 1 ? gatherTensorParallel(trainer.model, local) : local!;
   if (trainer.rank === 0) {
     const path = join(dirname(trainer.config.snapshot), "model.safetensors");
     save(path, weights, { format: "pt" });

@@ -78,7 +78,7 @@ export function resolveDegrees(config: Parallelism, worldSize: number, world = "
 /**
  * What the layout asks of the model, checked before any process starts: a GPT (the only model
  * with a tensor-parallel plan and transformer blocks to checkpoint), heads (and, with sequence
- * parallelism, the block size) divisible by `--tp`, and TP without FSDP for now.
+ * parallelism, the block size) divisible by `--tp`.
  * @throws ConfigError naming the flag.
  */
 export function checkLayoutFits(config: TrainConfig): void {
@@ -106,13 +106,6 @@ export function checkLayoutFits(config: TrainConfig): void {
         `blockSize / tp positions; or --sequence-parallel false), got ${tp}`,
     );
   }
-  if (config.strategy === "fsdp") {
-    throw new ConfigError(
-      "tp",
-      "--tp above 1 with --strategy fsdp (2-D: TP within, FSDP across) is not built yet; " +
-        "use --strategy ddp (TP with DDP over --dp-replicate)",
-    );
-  }
 }
 
 /**
@@ -138,7 +131,10 @@ export interface Layout {
   mesh: DeviceMesh | null;
   /** The tensor-parallel mesh (1-D), or null without TP. */
   tpMesh: DeviceMesh | null;
-  /** FSDP's mesh: 2-D (dp_replicate, dp_shard) for HSDP, or null for the world group. */
+  /**
+   * FSDP's mesh: 2-D (dp_replicate, dp_shard) for HSDP, else the flattened dp dimensions; null for
+   * the world group.
+   */
   fsdpMesh: DeviceMesh | null;
   /** DDP's group: the flattened dp dimensions, or null for the world group. */
   dpGroup: ProcessGroup | null;
@@ -170,7 +166,10 @@ export async function makeLayout(config: TrainConfig): Promise<Layout> {
     dpRank: dp.getLocalRank(),
     mesh,
     tpMesh: tp > 1 ? mesh.get("tp") : null,
-    fsdpMesh: hsdp ? mesh.get(["dp_replicate", "dp_shard"]) : mesh.get("dp_shard"),
+    // --dp-shard 1 under fsdp shards over the replicas instead (the same numbers as replicating,
+    // as a plain FSDP run over the world group): a mesh of the one-rank dp_shard dimension alone
+    // would leave each replica's gradients its own.
+    fsdpMesh: hsdp ? mesh.get(["dp_replicate", "dp_shard"]) : dp,
     dpGroup: dp.getGroup(),
   };
 }

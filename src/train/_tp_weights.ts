@@ -11,12 +11,17 @@ import { Shard, tensorParallelPlacement } from "../parallel/tensor_parallel/plac
  * `model`'s state dict with every tensor-parallel shard gathered whole (in the full shape, fused
  * q|k|v parts put back in order); replicated tensors as they are. Every rank of the TP group calls
  * it, in the same order (the state dict's).
+ *
+ * @param local The TP-local tensors by name, when they are not the model's own: under TP × FSDP,
+ *   `fullStateDict`'s (each rank's TP shard, gathered whole over the data-parallel group), whose
+ *   placement is still the model parameter's of the same name.
  */
-export function gatherTensorParallel(model: Module): StateDict {
+export function gatherTensorParallel(model: Module, local?: StateDict): StateDict {
   const whole: StateDict = {};
   const done = new Map<Tensor, Tensor>(); // tied parameters are gathered once
-  for (const [name, t] of Object.entries(model.stateDict())) {
-    const placed = tensorParallelPlacement(t);
+  for (const [name, param] of Object.entries(model.stateDict())) {
+    const t = local?.[name] ?? param;
+    const placed = tensorParallelPlacement(param);
     if (placed === undefined || !(placed.placement instanceof Shard)) {
       whole[name] = t;
       continue;

@@ -234,7 +234,6 @@ function convert(field: keyof TrainConfig, raw: string): unknown {
 const ITERATION_ONLY = [
   "dataDir",
   "outDir",
-  "gradClip",
   "maxIters",
   "evalInterval",
   "evalIters",

@@ -32,6 +32,7 @@ import { openTokenData, type TokenData } from "./_tokens.ts";
 import { getLr } from "./_nanogpt.ts";
 import { sumOverRanks } from "./_stats.ts";
 import { checkStep } from "./_finite.ts";
+import { clipToNorm } from "./_clip.ts";
 import { checkResumeAcrossRanks } from "./_resume.ts";
 import { RunLog } from "./metrics.ts";
 import { ddpPolicy, withAutocast } from "./precision.ts";
@@ -211,15 +212,6 @@ export class IterTrainer {
     });
   }
 
-  /** Scales the gradients to a total norm of `--grad-clip` when above it (clip_grad_norm_). */
-  #clip(norm: number): void {
-    const coef = this.config.gradClip / (norm + 1e-6);
-    if (this.config.gradClip === 0 || coef >= 1) return;
-    noGrad(() => {
-      for (const p of this.model.parameters()) p.grad?.mul_(coef);
-    });
-  }
-
   /** nanoGPT's training loop, from `iterNum` to `maxIters` (both included, as train.py). */
   async train(): Promise<IterResult> {
     const c = this.config, first = this.iterNum;
@@ -244,7 +236,7 @@ export class IterTrainer {
         }
         const lossf = loss * c.gradientAccumulationSteps;
         const norm = await checkStep(this.model, lossf, this.iterNum, this.worldSize);
-        this.#clip(norm);
+        clipToNorm(this.model, c.gradClip, norm);
         this.optimizer.step();
         this.optimizer.zeroGrad();
         const t1 = performance.now(), dt = (t1 - t0) / 1000;

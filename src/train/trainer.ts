@@ -26,6 +26,7 @@ import { type Layout, shardedSnapshots, worldLayout } from "./_layout.ts";
 import { parallelizeModel } from "./parallelize.ts";
 import { sumOverRanks } from "./_stats.ts";
 import { checkStep } from "./_finite.ts";
+import { clipToNorm } from "./_clip.ts";
 import { checkResumeAcrossRanks } from "./_resume.ts";
 import { RunLog } from "./metrics.ts";
 import { nowUs, record, span } from "../profile/tracer.ts";
@@ -161,6 +162,7 @@ export class Trainer {
       else span("backward", "compute", () => loss.backward());
       const value = loss.item(), step = this.step + 1;
       this.#gradNorm = await checkStep(this.model, value, step, this.worldSize);
+      clipToNorm(this.model, this.config.gradClip, this.#gradNorm);
       this.#scheduleLr();
       span("optimizer step", "optim", () => this.optimizer.step());
       this.optimizer.zeroGrad();

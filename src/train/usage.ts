@@ -32,6 +32,8 @@ const EPOCHS = `usage: deno task train [EPOCHS SAVE_EVERY] [options]
   --seed N, --threads N (BLAS threads per process, 0 = automatic)
   --max-steps N            stop after N optimizer steps over the whole run, resumed ones included
                            (default 0: no limit); the snapshot then resumes mid-epoch
+  --grad-clip X            clip the total gradient norm at X, 0 = off (default ${DEFAULTS.gradClip};
+                           --dataset tokens: ${T.gradClip}), as clip_grad_norm_, over every rank's shards
   --log-every N            log the loss, learning rate, throughput and gradient norm every N steps
                            (default 0: about 10 times an epoch), to the console and metrics.jsonl
   --nproc-per-node N       worker processes on this machine (default ${DEFAULTS.nprocPerNode}; 1 = no launcher)
@@ -57,7 +59,8 @@ const EPOCHS = `usage: deno task train [EPOCHS SAVE_EVERY] [options]
                            (dp-shard must be 1); --tp (default 1, --model gpt): the GPT plan, heads
                            split (must divide --n-head and the vocabulary), DDP over the dp ranks;
                            a TP group reads the same batches, --batch-size is per dp rank;
-                           TP with fsdp is not built yet; TP's snapshot is a sharded folder
+                           with --strategy fsdp, 2-D (TP within, FSDP across; 3-D with
+                           --dp-replicate: HSDP × TP); TP's snapshot is a sharded folder
   --sequence-parallel true|false  with --tp: norms and dropout on 1/tp of the sequence (default
                            ${DEFAULTS.sequenceParallel}, as torchtitan; --tp must divide --block-size)
   --loss-parallel true|false  with --tp: the loss from vocabulary-sharded logits (default ${DEFAULTS.lossParallel},

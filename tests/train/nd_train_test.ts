@@ -1,43 +1,65 @@
-// The train job's N-D flags as real processes under the launcher: --tp 2 on 2 ranks and HSDP
-// (--dp-replicate 2 --dp-shard 2) on 4 train a GPT to one process's losses and weights on the same
-// global batches; --ac full trains to --ac none's; degrees that do not fit the world size, a --tp
-// that does not divide nHead and --dp-shard under DDP are refused before any process starts.
+// The train job's N-D flags as real processes under the launcher, each against one process on the
+// same global batches of 16 (losses, clipGradNorm's total norms and the weights after 3 clipped
+// AdamW steps, relative error ≤ 1e-5 apart from float-noise elements, _trained.ts): --tp 2 on 2
+// ranks, TP 2 × FSDP 2 and HSDP 2 × 2 on 4, HSDP × TP (2 × 2 × 2, with --ac full) on 8; --ac full
+// trains to --ac none's bit for bit; a TP 2 × FSDP 2 run stopped at step 3 resumes exactly, and on
+// other layouts; degrees that do not fit the world size, a --tp that does not divide nHead and
+// --dp-shard under DDP are refused before any process starts.
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { withTempDir } from "../_harness/processes.ts";
+import { relativeError } from "../_harness/close.ts";
 import { freePort } from "../_harness/ranks.ts";
 import type { MetricRecord } from "../../src/train/metrics.ts";
-import { assertClose, assertSucceeded, readSaved, smallCorpus, train } from "./_train.ts";
+import { assertBitIdentical, assertSucceeded, readSaved, smallCorpus, train } from "./_train.ts";
+import {
+  assertTrainedClose,
+  gradientOf,
+  type Gradients,
+  TOLERANCE,
+  type Weights,
+} from "./_trained.ts";
 
-type Weights = Record<string, Float32Array | Int32Array>;
-/**
- * The weights' tolerance after 3 AdamW steps: its first steps divide each gradient by its own
- * size, so a bias gradient near 0, summed in another order across ranks, moves its bias by up to
- * 1e-4 relative (the losses agree to 1e-5); a misplaced shard or batch would move it by ~1.
- */
-const WEIGHTS = 1e-3;
+/** The total gradient norm clipped to: below every step's (checked), so that clipping acts. */
+const CLIP = 0.5;
 
-/** The step losses of a run's metrics.jsonl. */
-async function stepLosses(dir: string): Promise<number[]> {
+/** The step records of a run's metrics.jsonl: loss and gradient norm (before clipping). */
+async function steps(dir: string): Promise<{ step: number; loss: number; gradNorm: number }[]> {
   return (await Deno.readTextFile(join(dir, "metrics.jsonl"))).trim().split("\n")
-    .map((l) => JSON.parse(l) as MetricRecord).filter((r) => r.kind === "step").map((r) => r.loss);
+    .map((l) => JSON.parse(l) as MetricRecord).filter((r) => r.kind === "step")
+    .map((r) => ({ step: r.step, loss: r.loss, gradNorm: r.gradNorm! }));
 }
 
-function assertLossesClose(actual: number[], expected: number[], what: string): void {
-  assert.equal(actual.length, expected.length, `${what}: steps`);
-  actual.forEach((l, i) =>
-    assert.ok(Math.abs(l - expected[i]) <= 1e-5 * Math.abs(expected[i]), `${what}: step ${i}`)
-  );
+/** Fails unless the steps `dir` ran (a resumed run's last ones) logged `reference`'s numbers. */
+async function assertStepsClose(dir: string, reference: string, what: string): Promise<void> {
+  const got = await steps(dir), all = await steps(reference);
+  const want = all.slice(all.length - got.length);
+  assert.deepEqual(got.map((s) => s.step), want.map((s) => s.step), `${what}: steps`);
+  got.forEach((s, i) => {
+    for (const key of ["loss", "gradNorm"] as const) {
+      const [a, b] = [s[key], want[i][key]];
+      assert.ok(Math.abs(a - b) <= TOLERANCE * b, `${what}: step ${s.step}: ${key} ${a} vs ${b}`);
+    }
+  });
 }
 
-/** A tiny GPT for 3 steps, every step logged; `--batch-size` is the caller's. */
+/**
+ * A tiny GPT at a constant learning rate of 0.01 (AdamW's steps move every weight, so that a
+ * wrong gradient shows), every step logged; `--batch-size` is the caller's.
+ */
 async function gptJob(dir: string): Promise<string[]> {
   return [
     ...["--model", "gpt", "--n-layer", "2", "--n-head", "4", "--n-embd", "32"],
-    ...["--block-size", "16", "--threads", "1", "--epochs", "1"],
-    ...["--log-every", "1", "--data-root", await smallCorpus(dir)],
+    ...["--block-size", "16", "--threads", "1", "--epochs", "1", "--lr-schedule", "constant"],
+    ...["--lr", "0.01", "--log-every", "1", "--data-root", await smallCorpus(dir)],
   ];
 }
+const CLIPPED = ["--grad-clip", String(CLIP)];
+const ONE = ["--nproc-per-node", "1", "--batch-size", "16"];
+const TP_FSDP = [
+  ...["--nproc-per-node", "4", "--strategy", "fsdp", "--tp", "2", "--dp-shard", "2"],
+  ...["--batch-size", "8"],
+];
 
 /**
  * Runs the job in `dir/name` to `steps` steps (the job's 3 unless given), each rank dumping its
@@ -72,40 +94,71 @@ async function run(
   return ranks.map((e) => readSaved(join(out, e.name)).tensors);
 }
 
-Deno.test("train --tp 2 on 2 ranks, and HSDP 2 × 2 on 4, train a GPT to one process's losses and weights; --ac full to --ac none's", async () => {
+/** Plain SGD (no momentum or weight decay): one step moves each weight by `lr` times its gradient. */
+const SGD = ["--optimizer", "sgd", "--momentum", "0", "--weight-decay", "0"];
+
+/** One process's first-step gradient on the global batch of 16 (see `gradientOf`). */
+async function firstGradient(dir: string, job: string[]): Promise<Gradients> {
+  const at = (lr: number) => run(dir, `sgd${lr}`, [...job, ...ONE, ...SGD, "--lr", `${lr}`], 1);
+  const [[atLr], [at2Lr]] = [await at(10), await at(20)];
+  return gradientOf(atLr, at2Lr, 10);
+}
+
+/**
+ * Fails unless one clipped SGD step at lr 10 moved each weight by `--grad-clip / norm` of the
+ * unclipped step (`sgd10`, which `firstGradient` ran, as did its norm), as `clip_grad_norm_` does.
+ */
+async function assertClips(dir: string, job: string[], grad0: Gradients): Promise<void> {
+  const [clipped] = await run(
+    dir,
+    "clipped",
+    [...job, ...ONE, ...SGD, "--lr", "10", ...CLIPPED],
+    1,
+  );
+  const [unclipped] = [readSaved(join(dir, "sgd10", "rank0.safetensors")).tensors];
+  const [{ gradNorm }] = await steps(join(dir, "sgd10"));
+  const coef = CLIP / (gradNorm + 1e-6);
+  assert.ok(coef < 1, `the norm ${gradNorm} is above the clip`);
+  for (const [name, w] of Object.entries(unclipped)) {
+    const want = w.map((v, i) => v + 10 * grad0[name][i] * (1 - coef));
+    const error = relativeError(clipped[name], want);
+    assert.ok(error <= TOLERANCE, `--grad-clip: ${name} has relative error ${error}`);
+  }
+}
+
+Deno.test("train --tp 2, TP 2 × FSDP 2, HSDP 2 × 2 and HSDP × TP (2 × 2 × 2, --ac full) train a GPT to one process's losses, norms and weights after 3 clipped AdamW steps; --ac full to --ac none's", async () => {
   await withTempDir("dtrain_nd_train_", async (dir) => {
     const job = await gptJob(dir);
-    const one = ["--nproc-per-node", "1"];
-    // --tp 2: one data-parallel rank, so the batches of one process of the same batch size.
-    const [reference] = await run(dir, "one", [...job, ...one, "--batch-size", "8"]);
-    const tp = await run(dir, "tp", [
-      ...job,
-      "--nproc-per-node",
-      "2",
-      "--tp",
-      "2",
-      "--batch-size",
-      "8",
-    ]);
-    assert.equal(tp.length, 2);
-    tp.forEach((w, r) => assertClose(w, reference, `--tp 2, rank ${r}`, WEIGHTS));
-    assertLossesClose(await stepLosses(join(dir, "tp")), await stepLosses(join(dir, "one")), "tp");
-
-    // HSDP: 4 dp ranks of 8 samples each are one process's batches of 32.
-    const [wide] = await run(dir, "one32", [...job, ...one, "--batch-size", "32"]);
-    const hsdp = await run(dir, "hsdp", [
-      ...job,
-      ...["--nproc-per-node", "4", "--strategy", "fsdp", "--dp-replicate", "2", "--dp-shard", "2"],
-      ...["--batch-size", "8"],
-    ]);
-    assert.equal(hsdp.length, 4);
-    hsdp.forEach((w, r) => assertClose(w, wide, `HSDP 2 × 2, rank ${r}`, WEIGHTS));
-    const wideLosses = await stepLosses(join(dir, "one32"));
-    assertLossesClose(await stepLosses(join(dir, "hsdp")), wideLosses, "hsdp");
-
-    const [ac] = await run(dir, "ac", [...job, ...one, "--batch-size", "32", "--ac", "full"]);
-    assertClose(ac, wide, "--ac full", 0);
-    assertLossesClose(await stepLosses(join(dir, "ac")), wideLosses, "ac");
+    const grad0 = await firstGradient(dir, job);
+    await assertClips(dir, job, grad0);
+    const [reference] = await run(dir, "one", [...job, ...CLIPPED, ...ONE]);
+    for (const { gradNorm } of await steps(join(dir, "one"))) assert.ok(gradNorm > CLIP);
+    const layouts: [string, string[], number][] = [
+      ["--tp 2", ["--nproc-per-node", "2", "--tp", "2", "--batch-size", "16"], 2],
+      ["TP 2 × FSDP 2", TP_FSDP, 4],
+      ["HSDP 2 × 2", [
+        ...["--nproc-per-node", "4", "--strategy", "fsdp", "--dp-replicate", "2"],
+        ...["--dp-shard", "2", "--batch-size", "4"],
+      ], 4],
+      ["HSDP × TP 2 × 2 × 2, --ac full", [
+        ...["--nproc-per-node", "8", "--strategy", "fsdp", "--dp-replicate", "2"],
+        ...["--dp-shard", "2", "--tp", "2", "--batch-size", "4", "--ac", "full"],
+      ], 8],
+    ];
+    for (const [[label, flags, ranks], k] of layouts.map((l, k) => [l, k] as const)) {
+      const name = `layout${k}`;
+      const weights = await run(dir, name, [...job, ...CLIPPED, ...flags]);
+      assert.equal(weights.length, ranks, label);
+      let worst = { error: 0, name: "" };
+      for (const [r, w] of weights.entries()) {
+        const e = assertTrainedClose(w, reference, grad0, `${label}, rank ${r}`);
+        if (e.error > worst.error) worst = e;
+      }
+      await assertStepsClose(join(dir, name), join(dir, "one"), label);
+      console.log(`${label}: worst relative error ${worst.error.toExponential(1)} (${worst.name})`);
+    }
+    const [ac] = await run(dir, "ac", [...job, ...CLIPPED, ...ONE, "--ac", "full"]);
+    assertBitIdentical(ac, reference, "--ac full");
   });
 });
 
@@ -115,23 +168,12 @@ Deno.test("train refuses degrees that do not fit the world size, a --tp that doe
     const cases: [string[], RegExp][] = [
       [
         [
-          "--nproc-per-node",
-          "4",
-          "--strategy",
-          "fsdp",
-          "--tp",
-          "1",
-          "--dp-replicate",
-          "3",
-          "--dp-shard",
-          "2",
+          ...["--nproc-per-node", "4", "--strategy", "fsdp", "--tp", "1"],
+          ...["--dp-replicate", "3", "--dp-shard", "2"],
         ],
         /tp × dpReplicate × dpShard: --tp 1 × --dp-replicate 3 × --dp-shard 2 = 6 must equal the world size \(4 processes: --nproc-per-node 4 × --nnodes 1\)/,
       ],
-      [
-        ["--nproc-per-node", "4", "--tp", "3"],
-        /tp: must divide nHead \(4\)/,
-      ],
+      [["--nproc-per-node", "4", "--tp", "3"], /tp: must divide nHead \(4\)/],
       [
         ["--nproc-per-node", "2", "--dp-shard", "2"],
         /dpShard: 2 shards the parameters, which is --strategy fsdp/,
@@ -150,23 +192,35 @@ Deno.test("train refuses degrees that do not fit the world size, a --tp that doe
   });
 });
 
-Deno.test("train --tp 2 stopped at step 3 resumes from its sharded snapshot at --tp 2 and at --tp 1, ending where an uninterrupted --tp 2 run does", async () => {
+Deno.test("train TP 2 × FSDP 2 stopped at step 3 resumes from its sharded snapshot exactly, and at --tp 2 (DDP) and in one process, ending where an uninterrupted run does", async () => {
   await withTempDir("dtrain_nd_resume_", async (dir) => {
-    const job = [...await gptJob(dir), "--batch-size", "8"];
-    const tp = [...job, "--nproc-per-node", "2", "--tp", "2"];
-    const [straight] = await run(dir, "straight", tp, 5);
-    await run(dir, "first", tp, 3);
-    // Each resume gets a copy of the step-3 snapshot, so the second does not see the first's.
-    for (const to of ["again", "one"]) await Deno.mkdir(join(dir, to));
-    for (const to of ["again", "one"]) {
-      await new Deno.Command("cp", { args: ["-r", join(dir, "first", "snap"), join(dir, to)] })
-        .output();
+    const job = [...await gptJob(dir), ...CLIPPED];
+    const [straight] = await run(dir, "straight", [...job, ...TP_FSDP], 5);
+    await run(dir, "first", [...job, ...TP_FSDP], 3);
+    const resumes: [string, string[]][] = [
+      ["again", TP_FSDP],
+      ["tp", ["--nproc-per-node", "2", "--tp", "2", "--batch-size", "16"]],
+      // One process reads the sharded folder as a --strategy fsdp run (a ddp run's is a file).
+      ["one", [...ONE, "--strategy", "fsdp"]],
+    ];
+    // Each resume gets a copy of the step-3 snapshot, so that none sees another's.
+    for (const [to] of resumes) {
+      await Deno.mkdir(join(dir, to));
+      const cp = ["-r", join(dir, "first", "snap"), join(dir, to)];
+      assert.ok((await new Deno.Command("cp", { args: cp }).output()).success);
     }
-    const again = await run(dir, "again", tp, 5, true);
-    again.forEach((w, r) => assertClose(w, straight, `resumed at --tp 2, rank ${r}`, 1e-6));
-    // One process reads the sharded folder as a --strategy fsdp run (a ddp run's snapshot is a file).
-    const single = [...job, "--nproc-per-node", "1", "--strategy", "fsdp"];
-    const [one] = await run(dir, "one", single, 5, true);
-    assertClose(one, straight, "resumed at --tp 1", WEIGHTS);
+    const grad0 = await firstGradient(dir, job);
+    for (const [name, flags] of resumes) {
+      const weights = await run(dir, name, [...job, ...flags], 5, true);
+      let worst = 0;
+      for (const [r, w] of weights.entries()) {
+        const what = `resumed ${name}, rank ${r}`;
+        // The same layout sums in the same order: the same bits as the run never stopped.
+        if (name === "again") assertBitIdentical(w, straight, what);
+        else worst = Math.max(worst, assertTrainedClose(w, straight, grad0, what).error);
+      }
+      console.log(`resumed ${name}: worst relative error ${worst.toExponential(1)}`);
+      await assertStepsClose(join(dir, name), join(dir, "straight"), `resumed ${name}`);
+    }
   });
 });
