@@ -2,12 +2,13 @@
 // batch: each differentiable collective's forward and backward, the tiny GPT's loss, first-step
 // gradients (each rank's shard against the matching slice of the whole gradient), clipped norms
 // and weights after 3 AdamW steps, with gathered logits, sequence parallelism and a
-// vocabulary-parallel loss; the bad plans' errors; and a rank killed inside a TP forward.
+// vocabulary-parallel loss, without and with (full, selective) activation checkpointing, whose
+// runs equal the plain ones bitwise; the bad plans' errors; and a rank killed inside a TP forward.
 import assert from "node:assert/strict";
 import { assertAllOk, type RankResult, runRanks } from "../_harness/ranks.ts";
 import { describe, markedProcesses, markerEnv } from "../_harness/processes.ts";
 import { shardRanges } from "../../src/parallel/tensor_parallel/placement.ts";
-import type { GPTTensorParallelOptions } from "../../src/parallel/mod.ts";
+import type { Mode } from "./workers/tp.ts";
 import { buildModel, type Trace, train } from "./workers/tp_problem.ts";
 import { relativeError } from "../_harness/close.ts";
 
@@ -50,18 +51,32 @@ function shardOf(full: number[], held: Held, rank: number): number[] {
   return out;
 }
 
-const MODES: (GPTTensorParallelOptions & { label: string })[] = [
+const MODES: Mode[] = [
   { label: "gathered logits", sequenceParallel: false, lossParallel: false },
   { label: "sequence parallel", sequenceParallel: true, lossParallel: false },
   { label: "loss parallel", sequenceParallel: false, lossParallel: true },
   { label: "sequence and loss parallel", sequenceParallel: true, lossParallel: true },
+  { label: "gathered logits, full AC", sequenceParallel: false, lossParallel: false, ac: "full" },
+  {
+    label: "sequence and loss parallel, full AC",
+    sequenceParallel: true,
+    lossParallel: true,
+    ac: "full",
+  },
+  {
+    label: "sequence parallel, selective AC",
+    sequenceParallel: true,
+    lossParallel: false,
+    ac: "selective",
+  },
 ];
 
-Deno.test("tensor parallelism on 2 ranks: the differentiable collectives, the bad plans' errors, and the tiny GPT trained like one process (gathered logits, sequence parallel, loss parallel)", async () => {
+Deno.test("tensor parallelism on 2 ranks: the differentiable collectives, the bad plans' errors, and the tiny GPT trained like one process (gathered logits, sequence parallel, loss parallel; without and with full and selective activation checkpointing, whose gradients equal the plain ones bitwise)", async () => {
   const runs = await runCase({ CASE: "train", MODES: JSON.stringify(MODES) });
   assertAllOk(runs);
   checkCollectives(runs);
   checkErrors(runs);
+  checkCheckpointedBitwise(runs);
   for (const run of runs) {
     // Embedding column-wise (gathered), Linear row-wise on a split input, PrepareModuleOutput.
     const errors = run.result!.otherStyles as Record<string, number>;
@@ -81,8 +96,17 @@ Deno.test("tensor parallelism on 2 ranks: the differentiable collectives, the ba
   for (const [i, mode] of MODES.entries()) {
     let worst = 0;
     for (const run of runs) {
-      const got = (run.result!.modes as (Trace & { placements: Record<string, Held> })[])[i];
+      const got = (run.result!.modes as Result[])[i];
       const what = `${mode.label}, rank ${run.rank}`;
+      const wrapped = {
+        full: ["transformer.h.0", "transformer.h.1"],
+        selective: ["transformer.h.1"],
+      };
+      assert.deepEqual(
+        got.wrapped,
+        mode.ac ? wrapped[mode.ac] : [],
+        `${what}: blocks checkpointed`,
+      );
       got.losses.forEach((loss, k) => {
         const want = reference.losses[k];
         assert.ok(Math.abs(loss - want) <= 1e-5 * want, `${what}: loss ${k} ${loss} vs ${want}`);
@@ -124,6 +148,36 @@ Deno.test("tensor parallelism on 2 ranks: the differentiable collectives, the ba
     console.log(`${mode.label}: worst relative error ${worst.toExponential(1)}`);
   }
 });
+
+interface Result extends Trace {
+  wrapped: string[];
+  placements: Record<string, Held>;
+}
+
+/**
+ * Checkpointed gradients equal the plain ones, bitwise: the recompute runs the same kernels on the
+ * same values in the same order, and under TP each block's input gets its gradient from inside the
+ * block only (the residual stream enters and leaves it), so no sum is reordered. The forward is
+ * the same computation, so the losses are bitwise equal too; and so are the weights, which follow.
+ * Each checkpointed mode is compared with the plain mode of the same TP options, on each rank.
+ */
+function checkCheckpointedBitwise(runs: RankResult[]): void {
+  for (const run of runs) {
+    const got = run.result!.modes as Result[];
+    for (const [i, mode] of MODES.entries()) {
+      if (mode.ac === undefined) continue;
+      const plain = MODES.findIndex((m) =>
+        m.ac === undefined && m.sequenceParallel === mode.sequenceParallel &&
+        m.lossParallel === mode.lossParallel
+      );
+      const what = `rank ${run.rank}: ${mode.label} against ${MODES[plain].label}`;
+      assert.deepEqual(got[i].losses, got[plain].losses, `${what}: losses`);
+      assert.deepEqual(got[i].grads, got[plain].grads, `${what}: first-step gradients`);
+      assert.deepEqual(got[i].norms, got[plain].norms, `${what}: norms`);
+      assert.deepEqual(got[i].final, got[plain].final, `${what}: weights`);
+    }
+  }
+}
 
 /**
  * The q and v thirds of a (local or whole) fused q|k|v bias, after checking that the k third is

@@ -1,8 +1,8 @@
 /**
  * Worker for tp_test.ts. CASE picks the scenario:
  * - "train": the differentiable collectives on rank-dependent tensors, the bad plans' errors,
- *   then the tiny GPT trained under each MODES entry (parallelizeGPT options), with what each
- *   parameter holds;
+ *   then the tiny GPT trained under each MODES entry (parallelizeGPT options, optionally with
+ *   activation checkpointing), with what each parameter holds;
  * - "kill": rank KILL_RANK SIGKILLs itself inside the first block's attention forward of the
  *   second step, and the survivors report their errors.
  * @module
@@ -166,13 +166,27 @@ function placements(model: GPT) {
   }));
 }
 
+/** One MODES entry: parallelizeGPT's options, and activation checkpointing applied after. */
+export interface Mode extends parallel.GPTTensorParallelOptions {
+  label: string;
+  /** "selective" checkpoints every second block. */
+  ac?: "full" | "selective";
+}
+
 function trainModes(): unknown[] {
-  const modes = JSON.parse(Deno.env.get("MODES")!) as parallel.GPTTensorParallelOptions[];
-  return modes.map((options) => {
+  const modes = JSON.parse(Deno.env.get("MODES")!) as Mode[];
+  return modes.map(({ label: _, ac, ...options }) => {
     const started = performance.now();
     const model = parallel.parallelizeGPT(buildModel(), tpMesh, options);
+    const wrapped = ac === undefined ? [] : parallel.applyActivationCheckpointing(
+      model,
+      ac === "full" ? { mode: ac } : {
+        mode: ac,
+        every: 2,
+      },
+    );
     const trace = train(model);
-    return { ...trace, placements: placements(model), ms: performance.now() - started };
+    return { ...trace, wrapped, placements: placements(model), ms: performance.now() - started };
   });
 }
 
