@@ -8,8 +8,7 @@
 import assert from "node:assert/strict";
 import { assertAllOk, runRanks } from "../_harness/ranks.ts";
 import { describe, markedProcesses, markerEnv } from "../_harness/processes.ts";
-import type { Case } from "./workers/tp_fsdp.ts";
-import { buildModel, CLIP, trainParts } from "./workers/tp_problem.ts";
+import { buildModel, type Case, CLIP, trainParts } from "./workers/tp_problem.ts";
 import { checkAgainstReference, type RankRun } from "./_tp_compare.ts";
 
 const worker = new URL("./workers/hsdp_tp.ts", import.meta.url);

@@ -7,8 +7,14 @@
 import assert from "node:assert/strict";
 import { assertAllOk, runRanks } from "../_harness/ranks.ts";
 import { describe, markedProcesses, markerEnv } from "../_harness/processes.ts";
-import type { Case } from "./workers/tp_fsdp.ts";
-import { buildModel, CLIP, type Held, type Trace, trainParts } from "./workers/tp_problem.ts";
+import {
+  buildModel,
+  type Case,
+  CLIP,
+  type Held,
+  type Trace,
+  trainParts,
+} from "./workers/tp_problem.ts";
 import { checkAgainstReference } from "./_tp_compare.ts";
 
 const worker = new URL("./workers/tp_fsdp.ts", import.meta.url);

@@ -3,16 +3,14 @@
  * each CASES entry, the tiny GPT made tensor-parallel on tp, optionally activation-checkpointed,
  * then fully sharded per block and on the root over the (dp_replicate, dp_shard) mesh (HSDP), and
  * trained for STEPS clipped AdamW steps, each data-parallel rank on its quarter of every batch of
- * ROWS (env) sequences: losses, first-step gradient shards, clipped norms, final weight shards and what
- * each parameter holds.
+ * ROWS (env) sequences: losses, first-step gradient shards, clipped norms, final weight shards and
+ * what each parameter holds (tp_problem's trainCase).
  * @module
  */
 
 import { destroyProcessGroup, initDeviceMesh, initProcessGroup } from "../../../src/dist/mod.ts";
-import * as parallel from "../../../src/parallel/mod.ts";
 import { runWorker } from "../../_harness/worker.ts";
-import { buildModel, placements, trainParts } from "./tp_problem.ts";
-import type { Case } from "./tp_fsdp.ts";
+import { type Case, trainCase } from "./tp_problem.ts";
 
 await runWorker(async () => {
   await initProcessGroup({ backend: "gloo", timeoutMs: 30_000 });
@@ -24,24 +22,10 @@ await runWorker(async () => {
     // Row-major: the data-parallel index is replicate × 2 + shard.
     const dp = replicate * 2 + shard;
     const dpMesh = mesh.get(["dp_replicate", "dp_shard"]);
-    const cases = JSON.parse(Deno.env.get("CASES")!) as Case[];
     const rows = Number(Deno.env.get("ROWS"));
     const results = [];
-    for (const c of cases) {
-      const started = performance.now();
-      const model = parallel.parallelizeGPT(buildModel(), mesh.get("tp"), {
-        sequenceParallel: c.sequenceParallel,
-      });
-      const wrapped = c.ac ? parallel.applyActivationCheckpointing(model, { mode: "full" }) : [];
-      for (const block of model.transformer.h) parallel.fullyShard(block, { mesh: dpMesh });
-      const sharded = parallel.fullyShard(model, { mesh: dpMesh });
-      const trace = await trainParts(model, dp, 4, (loss) => sharded.backward(loss), rows);
-      results.push({
-        ...trace,
-        wrapped,
-        placements: placements(model),
-        ms: performance.now() - started,
-      });
+    for (const c of JSON.parse(Deno.env.get("CASES")!) as Case[]) {
+      results.push(await trainCase(c, mesh.get("tp"), dpMesh, dp, 4, rows));
     }
     return { dp, tp, replicate, shard, results };
   } finally {

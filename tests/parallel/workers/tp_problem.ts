@@ -12,7 +12,10 @@ import { tensor } from "../../../src/tensor/creation.ts";
 import { manualSeed } from "../../../src/tensor/random.ts";
 import { tidy, tidyAsync } from "../../../src/tensor/scope.ts";
 import type { Module } from "../../../src/nn/module.ts";
-import { localShard } from "../../../src/parallel/fsdp/fully_shard.ts";
+import { fullyShard, localShard } from "../../../src/parallel/fsdp/fully_shard.ts";
+import { applyActivationCheckpointing } from "../../../src/parallel/activation_checkpoint.ts";
+import { parallelizeGPT } from "../../../src/parallel/tensor_parallel/gpt_plan.ts";
+import type { DeviceMesh } from "../../../src/dist/mod.ts";
 import {
   Shard,
   shardRanges,
@@ -176,4 +179,34 @@ export async function trainParts(
   }
   trace.final = values(model);
   return trace;
+}
+
+/** One TP × FSDP scenario: sequence parallelism on the tp dimension, full activation checkpointing. */
+export interface Case {
+  label: string;
+  sequenceParallel: boolean;
+  ac: boolean;
+}
+
+/**
+ * Case `c`: the tiny GPT made tensor-parallel on `tp`, optionally activation-checkpointed, then
+ * fully sharded per block and on the root over `dp` (1-D: FSDP; 2-D: HSDP), torchtitan's order,
+ * and trained by {@linkcode trainParts} on part `part` of `parts` of batches of `batchRows`: its
+ * trace, the blocks checkpointed, what each parameter holds and the milliseconds it took.
+ */
+export async function trainCase(
+  c: Case,
+  tp: DeviceMesh,
+  dp: DeviceMesh,
+  part: number,
+  parts: number,
+  batchRows = B,
+) {
+  const started = performance.now();
+  const model = parallelizeGPT(buildModel(), tp, { sequenceParallel: c.sequenceParallel });
+  const wrapped = c.ac ? applyActivationCheckpointing(model, { mode: "full" }) : [];
+  for (const block of model.transformer.h) fullyShard(block, { mesh: dp });
+  const sharded = fullyShard(model, { mesh: dp });
+  const trace = await trainParts(model, part, parts, (loss) => sharded.backward(loss), batchRows);
+  return { ...trace, wrapped, placements: placements(model), ms: performance.now() - started };
 }
