@@ -1,7 +1,7 @@
 // Activation checkpointing composed with fullyShard on 2 real rank processes, in both orders
 // (torchtitan's, AC first, then fullyShard per block; and fullyShard first, whose groups gather
-// before the recompute in backward), and with two fully sharded modules inside each checkpointed
-// block: the tiny GPT's losses, gradient shards and weights after 3 AdamW steps equal the same
+// before the recompute in backward), with two fully sharded modules inside each checkpointed
+// block, and with those two checkpointed as well (nested regions): the tiny GPT's losses, gradient shards and weights after 3 AdamW steps equal the same
 // run without AC, and one process on the whole batch.
 import assert from "node:assert/strict";
 import { assertAllOk, runRanks } from "../_harness/ranks.ts";
@@ -46,7 +46,7 @@ Deno.test("activation checkpointing before or after fullyShard (per block, or pe
     const r = run.result!.runs as Record<Order, Run>;
     const plain = r.none, what = `rank ${run.rank}`;
     assert.deepEqual(plain.wrapped, []);
-    for (const order of ["none", "acFirst", "fsdpFirst", "fsdpInside"] as const) {
+    for (const order of ["none", "acFirst", "fsdpFirst", "fsdpInside", "nested"] as const) {
       const got = r[order];
       const label = `${what} ${order}`;
       assert.deepEqual(got.wrapped, order === "none" ? [] : wrapped, `${label}: blocks wrapped`);
@@ -63,7 +63,7 @@ Deno.test("activation checkpointing before or after fullyShard (per block, or pe
         const err = relativeError(values.slice(0, want.length), want, "lengths", 1e-24);
         assert.ok(err <= tolerance, `${label}: gradient of ${name}, error ${err}`);
       }
-      if (order === "none" || order === "fsdpInside") continue;
+      if (order === "none" || order === "fsdpInside" || order === "nested") continue;
       // AC against no AC on the same rank, with the same FSDP groups: the same losses, gradients
       // and weights.
       assertClose(got.final, plain.final, tolerance, `${label} vs no AC: weights`);

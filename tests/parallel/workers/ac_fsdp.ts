@@ -56,9 +56,10 @@ const values = (state: Record<string, Tensor>): Values =>
 /**
  * How FSDP and activation checkpointing are composed: "none" (no AC), "acFirst" (torchtitan's
  * order), "fsdpFirst" (fullyShard per block, then AC over the sharded blocks), "fsdpInside"
- * (fullyShard on each block's attention and MLP, then AC per block: two groups in one region).
+ * (fullyShard on each block's attention and MLP, then AC per block: two groups in one region),
+ * "nested" (as "fsdpInside", with the attention and MLP checkpointed too, inside their blocks').
  */
-export type Order = "none" | "acFirst" | "fsdpFirst" | "fsdpInside";
+export type Order = "none" | "acFirst" | "fsdpFirst" | "fsdpInside" | "nested";
 
 /** FSDP on this rank's rows, composed with activation checkpointing as `order` says. */
 async function sharded(order: Order) {
@@ -67,11 +68,15 @@ async function sharded(order: Order) {
   const ac = () => applyActivationCheckpointing(model, { mode: "full" });
   const wrapped = order === "acFirst" ? ac() : [];
   for (const block of model.transformer.h) {
-    if (order === "fsdpInside") [block.attn, block.mlp].forEach((m) => fullyShard(m));
-    else fullyShard(block);
+    if (order === "fsdpInside" || order === "nested") {
+      [block.attn, block.mlp].forEach((m) => fullyShard(m));
+    } else fullyShard(block);
   }
   const root = fullyShard(model);
-  if (order === "fsdpFirst" || order === "fsdpInside") wrapped.push(...ac());
+  if (order === "nested") {
+    applyActivationCheckpointing(model, { mode: "full", blocks: (n) => /\.(attn|mlp)$/.test(n) });
+  }
+  if (order !== "none" && order !== "acFirst") wrapped.push(...ac());
   const opt = optimizer(root.parameters());
   const losses: number[] = [];
   let grads: Record<string, { rowStart: number; rows: number; shape: number[]; values: number[] }> =
@@ -126,7 +131,7 @@ await runWorker(async () => {
     timeoutMs: Number(Deno.env.get("TEST_TIMEOUT_MS") ?? 20_000),
   });
   try {
-    const orders: Order[] = ["none", "acFirst", "fsdpFirst", "fsdpInside"];
+    const orders: Order[] = ["none", "acFirst", "fsdpFirst", "fsdpInside", "nested"];
     const runs: Record<string, unknown> = {};
     for (const order of orders) runs[order] = await sharded(order);
     const reference = getRank() === 0 ? await single(getWorldSize()) : null;
