@@ -8,7 +8,6 @@
 import { GPT } from "../nn/gpt.ts";
 import type { Module } from "../nn/module.ts";
 import { checkpoint } from "../nn/utils/checkpoint.ts";
-import { fsdpStateOf } from "./fsdp/fully_shard.ts";
 
 /** Options of {@linkcode applyActivationCheckpointing}. */
 export interface ActivationCheckpointOptions {
@@ -31,15 +30,17 @@ const WRAPPED = Symbol("activationCheckpointed");
 
 /**
  * Wraps the forward of each chosen transformer block of `model` in `nn.utils.checkpoint`, in
- * place (torchtitan's `apply_ac`, full or layer-selective). Apply it before `fullyShard`, as
- * torchtitan does (AC first, then `fullyShard` per block): a block that is already fully sharded
- * is refused, and so is a block checkpointed twice.
+ * place (torchtitan's `apply_ac`, full or layer-selective). Either order with `fullyShard`
+ * works: torchtitan's (AC first, then `fullyShard` per block) keeps FSDP's hooks outside the
+ * checkpointed region; after `fullyShard`, FSDP gathers the block's parameters before the
+ * recompute in backward (see [Note: recompute preparations] in src/nn/utils/checkpoint.ts). A
+ * block checkpointed twice is refused.
  *
  * @param model The model (`nn.GPT`, or any module with `blocks` given).
  * @param options See {@linkcode ActivationCheckpointOptions}.
  * @returns The dotted names of the blocks now checkpointed, in order.
- * @throws Error for a bad mode, `every`, or block list, a block already checkpointed or already
- *   fully sharded, and a model that is not a GPT without `blocks`.
+ * @throws Error for a bad mode, `every`, or block list, a block already checkpointed, and a model
+ *   that is not a GPT without `blocks`.
  *
  * @example Every second block of a GPT
  * ```ts
@@ -74,12 +75,6 @@ export function applyActivationCheckpointing(
     if (mode === "selective" && (i + 1) % every! !== 0) return;
     if ((block as unknown as Record<symbol, unknown>)[WRAPPED]) {
       throw new Error(`${what}: block ${name} is already activation-checkpointed`);
-    }
-    if (fsdpStateOf(block) !== undefined) {
-      throw new Error(
-        `${what}: block ${name} is already fully sharded; apply activation checkpointing ` +
-          "first, then fullyShard (torchtitan's order)",
-      );
     }
     const forward = block.forward.bind(block);
     Object.defineProperties(block, {

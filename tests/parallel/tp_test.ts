@@ -2,14 +2,14 @@
 // batch: each differentiable collective's forward and backward, the tiny GPT's loss, first-step
 // gradients (each rank's shard against the matching slice of the whole gradient), clipped norms
 // and weights after 3 AdamW steps, with gathered logits, sequence parallelism and a
-// vocabulary-parallel loss; the bad plans' errors; and a rank killed inside a TP forward.
+// vocabulary-parallel loss, without and with (full, selective) activation checkpointing, whose
+// runs equal the plain ones bitwise; the bad plans' errors; and a rank killed inside a TP forward.
 import assert from "node:assert/strict";
 import { assertAllOk, type RankResult, runRanks } from "../_harness/ranks.ts";
 import { describe, markedProcesses, markerEnv } from "../_harness/processes.ts";
-import { shardRanges } from "../../src/parallel/tensor_parallel/placement.ts";
-import type { GPTTensorParallelOptions } from "../../src/parallel/mod.ts";
-import { buildModel, type Trace, train } from "./workers/tp_problem.ts";
-import { relativeError } from "../_harness/close.ts";
+import type { Mode } from "./workers/tp.ts";
+import { buildModel, CLIP, type Held, type Trace, train } from "./workers/tp_problem.ts";
+import { checkAgainstReference } from "./_tp_compare.ts";
 
 const worker = new URL("./workers/tp.ts", import.meta.url);
 const SIZE = 2;
@@ -27,41 +27,32 @@ async function runCase(env: Record<string, string>): Promise<RankResult[]> {
   return runs;
 }
 
-interface Held {
-  dim: number | null;
-  chunks: number;
-  fullShape: number[];
-}
-
-/** The part of a whole tensor (row-major `full`) that `rank` holds under `held`. */
-function shardOf(full: number[], held: Held, rank: number): number[] {
-  if (held.dim === null) return full;
-  const shape = held.fullShape, dim = held.dim < 0 ? held.dim + shape.length : held.dim;
-  const ranges = shardRanges(shape[dim], held.chunks, rank, SIZE);
-  const inner = shape.slice(dim + 1).reduce((a, b) => a * b, 1);
-  const outer = shape.slice(0, dim).reduce((a, b) => a * b, 1);
-  const out: number[] = [];
-  for (let o = 0; o < outer; o++) {
-    for (const { start, length } of ranges) {
-      const from = (o * shape[dim] + start) * inner;
-      out.push(...full.slice(from, from + length * inner));
-    }
-  }
-  return out;
-}
-
-const MODES: (GPTTensorParallelOptions & { label: string })[] = [
+const MODES: Mode[] = [
   { label: "gathered logits", sequenceParallel: false, lossParallel: false },
   { label: "sequence parallel", sequenceParallel: true, lossParallel: false },
   { label: "loss parallel", sequenceParallel: false, lossParallel: true },
   { label: "sequence and loss parallel", sequenceParallel: true, lossParallel: true },
+  { label: "gathered logits, full AC", sequenceParallel: false, lossParallel: false, ac: "full" },
+  {
+    label: "sequence and loss parallel, full AC",
+    sequenceParallel: true,
+    lossParallel: true,
+    ac: "full",
+  },
+  {
+    label: "sequence parallel, selective AC",
+    sequenceParallel: true,
+    lossParallel: false,
+    ac: "selective",
+  },
 ];
 
-Deno.test("tensor parallelism on 2 ranks: the differentiable collectives, the bad plans' errors, and the tiny GPT trained like one process (gathered logits, sequence parallel, loss parallel)", async () => {
+Deno.test("tensor parallelism on 2 ranks: the differentiable collectives, the bad plans' errors, and the tiny GPT trained like one process (gathered logits, sequence parallel, loss parallel; without and with full and selective activation checkpointing, whose gradients equal the plain ones bitwise)", async () => {
   const runs = await runCase({ CASE: "train", MODES: JSON.stringify(MODES) });
   assertAllOk(runs);
   checkCollectives(runs);
   checkErrors(runs);
+  checkCheckpointedBitwise(runs);
   for (const run of runs) {
     // Embedding column-wise (gathered), Linear row-wise on a split input, PrepareModuleOutput.
     const errors = run.result!.otherStyles as Record<string, number>;
@@ -78,43 +69,29 @@ Deno.test("tensor parallelism on 2 ranks: the differentiable collectives, the ba
     }
   }
   const reference = train(buildModel());
+  reference.norms.forEach((n) => assert.ok(n > CLIP, `norm ${n} does not exceed the clip`));
+  const wrapped = { full: ["transformer.h.0", "transformer.h.1"], selective: ["transformer.h.1"] };
   for (const [i, mode] of MODES.entries()) {
-    let worst = 0;
-    for (const run of runs) {
-      const got = (run.result!.modes as (Trace & { placements: Record<string, Held> })[])[i];
-      const what = `${mode.label}, rank ${run.rank}`;
-      got.losses.forEach((loss, k) => {
-        const want = reference.losses[k];
-        assert.ok(Math.abs(loss - want) <= 1e-5 * want, `${what}: loss ${k} ${loss} vs ${want}`);
-      });
-      got.norms.forEach((n, k) => {
-        const want = reference.norms[k];
-        assert.ok(Math.abs(n - want) <= 1e-5 * want, `${what}: norm ${k} ${n} vs ${want}`);
-        assert.ok(want > 0.5, `${what}: norm ${want} does not exceed the clip`);
-      });
-      assert.deepEqual(Object.keys(got.grads), Object.keys(reference.grads), `${what}: names`);
-      for (const [name, held] of Object.entries(got.placements)) {
-        for (
-          const [kind, all, want] of [
-            ["gradient", got.grads, reference.grads],
-            ["weight", got.final, reference.final],
-          ] as const
-        ) {
-          let mine = all[name], theirs = shardOf(want[name], held, run.rank);
-          if (kind === "weight" && name.endsWith("attn.c_attn.bias")) {
-            [mine, theirs] = [keyBiasApart(mine, what), keyBiasApart(theirs, "reference")];
-          }
-          const err = relativeError(mine, theirs);
-          assert.ok(err <= 1e-5, `${what}: ${kind} of ${name} has relative error ${err}`);
-          worst = Math.max(worst, err);
-        }
-      }
+    // Every rank reads the whole batch: each is its own data-parallel group of one.
+    const results = runs.map((run) => ({
+      rank: run.rank,
+      dp: 0,
+      tp: run.rank,
+      got: (run.result!.modes as Result[])[i],
+    }));
+    const worst = checkAgainstReference(results, reference, SIZE, 1e-5, mode.label);
+    for (const { rank, got } of results) {
+      const what = `${mode.label}, rank ${rank}`;
+      const want = mode.ac ? wrapped[mode.ac] : [];
+      assert.deepEqual(got.wrapped, want, `${what}: blocks checkpointed`);
       // The plan shards what it says: the fused q|k|v by heads, both vocabulary users on dim 0.
       const p = got.placements;
       assert.deepEqual(p["transformer.h.0.attn.c_attn.weight"], {
         dim: 0,
         chunks: 3,
         fullShape: [96, 32],
+        rowStart: 0,
+        rows: 48,
       });
       assert.equal(p["transformer.wte.weight"].dim, 0, `${what}: wte`);
       assert.equal(p["lm_head.weight"], undefined, `${what}: lm_head.weight is tied to wte's`);
@@ -125,17 +102,34 @@ Deno.test("tensor parallelism on 2 ranks: the differentiable collectives, the ba
   }
 });
 
+interface Result extends Trace {
+  wrapped: string[];
+  placements: Record<string, Held>;
+}
+
 /**
- * The q and v thirds of a (local or whole) fused q|k|v bias, after checking that the k third is
- * float noise: the key bias's gradient is zero (softmax ignores a shift of a query's scores), so
- * its value after AdamW, which scales any gradient to steps of the learning rate's size, is that
- * noise amplified, whatever the parallelism; it is not compared.
+ * Checkpointed gradients equal the plain ones, bitwise: the recompute runs the same kernels on the
+ * same values in the same order, and under TP each block's input gets its gradient from inside the
+ * block only (the residual stream enters and leaves it), so no sum is reordered. The forward is
+ * the same computation, so the losses are bitwise equal too; and so are the weights, which follow.
+ * Each checkpointed mode is compared with the plain mode of the same TP options, on each rank.
  */
-function keyBiasApart(bias: number[], what: string): number[] {
-  const third = bias.length / 3;
-  const k = bias.slice(third, 2 * third);
-  assert.ok(k.every((v) => Math.abs(v) < 1e-4), `${what}: key bias ${k} is not noise`);
-  return [...bias.slice(0, third), ...bias.slice(2 * third)];
+function checkCheckpointedBitwise(runs: RankResult[]): void {
+  for (const run of runs) {
+    const got = run.result!.modes as Result[];
+    for (const [i, mode] of MODES.entries()) {
+      if (mode.ac === undefined) continue;
+      const plain = MODES.findIndex((m) =>
+        m.ac === undefined && m.sequenceParallel === mode.sequenceParallel &&
+        m.lossParallel === mode.lossParallel
+      );
+      const what = `rank ${run.rank}: ${mode.label} against ${MODES[plain].label}`;
+      assert.deepEqual(got[i].losses, got[plain].losses, `${what}: losses`);
+      assert.deepEqual(got[i].grads, got[plain].grads, `${what}: first-step gradients`);
+      assert.deepEqual(got[i].norms, got[plain].norms, `${what}: norms`);
+      assert.deepEqual(got[i].final, got[plain].final, `${what}: weights`);
+    }
+  }
 }
 
 /** Each collective's value and gradient on rank r: x = [r·10 + i], loss = sum(y · [i + 1 + r·100]). */

@@ -20,11 +20,17 @@
  * of a plain backward, except where a boundary tensor also gets gradient from outside the region
  * and float addition is summed in another order.
  *
- * With FSDP, checkpoint inside the fully sharded module: `applyActivationCheckpointing` before
- * `fullyShard` (torchtitan's order), so that FSDP's hooks gather the parameters around the
- * recompute. A fully sharded module called inside `fn` fails in the recompute when FSDP's
- * backward prefetch already has its all-gather in flight: its forward blocks and cannot wait
- * for an asynchronous gather.
+ * [Note: recompute preparations]
+ * A node of the region may carry a preparation ({@linkcode setRecomputePreparation}): what its
+ * pre-backward hook would have done had the region's graph been kept. FSDP's pre-backward node
+ * over a fully sharded module's outputs has one (gather the parameters, prefetch the next
+ * group's), so that a fully sharded module inside `fn` (`fullyShard`, then
+ * `applyActivationCheckpointing`) has its parameters gathered, awaited, before the recompute runs
+ * its forward, which then neither gathers nor reshards (PyTorch's FSDP2 pre-forward does nothing
+ * in its pre-backward state, for the same reason). The region's graph is dropped, so the
+ * checkpoint node runs the preparations it found, in backward order, before recomputing, and
+ * carries them as its own preparation for a checkpoint around it. The other order (`fullyShard`
+ * around the checkpoint, torchtitan's) needs none: FSDP's hooks are outside the region.
  * @module
  */
 
@@ -34,6 +40,26 @@ import { zeros } from "../../tensor/creation.ts";
 import { getRngState, setRngState } from "../../tensor/random.ts";
 import { Tensor } from "../../tensor/tensor.ts";
 import { Parameter } from "../parameter.ts";
+
+type Preparation = () => Promise<void> | void;
+const preparations = new WeakMap<Node, Preparation>();
+
+/**
+ * Gives `node` a preparation: run, and awaited, before a checkpoint region containing `node` is
+ * recomputed (see [Note: recompute preparations]).
+ * @ignore dtrain-internal (its module is re-exported with `export *`)
+ */
+export function setRecomputePreparation(node: Node, prepare: Preparation): void {
+  preparations.set(node, prepare);
+}
+
+/** Runs `steps` in order, awaiting each promise one returns before the next. */
+function inOrder(steps: readonly Preparation[]): Promise<void> | void {
+  for (let i = 0; i < steps.length; i++) {
+    const pending = steps[i]();
+    if (pending instanceof Promise) return pending.then(() => inOrder(steps.slice(i + 1)));
+  }
+}
 
 /** Options of {@linkcode checkpointWith}. */
 export interface CheckpointOptions {
@@ -112,6 +138,9 @@ export function checkpointWith<A extends unknown[], R>(
   const mine = outputs.filter((t) => inRegion(t, start));
   if (region.boundary.length === 0) return output;
 
+  // What the region's pre-backward hooks would have done, latest node first (backward's order).
+  const prepare = region.nodes.filter((n) => preparations.has(n)).sort((a, b) => b.seq - a.seq)
+    .map((n) => preparations.get(n)!);
   // Drop the region's graph: release its nodes and free its intermediate tensors now.
   for (const node of region.nodes) node.release();
   const keep = new Set(outputs);
@@ -134,7 +163,8 @@ export function checkpointWith<A extends unknown[], R>(
     [],
     reads,
   );
-  node.preBackward = () =>
+  if (prepare.length > 0) setRecomputePreparation(node, () => inOrder(prepare));
+  const again = () =>
     recompute(
       () => {
         if (rng === null) return runWithAutocast(autocast, () => fn(...inputs));
@@ -151,6 +181,7 @@ export function checkpointWith<A extends unknown[], R>(
       boundary,
       (g) => grads = g,
     );
+  node.preBackward = () => inOrder([...prepare, again]);
   token.gradFn = node;
   mine.forEach((t, i) => {
     t.gradFn = new Node(

@@ -35,6 +35,7 @@ import { gradientDivideFactors, type ResolvedPolicy } from "../mixed_precision.t
 import { ShardedState, TrainingState } from "./_common.ts";
 import { copyIn, copyOut, takeReduced } from "./_collectives.ts";
 import { allReduceAfter } from "./_replicate.ts";
+import { setRecomputePreparation } from "../../nn/utils/checkpoint.ts";
 import type { FSDPParam } from "./_param.ts";
 
 /** What a group tells, and asks, the root of its FSDP tree during a step. */
@@ -212,8 +213,16 @@ export class FSDPParamGroup {
     this.state = ShardedState.Sharded;
   }
 
+  /** Whether forward runs again in backward, in a checkpointed region's recompute (gathered). */
+  get recomputing(): boolean {
+    return this.root.inBackward && this.training === TrainingState.PreBackward;
+  }
+
   /** Before the module's forward: gather the full parameters, then prefetch the next group's. */
   preForward(): void {
+    // A recompute's preparation gathered them (see [Note: recompute preparations] in
+    // src/nn/utils/checkpoint.ts); FSDP2's pre-forward in its pre-backward state does nothing too.
+    if (this.recomputing) return;
     // An evaluation forward (no graph) has no backward to prepare for.
     if (isGradEnabled()) this.root.ranForward(this);
     this.training = TrainingState.Forward;
@@ -229,6 +238,8 @@ export class FSDPParamGroup {
    * gather it again at once.
    */
   postForward<T>(output: T): T {
+    // A recompute's outputs need no hook, and its parameters stay for the recomputed backward.
+    if (this.recomputing) return output;
     const grad = isGradEnabled();
     const hooked = grad ? this.#hookOutputs(output) : output;
     if ((this.reshardAfterForward && this.root.group !== this) || !grad) this.reshard();
@@ -367,6 +378,8 @@ export class FSDPParamGroup {
       if (!output.requiresGrad) return output;
       const y = record(viewOf(output), "FSDPPreBackward", [output], (g) => [viewOf(g)], [], []);
       y.gradFn!.preBackward = () => this.preBackward();
+      // Inside a checkpointed region the node is dropped; its work runs before the recompute.
+      setRecomputePreparation(y.gradFn!, () => this.preBackward());
       return y;
     }
     if (Array.isArray(output)) return output.map((o) => this.#hookOutputs(o));

@@ -288,7 +288,8 @@ function attach(
   Object.defineProperties(module, {
     [STATE]: hidden(state),
     forward: hidden((...inputs: unknown[]) => {
-      const isRoot = state.root === state;
+      // A recompute in backward (see FSDPParamGroup.recomputing) has no forward to end.
+      const isRoot = state.root === state && !paramGroup.recomputing;
       let output: unknown;
       try {
         paramGroup.preForward();

@@ -3,7 +3,8 @@
  * - the bad options' errors;
  * - HSDP training of hsdp_problem's GPT for STEPS clipped AdamW steps, each rank on its quarter of
  *   the global batch (losses, gradient rows, norms, the full weights, lastStats), then a sharded
- *   checkpoint of it in DIR/hsdp;
+ *   checkpoint of it in DIR/hsdp; the same training under each AC_CASES entry (activation
+ *   checkpointing before or after fullyShard);
  * - the first step again under bf16 and f16 mixed precision (gradient rows and lastStats);
  * - resharding: FSDP over the world (4) and over each dp_shard pair (a 1-D mesh: FSDP 2) load
  *   DIR/hsdp, save it again (DIR/fsdp4, and DIR/fsdp2 from the pair of replica 0) and take one
@@ -23,6 +24,7 @@ import {
 } from "../../../src/dist/mod.ts";
 import { MLP } from "../../../src/nn/container.ts";
 import {
+  applyActivationCheckpointing,
   fullStateDict,
   fullyShard,
   type FullyShardOptions,
@@ -34,12 +36,32 @@ import { freshModel, STEPS, trainSteps } from "./hsdp_problem.ts";
 
 const dir = Deno.env.get("DIR")!;
 
-/** A fresh GPT, its blocks and then the root fully sharded with `options`, and its AdamW. */
-function shard(options: FullyShardOptions) {
+/**
+ * Activation checkpointing of an HSDP run: full (every block) or selective (every second block),
+ * applied before fullyShard (torchtitan's order) or after.
+ */
+export interface AC {
+  label: string;
+  mode: "full" | "selective";
+  afterShard: boolean;
+}
+
+/**
+ * A fresh GPT, its blocks and then the root fully sharded with `options` (and activation
+ * checkpointing as `ac` says), its AdamW and the blocks checkpointed.
+ */
+function shard(options: FullyShardOptions, ac?: AC) {
   const { model: built } = freshModel();
+  const checkpoint = () =>
+    applyActivationCheckpointing(
+      built,
+      ac!.mode === "full" ? { mode: "full" } : { mode: "selective", every: 2 },
+    );
+  const wrapped = ac !== undefined && !ac.afterShard ? checkpoint() : [];
   for (const m of innerModules(built)) fullyShard(m, options);
   const model = fullyShard(built, options);
-  return { model, optimizer: buildOptimizer(model.parameters()) };
+  if (ac?.afterShard) wrapped.push(...checkpoint());
+  return { model, optimizer: buildOptimizer(model.parameters()), wrapped };
 }
 
 /** The message of what `fn` throws, or "no error". */
@@ -106,6 +128,17 @@ await runWorker(async () => {
     const stats = model.lastStats;
     await saveSharded(`${dir}/hsdp`, { model, optimizer });
 
+    // The same training with activation checkpointing (AC_CASES), checked against the same.
+    const checkpointed = [];
+    for (const ac of JSON.parse(Deno.env.get("AC_CASES")!) as AC[]) {
+      const run = shard({ mesh }, ac);
+      const trace = await trainSteps(run.model, run.optimizer, 0, STEPS, rank, 4, (l) => {
+        return run.model.backward(l);
+      });
+      const final = stateValues(await fullStateDict(run.model));
+      checkpointed.push({ trace, final, wrapped: run.wrapped });
+    }
+
     const bf16 = await mixed(mesh, { paramDtype: "bf16" });
     const f16 = await mixed(mesh, { paramDtype: "f16" });
 
@@ -125,6 +158,7 @@ await runWorker(async () => {
       trace,
       final,
       stats,
+      checkpointed,
       worldSize: model.worldSize,
       bf16,
       f16,

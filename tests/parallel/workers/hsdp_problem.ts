@@ -46,8 +46,10 @@ function gradRows(model: Module): Record<string, GradRows> {
 }
 
 /**
- * Trains steps `from .. to - 1` on part `part` of `parts` of each global batch; `backward` runs
- * the backward pass (the FSDP root's `backward`, or the loss's own).
+ * Trains steps `from .. to - 1` on part `part` of `parts` of each global batch, in `micro`
+ * backward passes over equal slices of it (each loss scaled by 1 / micro: their gradients sum to
+ * the part's mean loss's); `backward` runs the backward pass (the FSDP root's `backward`, or the
+ * loss's own).
  */
 export async function trainSteps(
   model: Module,
@@ -57,14 +59,20 @@ export async function trainSteps(
   part: number,
   parts: number,
   backward: (loss: Tensor) => Promise<void> | void,
+  micro = 1,
 ): Promise<Trace> {
   const trace: Trace = { losses: [], grads: [], norms: [] };
-  const rows = GLOBAL_ROWS / parts;
+  const rows = GLOBAL_ROWS / parts, slice = rows / micro;
   for (let step = from; step < to; step++) {
     await tidyAsync(async () => {
-      const loss = batchLoss("gpt", model, step, part * rows, (part + 1) * rows);
-      trace.losses.push(loss.item());
-      await backward(loss);
+      let total = 0;
+      for (let m = 0; m < micro; m++) {
+        const start = part * rows + m * slice;
+        const loss = batchLoss("gpt", model, step, start, start + slice, 1 / micro);
+        total += loss.item();
+        await backward(loss);
+      }
+      trace.losses.push(total);
       trace.grads.push(gradRows(model));
       trace.norms.push(clipGradNorm(model.parameters(), CLIP));
       optimizer.step();

@@ -1,8 +1,8 @@
 /**
  * Worker for tp_test.ts. CASE picks the scenario:
  * - "train": the differentiable collectives on rank-dependent tensors, the bad plans' errors,
- *   then the tiny GPT trained under each MODES entry (parallelizeGPT options), with what each
- *   parameter holds;
+ *   then the tiny GPT trained under each MODES entry (parallelizeGPT options, optionally with
+ *   activation checkpointing), with what each parameter holds;
  * - "kill": rank KILL_RANK SIGKILLs itself inside the first block's attention forward of the
  *   second step, and the survivors report their errors.
  * @module
@@ -25,7 +25,8 @@ import { manualSeed } from "../../../src/tensor/random.ts";
 import { tidy } from "../../../src/tensor/scope.ts";
 import type { Tensor } from "../../../src/tensor/tensor.ts";
 import { runWorker } from "../../_harness/worker.ts";
-import { batch, buildModel, GPT_CONFIG, train } from "./tp_problem.ts";
+import { relativeError } from "../../_harness/close.ts";
+import { batch, buildModel, GPT_CONFIG, placements, train } from "./tp_problem.ts";
 
 /**
  * Each differentiable collective on x = [r·10 + i] (2 × 4, rank r), with loss sum(y · w) for
@@ -97,7 +98,7 @@ function otherStyles(): Record<string, number> {
   const errors: Record<string, number> = {};
   tidy(() => {
     const want = run(plain), got = run(sharded);
-    errors.output = relErr(got.toArray(), want.toArray());
+    errors.output = relativeError(got.toArray(), want.toArray());
     const plainParams = Object.fromEntries(plain.namedParameters());
     const r = getRank();
     for (const [name, p] of sharded.namedParameters()) {
@@ -107,19 +108,10 @@ function otherStyles(): Record<string, number> {
         const d = held.placement.dim, n = full.shape[d] / 2;
         part = full.narrow(d, r * n, n).contiguous();
       }
-      errors[name] = relErr(p.grad!.toArray(), part.toArray());
+      errors[name] = relativeError(p.grad!.toArray(), part.toArray());
     }
   });
   return errors;
-}
-
-function relErr(got: ArrayLike<number>, want: ArrayLike<number>): number {
-  let diff = got.length === want.length ? 0 : Infinity, norm = 0;
-  for (let i = 0; i < want.length; i++) {
-    diff += (got[i] - want[i]) ** 2;
-    norm += want[i] ** 2;
-  }
-  return Math.sqrt(diff / norm);
 }
 
 /** The error message of each bad plan (every rank runs the same ones). */
@@ -157,22 +149,27 @@ function badPlans(): Record<string, string> {
   return errors;
 }
 
-/** What each parameter holds, by name: its placement's dim, chunk count and full shape. */
-function placements(model: GPT) {
-  return Object.fromEntries([...model.namedParameters()].map(([k, p]) => {
-    const placed = parallel.tensorParallelPlacement(p);
-    const dim = placed?.placement instanceof parallel.Shard ? placed.placement.dim : null;
-    return [k, { dim, chunks: placed?.chunks ?? 1, fullShape: placed?.fullShape ?? p.shape }];
-  }));
+/** One MODES entry: parallelizeGPT's options, and activation checkpointing applied after. */
+export interface Mode extends parallel.GPTTensorParallelOptions {
+  label: string;
+  /** "selective" checkpoints every second block. */
+  ac?: "full" | "selective";
 }
 
 function trainModes(): unknown[] {
-  const modes = JSON.parse(Deno.env.get("MODES")!) as parallel.GPTTensorParallelOptions[];
-  return modes.map((options) => {
+  const modes = JSON.parse(Deno.env.get("MODES")!) as Mode[];
+  return modes.map(({ label: _, ac, ...options }) => {
     const started = performance.now();
     const model = parallel.parallelizeGPT(buildModel(), tpMesh, options);
+    const wrapped = ac === undefined ? [] : parallel.applyActivationCheckpointing(
+      model,
+      ac === "full" ? { mode: ac } : {
+        mode: ac,
+        every: 2,
+      },
+    );
     const trace = train(model);
-    return { ...trace, placements: placements(model), ms: performance.now() - started };
+    return { ...trace, wrapped, placements: placements(model), ms: performance.now() - started };
   });
 }
 

@@ -3,44 +3,23 @@
  * tiny GPT made tensor-parallel on the tp dimension, optionally activation-checkpointed, then
  * fully sharded per block and on the root across the dp dimension (torchtitan's order), and
  * trained for STEPS clipped AdamW steps, each dp rank on its half of every batch: losses,
- * first-step gradient shards, clipped norms, final weight shards and what each parameter holds.
+ * first-step gradient shards, clipped norms, final weight shards and what each parameter holds
+ * (tp_problem's trainCase).
  * @module
  */
 
 import { destroyProcessGroup, initDeviceMesh, initProcessGroup } from "../../../src/dist/mod.ts";
-import * as parallel from "../../../src/parallel/mod.ts";
 import { runWorker } from "../../_harness/worker.ts";
-import { buildModel, placements, trainParts } from "./tp_problem.ts";
-
-/** One scenario: sequence parallelism on the tp dimension, full activation checkpointing. */
-export interface Case {
-  label: string;
-  sequenceParallel: boolean;
-  ac: boolean;
-}
+import { type Case, trainCase } from "./tp_problem.ts";
 
 await runWorker(async () => {
   await initProcessGroup({ backend: "gloo", timeoutMs: 20_000 });
   try {
     const mesh = await initDeviceMesh("cpu", [2, 2], { meshDimNames: ["dp", "tp"] });
     const [dp, tp] = mesh.getCoordinate();
-    const cases = JSON.parse(Deno.env.get("CASES")!) as Case[];
     const results = [];
-    for (const c of cases) {
-      const started = performance.now();
-      const model = parallel.parallelizeGPT(buildModel(), mesh.get("tp"), {
-        sequenceParallel: c.sequenceParallel,
-      });
-      const wrapped = c.ac ? parallel.applyActivationCheckpointing(model, { mode: "full" }) : [];
-      for (const block of model.transformer.h) parallel.fullyShard(block, { mesh: mesh.get("dp") });
-      const sharded = parallel.fullyShard(model, { mesh: mesh.get("dp") });
-      const trace = await trainParts(model, dp, 2, (loss) => sharded.backward(loss));
-      results.push({
-        ...trace,
-        wrapped,
-        placements: placements(model),
-        ms: performance.now() - started,
-      });
+    for (const c of JSON.parse(Deno.env.get("CASES")!) as Case[]) {
+      results.push(await trainCase(c, mesh.get("tp"), mesh.get("dp"), dp, 2));
     }
     return { dp, tp, results };
   } finally {

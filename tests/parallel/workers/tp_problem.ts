@@ -12,7 +12,10 @@ import { tensor } from "../../../src/tensor/creation.ts";
 import { manualSeed } from "../../../src/tensor/random.ts";
 import { tidy, tidyAsync } from "../../../src/tensor/scope.ts";
 import type { Module } from "../../../src/nn/module.ts";
-import { localShard } from "../../../src/parallel/fsdp/fully_shard.ts";
+import { fullyShard, localShard } from "../../../src/parallel/fsdp/fully_shard.ts";
+import { applyActivationCheckpointing } from "../../../src/parallel/activation_checkpoint.ts";
+import { parallelizeGPT } from "../../../src/parallel/tensor_parallel/gpt_plan.ts";
+import type { DeviceMesh } from "../../../src/dist/mod.ts";
 import {
   Shard,
   shardRanges,
@@ -49,16 +52,16 @@ export function buildOptimizer(params: Tensor[]): AdamW {
 }
 
 /**
- * Batch `step`'s tokens and targets (one target of -1, not scored, unless `ignored` is false:
- * data-parallel halves must count the same targets for their mean losses to average to the
- * whole batch's).
+ * Batch `step`'s tokens and targets, `rows` sequences (one target of -1, not scored, unless
+ * `ignored` is false: data-parallel parts must count the same targets for their mean losses to
+ * average to the whole batch's).
  */
-export function batch(step: number, ignored = true): [Tensor, Tensor] {
-  const V = GPT_CONFIG.vocabSize, n = B * T;
+export function batch(step: number, ignored = true, rows = B): [Tensor, Tensor] {
+  const V = GPT_CONFIG.vocabSize, n = rows * T;
   const token = (i: number) => (step * 13 + i * 7 + ((i * i) >> 2)) % V;
   const xs = Int32Array.from({ length: n }, (_, i) => token(i));
   const ys = Int32Array.from({ length: n }, (_, i) => (i === 5 && ignored ? -1 : token(i + 1)));
-  return [tensor(xs, [B, T], { dtype: "i32" }), tensor(ys, [B, T], { dtype: "i32" })];
+  return [tensor(xs, [rows, T], { dtype: "i32" }), tensor(ys, [rows, T], { dtype: "i32" })];
 }
 
 /** Every named parameter's values (or its gradient's). */
@@ -147,21 +150,23 @@ export function placements(model: Module): Record<string, Held> {
 }
 
 /**
- * Trains `model` for STEPS clipped steps on part `part` of `parts` of each batch (rows of it,
- * every target scored), running backward with `backward` (FSDP's root `backward`, or the loss's).
+ * Trains `model` for STEPS clipped steps on part `part` of `parts` of each batch of `batchRows`
+ * sequences (rows of it, every target scored), running backward with `backward` (FSDP's root
+ * `backward`, or the loss's).
  */
 export async function trainParts(
   model: GPT,
   part: number,
   parts: number,
   backward: (loss: Tensor) => Promise<void> | void,
+  batchRows = B,
 ): Promise<Trace> {
   const optimizer = buildOptimizer(model.parameters());
   const trace: Trace = { losses: [], grads: {}, norms: [], final: {} };
-  const rows = B / parts;
+  const rows = batchRows / parts;
   for (let step = 0; step < STEPS; step++) {
     await tidyAsync(async () => {
-      const [x, y] = batch(step, false);
+      const [x, y] = batch(step, false, batchRows);
       const mine = (t: Tensor) => t.narrow(0, part * rows, rows).contiguous();
       const { loss } = model.forward(mine(x), mine(y));
       trace.losses.push(loss.item());
@@ -174,4 +179,34 @@ export async function trainParts(
   }
   trace.final = values(model);
   return trace;
+}
+
+/** One TP × FSDP scenario: sequence parallelism on the tp dimension, full activation checkpointing. */
+export interface Case {
+  label: string;
+  sequenceParallel: boolean;
+  ac: boolean;
+}
+
+/**
+ * Case `c`: the tiny GPT made tensor-parallel on `tp`, optionally activation-checkpointed, then
+ * fully sharded per block and on the root over `dp` (1-D: FSDP; 2-D: HSDP), torchtitan's order,
+ * and trained by {@linkcode trainParts} on part `part` of `parts` of batches of `batchRows`: its
+ * trace, the blocks checkpointed, what each parameter holds and the milliseconds it took.
+ */
+export async function trainCase(
+  c: Case,
+  tp: DeviceMesh,
+  dp: DeviceMesh,
+  part: number,
+  parts: number,
+  batchRows = B,
+) {
+  const started = performance.now();
+  const model = parallelizeGPT(buildModel(), tp, { sequenceParallel: c.sequenceParallel });
+  const wrapped = c.ac ? applyActivationCheckpointing(model, { mode: "full" }) : [];
+  for (const block of model.transformer.h) fullyShard(block, { mesh: dp });
+  const sharded = fullyShard(model, { mesh: dp });
+  const trace = await trainParts(model, part, parts, (loss) => sharded.backward(loss), batchRows);
+  return { ...trace, wrapped, placements: placements(model), ms: performance.now() - started };
 }
