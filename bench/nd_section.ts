@@ -1,0 +1,133 @@
+/**
+ * The N-D parallelism section of `make bench` (bench/main.ts, `--only=nd`): GPT training on the
+ * meshes of issue 24, dtrain (bench/nd_worker.ts) against PyTorch 2.13 (bench/nd_torch.py) in the
+ * same run, alternately, one thread per rank, Gloo on both sides:
+ *   TP 2        2 ranks, `parallelizeGPT` against `parallelize_module` with the same plan;
+ *   DDP 2       2 ranks on the same batch (the memory comparison's baseline);
+ *   HSDP 2×2    4 ranks, `fullyShard` on a (dp_replicate, dp_shard) mesh against `fully_shard`;
+ *   TP 2×FSDP 2 4 ranks, TP on the tp dimension, then FSDP on dp, on both sides.
+ * The GPT is the FSDP section's (4 blocks, width 128, 4 heads, block 64, byte vocabulary);
+ * `BATCH` sequences per data-parallel replica. Reported: tokens/s (median step), and rank 0's
+ * memory: model state before forward, the largest of the samples around one step (allocator
+ * bytes: dtrain's `allocatedBytes()`, PyTorch's malloc'd bytes over those before the model), and
+ * peak RSS.
+ * @module
+ */
+
+import {
+  alternate,
+  field,
+  med,
+  median,
+  num,
+  type Options,
+  ranks,
+  ratio,
+  roundRatios,
+  type Runs,
+  table,
+} from "./bench_lib.ts";
+import { denoWorker, pythonWorker, type RunResult } from "./runner.ts";
+
+/** Sequences of 64 tokens per data-parallel replica (TP 2 and DDP 2 both train 8 per step). */
+const BATCH = 8;
+const GPT_ARGS = [
+  "--vocab=256",
+  "--block=64",
+  "--n-layer=4",
+  "--n-head=4",
+  "--n-embd=128",
+  `--batch=${BATCH}`,
+  "--steps=8",
+  "--warmup=2",
+];
+
+/** The layouts, their world sizes and labels. */
+const LAYOUTS = [
+  { layout: "tp", world: 2, label: "TP 2" },
+  { layout: "ddp", world: 2, label: "DDP 2" },
+  { layout: "hsdp", world: 4, label: "HSDP 2×2" },
+  { layout: "tp_fsdp", world: 4, label: "TP 2 × FSDP 2" },
+] as const;
+
+function sides(layout: string, world: number, python: string | null) {
+  const args = [`--layout=${layout}`, ...GPT_ARGS];
+  return {
+    dtrain: ranks(`nd ${layout}`, world, () => denoWorker("nd_worker.ts", args)),
+    torch: python
+      ? ranks(`nd ${layout}`, world, (rank, port) =>
+        pythonWorker(python, "nd_torch.py", [
+          ...args,
+          `--rank=${rank}`,
+          `--world-size=${world}`,
+          `--port=${port}`,
+        ]))
+      : undefined,
+  };
+}
+
+const mib = (x: number) => `${num(x / 2 ** 20, 1)} MiB`;
+/** The median over runs of the bytes held before forward: parameters and AdamW moments. */
+const state = (runs: RunResult[]) =>
+  median(runs.map((r) => (r.result.memoryByPhase as number[])[0]));
+
+function memoryRows(tp: Runs, ddp: Runs): string[][] {
+  const d = (runs: Runs, name: string) => med(runs.dtrain, name);
+  const t = (runs: Runs, name: string) => med(runs.torch, name);
+  const rows: string[][] = [];
+  for (
+    const [label, name] of [["step peak (allocator)", "stepBytes"], ["peak RSS", "peakRssBytes"]]
+  ) {
+    rows.push(
+      [`${label}, TP 2`, mib(d(tp, name)), mib(t(tp, name)), ratio(d(tp, name) / t(tp, name))],
+      [`${label}, DDP 2`, mib(d(ddp, name)), mib(t(ddp, name)), ratio(d(ddp, name) / t(ddp, name))],
+      [
+        `${label}, TP 2 / DDP 2`,
+        ratio(d(tp, name) / d(ddp, name)),
+        ratio(t(tp, name) / t(ddp, name)),
+        "",
+      ],
+    );
+  }
+  rows.push(
+    [
+      "model state before forward, TP 2 / DDP 2",
+      `${mib(state(tp.dtrain))} / ${mib(state(ddp.dtrain))}`,
+      `${mib(state(tp.torch))} / ${mib(state(ddp.torch))}`,
+      "",
+    ],
+  );
+  return rows;
+}
+
+/** The section: each layout dtrain / PyTorch alternately, `options.rounds` times. */
+export async function benchNd(options: Options, python: string | null) {
+  console.log(
+    `\n(g) N-D parallelism: GPT 4x128, block 64, ${BATCH} sequences per data-parallel replica, ` +
+      "AdamW, 1 thread per rank, Gloo on both sides (4 ranks oversubscribe 2 cores)",
+  );
+  const tokens = (r: Record<string, unknown>) =>
+    `${num(r.tokensPerSecond as number)} tokens/s, step peak ${mib(r.stepBytes as number)}`;
+  const runs: Record<string, Runs> = {};
+  for (const { layout, world, label } of LAYOUTS) {
+    runs[layout] = await alternate(label, options.rounds, sides(layout, world, python), tokens);
+  }
+  const tps = "tokensPerSecond";
+  const speed = LAYOUTS.map(({ layout, label }) => {
+    const d = med(runs[layout].dtrain, tps), t = med(runs[layout].torch, tps);
+    return [`${label}, tokens/s`, num(d), num(t), ratio(d / t), roundRatios(runs[layout], tps)];
+  });
+  console.log(
+    `\n${table(["(g) N-D parallelism", "dtrain", "PyTorch", "dtrain/PyTorch", "by round"], speed)}`,
+  );
+  const memory = memoryRows(runs.tp, runs.ddp);
+  console.log(`\n${table(["(g) memory per rank", "dtrain", "PyTorch", "dtrain/PyTorch"], memory)}`);
+  const steps = LAYOUTS.map(({ layout, label }) => [
+    `${label}, step`,
+    `${num(med(runs[layout].dtrain, "stepMs"), 1)} ms`,
+    `${num(med(runs[layout].torch, "stepMs"), 1)} ms`,
+    field(runs[layout].dtrain, "loss").map((x) => x.toFixed(3)).join(" "),
+  ]);
+  console.log(`\n${table(["(g) step time", "dtrain", "PyTorch", "dtrain losses"], steps)}`);
+  return runs;
+}
