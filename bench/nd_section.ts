@@ -2,21 +2,21 @@
  * The N-D parallelism section of `make bench` (bench/main.ts, `--only=nd`): GPT training on the
  * meshes of issue 24, dtrain (bench/nd_worker.ts) against PyTorch 2.13 (bench/nd_torch.py) in the
  * same run, alternately, one thread per rank, Gloo on both sides:
+ *   one process the whole batch in one process, no wrapper (the memory reference);
  *   TP 2        2 ranks, `parallelizeGPT` against `parallelize_module` with the same plan;
  *   DDP 2       2 ranks on the same batch (the memory comparison's baseline);
  *   HSDP 2×2    4 ranks, `fullyShard` on a (dp_replicate, dp_shard) mesh against `fully_shard`;
  *   TP 2×FSDP 2 4 ranks, TP on the tp dimension, then FSDP on dp, on both sides.
  * The GPT is the FSDP section's (4 blocks, width 128, 4 heads, block 64, byte vocabulary);
  * `BATCH` sequences per data-parallel replica. Reported: tokens/s (median step), and rank 0's
- * memory: model state before forward, the largest of the samples around one step (allocator
- * bytes: dtrain's `allocatedBytes()`, PyTorch's malloc'd bytes over those before the model), and
- * peak RSS.
+ * memory: the allocator's bytes (dtrain's `allocatedBytes()`, PyTorch's malloc'd bytes over those
+ * before the model) before forward (the model state), after forward (its excess: activations),
+ * the largest of the samples around one step, and peak RSS.
  * @module
  */
 
 import {
   alternate,
-  field,
   med,
   median,
   num,
@@ -44,6 +44,7 @@ const GPT_ARGS = [
 
 /** The layouts, their world sizes and labels. */
 const LAYOUTS = [
+  { layout: "one", world: 1, label: "one process" },
   { layout: "tp", world: 2, label: "TP 2" },
   { layout: "ddp", world: 2, label: "DDP 2" },
   { layout: "hsdp", world: 4, label: "HSDP 2×2" },
@@ -67,36 +68,35 @@ function sides(layout: string, world: number, python: string | null) {
 }
 
 const mib = (x: number) => `${num(x / 2 ** 20, 1)} MiB`;
-/** The median over runs of the bytes held before forward: parameters and AdamW moments. */
-const state = (runs: RunResult[]) =>
-  median(runs.map((r) => (r.result.memoryByPhase as number[])[0]));
+/** The median over runs of the allocator's bytes at sample `phase` (0: before forward). */
+const phase = (runs: RunResult[], i: number) =>
+  median(runs.map((r) => (r.result.memoryByPhase as number[])[i]));
+/** What forward leaves allocated: the bytes after it over those before. */
+const activations = (runs: RunResult[]) => phase(runs, 1) - phase(runs, 0);
 
-function memoryRows(tp: Runs, ddp: Runs): string[][] {
-  const d = (runs: Runs, name: string) => med(runs.dtrain, name);
-  const t = (runs: Runs, name: string) => med(runs.torch, name);
+function memoryRows(one: Runs, tp: Runs, ddp: Runs): string[][] {
   const rows: string[][] = [];
-  for (
-    const [label, name] of [["step peak (allocator)", "stepBytes"], ["peak RSS", "peakRssBytes"]]
-  ) {
-    rows.push(
-      [`${label}, TP 2`, mib(d(tp, name)), mib(t(tp, name)), ratio(d(tp, name) / t(tp, name))],
-      [`${label}, DDP 2`, mib(d(ddp, name)), mib(t(ddp, name)), ratio(d(ddp, name) / t(ddp, name))],
-      [
-        `${label}, TP 2 / DDP 2`,
-        ratio(d(tp, name) / d(ddp, name)),
-        ratio(t(tp, name) / t(ddp, name)),
-        "",
-      ],
-    );
-  }
-  rows.push(
-    [
-      "model state before forward, TP 2 / DDP 2",
-      `${mib(state(tp.dtrain))} / ${mib(state(ddp.dtrain))}`,
-      `${mib(state(tp.torch))} / ${mib(state(ddp.torch))}`,
-      "",
-    ],
-  );
+  const three = (label: string, value: (runs: RunResult[]) => number) => {
+    for (const [name, runs] of [["one process", one], ["TP 2", tp], ["DDP 2", ddp]] as const) {
+      const d = value(runs.dtrain), t = value(runs.torch);
+      rows.push([`${label}, ${name}`, mib(d), mib(t), ratio(d / t)]);
+    }
+    const over = (
+      a: Runs,
+      b: Runs,
+    ) => [ratio(value(a.dtrain) / value(b.dtrain)), ratio(value(a.torch) / value(b.torch))];
+    rows.push([`${label}, TP 2 / DDP 2`, ...over(tp, ddp), ""]);
+  };
+  three("step peak (allocator)", (runs) => med(runs, "stepBytes"));
+  three("model state before forward", (runs) => phase(runs, 0));
+  three("activations (after forward − before)", activations);
+  rows.push([
+    "activations, TP 2 / one process",
+    ratio(activations(tp.dtrain) / activations(one.dtrain)),
+    ratio(activations(tp.torch) / activations(one.torch)),
+    "",
+  ]);
+  three("peak RSS", (runs) => med(runs, "peakRssBytes"));
   return rows;
 }
 
@@ -120,14 +120,16 @@ export async function benchNd(options: Options, python: string | null) {
   console.log(
     `\n${table(["(g) N-D parallelism", "dtrain", "PyTorch", "dtrain/PyTorch", "by round"], speed)}`,
   );
-  const memory = memoryRows(runs.tp, runs.ddp);
+  const memory = memoryRows(runs.one, runs.tp, runs.ddp);
   console.log(`\n${table(["(g) memory per rank", "dtrain", "PyTorch", "dtrain/PyTorch"], memory)}`);
   const steps = LAYOUTS.map(({ layout, label }) => [
     `${label}, step`,
     `${num(med(runs[layout].dtrain, "stepMs"), 1)} ms`,
     `${num(med(runs[layout].torch, "stepMs"), 1)} ms`,
-    field(runs[layout].dtrain, "loss").map((x) => x.toFixed(3)).join(" "),
+    `${num(med(runs[layout].dtrain, "loss"), 3)} / ${num(med(runs[layout].torch, "loss"), 3)}`,
   ]);
-  console.log(`\n${table(["(g) step time", "dtrain", "PyTorch", "dtrain losses"], steps)}`);
+  console.log(
+    `\n${table(["(g) step time", "dtrain", "PyTorch", "last loss, dtrain / PyTorch"], steps)}`,
+  );
   return runs;
 }

@@ -2,6 +2,7 @@
 never a test dependency): one rank of bench/fsdp_torch.py's GPT (nanoGPT's architecture) trained
 with AdamW on CPU over Gloo, one intra-op thread, laid out by --layout as bench/nd_worker.ts does:
 
+  one      one process, no wrapper (the activation-memory reference)
   tp       parallelize_module over all ranks with the plan of dtrain's parallelizeGPT: c_attn and
            c_fc ColwiseParallel, both c_proj RowwiseParallel, wte RowwiseParallel and lm_head
            ColwiseParallel (gathered logits) on the vocabulary, their weight tied again after
@@ -78,6 +79,8 @@ def shard_blocks(model, mesh):
 def lay(c, model):
     """Applies the layout; returns (the module to call, data-parallel rank, size, rows)."""
     world = c.world_size
+    if c.layout == "one":
+        return model, 0, 1, c.batch
     if c.layout == "tp":
         tensor_parallel(model, init_device_mesh("cpu", (world,), mesh_dim_names=("tp",)))
         return model, 0, 1, c.batch
@@ -98,7 +101,7 @@ def main():
     for name in ["rank", "world-size", "port", "vocab", "block", "n-layer", "n-head", "n-embd",
                  "batch", "steps", "warmup"]:
         p.add_argument(f"--{name}", type=int, required=True)
-    p.add_argument("--layout", choices=["tp", "ddp", "hsdp", "tp_fsdp"], required=True)
+    p.add_argument("--layout", choices=["one", "tp", "ddp", "hsdp", "tp_fsdp"], required=True)
     c = p.parse_args()
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{c.port}", rank=c.rank,

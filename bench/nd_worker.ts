@@ -1,6 +1,7 @@
 /**
  * dtrain's worker of the N-D parallelism section of `make bench` (bench/nd_section.ts): one rank
  * of GPT training (AdamW, one BLAS thread, random tokens, Gloo) laid out by `--layout`:
+ *   one      one process, no wrapper (the activation-memory reference);
  *   tp       `parallel.parallelizeGPT` over all ranks (TP 2: each rank reads the whole batch);
  *   ddp      DistributedDataParallel (each rank its `--batch / world` rows of the batch);
  *   hsdp     `fullyShard` (each block, then the root) on a (dp_replicate, dp_shard) mesh;
@@ -49,8 +50,8 @@ const int = (name: string) => {
   return n;
 };
 const layout = values.layout ?? "";
-if (!["tp", "ddp", "hsdp", "tp_fsdp"].includes(layout)) {
-  throw new Error(`bench/nd_worker.ts: --layout=${layout} (tp, ddp, hsdp or tp_fsdp)`);
+if (!["one", "tp", "ddp", "hsdp", "tp_fsdp"].includes(layout)) {
+  throw new Error(`bench/nd_worker.ts: --layout=${layout} (one, tp, ddp, hsdp or tp_fsdp)`);
 }
 const [V, T] = [int("vocab"), int("block")];
 
@@ -80,9 +81,10 @@ async function lay(): Promise<Layout> {
     for (const block of gpt.transformer.h.children()) fullyShard(block, { mesh });
     return fullyShard(gpt, { mesh });
   };
-  if (layout === "tp") {
-    const mesh = await initDeviceMesh("cpu", [world], { meshDimNames: ["tp"] });
-    parallelizeGPT(gpt, mesh);
+  if (layout === "one" || layout === "tp") {
+    if (layout === "tp") {
+      parallelizeGPT(gpt, await initDeviceMesh("cpu", [world], { meshDimNames: ["tp"] }));
+    }
     return {
       dpRank: 0,
       dpSize: 1,
