@@ -9,7 +9,7 @@
  * `--batch` is the batch of one data-parallel replica (tp: of the job; ddp: of both ranks
  * together, so that TP 2 and DDP 2 train the same batch). Its twin is bench/nd_torch.py.
  *
- * One untimed step after the warm-up measures memory: `allocatedBytes()` after a collection,
+ * One untimed step after the warm-up measures memory: `allocatedBytes()` after collections,
  * before forward (the model state: parameters, AdamW moments), after forward, after backward and
  * after the optimizer step; the largest is `stepBytes`. Then the timed steps (median step time).
  * Rank 0 prints one `BENCH_RESULT` line.
@@ -137,24 +137,33 @@ const random = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
 const gc = (globalThis as { gc?: () => void }).gc;
 if (gc === undefined) throw new Error("bench/nd_worker.ts: run with --v8-flags=--expose-gc");
 
-/** One training step; with `memory`, the allocator's bytes after each phase (collected first). */
+/** One event-loop turn: finalizers of collected tensors run on one (src/tensor/storage.ts). */
+const turn = () => new Promise((resolve) => setTimeout(resolve, 0));
+
+/**
+ * One training step; with `memory`, the allocator's bytes after each phase, after collections
+ * with event-loop turns between (so tensors already dropped are not counted).
+ */
 function step(memory?: number[]): Promise<number> {
-  const note = () => {
+  const note = async () => {
     if (memory === undefined) return;
-    gc!();
+    for (let i = 0; i < 2; i++) {
+      gc!();
+      await turn();
+    }
     memory.push(allocatedBytes());
   };
   const tokens = Int32Array.from({ length: rows * (T + 1) }, () => Math.floor(random() * V));
   return tidyAsync(async () => {
     const x = tensor(tokens.filter((_, i) => i % (T + 1) !== T), [rows, T], { dtype: "i32" });
     const y = tensor(tokens.filter((_, i) => i % (T + 1) !== 0), [rows, T], { dtype: "i32" });
-    note();
+    await note();
     const loss = forward(x, y);
-    note();
+    await note();
     await backward(loss);
-    note();
+    await note();
     optimizer.step();
-    note();
+    await note();
     optimizer.zeroGrad();
     return loss.item();
   });
