@@ -8,7 +8,7 @@
  *   HSDP 2×2    4 ranks, `fullyShard` on a (dp_replicate, dp_shard) mesh against `fully_shard`;
  *   TP 2×FSDP 2 4 ranks, TP on the tp dimension, then FSDP on dp, on both sides.
  * The GPT is the FSDP section's (4 blocks, width 128, 4 heads, block 64, byte vocabulary);
- * `BATCH` sequences per data-parallel replica. Reported: tokens/s (median step), and rank 0's
+ * 8 sequences per data-parallel replica. Reported: tokens/s (median step), and rank 0's
  * memory: the allocator's bytes (dtrain's `allocatedBytes()`, PyTorch's malloc'd bytes over those
  * before the model) before forward (the model state), after forward (its excess: activations),
  * the largest of the samples around one step, and peak RSS.
@@ -28,19 +28,13 @@ import {
   table,
 } from "./bench_lib.ts";
 import { denoWorker, pythonWorker, type RunResult } from "./runner.ts";
+import { GPT_ARGS } from "./sections_gpt.ts";
 
-/** Sequences of 64 tokens per data-parallel replica (TP 2 and DDP 2 both train 8 per step). */
-const BATCH = 8;
-const GPT_ARGS = [
-  "--vocab=256",
-  "--block=64",
-  "--n-layer=4",
-  "--n-head=4",
-  "--n-embd=128",
-  `--batch=${BATCH}`,
-  "--steps=8",
-  "--warmup=2",
-];
+/**
+ * The FSDP section's GPT and its 8 sequences of 64 tokens, here per data-parallel replica (TP 2
+ * and DDP 2 both train 8 per step); 2 warm-up steps, 8 timed.
+ */
+const ARGS = [...GPT_ARGS, "--steps=8", "--warmup=2"];
 
 /** The layouts, their world sizes and labels. */
 const LAYOUTS = [
@@ -52,7 +46,7 @@ const LAYOUTS = [
 ] as const;
 
 function sides(layout: string, world: number, python: string | null) {
-  const args = [`--layout=${layout}`, ...GPT_ARGS];
+  const args = [`--layout=${layout}`, ...ARGS];
   return {
     dtrain: ranks(`nd ${layout}`, world, () => denoWorker("nd_worker.ts", args)),
     torch: python
@@ -103,7 +97,7 @@ function memoryRows(one: Runs, tp: Runs, ddp: Runs): string[][] {
 /** The section: each layout dtrain / PyTorch alternately, `options.rounds` times. */
 export async function benchNd(options: Options, python: string | null) {
   console.log(
-    `\n(g) N-D parallelism: GPT 4x128, block 64, ${BATCH} sequences per data-parallel replica, ` +
+    `\n(g) N-D parallelism: GPT 4x128, block 64, 8 sequences per data-parallel replica, ` +
       "AdamW, 1 thread per rank, Gloo on both sides (4 ranks oversubscribe 2 cores)",
   );
   const tokens = (r: Record<string, unknown>) =>
