@@ -1,7 +1,7 @@
 /**
  * `make bench` (`deno task bench`): dtrain against PyTorch on the same machine in the same run.
  *
- * Three sections, each run dtrain / PyTorch alternately (A B, then B A, ...) for `--rounds`
+ * Seven sections, each run dtrain / PyTorch alternately (A B, then B A, ...) for `--rounds`
  * rounds in separate processes, reported as medians with their ratios:
  *   single     one epoch of Fashion-MNIST on an MLP 784-512-512-10, batch 64, SGD momentum 0.9,
  *              2 threads: samples/s, achieved GFLOP/s against a 2048³ sgemm peak, time from
@@ -24,12 +24,16 @@
  *              (bench/fsdp.ts and bench/fsdp_torch.py);
  *   ac         activation checkpointing of every GPT block (block size 256) against none, and
  *              against PyTorch's checkpoint_wrapper: activation memory and step time
- *              (bench/activation_checkpoint.ts and bench/activation_checkpoint_torch.py).
+ *              (bench/activation_checkpoint.ts and bench/activation_checkpoint_torch.py);
+ *   nd         GPT training at TP 2, DDP 2, HSDP 2×2 and TP 2 × FSDP 2 (1 thread per rank, Gloo)
+ *              against parallelize_module and fully_shard on the same meshes: tokens/s and
+ *              per-rank memory of TP 2 against DDP 2 (bench/nd_section.ts, bench/nd_worker.ts,
+ *              bench/nd_torch.py).
  * The gpt and fsdp sections are in bench/sections_gpt.ts; what all sections share, in
  * bench/bench_lib.ts.
  * Prints the tables and writes them, with every run's raw numbers, as JSON.
  *
- * Usage: deno run -A --v8-flags=--expose-gc bench/main.ts [--only=single,ddp,allreduce,gpt,fsdp,ac]
+ * Usage: deno run -A --v8-flags=--expose-gc bench/main.ts [--only=single,ddp,allreduce,gpt,fsdp,ac,nd]
  *          [--rounds=3] [--json=runs/bench/<time>.json] [--no-torch]
  * The PyTorch interpreter is `DTRAIN_BENCH_PYTHON`, else `python3` from PATH.
  * @module
@@ -69,6 +73,7 @@ import {
 } from "./runner.ts";
 import { benchFsdp, benchGpt } from "./sections_gpt.ts";
 import { benchActivationCheckpoint } from "./activation_checkpoint.ts";
+import { benchNd } from "./nd_section.ts";
 import {
   argValue,
   BATCH,
@@ -82,8 +87,8 @@ import {
 } from "./workload.ts";
 
 const USAGE =
-  `usage: make bench ARGS="[--only=single,ddp,allreduce,gpt,fsdp,ac] [--rounds=3] [--json=PATH] [--no-torch]"
-  --only      sections to run: single, ddp, allreduce, gpt, fsdp, ac (default all)
+  `usage: make bench ARGS="[--only=single,ddp,allreduce,gpt,fsdp,ac,nd] [--rounds=3] [--json=PATH] [--no-torch]"
+  --only      sections to run: single, ddp, allreduce, gpt, fsdp, ac, nd (default all)
   --rounds    dtrain/PyTorch alternations per workload; medians are reported (default 3)
   --json      where to write the results (default runs/bench/<date>.json)
   --no-torch  run dtrain only
@@ -395,6 +400,7 @@ if (import.meta.main) {
   if (options.sections.includes("ac")) {
     results.ac = await benchActivationCheckpoint(options, python);
   }
+  if (options.sections.includes("nd")) results.nd = await benchNd(options, python);
   results.loadavgAfter = Deno.loadavg();
   await Deno.mkdir(dirname(resolve(options.json)), { recursive: true });
   await Deno.writeTextFile(options.json, JSON.stringify(results, null, 2) + "\n");

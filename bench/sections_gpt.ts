@@ -25,7 +25,7 @@ import { denoWorker, pythonWorker, type RunResult } from "./runner.ts";
 import { GPT_BENCH } from "./workload.ts";
 
 /** The GPT of the FSDP section: 4 blocks of width 128, byte vocabulary, 8 × 64 tokens per rank. */
-const GPT_ARGS = [
+export const GPT_ARGS = [
   "--vocab=256",
   "--block=64",
   "--n-layer=4",
