@@ -8,7 +8,8 @@
  */
 
 import { Embedding, Linear } from "../../nn/layers.ts";
-import { tensor } from "../../tensor/creation.ts";
+import { noGrad, record } from "../../tensor/autograd.ts";
+import { tensor, zerosLike } from "../../tensor/creation.ts";
 import { linear } from "../../tensor/ops/matmul.ts";
 import { embedding } from "../../tensor/ops/nn.ts";
 import type { Tensor } from "../../tensor/tensor.ts";
@@ -23,7 +24,6 @@ import {
 import {
   allGatherReduceScatter,
   allGatherSplit,
-  allReduceIdentity,
   identityAllReduce,
   reduceScatterAllGather,
   splitAllGather,
@@ -186,10 +186,10 @@ export class RowwiseParallel extends ParallelStyle {
     const what = "RowwiseParallel", { module, fqn, group } = target;
     checkLayout(what, fqn, this.#output, ["Replicate", "Shard"]);
     const output = this.#output, local = this.#local;
+    // y is always a product just computed here, which nothing saved for backward: the
+    // all-reduce may overwrite it (see sumOwned).
     const reduce = (y: Tensor) =>
-      output instanceof Shard
-        ? reduceScatterAllGather(y, output.dim, group)
-        : allReduceIdentity(y, group);
+      output instanceof Shard ? reduceScatterAllGather(y, output.dim, group) : sumOwned(y, group);
     const finish = (y: Tensor) => {
       if (!local) setOutputPlacement(y, output);
       return y;
@@ -210,10 +210,13 @@ export class RowwiseParallel extends ParallelStyle {
               `shard of the weight takes ${columns} (is the input the local shard?)`,
           );
         }
-        let y = reduce(linear(xs, linearModule.weight, null));
+        // The bias goes into rank 0's partial product (the others add zeros), so the sum over
+        // ranks adds it once and no separate add allocates another activation. Its gradient is
+        // linear's, the sum of the output's gradient, which every rank holds whole (Replicate
+        // output, or the gather in reduceScatterAllGather's backward): the full gradient on each.
         const bias = linearModule.bias;
-        if (bias) y = y.add(output instanceof Shard ? identityAllReduce(bias, group) : bias);
-        return finish(y);
+        const ownBias = bias && (group.rank === 0 ? bias : zeroForward(bias));
+        return finish(reduce(linear(xs, linearModule.weight, ownBias)));
       });
     } else if (module instanceof Embedding) {
       checkLayout(what, fqn, this.#input ?? new Replicate(), ["Replicate"]);
@@ -229,6 +232,23 @@ export class RowwiseParallel extends ParallelStyle {
       wrongType(what, target, "nn.Linear and nn.Embedding");
     }
   }
+}
+
+/**
+ * `y` summed over the group in its own storage, with an identity backward: `allReduceIdentity`
+ * without its copy, for a tensor just computed by the caller and saved by nothing for backward (a
+ * matrix product's output: its backward reads its inputs), so that a row-parallel layer holds one
+ * activation of its output's size instead of three.
+ */
+function sumOwned(y: Tensor, group: StyleTarget["group"]): Tensor {
+  const out = noGrad(() => y.detach()); // an alias: the collective writes y's storage
+  group.allReduceBlocking(out, "sum");
+  return record(out, "AllReduceIdentityBackward", [y], (g) => [g.alias()], [], []);
+}
+
+/** Zeros of `t`'s shape whose gradient goes to `t` unchanged. */
+function zeroForward(t: Tensor): Tensor {
+  return record(noGrad(() => zerosLike(t)), "ZeroForwardBackward", [t], (g) => [g.alias()], [], []);
 }
 
 /**
