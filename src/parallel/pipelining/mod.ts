@@ -8,3 +8,6 @@
 export * from "./actions.ts";
 export * from "./orders.ts";
 export * from "./split_gpt.ts";
+export * from "./stage.ts";
+export * from "./schedule.ts";
+export * from "./schedules.ts";

@@ -1,0 +1,17 @@
+/**
+ * The point-to-point calls the stages use (dist's isend and irecv once they land).
+ * @module
+ */
+
+import type { ProcessGroup } from "../../dist/process_group.ts";
+import type { Tensor } from "../../tensor/tensor.ts";
+
+/** Sends `t` to global rank `dst`. */
+export function isend(_t: Tensor, dst: number, _g: ProcessGroup, _tag: number): Promise<void> {
+  return Promise.reject(new Error(`pipeline: no point-to-point send to rank ${dst} yet`));
+}
+
+/** Receives into `t` from global rank `src`. */
+export function irecv(_t: Tensor, src: number, _g: ProcessGroup, _tag: number): Promise<void> {
+  return Promise.reject(new Error(`pipeline: no point-to-point receive from rank ${src} yet`));
+}

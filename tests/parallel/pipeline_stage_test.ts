@@ -1,0 +1,101 @@
+// Pipeline stages in one process: splitGPT's stages (names, the tie, the chained forward, bad
+// splits), PipelineStage's placement checks, and a schedule running all of a GPT's stages on a
+// world of one (Interleaved1F1B with 4 stages on the rank, and GPipe with one) trained like the
+// whole model on the whole batch.
+import assert from "node:assert/strict";
+import { destroyProcessGroup, initProcessGroup } from "../../src/dist/mod.ts";
+import * as parallel from "../../src/parallel/mod.ts";
+import { noGrad } from "../../src/tensor/autograd.ts";
+import { relativeError } from "../_harness/close.ts";
+import {
+  batch,
+  buildModel,
+  gptLoss,
+  MICROBATCHES,
+  type Trace,
+  trainPipelined,
+  trainWhole,
+} from "./workers/pipeline_problem.ts";
+
+Deno.test("splitGPT: the stages hold the whole model's parameters under its names, and chained they compute its logits", () => {
+  const model = buildModel();
+  const whole = Object.keys(model.stateDict());
+  const stages = [0, 1, 2, 3].map((s) => parallel.splitGPT(model, s, 4));
+  const names = stages.map((s) => Object.keys(s.stateDict()));
+  assert.ok(names[0].includes("transformer.wte.weight") && !names[0].includes("lm_head.weight"));
+  assert.ok(names[3].includes("lm_head.weight") && names[3].includes("transformer.ln_f.weight"));
+  assert.ok(names[1].every((n) => /^transformer\.h\.[23]\./.test(n)), `${names[1]}`);
+  const all = names.flat();
+  assert.equal(new Set(all).size, all.length, "each name on one stage");
+  assert.deepEqual([...all].sort(), [...whole].sort());
+  assert.equal(stages[0].transformer.get("wte"), model.transformer.wte, "shared, not copied");
+  const [x, y] = batch(0);
+  noGrad(() => {
+    let h = x;
+    for (const s of stages) h = s.forward(h);
+    const want = model.forward(x, y).logits;
+    assert.deepEqual(h.toArray(), want.toArray());
+  });
+  const uneven = parallel.splitGPT(model, 0, 2, { layersPerStage: [1, 7] });
+  assert.deepEqual(
+    Object.keys(uneven.stateDict()).filter((n) => n.endsWith("ln_1.weight")),
+    ["transformer.h.0.ln_1.weight"],
+  );
+});
+
+Deno.test("splitGPT refuses bad splits, naming the value", () => {
+  const model = buildModel();
+  assert.throws(
+    () => parallel.splitGPT(model, 2, 2),
+    /stageIndex must be an integer in \[0, 2\), got 2/,
+  );
+  assert.throws(() => parallel.splitGPT(model, 0, 9), /9 stages for 8 blocks; give layersPerStage/);
+  assert.throws(
+    () => parallel.splitGPT(model, 0, 2, { layersPerStage: [4, 3] }),
+    /layersPerStage must be 2 non-negative integers adding up to nLayer 8, got \[4, 3\]/,
+  );
+  assert.throws(
+    () => parallel.splitGPT(model, 0, 3, { layersPerStage: [4, 0, 4] }),
+    /leaves stage 1 with no layer/,
+  );
+});
+
+function assertSame(got: Trace, want: Trace, what: string): void {
+  got.losses.forEach((loss, k) => {
+    assert.ok(Math.abs(loss - want.losses[k]) <= 1e-5 * want.losses[k], `${what}: loss ${k}`);
+  });
+  assert.equal(got.losses.length, want.losses.length, `${what}: losses`);
+  for (const kind of ["grads", "final"] as const) {
+    assert.deepEqual(Object.keys(got[kind]).sort(), Object.keys(want[kind]).sort(), what);
+    for (const [name, v] of Object.entries(want[kind])) {
+      const err = relativeError(got[kind][name], v, `${what}: ${name}`);
+      assert.ok(err <= 1e-5, `${what}: ${kind} of ${name} has relative error ${err}`);
+    }
+  }
+}
+
+Deno.test("one process: Interleaved1F1B over 4 stages and GPipe over 1 train the GPT like the whole model on the whole batch", async () => {
+  await initProcessGroup({ initMethod: "tcp://127.0.0.1:0", rank: 0, worldSize: 1 });
+  try {
+    assert.throws(
+      () => new parallel.PipelineStage(buildModel(), 2, 2),
+      /PipelineStage: stageIndex must be an integer in \[0, 2\), got 2/,
+    );
+    const want = trainWhole();
+    const model = buildModel();
+    const modules = [0, 1, 2, 3].map((s) => parallel.splitGPT(model, s, 4));
+    const stages = modules.map((m, s) => new parallel.PipelineStage(m, s, 4));
+    const interleaved = new parallel.ScheduleInterleaved1F1B(stages, MICROBATCHES, gptLoss);
+    assertSame(await trainPipelined(modules, interleaved, true, true), want, "interleaved");
+    const one = parallel.splitGPT(buildModel(), 0, 1);
+    const gpipe = new parallel.ScheduleGPipe(new parallel.PipelineStage(one, 0, 1), 8, gptLoss);
+    assertSame(await trainPipelined([one], gpipe, true, true), want, "gpipe");
+    assert.throws(
+      () => new parallel.Schedule1F1B(stages[0], 8, gptLoss),
+      /Schedule1F1B: runs one stage per rank, but the pipeline has 4 stages on 1 ranks/,
+    );
+    await assert.rejects(() => gpipe.step(undefined, {}), /stage 0 needs the input batch/);
+  } finally {
+    await destroyProcessGroup();
+  }
+});
