@@ -5,6 +5,7 @@
  * @module
  */
 
+import assert from "node:assert/strict";
 import { GPT } from "../../../src/nn/gpt.ts";
 import type { Module } from "../../../src/nn/module.ts";
 import { AdamW } from "../../../src/optim/adamw.ts";
@@ -13,6 +14,7 @@ import { tensor } from "../../../src/tensor/creation.ts";
 import { crossEntropy } from "../../../src/tensor/ops/cross_entropy.ts";
 import { manualSeed } from "../../../src/tensor/random.ts";
 import type { Tensor } from "../../../src/tensor/tensor.ts";
+import { relativeError } from "../../_harness/close.ts";
 
 /** The model's shape. */
 export const GPT_CONFIG = {
@@ -115,4 +117,31 @@ export async function trainPipelined(
   }
   for (const m of modules) Object.assign(trace.final, values(m, false));
   return trace;
+}
+
+/**
+ * Fails unless what `got` (one rank's pipelined run) holds matches `want` within 1e-5: its
+ * losses, if it has them, relatively; each of its gradients and final weights in relative L2.
+ *
+ * @returns The largest relative error seen.
+ */
+export function assertSame(got: Trace, want: Trace, what: string): number {
+  let worst = 0;
+  if (got.losses.length > 0) {
+    assert.equal(got.losses.length, want.losses.length, `${what}: losses`);
+    got.losses.forEach((loss, k) => {
+      const err = Math.abs(loss - want.losses[k]) / want.losses[k];
+      assert.ok(err <= 1e-5, `${what}: loss ${k} ${loss} vs ${want.losses[k]}`);
+      worst = Math.max(worst, err);
+    });
+  }
+  for (const kind of ["grads", "final"] as const) {
+    for (const [name, v] of Object.entries(got[kind])) {
+      assert.ok(name in want[kind], `${what}: ${name} is not a parameter of the whole model`);
+      const err = relativeError(v, want[kind][name], `${what}: ${name}`);
+      assert.ok(err <= 1e-5, `${what}: ${kind} of ${name} has relative error ${err}`);
+      worst = Math.max(worst, err);
+    }
+  }
+  return worst;
 }
