@@ -30,8 +30,8 @@ export async function syncTiedGradients(stages: PipelineStage[]): Promise<void> 
         const peer = stage.rankOf(other);
         const mine = param.grad ?? zeros(param.shape, { dtype: param.dtype });
         const theirs = zeros(param.shape, { dtype: param.dtype });
-        const sent = isend(mine, peer, stage.group, TIED_TAG + other);
-        await irecv(theirs, peer, stage.group, TIED_TAG + stage.stageIndex);
+        const sent = isend(mine, peer, { group: stage.group, tag: TIED_TAG + other });
+        await irecv(theirs, peer, { group: stage.group, tag: TIED_TAG + stage.stageIndex });
         await sent;
         noGrad(() => mine.add_(theirs));
         theirs.dispose();

@@ -132,7 +132,12 @@ export abstract class PipelineSchedule {
     const targets = last
       ? splitMicrobatches(options.target!, this.#n, `${this.#name}.step: target`)
       : [];
-    const exchange = new StageExchange(any.numStages, any.group, (s) => any.rankOf(s));
+    const exchange = new StageExchange(
+      this.#order,
+      any.numStages,
+      any.group,
+      (stage, mb) => this.#stages.get(stage)!.outputOf(mb),
+    );
     const state: StepState = { inputs, targets, outputs: [], losses: [], exchange };
     try {
       for (const action of this.#order[any.group.rank]) {
@@ -181,9 +186,7 @@ export abstract class PipelineSchedule {
       }
       return;
     }
-    const gradOutput = stage.isLast
-      ? null
-      : await exchange.recvBackward(a.stage, mb, stage.outputOf(mb));
+    const gradOutput = stage.isLast ? null : await exchange.recvBackward(a.stage, mb);
     const gradInput = await stage.backwardOne(mb, gradOutput);
     gradOutput?.dispose();
     if (gradInput) exchange.sendBackward(a.stage, mb, gradInput);
