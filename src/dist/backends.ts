@@ -145,7 +145,13 @@ export const BACKENDS: Readonly<Record<BackendKind, BackendEntry>> = {
   gloo: {
     connects: "a full mesh of TCP connections (Gloo), met through the store",
     reaches: ["host"],
-    capabilities: { ...NONE, ...BLOCKING, allGatherStart: true, reduceScatter: true },
+    capabilities: {
+      ...NONE,
+      ...BLOCKING,
+      allGatherStart: true,
+      reduceScatter: true,
+      sendRecv: true,
+    },
     byHost: false,
     fits: (hosts) => hosts === null || hosts.every((members) => members.length === 1),
     connect: ({ init }) => one(GlooBackend.connect(init)),
