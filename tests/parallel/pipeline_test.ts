@@ -16,7 +16,8 @@ async function runCase(worldSize: number, env: Record<string, string>): Promise<
     worker,
     worldSize,
     timeoutMs: 120_000,
-    env: () => ({ ...env, ...markerEnv(marker) }),
+    // Gloo: point-to-point messages do not run on shared memory yet.
+    env: () => ({ ...env, DTRAIN_SHM: "0", ...markerEnv(marker) }),
   });
   const left = markedProcesses(marker);
   assert.deepEqual(left, [], `left behind: ${describe(left)}`);

@@ -15,7 +15,7 @@
  * @module
  */
 
-import { irecv, isend } from "./_p2p.ts";
+import { irecv, isend } from "../../dist/p2p.ts";
 import type { ProcessGroup } from "../../dist/process_group.ts";
 import { tensor, zeros } from "../../tensor/creation.ts";
 import type { FloatDType } from "../../tensor/dtype.ts";
