@@ -84,8 +84,11 @@ export class StageExchange {
     const data = t.contiguous();
     const dst = this.#group.ranks[this.#groupRankOf(stage)];
     const work = isend(data, dst, { group: this.#group, tag: this.#tag(kind, stage, mb) });
-    // The tensor must stay alive until its bytes are sent.
-    this.#sends.push(Promise.resolve(work).then(() => data.dispose()));
+    // The tensor must stay alive until its bytes are sent. A failed send is reported by
+    // finish() (or by the receive it leaves waiting), not as an unhandled rejection meanwhile.
+    const sent = Promise.resolve(work).then(() => data.dispose());
+    sent.catch(() => {});
+    this.#sends.push(sent);
   }
 
   async #recv(into: Tensor, peer: number, kind: number, stage: number, mb: number) {

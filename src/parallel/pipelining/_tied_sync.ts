@@ -30,7 +30,10 @@ export async function syncTiedGradients(stages: PipelineStage[]): Promise<void> 
         const peer = stage.rankOf(other);
         const mine = param.grad ?? zeros(param.shape, { dtype: param.dtype });
         const theirs = zeros(param.shape, { dtype: param.dtype });
-        const sent = isend(mine, peer, { group: stage.group, tag: TIED_TAG + other });
+        const sent = Promise.resolve(
+          isend(mine, peer, { group: stage.group, tag: TIED_TAG + other }),
+        );
+        sent.catch(() => {}); // a failed receive below is the error to report
         await irecv(theirs, peer, { group: stage.group, tag: TIED_TAG + stage.stageIndex });
         await sent;
         noGrad(() => mine.add_(theirs));
