@@ -7,16 +7,42 @@
 import { gpipeOrder, interleavedOrder, oneFOneBOrder } from "./orders.ts";
 import { type PipelineLoss, PipelineSchedule, type PipelineScheduleOptions } from "./schedule.ts";
 import type { PipelineStage } from "./stage.ts";
+import type { PipelineOrder } from "./actions.ts";
 
-function checkSingle(name: string, stage: PipelineStage): void {
-  if (!(stage?.submod && typeof stage.stageIndex === "number")) {
-    throw new TypeError(`${name}: expected a PipelineStage`);
-  }
-  if (stage.numStages !== stage.group.size) {
-    throw new RangeError(
-      `${name}: runs one stage per rank, but the pipeline has ${stage.numStages} stages on ` +
-        `${stage.group.size} ranks (use ScheduleInterleaved1F1B for several stages per rank)`,
-    );
+/**
+ * A schedule of one stage per rank (PyTorch's `PipelineScheduleSingle`), its order made by
+ * `orderOf(numStages, nMicrobatches)`.
+ */
+export abstract class PipelineScheduleSingle extends PipelineSchedule {
+  /**
+   * Checks that the pipeline has one stage per rank and builds the order.
+   *
+   * @param name The schedule's name, for errors.
+   * @param stage This rank's stage.
+   * @param nMicrobatches Microbatches per step.
+   * @param lossFn The loss of a microbatch.
+   * @param orderOf Every rank's actions for a number of stages and microbatches.
+   * @param options See {@linkcode PipelineScheduleOptions}.
+   */
+  protected constructor(
+    name: string,
+    stage: PipelineStage,
+    nMicrobatches: number,
+    lossFn: PipelineLoss,
+    orderOf: (numStages: number, nMicrobatches: number) => PipelineOrder,
+    options: PipelineScheduleOptions,
+  ) {
+    if (!(stage?.submod && typeof stage.stageIndex === "number")) {
+      throw new TypeError(`${name}: expected a PipelineStage`);
+    }
+    if (stage.numStages !== stage.group.size) {
+      throw new RangeError(
+        `${name}: runs one stage per rank, but the pipeline has ${stage.numStages} stages on ` +
+          `${stage.group.size} ranks (use ScheduleInterleaved1F1B for several stages per rank)`,
+      );
+    }
+    const order = orderOf(stage.numStages, nMicrobatches);
+    super(name, [stage], nMicrobatches, lossFn, order, options);
   }
 }
 
@@ -36,7 +62,7 @@ function checkSingle(name: string, stage: PipelineStage): void {
  * await dist.destroyProcessGroup();
  * ```
  */
-export class ScheduleGPipe extends PipelineSchedule {
+export class ScheduleGPipe extends PipelineScheduleSingle {
   /**
    * Creates a `ScheduleGPipe`.
    *
@@ -51,9 +77,7 @@ export class ScheduleGPipe extends PipelineSchedule {
     lossFn: PipelineLoss,
     options: PipelineScheduleOptions = {},
   ) {
-    checkSingle("ScheduleGPipe", stage);
-    const order = gpipeOrder(stage.numStages, nMicrobatches);
-    super("ScheduleGPipe", [stage], nMicrobatches, lossFn, order, options);
+    super("ScheduleGPipe", stage, nMicrobatches, lossFn, gpipeOrder, options);
   }
 }
 
@@ -61,7 +85,7 @@ export class ScheduleGPipe extends PipelineSchedule {
  * 1F1B (PyTorch's `Schedule1F1B`): after a warm-up of forwards, each stage alternates one
  * backward and one forward, so at most numStages − stageIndex microbatches are in flight.
  */
-export class Schedule1F1B extends PipelineSchedule {
+export class Schedule1F1B extends PipelineScheduleSingle {
   /**
    * Creates a `Schedule1F1B`.
    *
@@ -76,9 +100,7 @@ export class Schedule1F1B extends PipelineSchedule {
     lossFn: PipelineLoss,
     options: PipelineScheduleOptions = {},
   ) {
-    checkSingle("Schedule1F1B", stage);
-    const order = oneFOneBOrder(stage.numStages, nMicrobatches);
-    super("Schedule1F1B", [stage], nMicrobatches, lossFn, order, options);
+    super("Schedule1F1B", stage, nMicrobatches, lossFn, oneFOneBOrder, options);
   }
 }
 
