@@ -83,6 +83,15 @@ Deno.test("one process: Interleaved1F1B over 4 stages and GPipe over 1 train the
       /Schedule1F1B: runs one stage per rank, but the pipeline has 4 stages on 1 ranks/,
     );
     await assert.rejects(() => gpipe.step(undefined, {}), /stage 0 needs the input batch/);
+    const [x] = batch(0);
+    await assert.rejects(() => gpipe.step(x, {}), /the last stage needs options.target/);
+    await assert.rejects(
+      () =>
+        new parallel.ScheduleGPipe(new parallel.PipelineStage(one, 0, 1), 9, gptLoss).step(x, {
+          target: x,
+        }),
+      /input \[8,8\] has 8 rows on dimension 0, fewer than the 9 microbatches/,
+    );
   } finally {
     await destroyProcessGroup();
   }

@@ -54,6 +54,23 @@ for (const worldSize of [2, 4]) {
         assert.deepEqual([...names].sort(), Object.keys(reference.final).sort(), kind);
         console.log(`${worldSize} ranks, ${kind}: worst relative error ${worst.toExponential(1)}`);
       }
+      for (const run of runs.slice(1)) {
+        const errors = run.result!.errors as Record<string, string>;
+        assert.match(
+          errors.stage0,
+          new RegExp(
+            `stage 0 runs on group rank 0 \\(stage mod ${worldSize} ranks\\), not on this process's group rank ${run.rank}`,
+          ),
+        );
+        assert.match(
+          errors.interleaved,
+          new RegExp(
+            `group rank ${run.rank} of ${worldSize} holds stages \\[${run.rank},${
+              run.rank + worldSize
+            }\\] of ${2 * worldSize}, got \\[${run.rank}\\]`,
+          ),
+        );
+      }
       // Each action is a span: rank r ran F0..F7 and B0..B7 of its stages, every step.
       for (let rank = 0; rank < worldSize; rank++) {
         const names = spanNames(profile, rank);

@@ -37,6 +37,28 @@ function schedule(kind: Kind, stages: parallel.PipelineStage[]): parallel.Pipeli
   return new parallel.ScheduleInterleaved1F1B(stages, MICROBATCHES, gptLoss);
 }
 
+/** The errors of stages and schedules built for the wrong rank (every rank but 0 tries). */
+function misplaced(): Record<string, string> {
+  const world = getWorldSize(), model = buildModel(), errors: Record<string, string> = {};
+  const attempts: Record<string, () => unknown> = {
+    stage0: () => new parallel.PipelineStage(parallel.splitGPT(model, 0, world), 0, world),
+    interleaved: () => {
+      const s = getRank(), m = parallel.splitGPT(model, s, 2 * world);
+      const stage = new parallel.PipelineStage(m, s, 2 * world);
+      return new parallel.ScheduleInterleaved1F1B([stage], MICROBATCHES, gptLoss);
+    },
+  };
+  for (const [name, attempt] of Object.entries(attempts)) {
+    try {
+      attempt();
+      errors[name] = "no error";
+    } catch (err) {
+      errors[name] = (err as Error).message;
+    }
+  }
+  return errors;
+}
+
 async function train(): Promise<Record<string, unknown>> {
   const runs: Record<string, unknown> = {};
   for (const kind of ["gpipe", "1f1b", "interleaved"] as const) {
@@ -45,7 +67,7 @@ async function train(): Promise<Record<string, unknown>> {
     const trace = await trainPipelined(modules, schedule(kind, stages), holdsFirst, holdsLast);
     runs[kind] = { ...trace, ms: performance.now() - started };
   }
-  return { runs };
+  return { runs, errors: getRank() === 0 ? {} : misplaced() };
 }
 
 async function kill(): Promise<Record<string, unknown>> {
