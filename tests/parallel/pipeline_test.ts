@@ -105,7 +105,8 @@ Deno.test("a stage killed in the middle of a 1F1B step is named by every other s
     assert.equal(run.code, 1, `rank ${run.rank}: ${run.stderr}`);
     const error = String(run.result?.error);
     assert.match(error, /Schedule1F1B: stage \d on rank \d failed at \d[FB]\d/, `rank ${run.rank}`);
-    assert.match(error, /rank 2\b/, `rank ${run.rank} does not name rank 2: ${error}`);
+    assert.match(error, /rank 2 died/, `rank ${run.rank} does not name rank 2: ${error}`);
+    assert.equal(run.result?.code, "peer", `rank ${run.rank}: the transport's code`);
     assert.ok(
       run.elapsedMs - runs[2].elapsedMs < 2 * timeoutMs + 3000,
       `rank ${run.rank} took long`,

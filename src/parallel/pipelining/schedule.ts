@@ -163,7 +163,14 @@ export abstract class PipelineSchedule {
         for (const p of params) p.grad?.div_(this.#n);
       });
     }
-    await syncTiedGradients([...this.#stages.values()]);
+    await syncTiedGradients([...this.#stages.values()]).catch((err) => {
+      const wrapped = new Error(
+        `${this.#name}: summing the tied parameters' gradients across stages failed: ` +
+          (err as Error).message,
+        { cause: err },
+      );
+      throw Object.assign(wrapped, { code: (err as { code?: string }).code });
+    });
     if (!last) return null;
     options.losses?.push(...state.losses);
     const merged = noGrad(() => cat(state.outputs, 0));
@@ -197,8 +204,8 @@ export abstract class PipelineSchedule {
     const wrapped = new Error(
       `${this.#name}: stage ${a.stage} on rank ${rank} failed at ${actionString(a)}: ${e.message}`,
       { cause: err },
-    ) as Error & { code?: string };
-    wrapped.code = e.code;
-    return wrapped;
+    );
+    // The transport's code ("peer", "timeout", "mismatch") stays readable on the step's error.
+    return Object.assign(wrapped, { code: e.code });
   }
 }
