@@ -18,6 +18,8 @@
 
 namespace dtrain::p2p {
 
+using namespace dtrain::collective;
+
 constexpr uint32_t kMagic = 0x70327064;  // "dp2p"
 constexpr int kMaxDims = 8;
 

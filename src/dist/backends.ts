@@ -132,6 +132,7 @@ const SHM: Capabilities = {
   allGatherStart: true,
   reduceScatter: true,
   reduceScatterBlocking: true,
+  sendRecv: true,
   allocShared: true,
 };
 
@@ -167,7 +168,7 @@ export const BACKENDS: Readonly<Record<BackendKind, BackendEntry>> = {
   "shm+gloo": {
     connects: "shared memory within each host, Gloo between one leader per host",
     reaches: ["host"],
-    capabilities: { ...NONE, ...BLOCKING, reduceScatter: true },
+    capabilities: { ...NONE, ...BLOCKING, reduceScatter: true, sendRecv: true },
     byHost: true,
     fits: (hosts) => hosts !== null,
     connect: ({ init, store, hosts }) => one(HierarchicalBackend.connect(init, store!, hosts!)),

@@ -5,7 +5,12 @@
  * - "mismatch": rank 0 sends rank 1 messages that disagree on shape, dtype, bytes or tag, then
  *   one that agrees; reports each side's errors;
  * - "kill": rank 1 prints "ready" and waits to be killed; rank 0 receives from it;
- * - "missing": rank 0 receives from rank 1, which never sends (it sleeps past the timeout).
+ * - "missing": rank 0 receives from rank 1, which never sends (it sleeps past the timeout); with
+ *   SIDE=send rank 0 sends to rank 1, which never receives;
+ * - "hosts": four ranks on two fake hosts (shm+gloo): messages within each host, between the two
+ *   leaders, and the refused one between non-leaders of different hosts;
+ * - "emu": a ring of batchIsendIrecv on dtrain tensors of `emu:<rank>` over the emu backend,
+ *   each sent right after the kernel that makes it.
  * @module
  */
 
@@ -21,7 +26,9 @@ import {
   P2POp,
   recv,
   send,
+  worldGroup,
 } from "../../../src/dist/mod.ts";
+import { full, zeros } from "../../../src/tensor/creation.ts";
 import { envInt, runWorker } from "../../_harness/worker.ts";
 
 const mode = Deno.env.get("MODE");
@@ -64,8 +71,9 @@ async function settle(work: PromiseLike<void> | (() => unknown)): Promise<string
 }
 
 await runWorker(async () => {
-  await initProcessGroup({ timeoutMs });
+  await initProcessGroup({ timeoutMs, backend: mode === "emu" ? "emu" : "gloo" });
   const [rank, size] = [getRank(), getWorldSize()];
+  const backend = worldGroup().backendName;
   const next = (rank + 1) % size;
   const prev = (rank + size - 1) % size;
   if (mode === "exchange") {
@@ -114,7 +122,7 @@ await runWorker(async () => {
     ]));
     check(bigBox.data, "f32", big, prev, "4 MiB");
     await destroyProcessGroup();
-    return {};
+    return { backend };
   }
   if (mode === "mismatch") {
     const cases: [DType, number[], number, DType, number[], number][] = [
@@ -137,7 +145,7 @@ await runWorker(async () => {
     else recv(box, 0, { tag: 5 });
     if (rank === 1) check(box.data, "f32", [2, 3], 9, "after the mismatches");
     await destroyProcessGroup();
-    return { errors };
+    return { errors, backend };
   }
   if (mode === "kill") {
     if (rank === 1) {
@@ -151,12 +159,43 @@ await runWorker(async () => {
   }
   if (mode === "missing") {
     if (rank === 1) {
-      await new Promise((r) => setTimeout(r, timeoutMs + 2000));
+      await new Promise((r) => setTimeout(r, timeoutMs + 500));
       return {};
     }
     const start = performance.now();
-    const error = await settle(() => recv(bytesTensor("f32", [4], -1), 1, { tag: 2 }));
+    const t = bytesTensor("f32", [4], -1);
+    const error = await settle(
+      Deno.env.get("SIDE") === "send" ? isend(t, 1, { tag: 2 }) : () => recv(t, 1, { tag: 2 }),
+    );
     return { error, ms: performance.now() - start };
+  }
+  if (mode === "hosts") {
+    // Hosts [0, 1] and [2, 3]: partners on the same host, then the leaders 0 and 2.
+    for (const peer of [rank ^ 1, ...(rank % 2 === 0 ? [rank ^ 2] : [])]) {
+      const box = bytesTensor("bf16", [5], -1);
+      await Promise.all(batchIsendIrecv([
+        P2POp(isend, bytesTensor("bf16", [5], rank), peer),
+        P2POp(irecv, box, peer),
+      ]));
+      check(box.data, "bf16", [5], peer, `from rank ${peer}`);
+    }
+    const refused = rank % 2 === 1
+      ? await settle(() => send(bytesTensor("f32", [1], 0), rank ^ 2))
+      : "";
+    await destroyProcessGroup();
+    return { backend, refused };
+  }
+  if (mode === "emu") {
+    const device = `emu:${rank}`;
+    const inbox = zeros([3, 4], { device });
+    await Promise.all(batchIsendIrecv([
+      P2POp(isend, full([3, 4], rank + 1, { device }), next),
+      P2POp(irecv, inbox, prev),
+    ]));
+    const got = Array.from(inbox.toArray() as Float32Array);
+    if (!got.every((v) => v === prev + 1)) throw new Error(`emu ring: got ${got}`);
+    await destroyProcessGroup();
+    return { backend };
   }
   throw new Error(`unknown MODE ${mode}`);
 });
