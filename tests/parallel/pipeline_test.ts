@@ -16,8 +16,7 @@ async function runCase(worldSize: number, env: Record<string, string>): Promise<
     worker,
     worldSize,
     timeoutMs: 120_000,
-    // Gloo: point-to-point messages do not run on shared memory yet.
-    env: () => ({ ...env, DTRAIN_SHM: "0", ...markerEnv(marker) }),
+    env: () => ({ ...env, ...markerEnv(marker) }),
   });
   const left = markedProcesses(marker);
   assert.deepEqual(left, [], `left behind: ${describe(left)}`);

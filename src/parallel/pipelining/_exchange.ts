@@ -25,6 +25,8 @@ import type { PipelineOrder } from "./actions.ts";
 const DTYPES: FloatDType[] = ["f32", "bf16", "f16"];
 const HEADER = 8;
 const KIND = { header: 0, activation: 1, gradient: 2 } as const;
+/** How long a "broken" receive waits for the failed send's diagnosis (dist's takes 1.8 s). */
+const EXPLAIN_MS = 3000;
 
 /** A message between ranks: an activation for stage `stage` or a gradient for it. */
 interface Message {
@@ -40,6 +42,8 @@ export class StageExchange {
   #arrived = new Map<string, Tensor>();
   #expected = new Map<number, { messages: Message[]; next: number }>();
   #sends: Promise<void>[] = [];
+  #resolveFirstSendFailure!: (err: unknown) => void;
+  #firstSendFailure = new Promise<unknown>((resolve) => this.#resolveFirstSendFailure = resolve);
   #numStages: number;
   #group: ProcessGroup;
   #outputOf: (stage: number, mb: number) => Tensor;
@@ -87,7 +91,7 @@ export class StageExchange {
     // The tensor must stay alive until its bytes are sent. A failed send is reported by
     // finish() (or by the receive it leaves waiting), not as an unhandled rejection meanwhile.
     const sent = Promise.resolve(work).then(() => data.dispose());
-    sent.catch(() => {});
+    sent.catch((err) => this.#resolveFirstSendFailure(err));
     this.#sends.push(sent);
   }
 
@@ -178,6 +182,23 @@ export class StageExchange {
     if (t === undefined) throw new Error(`pipeline: ${key} is needed before its stage made it`);
     this.#local.delete(key);
     return t;
+  }
+
+  /**
+   * The error to report for `err`, a failed message of this step. A "broken" error only says
+   * that an earlier message of the group failed; when that was one of this step's sends, its own
+   * error, diagnosed by the transport (which rank died or hung), says more, and arrives once the
+   * diagnosis is done: it is waited for, a little longer than a diagnosis takes.
+   */
+  async explain(err: unknown): Promise<unknown> {
+    if ((err as { code?: string }).code !== "broken") return err;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const late = new Promise<null>((resolve) =>
+      timer = setTimeout(() => resolve(null), EXPLAIN_MS)
+    );
+    const earlier = await Promise.race([this.#firstSendFailure, late]);
+    clearTimeout(timer);
+    return earlier ?? err;
   }
 
   /** Waits for every send of the step. */

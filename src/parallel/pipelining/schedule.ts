@@ -145,8 +145,8 @@ export abstract class PipelineSchedule {
           actionSpanName(action),
           "compute",
           () =>
-            this.#run(action, state).catch((err) => {
-              throw this.#failed(err, action, any.rankOf(action.stage));
+            this.#run(action, state).catch(async (err) => {
+              throw this.#failed(await exchange.explain(err), action, any.rankOf(action.stage));
             }),
         );
       }

@@ -89,10 +89,7 @@ async function kill(): Promise<Record<string, unknown>> {
 
 await runWorker(async () => {
   // Point-to-point messages run on Gloo.
-  await initProcessGroup({
-    backend: "gloo",
-    timeoutMs: Number(Deno.env.get("TEST_TIMEOUT_MS") ?? 20_000),
-  });
+  await initProcessGroup({ timeoutMs: Number(Deno.env.get("TEST_TIMEOUT_MS") ?? 20_000) });
   try {
     return Deno.env.get("CASE") === "kill" ? await kill() : await train();
   } finally {
