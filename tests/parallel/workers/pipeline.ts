@@ -37,26 +37,29 @@ function schedule(kind: Kind, stages: parallel.PipelineStage[]): parallel.Pipeli
   return new parallel.ScheduleInterleaved1F1B(stages, MICROBATCHES, gptLoss);
 }
 
+/** The message `attempt` throws, or "no error". */
+function messageOf(attempt: () => unknown): string {
+  try {
+    attempt();
+    return "no error";
+  } catch (err) {
+    return (err as Error).message;
+  }
+}
+
 /** The errors of stages and schedules built for the wrong rank (every rank but 0 tries). */
 function misplaced(): Record<string, string> {
-  const world = getWorldSize(), model = buildModel(), errors: Record<string, string> = {};
-  const attempts: Record<string, () => unknown> = {
-    stage0: () => new parallel.PipelineStage(parallel.splitGPT(model, 0, world), 0, world),
-    interleaved: () => {
-      const s = getRank(), m = parallel.splitGPT(model, s, 2 * world);
-      const stage = new parallel.PipelineStage(m, s, 2 * world);
+  const world = getWorldSize(), rank = getRank(), model = buildModel();
+  return {
+    stage0: messageOf(() =>
+      new parallel.PipelineStage(parallel.splitGPT(model, 0, world), 0, world)
+    ),
+    interleaved: messageOf(() => {
+      const m = parallel.splitGPT(model, rank, 2 * world);
+      const stage = new parallel.PipelineStage(m, rank, 2 * world);
       return new parallel.ScheduleInterleaved1F1B([stage], MICROBATCHES, gptLoss);
-    },
+    }),
   };
-  for (const [name, attempt] of Object.entries(attempts)) {
-    try {
-      attempt();
-      errors[name] = "no error";
-    } catch (err) {
-      errors[name] = (err as Error).message;
-    }
-  }
-  return errors;
 }
 
 async function train(): Promise<Record<string, unknown>> {
