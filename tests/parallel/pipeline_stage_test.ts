@@ -6,6 +6,8 @@ import assert from "node:assert/strict";
 import { destroyProcessGroup, initProcessGroup } from "../../src/dist/mod.ts";
 import * as parallel from "../../src/parallel/mod.ts";
 import { noGrad } from "../../src/tensor/autograd.ts";
+import { Parameter } from "../../src/nn/parameter.ts";
+import { tiedParameters } from "../../src/parallel/pipelining/tied.ts";
 import {
   assertSame,
   batch,
@@ -35,6 +37,12 @@ Deno.test("splitGPT: the stages hold the whole model's parameters under its name
     const want = model.forward(x, y).logits;
     assert.deepEqual(h.toArray(), want.toArray());
   });
+  // The tie is recorded on the first and last stage only, and only while the model has it.
+  assert.deepEqual(stages.map((s) => tiedParameters(s).length), [1, 0, 0, 1]);
+  assert.equal(tiedParameters(stages[3])[0].param, model.transformer.wte.weight);
+  const untied = buildModel();
+  untied.lm_head.weight = new Parameter(untied.lm_head.weight.detach().clone());
+  assert.equal(tiedParameters(parallel.splitGPT(untied, 1, 2)).length, 0);
   const uneven = parallel.splitGPT(model, 0, 2, { layersPerStage: [1, 7] });
   assert.deepEqual(
     Object.keys(uneven.stateDict()).filter((n) => n.endsWith("ln_1.weight")),

@@ -160,7 +160,8 @@ export function splitGPT(
   const start = counts.slice(0, stageIndex).reduce((a, b) => a + b, 0);
   const blocks = Array.from({ length: counts[stageIndex] }, (_, i) => start + i);
   const stage = new GPTStageModule(model, stageIndex, numStages, blocks);
-  if (numStages > 1 && (stageIndex === 0 || stageIndex === numStages - 1)) {
+  const tied = model.lm_head.weight === model.transformer.wte.weight;
+  if (tied && numStages > 1 && (stageIndex === 0 || stageIndex === numStages - 1)) {
     tieAcrossStages(stage, model.lm_head.weight, [0, numStages - 1]);
   }
   return stage;
