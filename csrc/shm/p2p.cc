@@ -54,6 +54,7 @@ struct dt_shm_p2p {
   uint64_t seq = 0;
   char* buf = nullptr;
   Message mine{};
+  std::string label;  // "send to rank 3 (tag 0)", made at post: the context may be gone by the run
   bool ran = false;
   int status = DT_OK;
   std::string error;
@@ -61,9 +62,7 @@ struct dt_shm_p2p {
 
 namespace {
 
-std::string label(const dt_shm_p2p* op) {
-  return p2p::opName(op->kind, op->ctx->global_ranks[op->peer], op->mine.tag);
-}
+const std::string& label(const dt_shm_p2p* op) { return op->label; }
 
 // Waits until `ready()`: spinning, then yielding for a millisecond, then sleeping briefly, and
 // failing when the peer dies, the group broke, the context closes or the deadline passes.
@@ -222,6 +221,7 @@ int dt_shm_p2p_post(dt_shm_ctx* ctx, int kind, int peer, void* buf, uint64_t cou
     op->peer = peer;
     op->buf = static_cast<char*>(buf);
     op->mine = p2p::makeHeader(dtype, tag, count, count * dtrain::dtypeSize(dtype), dims, ndim);
+    op->label = p2p::opName(kind, ctx->global_ranks[peer], tag);
     op->seq = ctx->p2p->book.take(kind, peer);
     op->mine.seq = op->seq;
     *out = op.release();
@@ -239,7 +239,7 @@ int dt_shm_p2p_run(dt_shm_p2p* op) {
   op->ran = true;
   auto& book = op->lanes->book;
   if (!book.enter(op, [] {})) {
-    return fail(op, DT_EBROKEN, "point-to-point message: the process group was destroyed");
+    return fail(op, DT_EBROKEN, label(op) + ": the process group was destroyed");
   }
   const auto deadline = std::chrono::steady_clock::now() + op->ctx->timeout;
   auto& turn = op->lanes->turn[op->kind][op->peer];

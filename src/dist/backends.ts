@@ -176,7 +176,7 @@ export const BACKENDS: Readonly<Record<BackendKind, BackendEntry>> = {
   nccl: {
     connects: "an NCCL communicator on this rank's GPU, its unique id passed through the store",
     reaches: ["cuda"],
-    capabilities: { ...NONE, ...BLOCKING, reduceScatter: true },
+    capabilities: { ...NONE, ...BLOCKING, reduceScatter: true, sendRecv: true },
     byHost: false,
     fits: () => true,
     connect: ({ init, device }) => one(NcclBackend.connect({ ...init, device })),

@@ -71,6 +71,15 @@ for (
   });
 }
 
+Deno.test(`over ${transport}, destroying the group fails a receive still running, at once`, async () => {
+  const runs = await run("destroy", 2);
+  assertAllOk(runs);
+  const { error, ms } = runs[0].result as { error: string; ms: number };
+  // Destroyed while it ran, or (when its thread came late) before it started.
+  assert.match(error, /^recv from rank 1 \(tag 0\): the process group was destroyed/);
+  assert.ok(ms < TIMEOUT_MS, `took ${ms} ms`);
+});
+
 Deno.test({
   name: "over shm+gloo (two hosts of two), messages within a host and between leaders arrive, " +
     "and one between non-leaders of different hosts is refused, saying why",
@@ -106,5 +115,26 @@ Deno.test({
     const runs = await run("emu", 2);
     assertAllOk(runs);
     for (const r of runs) assert.equal(r.result?.backend, "emu");
+  },
+});
+
+Deno.test({
+  name: "under DTRAIN_PROFILE every send and recv is on the timeline with its bytes, peer and tag",
+  ignore: transport !== "shm",
+  fn: async () => {
+    const dir = await Deno.makeTempDir();
+    try {
+      const runs = await run("exchange", 2, undefined, { DTRAIN_PROFILE: `${dir}/trace` });
+      assertAllOk(runs);
+      const trace = JSON.parse(await Deno.readTextFile(`${dir}/trace.rank0.json`));
+      const events = (trace.traceEvents as { name: string; args: Record<string, number> }[])
+        .filter((e) => e.name === "send" || e.name === "recv");
+      // The blocking pair, one pair per dtype, four tags, the 4 MiB pair: 10 of each.
+      assert.equal(events.filter((e) => e.name === "send").length, 10);
+      assert.equal(events.filter((e) => e.name === "recv").length, 10);
+      assert.deepEqual(events[0].args, { bytes: 60, peer: 1, tag: 7 });
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
   },
 });

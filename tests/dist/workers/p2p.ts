@@ -9,6 +9,7 @@
  *   SIDE=send rank 0 sends to rank 1, which never receives;
  * - "hosts": four ranks on two fake hosts (shm+gloo): messages within each host, between the two
  *   leaders, and the refused one between non-leaders of different hosts;
+ * - "destroy": rank 0 destroys the group while its irecv from rank 1 (which never sends) runs;
  * - "emu": a ring of batchIsendIrecv on dtrain tensors of `emu:<rank>` over the emu backend,
  *   each sent right after the kernel that makes it.
  * @module
@@ -168,6 +169,12 @@ await runWorker(async () => {
       Deno.env.get("SIDE") === "send" ? isend(t, 1, { tag: 2 }) : () => recv(t, 1, { tag: 2 }),
     );
     return { error, ms: performance.now() - start };
+  }
+  if (mode === "destroy") {
+    const start = performance.now();
+    const pending = rank === 0 ? settle(irecv(bytesTensor("f32", [4], -1), 1)) : "";
+    await destroyProcessGroup();
+    return { error: await pending, ms: performance.now() - start };
   }
   if (mode === "hosts") {
     // Hosts [0, 1] and [2, 3]: partners on the same host, then the leaders 0 and 2.
