@@ -70,7 +70,11 @@ for (const worldSize of [2, 4]) {
           ),
         );
       }
-      // Each action is a span: rank r ran F0..F7 and B0..B7 of its stages, every step.
+      // Each action is a span: rank r ran F0..F7 and B0..B7 of its stages, every step; a stage
+      // that receives waits in spans of its own, so that the bubble shows between computes.
+      const waits = spanNames(profile, 1);
+      assert.ok(waits.includes("recv F0 s1"), "rank 1 waits for stage 0's activations");
+      if (worldSize > 2) assert.ok(waits.includes("recv B0 s1"), "and for stage 2's gradients");
       for (let rank = 0; rank < worldSize; rank++) {
         const names = spanNames(profile, rank);
         for (const stage of [rank, rank + worldSize]) {

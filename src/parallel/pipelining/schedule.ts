@@ -141,14 +141,9 @@ export abstract class PipelineSchedule {
     const state: StepState = { inputs, targets, outputs: [], losses: [], exchange };
     try {
       for (const action of this.#order[any.group.rank]) {
-        await span(
-          actionSpanName(action),
-          "compute",
-          () =>
-            this.#run(action, state).catch(async (err) => {
-              throw this.#failed(await exchange.explain(err), action, any.rankOf(action.stage));
-            }),
-        );
+        await this.#run(action, state).catch(async (err) => {
+          throw this.#failed(await exchange.explain(err), action, any.rankOf(action.stage));
+        });
       }
       await exchange.finish();
     } catch (err) {
@@ -178,13 +173,18 @@ export abstract class PipelineSchedule {
     return merged;
   }
 
+  /**
+   * One action: its receive, timed as a wait ("recv F3 s1"), then its compute, timed as the
+   * action ("F3 s1"), so that the trace shows the bubble as waits between computes.
+   */
   async #run(a: PipelineAction, state: StepState): Promise<void> {
     const { inputs, targets, outputs, losses, exchange } = state;
-    const stage = this.#stages.get(a.stage)!, mb = a.microbatch;
+    const stage = this.#stages.get(a.stage)!, mb = a.microbatch, name = actionSpanName(a);
+    const receive = (get: () => Promise<Tensor>) => span(`recv ${name}`, "wait", get);
     if (a.type === "F") {
-      const x = stage.isFirst ? inputs[mb] : await exchange.recvForward(a.stage, mb);
+      const x = stage.isFirst ? inputs[mb] : await receive(() => exchange.recvForward(a.stage, mb));
       const loss = stage.isLast ? (y: Tensor) => this.#lossFn(y, targets[mb]) : undefined;
-      const y = stage.forwardOne(mb, x, loss);
+      const y = span(name, "compute", () => stage.forwardOne(mb, x, loss));
       if (stage.isLast) {
         outputs[mb] = y.detach();
         losses[mb] = stage.lossOf(mb)!.detach();
@@ -193,8 +193,10 @@ export abstract class PipelineSchedule {
       }
       return;
     }
-    const gradOutput = stage.isLast ? null : await exchange.recvBackward(a.stage, mb);
-    const gradInput = await stage.backwardOne(mb, gradOutput);
+    const gradOutput = stage.isLast
+      ? null
+      : await receive(() => exchange.recvBackward(a.stage, mb));
+    const gradInput = await span(name, "compute", () => stage.backwardOne(mb, gradOutput));
     gradOutput?.dispose();
     if (gradInput) exchange.sendBackward(a.stage, mb, gradInput);
   }
