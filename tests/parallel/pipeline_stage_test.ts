@@ -7,6 +7,10 @@ import { destroyProcessGroup, initProcessGroup } from "../../src/dist/mod.ts";
 import * as parallel from "../../src/parallel/mod.ts";
 import { noGrad } from "../../src/tensor/autograd.ts";
 import { Parameter } from "../../src/nn/parameter.ts";
+import { Module } from "../../src/nn/module.ts";
+import { Linear } from "../../src/nn/layers.ts";
+import { tensor } from "../../src/tensor/creation.ts";
+import type { Tensor } from "../../src/tensor/tensor.ts";
 import { tiedParameters } from "../../src/parallel/pipelining/tied.ts";
 import {
   assertSame,
@@ -91,6 +95,21 @@ Deno.test("one process: Interleaved1F1B over 4 stages and GPipe over 1 train the
       /Schedule1F1B: runs one stage per rank, but the pipeline has 4 stages on 1 ranks/,
     );
     await assert.rejects(() => gpipe.step(undefined, {}), /stage 0 needs the input batch/);
+    // A stage that ignores its input would leave the one before it waiting for a gradient.
+    class Constant extends Module {
+      w = new Parameter(tensor([1, 2], [1, 2]));
+      forward(): Tensor {
+        return this.w.mul(1);
+      }
+    }
+    const pair = [new Linear(2, 2), new Constant()].map((m, s) =>
+      new parallel.PipelineStage(m, s, 2)
+    );
+    const ignoring = new parallel.ScheduleInterleaved1F1B(pair, 1, (y, t) => y.sub(t).sum());
+    await assert.rejects(
+      () => ignoring.step(tensor([1, 1], [1, 2]), { target: tensor([0, 0], [1, 2]) }),
+      /stage 1 on rank 0 failed at 1B0: PipelineStage 1: its output of microbatch 0 does not depend on its input/,
+    );
     const [x] = batch(0);
     await assert.rejects(() => gpipe.step(x, {}), /the last stage needs options.target/);
     await assert.rejects(

@@ -170,10 +170,18 @@ export class PipelineStage {
     this.#inFlight.delete(mb);
     if (held.loss !== null) await backwardAsync(held.loss);
     else await backwardAsync(held.output, gradOutput!);
-    const grad = this.isFirst ? null : held.input.grad;
-    if (!this.isFirst) held.input.grad = null;
     held.output.dispose();
-    if (!this.isFirst) held.input.dispose();
+    if (this.isFirst) return null;
+    const grad = held.input.grad;
+    held.input.grad = null;
+    held.input.dispose();
+    if (grad === null) {
+      // The previous stage would wait for a gradient that never comes.
+      throw new Error(
+        `PipelineStage ${this.stageIndex}: its output of microbatch ${mb} does not depend on ` +
+          `its input, so no gradient goes back to stage ${this.stageIndex - 1}`,
+      );
+    }
     return grad;
   }
 
