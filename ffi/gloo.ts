@@ -140,6 +140,7 @@ const symbols = {
   },
   dt_gloo_p2p_run: { parameters: ["pointer"], result: "i32", nonblocking: true }, // int dt_gloo_p2p_run(dt_gloo_p2p *op)
   dt_gloo_p2p_run_blocking: { name: "dt_gloo_p2p_run", parameters: ["pointer"], result: "i32" },
+  dt_gloo_p2p_wait: { parameters: ["pointer"], result: "i32" }, // int dt_gloo_p2p_wait(dt_gloo_p2p *op)
   dt_gloo_p2p_error: { parameters: ["pointer", "buffer", "usize"], result: "i32" }, // int dt_gloo_p2p_error(dt_gloo_p2p *op, char *buf, size_t len)
   dt_gloo_p2p_free: { parameters: ["pointer"], result: "i32" }, // int dt_gloo_p2p_free(dt_gloo_p2p *op)
 } as const satisfies Deno.ForeignLibraryInterface;

@@ -88,6 +88,8 @@ int dt_gloo_p2p_post(dt_gloo_ctx* ctx, int kind, int peer, void* buf, uint64_t c
 // Runs the op until its message has moved, within the context timeout. Again: the same status.
 int dt_gloo_p2p_run(dt_gloo_p2p* op);
 // Copies the op's error message (NUL-terminated, truncated to `len`), returns its length.
+// Blocks until a run of `op` started on another thread has returned; returns its status.
+int dt_gloo_p2p_wait(dt_gloo_p2p* op);
 int dt_gloo_p2p_error(dt_gloo_p2p* op, char* buf, size_t len);
 int dt_gloo_p2p_free(dt_gloo_p2p* op);
 

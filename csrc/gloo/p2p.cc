@@ -26,6 +26,7 @@ struct dt_gloo_p2p {
   uint64_t seq = 0;
   Header mine{}, theirs{};
   std::unique_ptr<gloo::transport::UnboundBuffer> header, verdict, payload;
+  p2p::Finished finished;  // set when the run returned
   bool ran = false;  // a second run returns the first one's status
   int status = DT_OK;
   std::string error;
@@ -171,8 +172,10 @@ int dt_gloo_p2p_run(dt_gloo_p2p* op) {
   op->ran = true;
   auto broken = op->book->broken();
   if (!broken.empty()) {
-    return fail(op, DT_EBROKEN, label(op) + ": point-to-point traffic is unusable after an " +
-                                    "earlier failure: " + broken);
+    fail(op, DT_EBROKEN, label(op) + ": point-to-point traffic is unusable after an " +
+                             "earlier failure: " + broken);
+    op->finished.set();
+    return op->status;
   }
   auto abort = [op] {
     for (auto* b : {op->header.get(), op->verdict.get(), op->payload.get()}) {
@@ -182,7 +185,9 @@ int dt_gloo_p2p_run(dt_gloo_p2p* op) {
     }
   };
   if (!op->book->enter(op, abort)) {
-    return fail(op, DT_EBROKEN, label(op) + ": the process group was destroyed");
+    fail(op, DT_EBROKEN, label(op) + ": the process group was destroyed");
+    op->finished.set();
+    return op->status;
   }
   const auto deadline = std::chrono::steady_clock::now() + op->timeout;
   try {
@@ -193,6 +198,13 @@ int dt_gloo_p2p_run(dt_gloo_p2p* op) {
     fail(op, DT_EINTERNAL, label(op) + ": " + withoutLocation(e.what()));
   }
   op->book->leave(op);
+  op->finished.set();
+  return op->status;
+}
+
+int dt_gloo_p2p_wait(dt_gloo_p2p* op) {
+  if (op == nullptr) return DT_EINVAL;
+  op->finished.wait();
   return op->status;
 }
 

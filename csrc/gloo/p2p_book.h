@@ -76,4 +76,24 @@ class Book {
   std::string broken_;
 };
 
+// Whether an op's run has returned, for a thread that waits for a run on another thread (a
+// blocking batch runs its messages on worker threads and the calling one, then waits for all).
+class Finished {
+ public:
+  void set() {
+    std::lock_guard<std::mutex> lock(mu_);
+    done_ = true;
+    cv_.notify_all();
+  }
+  void wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return done_; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+};
+
 }  // namespace dtrain::p2p

@@ -111,6 +111,8 @@ typedef struct dt_shm_p2p dt_shm_p2p;
 int dt_shm_p2p_post(dt_shm_ctx* ctx, int kind, int peer, void* buf, uint64_t count, int dtype,
                     uint32_t tag, const int64_t* dims, uint32_t ndim, dt_shm_p2p** out);
 int dt_shm_p2p_run(dt_shm_p2p* op);
+// Blocks until a run of `op` started on another thread has returned; returns its status.
+int dt_shm_p2p_wait(dt_shm_p2p* op);
 int dt_shm_p2p_error(dt_shm_p2p* op, char* buf, size_t len);
 int dt_shm_p2p_free(dt_shm_p2p* op);
 

@@ -55,6 +55,7 @@ struct dt_shm_p2p {
   char* buf = nullptr;
   Message mine{};
   std::string label;  // "send to rank 3 (tag 0)", made at post: the context may be gone by the run
+  p2p::Finished finished;  // set when the run returned
   bool ran = false;
   int status = DT_OK;
   std::string error;
@@ -239,7 +240,9 @@ int dt_shm_p2p_run(dt_shm_p2p* op) {
   op->ran = true;
   auto& book = op->lanes->book;
   if (!book.enter(op, [] {})) {
-    return fail(op, DT_EBROKEN, label(op) + ": the process group was destroyed");
+    fail(op, DT_EBROKEN, label(op) + ": the process group was destroyed");
+    op->finished.set();
+    return op->status;
   }
   const auto deadline = std::chrono::steady_clock::now() + op->ctx->timeout;
   auto& turn = op->lanes->turn[op->kind][op->peer];
@@ -265,6 +268,13 @@ int dt_shm_p2p_run(dt_shm_p2p* op) {
     fail(op, DT_EINTERNAL, label(op) + ": " + e.what());
   }
   book.leave(op);
+  op->finished.set();
+  return op->status;
+}
+
+int dt_shm_p2p_wait(dt_shm_p2p* op) {
+  if (op == nullptr) return DT_EINVAL;
+  op->finished.wait();
   return op->status;
 }
 

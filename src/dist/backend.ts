@@ -138,6 +138,11 @@ export interface PostedP2P {
   run(): Promise<void>;
   /** Moves the message on the calling thread; throws a DistError. */
   runBlocking(): void;
+  /**
+   * Starts moving the message off the JavaScript thread, for a blocking batch: the returned
+   * function blocks until it has moved and throws its DistError. Call it in the same turn.
+   */
+  start(): () => void;
 }
 
 /**

@@ -272,6 +272,7 @@ export class GlooBackend implements Backend {
     return nativePosted({
       run: (p) => lib.dt_gloo_p2p_run(p),
       runBlocking: (p) => lib.dt_gloo_p2p_run_blocking(p),
+      wait: (p) => lib.dt_gloo_p2p_wait(p),
       error: (p, buf, len) => lib.dt_gloo_p2p_error(p, buf, len),
       free: (p) => lib.dt_gloo_p2p_free(p),
     }, op);

@@ -45,7 +45,14 @@ export class P2PGroups {
       outcome = (err) => err === undefined ? resolve() : reject(err);
     });
     done.catch(() => {}); // reported through run(); a blocking run throws it instead
-    this.#pending.push({ message, settle: (err) => outcome!(err) });
+    let result: { err: unknown } | null = null;
+    this.#pending.push({
+      message,
+      settle: (err) => {
+        result = { err };
+        outcome!(err);
+      },
+    });
     return {
       run: () => {
         if (!this.#scheduled) {
@@ -63,6 +70,12 @@ export class P2PGroups {
           throw err;
         }
         batch.forEach((p) => p.settle(undefined));
+      },
+      // A blocking batch: its last message's runBlocking runs the whole group, this one included.
+      start: () => () => {
+        const r = result as { err: unknown } | null;
+        if (r === null) throw new Error("NCCL point-to-point: the group never ran");
+        if (r.err !== undefined) throw r.err;
       },
     };
   }

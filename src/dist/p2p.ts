@@ -228,7 +228,11 @@ export function P2POp(
  * @throws DistError "invalid" for an empty list or a bad message, before anything is posted.
  */
 export function batchIsendIrecv(ops: readonly P2POp[]): Work[] {
-  const what = "batchIsendIrecv";
+  return prepareBatch("batchIsendIrecv", ops).map((p) => started(p()));
+}
+
+/** Checks every message of a batch; the returned functions post them, in order. */
+function prepareBatch(what: string, ops: readonly P2POp[]): (() => Posted)[] {
   if (!Array.isArray(ops) || ops.length === 0) {
     throw invalid(`${what}: ops must be a non-empty list`);
   }
@@ -238,11 +242,43 @@ export function batchIsendIrecv(ops: readonly P2POp[]): Work[] {
     }
   });
   // Posting numbers the messages: every one is checked first, so a bad one posts none.
-  const posts = ops.map((o) =>
+  return ops.map((o) =>
     prepare(what, o.op === isend ? "send" : "recv", o.tensor, o.peer, {
       group: o.group,
       tag: o.tag,
     })
   );
-  return posts.map((p) => started(p()));
+}
+
+/**
+ * `batchIsendIrecv` on the calling thread, returning once every message has moved: for
+ * synchronous code that sends and receives at once (a pipeline stage passing activations on while
+ * gradients come back). Every message but the last moves on a worker thread, the last on this
+ * one, so sends and receives in both directions cannot wait on each other.
+ *
+ * @param ops The messages, from `P2POp`.
+ * @throws DistError "invalid" for an empty list or a bad message, before anything is posted;
+ *   otherwise the first failed message's DistError, once every message has ended.
+ */
+export function batchIsendIrecvBlocking(ops: readonly P2POp[]): void {
+  const what = "batchIsendIrecvBlocking";
+  const posts = prepareBatch(what, ops);
+  const posted = posts.map((p) => p());
+  const waits = posted.slice(0, -1).map((p) => p.posted.start());
+  const failures: unknown[] = [];
+  try {
+    blocking(posted[posted.length - 1]);
+  } catch (err) {
+    failures.push(err);
+  }
+  waits.forEach((wait, i) => {
+    try {
+      wait();
+    } catch (err) {
+      failures.push(err);
+    } finally {
+      posted[i].settle();
+    }
+  });
+  if (failures.length > 0) throw failures[0];
 }

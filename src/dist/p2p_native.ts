@@ -15,6 +15,8 @@ export interface NativeP2P {
   run(op: Deno.PointerValue): Promise<number>;
   /** Runs the op on the calling thread. */
   runBlocking(op: Deno.PointerValue): number;
+  /** Blocks until the op's run on another thread returned; returns its status. */
+  wait(op: Deno.PointerValue): number;
   /** Copies the op's error message into `buf`; returns its length. */
   error(op: Deno.PointerValue, buf: Uint8Array<ArrayBuffer>, len: number): number;
   /** Frees the op. */
@@ -34,16 +36,17 @@ export function nativePosted(lib: NativeP2P, op: Deno.PointerValue): PostedP2P {
     if (ran) throw new DistError("internal", "a point-to-point op ran twice");
     ran = true;
   };
+  const failure = (status: number) => {
+    if (status === CollectiveStatus.OK) return null;
+    const buf = new Uint8Array(1024);
+    const len = lib.error(op, buf, buf.length);
+    const message = new TextDecoder().decode(buf.subarray(0, Math.min(len, buf.length - 1)));
+    return new DistError(STATUS_CODES[status] ?? "internal", message || `p2p status ${status}`);
+  };
   const settle = (status: number) => {
-    try {
-      if (status === CollectiveStatus.OK) return;
-      const buf = new Uint8Array(1024);
-      const len = lib.error(op, buf, buf.length);
-      const message = new TextDecoder().decode(buf.subarray(0, Math.min(len, buf.length - 1)));
-      throw new DistError(STATUS_CODES[status] ?? "internal", message || `p2p status ${status}`);
-    } finally {
-      lib.free(op);
-    }
+    const err = failure(status);
+    lib.free(op);
+    if (err !== null) throw err;
   };
   return {
     async run() {
@@ -53,6 +56,18 @@ export function nativePosted(lib: NativeP2P, op: Deno.PointerValue): PostedP2P {
     runBlocking() {
       once();
       settle(lib.runBlocking(op));
+    },
+    start() {
+      once();
+      // Freed once both the run's promise settled and the wait read the outcome.
+      let holders = 2;
+      const release = () => --holders === 0 && lib.free(op);
+      lib.run(op).finally(release);
+      return () => {
+        const err = failure(lib.wait(op));
+        release();
+        if (err !== null) throw err;
+      };
     },
   };
 }

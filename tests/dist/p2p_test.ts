@@ -23,7 +23,7 @@ const run = (
     onLine,
   });
 
-Deno.test(`over ${transport}, a blocking ring, batchIsendIrecv with every other rank in every dtype, several tags and 4 MiB arrive byte for byte`, async () => {
+Deno.test(`over ${transport}, a blocking ring and batch, batchIsendIrecv with every other rank in every dtype, several tags and 4 MiB arrive byte for byte`, async () => {
   const runs = await run("exchange", 3);
   assertAllOk(runs);
   for (const r of runs) assert.equal(r.result?.backend, transport);
@@ -129,9 +129,9 @@ Deno.test({
       const trace = JSON.parse(await Deno.readTextFile(`${dir}/trace.rank0.json`));
       const events = (trace.traceEvents as { name: string; args: Record<string, number> }[])
         .filter((e) => e.name === "send" || e.name === "recv");
-      // The blocking pair, one pair per dtype, four tags, the 4 MiB pair: 10 of each.
-      assert.equal(events.filter((e) => e.name === "send").length, 10);
-      assert.equal(events.filter((e) => e.name === "recv").length, 10);
+      // The blocking pair and batch, one pair per dtype, four tags, the 4 MiB pair: 11 of each.
+      assert.equal(events.filter((e) => e.name === "send").length, 11);
+      assert.equal(events.filter((e) => e.name === "recv").length, 11);
       assert.deepEqual(events[0].args, { bytes: 60, peer: 1, tag: 7 });
     } finally {
       await Deno.remove(dir, { recursive: true });

@@ -1,6 +1,6 @@
 /**
  * Worker for p2p_test.ts. MODE picks the scenario:
- * - "exchange": a ring of blocking send/recv, batchIsendIrecv to and from every other rank at
+ * - "exchange": a ring of blocking send/recv, one blocking batch, batchIsendIrecv to and from every other rank at
  *   once in every dtype, several tags in a row, a large message; checks every byte itself;
  * - "mismatch": rank 0 sends rank 1 messages that disagree on shape, dtype, bytes or tag, then
  *   one that agrees; reports each side's errors;
@@ -18,6 +18,7 @@
 import type { DType, TensorLike } from "../../../src/dist/backend.ts";
 import {
   batchIsendIrecv,
+  batchIsendIrecvBlocking,
   destroyProcessGroup,
   getRank,
   getWorldSize,
@@ -89,6 +90,13 @@ await runWorker(async () => {
       send(bytesTensor("f32", shape, rank), next, { tag: 7 });
     }
     check(inbox.data, "f32", shape, prev, "blocking ring");
+    // The same ring with every rank sending first, as one blocking batch.
+    const ringBox = bytesTensor("f16", [9], -1);
+    batchIsendIrecvBlocking([
+      P2POp(isend, bytesTensor("f16", [9], rank + 50), next),
+      P2POp(irecv, ringBox, prev),
+    ]);
+    check(ringBox.data, "f16", [9], prev + 50, "blocking batch");
     // Every rank sends to and receives from every other rank at once, in each dtype.
     for (const dtype of ["f32", "i32", "bf16", "f16"] as const) {
       const ops = [];
