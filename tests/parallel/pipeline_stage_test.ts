@@ -10,6 +10,7 @@ import { Parameter } from "../../src/nn/parameter.ts";
 import { Module } from "../../src/nn/module.ts";
 import { Linear } from "../../src/nn/layers.ts";
 import { tensor } from "../../src/tensor/creation.ts";
+import { relativeError } from "../_harness/close.ts";
 import type { Tensor } from "../../src/tensor/tensor.ts";
 import { tiedParameters } from "../../src/parallel/pipelining/tied.ts";
 import {
@@ -95,6 +96,20 @@ Deno.test("one process: Interleaved1F1B over 4 stages and GPipe over 1 train the
       /Schedule1F1B: runs one stage per rank, but the pipeline has 4 stages on 1 ranks/,
     );
     await assert.rejects(() => gpipe.step(undefined, {}), /stage 0 needs the input batch/);
+    // scaleGrads: false leaves the sum of the microbatches' gradients (PyTorch's scale_grads).
+    const summed = parallel.splitGPT(buildModel(), 0, 1);
+    const unscaled = new parallel.ScheduleGPipe(
+      new parallel.PipelineStage(summed, 0, 1),
+      MICROBATCHES,
+      gptLoss,
+      { scaleGrads: false },
+    );
+    const [x0, y0] = batch(0);
+    await unscaled.step(x0, { target: y0 });
+    const name = "transformer.h.3.mlp.c_fc.weight";
+    const sum = Array.from(summed.stateDict()[name].grad!.toArray());
+    const err = relativeError(sum, want.grads[name].map((g) => g * MICROBATCHES));
+    assert.ok(err <= 1e-5, `unscaled gradient: relative error ${err}`);
     // A stage that ignores its input would leave the one before it waiting for a gradient.
     class Constant extends Module {
       w = new Parameter(tensor([1, 2], [1, 2]));
