@@ -33,7 +33,7 @@ const run = (
     onLine,
   });
 
-Deno.test(`over ${transport}, a blocking ring and batch, batchIsendIrecv with every other rank in every dtype, several tags and 4 MiB arrive byte for byte`, async () => {
+Deno.test(`over ${transport}, a blocking ring and batch, batchIsendIrecv with every other rank in every dtype, several tags, 4 MiB and messages beside an all-reduce arrive byte for byte`, async () => {
   const runs = await run("exchange", 3);
   assertAllOk(runs);
   for (const r of runs) assert.equal(r.result?.backend, transport);
