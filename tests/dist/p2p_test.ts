@@ -139,9 +139,10 @@ Deno.test({
       const trace = JSON.parse(await Deno.readTextFile(`${dir}/trace.rank0.json`));
       const events = (trace.traceEvents as { name: string; args: Record<string, number> }[])
         .filter((e) => e.name === "send" || e.name === "recv");
-      // The blocking pair and batch, one pair per dtype, four tags, the 4 MiB pair: 11 of each.
-      assert.equal(events.filter((e) => e.name === "send").length, 11);
-      assert.equal(events.filter((e) => e.name === "recv").length, 11);
+      // The blocking pair and batch, one pair per dtype, four tags, the 4 MiB pair and the one
+      // beside the all-reduce: 12 of each.
+      assert.equal(events.filter((e) => e.name === "send").length, 12);
+      assert.equal(events.filter((e) => e.name === "recv").length, 12);
       assert.deepEqual(events[0].args, { bytes: 60, peer: 1, tag: 7 });
     } finally {
       await Deno.remove(dir, { recursive: true });
