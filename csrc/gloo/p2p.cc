@@ -92,12 +92,15 @@ void runSend(dt_gloo_p2p* op, std::chrono::steady_clock::time_point deadline) {
 
 void runRecv(dt_gloo_p2p* op, std::chrono::steady_clock::time_point deadline) {
   const int me = op->gloo->rank;
+  // The payload's receive is posted up front, so that the payload goes out the moment the
+  // verdict arrives instead of announcing itself first. On a mismatch it never comes (its slot
+  // is this message's alone), and freeing the op leaves Gloo only a dead weak reference.
+  if (op->payload) op->payload->recv(op->peer, slotOf(kPayloadSlot, op->peer, me, op->seq));
   op->header->recv(op->peer, slotOf(kHeaderSlot, op->peer, me, op->seq));
   await(op, op->header.get(), true, "to send", deadline);
   op->mine.ok = p2p::sameMessage(op->theirs, op->mine) ? 1 : 0;
   op->verdict->send(op->peer, slotOf(kVerdictSlot, me, op->peer, op->seq));
   if (op->mine.ok && op->payload) {
-    op->payload->recv(op->peer, slotOf(kPayloadSlot, op->peer, me, op->seq));
     await(op, op->payload.get(), true, "to send the payload", deadline);
   }
   await(op, op->verdict.get(), false, "to read the verdict", deadline);

@@ -100,13 +100,17 @@ inline size_t controlBytes(int size) {
   return (sizeof(RankLine) * size + kPage - 1) / kPage * kPage;
 }
 // Point-to-point messages (p2p.cc) go through one channel per ordered pair of ranks, after the
-// staging slots: a control page, then a ring of kRingBytes that the sender fills and the
-// receiver drains ([Note: point-to-point protocol] in csrc/gloo/p2p_message.h).
-constexpr size_t kRingBytes = 64 * 1024;
-inline size_t channelBytes() { return kPage + kRingBytes; }
+// staging slots: a control page, then a ring that the sender fills and the receiver drains
+// ([Note: point-to-point protocol] in csrc/gloo/p2p_message.h). Rings shrink on hosts of many
+// ranks (the channels grow with the square of the size): 64 KiB up to 16 ranks, 4 KiB from 256.
+inline size_t ringBytes(int size) {
+  const size_t fair = (size_t(1) << 20) / (size > 0 ? size : 1) / kPage * kPage;
+  return fair > 64 * 1024 ? 64 * 1024 : fair < kPage ? kPage : fair;
+}
+inline size_t channelBytes(int size) { return kPage + ringBytes(size); }
 inline size_t segmentBytes(int size, size_t slot_bytes) {
   return kPage + controlBytes(size) + 2 * slot_bytes * size +
-         static_cast<size_t>(size) * size * channelBytes();
+         static_cast<size_t>(size) * size * channelBytes(size);
 }
 
 // Waits for the point-to-point ops still running on the context, which closing aborts (p2p.cc).
@@ -164,7 +168,7 @@ struct dt_shm_ctx {
   char* channel(int from, int to) const {
     return base + dtrain::shm::kPage + dtrain::shm::controlBytes(size) +
            2 * static_cast<size_t>(size) * slot_bytes +
-           (static_cast<size_t>(from) * size + to) * dtrain::shm::channelBytes();
+           (static_cast<size_t>(from) * size + to) * dtrain::shm::channelBytes(size);
   }
   std::string rankName(int i) const {
     return "rank " + std::to_string(i >= 0 && i < static_cast<int>(global_ranks.size())

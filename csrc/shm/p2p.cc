@@ -110,15 +110,16 @@ void put(dt_shm_p2p* op, char* ch, const char* src, size_t bytes, const char* wh
          std::chrono::steady_clock::time_point deadline) {
   auto* c = reinterpret_cast<Channel*>(ch);
   char* ring = ch + kPage;
+  const size_t cap = ringBytes(op->ctx->size);
   uint64_t at = c->written.value.load(std::memory_order_relaxed);
   for (size_t done = 0; done < bytes;) {
     uint64_t space = 0;
     waitFor(op, what, deadline, [&] {
-      space = kRingBytes - (at - c->read.value.load(std::memory_order_acquire));
+      space = cap - (at - c->read.value.load(std::memory_order_acquire));
       return space > 0;
     });
-    const size_t off = at % kRingBytes;
-    const size_t n = std::min<size_t>({bytes - done, space, kRingBytes - off});
+    const size_t off = at % cap;
+    const size_t n = std::min<size_t>({bytes - done, space, cap - off});
     memcpy(ring + off, src + done, n);
     done += n;
     at += n;
@@ -131,6 +132,7 @@ void take(dt_shm_p2p* op, char* ch, char* dst, size_t bytes, const char* what,
           std::chrono::steady_clock::time_point deadline) {
   auto* c = reinterpret_cast<Channel*>(ch);
   const char* ring = ch + kPage;
+  const size_t cap = ringBytes(op->ctx->size);
   uint64_t at = c->read.value.load(std::memory_order_relaxed);
   for (size_t done = 0; done < bytes;) {
     uint64_t avail = 0;
@@ -138,8 +140,8 @@ void take(dt_shm_p2p* op, char* ch, char* dst, size_t bytes, const char* what,
       avail = c->written.value.load(std::memory_order_acquire) - at;
       return avail > 0;
     });
-    const size_t off = at % kRingBytes;
-    const size_t n = std::min<size_t>({bytes - done, avail, kRingBytes - off});
+    const size_t off = at % cap;
+    const size_t n = std::min<size_t>({bytes - done, avail, cap - off});
     memcpy(dst + done, ring + off, n);
     done += n;
     at += n;

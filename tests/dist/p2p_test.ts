@@ -4,6 +4,16 @@
 // a receive with no send timing out naming the peer.
 import assert from "node:assert/strict";
 import { assertAllOk, runRanks } from "../_harness/ranks.ts";
+import {
+  batchIsendIrecv,
+  destroyProcessGroup,
+  initProcessGroup,
+  irecv,
+  isend,
+  P2POp,
+  send,
+} from "../../src/dist/mod.ts";
+import { tensor } from "../../src/tensor/creation.ts";
 
 const worker = new URL("./workers/p2p.ts", import.meta.url);
 const transport = Deno.env.get("DTRAIN_SHM") === "0" ? "gloo" : "shm";
@@ -23,7 +33,7 @@ const run = (
     onLine,
   });
 
-Deno.test(`over ${transport}, a blocking ring and batch, batchIsendIrecv with every other rank in every dtype, several tags and 4 MiB arrive byte for byte`, async () => {
+Deno.test(`over ${transport}, a blocking ring and batch, batchIsendIrecv with every other rank in every dtype, several tags, 4 MiB and messages beside an all-reduce arrive byte for byte`, async () => {
   const runs = await run("exchange", 3);
   assertAllOk(runs);
   for (const r of runs) assert.equal(r.result?.backend, transport);
@@ -129,12 +139,29 @@ Deno.test({
       const trace = JSON.parse(await Deno.readTextFile(`${dir}/trace.rank0.json`));
       const events = (trace.traceEvents as { name: string; args: Record<string, number> }[])
         .filter((e) => e.name === "send" || e.name === "recv");
-      // The blocking pair and batch, one pair per dtype, four tags, the 4 MiB pair: 11 of each.
-      assert.equal(events.filter((e) => e.name === "send").length, 11);
-      assert.equal(events.filter((e) => e.name === "recv").length, 11);
+      // The blocking pair and batch, one pair per dtype, four tags, the 4 MiB pair and the one
+      // beside the all-reduce: 12 of each.
+      assert.equal(events.filter((e) => e.name === "send").length, 12);
+      assert.equal(events.filter((e) => e.name === "recv").length, 12);
       assert.deepEqual(events[0].args, { bytes: 60, peer: 1, tag: 7 });
     } finally {
       await Deno.remove(dir, { recursive: true });
     }
   },
+});
+
+Deno.test("bad point-to-point arguments are refused before anything is posted, naming the argument", async () => {
+  await initProcessGroup({ initMethod: "tcp://127.0.0.1:0", rank: 0, worldSize: 1 });
+  try {
+    const t = tensor([1, 2]);
+    assert.throws(() => send(t, 0), /^DistError: send: dst 0 is this rank itself/);
+    assert.throws(() => isend(t, 3), /^DistError: isend: dst 3 is not a rank of this group/);
+    assert.throws(() => irecv(t, 1.5), /^DistError: irecv: src 1.5 is not a rank of this group/);
+    assert.throws(() => isend(t, 0, { tag: -1 }), /isend: tag must be an integer from 0 to/);
+    assert.throws(() => isend(t, 0, { tag: 2 ** 32 }), /isend: tag must be an integer from 0 to/);
+    assert.throws(() => P2POp(send as never, t, 0), /P2POp: op must be dist.isend or dist.irecv/);
+    assert.throws(() => batchIsendIrecv([]), /batchIsendIrecv: ops must be a non-empty list/);
+  } finally {
+    await destroyProcessGroup();
+  }
 });

@@ -17,6 +17,7 @@
 
 import type { DType, TensorLike } from "../../../src/dist/backend.ts";
 import {
+  allReduce,
   batchIsendIrecv,
   batchIsendIrecvBlocking,
   destroyProcessGroup,
@@ -130,6 +131,25 @@ await runWorker(async () => {
       P2POp(isend, bytesTensor("f32", big, rank), next),
     ]));
     check(bigBox.data, "f32", big, prev, "4 MiB");
+    // Messages beside a collective of the same group: neither waits for the other.
+    const sum = new Float32Array(1024).fill(rank + 1);
+    const reduced = allReduce({
+      dtype: "f32",
+      numel: sum.length,
+      isContiguous: () => true,
+      ptr: Deno.UnsafePointer.of(sum),
+    });
+    const beside = bytesTensor("i32", [64], -1);
+    await Promise.all([
+      reduced,
+      ...batchIsendIrecv([
+        P2POp(isend, bytesTensor("i32", [64], rank + 7), next),
+        P2POp(irecv, beside, prev),
+      ]),
+    ]);
+    check(beside.data, "i32", [64], prev + 7, "beside an all-reduce");
+    const total = (size * (size + 1)) / 2;
+    if (!sum.every((v) => v === total)) throw new Error(`all-reduce beside p2p: ${sum[0]}`);
     await destroyProcessGroup();
     return { backend };
   }
