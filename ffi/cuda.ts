@@ -99,6 +99,24 @@ const symbols = {
   },
   dt_nccl_barrier: { parameters: ["pointer"], result: "i32", nonblocking: true }, // int dt_nccl_barrier(void *ctx)
   dt_nccl_ctx_free: { parameters: ["pointer"], result: "i32" }, // int dt_nccl_ctx_free(void *ctx)
+  // nccl_p2p.cu: a batch of point-to-point messages in one NCCL group, off or on the JS thread.
+  dt_nccl_p2p: {
+    parameters: [
+      "pointer", // void *ctx
+      "u64", // uint64_t n
+      "buffer", // const int32_t *kinds
+      "buffer", // const int32_t *peers
+      "buffer", // void *const *bufs
+      "buffer", // const uint64_t *counts
+      "buffer", // const int32_t *dtypes
+    ],
+    result: "i32",
+    nonblocking: true,
+  },
+  dt_nccl_p2p_blocking: {
+    parameters: ["pointer", "u64", "buffer", "buffer", "buffer", "buffer", "buffer"], // (as dt_nccl_p2p)
+    result: "i32",
+  },
 } as const satisfies Deno.ForeignLibraryInterface;
 
 /** The functions of `libdtrain_cuda.so` (64-bit sizes take numbers: [Note: 64-bit integers]). */

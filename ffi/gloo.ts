@@ -121,6 +121,28 @@ const symbols = {
     nonblocking: true,
   },
   dt_gloo_barrier: { parameters: ["pointer"], result: "i32", nonblocking: true }, // int dt_gloo_barrier(dt_gloo_ctx *ctx)
+  // Point-to-point: a post numbers the message on the JavaScript thread (that fixes the order
+  // messages between two ranks match in), the run moves it off it, or on it for the blocking forms.
+  dt_gloo_p2p_post: {
+    parameters: [
+      "pointer", // dt_gloo_ctx *ctx
+      "i32", // int kind (0 send, 1 recv)
+      "i32", // int peer (group rank)
+      "pointer", // void *buf
+      "u64", // uint64_t count
+      "i32", // int dtype
+      "u32", // uint32_t tag
+      "buffer", // const int64_t *dims
+      "u32", // uint32_t ndim
+      "buffer", // dt_gloo_p2p **out
+    ],
+    result: "i32",
+  },
+  dt_gloo_p2p_run: { parameters: ["pointer"], result: "i32", nonblocking: true }, // int dt_gloo_p2p_run(dt_gloo_p2p *op)
+  dt_gloo_p2p_run_blocking: { name: "dt_gloo_p2p_run", parameters: ["pointer"], result: "i32" },
+  dt_gloo_p2p_wait: { parameters: ["pointer"], result: "i32" }, // int dt_gloo_p2p_wait(dt_gloo_p2p *op)
+  dt_gloo_p2p_error: { parameters: ["pointer", "buffer", "usize"], result: "i32" }, // int dt_gloo_p2p_error(dt_gloo_p2p *op, char *buf, size_t len)
+  dt_gloo_p2p_free: { parameters: ["pointer"], result: "i32" }, // int dt_gloo_p2p_free(dt_gloo_p2p *op)
 } as const satisfies Deno.ForeignLibraryInterface;
 
 /** The functions of `libdtrain_gloo.so` (64-bit counts take numbers: [Note: 64-bit integers]). */

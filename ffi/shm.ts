@@ -199,6 +199,28 @@ const symbols = {
     result: "i32",
   },
   dt_shm_work_free: { parameters: ["pointer"], result: "i32" }, // int dt_shm_work_free(dt_shm_work *work)
+  // Point-to-point, as dt_gloo_p2p_* in ffi/gloo.ts: posted on the JavaScript thread, run off it
+  // or (the blocking forms) on it.
+  dt_shm_p2p_post: {
+    parameters: [
+      "pointer", // dt_shm_ctx *ctx
+      "i32", // int kind (0 send, 1 recv)
+      "i32", // int peer (group rank)
+      "pointer", // void *buf
+      "u64", // uint64_t count
+      "i32", // int dtype
+      "u32", // uint32_t tag
+      "buffer", // const int64_t *dims
+      "u32", // uint32_t ndim
+      "buffer", // dt_shm_p2p **out
+    ],
+    result: "i32",
+  },
+  dt_shm_p2p_run: { parameters: ["pointer"], result: "i32", nonblocking: true }, // int dt_shm_p2p_run(dt_shm_p2p *op)
+  dt_shm_p2p_run_blocking: { name: "dt_shm_p2p_run", parameters: ["pointer"], result: "i32" },
+  dt_shm_p2p_wait: { parameters: ["pointer"], result: "i32" }, // int dt_shm_p2p_wait(dt_shm_p2p *op)
+  dt_shm_p2p_error: { parameters: ["pointer", "buffer", "usize"], result: "i32" }, // int dt_shm_p2p_error(dt_shm_p2p *op, char *buf, size_t len)
+  dt_shm_p2p_free: { parameters: ["pointer"], result: "i32" }, // int dt_shm_p2p_free(dt_shm_p2p *op)
 } as const satisfies Deno.ForeignLibraryInterface;
 
 /** The shared-memory functions (64-bit counts take numbers: [Note: 64-bit integers]). */

@@ -65,6 +65,15 @@ int dt_nccl_reduce_scatter_blocking(void *handle, void *out, const void *in, uin
 int dt_nccl_barrier(void *handle);
 int dt_nccl_ctx_free(void *handle);
 
+/* ---------------------------------------------------------------- nccl_p2p.cu */
+/* `n` point-to-point messages in one NCCL group: message i sends (kinds[i] 0) or receives (1)
+ * counts[i] elements of dtypes[i] at bufs[i] to or from group rank peers[i]. */
+int dt_nccl_p2p(void *handle, uint64_t n, const int32_t *kinds, const int32_t *peers,
+                void *const *bufs, const uint64_t *counts, const int32_t *dtypes);
+/* dt_nccl_p2p on the calling thread, leaving its current device as it was. */
+int dt_nccl_p2p_blocking(void *handle, uint64_t n, const int32_t *kinds, const int32_t *peers,
+                         void *const *bufs, const uint64_t *counts, const int32_t *dtypes);
+
 #ifdef __cplusplus
 }
 #endif

@@ -141,6 +141,8 @@ static void load_nccl(void) {
       SLOT(nccl, broadcast, "ncclBroadcast"),
       SLOT(nccl, all_gather, "ncclAllGather"),
       SLOT(nccl, reduce_scatter, "ncclReduceScatter"),
+      SLOT(nccl, send, "ncclSend"),
+      SLOT(nccl, recv, "ncclRecv"),
       SLOT(nccl, group_start, "ncclGroupStart"),
       SLOT(nccl, group_end, "ncclGroupEnd"),
       SLOT(nccl, error_string, "ncclGetErrorString"),

@@ -71,6 +71,9 @@ typedef struct {
                     cudaStream_t stream);
   int (*reduce_scatter)(const void *send, void *recv, size_t count, int dtype, int op,
                         ncclComm_t comm, cudaStream_t stream);
+  int (*send)(const void *buf, size_t count, int dtype, int peer, ncclComm_t comm,
+              cudaStream_t stream);
+  int (*recv)(void *buf, size_t count, int dtype, int peer, ncclComm_t comm, cudaStream_t stream);
   int (*group_start)(void);
   int (*group_end)(void);
   const char *(*error_string)(int result);

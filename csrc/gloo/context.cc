@@ -199,6 +199,7 @@ int dt_gloo_ctx_free(dt_gloo_ctx* ctx) {
   // A plain close (FIN, not Gloo's closeConnections() reset) so that a peer still reading
   // our last message of a finished collective gets all of it.
   { std::lock_guard<std::mutex> lock(ctx->call_mu); }
+  dtrain::closeP2P(ctx);
   delete ctx;
   return DT_OK;
 }

@@ -76,6 +76,23 @@ int dt_gloo_reduce_scatter(dt_gloo_ctx* ctx, void* out, const void* in, uint64_t
 
 int dt_gloo_barrier(dt_gloo_ctx* ctx);
 
+// Point-to-point messages ([Note: point-to-point protocol] in p2p_message.h). A post numbers the
+// message (kind 0: send `buf` to group rank `peer`; 1: receive into it) in posting order, which
+// is the order messages between two ranks match in; `dims` (`ndim` entries, or NULL) is the
+// tensor's shape, checked against the other side's with dtype, bytes and tag. The op runs in
+// dt_gloo_p2p_run (on any thread, beside collectives and other ops); a failure's message is read
+// with dt_gloo_p2p_error. Free every op, run or not; freeing the context aborts running ones.
+typedef struct dt_gloo_p2p dt_gloo_p2p;
+int dt_gloo_p2p_post(dt_gloo_ctx* ctx, int kind, int peer, void* buf, uint64_t count, int dtype,
+                     uint32_t tag, const int64_t* dims, uint32_t ndim, dt_gloo_p2p** out);
+// Runs the op until its message has moved, within the context timeout. Again: the same status.
+int dt_gloo_p2p_run(dt_gloo_p2p* op);
+// Copies the op's error message (NUL-terminated, truncated to `len`), returns its length.
+// Blocks until a run of `op` started on another thread has returned; returns its status.
+int dt_gloo_p2p_wait(dt_gloo_p2p* op);
+int dt_gloo_p2p_error(dt_gloo_p2p* op, char* buf, size_t len);
+int dt_gloo_p2p_free(dt_gloo_p2p* op);
+
 #ifdef __cplusplus
 }
 #endif

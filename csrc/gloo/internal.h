@@ -20,6 +20,10 @@
 
 #include "dtrain_gloo.h"
 
+namespace dtrain::p2p {
+class Book;
+}
+
 struct dt_gloo_ctx {
   std::mutex call_mu;  // one native call at a time per context
   std::mutex error_mu;
@@ -45,6 +49,8 @@ struct dt_gloo_ctx {
   std::vector<uint64_t> stage_mem;
   std::unique_ptr<gloo::transport::UnboundBuffer> inbox;
   std::unique_ptr<gloo::transport::UnboundBuffer> stage;
+  // Point-to-point messages (p2p.cc): numbered per peer, shared with the ops still running.
+  std::shared_ptr<dtrain::p2p::Book> p2p;
 
   // The job rank of group rank i.
   int jobRank(int i) const {
@@ -101,6 +107,9 @@ void allGather(dt_gloo_ctx* ctx, const void* in, uint64_t count, int dtype, void
                uint64_t nouts);
 
 size_t dtypeSize(int dtype);
+
+// Aborts the point-to-point ops still running on `ctx` and waits for them (p2p.cc).
+void closeP2P(dt_gloo_ctx* ctx);
 
 // Elementwise out[i] = a[i] (op) b[i]; out may alias a or b. AVG reduces as a sum.
 using ReduceFn = void (*)(void* out, const void* a, const void* b, size_t n);

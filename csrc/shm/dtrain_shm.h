@@ -105,6 +105,17 @@ int dt_shm_work_wait(dt_shm_work* work, char* error, size_t len);
 // Waits for the gather if nobody did, then frees the work. Safe on NULL.
 int dt_shm_work_free(dt_shm_work* work);
 
+// Point-to-point messages, as dt_gloo_p2p_post/run/error/free in dtrain_gloo.h, through the
+// segment's channel for the pair (p2p.cc). Ops on one channel run in posting order.
+typedef struct dt_shm_p2p dt_shm_p2p;
+int dt_shm_p2p_post(dt_shm_ctx* ctx, int kind, int peer, void* buf, uint64_t count, int dtype,
+                    uint32_t tag, const int64_t* dims, uint32_t ndim, dt_shm_p2p** out);
+int dt_shm_p2p_run(dt_shm_p2p* op);
+// Blocks until a run of `op` started on another thread has returned; returns its status.
+int dt_shm_p2p_wait(dt_shm_p2p* op);
+int dt_shm_p2p_error(dt_shm_p2p* op, char* buf, size_t len);
+int dt_shm_p2p_free(dt_shm_p2p* op);
+
 #ifdef __cplusplus
 }
 #endif

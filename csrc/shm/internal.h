@@ -99,9 +99,23 @@ inline uint64_t whereShared(uint32_t id, uint64_t offset) {
 inline size_t controlBytes(int size) {
   return (sizeof(RankLine) * size + kPage - 1) / kPage * kPage;
 }
-inline size_t segmentBytes(int size, size_t slot_bytes) {
-  return kPage + controlBytes(size) + 2 * slot_bytes * size;
+// Point-to-point messages (p2p.cc) go through one channel per ordered pair of ranks, after the
+// staging slots: a control page, then a ring that the sender fills and the receiver drains
+// ([Note: point-to-point protocol] in csrc/gloo/p2p_message.h). Rings shrink on hosts of many
+// ranks (the channels grow with the square of the size): 64 KiB up to 16 ranks, 4 KiB from 256.
+inline size_t ringBytes(int size) {
+  const size_t fair = (size_t(1) << 20) / (size > 0 ? size : 1) / kPage * kPage;
+  return fair > 64 * 1024 ? 64 * 1024 : fair < kPage ? kPage : fair;
 }
+inline size_t channelBytes(int size) { return kPage + ringBytes(size); }
+inline size_t segmentBytes(int size, size_t slot_bytes) {
+  return kPage + controlBytes(size) + 2 * slot_bytes * size +
+         static_cast<size_t>(size) * size * channelBytes(size);
+}
+
+// Waits for the point-to-point ops still running on the context, which closing aborts (p2p.cc).
+struct P2PLanes;
+void closeP2P(dt_shm_ctx* ctx);
 
 }  // namespace dtrain::shm
 
@@ -139,6 +153,9 @@ struct dt_shm_ctx {
   std::vector<std::weak_ptr<dtrain::shm::SharedBuffer>> buffers;
   uint32_t next_buffer = 0;
 
+  // Point-to-point messages (p2p.cc): numbered per peer, shared with the ops still running.
+  std::shared_ptr<dtrain::shm::P2PLanes> p2p;
+
   dtrain::shm::Header* header() const { return reinterpret_cast<dtrain::shm::Header*>(base); }
   dtrain::shm::RankLine* line(int r) const {
     return reinterpret_cast<dtrain::shm::RankLine*>(base + dtrain::shm::kPage) + r;
@@ -146,6 +163,12 @@ struct dt_shm_ctx {
   char* slot(int r, uint64_t chunk_no) const {
     return base + dtrain::shm::kPage + dtrain::shm::controlBytes(size) +
            (2 * static_cast<size_t>(r) + chunk_no % 2) * slot_bytes;
+  }
+  // The point-to-point channel of messages from group rank `from` to group rank `to`.
+  char* channel(int from, int to) const {
+    return base + dtrain::shm::kPage + dtrain::shm::controlBytes(size) +
+           2 * static_cast<size_t>(size) * slot_bytes +
+           (static_cast<size_t>(from) * size + to) * dtrain::shm::channelBytes(size);
   }
   std::string rankName(int i) const {
     return "rank " + std::to_string(i >= 0 && i < static_cast<int>(global_ranks.size())
@@ -210,6 +233,9 @@ void allGather(dt_shm_ctx* ctx, const void* in, uint64_t count, int dtype, void*
 // The reduce-scatter itself (collectives.cc), shared by its queued and blocking forms.
 void reduceScatter(dt_shm_ctx* ctx, void* out, const void* in, uint64_t out_count, int dtype,
                    int op);
+
+// Whether group rank `r`'s process has exited.
+bool isPeerDead(const dt_shm_ctx* ctx, int r);
 
 // Waits until every rank has mapped the segment, naming a rank that died first, or timing out.
 void waitMapped(dt_shm_ctx* ctx);

@@ -141,6 +141,8 @@ void waitForAll(dt_shm_ctx* ctx, const Fingerprint& fp, bool first) {
 
 }  // namespace
 
+bool isPeerDead(const dt_shm_ctx* ctx, int r) { return isDead(ctx, r); }
+
 void waitMapped(dt_shm_ctx* ctx) {
   Header* h = ctx->header();
   const auto deadline = std::chrono::steady_clock::now() + ctx->timeout;

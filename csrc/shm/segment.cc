@@ -336,6 +336,7 @@ int dt_shm_ctx_handle(dt_shm_ctx* ctx, char* buf, size_t len) {
 
 int dt_shm_ctx_free(dt_shm_ctx* ctx) {
   if (ctx == nullptr) return DT_OK;
+  closeP2P(ctx);
   if (ctx->fd >= 0) close(ctx->fd);
   if (ctx->base != nullptr) munmap(ctx->base, ctx->bytes);
   for (int fd : ctx->pidfds) {

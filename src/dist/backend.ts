@@ -111,6 +111,41 @@ export interface SharedBlock {
 }
 
 /**
+ * One point-to-point message as a backend takes it (src/dist/p2p.ts has checked it): messages
+ * between two ranks match in the order each side posts them, and the receiver checks the
+ * sender's dtype, bytes, shape and tag against its own before the payload moves ([Note:
+ * point-to-point protocol] in csrc/gloo/p2p_message.h).
+ */
+export interface P2PMessage {
+  /** "send": `buf` goes to `peer`; "recv": `peer`'s message lands in `buf`. */
+  kind: "send" | "recv";
+  /** The other side, a group rank (never this rank). */
+  peer: number;
+  /** The tensor's memory. */
+  buf: NativeBuffer;
+  /** The tag both sides must give, 0 to 2³² − 1. */
+  tag: number;
+  /** The tensor's shape (up to 8 dimensions are compared; more are compared flat). */
+  shape: readonly number[];
+}
+
+/**
+ * A posted point-to-point message (`Backend.postP2P`): it has its place in the order of its
+ * pair, and moves when run, once, with one of the two.
+ */
+export interface PostedP2P {
+  /** Moves the message off the JavaScript thread; rejects with a DistError. */
+  run(): Promise<void>;
+  /** Moves the message on the calling thread; throws a DistError. */
+  runBlocking(): void;
+  /**
+   * Starts moving the message off the JavaScript thread, for a blocking batch: the returned
+   * function blocks until it has moved and throws its DistError. Call it in the same turn.
+   */
+  start(): () => void;
+}
+
+/**
  * A connected communicator over `size` ranks. Calls must be issued in the same order on
  * every rank; the process group guarantees it. Unless the backend is `queued`, never
  * concurrently either: the process group then issues each call after the previous settled.
@@ -160,6 +195,12 @@ export interface Backend {
    * shared memory only). A collective: every rank passes the same count and dtype.
    */
   allocShared?(count: number, dtype: DType): Promise<SharedBlock>;
+  /**
+   * Posts a point-to-point message (as the row says), on the JavaScript thread: that fixes its
+   * place among the messages between this rank and its peer. Not ordered with the collectives:
+   * a message runs beside them. Throws DistError "invalid" for a bad message.
+   */
+  postP2P?(message: P2PMessage): PostedP2P;
   /** Releases native resources. Idempotent; no call may be in flight. */
   close(): void;
 }
@@ -175,6 +216,8 @@ export interface TensorLike {
   readonly numel: number | (() => number);
   /** Whether the elements are contiguous in memory. */
   isContiguous(): boolean;
+  /** The dimensions, if it has any (point-to-point messages check them on both sides). */
+  readonly shape?: readonly number[];
   /** Address of the first element. */
   readonly ptr: Deno.PointerValue;
   /**

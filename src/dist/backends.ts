@@ -132,6 +132,7 @@ const SHM: Capabilities = {
   allGatherStart: true,
   reduceScatter: true,
   reduceScatterBlocking: true,
+  sendRecv: true,
   allocShared: true,
 };
 
@@ -145,7 +146,13 @@ export const BACKENDS: Readonly<Record<BackendKind, BackendEntry>> = {
   gloo: {
     connects: "a full mesh of TCP connections (Gloo), met through the store",
     reaches: ["host"],
-    capabilities: { ...NONE, ...BLOCKING, allGatherStart: true, reduceScatter: true },
+    capabilities: {
+      ...NONE,
+      ...BLOCKING,
+      allGatherStart: true,
+      reduceScatter: true,
+      sendRecv: true,
+    },
     byHost: false,
     fits: (hosts) => hosts === null || hosts.every((members) => members.length === 1),
     connect: ({ init }) => one(GlooBackend.connect(init)),
@@ -161,7 +168,7 @@ export const BACKENDS: Readonly<Record<BackendKind, BackendEntry>> = {
   "shm+gloo": {
     connects: "shared memory within each host, Gloo between one leader per host",
     reaches: ["host"],
-    capabilities: { ...NONE, ...BLOCKING, reduceScatter: true },
+    capabilities: { ...NONE, ...BLOCKING, reduceScatter: true, sendRecv: true },
     byHost: true,
     fits: (hosts) => hosts !== null,
     connect: ({ init, store, hosts }) => one(HierarchicalBackend.connect(init, store!, hosts!)),
@@ -169,7 +176,7 @@ export const BACKENDS: Readonly<Record<BackendKind, BackendEntry>> = {
   nccl: {
     connects: "an NCCL communicator on this rank's GPU, its unique id passed through the store",
     reaches: ["cuda"],
-    capabilities: { ...NONE, ...BLOCKING, reduceScatter: true },
+    capabilities: { ...NONE, ...BLOCKING, reduceScatter: true, sendRecv: true },
     byHost: false,
     fits: () => true,
     connect: ({ init, device }) => one(NcclBackend.connect({ ...init, device })),

@@ -25,6 +25,8 @@ import type {
   BackendInit,
   NativeBuffer,
   OpTiming,
+  P2PMessage,
+  PostedP2P,
   ReduceOp,
   StartedCollective,
 } from "./backend.ts";
@@ -178,6 +180,14 @@ export class EmuBackend implements Backend {
 
   barrier(): Promise<OpTiming> {
     return this.#ordered().barrier();
+  }
+
+  /**
+   * A message through the shared-memory transport, posted after the queued kernels: a send reads
+   * what they wrote, a receive lands after what they write.
+   */
+  postP2P(message: P2PMessage): PostedP2P {
+    return this.#ordered().postP2P(message);
   }
 
   close(): void {

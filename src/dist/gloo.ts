@@ -17,11 +17,14 @@ import {
   type Backend,
   type BackendInit,
   type NativeBuffer,
+  type P2PMessage,
   pointersOf,
+  type PostedP2P,
   type ReduceOp,
   type StartedCollective,
 } from "./backend.ts";
 import { DistError, STATUS_CODES } from "./errors.ts";
+import { nativePosted, postP2PWith } from "./p2p_native.ts";
 import { StartedCollectives } from "./started.ts";
 
 const encoder = new TextEncoder();
@@ -255,6 +258,24 @@ export class GlooBackend implements Backend {
 
   barrier(): Promise<void> {
     return this.#check(this.#lib.dt_gloo_barrier(this.#live()));
+  }
+
+  /** A message over Gloo's unbound buffers, beside the collectives (csrc/gloo/p2p.cc). */
+  postP2P(message: P2PMessage): PostedP2P {
+    const lib = this.#lib;
+    const ctx = this.#live();
+    const op = postP2PWith(
+      message,
+      (args) => lib.dt_gloo_p2p_post(ctx, ...args),
+      (status) => lastError(lib, ctx, status),
+    );
+    return nativePosted({
+      run: (p) => lib.dt_gloo_p2p_run(p),
+      runBlocking: (p) => lib.dt_gloo_p2p_run_blocking(p),
+      wait: (p) => lib.dt_gloo_p2p_wait(p),
+      error: (p, buf, len) => lib.dt_gloo_p2p_error(p, buf, len),
+      free: (p) => lib.dt_gloo_p2p_free(p),
+    }, op);
   }
 
   close(): void {

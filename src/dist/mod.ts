@@ -16,3 +16,4 @@ export * from "./shared_tensor.ts";
 export * from "./work.ts";
 export * from "./store/client.ts";
 export * from "./store/server.ts";
+export * from "./p2p.ts";

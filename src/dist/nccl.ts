@@ -19,10 +19,13 @@ import {
   type Backend,
   type BackendInit,
   type NativeBuffer,
+  type P2PMessage,
   pointersOf,
+  type PostedP2P,
   type ReduceOp,
 } from "./backend.ts";
 import { DistError, STATUS_CODES } from "./errors.ts";
+import { groupArguments, P2PGroups } from "./nccl_p2p.ts";
 import { StoreClient } from "./store/client.ts";
 
 const UNIQUE_ID_BYTES = 128;
@@ -242,6 +245,27 @@ export class NcclBackend implements Backend {
         CollectiveReduceOp[op],
       )
     );
+  }
+
+  /** Messages in NCCL groups, one per turn of the JavaScript thread (nccl_p2p.ts). */
+  #groups = new P2PGroups({
+    run: async (messages) => {
+      const args = groupArguments(messages);
+      const ctx = this.#ordered();
+      const status = await this.#lib.dt_nccl_p2p(ctx, messages.length, ...args);
+      args.length; // keeps the arrays reachable until the native call returned
+      if (status !== CollectiveStatus.OK) throw shimError(this.#lib, ctx, status);
+    },
+    runBlocking: (messages) =>
+      this.#now((ctx) =>
+        this.#lib.dt_nccl_p2p_blocking(ctx, messages.length, ...groupArguments(messages))
+      ),
+  });
+
+  /** A message in this turn's NCCL group; its shape is not checked on NCCL (nccl_p2p.cu). */
+  postP2P(message: P2PMessage): PostedP2P {
+    if (this.#ctx === null) throw new DistError("broken", "nccl backend is closed");
+    return this.#groups.post(message);
   }
 
   barrier(): Promise<void> {

@@ -232,13 +232,13 @@ export class ProcessGroup {
    * after everything issued before it; another needs nothing in flight (`#idle`).
    */
   #blocking(what: string, tensors: TensorLike[], needs: Capability): Backend {
-    const backend = this.#serving(what, tensors, needs);
+    const backend = this.serving(what, tensors, needs);
     return backend.queued ? backend : this.#idle(what, tensors, needs);
   }
 
   /** The backend for `tensors`, when nothing issued earlier is still queued behind this thread. */
   #idle(what: string, tensors: TensorLike[], needs: Capability): Backend {
-    const backend = this.#serving(what, tensors, needs);
+    const backend = this.serving(what, tensors, needs);
     const inFlight = this.#order.inFlight;
     if (inFlight > 0) {
       throw invalid(`${what}: ${inFlight} collective(s) still in flight; await them first`);
@@ -375,8 +375,9 @@ export class ProcessGroup {
   /**
    * The communicator that reaches `tensors` (each backend's `reaches` in backends.ts), checked to
    * have what `needs` names: a caller learns from the table what a backend cannot reach or do.
+   * @ignore dtrain-internal (point-to-point messages, src/dist/p2p.ts, are sent through it)
    */
-  #serving(what: string, tensors: TensorLike[], needs?: Capability): Backend {
+  serving(what: string, tensors: TensorLike[], needs?: Capability): Backend {
     const devices = tensors.map((t) => t.device);
     const backend = route(what, this.#member(what), memoryOf(what, tensors), devices);
     if (needs !== undefined && !entryOf(backend.name).capabilities[needs]) {
@@ -392,6 +393,6 @@ export class ProcessGroup {
     bytes: number,
     needs?: Capability,
   ): Work {
-    return this.#order.issue(what, this.#serving(what, tensors, needs), call, tensors, bytes);
+    return this.#order.issue(what, this.serving(what, tensors, needs), call, tensors, bytes);
   }
 }

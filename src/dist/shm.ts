@@ -22,12 +22,15 @@ import {
   type DType,
   type NativeBuffer,
   type OpTiming,
+  type P2PMessage,
   pointersOf,
+  type PostedP2P,
   type ReduceOp,
   type SharedBlock,
   type StartedCollective,
 } from "./backend.ts";
 import { DistError, STATUS_CODES } from "./errors.ts";
+import { nativePosted, postP2PWith } from "./p2p_native.ts";
 import { lastError, openGroupSegment } from "./shm_rendezvous.ts";
 import { StartedCollectives } from "./started.ts";
 import type { StoreClient } from "./store/client.ts";
@@ -295,6 +298,24 @@ export class ShmBackend implements Backend {
         timing,
       )
     );
+  }
+
+  /** A message through the pair's channel in the segment, beside the collectives (csrc/shm/p2p.cc). */
+  postP2P(message: P2PMessage): PostedP2P {
+    const lib = this.#lib;
+    const ctx = this.#live();
+    const op = postP2PWith(
+      message,
+      (args) => lib.dt_shm_p2p_post(ctx, ...args),
+      (status) => lastError(lib, ctx, status),
+    );
+    return nativePosted({
+      run: (p) => lib.dt_shm_p2p_run(p),
+      runBlocking: (p) => lib.dt_shm_p2p_run_blocking(p),
+      wait: (p) => lib.dt_shm_p2p_wait(p),
+      error: (p, buf, len) => lib.dt_shm_p2p_error(p, buf, len),
+      free: (p) => lib.dt_shm_p2p_free(p),
+    }, op);
   }
 
   barrier(): Promise<OpTiming> {

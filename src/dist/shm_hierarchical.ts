@@ -13,6 +13,8 @@ import {
   DTYPE_BYTES,
   type NativeBuffer,
   nbytes,
+  type P2PMessage,
+  type PostedP2P,
   type ReduceOp,
 } from "./backend.ts";
 import { bf16Bits, bf16Value } from "../tensor/dtype.ts";
@@ -275,6 +277,29 @@ export class HierarchicalBackend implements Backend {
     await this.#step(false, (l) => l.barrier());
     await this.#step(true, (l) => l.barrier());
     await this.#step(false, (l) => l.barrier());
+  }
+
+  /**
+   * A message over whichever transport reaches the peer: shared memory on this host, Gloo between
+   * two hosts' leaders. Other ranks on other hosts have no connection to each other (every step
+   * across hosts goes through the leaders), so a message between them is refused, saying so.
+   */
+  postP2P(message: P2PMessage): PostedP2P {
+    if (this.#broken) throw this.#broken;
+    const peer = message.peer;
+    const host = this.#hostOf[peer];
+    if (host === this.#myHost) {
+      return this.#local!.postP2P({ ...message, peer: this.#indexOnHost[peer] });
+    }
+    if (this.#leaders !== null && this.#indexOnHost[peer] === 0) {
+      return this.#leaders.postP2P({ ...message, peer: host });
+    }
+    throw new DistError(
+      "invalid",
+      `${message.kind}: the shm+gloo backend connects other hosts only through their leaders ` +
+        `(their lowest rank); group rank ${peer} is on another host and this rank or it is not ` +
+        `a leader`,
+    );
   }
 
   close(): void {

@@ -19,3 +19,4 @@ export type FullyShardOptions = fsdp.FullyShardOptions;
 /** Communication of an FSDP module's last synchronised step (as DDP's `lastStats`). */
 export type FSDPStats = fsdp.FSDPStats;
 export * from "./tensor_parallel/mod.ts";
+export * from "./pipelining/mod.ts";

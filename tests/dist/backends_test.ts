@@ -25,7 +25,7 @@ const METHODS: Record<Capability, string> = {
   allGatherStart: "allGatherStart",
   reduceScatter: "reduceScatter",
   reduceScatterBlocking: "reduceScatterBlocking",
-  sendRecv: "send",
+  sendRecv: "postP2P",
   allocShared: "allocShared",
 };
 
