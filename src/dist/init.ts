@@ -294,7 +294,13 @@ export async function newGroup(ranks: number[]): Promise<ProcessGroup> {
   const backend = rank < 0
     ? null
     : await connectBackend(w.config, sorted, `${w.prefix}group${id}/`);
-  const group = new ProcessGroup(sorted, rank, backend, (err, g) => diagnose(w, g, err));
+  const group = new ProcessGroup(
+    sorted,
+    rank,
+    backend,
+    (err, g) => diagnose(w, g, err),
+    `group${id}`,
+  );
   w.subgroups.push(group);
   return group;
 }

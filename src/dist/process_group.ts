@@ -6,7 +6,6 @@
  * @module
  */
 
-import { startCollective } from "../profile/tracer.ts";
 import {
   bufferOf,
   checkOp,
@@ -22,6 +21,7 @@ import { type Capability, CAPABILITY_NAMES, type Connected, entryOf } from "./ba
 import { DistError } from "./errors.ts";
 import { route } from "./route.ts";
 import { IssueOrder } from "./issue_order.ts";
+import { shapeOf, track, type Tracked } from "./track.ts";
 import { BlockingWork, type Work } from "./work.ts";
 
 /**
@@ -45,6 +45,8 @@ export class ProcessGroup {
   readonly size: number;
   /** Global ranks of the members, ascending; group rank i is `ranks[i]`. */
   readonly ranks: readonly number[];
+  /** The group's name in the ledger and diagnoses: "world", or "group<N>" for the N-th `newGroup`. */
+  readonly name: string;
   #connected: Connected | null;
   #diagnose: Diagnose;
   #order: IssueOrder;
@@ -59,13 +61,16 @@ export class ProcessGroup {
    * @param rank This process's rank within the group, or -1.
    * @param connected The connected communicators (null on non-members), from backends.ts.
    * @param diagnose Turns a collective's failure into the error its Work rejects with.
+   * @param name The group's name in the ledger (the same on every rank).
    */
   constructor(
     ranks: readonly number[],
     rank: number,
     connected: Connected | null,
     diagnose: Diagnose = (err) => Promise.resolve(err),
+    name = "world",
   ) {
+    this.name = name;
     this.ranks = ranks;
     this.size = ranks.length;
     this.rank = rank;
@@ -98,7 +103,7 @@ export class ProcessGroup {
     const what = "allReduce";
     const buf = bufferOf(what, "tensor", t);
     checkOp(what, op, buf.dtype);
-    return this.#enqueue(what, (b) => b.allReduce(buf, op), [t], nbytes(buf));
+    return this.#enqueue(what, (b) => b.allReduce(buf, op), [t], nbytes(buf), { t, buf });
   }
 
   /**
@@ -118,10 +123,9 @@ export class ProcessGroup {
     const buf = bufferOf(what, "tensor", t);
     checkOp(what, op, buf.dtype);
     const backend = this.#blocking(what, [t], "allReduceBlocking");
-    const recorded = startCollective("allReduce", nbytes(buf));
-    // Not `recorded?.(backend...)`: with no profile that would skip the call itself.
-    const timing = backend.allReduceBlocking!(buf, op);
-    recorded?.(timing);
+    const tracked = this.#track("allReduce", t, buf, nbytes(buf));
+    tracked.start();
+    this.#blockingRun(tracked, () => backend.allReduceBlocking!(buf, op));
   }
 
   /**
@@ -159,7 +163,7 @@ export class ProcessGroup {
     if (!Number.isInteger(src) || root < 0) {
       throw invalid(`${what}: src ${src} is not a rank of this group (ranks ${this.#members()})`);
     }
-    return this.#enqueue(what, (b) => b.broadcast(buf, root), [t], nbytes(buf));
+    return this.#enqueue(what, (b) => b.broadcast(buf, root), [t], nbytes(buf), { t, buf });
   }
 
   /**
@@ -173,7 +177,8 @@ export class ProcessGroup {
   allGather(out: TensorLike | TensorLike[], t: TensorLike): Work {
     const { outs, input } = gatherBuffers("allGather", this.size, out, t);
     const bytes = this.size * nbytes(input);
-    return this.#enqueue("allGather", (b) => b.allGather(outs, input), [...[out].flat(), t], bytes);
+    const call = (b: Backend) => b.allGather(outs, input);
+    return this.#enqueue("allGather", call, [...[out].flat(), t], bytes, { t, buf: input });
   }
 
   /**
@@ -186,9 +191,9 @@ export class ProcessGroup {
     const what = "allGatherBlocking";
     const { outs, input } = gatherBuffers(what, this.size, out, t);
     const backend = this.#blocking(what, [...[out].flat(), t], "allGatherBlocking");
-    const recorded = startCollective("allGather", this.size * nbytes(input));
-    backend.allGatherBlocking!(outs, input);
-    recorded?.();
+    const tracked = this.#track("allGather", t, input, this.size * nbytes(input));
+    tracked.start();
+    this.#blockingRun(tracked, () => backend.allGatherBlocking!(outs, input));
   }
 
   /** Whether this group's backend has `allGatherStart` (Gloo does; FSDP prefetches with it). */
@@ -210,18 +215,22 @@ export class ProcessGroup {
     for (const x of tensors) x.storage?.retain();
     const release = () => tensors.forEach((x) => x.storage?.release());
     // Timed from the start to the end of the wait: the backend does not say when the bytes moved.
-    const recorded = startCollective("allGather", this.size * nbytes(input), { started: true });
+    const bytes = this.size * nbytes(input);
+    const tracked = this.#track("allGather", t, input, bytes, { started: true });
+    tracked.start();
     let started;
     try {
       started = backend.allGatherStart!(outs, input);
     } catch (err) {
       release();
+      tracked.fail(err);
       throw err;
     }
-    const work = new BlockingWork(started, () => {
+    const work = new BlockingWork(started, (err) => {
       this.#started.delete(work);
       release();
-      recorded?.();
+      if (err === undefined) tracked.end();
+      else tracked.fail(err);
     });
     this.#started.add(work);
     return work;
@@ -259,7 +268,7 @@ export class ProcessGroup {
     const { o, i } = scatterBuffers(what, this.size, out, input, op);
     const tensors = [out, input];
     const call = (b: Backend) => b.reduceScatter(o, i, op);
-    return this.#enqueue(what, call, tensors, nbytes(i), "reduceScatter");
+    return this.#enqueue(what, call, tensors, nbytes(i), { t: input, buf: i }, "reduceScatter");
   }
 
   /**
@@ -275,9 +284,9 @@ export class ProcessGroup {
     const what = "reduceScatterBlocking";
     const { o, i } = scatterBuffers(what, this.size, out, input, op);
     const backend = this.#blocking(what, [out, input], "reduceScatterBlocking");
-    const recorded = startCollective("reduceScatter", nbytes(i));
-    const timing = backend.reduceScatterBlocking!(o, i, op);
-    recorded?.(timing);
+    const tracked = this.#track("reduceScatter", out, o, nbytes(i));
+    tracked.start();
+    this.#blockingRun(tracked, () => backend.reduceScatterBlocking!(o, i, op));
   }
 
   /**
@@ -285,7 +294,7 @@ export class ProcessGroup {
    * @returns The collective in flight.
    */
   barrier(): Work {
-    return this.#enqueue("barrier", (b) => b.barrier(), [], 0);
+    return this.#enqueue("barrier", (b) => b.barrier(), [], 0, null);
   }
 
   /**
@@ -311,6 +320,7 @@ export class ProcessGroup {
       },
       [],
       0,
+      { t: undefined, buf: { count, dtype } },
     );
     return block;
   }
@@ -390,8 +400,35 @@ export class ProcessGroup {
     call: (b: Backend) => Promise<Done>,
     tensors: TensorLike[],
     bytes: number,
+    of: { t: TensorLike | undefined; buf: { count: number; dtype: DType } } | null,
     needs?: Capability,
   ): Work {
-    return this.#order.issue(what, this.#serving(what, tensors, needs), call, tensors, bytes);
+    const backend = this.#serving(what, tensors, needs);
+    const tracked = this.#track(what, of?.t, of?.buf ?? null, bytes);
+    return this.#order.issue(tracked, backend, call, tensors);
+  }
+
+  /** Records an operation in the ledger and the profile (track.ts). */
+  #track(
+    op: string,
+    t: TensorLike | undefined,
+    buf: { count: number; dtype: DType } | null,
+    bytes: number,
+    extra?: Record<string, unknown>,
+  ): Tracked {
+    const shape = buf === null ? [] : shapeOf(t, buf.count);
+    return track({ group: this.name, op, dtype: buf?.dtype ?? "", shape, bytes }, extra);
+  }
+
+  /** Runs a blocking collective, marking it finished or failed. */
+  #blockingRun(tracked: Tracked, run: () => Done): void {
+    let timing: Done;
+    try {
+      timing = run();
+    } catch (err) {
+      tracked.fail(err);
+      throw err;
+    }
+    tracked.end(timing);
   }
 }
