@@ -8,6 +8,14 @@
 import { type Connected, connectGroup } from "./backends.ts";
 import { DistError } from "./errors.ts";
 import { type InitOptions, type ResolvedInit, resolveInit } from "./init_method.ts";
+import { ledgerReset } from "./ledger.ts";
+import {
+  exchangeSummaries,
+  FAILURE_EVENT,
+  installLedgerDumps,
+  reportDiagnosis,
+  watchLedgerRequests,
+} from "./ledger_exchange.ts";
 import { ProcessGroup } from "./process_group.ts";
 import { StoreClient } from "./store/client.ts";
 import { MAX_TIMEOUT_MS } from "./store/protocol.ts";
@@ -21,6 +29,8 @@ interface World {
   server: StoreServer | null;
   /** Store key prefix of this initialization (see joinJob). */
   prefix: string;
+  /** Stops the ledger's watcher and dumps (ledger_exchange.ts). */
+  closeLedger: () => void;
 }
 
 let world: World | null = null;
@@ -114,6 +124,22 @@ function within<T>(work: Promise<T>, ms: number): Promise<T> {
  * under them.
  */
 async function diagnose(w: World, group: ProcessGroup, err: unknown): Promise<unknown> {
+  if (err instanceof DistError && err.code === "mismatch" && group.rank >= 0) {
+    // Every member sees the same mismatch: their ledgers say which line called what.
+    const event = `mismatch/${group.name}/${err.message}`;
+    const me = w.config.rank;
+    const got = exchangeSummaries(
+      w.store,
+      w.prefix,
+      event,
+      me,
+      group.ranks,
+      Date.now() + 1000,
+      false,
+    );
+    await within(got, 1500).then((s) => reportDiagnosis(me, s, {}), () => {});
+    return err;
+  }
   if (!(err instanceof DistError) || (err.code !== "peer" && err.code !== "timeout")) return err;
   const me = w.config.rank;
   const others = group.ranks.filter((r) => r !== me);
@@ -137,7 +163,19 @@ async function diagnose(w: World, group: ProcessGroup, err: unknown): Promise<un
   };
   const findCulprits = async () => {
     await w.store.set(failed(me), err.message);
-    const { reported, gone, silent } = await sort(others, failed, started + DIAGNOSIS_MS);
+    // Asks every member for its ledger at once: the hung ones answer from their watchers.
+    const until = started + DIAGNOSIS_MS;
+    const ledgers = exchangeSummaries(
+      w.store,
+      w.prefix,
+      FAILURE_EVENT,
+      me,
+      group.ranks,
+      until,
+      true,
+    );
+    const { reported, gone, silent } = await sort(others, failed, until);
+    reportDiagnosis(me, await ledgers, { dead: gone });
     await w.store.set(diagnosed(me), "1");
     if (w.server) await sort(reported, diagnosed, started + DIAGNOSIS_MS + LINGER_MS);
     return { dead: gone, hung: silent };
@@ -218,9 +256,30 @@ export async function initProcessGroup(options: InitOptions = {}): Promise<Proce
     const host = config.host || (config.iface ? "" : store.localAddress);
     const resolved = { ...config, storePort, host };
     const prefix = await joinJob(store, resolved);
+    ledgerReset();
+    const watch = {
+      hostname: config.storeHost,
+      port: storePort,
+      token: config.token,
+      timeoutMs: config.timeoutMs,
+    };
+    const closeWatcher = await watchLedgerRequests(watch, prefix, config.rank);
+    const closeDumps = installLedgerDumps(config.rank);
+    const closeLedger = () => {
+      closeWatcher();
+      closeDumps();
+    };
     const ranks = Array.from({ length: config.worldSize }, (_, i) => i);
     const backend = await connectBackend(resolved, ranks, `${prefix}world/`);
-    const w: World = { config: resolved, group: null!, subgroups: [], store, server, prefix };
+    const w: World = {
+      config: resolved,
+      group: null!,
+      subgroups: [],
+      store,
+      server,
+      prefix,
+      closeLedger,
+    };
     w.group = new ProcessGroup(ranks, config.rank, backend, (err, g) => diagnose(w, g, err));
     world = w;
     return w.group;
@@ -314,6 +373,7 @@ export async function destroyProcessGroup(): Promise<void> {
   if (w === null) return;
   world = null;
   await Promise.all([w.group, ...w.subgroups].map((g) => g.destroy()));
+  w.closeLedger();
   w.store.close();
   await w.server?.close();
 }

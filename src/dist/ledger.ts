@@ -216,9 +216,27 @@ export function entryJson(e: LedgerEntry, withStack = false): EntryJson {
   return { ...rest, site: site.text, ...(withStack ? { stack: site.stack } : {}) };
 }
 
+const members = new Map<string, number[]>();
+
+/**
+ * Notes a group's members (global ranks), for the diagnosis to know who should have called.
+ *
+ * @param name The group's name.
+ * @param ranks Its members.
+ */
+export function ledgerGroup(name: string, ranks: readonly number[]): void {
+  members.set(name, [...ranks]);
+}
+
+/** The members of each group noted, by name. */
+export function ledgerGroups(): ReadonlyMap<string, number[]> {
+  return members;
+}
+
 /** Forgets the sequence numbers (a new initProcessGroup numbers its groups afresh). */
 export function ledgerReset(): void {
   seqs.clear();
+  members.clear();
   ring = new Array(size);
   next = 0;
 }

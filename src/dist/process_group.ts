@@ -22,6 +22,7 @@ import { DistError } from "./errors.ts";
 import { route } from "./route.ts";
 import { IssueOrder } from "./issue_order.ts";
 import { shapeOf, track, type Tracked } from "./track.ts";
+import { ledgerGroup } from "./ledger.ts";
 import { BlockingWork, type Work } from "./work.ts";
 
 /**
@@ -71,6 +72,7 @@ export class ProcessGroup {
     name = "world",
   ) {
     this.name = name;
+    ledgerGroup(name, ranks);
     this.ranks = ranks;
     this.size = ranks.length;
     this.rank = rank;

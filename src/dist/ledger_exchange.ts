@@ -1,0 +1,183 @@
+/**
+ * How ranks share their ledgers when collectives are broken: through the store. A failing rank
+ * publishes its summary and asks the others for theirs; a rank that has not failed (it skipped
+ * the collective, or waits elsewhere) answers from a watcher on a connection of its own, which
+ * waits in the store for the request and keeps nothing alive. The diagnosis is printed on every
+ * rank that failed, and each rank writes its ledger to DTRAIN_LEDGER_DIR for the launcher and
+ * `deno task debug`.
+ * @module
+ */
+
+import { join } from "node:path";
+import { analyze, type Facts, type RankSummary, summarize } from "./ledger_analysis.ts";
+import { entryJson, ledgerEntries, ledgerOn } from "./ledger.ts";
+import { StoreClient, type StoreClientOptions } from "./store/client.ts";
+import { MAX_TIMEOUT_MS } from "./store/protocol.ts";
+
+/** The event of a job's first timeout or dead peer: every failing rank publishes under it. */
+export const FAILURE_EVENT = "failure";
+
+const requestKey = (prefix: string) => `${prefix}ledger/request`;
+const summaryKey = (prefix: string, event: string, rank: number) =>
+  `${prefix}ledger/${event}/${rank}`;
+
+/**
+ * Answers the first request for this rank's ledger summary, from a store connection of its own
+ * (unreferenced: it keeps no process alive).
+ *
+ * @param options How to reach the store.
+ * @param prefix The key prefix of this initialization.
+ * @param rank This rank.
+ * @returns A function that closes the watcher.
+ */
+export async function watchLedgerRequests(
+  options: StoreClientOptions,
+  prefix: string,
+  rank: number,
+): Promise<() => void> {
+  if (!ledgerOn()) return () => {};
+  const client = await StoreClient.connect({ ...options, rank: -1 });
+  client.unref();
+  (async () => {
+    for (;;) {
+      try {
+        await client.wait([requestKey(prefix)], MAX_TIMEOUT_MS);
+        break;
+      } catch (err) {
+        if ((err as { code?: string }).code !== "timeout") return;
+      }
+    }
+    const summary = summarize(rank);
+    await client.set(summaryKey(prefix, FAILURE_EVENT, rank), JSON.stringify(summary));
+    writeLedgerFile(rank, "request");
+  })().catch(() => {}).finally(() => client.close());
+  return () => client.close();
+}
+
+/**
+ * Publishes this rank's summary under `event`, asks for the others' when `request`, and collects
+ * the members' until each has answered or `untilMs` (Date.now()) passes.
+ *
+ * @returns Each member's summary, or null where none came.
+ */
+export async function exchangeSummaries(
+  store: StoreClient,
+  prefix: string,
+  event: string,
+  me: number,
+  members: readonly number[],
+  untilMs: number,
+  request: boolean,
+): Promise<Map<number, RankSummary | null>> {
+  await store.set(summaryKey(prefix, event, me), JSON.stringify(summarize(me)));
+  if (request) await store.compareSet(requestKey(prefix), "", event);
+  const got = new Map<number, RankSummary | null>(members.map((r) => [r, null]));
+  for (;;) {
+    for (const r of members) {
+      if (got.get(r)) continue;
+      try {
+        const bytes = await store.get(summaryKey(prefix, event, r), 0);
+        got.set(r, JSON.parse(new TextDecoder().decode(bytes)));
+      } catch {
+        // Not yet.
+      }
+    }
+    const alive = new Set(await store.connectedRanks());
+    const waiting = members.filter((r) => got.get(r) === null && alive.has(r));
+    if (waiting.length === 0 || Date.now() >= untilMs) return got;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+/**
+ * Prints the diagnosis (stderr, one block) and writes this rank's ledger file.
+ *
+ * @param rank This rank.
+ * @param summaries What the members said.
+ * @param facts What else is known.
+ * @returns The lines printed.
+ */
+export function reportDiagnosis(
+  rank: number,
+  summaries: ReadonlyMap<number, RankSummary | null>,
+  facts: Facts,
+): string[] {
+  const lines = analyze(summaries, facts);
+  console.error(formatDiagnosis(`rank ${rank}`, lines));
+  writeLedgerFile(rank, "failure");
+  return lines;
+}
+
+/**
+ * The diagnosis as printed: its culprit line, then one line per rank.
+ *
+ * @param who Who prints it ("rank 1", "launch").
+ * @param lines From `analyze`.
+ */
+export function formatDiagnosis(who: string, lines: string[]): string {
+  const [culprit, ...ranks] = lines;
+  return [`dtrain ledger (${who}): ${culprit}`, ...ranks.map((l) => `  ${l}`)].join("\n");
+}
+
+/** DTRAIN_LEDGER_DIR (set by the launcher to the run's log folder), or null. */
+export function ledgerDir(): string | null {
+  try {
+    return Deno.env.get("DTRAIN_LEDGER_DIR") || null;
+  } catch {
+    return null;
+  }
+}
+
+/** The ledger file of `rank` in `dir`. */
+export function ledgerFile(dir: string, rank: number): string {
+  return join(dir, `rank_${rank}.ledger.json`);
+}
+
+/**
+ * Writes this rank's ledger (its summary, every entry, the stacks of pending ones) to
+ * DTRAIN_LEDGER_DIR, if set. Never throws: a diagnosis must not fail for want of a disk.
+ *
+ * @param rank This rank.
+ * @param why What asked ("failure", "exit", "SIGUSR1", "request").
+ */
+export function writeLedgerFile(rank: number, why: string): void {
+  const dir = ledgerDir();
+  if (dir === null || !ledgerOn()) return;
+  try {
+    const entries = ledgerEntries().map((e) => entryJson(e, e.finishedUs === 0));
+    const body = { why, summary: summarize(rank), entries };
+    const path = ledgerFile(dir, rank);
+    Deno.writeTextFileSync(`${path}.tmp`, JSON.stringify(body));
+    Deno.renameSync(`${path}.tmp`, path);
+  } catch {
+    // Best effort.
+  }
+}
+
+/**
+ * Under a launcher (DTRAIN_LEDGER_DIR set): writes this rank's ledger on SIGUSR1, without
+ * stopping, and at exit.
+ *
+ * @param rank This rank.
+ * @returns A function that writes it and removes both (destroyProcessGroup).
+ */
+export function installLedgerDumps(rank: number): () => void {
+  if (ledgerDir() === null || !ledgerOn()) return () => {};
+  const onSignal = () => writeLedgerFile(rank, "SIGUSR1");
+  const onExit = () => writeLedgerFile(rank, "exit");
+  try {
+    Deno.addSignalListener("SIGUSR1", onSignal);
+  } catch {
+    // No SIGUSR1 here (Windows): the dump at failure and exit remains.
+  }
+  globalThis.addEventListener("unload", onExit);
+  return () => {
+    onExit();
+    try {
+      Deno.removeSignalListener("SIGUSR1", onSignal);
+    } catch {
+      // Never added.
+    }
+    globalThis.removeEventListener("unload", onExit);
+  };
+}

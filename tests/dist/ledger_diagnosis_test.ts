@@ -1,0 +1,83 @@
+// The flight recorder's diagnosis across real rank processes: each failing rank prints one
+// diagnosis whose first line names the culprit and the exact file:line of the calls involved.
+import assert from "node:assert/strict";
+import { runRanks } from "../_harness/ranks.ts";
+
+const WORKER_PATH = "tests/dist/workers/ledger_faults.ts";
+const worker = new URL("./workers/ledger_faults.ts", import.meta.url);
+const source = Deno.readTextFileSync(worker).split("\n");
+
+/** `file:line` of the call marked `// site: NAME` in the worker. */
+function site(name: string): string {
+  const line = source.findIndex((l) => l.endsWith(`// site: ${name}`));
+  assert.ok(line >= 0, `no site '${name}' in the worker`);
+  return `${WORKER_PATH}:${line + 1}`;
+}
+
+/** The culprit line each rank printed (the first line of its diagnosis). */
+function culprits(stderr: string): string[] {
+  return [...stderr.matchAll(/^dtrain ledger \(rank \d+\): (.*)$/gm)].map((m) => m[1]);
+}
+
+Deno.test("a rank that skips an allReduce is named with the line it skipped and where it is", async () => {
+  const runs = await runRanks({
+    worker,
+    worldSize: 3,
+    timeoutMs: 30_000,
+    env: { MODE: "skip", SKIP_RANK: "2", TEST_TIMEOUT_MS: "1500" },
+  });
+  const expected = `rank 2 never called allReduce #2 (${site("skipped")}); its last operation ` +
+    `was barrier #1 (${site("barrier")}), finished `;
+  for (const r of runs.filter((r) => r.rank !== 2)) {
+    assert.equal(r.code, 1, `rank ${r.rank}: ${r.stderr}`);
+    const found = culprits(r.stderr);
+    assert.equal(found.length, 1, `rank ${r.rank} printed ${found.length} diagnoses:\n${r.stderr}`);
+    assert.ok(found[0].startsWith(expected), `rank ${r.rank}: ${found[0]}`);
+  }
+});
+
+Deno.test("two ranks calling collectives in different orders are named with both lines", async () => {
+  const runs = await runRanks({
+    worker,
+    worldSize: 2,
+    timeoutMs: 30_000,
+    env: { MODE: "order", TEST_TIMEOUT_MS: "3000" },
+  });
+  const expected = `rank 1 called broadcast #1 (${site("first on 1")}) where rank 0 called ` +
+    `allReduce #1 (${site("first on 0")})`;
+  for (const r of runs) {
+    assert.equal(r.code, 0, `rank ${r.rank}: ${r.stderr}`);
+    assert.equal(culprits(r.stderr)[0], expected, `rank ${r.rank}:\n${r.stderr}`);
+  }
+});
+
+Deno.test("a SIGSTOPped rank is named as not answering, the others waiting at the loop's line", async () => {
+  let stopped = false;
+  const reported = new Set<number>();
+  const runs = await runRanks({
+    worker,
+    worldSize: 3,
+    timeoutMs: 30_000,
+    env: { MODE: "loop", TEST_TIMEOUT_MS: "1500" },
+    onLine: (rank, line, procs) => {
+      const victim = procs.find((p) => p.rank === 2)!;
+      if (rank === 2 && line === "looping" && !stopped) {
+        stopped = true;
+        victim.child.kill("SIGSTOP");
+      }
+      if (rank !== 2 && line.startsWith("{")) {
+        reported.add(rank);
+        if (reported.size === 2) victim.child.kill("SIGKILL");
+      }
+    },
+  });
+  assert.ok(stopped, "rank 2 never reached its loop");
+  const pattern = new RegExp(
+    `^rank 2 did not answer \\(stopped, hung, or blocked outside JavaScript\\); ranks 0, 1 ` +
+      `wait for it in allReduce #\\d+ \\(${site("loop").replaceAll(".", "\\.")}\\)$`,
+  );
+  for (const r of runs.filter((r) => r.rank !== 2)) {
+    assert.equal(r.code, 1, `rank ${r.rank}: ${r.stderr}`);
+    assert.match(culprits(r.stderr)[0] ?? "", pattern, `rank ${r.rank}:\n${r.stderr}`);
+  }
+});
