@@ -12,10 +12,10 @@ import { ledgerReset } from "./ledger.ts";
 import {
   exchangeSummaries,
   FAILURE_EVENT,
-  installLedgerDumps,
   reportDiagnosis,
   watchLedgerRequests,
 } from "./ledger_exchange.ts";
+import { writeLedgerAtExit } from "./ledger_files.ts";
 import { ProcessGroup } from "./process_group.ts";
 import { StoreClient } from "./store/client.ts";
 import { MAX_TIMEOUT_MS } from "./store/protocol.ts";
@@ -264,7 +264,7 @@ export async function initProcessGroup(options: InitOptions = {}): Promise<Proce
       timeoutMs: config.timeoutMs,
     };
     const closeWatcher = await watchLedgerRequests(watch, prefix, config.rank);
-    const closeDumps = installLedgerDumps(config.rank);
+    const closeDumps = writeLedgerAtExit(config.rank);
     const closeLedger = () => {
       closeWatcher();
       closeDumps();

@@ -85,6 +85,8 @@ const secs = (us: number) => `${(us / 1e6).toFixed(1)} s`;
 export interface Facts {
   /** Ranks known to have died (left the store, exited). */
   dead?: number[];
+  /** Why a rank without a summary (and not known dead) gave none; default: it did not answer. */
+  silentWhy?: string;
 }
 
 /** The operation `s` waits in (pending, or failed as the report was taken), oldest first. */
@@ -116,6 +118,7 @@ function groupCulprit(
   members: number[],
   summaries: ReadonlyMap<number, RankSummary | null>,
   dead: Set<number>,
+  silentWhy: string,
 ): string | null {
   const known = members.filter((r) => summaries.get(r));
   if (known.length === 0) return null;
@@ -138,9 +141,7 @@ function groupCulprit(
     const waiting = known.map((r) => waitingIn(summaries.get(r)!))
       .filter((o): o is OpBrief => o !== undefined && o.group === group)
       .sort((a, b) => a.seq - b.seq)[0] ?? topOp;
-    const why = silent.every((r) => dead.has(r))
-      ? "died"
-      : "did not answer (stopped, hung, or blocked outside JavaScript)";
+    const why = silent.every((r) => dead.has(r)) ? "died" : silentWhy;
     return `${ranksText(silent)} ${why}; ${ranksText(known)} ${
       known.length > 1 ? "wait" : "waits"
     } for ${silent.length > 1 ? "them" : "it"} in ${named(waiting)}`;
@@ -176,7 +177,8 @@ export function analyze(
   let culprit: string | null = null;
   for (const g of order) {
     const members = groups.get(g)!.length ? groups.get(g)! : [...summaries.keys()];
-    culprit = groupCulprit(g, members, summaries, dead);
+    const why = facts.silentWhy ?? "did not answer (stopped, hung, or blocked outside JavaScript)";
+    culprit = groupCulprit(g, members, summaries, dead, why);
     if (culprit) break;
   }
   const lines = [culprit ?? "the ledgers show no rank behind the others"];

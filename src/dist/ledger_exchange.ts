@@ -8,9 +8,9 @@
  * @module
  */
 
-import { join } from "node:path";
 import { analyze, type Facts, type RankSummary, summarize } from "./ledger_analysis.ts";
-import { entryJson, ledgerEntries, ledgerOn } from "./ledger.ts";
+import { ledgerOn } from "./ledger.ts";
+import { writeLedgerFile } from "./ledger_files.ts";
 import { StoreClient, type StoreClientOptions } from "./store/client.ts";
 import { MAX_TIMEOUT_MS } from "./store/protocol.ts";
 
@@ -117,67 +117,4 @@ export function reportDiagnosis(
 export function formatDiagnosis(who: string, lines: string[]): string {
   const [culprit, ...ranks] = lines;
   return [`dtrain ledger (${who}): ${culprit}`, ...ranks.map((l) => `  ${l}`)].join("\n");
-}
-
-/** DTRAIN_LEDGER_DIR (set by the launcher to the run's log folder), or null. */
-export function ledgerDir(): string | null {
-  try {
-    return Deno.env.get("DTRAIN_LEDGER_DIR") || null;
-  } catch {
-    return null;
-  }
-}
-
-/** The ledger file of `rank` in `dir`. */
-export function ledgerFile(dir: string, rank: number): string {
-  return join(dir, `rank_${rank}.ledger.json`);
-}
-
-/**
- * Writes this rank's ledger (its summary, every entry, the stacks of pending ones) to
- * DTRAIN_LEDGER_DIR, if set. Never throws: a diagnosis must not fail for want of a disk.
- *
- * @param rank This rank.
- * @param why What asked ("failure", "exit", "SIGUSR1", "request").
- */
-export function writeLedgerFile(rank: number, why: string): void {
-  const dir = ledgerDir();
-  if (dir === null || !ledgerOn()) return;
-  try {
-    const entries = ledgerEntries().map((e) => entryJson(e, e.finishedUs === 0));
-    const body = { why, summary: summarize(rank), entries };
-    const path = ledgerFile(dir, rank);
-    Deno.writeTextFileSync(`${path}.tmp`, JSON.stringify(body));
-    Deno.renameSync(`${path}.tmp`, path);
-  } catch {
-    // Best effort.
-  }
-}
-
-/**
- * Under a launcher (DTRAIN_LEDGER_DIR set): writes this rank's ledger on SIGUSR1, without
- * stopping, and at exit.
- *
- * @param rank This rank.
- * @returns A function that writes it and removes both (destroyProcessGroup).
- */
-export function installLedgerDumps(rank: number): () => void {
-  if (ledgerDir() === null || !ledgerOn()) return () => {};
-  const onSignal = () => writeLedgerFile(rank, "SIGUSR1");
-  const onExit = () => writeLedgerFile(rank, "exit");
-  try {
-    Deno.addSignalListener("SIGUSR1", onSignal);
-  } catch {
-    // No SIGUSR1 here (Windows): the dump at failure and exit remains.
-  }
-  globalThis.addEventListener("unload", onExit);
-  return () => {
-    onExit();
-    try {
-      Deno.removeSignalListener("SIGUSR1", onSignal);
-    } catch {
-      // Never added.
-    }
-    globalThis.removeEventListener("unload", onExit);
-  };
 }

@@ -10,9 +10,12 @@ import { fileURLToPath } from "node:url";
 import { type SyncWriter, writeAll } from "../io/write_all.ts";
 import type { LaunchOptions } from "./options.ts";
 import { EXIT_STOPPED, STOP_FILE_ENV } from "./stop_request.ts";
+import { askForLedgers, ledgerDirOf, removeLedgerFile } from "./ledger.ts";
 
 /** How long the other workers of a failed one get to exit on their own before SIGTERM. */
 const PEER_SETTLE_MS = 1000;
+/** How long those still running then get to write their ledgers. */
+const LEDGER_WAIT_MS = 1000;
 
 /**
  * What `deno run` is given for the module at `url`: a path for a local file, else the URL itself
@@ -146,8 +149,10 @@ export class Supervisor {
     ]);
 
     let firstFailure: WorkerExit | null = null;
+    const exited = new Set<StartedWorker>();
     await Promise.all(workers.map(async (w) => {
       const status = await w.child.status;
+      exited.add(w);
       const stopped = this.#placement.stopFile !== undefined && status.code === EXIT_STOPPED;
       if (stopped) this.stoppedOnRequest = true;
       if ((status.code !== 0 || status.signal) && !stopped && firstFailure === null) {
@@ -166,6 +171,13 @@ export class Supervisor {
           new Promise((resolve) => (timer = setTimeout(resolve, PEER_SETTLE_MS))),
         ]);
         clearTimeout(timer);
+        // Those still running write their ledgers before they are stopped (launch/ledger.ts).
+        const alive = workers.filter((o) => o !== w && !exited.has(o));
+        const signal = () => (alive.forEach((o) =>
+          trySignal(o.child, "SIGUSR1")
+        ),
+          alive.map((o) => o.rank));
+        await askForLedgers(signal, ledgerDirOf(this.logDir), LEDGER_WAIT_MS);
         await this.stopAll(w.child);
       }
     }));
@@ -203,6 +215,9 @@ export class Supervisor {
         OMP_NUM_THREADS: String(threads),
       };
       if (this.#placement.stopFile) env[STOP_FILE_ENV] = this.#placement.stopFile;
+      // Each rank's flight recorder (src/dist/ledger.ts) lands beside its log.
+      env.DTRAIN_LEDGER_DIR = ledgerDirOf(this.logDir);
+      removeLedgerFile(env.DTRAIN_LEDGER_DIR, rank);
       // Workers write to pipes; this lets rank 0 redraw its progress line on our terminal.
       if (Deno.stdout.isTerminal()) env.DTRAIN_TTY = "1";
       try {
@@ -236,6 +251,21 @@ export class Supervisor {
       }
     }
     return workers;
+  }
+
+  /** Sends `signal` to every running worker (SIGUSR1: write your ledger); returns their ranks. */
+  signalWorkers(signal: Deno.Signal): number[] {
+    for (const c of this.#children) trySignal(c, signal);
+    return this.#children.length ? this.localRanks() : [];
+  }
+
+  /** The job ranks of this node's workers. */
+  localRanks(): number[] {
+    const { nprocPerNode } = this.options;
+    return Array.from(
+      { length: nprocPerNode },
+      (_, i) => this.#placement.nodeRank * nprocPerNode + i,
+    );
   }
 
   /** Stops the running group (another node's failure ends it); the launcher goes on. */

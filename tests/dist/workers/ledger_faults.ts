@@ -20,6 +20,7 @@ await runWorker(async () => {
   if (mode === "skip") {
     await barrier(); // site: barrier
     if (rank === envInt("SKIP_RANK", -1)) {
+      console.log("skipping");
       await new Promise((r) => setTimeout(r, timeoutMs + 1000));
       return {};
     }
@@ -38,7 +39,7 @@ await runWorker(async () => {
   if (mode === "loop") {
     for (let i = 0;; i++) {
       await allReduce(x); // site: loop
-      if (i === 20) console.log("looping");
+      if (i === 20) console.log(`looping ${Deno.pid}`);
     }
   }
   return {};
