@@ -8,7 +8,7 @@
 import { type Connected, connectGroup } from "./backends.ts";
 import { DistError } from "./errors.ts";
 import { type InitOptions, type ResolvedInit, resolveInit } from "./init_method.ts";
-import { ledgerReset } from "./ledger.ts";
+import { ledgerGroup, ledgerReset } from "./ledger.ts";
 import {
   exchangeSummaries,
   FAILURE_EVENT,
@@ -281,6 +281,7 @@ export async function initProcessGroup(options: InitOptions = {}): Promise<Proce
       closeLedger,
     };
     w.group = new ProcessGroup(ranks, config.rank, backend, (err, g) => diagnose(w, g, err));
+    ledgerGroup("world", ranks);
     world = w;
     return w.group;
   } catch (err) {
@@ -361,6 +362,7 @@ export async function newGroup(ranks: number[]): Promise<ProcessGroup> {
     `group${id}`,
   );
   w.subgroups.push(group);
+  ledgerGroup(group.name, sorted);
   return group;
 }
 

@@ -195,6 +195,15 @@ export function ledgerAppend(
   return entry;
 }
 
+/**
+ * The sequence number of the group's last operation (0: none yet).
+ *
+ * @param group The group's name.
+ */
+export function ledgerSeq(group: string): number {
+  return seqs.get(group) ?? 0;
+}
+
 /** The entries held, oldest first. */
 export function ledgerEntries(): LedgerEntry[] {
   const out: LedgerEntry[] = [];

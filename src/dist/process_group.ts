@@ -21,8 +21,7 @@ import { type Capability, CAPABILITY_NAMES, type Connected, entryOf } from "./ba
 import { DistError } from "./errors.ts";
 import { route } from "./route.ts";
 import { IssueOrder } from "./issue_order.ts";
-import { shapeOf, track, type Tracked } from "./track.ts";
-import { ledgerGroup } from "./ledger.ts";
+import { trackTensor } from "./track.ts";
 import { BlockingWork, type Work } from "./work.ts";
 
 /**
@@ -46,8 +45,6 @@ export class ProcessGroup {
   readonly size: number;
   /** Global ranks of the members, ascending; group rank i is `ranks[i]`. */
   readonly ranks: readonly number[];
-  /** The group's name in the ledger and diagnoses: "world", or "group<N>" for the N-th `newGroup`. */
-  readonly name: string;
   #connected: Connected | null;
   #diagnose: Diagnose;
   #order: IssueOrder;
@@ -62,17 +59,16 @@ export class ProcessGroup {
    * @param rank This process's rank within the group, or -1.
    * @param connected The connected communicators (null on non-members), from backends.ts.
    * @param diagnose Turns a collective's failure into the error its Work rejects with.
-   * @param name The group's name in the ledger (the same on every rank).
+   * @param name The group's name in the ledger and diagnoses: "world", or "group<N>" for the
+   *   N-th `newGroup` (the same on every rank).
    */
   constructor(
     ranks: readonly number[],
     rank: number,
     connected: Connected | null,
     diagnose: Diagnose = (err) => Promise.resolve(err),
-    name = "world",
+    readonly name: string = "world",
   ) {
-    this.name = name;
-    ledgerGroup(name, ranks);
     this.ranks = ranks;
     this.size = ranks.length;
     this.rank = rank;
@@ -105,7 +101,7 @@ export class ProcessGroup {
     const what = "allReduce";
     const buf = bufferOf(what, "tensor", t);
     checkOp(what, op, buf.dtype);
-    return this.#enqueue(what, (b) => b.allReduce(buf, op), [t], nbytes(buf), { t, buf });
+    return this.#enqueue(what, (b) => b.allReduce(buf, op), [t], nbytes(buf));
   }
 
   /**
@@ -125,9 +121,8 @@ export class ProcessGroup {
     const buf = bufferOf(what, "tensor", t);
     checkOp(what, op, buf.dtype);
     const backend = this.#blocking(what, [t], "allReduceBlocking");
-    const tracked = this.#track("allReduce", t, buf, nbytes(buf));
-    tracked.start();
-    this.#blockingRun(tracked, () => backend.allReduceBlocking!(buf, op));
+    trackTensor(this.name, "allReduce", t, nbytes(buf))
+      .run(() => backend.allReduceBlocking!(buf, op));
   }
 
   /**
@@ -165,7 +160,7 @@ export class ProcessGroup {
     if (!Number.isInteger(src) || root < 0) {
       throw invalid(`${what}: src ${src} is not a rank of this group (ranks ${this.#members()})`);
     }
-    return this.#enqueue(what, (b) => b.broadcast(buf, root), [t], nbytes(buf), { t, buf });
+    return this.#enqueue(what, (b) => b.broadcast(buf, root), [t], nbytes(buf));
   }
 
   /**
@@ -179,8 +174,7 @@ export class ProcessGroup {
   allGather(out: TensorLike | TensorLike[], t: TensorLike): Work {
     const { outs, input } = gatherBuffers("allGather", this.size, out, t);
     const bytes = this.size * nbytes(input);
-    const call = (b: Backend) => b.allGather(outs, input);
-    return this.#enqueue("allGather", call, [...[out].flat(), t], bytes, { t, buf: input });
+    return this.#enqueue("allGather", (b) => b.allGather(outs, input), [...[out].flat(), t], bytes);
   }
 
   /**
@@ -193,9 +187,8 @@ export class ProcessGroup {
     const what = "allGatherBlocking";
     const { outs, input } = gatherBuffers(what, this.size, out, t);
     const backend = this.#blocking(what, [...[out].flat(), t], "allGatherBlocking");
-    const tracked = this.#track("allGather", t, input, this.size * nbytes(input));
-    tracked.start();
-    this.#blockingRun(tracked, () => backend.allGatherBlocking!(outs, input));
+    trackTensor(this.name, "allGather", t, this.size * nbytes(input))
+      .run(() => backend.allGatherBlocking!(outs, input));
   }
 
   /** Whether this group's backend has `allGatherStart` (Gloo does; FSDP prefetches with it). */
@@ -218,8 +211,7 @@ export class ProcessGroup {
     const release = () => tensors.forEach((x) => x.storage?.release());
     // Timed from the start to the end of the wait: the backend does not say when the bytes moved.
     const bytes = this.size * nbytes(input);
-    const tracked = this.#track("allGather", t, input, bytes, { started: true });
-    tracked.start();
+    const tracked = trackTensor(this.name, "allGather", t, bytes, { started: true }).start();
     let started;
     try {
       started = backend.allGatherStart!(outs, input);
@@ -231,8 +223,7 @@ export class ProcessGroup {
     const work = new BlockingWork(started, (err) => {
       this.#started.delete(work);
       release();
-      if (err === undefined) tracked.end();
-      else tracked.fail(err);
+      tracked.settle(err);
     });
     this.#started.add(work);
     return work;
@@ -270,7 +261,7 @@ export class ProcessGroup {
     const { o, i } = scatterBuffers(what, this.size, out, input, op);
     const tensors = [out, input];
     const call = (b: Backend) => b.reduceScatter(o, i, op);
-    return this.#enqueue(what, call, tensors, nbytes(i), { t: input, buf: i }, "reduceScatter");
+    return this.#enqueue(what, call, tensors, nbytes(i), "reduceScatter");
   }
 
   /**
@@ -286,9 +277,8 @@ export class ProcessGroup {
     const what = "reduceScatterBlocking";
     const { o, i } = scatterBuffers(what, this.size, out, input, op);
     const backend = this.#blocking(what, [out, input], "reduceScatterBlocking");
-    const tracked = this.#track("reduceScatter", out, o, nbytes(i));
-    tracked.start();
-    this.#blockingRun(tracked, () => backend.reduceScatterBlocking!(o, i, op));
+    trackTensor(this.name, "reduceScatter", input, nbytes(i))
+      .run(() => backend.reduceScatterBlocking!(o, i, op));
   }
 
   /**
@@ -296,7 +286,7 @@ export class ProcessGroup {
    * @returns The collective in flight.
    */
   barrier(): Work {
-    return this.#enqueue("barrier", (b) => b.barrier(), [], 0, null);
+    return this.#enqueue("barrier", (b) => b.barrier(), [], 0);
   }
 
   /**
@@ -322,7 +312,6 @@ export class ProcessGroup {
       },
       [],
       0,
-      { t: undefined, buf: { count, dtype } },
     );
     return block;
   }
@@ -402,35 +391,10 @@ export class ProcessGroup {
     call: (b: Backend) => Promise<Done>,
     tensors: TensorLike[],
     bytes: number,
-    of: { t: TensorLike | undefined; buf: { count: number; dtype: DType } } | null,
     needs?: Capability,
   ): Work {
     const backend = this.#serving(what, tensors, needs);
-    const tracked = this.#track(what, of?.t, of?.buf ?? null, bytes);
+    const tracked = trackTensor(this.name, what, tensors.at(-1), bytes);
     return this.#order.issue(tracked, backend, call, tensors);
-  }
-
-  /** Records an operation in the ledger and the profile (track.ts). */
-  #track(
-    op: string,
-    t: TensorLike | undefined,
-    buf: { count: number; dtype: DType } | null,
-    bytes: number,
-    extra?: Record<string, unknown>,
-  ): Tracked {
-    const shape = buf === null ? [] : shapeOf(t, buf.count);
-    return track({ group: this.name, op, dtype: buf?.dtype ?? "", shape, bytes }, extra);
-  }
-
-  /** Runs a blocking collective, marking it finished or failed. */
-  #blockingRun(tracked: Tracked, run: () => Done): void {
-    let timing: Done;
-    try {
-      timing = run();
-    } catch (err) {
-      tracked.fail(err);
-      throw err;
-    }
-    tracked.end(timing);
   }
 }

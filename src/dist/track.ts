@@ -5,7 +5,7 @@
  * @module
  */
 
-import type { OpTiming } from "./backend.ts";
+import type { OpTiming, TensorLike } from "./backend.ts";
 import { ledgerAppend, type LedgerEntry } from "./ledger.ts";
 import { nowUs, profiling, recordCollective, takeTag } from "../profile/tracer.ts";
 
@@ -38,9 +38,10 @@ export class Tracked {
   }
 
   /** Marks that its turn came now (the backend may say better at the end). */
-  start(): void {
+  start(): this {
     this.#startUs = nowUs();
     if (this.#entry) this.#entry.startedUs = this.#startUs;
+    return this;
   }
 
   /**
@@ -60,6 +61,33 @@ export class Tracked {
       const { op, bytes, ...extra } = this.#tag;
       recordCollective(op as string, bytes as number, { startUs, endUs }, extra);
     }
+  }
+
+  /**
+   * Runs a blocking operation, marking it started, then finished or failed.
+   *
+   * @param fn The operation; it may return the backend's timing.
+   */
+  run(fn: () => OpTiming | void): void {
+    this.start();
+    let timing;
+    try {
+      timing = fn();
+    } catch (err) {
+      this.fail(err);
+      throw err;
+    }
+    this.end(timing);
+  }
+
+  /**
+   * Marks it finished, or failed with `err`.
+   *
+   * @param err Its error, if it failed.
+   */
+  settle(err?: unknown): void {
+    if (err === undefined) this.end();
+    else this.fail(err);
   }
 
   /** Marks it failed. */
@@ -99,12 +127,25 @@ export function track(
 }
 
 /**
- * The shape a tensor-like reports (dtrain's Tensor has one), else its element count.
+ * {@linkcode track} for an operation on a tensor: its dtype, and its shape (dtrain's Tensor has
+ * one) or else its element count.
  *
- * @param t The tensor.
- * @param count Its element count.
+ * @param group The group's name.
+ * @param op The operation.
+ * @param t Its tensor (the input, for a gather or a scatter), if any.
+ * @param bytes The bytes it moves.
+ * @param extra Details for the timeline.
  */
-export function shapeOf(t: unknown, count: number): number[] {
-  const shape = (t as { shape?: readonly number[] } | undefined)?.shape;
-  return Array.isArray(shape) ? [...shape] : [count];
+export function trackTensor(
+  group: string,
+  op: string,
+  t: TensorLike | undefined,
+  bytes: number,
+  extra?: Record<string, unknown>,
+): Tracked {
+  const dims = t === undefined ? [] : (t as { shape?: readonly number[] }).shape;
+  const shape = Array.isArray(dims)
+    ? [...dims]
+    : [typeof t!.numel === "function" ? t!.numel() : t!.numel];
+  return track({ group, op, dtype: t?.dtype ?? "", shape, bytes }, extra);
 }

@@ -3,11 +3,21 @@
  * comment, which the test turns into the exact `file:line` the diagnosis must print. MODE:
  * - "skip": a barrier, then rank SKIP_RANK sleeps instead of the all-reduce the others call;
  * - "order": rank 0 calls allReduce then broadcast, rank 1 broadcast then allReduce;
- * - "loop": all-reduce forever (printing "looping" once warmed up), for a SIGSTOP or SIGKILL.
+ * - "loop": all-reduce forever (printing "looping" once warmed up), for a SIGSTOP or SIGKILL;
+ * - "straggle": rank SLOW_RANK sleeps SLEEP_MS before each of 12 all-reduces, then every rank
+ *   reports the stragglers (rank 0 prints the warning line).
  * @module
  */
 
-import { allReduce, barrier, broadcast, getRank, initProcessGroup } from "../../../src/dist/mod.ts";
+import {
+  allReduce,
+  barrier,
+  broadcast,
+  getRank,
+  initProcessGroup,
+  worldGroup,
+} from "../../../src/dist/mod.ts";
+import { warnStragglers } from "../../../src/dist/stragglers.ts";
 import { envInt, runWorker, tensorOf } from "../../_harness/worker.ts";
 
 const mode = Deno.env.get("MODE");
@@ -35,6 +45,15 @@ await runWorker(async () => {
       await allReduce(x).then(() => {}, () => {});
     }
     return {};
+  }
+  if (mode === "straggle") {
+    const sleep = rank === envInt("SLOW_RANK", -1) ? envInt("SLEEP_MS", 0) : 0;
+    for (let i = 0; i < 12; i++) {
+      await new Promise((r) => setTimeout(r, sleep));
+      await allReduce(x); // site: straggled
+    }
+    const report = await warnStragglers(1, 12, worldGroup(), console.log);
+    return { report };
   }
   if (mode === "loop") {
     for (let i = 0;; i++) {
