@@ -1,8 +1,9 @@
 /**
  * The flight recorder's cost (src/dist/ledger.ts): DDP and FSDP step time with the ledger off
  * (DTRAIN_LEDGER=0) and on (the default, 2000 entries), in the same run, alternating blocks of
- * steps so that both see the same machine. Rank 0 prints, per strategy, the median step time of
- * each setting and the median of the per-round ratios on/off. The workloads: DDP on the benchmark
+ * steps so that both see the same machine. Rank 0 prints, per strategy, the collectives per step,
+ * the median wall and CPU (its own process) time per step of each setting and the medians of the
+ * per-round ratios on/off. The workloads: DDP on the benchmark
  * MLP (bench/workload.ts, batch 64), FSDP on a small GPT (each block sharded, then the root), one
  * BLAS thread per rank.
  *
@@ -10,9 +11,11 @@
  * @module
  */
 
+import process from "node:process";
 import { parseArgs } from "node:util";
 import { barrier, destroyProcessGroup, initProcessGroup } from "../src/dist/mod.ts";
-import { setLedgerSize } from "../src/dist/ledger.ts";
+import { callerScope, ledgerEntries, setLedgerSize } from "../src/dist/ledger.ts";
+import { track } from "../src/dist/track.ts";
 import { GPT } from "../src/nn/gpt.ts";
 import { MLP } from "../src/nn/container.ts";
 import { AdamW } from "../src/optim/adamw.ts";
@@ -68,32 +71,84 @@ function fsdpStep(): () => Promise<void> {
     });
 }
 
+/**
+ * Microseconds the hook every collective calls (src/dist/track.ts: enqueue, start, end) costs
+ * with the ledger at `size`, called from a stack `depth` frames below this one (inside one
+ * callerScope when `scoped`).
+ */
+function hookUs(size: number, depth: number, scoped = false): number {
+  setLedgerSize(size);
+  const n = 20000;
+  const run = (d: number): number => {
+    if (d > 0) return run(d - 1);
+    if (scoped) return callerScope(() => timed());
+    return timed();
+  };
+  const timed = () => {
+    const start = performance.now();
+    for (let i = 0; i < n; i++) {
+      const t = track({ group: "bench", op: "allReduce", dtype: "f32", shape: [n], bytes: 4 * n });
+      t.start();
+      t.end();
+    }
+    return ((performance.now() - start) * 1000) / n;
+  };
+  return run(depth);
+}
+
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
 
-/** Milliseconds per step of `STEPS` steps with the ledger at `size`. */
-async function block(step: () => Promise<void>, size: number): Promise<number> {
+/** Wall and CPU (this process's) milliseconds per step of `STEPS` steps, the ledger at `size`. */
+async function block(step: () => Promise<void>, size: number): Promise<[number, number]> {
   setLedgerSize(size);
   await barrier();
+  const cpu0 = process.cpuUsage();
   const start = performance.now();
   for (let i = 0; i < STEPS; i++) await step();
+  const wall = (performance.now() - start) / STEPS;
+  const cpu1 = process.cpuUsage();
   await barrier();
-  return (performance.now() - start) / STEPS;
+  return [wall, (cpu1.user + cpu1.system - cpu0.user - cpu0.system) / 1000 / STEPS];
+}
+
+if (group.rank === 0) {
+  const hook = (depth: number) => ({
+    depth,
+    offUs: median([0, 1, 2].map(() => hookUs(0, depth))),
+    onUs: median([0, 1, 2].map(() => hookUs(LEDGER, depth))),
+    // Inside callerScope (DDP's and FSDP's backward, FSDP's forward): no capture per call.
+    scopedUs: median([0, 1, 2].map(() => hookUs(LEDGER, depth, true))),
+  });
+  console.log(
+    `BENCH_RESULT ${JSON.stringify({ bench: "ledger_hook", runs: [hook(5), hook(40)] })}`,
+  );
 }
 
 for (const [name, make] of [["ddp", ddpStep], ["fsdp", fsdpStep]] as const) {
   const step = await make();
   for (let i = 0; i < 5; i++) await step();
-  const off: number[] = [], on: number[] = [], ratio: number[] = [];
+  setLedgerSize(LEDGER);
+  const before = performance.timeOrigin * 1000 + performance.now() * 1000;
+  await step();
+  const collectives = ledgerEntries().filter((e) => e.enqueuedUs >= before).length;
+  const rows: { off: number[]; on: number[]; ratio: number[] }[] = [0, 1].map(() => ({
+    off: [],
+    on: [],
+    ratio: [],
+  }));
   for (let r = 0; r < ROUNDS; r++) {
     // Which goes first alternates, so that a drift of the machine falls on both.
     const first = r % 2 === 0 ? 0 : LEDGER;
     const a = await block(step, first), b = await block(step, LEDGER - first);
-    const [o, n] = first === 0 ? [a, b] : [b, a];
-    off.push(o);
-    on.push(n);
-    ratio.push(n / o);
+    const [off, on] = first === 0 ? [a, b] : [b, a];
+    rows.forEach((row, i) => {
+      row.off.push(off[i]);
+      row.on.push(on[i]);
+      row.ratio.push(on[i] / off[i]);
+    });
   }
   if (group.rank === 0) {
+    const [wall, cpu] = rows;
     console.log(
       `BENCH_RESULT ${
         JSON.stringify({
@@ -102,9 +157,13 @@ for (const [name, make] of [["ddp", ddpStep], ["fsdp", fsdpStep]] as const) {
           worldSize: group.size,
           rounds: ROUNDS,
           stepsPerBlock: STEPS,
-          offMs: median(off),
-          onMs: median(on),
-          onOverOff: median(ratio),
+          collectivesPerStep: collectives,
+          offMs: median(wall.off),
+          onMs: median(wall.on),
+          onOverOff: median(wall.ratio),
+          cpuOffMs: median(cpu.off),
+          cpuOnMs: median(cpu.on),
+          cpuOnOverOff: median(cpu.ratio),
         })
       }`,
     );
