@@ -108,6 +108,9 @@ function stateOf(s: RankSummary): string {
   } ${secs(s.atUs - last.finishedUs)} before this report`;
 }
 
+/** What must match across ranks: a send's counterpart is a recv. */
+const kind = (op: string) => (/^i?(send|recv)$/.test(op) ? "p2p" : op);
+
 function opAt(s: RankSummary, group: string, seq: number): OpBrief | undefined {
   return s.groups[group]?.recent.find((o) => o.seq === seq);
 }
@@ -129,8 +132,10 @@ function groupCulprit(
   // Two ranks at the same sequence number with different operations: a different order.
   for (const r of ahead) {
     const mine = opAt(summaries.get(r)!, group, top);
-    if (topOp && mine && mine.op !== topOp.op) {
-      const same = ahead.filter((x) => opAt(summaries.get(x)!, group, top)?.op === topOp.op);
+    if (topOp && mine && kind(mine.op) !== kind(topOp.op)) {
+      const same = ahead.filter((x) =>
+        kind(opAt(summaries.get(x)!, group, top)?.op ?? "") === kind(topOp.op)
+      );
       return `${ranksText([r])} called ${named(mine)} where ${ranksText(same)} called ${
         named(topOp)
       }`;

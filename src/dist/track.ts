@@ -6,7 +6,7 @@
  */
 
 import type { OpTiming, TensorLike } from "./backend.ts";
-import { ledgerAppend, type LedgerEntry } from "./ledger.ts";
+import { ledgerAppend, type LedgerEntry, ledgerGroup } from "./ledger.ts";
 import { nowUs, profiling, recordCollective, takeTag } from "../profile/tracer.ts";
 
 /** What a tracked operation is. */
@@ -35,6 +35,11 @@ export class Tracked {
   constructor(entry: LedgerEntry | null, tag: Record<string, unknown> | null) {
     this.#entry = entry;
     this.#tag = tag;
+  }
+
+  /** Notes the peer of a point-to-point operation. */
+  peer(rank: number): void {
+    if (this.#entry) this.#entry.peer = rank;
   }
 
   /** Marks that its turn came now (the backend may say better at the end). */
@@ -148,4 +153,32 @@ export function trackTensor(
     ? [...dims]
     : [typeof t!.numel === "function" ? t!.numel() : t!.numel];
   return track({ group, op, dtype: t?.dtype ?? "", shape, bytes }, extra);
+}
+
+/**
+ * {@linkcode trackTensor} for a point-to-point operation (send, recv): it is numbered in the
+ * stream of its pair of ranks within the group (`world 0-1`), which both ends count alike, so
+ * that the diagnosis can match a send with its recv.
+ *
+ * @param group The group's name.
+ * @param op "send", "recv", ...
+ * @param t Its tensor.
+ * @param bytes The bytes it moves.
+ * @param me This rank (global).
+ * @param peer The other end (global).
+ */
+export function trackPointToPoint(
+  group: string,
+  op: string,
+  t: TensorLike,
+  bytes: number,
+  me: number,
+  peer: number,
+): Tracked {
+  const [lo, hi] = me < peer ? [me, peer] : [peer, me];
+  const pair = `${group} ${lo}-${hi}`;
+  ledgerGroup(pair, [lo, hi]);
+  const tracked = trackTensor(pair, op, t, bytes, { peer });
+  tracked.peer(peer);
+  return tracked;
 }
