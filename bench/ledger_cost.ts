@@ -7,7 +7,7 @@
  * MLP (bench/workload.ts, batch 64), FSDP on a small GPT (each block sharded, then the root), one
  * BLAS thread per rank.
  *
- *     deno task launch --nproc-per-node 2 bench/ledger_cost.ts [--rounds 10] [--steps 20]
+ *     deno task launch --nproc-per-node 2 bench/ledger_cost.ts [--rounds 10] [--steps 20] [--only fsdp]
  * @module
  */
 
@@ -30,7 +30,7 @@ import { BATCH, SIZES } from "./workload.ts";
 
 const { values } = parseArgs({
   args: Deno.args,
-  options: { rounds: { type: "string" }, steps: { type: "string" } },
+  options: { rounds: { type: "string" }, steps: { type: "string" }, only: { type: "string" } },
 });
 const ROUNDS = Number(values.rounds ?? 10), STEPS = Number(values.steps ?? 20);
 const LEDGER = 2000;
@@ -125,6 +125,7 @@ if (group.rank === 0) {
 }
 
 for (const [name, make] of [["ddp", ddpStep], ["fsdp", fsdpStep]] as const) {
+  if (values.only !== undefined && values.only !== name) continue;
   const step = await make();
   for (let i = 0; i < 5; i++) await step();
   setLedgerSize(LEDGER);

@@ -81,6 +81,9 @@ const named = (o: OpBrief) => `${name(o)} (${o.site})`;
 const ranksText = (rs: number[]) => `rank${rs.length > 1 ? "s" : ""} ${rs.join(", ")}`;
 const secs = (us: number) => `${(us / 1e6).toFixed(1)} s`;
 
+/** The first line of a diagnosis that found nobody behind. */
+export const NO_CULPRIT = "the ledgers show no rank behind the others";
+
 /** Facts known besides the summaries. */
 export interface Facts {
   /** Ranks known to have died (left the store, exited). */
@@ -186,7 +189,7 @@ export function analyze(
     culprit = groupCulprit(g, members, summaries, dead, why);
     if (culprit) break;
   }
-  const lines = [culprit ?? "the ledgers show no rank behind the others"];
+  const lines = [culprit ?? NO_CULPRIT];
   for (const [rank, s] of [...summaries].sort((a, b) => a[0] - b[0])) {
     if (!s) {
       lines.push(`rank ${rank}: ${dead.has(rank) ? "died; " : ""}no ledger`);

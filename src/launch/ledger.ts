@@ -8,6 +8,7 @@
 import { resolve } from "node:path";
 import { formatDiagnosis } from "../dist/ledger_exchange.ts";
 import { diagnoseLedgerDir, ledgerFile, readLedgerDir } from "../dist/ledger_files.ts";
+import { NO_CULPRIT } from "../dist/ledger_analysis.ts";
 
 /** Where the workers write their ledgers: DTRAIN_LEDGER_DIR if set, else the log folder. */
 export function ledgerDirOf(logDir: string): string {
@@ -24,7 +25,8 @@ export function removeLedgerFile(dir: string, rank: number): void {
 }
 
 /**
- * Prints the diagnosis of the ledgers in the log folder (nothing when there are none).
+ * Prints the diagnosis of the ledgers in the log folder: after a failure only when it names a
+ * culprit (a failure outside collectives has none), on request always.
  *
  * @param logDir The run's log folder.
  * @param ranks The ranks whose ledgers to read.
@@ -32,7 +34,8 @@ export function removeLedgerFile(dir: string, rank: number): void {
  */
 export function printLedgerDiagnosis(logDir: string, ranks: number[], who = "launch"): void {
   const lines = diagnoseLedgerDir(ledgerDirOf(logDir), ranks);
-  if (lines !== null) console.error(formatDiagnosis(who, lines));
+  if (lines === null || (lines[0] === NO_CULPRIT && who === "launch")) return;
+  console.error(formatDiagnosis(who, lines));
 }
 
 /**
