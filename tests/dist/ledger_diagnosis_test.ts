@@ -2,22 +2,7 @@
 // diagnosis whose first line names the culprit and the exact file:line of the calls involved.
 import assert from "node:assert/strict";
 import { runRanks } from "../_harness/ranks.ts";
-
-const WORKER_PATH = "tests/dist/workers/ledger_faults.ts";
-const worker = new URL("./workers/ledger_faults.ts", import.meta.url);
-const source = Deno.readTextFileSync(worker).split("\n");
-
-/** `file:line` of the call marked `// site: NAME` in the worker. */
-function site(name: string): string {
-  const line = source.findIndex((l) => l.endsWith(`// site: ${name}`));
-  assert.ok(line >= 0, `no site '${name}' in the worker`);
-  return `${WORKER_PATH}:${line + 1}`;
-}
-
-/** The culprit line each rank printed (the first line of its diagnosis). */
-function culprits(stderr: string): string[] {
-  return [...stderr.matchAll(/^dtrain ledger \(rank \d+\): (.*)$/gm)].map((m) => m[1]);
-}
+import { culprits, escape, site, worker } from "./_ledger.ts";
 
 Deno.test("a rank that skips an allReduce is named with the line it skipped and where it is", async () => {
   const runs = await runRanks({
@@ -74,7 +59,7 @@ Deno.test("a SIGSTOPped rank is named as not answering, the others waiting at th
   assert.ok(stopped, "rank 2 never reached its loop");
   const pattern = new RegExp(
     `^rank 2 did not answer \\(stopped, hung, or blocked outside JavaScript\\); ranks 0, 1 ` +
-      `wait for it in allReduce #\\d+ \\(${site("loop").replaceAll(".", "\\.")}\\)$`,
+      `wait for it in allReduce #\\d+ \\(${escape(site("loop"))}\\)$`,
   );
   for (const r of runs.filter((r) => r.rank !== 2)) {
     assert.equal(r.code, 1, `rank ${r.rank}: ${r.stderr}`);

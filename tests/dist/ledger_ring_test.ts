@@ -11,13 +11,10 @@ import {
   userFrame,
 } from "../../src/dist/ledger.ts";
 import { tensorOf } from "../_harness/worker.ts";
+import { site as siteIn } from "./_ledger.ts";
 
 const HERE = "tests/dist/ledger_ring_test.ts";
-/** This file's line of the call marked `// site: NAME`. */
-function site(name: string): string {
-  const lines = Deno.readTextFileSync(new URL(import.meta.url)).split("\n");
-  return `${HERE}:${lines.findIndex((l) => l.endsWith(`// site: ${name}`)) + 1}`;
-}
+const site = (name: string) => siteIn(name, new URL(import.meta.url), HERE);
 
 async function withWorld(fn: () => Promise<void>): Promise<void> {
   await initProcessGroup({ initMethod: "tcp://127.0.0.1:0", rank: 0, worldSize: 1 });

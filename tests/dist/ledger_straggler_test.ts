@@ -3,11 +3,8 @@
 // prints the line with the collective's exact file:line.
 import assert from "node:assert/strict";
 import { runRanks } from "../_harness/ranks.ts";
+import { escape, site, worker } from "./_ledger.ts";
 
-const WORKER_PATH = "tests/dist/workers/ledger_faults.ts";
-const worker = new URL("./workers/ledger_faults.ts", import.meta.url);
-const source = Deno.readTextFileSync(worker).split("\n");
-const site = `${WORKER_PATH}:${source.findIndex((l) => l.endsWith("// site: straggled")) + 1}`;
 const SLEEP_MS = 150;
 
 Deno.test(`a rank sleeping ${SLEEP_MS} ms before each allReduce is the straggler, lag within 20%`, async () => {
@@ -30,7 +27,7 @@ Deno.test(`a rank sleeping ${SLEEP_MS} ms before each allReduce is the straggler
     line ?? runs[0].stdout,
     new RegExp(
       `^step 12: straggler: rank 2 arrives \\d+\\.\\d ms after the first on average over the ` +
-        `last 12 collectives, latest at allReduce #\\d+ \\(${site.replaceAll(".", "\\.")}\\)$`,
+        `last 12 collectives, latest at allReduce #\\d+ \\(${escape(site("straggled"))}\\)$`,
     ),
   );
   for (const r of runs.slice(1)) assert.ok(!r.stdout.includes("straggler:"), `rank ${r.rank}`);
