@@ -49,7 +49,7 @@ export async function watchLedgerRequests(
     }
     const summary = summarize(rank);
     await client.set(summaryKey(prefix, FAILURE_EVENT, rank), JSON.stringify(summary));
-    writeLedgerFile(rank, "request");
+    writeLedgerFile(rank, "peer");
   })().catch(() => {}).finally(() => client.close());
   return () => client.close();
 }

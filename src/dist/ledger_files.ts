@@ -1,7 +1,7 @@
 /**
  * The ledger files of a launched job: each rank writes `rank_<N>.ledger.json` to
- * DTRAIN_LEDGER_DIR (the launcher sets it to the run's log folder) when a collective fails, on
- * SIGUSR1 (without stopping) and when it leaves the job; the launcher and `deno task debug` read
+ * DTRAIN_LEDGER_DIR (the launcher sets it to the run's log folder) when a collective fails, when
+ * the launcher asks (without stopping) and when it leaves the job; the launcher and `deno task debug` read
  * them back and print the same diagnosis as the ranks did.
  * @module
  */
@@ -29,7 +29,7 @@ export function ledgerFile(dir: string, rank: number): string {
  * DTRAIN_LEDGER_DIR, if set. Never throws: a diagnosis must not fail for want of a disk.
  *
  * @param rank This rank.
- * @param why What asked ("failure", "exit", "SIGUSR1", "request").
+ * @param why What asked ("failure", "exit", "request": the launcher, "peer": a failing rank).
  */
 export function writeLedgerFile(rank: number, why: string): void {
   const dir = ledgerDir();
@@ -61,18 +61,43 @@ export function writeLedgerAtExit(rank: number): () => void {
   };
 }
 
-let signalled = false;
+/** The file whose change asks every worker of the job to write its ledger (the launcher's SIGUSR1). */
+export function ledgerRequestFile(dir: string): string {
+  return join(dir, "ledger.request");
+}
+
+/** How often a worker looks at the request file. */
+const REQUEST_POLL_MS = 250;
+let watching = false;
 
 /**
- * In a launched worker (DTRAIN_LEDGER_DIR set): SIGUSR1 writes its ledger, pending operations
- * with their stacks, and the job goes on. Installed by the worker bootstrap, before the script
- * runs, so that the signal never kills a worker that has not joined yet.
+ * In a launched worker (DTRAIN_LEDGER_DIR set): each time the launcher touches the request file,
+ * the worker writes its ledger, pending operations with their stacks, and goes on. A file, not a
+ * signal: Deno (2.9.2 on) answers SIGUSR1 by opening its inspector on 127.0.0.1:9229, which a
+ * worker must not do. Installed by the worker bootstrap; an unreferenced timer, so it keeps
+ * nothing alive.
  */
-export function writeLedgerOnSignal(): void {
-  if (signalled || ledgerDir() === null || Deno.build.os === "windows") return;
-  signalled = true;
+export function writeLedgerOnRequest(): void {
+  const dir = ledgerDir();
+  if (watching || dir === null) return;
+  watching = true;
   const rank = Number(Deno.env.get("RANK") ?? 0);
-  Deno.addSignalListener("SIGUSR1", () => writeLedgerFile(rank, "SIGUSR1"));
+  const file = ledgerRequestFile(dir);
+  const stamp = () => {
+    try {
+      return Deno.statSync(file).mtime?.getTime() ?? 0;
+    } catch {
+      return 0;
+    }
+  };
+  // A request from before this worker started is not for it.
+  let seen = stamp();
+  Deno.unrefTimer(setInterval(() => {
+    const now = stamp();
+    if (now === seen) return;
+    seen = now;
+    writeLedgerFile(rank, "request");
+  }, REQUEST_POLL_MS));
 }
 
 /** What a rank's ledger file holds. */

@@ -41,8 +41,7 @@ export async function launch(options: LaunchOptions): Promise<number> {
   const supervisor = new Supervisor(options, token, logDir);
   const handlers = FORWARDED_SIGNALS.map((s) => [s, () => supervisor.interrupt(s)] as const);
   for (const [s, h] of handlers) Deno.addSignalListener(s, h);
-  const onDump = () =>
-    void dumpLedgers(() => supervisor.signalWorkers("SIGUSR1"), logDir, supervisor.localRanks());
+  const onDump = () => void dumpLedgers(supervisor.runningRanks(), logDir, supervisor.localRanks());
   Deno.addSignalListener("SIGUSR1", onDump);
   try {
     // Elastic jobs, and multi-node jobs that may restart: every node restarts in the same round,

@@ -1,13 +1,20 @@
 /**
  * The launcher's side of the flight recorder (src/dist/ledger.ts): its workers write their
  * ledgers into the run's log folder; after a failed run, and on SIGUSR1 while the job runs, it
- * prints the diagnosis of those files, as `deno task debug LOG_DIR` does afterwards.
+ * prints the diagnosis of those files, as `deno task debug LOG_DIR` does afterwards. It asks them
+ * through a file (`writeLedgerOnRequest`), not by passing the signal on: Deno opens its
+ * inspector on SIGUSR1.
  * @module
  */
 
 import { resolve } from "node:path";
 import { formatDiagnosis } from "../dist/ledger_exchange.ts";
-import { diagnoseLedgerDir, ledgerFile, readLedgerDir } from "../dist/ledger_files.ts";
+import {
+  diagnoseLedgerDir,
+  ledgerFile,
+  ledgerRequestFile,
+  readLedgerDir,
+} from "../dist/ledger_files.ts";
 import { NO_CULPRIT } from "../dist/ledger_analysis.ts";
 
 /** Where the workers write their ledgers: DTRAIN_LEDGER_DIR if set, else the log folder. */
@@ -39,26 +46,26 @@ export function printLedgerDiagnosis(logDir: string, ranks: number[], who = "lau
 }
 
 /**
- * Sends SIGUSR1 to workers (they write their ledgers and go on) and waits, at most `waitMs`,
- * until each has written it.
+ * Asks this node's workers to write their ledgers (they go on; see `writeLedgerOnRequest`) by
+ * touching the request file, and waits, at most `waitMs`, until each of `ranks` has.
  *
- * @param signalWorkers Sends SIGUSR1 to the workers and returns their ranks.
+ * @param ranks The workers still running.
  * @param dir Where they write.
  * @param waitMs The longest wait.
  * @returns How many of how many wrote.
  */
 export async function askForLedgers(
-  signalWorkers: () => number[],
+  ranks: number[],
   dir: string,
   waitMs: number,
 ): Promise<{ written: number; asked: number }> {
   // With the ledger off nobody writes one.
-  if (Deno.env.get("DTRAIN_LEDGER") === "0") return { written: 0, asked: 0 };
+  if (Deno.env.get("DTRAIN_LEDGER") === "0" || ranks.length === 0) return { written: 0, asked: 0 };
   const since = Date.now() - 1;
-  const ranks = signalWorkers();
+  Deno.writeTextFileSync(ledgerRequestFile(dir), `${since}\n`);
   const fresh = () =>
     [...readLedgerDir(dir, ranks).values()]
-      .filter((f) => f?.why === "SIGUSR1" && f.summary.atUs / 1000 >= since).length;
+      .filter((f) => f?.why === "request" && f.summary.atUs / 1000 >= since).length;
   while (fresh() < ranks.length && Date.now() - since < waitMs) {
     await new Promise((r) => setTimeout(r, 50));
   }
@@ -69,17 +76,17 @@ export async function askForLedgers(
  * SIGUSR1 to the launcher: every worker writes its ledger and the stacks of what it waits in
  * (without stopping), then the launcher prints the diagnosis of the files.
  *
- * @param signalWorkers Sends SIGUSR1 to the workers and returns their ranks.
+ * @param running This node's workers still running.
  * @param logDir The run's log folder.
  * @param ranks This node's ranks.
  */
 export async function dumpLedgers(
-  signalWorkers: () => number[],
+  running: number[],
   logDir: string,
   ranks: number[],
 ): Promise<void> {
   const dir = ledgerDirOf(logDir);
-  const { written, asked } = await askForLedgers(signalWorkers, dir, 2000);
+  const { written, asked } = await askForLedgers(running, dir, 2000);
   if (asked === 0) return;
   console.error(`launch: SIGUSR1: ${written}/${asked} ledgers written to ${dir}`);
   printLedgerDiagnosis(logDir, ranks, "launch, SIGUSR1");

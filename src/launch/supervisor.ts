@@ -105,6 +105,8 @@ export class Supervisor {
   /** Whether a worker of the last group stopped as its stop file asked (EXIT_STOPPED). */
   stoppedOnRequest = false;
   #children: Deno.ChildProcess[] = [];
+  /** This group's workers that have not exited yet. */
+  #running: StartedWorker[] = [];
   #placement: Placement;
 
   constructor(readonly options: LaunchOptions, readonly token: string, readonly logDir: string) {
@@ -132,6 +134,7 @@ export class Supervisor {
     this.#placement = placement ?? this.#placement;
     const workers = await this.#spawnAll(attempt);
     this.#children = workers.map((w) => w.child);
+    this.#running = [...workers];
     this.stoppedOnRequest = false;
     if (this.interruptedBy) this.interrupt(this.interruptedBy);
 
@@ -149,10 +152,9 @@ export class Supervisor {
     ]);
 
     let firstFailure: WorkerExit | null = null;
-    const exited = new Set<StartedWorker>();
     await Promise.all(workers.map(async (w) => {
       const status = await w.child.status;
-      exited.add(w);
+      this.#running = this.#running.filter((o) => o !== w);
       const stopped = this.#placement.stopFile !== undefined && status.code === EXIT_STOPPED;
       if (stopped) this.stoppedOnRequest = true;
       if ((status.code !== 0 || status.signal) && !stopped && firstFailure === null) {
@@ -172,12 +174,8 @@ export class Supervisor {
         ]);
         clearTimeout(timer);
         // Those still running write their ledgers before they are stopped (launch/ledger.ts).
-        const alive = workers.filter((o) => o !== w && !exited.has(o));
-        const signal = () => (alive.forEach((o) =>
-          trySignal(o.child, "SIGUSR1")
-        ),
-          alive.map((o) => o.rank));
-        await askForLedgers(signal, ledgerDirOf(this.logDir), LEDGER_WAIT_MS);
+        const alive = this.#running.map((o) => o.rank);
+        await askForLedgers(alive, ledgerDirOf(this.logDir), LEDGER_WAIT_MS);
         await this.stopAll(w.child);
       }
     }));
@@ -253,10 +251,9 @@ export class Supervisor {
     return workers;
   }
 
-  /** Sends `signal` to every running worker (SIGUSR1: write your ledger); returns their ranks. */
-  signalWorkers(signal: Deno.Signal): number[] {
-    for (const c of this.#children) trySignal(c, signal);
-    return this.#children.length ? this.localRanks() : [];
+  /** The job ranks of the workers still running. */
+  runningRanks(): number[] {
+    return this.#running.map((w) => w.rank);
   }
 
   /** The job ranks of this node's workers. */

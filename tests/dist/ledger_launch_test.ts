@@ -1,6 +1,7 @@
 // The flight recorder under the launcher: after a rank is killed the launcher prints the
 // diagnosis of the ledger files its ranks left in the log folder, and `deno task debug LOG_DIR`
-// prints the same from the files alone; SIGUSR1 dumps every rank's ledger while the job goes on.
+// prints the same from the files alone; SIGUSR1 to the launcher dumps every rank's ledger while the
+// job goes on.
 import assert from "node:assert/strict";
 import { freePort } from "../_harness/ranks.ts";
 import { ROOT, runDeno, withTempDir } from "../_harness/processes.ts";
@@ -87,6 +88,8 @@ Deno.test("SIGUSR1 to the launcher: every rank writes its ledger, the job goes o
     assert.ok(signalled, run.stderr);
     assert.equal(run.code, 143, run.stderr);
     assert.match(run.stderr, /launch: SIGUSR1: 2\/2 ledgers written to /);
+    // The workers were asked through a file: SIGUSR1 would have opened Deno's inspector in them.
+    assert.doesNotMatch(run.stdout + run.stderr, /\[rank \d\] Debugger listening/);
     const expected = `rank 1 never called allReduce #2 (${site("skipped")}); its last operation ` +
       `was barrier #1 (${site("barrier")}), finished `;
     assert.ok(culprits(dumped, "launch, SIGUSR1")[0]?.startsWith(expected), dumped);
