@@ -13,6 +13,7 @@ import {
   exchangeSummaries,
   FAILURE_EVENT,
   reportDiagnosis,
+  reportMismatch,
   watchLedgerRequests,
 } from "./ledger_exchange.ts";
 import { writeLedgerAtExit } from "./ledger_files.ts";
@@ -126,18 +127,7 @@ function within<T>(work: Promise<T>, ms: number): Promise<T> {
 async function diagnose(w: World, group: ProcessGroup, err: unknown): Promise<unknown> {
   if (err instanceof DistError && err.code === "mismatch" && group.rank >= 0) {
     // Every member sees the same mismatch: their ledgers say which line called what.
-    const event = `mismatch/${group.name}/${err.message}`;
-    const me = w.config.rank;
-    const got = exchangeSummaries(
-      w.store,
-      w.prefix,
-      event,
-      me,
-      group.ranks,
-      Date.now() + 1000,
-      false,
-    );
-    await within(got, 1500).then((s) => reportDiagnosis(me, s, {}), () => {});
+    await reportMismatch(w.store, w.prefix, group, w.config.rank, err.message);
     return err;
   }
   if (!(err instanceof DistError) || (err.code !== "peer" && err.code !== "timeout")) return err;
@@ -163,19 +153,13 @@ async function diagnose(w: World, group: ProcessGroup, err: unknown): Promise<un
   };
   const findCulprits = async () => {
     await w.store.set(failed(me), err.message);
-    // Asks every member for its ledger at once: the hung ones answer from their watchers.
+    // Asks every rank of the job for its ledger at once (the culprit of a subgroup's stall is
+    // often stuck in another group): the hung ones answer from their watchers.
     const until = started + DIAGNOSIS_MS;
-    const ledgers = exchangeSummaries(
-      w.store,
-      w.prefix,
-      FAILURE_EVENT,
-      me,
-      group.ranks,
-      until,
-      true,
-    );
+    const ledgers = exchangeSummaries(w.store, w.prefix, FAILURE_EVENT, me, w.group.ranks, until);
     const { reported, gone, silent } = await sort(others, failed, until);
-    reportDiagnosis(me, await ledgers, { dead: gone });
+    const { summaries, left } = await ledgers;
+    reportDiagnosis(me, summaries, { dead: left });
     await w.store.set(diagnosed(me), "1");
     if (w.server) await sort(reported, diagnosed, started + DIAGNOSIS_MS + LINGER_MS);
     return { dead: gone, hung: silent };

@@ -185,6 +185,8 @@ export function analyze(
   let culprit: string | null = null;
   for (const g of order) {
     const members = groups.get(g)!.length ? groups.get(g)! : [...summaries.keys()];
+    // A group with members that were not asked (a subgroup's mismatch) is not judged on them.
+    if (members.some((r) => !summaries.has(r))) continue;
     const why = facts.silentWhy ?? "did not answer (stopped, hung, or blocked outside JavaScript)";
     culprit = groupCulprit(g, members, summaries, dead, why);
     if (culprit) break;

@@ -56,9 +56,10 @@ export async function watchLedgerRequests(
 
 /**
  * Publishes this rank's summary under `event`, asks for the others' when `request`, and collects
- * the members' until each has answered or `untilMs` (Date.now()) passes.
+ * the members' until each has answered or left the store, or `untilMs` (Date.now()) passes.
  *
- * @returns Each member's summary, or null where none came.
+ * @returns Each member's summary (null where none came), and the members that left the store
+ *   without one (dead).
  */
 export async function exchangeSummaries(
   store: StoreClient,
@@ -67,8 +68,8 @@ export async function exchangeSummaries(
   me: number,
   members: readonly number[],
   untilMs: number,
-  request: boolean,
-): Promise<Map<number, RankSummary | null>> {
+  request = true,
+): Promise<{ summaries: Map<number, RankSummary | null>; left: number[] }> {
   await store.set(summaryKey(prefix, event, me), JSON.stringify(summarize(me)));
   if (request) await store.compareSet(requestKey(prefix), "", event);
   const got = new Map<number, RankSummary | null>(members.map((r) => [r, null]));
@@ -83,10 +84,49 @@ export async function exchangeSummaries(
       }
     }
     const alive = new Set(await store.connectedRanks());
-    const waiting = members.filter((r) => got.get(r) === null && alive.has(r));
-    if (waiting.length === 0 || Date.now() >= untilMs) return got;
+    const missing = members.filter((r) => got.get(r) === null);
+    if (missing.every((r) => !alive.has(r)) || Date.now() >= untilMs) {
+      return { summaries: got, left: missing.filter((r) => !alive.has(r)) };
+    }
     await new Promise((r) => setTimeout(r, 25));
   }
+}
+
+/** How long the members of a mismatched collective get to publish their summaries. */
+const MISMATCH_MS = 1000;
+
+/**
+ * After a mismatched collective, which every member sees: prints the diagnosis of the members'
+ * ledgers (which line called what), within MISMATCH_MS and a little; never throws.
+ *
+ * @param store The store.
+ * @param prefix The key prefix of this initialization.
+ * @param group The group (its name and members).
+ * @param me This rank.
+ * @param message The mismatch, the same on every member (it names the event).
+ */
+export async function reportMismatch(
+  store: StoreClient,
+  prefix: string,
+  group: { name: string; ranks: readonly number[] },
+  me: number,
+  message: string,
+): Promise<void> {
+  const event = `mismatch/${group.name}/${message}`;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<null>((r) => (timer = setTimeout(() => r(null), MISMATCH_MS + 500)));
+  const got = exchangeSummaries(
+    store,
+    prefix,
+    event,
+    me,
+    group.ranks,
+    Date.now() + MISMATCH_MS,
+    false,
+  );
+  const done = await Promise.race([got.catch(() => null), late]);
+  clearTimeout(timer);
+  if (done) reportDiagnosis(me, done.summaries, { dead: done.left });
 }
 
 /**

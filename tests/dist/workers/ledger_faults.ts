@@ -1,7 +1,8 @@
 /**
  * Worker for ledger_diagnosis_test.ts; each call the test looks for is marked with a `site:`
  * comment, which the test turns into the exact `file:line` the diagnosis must print. MODE:
- * - "skip": a barrier, then rank SKIP_RANK sleeps instead of the all-reduce the others call;
+ * - "skip": a barrier, then rank SKIP_RANK waits in a barrier of a group with rank 0 instead of
+ *   the all-reduce the others call;
  * - "order": rank 0 calls allReduce then broadcast, rank 1 broadcast then allReduce;
  * - "loop": all-reduce forever (printing "looping" once warmed up), for a SIGSTOP or SIGKILL;
  * - "straggle": rank SLOW_RANK sleeps SLEEP_MS before each of 12 all-reduces, then every rank
@@ -15,6 +16,7 @@ import {
   broadcast,
   getRank,
   initProcessGroup,
+  newGroup,
   worldGroup,
 } from "../../../src/dist/mod.ts";
 import { warnStragglers } from "../../../src/dist/stragglers.ts";
@@ -29,9 +31,11 @@ await runWorker(async () => {
   const rank = getRank();
   if (mode === "skip") {
     await barrier(); // site: barrier
-    if (rank === envInt("SKIP_RANK", -1)) {
+    const skipper = envInt("SKIP_RANK", -1);
+    const elsewhere = await newGroup([0, skipper]);
+    if (rank === skipper) {
       console.log("skipping");
-      await new Promise((r) => setTimeout(r, timeoutMs + 1000));
+      await barrier(elsewhere); // site: elsewhere
       return {};
     }
     await allReduce(x); // site: skipped
