@@ -288,26 +288,30 @@ function attach(
   const hidden = (value: unknown) => ({ value, enumerable: false, configurable: true });
   Object.defineProperties(module, {
     [STATE]: hidden(state),
-    // One capture of the user's line for the forward's gathers (src/dist/ledger.ts).
-    forward: hidden((...inputs: unknown[]) =>
-      callerScope(() => {
-        const isRoot = state.root === state;
-        let output: unknown;
-        try {
-          paramGroup.preForward();
-          const args = cast ? inputs.map((x) => castFloatInputs(x, policy.paramDtype)) : inputs;
-          output = paramGroup.postForward(forward(...args));
-        } catch (err) {
-          if (isRoot) state.endForward(true);
-          throw err;
-        }
-        if (isRoot) state.endForward(false);
-        return output;
-      })
-    ),
+    forward: hidden((...inputs: unknown[]) => {
+      const isRoot = state.root === state;
+      let output: unknown;
+      try {
+        paramGroup.preForward();
+        const args = cast ? inputs.map((x) => castFloatInputs(x, policy.paramDtype)) : inputs;
+        output = paramGroup.postForward(forward(...args));
+      } catch (err) {
+        if (isRoot) state.endForward(true);
+        throw err;
+      }
+      if (isRoot) state.endForward(false);
+      return output;
+    }),
     backward: hidden((loss: Tensor) => callerScope(() => state.backward(loss))),
     noSync: hidden(<R>(fn: () => R | Promise<R>) => state.root.noSync(fn)),
     lastStats: { get: () => state.root.lastStats, enumerable: false, configurable: true },
     worldSize: { value: worldSize, enumerable: false, configurable: true },
   });
+  // One capture of the user's line for the gathers of the whole forward (src/dist/ledger.ts).
+  const hooked = module.forward as (...inputs: unknown[]) => unknown;
+  Object.defineProperty(
+    module,
+    "forward",
+    hidden((...inputs: unknown[]) => callerScope(() => hooked(...inputs))),
+  );
 }
