@@ -8,7 +8,7 @@
 import { type Connected, connectGroup } from "./backends.ts";
 import { DistError } from "./errors.ts";
 import { type InitOptions, type ResolvedInit, resolveInit } from "./init_method.ts";
-import { ledgerGroup, ledgerReset } from "./ledger.ts";
+import { ledgerEnvProblem, ledgerGroup, ledgerReset } from "./ledger.ts";
 import {
   exchangeSummaries,
   FAILURE_EVENT,
@@ -218,6 +218,8 @@ export async function initProcessGroup(options: InitOptions = {}): Promise<Proce
     throw new DistError("invalid", "initProcessGroup: already initialized in this process");
   }
   const config = resolveInit(options);
+  const ledgerProblem = ledgerEnvProblem();
+  if (ledgerProblem) throw new DistError("invalid", `initProcessGroup: ${ledgerProblem}`);
   const server = config.hostStore
     ? StoreServer.listen({
       hostname: config.storeHost,

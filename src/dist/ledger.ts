@@ -102,6 +102,8 @@ export interface LedgerEntry {
 /** An entry as JSON: its call site as `file:line`. */
 export type EntryJson = Omit<LedgerEntry, "site"> & { site: string; stack?: string };
 
+let envProblem: string | null = null;
+
 /** The ring length from env DTRAIN_LEDGER (default 2000, 0 off), read without failing. */
 function sizeFromEnv(): number {
   let v: string | undefined;
@@ -112,10 +114,15 @@ function sizeFromEnv(): number {
   }
   if (v === undefined || v === "") return DEFAULT_SIZE;
   const n = Number(v);
-  if (!Number.isInteger(n) || n < 0) {
-    throw new Error(`DTRAIN_LEDGER must be a whole number of operations (0: off), got '${v}'`);
-  }
-  return n;
+  if (Number.isInteger(n) && n >= 0) return n;
+  // An import must not throw: initProcessGroup refuses it (ledgerEnvProblem).
+  envProblem = `DTRAIN_LEDGER must be a whole number of operations (0: off), got '${v}'`;
+  return DEFAULT_SIZE;
+}
+
+/** Why env DTRAIN_LEDGER cannot be used, or null. */
+export function ledgerEnvProblem(): string | null {
+  return envProblem;
 }
 
 const DEFAULT_SIZE = 2000;

@@ -67,3 +67,17 @@ Deno.test("a SIGSTOPped rank is named as not answering, the others waiting at th
     assert.match(culprits(r.stderr)[0] ?? "", pattern, `rank ${r.rank}:\n${r.stderr}`);
   }
 });
+
+Deno.test("a bad DTRAIN_LEDGER makes initProcessGroup fail naming it and the value", async () => {
+  const [run] = await runRanks({
+    worker,
+    worldSize: 1,
+    timeoutMs: 30_000,
+    env: { MODE: "order", DTRAIN_LEDGER: "lots" },
+  });
+  assert.equal(run.code, 1, run.stderr);
+  assert.equal(
+    run.result?.error,
+    "initProcessGroup: DTRAIN_LEDGER must be a whole number of operations (0: off), got 'lots'",
+  );
+});
