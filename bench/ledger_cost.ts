@@ -7,7 +7,7 @@
  * MLP (bench/workload.ts, batch 64), FSDP on a small GPT (each block sharded, then the root), one
  * BLAS thread per rank.
  *
- *     deno task launch --nproc-per-node 2 bench/ledger_cost.ts [--rounds 10] [--steps 20] [--only fsdp]
+ *     deno task launch --nproc-per-node 2 bench/ledger_cost.ts [--rounds 10] [--steps 20] [--only fsdp] [--size N]
  * @module
  */
 
@@ -30,10 +30,16 @@ import { BATCH, SIZES } from "./workload.ts";
 
 const { values } = parseArgs({
   args: Deno.args,
-  options: { rounds: { type: "string" }, steps: { type: "string" }, only: { type: "string" } },
+  options: {
+    rounds: { type: "string" },
+    steps: { type: "string" },
+    only: { type: "string" },
+    size: { type: "string" },
+  },
 });
 const ROUNDS = Number(values.rounds ?? 10), STEPS = Number(values.steps ?? 20);
-const LEDGER = 2000;
+/** The ledger's length when on (default DTRAIN_LEDGER's default). */
+const LEDGER = Number(values.size ?? 2000);
 
 setNumThreads(1);
 const group = await initProcessGroup({ backend: "gloo" });
