@@ -8,6 +8,15 @@
 import { type Connected, connectGroup } from "./backends.ts";
 import { DistError } from "./errors.ts";
 import { type InitOptions, type ResolvedInit, resolveInit } from "./init_method.ts";
+import { ledgerEnvProblem, ledgerGroup, ledgerReset } from "./ledger.ts";
+import {
+  exchangeSummaries,
+  FAILURE_EVENT,
+  reportDiagnosis,
+  reportMismatch,
+  watchLedgerRequests,
+} from "./ledger_exchange.ts";
+import { writeLedgerAtExit } from "./ledger_files.ts";
 import { ProcessGroup } from "./process_group.ts";
 import { StoreClient } from "./store/client.ts";
 import { MAX_TIMEOUT_MS } from "./store/protocol.ts";
@@ -21,6 +30,8 @@ interface World {
   server: StoreServer | null;
   /** Store key prefix of this initialization (see joinJob). */
   prefix: string;
+  /** Stops the ledger's watcher and dumps (ledger_exchange.ts). */
+  closeLedger: () => void;
 }
 
 let world: World | null = null;
@@ -114,6 +125,11 @@ function within<T>(work: Promise<T>, ms: number): Promise<T> {
  * under them.
  */
 async function diagnose(w: World, group: ProcessGroup, err: unknown): Promise<unknown> {
+  if (err instanceof DistError && err.code === "mismatch" && group.rank >= 0) {
+    // Every member sees the same mismatch: their ledgers say which line called what.
+    await reportMismatch(w.store, w.prefix, group, w.config.rank, err.message);
+    return err;
+  }
   if (!(err instanceof DistError) || (err.code !== "peer" && err.code !== "timeout")) return err;
   const me = w.config.rank;
   const others = group.ranks.filter((r) => r !== me);
@@ -137,7 +153,13 @@ async function diagnose(w: World, group: ProcessGroup, err: unknown): Promise<un
   };
   const findCulprits = async () => {
     await w.store.set(failed(me), err.message);
-    const { reported, gone, silent } = await sort(others, failed, started + DIAGNOSIS_MS);
+    // Asks every rank of the job for its ledger at once (the culprit of a subgroup's stall is
+    // often stuck in another group): the hung ones answer from their watchers.
+    const until = started + DIAGNOSIS_MS;
+    const ledgers = exchangeSummaries(w.store, w.prefix, FAILURE_EVENT, me, w.group.ranks, until);
+    const { reported, gone, silent } = await sort(others, failed, until);
+    const { summaries, left } = await ledgers;
+    reportDiagnosis(me, summaries, { dead: left });
     await w.store.set(diagnosed(me), "1");
     if (w.server) await sort(reported, diagnosed, started + DIAGNOSIS_MS + LINGER_MS);
     return { dead: gone, hung: silent };
@@ -196,6 +218,8 @@ export async function initProcessGroup(options: InitOptions = {}): Promise<Proce
     throw new DistError("invalid", "initProcessGroup: already initialized in this process");
   }
   const config = resolveInit(options);
+  const ledgerProblem = ledgerEnvProblem();
+  if (ledgerProblem) throw new DistError("invalid", `initProcessGroup: ${ledgerProblem}`);
   const server = config.hostStore
     ? StoreServer.listen({
       hostname: config.storeHost,
@@ -218,10 +242,32 @@ export async function initProcessGroup(options: InitOptions = {}): Promise<Proce
     const host = config.host || (config.iface ? "" : store.localAddress);
     const resolved = { ...config, storePort, host };
     const prefix = await joinJob(store, resolved);
+    ledgerReset();
+    const watch = {
+      hostname: config.storeHost,
+      port: storePort,
+      token: config.token,
+      timeoutMs: config.timeoutMs,
+    };
+    const closeWatcher = await watchLedgerRequests(watch, prefix, config.rank);
+    const closeDumps = writeLedgerAtExit(config.rank);
+    const closeLedger = () => {
+      closeWatcher();
+      closeDumps();
+    };
     const ranks = Array.from({ length: config.worldSize }, (_, i) => i);
     const backend = await connectBackend(resolved, ranks, `${prefix}world/`);
-    const w: World = { config: resolved, group: null!, subgroups: [], store, server, prefix };
+    const w: World = {
+      config: resolved,
+      group: null!,
+      subgroups: [],
+      store,
+      server,
+      prefix,
+      closeLedger,
+    };
     w.group = new ProcessGroup(ranks, config.rank, backend, (err, g) => diagnose(w, g, err));
+    ledgerGroup("world", ranks);
     world = w;
     return w.group;
   } catch (err) {
@@ -294,8 +340,15 @@ export async function newGroup(ranks: number[]): Promise<ProcessGroup> {
   const backend = rank < 0
     ? null
     : await connectBackend(w.config, sorted, `${w.prefix}group${id}/`);
-  const group = new ProcessGroup(sorted, rank, backend, (err, g) => diagnose(w, g, err));
+  const group = new ProcessGroup(
+    sorted,
+    rank,
+    backend,
+    (err, g) => diagnose(w, g, err),
+    `group${id}`,
+  );
   w.subgroups.push(group);
+  ledgerGroup(group.name, sorted);
   return group;
 }
 
@@ -308,6 +361,7 @@ export async function destroyProcessGroup(): Promise<void> {
   if (w === null) return;
   world = null;
   await Promise.all([w.group, ...w.subgroups].map((g) => g.destroy()));
+  w.closeLedger();
   w.store.close();
   await w.server?.close();
 }

@@ -6,8 +6,8 @@
  * @module
  */
 
-import { nowUs, profiling, recordCollective, takeTag } from "../profile/tracer.ts";
 import type { Backend, Done, TensorLike } from "./backend.ts";
+import type { Tracked } from "./track.ts";
 import { Work } from "./work.ts";
 
 /** The issue order of one group. */
@@ -38,28 +38,23 @@ export class IssueOrder {
   /**
    * Issues `call` on `backend` in order.
    *
-   * @param what The collective's name, for the profile.
+   * @param tracked Its record in the ledger and the profile (track.ts).
    * @param backend The communicator that reaches `tensors`.
    * @param call The collective.
    * @param tensors Its tensors, whose memory is held until it has ended.
-   * @param bytes The bytes it moves, for the profile.
    * @returns The collective in flight.
    */
   issue(
-    what: string,
+    tracked: Tracked,
     backend: Backend,
     call: (b: Backend) => Promise<Done>,
     tensors: TensorLike[],
-    bytes: number,
   ): Work {
     // The pointers were read at queue time: hold the memory behind them (and the tensor
     // objects, for those without a storage) until the collective has ended.
     for (const t of tensors) t.storage?.retain();
-    const profiled = profiling();
-    const tag = profiled ? takeTag() : null;
-    let startUs = 0;
     const invoke = () => {
-      if (profiled) startUs = nowUs();
+      tracked.start();
       try {
         return call(backend);
       } catch (err) {
@@ -74,10 +69,9 @@ export class IssueOrder {
     const started = backend.queued || this.#inFlight === 0 ? invoke() : this.#tail.then(invoke);
     this.#inFlight++;
     const done = started
-      .then((timing) => {
-        if (profiled) recordCollective(what, bytes, timing ?? { startUs, endUs: nowUs() }, tag);
-      })
+      .then((timing) => tracked.end(timing))
       .catch(async (err) => {
+        tracked.fail(err);
         throw await this.#diagnose(err);
       })
       .finally(() => {

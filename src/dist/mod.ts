@@ -13,6 +13,7 @@ export * from "./collectives.ts";
 export * from "./device_mesh.ts";
 export * from "./process_group.ts";
 export * from "./shared_tensor.ts";
+export * from "./stragglers.ts";
 export * from "./work.ts";
 export * from "./store/client.ts";
 export * from "./store/server.ts";

@@ -10,11 +10,11 @@
  * @module
  */
 
-import { startCollective } from "../profile/tracer.ts";
 import { bufferOf, invalid } from "./arguments.ts";
 import type { PostedP2P, TensorLike } from "./backend.ts";
 import { nbytes } from "./backend.ts";
 import { worldGroup } from "./init.ts";
+import { trackPointToPoint } from "./track.ts";
 import type { ProcessGroup } from "./process_group.ts";
 import { Work } from "./work.ts";
 
@@ -30,8 +30,8 @@ export interface P2POptions {
 interface Posted {
   group: ProcessGroup;
   posted: PostedP2P;
-  /** Called once it has ended: releases the tensor and records it in the profile. */
-  settle: () => void;
+  /** Called once it has ended (with its error if it failed): releases the tensor, records it. */
+  settle: (err?: unknown) => void;
 }
 
 const MAX_TAG = 2 ** 32 - 1;
@@ -75,13 +75,14 @@ function prepare(
   return () => {
     const posted = backend.postP2P!({ kind, peer: at, buf, tag, shape });
     t.storage?.retain();
-    const recorded = startCollective(kind, nbytes(buf), { peer, tag });
+    const me = group.ranks[group.rank];
+    const tracked = trackPointToPoint(group.name, kind, t, nbytes(buf), me, peer).start();
     return {
       group,
       posted,
-      settle: () => {
+      settle: (err?: unknown) => {
         t.storage?.release();
-        recorded?.();
+        tracked.settle(err);
       },
     };
   };
@@ -89,9 +90,10 @@ function prepare(
 
 /** Runs a posted message off the JavaScript thread, as a Work. */
 function started({ group, posted, settle }: Posted): Work {
-  const done = posted.run().catch(async (err) => {
+  const done = posted.run().then(() => settle(), async (err) => {
+    settle(err);
     throw await group.diagnose(err);
-  }).finally(settle);
+  });
   return new Work(done);
 }
 
@@ -99,9 +101,11 @@ function started({ group, posted, settle }: Posted): Work {
 function blocking({ posted, settle }: Posted): void {
   try {
     posted.runBlocking();
-  } finally {
-    settle();
+  } catch (err) {
+    settle(err);
+    throw err;
   }
+  settle();
 }
 
 /**

@@ -6,7 +6,6 @@
  * @module
  */
 
-import { startCollective } from "../profile/tracer.ts";
 import {
   bufferOf,
   checkOp,
@@ -22,6 +21,7 @@ import { type Capability, CAPABILITY_NAMES, type Connected, entryOf } from "./ba
 import { DistError } from "./errors.ts";
 import { route } from "./route.ts";
 import { IssueOrder } from "./issue_order.ts";
+import { trackTensor } from "./track.ts";
 import { BlockingWork, type Work } from "./work.ts";
 
 /**
@@ -59,12 +59,15 @@ export class ProcessGroup {
    * @param rank This process's rank within the group, or -1.
    * @param connected The connected communicators (null on non-members), from backends.ts.
    * @param diagnose Turns a collective's failure into the error its Work rejects with.
+   * @param name The group's name in the ledger and diagnoses: "world", or "group<N>" for the
+   *   N-th `newGroup` (the same on every rank).
    */
   constructor(
     ranks: readonly number[],
     rank: number,
     connected: Connected | null,
     diagnose: Diagnose = (err) => Promise.resolve(err),
+    readonly name: string = "world",
   ) {
     this.ranks = ranks;
     this.size = ranks.length;
@@ -118,10 +121,8 @@ export class ProcessGroup {
     const buf = bufferOf(what, "tensor", t);
     checkOp(what, op, buf.dtype);
     const backend = this.#blocking(what, [t], "allReduceBlocking");
-    const recorded = startCollective("allReduce", nbytes(buf));
-    // Not `recorded?.(backend...)`: with no profile that would skip the call itself.
-    const timing = backend.allReduceBlocking!(buf, op);
-    recorded?.(timing);
+    trackTensor(this.name, "allReduce", t, nbytes(buf))
+      .run(() => backend.allReduceBlocking!(buf, op));
   }
 
   /**
@@ -186,9 +187,8 @@ export class ProcessGroup {
     const what = "allGatherBlocking";
     const { outs, input } = gatherBuffers(what, this.size, out, t);
     const backend = this.#blocking(what, [...[out].flat(), t], "allGatherBlocking");
-    const recorded = startCollective("allGather", this.size * nbytes(input));
-    backend.allGatherBlocking!(outs, input);
-    recorded?.();
+    trackTensor(this.name, "allGather", t, this.size * nbytes(input))
+      .run(() => backend.allGatherBlocking!(outs, input));
   }
 
   /** Whether this group's backend has `allGatherStart` (Gloo does; FSDP prefetches with it). */
@@ -210,18 +210,20 @@ export class ProcessGroup {
     for (const x of tensors) x.storage?.retain();
     const release = () => tensors.forEach((x) => x.storage?.release());
     // Timed from the start to the end of the wait: the backend does not say when the bytes moved.
-    const recorded = startCollective("allGather", this.size * nbytes(input), { started: true });
+    const bytes = this.size * nbytes(input);
+    const tracked = trackTensor(this.name, "allGather", t, bytes, { started: true }).start();
     let started;
     try {
       started = backend.allGatherStart!(outs, input);
     } catch (err) {
       release();
+      tracked.fail(err);
       throw err;
     }
-    const work = new BlockingWork(started, () => {
+    const work = new BlockingWork(started, (err) => {
       this.#started.delete(work);
       release();
-      recorded?.();
+      tracked.settle(err);
     });
     this.#started.add(work);
     return work;
@@ -275,9 +277,8 @@ export class ProcessGroup {
     const what = "reduceScatterBlocking";
     const { o, i } = scatterBuffers(what, this.size, out, input, op);
     const backend = this.#blocking(what, [out, input], "reduceScatterBlocking");
-    const recorded = startCollective("reduceScatter", nbytes(i));
-    const timing = backend.reduceScatterBlocking!(o, i, op);
-    recorded?.(timing);
+    trackTensor(this.name, "reduceScatter", input, nbytes(i))
+      .run(() => backend.reduceScatterBlocking!(o, i, op));
   }
 
   /**
@@ -393,6 +394,8 @@ export class ProcessGroup {
     bytes: number,
     needs?: Capability,
   ): Work {
-    return this.#order.issue(what, this.serving(what, tensors, needs), call, tensors, bytes);
+    const backend = this.serving(what, tensors, needs);
+    const tracked = trackTensor(this.name, what, tensors.at(-1), bytes);
+    return this.#order.issue(tracked, backend, call, tensors);
   }
 }

@@ -66,15 +66,16 @@ export class Work implements PromiseLike<void> {
  */
 export class BlockingWork {
   #started: StartedCollective;
-  #settle: (() => void) | null;
+  #settle: ((err?: unknown) => void) | null;
 
   /**
    * Creates a `BlockingWork`.
    *
    * @param started The backend's collective in flight.
-   * @param settle Called once, when the collective has ended (releases what it held).
+   * @param settle Called once, when the collective has ended (releases what it held), with its
+   *   error if it failed.
    */
-  constructor(started: StartedCollective, settle: () => void) {
+  constructor(started: StartedCollective, settle: (err?: unknown) => void) {
     this.#started = started;
     this.#settle = settle;
   }
@@ -92,12 +93,14 @@ export class BlockingWork {
    *   naming the peer, or the fingerprint check's mismatch.
    */
   waitBlocking(): void {
+    const settle = this.#settle;
+    this.#settle = null;
     try {
       this.#started.waitBlocking();
-    } finally {
-      const settle = this.#settle;
-      this.#settle = null;
-      settle?.();
+    } catch (err) {
+      settle?.(err ?? new Error("failed"));
+      throw err;
     }
+    settle?.();
   }
 }

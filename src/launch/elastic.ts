@@ -37,6 +37,7 @@
 
 import { join } from "node:path";
 import { StoreClient } from "../dist/store/client.ts";
+import { printLedgerDiagnosis } from "./ledger.ts";
 import type { LaunchOptions } from "./options.ts";
 import { POLL_MS, Rendezvous, RENDEZVOUS_TIMEOUT_MS, type Round, sleep } from "./rendezvous.ts";
 import { describeExit, signalExitCode, type Supervisor, type WorkerExit } from "./supervisor.ts";
@@ -121,6 +122,7 @@ export async function runElastic(
       const first = decode(await store.compareSet(failedKey, "", mine || "?"));
       // The first node to notice names the round's failure; this node's own may be the cause.
       const reason = mine && mine !== first ? `${first}; on this node, ${mine}` : first;
+      printLedgerDiagnosis(supervisor.logDir, supervisor.localRanks());
       const restarts = await rdzv.failedRounds(round);
       if (restarts >= options.maxRestarts) {
         console.error(

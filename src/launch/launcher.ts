@@ -13,6 +13,7 @@ import { checkToken, storeReach } from "../dist/store/token.ts";
 import { mergeRankTraces } from "../profile/merge.ts";
 import { discardProfile } from "../profile/tracer.ts";
 import { runElastic } from "./elastic.ts";
+import { dumpLedgers, printLedgerDiagnosis } from "./ledger.ts";
 import type { LaunchOptions } from "./options.ts";
 import {
   describeExit,
@@ -40,6 +41,8 @@ export async function launch(options: LaunchOptions): Promise<number> {
   const supervisor = new Supervisor(options, token, logDir);
   const handlers = FORWARDED_SIGNALS.map((s) => [s, () => supervisor.interrupt(s)] as const);
   for (const [s, h] of handlers) Deno.addSignalListener(s, h);
+  const onDump = () => void dumpLedgers(supervisor.runningRanks(), logDir, supervisor.localRanks());
+  Deno.addSignalListener("SIGUSR1", onDump);
   try {
     // Elastic jobs, and multi-node jobs that may restart: every node restarts in the same round,
     // and restarts are counted per job, in the store.
@@ -52,6 +55,7 @@ export async function launch(options: LaunchOptions): Promise<number> {
       if (supervisor.interruptedBy) return signalExitCode(supervisor.interruptedBy);
       if (failed === null) return 0;
       const tail = await logTail(supervisor.logPath(failed.localRank), 20);
+      printLedgerDiagnosis(logDir, supervisor.localRanks());
       const how = describeExit(failed);
       if (attempt < options.maxRestarts) {
         console.error(
@@ -70,6 +74,7 @@ export async function launch(options: LaunchOptions): Promise<number> {
     return 1;
   } finally {
     for (const [s, h] of handlers) Deno.removeSignalListener(s, h);
+    Deno.removeSignalListener("SIGUSR1", onDump);
     await store?.close();
     // The workers' DTRAIN_PROFILE timelines (one per rank) become one trace file.
     await mergeRankTraces(Deno.env.get("DTRAIN_PROFILE"));

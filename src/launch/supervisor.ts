@@ -10,9 +10,12 @@ import { fileURLToPath } from "node:url";
 import { type SyncWriter, writeAll } from "../io/write_all.ts";
 import type { LaunchOptions } from "./options.ts";
 import { EXIT_STOPPED, STOP_FILE_ENV } from "./stop_request.ts";
+import { askForLedgers, ledgerDirOf, removeLedgerFile } from "./ledger.ts";
 
 /** How long the other workers of a failed one get to exit on their own before SIGTERM. */
 const PEER_SETTLE_MS = 1000;
+/** How long those still running then get to write their ledgers. */
+const LEDGER_WAIT_MS = 1000;
 
 /**
  * What `deno run` is given for the module at `url`: a path for a local file, else the URL itself
@@ -102,6 +105,8 @@ export class Supervisor {
   /** Whether a worker of the last group stopped as its stop file asked (EXIT_STOPPED). */
   stoppedOnRequest = false;
   #children: Deno.ChildProcess[] = [];
+  /** This group's workers that have not exited yet. */
+  #running: StartedWorker[] = [];
   #placement: Placement;
 
   constructor(readonly options: LaunchOptions, readonly token: string, readonly logDir: string) {
@@ -129,6 +134,7 @@ export class Supervisor {
     this.#placement = placement ?? this.#placement;
     const workers = await this.#spawnAll(attempt);
     this.#children = workers.map((w) => w.child);
+    this.#running = [...workers];
     this.stoppedOnRequest = false;
     if (this.interruptedBy) this.interrupt(this.interruptedBy);
 
@@ -148,6 +154,7 @@ export class Supervisor {
     let firstFailure: WorkerExit | null = null;
     await Promise.all(workers.map(async (w) => {
       const status = await w.child.status;
+      this.#running = this.#running.filter((o) => o !== w);
       const stopped = this.#placement.stopFile !== undefined && status.code === EXIT_STOPPED;
       if (stopped) this.stoppedOnRequest = true;
       if ((status.code !== 0 || status.signal) && !stopped && firstFailure === null) {
@@ -166,6 +173,9 @@ export class Supervisor {
           new Promise((resolve) => (timer = setTimeout(resolve, PEER_SETTLE_MS))),
         ]);
         clearTimeout(timer);
+        // Those still running write their ledgers before they are stopped (launch/ledger.ts).
+        const alive = this.#running.map((o) => o.rank);
+        await askForLedgers(alive, ledgerDirOf(this.logDir), LEDGER_WAIT_MS);
         await this.stopAll(w.child);
       }
     }));
@@ -203,6 +213,9 @@ export class Supervisor {
         OMP_NUM_THREADS: String(threads),
       };
       if (this.#placement.stopFile) env[STOP_FILE_ENV] = this.#placement.stopFile;
+      // Each rank's flight recorder (src/dist/ledger.ts) lands beside its log.
+      env.DTRAIN_LEDGER_DIR = ledgerDirOf(this.logDir);
+      removeLedgerFile(env.DTRAIN_LEDGER_DIR, rank);
       // Workers write to pipes; this lets rank 0 redraw its progress line on our terminal.
       if (Deno.stdout.isTerminal()) env.DTRAIN_TTY = "1";
       try {
@@ -236,6 +249,20 @@ export class Supervisor {
       }
     }
     return workers;
+  }
+
+  /** The job ranks of the workers still running. */
+  runningRanks(): number[] {
+    return this.#running.map((w) => w.rank);
+  }
+
+  /** The job ranks of this node's workers. */
+  localRanks(): number[] {
+    const { nprocPerNode } = this.options;
+    return Array.from(
+      { length: nprocPerNode },
+      (_, i) => this.#placement.nodeRank * nprocPerNode + i,
+    );
   }
 
   /** Stops the running group (another node's failure ends it); the launcher goes on. */

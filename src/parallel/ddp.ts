@@ -36,6 +36,7 @@ import { broadcast, getWorldSize, worldGroup } from "../dist/mod.ts";
 import type { ProcessGroup, Work } from "../dist/mod.ts";
 import { Module } from "../nn/module.ts";
 import { nowUs, record, tagNext } from "../profile/tracer.ts";
+import { callerScope } from "../dist/ledger.ts";
 import type { Tensor } from "../tensor/tensor.ts";
 import {
   adoptBucketView,
@@ -186,7 +187,13 @@ export class DistributedDataParallel<M extends Module = Module> extends Module {
    * Runs `loss.backward()` and, unless inside `noSync`, waits until every gradient bucket has been
    * averaged across ranks.
    */
-  async backward(loss: Tensor): Promise<void> {
+  backward(loss: Tensor): Promise<void> {
+    // One capture of the user's line for every bucket (see [Note: call sites at the cost of a
+    // capture] in src/dist/ledger.ts).
+    return callerScope(() => this.#backward(loss));
+  }
+
+  async #backward(loss: Tensor): Promise<void> {
     if (this.#inBackward) {
       throw new Error("DistributedDataParallel.backward: a backward is already in progress");
     }

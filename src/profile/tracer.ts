@@ -227,28 +227,6 @@ export function recordCollective(
 }
 
 /**
- * Starts timing a collective that runs on the calling thread or on a native thread of its own
- * (the blocking and started forms): takes the next tag now, and the returned function records it
- * on the comm row, from now or with the backend's own timing. Null when not profiling.
- *
- * @param what The collective's name.
- * @param bytes Its payload.
- * @param extra Details to add to the tag.
- * @returns The function that records it once it has ended, or null.
- */
-export function startCollective(
-  what: string,
-  bytes: number,
-  extra: Record<string, unknown> = {},
-): ((timing?: { startUs: number; endUs: number } | void) => void) | null {
-  if (active === null) return null;
-  const tag = takeTag();
-  const startUs = nowUs();
-  return (timing) =>
-    recordCollective(what, bytes, timing ?? { startUs, endUs: nowUs() }, { ...tag, ...extra });
-}
-
-/**
  * Runs `fn` and records it as `name` on the main row; a returned promise is timed until it
  * settles. When not profiling it only calls `fn`.
  *

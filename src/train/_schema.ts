@@ -80,6 +80,7 @@ export const TrainConfigSchema = z.object({
   ac: z.enum(["none", "full", "selective"]),
   acEvery: positiveInt,
   profile: z.string(),
+  stragglerMs: z.number().nonnegative(),
 }).extend(LauncherFieldsSchema.shape).strict();
 
 /** A validated training configuration. */
@@ -142,6 +143,7 @@ export const DEFAULTS: TrainConfig = {
   ac: "none",
   acEvery: 2,
   profile: "",
+  stragglerMs: 0,
   ...LAUNCHER_DEFAULTS,
   nprocPerNode: 2,
 };

@@ -90,6 +90,7 @@ const FLAGS = {
   ac: "ac",
   "ac-every": "acEvery",
   profile: "profile",
+  "straggler-ms": "stragglerMs",
   ...LAUNCHER_FLAGS,
 } as const satisfies Record<string, keyof TrainConfig>;
 

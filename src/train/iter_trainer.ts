@@ -11,6 +11,7 @@
  */
 
 import { getRank, getWorldSize, isInitialized } from "../dist/mod.ts";
+import { warnStragglers } from "../dist/stragglers.ts";
 import { CheckpointError } from "../checkpoint/mod.ts";
 import type { Module } from "../nn/module.ts";
 import type { Optimizer } from "../optim/optimizer.ts";
@@ -242,6 +243,9 @@ export class IterTrainer {
         const t1 = performance.now(), dt = (t1 - t0) / 1000;
         t0 = t1;
         rate = c.batchSize * c.gradientAccumulationSteps / dt;
+        if (this.iterNum % c.logInterval === 0) {
+          await warnStragglers(c.stragglerMs, this.iterNum);
+        }
         if (this.iterNum % c.logInterval === 0 && this.rank === 0) {
           lastLoss = lossf;
           if (localIter >= 5) { // let the loop settle, as nanoGPT

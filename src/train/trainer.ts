@@ -9,6 +9,7 @@
 import { DataLoader } from "../data/dataloader.ts";
 import { DistributedSampler } from "../data/distributed_sampler.ts";
 import { getRank, getWorldSize, isInitialized } from "../dist/mod.ts";
+import { warnStragglers } from "../dist/stragglers.ts";
 import type { Module } from "../nn/module.ts";
 import type { Optimizer } from "../optim/optimizer.ts";
 import { DistributedDataParallel } from "../parallel/ddp.ts";
@@ -231,6 +232,7 @@ export class Trainer {
         const mean = await this.#meanOverRanks(interval.loss / interval.steps);
         const lr = this.optimizer.paramGroups[0].lr;
         progress.log(mean, lr);
+        await warnStragglers(this.config.stragglerMs, this.step);
         await this.#runLog?.add({
           kind: "step",
           step: this.step,

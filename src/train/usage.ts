@@ -69,6 +69,8 @@ const EPOCHS = `usage: deno task train [EPOCHS SAVE_EVERY] [options]
                            block; selective, every --ac-every N-th (default ${DEFAULTS.acEvery}; torchtitan's
                            selective_ac_option "N")
   --profile PATH           write a Chrome trace (Perfetto, chrome://tracing) of every rank to PATH
+  --straggler-ms MS        at each log step, name the rank that arrives last at collectives when
+                           its mean lag over the recent ones passes MS (default 0: off)
 `;
 
 const ITERATIONS = `

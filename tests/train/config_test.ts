@@ -70,6 +70,11 @@ const CASES: { name: string; args: string[]; files?: Files; message: RegExp }[] 
   },
   { name: "zero batch size", args: ["--batch-size", "0"], message: /^train: batchSize: Too small/ },
   {
+    name: "negative straggler threshold",
+    args: ["--straggler-ms", "-1"],
+    message: /^train: stragglerMs: Too small/,
+  },
+  {
     name: "unknown flag",
     args: ["--learning-rate", "0.1"],
     message: /^train: arguments: Unknown option '--learning-rate'/,

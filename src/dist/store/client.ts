@@ -263,6 +263,11 @@ export class StoreClient {
     return Array.from({ length: r.u32() }, () => r.i32());
   }
 
+  /** Lets the process exit while a request is waiting (a background watcher's connection). */
+  unref(): void {
+    this.#conn.unref();
+  }
+
   /** Closes the connection. Idempotent. */
   close(): void {
     if (this.#closed) return;

@@ -19,6 +19,7 @@
  */
 
 import { DeviceMesh, type ProcessGroup, worldGroup } from "../../dist/mod.ts";
+import { callerScope } from "../../dist/ledger.ts";
 import type { Module } from "../../nn/module.ts";
 import { Parameter } from "../../nn/parameter.ts";
 import { registerShardedGradient, shardedGradientGatherers } from "../../nn/utils/clip_grad.ts";
@@ -302,9 +303,16 @@ function attach(
       if (isRoot) state.endForward(false);
       return output;
     }),
-    backward: hidden((loss: Tensor) => state.backward(loss)),
+    backward: hidden((loss: Tensor) => callerScope(() => state.backward(loss))),
     noSync: hidden(<R>(fn: () => R | Promise<R>) => state.root.noSync(fn)),
     lastStats: { get: () => state.root.lastStats, enumerable: false, configurable: true },
     worldSize: { value: worldSize, enumerable: false, configurable: true },
   });
+  // One capture of the user's line for the gathers of the whole forward (src/dist/ledger.ts).
+  const hooked = module.forward as (...inputs: unknown[]) => unknown;
+  Object.defineProperty(
+    module,
+    "forward",
+    hidden((...inputs: unknown[]) => callerScope(() => hooked(...inputs))),
+  );
 }
