@@ -24,7 +24,7 @@ import {
   type StartedCollective,
 } from "./backend.ts";
 import { DistError, STATUS_CODES } from "./errors.ts";
-import { nativePosted, postP2PWith } from "./p2p_native.ts";
+import { postNative } from "./p2p_native.ts";
 import { StartedCollectives } from "./started.ts";
 
 const encoder = new TextEncoder();
@@ -264,18 +264,7 @@ export class GlooBackend implements Backend {
   postP2P(message: P2PMessage): PostedP2P {
     const lib = this.#lib;
     const ctx = this.#live();
-    const op = postP2PWith(
-      message,
-      (args) => lib.dt_gloo_p2p_post(ctx, ...args),
-      (status) => lastError(lib, ctx, status),
-    );
-    return nativePosted({
-      run: (p) => lib.dt_gloo_p2p_run(p),
-      runBlocking: (p) => lib.dt_gloo_p2p_run_blocking(p),
-      wait: (p) => lib.dt_gloo_p2p_wait(p),
-      error: (p, buf, len) => lib.dt_gloo_p2p_error(p, buf, len),
-      free: (p) => lib.dt_gloo_p2p_free(p),
-    }, op);
+    return postNative(lib, "dt_gloo", ctx, message, (status) => lastError(lib, ctx, status));
   }
 
   close(): void {

@@ -232,7 +232,23 @@ export function P2POp(
  * @throws DistError "invalid" for an empty list or a bad message, before anything is posted.
  */
 export function batchIsendIrecv(ops: readonly P2POp[]): Work[] {
-  return prepareBatch("batchIsendIrecv", ops).map((p) => started(p()));
+  return postAll(prepareBatch("batchIsendIrecv", ops)).map(started);
+}
+
+/**
+ * Posts a checked batch in order. A backend may still refuse a message at its post (shm+gloo, for
+ * a peer it has no connection to): those posted before it have their numbers, so they run anyway
+ * (and fail on their own, as their peer's calls decide), keeping the pairs' counts in step.
+ */
+function postAll(posts: (() => Posted)[]): Posted[] {
+  const posted: Posted[] = [];
+  try {
+    for (const p of posts) posted.push(p());
+  } catch (err) {
+    posted.forEach(started);
+    throw err;
+  }
+  return posted;
 }
 
 /** Checks every message of a batch; the returned functions post them, in order. */
@@ -266,8 +282,7 @@ function prepareBatch(what: string, ops: readonly P2POp[]): (() => Posted)[] {
  */
 export function batchIsendIrecvBlocking(ops: readonly P2POp[]): void {
   const what = "batchIsendIrecvBlocking";
-  const posts = prepareBatch(what, ops);
-  const posted = posts.map((p) => p());
+  const posted = postAll(prepareBatch(what, ops));
   const waits = posted.slice(0, -1).map((p) => p.posted.start());
   const failures: unknown[] = [];
   try {

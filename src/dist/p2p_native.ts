@@ -115,3 +115,38 @@ export function postP2PWith(
   if (status !== CollectiveStatus.OK) throw failure(status);
   return Deno.UnsafePointer.create(out[0]);
 }
+
+/** The suffixes of a library's point-to-point functions (`dt_gloo_p2p_run`, `dt_shm_p2p_run`, ...). */
+type Verb = "post" | "run" | "run_blocking" | "wait" | "error" | "free";
+
+/** A library with the point-to-point functions of `prefix` (ffi/gloo.ts, ffi/shm.ts). */
+// deno-lint-ignore no-explicit-any
+export type P2PLibrary<P extends string> = Record<`${P}_p2p_${Verb}`, (...args: any[]) => any>;
+
+/**
+ * Posts `message` on the context `ctx` of a native backend whose functions are named `prefix`.
+ *
+ * @param lib The library.
+ * @param prefix `dt_gloo` or `dt_shm`.
+ * @param ctx The live context.
+ * @param message The checked message.
+ * @param failure The context's error for a failed post.
+ * @returns The posted message.
+ */
+export function postNative<P extends string>(
+  lib: P2PLibrary<P>,
+  prefix: P,
+  ctx: Deno.PointerValue,
+  message: P2PMessage,
+  failure: (status: number) => DistError,
+): PostedP2P {
+  const fn = (verb: Verb) => lib[`${prefix}_p2p_${verb}` as `${P}_p2p_${Verb}`];
+  const op = postP2PWith(message, (args) => fn("post")(ctx, ...args), failure);
+  return nativePosted({
+    run: (p) => fn("run")(p),
+    runBlocking: (p) => fn("run_blocking")(p),
+    wait: (p) => fn("wait")(p),
+    error: (p, buf, len) => fn("error")(p, buf, len),
+    free: (p) => fn("free")(p),
+  }, op);
+}
