@@ -76,7 +76,7 @@ function prepare(
     const posted = backend.postP2P!({ kind, peer: at, buf, tag, shape });
     t.storage?.retain();
     const me = group.ranks[group.rank];
-    const tracked = trackPointToPoint(group.name, kind, t, nbytes(buf), me, peer).start();
+    const tracked = trackPointToPoint(group.name, kind, t, nbytes(buf), me, peer, tag).start();
     return {
       group,
       posted,

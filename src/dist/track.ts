@@ -166,6 +166,7 @@ export function trackTensor(
  * @param bytes The bytes it moves.
  * @param me This rank (global).
  * @param peer The other end (global).
+ * @param tag The message's tag, for the timeline.
  */
 export function trackPointToPoint(
   group: string,
@@ -174,11 +175,12 @@ export function trackPointToPoint(
   bytes: number,
   me: number,
   peer: number,
+  tag = 0,
 ): Tracked {
   const [lo, hi] = me < peer ? [me, peer] : [peer, me];
   const pair = `${group} ${lo}-${hi}`;
   ledgerGroup(pair, [lo, hi]);
-  const tracked = trackTensor(pair, op, t, bytes, { peer });
+  const tracked = trackTensor(pair, op, t, bytes, { peer, tag });
   tracked.peer(peer);
   return tracked;
 }
