@@ -186,8 +186,12 @@ async function diagnose(w: World, group: ProcessGroup, err: unknown): Promise<un
   return new DistError(err.code, `${err.message}; ${notes.join("; ")}`, { cause: err });
 }
 
-/** How long a failing rank waits for the other members to report theirs. */
-const DIAGNOSIS_MS = 1500;
+/**
+ * How long a failing rank waits for the other members to report theirs. With LINGER_MS and a
+ * poll it bounds the diagnosis at 1.55 s, inside the "timeout + 2 s" every rank reports by
+ * (docs/reference/reliability.md) with room for a loaded machine's scheduling.
+ */
+const DIAGNOSIS_MS = 1200;
 /** How much longer the store host waits for the reporting members to finish their diagnosis. */
 const LINGER_MS = 300;
 /** Store polling interval during a diagnosis. */

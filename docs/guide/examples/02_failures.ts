@@ -14,7 +14,7 @@
 // expect-match: DistError: allReduce \(op #1\): connection to rank 1 failed \(.*\); rank 1 died \(left the store without reporting an error\)
 // run: deno task launch --nproc-per-node 2 docs/guide/examples/02_failures.ts hangs
 // exit: 1
-// expect: [rank 0] error: Uncaught (in promise) DistError: allReduce (op #1): timed out after 2000 ms waiting for rank 1 to join; rank 1 is hung (still connected, but reported no error within 1.5 s)
+// expect: [rank 0] error: Uncaught (in promise) DistError: allReduce (op #1): timed out after 2000 ms waiting for rank 1 to join; rank 1 is hung (still connected, but reported no error within 1.2 s)
 import { dist, tensor } from "../../../mod.ts";
 
 const mode = Deno.args[0];
