@@ -125,7 +125,13 @@ Deno.test("train keeps the launcher's per-rank logs in logs/ beside the snapshot
     assertSucceeded(run);
     assert.equal(run.stderr.split("\n")[0], `launch: per-rank logs in ${join(dir, "run", "logs")}`);
     const logs = (await Array.fromAsync(Deno.readDir(join(dir, "run", "logs")))).map((e) => e.name);
-    assert.deepEqual(logs.sort(), ["rank_0.log", "rank_1.log"]);
+    // Each rank's log, and its flight-recorder ledger written at exit (`deno task debug` reads it).
+    assert.deepEqual(logs.sort(), [
+      "rank_0.ledger.json",
+      "rank_0.log",
+      "rank_1.ledger.json",
+      "rank_1.log",
+    ]);
     assert.match(
       await Deno.readTextFile(join(dir, "run", "logs", "rank_0.log")),
       /^done: 1 epochs/m,
