@@ -8,16 +8,8 @@
 import assert from "node:assert/strict";
 import { assertAllOk, runRanks } from "../_harness/ranks.ts";
 import { describe, markedProcesses, markerEnv } from "../_harness/processes.ts";
-import { relativeError } from "../_harness/close.ts";
-import {
-  buildModel,
-  CLIP,
-  type Held,
-  shardOf,
-  type Trace,
-  trainParts,
-} from "./workers/tp_problem.ts";
-import { apartVanishing, keyBiasApart } from "./_tp_compare.ts";
+import { buildModel, CLIP, type Held, type Trace, trainParts } from "./workers/tp_problem.ts";
+import { checkShards } from "./_tp_compare.ts";
 import { type Case3D, ROWS } from "./workers/pipeline_3d_problem.ts";
 
 const worker = new URL("./workers/pipeline_3d.ts", import.meta.url);
@@ -64,31 +56,7 @@ function check(run: Run, runs: Run[], reference: Trace, label: string): number {
   });
   // Stage pp holds block pp and its root's parameters: two FSDP groups, one reduce-scatter each.
   assert.equal(got.reduceScatters, 2, `${what}: reduce-scatters in a step`);
-  let worst = 0;
-  for (const [name, held] of Object.entries(got.placements)) {
-    const whole = wholeName(name);
-    assert.ok(whole in reference.grads, `${what}: ${name} is not a parameter of the whole model`);
-    for (
-      const [kind, all, ref] of [
-        ["gradient", got.grads, reference.grads],
-        ["weight", got.final, reference.final],
-      ] as const
-    ) {
-      let mine = all[name], want = shardOf(ref[whole], held, tp, TP);
-      if (kind === "weight" && name.endsWith("attn.c_attn.bias")) {
-        const local = held.fullShape[0] / (held.dim === 0 ? TP : 1), start = held.rowStart;
-        mine = keyBiasApart(mine, start, local, what);
-        want = keyBiasApart(want, start, local, "reference");
-      } else if (kind === "weight") {
-        const grad0 = shardOf(reference.grads[whole], held, tp, TP);
-        [mine, want] = apartVanishing(mine, want, grad0, `${what}: ${name}`);
-      }
-      const err = relativeError(mine, want, `${what}: ${kind} of ${name}`);
-      assert.ok(err <= TOLERANCE, `${what}: ${kind} of ${name} has relative error ${err}`);
-      worst = Math.max(worst, err);
-    }
-  }
-  return worst;
+  return checkShards(got, reference, tp, TP, TOLERANCE, what, wholeName);
 }
 
 Deno.test("PP 2 × FSDP 2 × TP 2 on 8 ranks (1F1B with full AC, GPipe) trains the tiny GPT like one process on the whole batch, clipGradNormPipeline's total norm included", async () => {

@@ -76,7 +76,7 @@ async function trainCase(c: Case3D, mesh: DeviceMesh) {
   const held = Object.assign({}, ...p.modules.map((m) => placements(m)));
   // The reduce-scatters of the last step: one per FSDP group (each block, the stage root), not
   // one per group and microbatch (see [Note: FSDP inside a schedule]).
-  const reduceScatters = (p.modules[0] as parallel.FSDPModule).lastStats.reduceScatters;
+  const reduceScatters = (p.modules[0] as unknown as parallel.FSDPModule).lastStats.reduceScatters;
   return { ...trace, placements: held, reduceScatters, ms: performance.now() - started };
 }
 
