@@ -71,7 +71,8 @@ export interface PipelineGPT {
  * stages as torchtitan does (see the module's note): `parallelizeGPT` over `mesh.get("tp")`,
  * activation checkpointing, `fullyShard` on every block and on the stage root over
  * `mesh.get("dp_shard")` (or `["dp_replicate", "dp_shard"]`: HSDP), and the schedule over
- * `mesh.getGroup("pp")`. The "tp" and data-parallel dimensions may be absent; "pp" may not. Every
+ * `mesh.getGroup("pp")`. The "tp" and data-parallel dimensions may be absent (or of size 1: then
+ * not applied); "pp" may not. Every
  * rank passes an equal model (the same seed); the data-parallel ranks each pass their part of the
  * batch to `schedule.step`. Clip with {@linkcode clipGradNormPipeline}.
  *
@@ -103,14 +104,14 @@ export function parallelizePipelineGPT(
   const perRank = options.stagesPerRank ?? (kind === "interleaved" ? 2 : 1);
   const ppGroup = mesh.getGroup("pp"), numStages = ppGroup.size * perRank;
   const indices = Array.from({ length: perRank }, (_, i) => i * ppGroup.size + ppGroup.rank);
-  const dp = names.includes("dp_replicate")
-    ? mesh.get(["dp_replicate", "dp_shard"].filter((n) => names.includes(n)))
-    : names.includes("dp_shard")
-    ? mesh.get("dp_shard")
-    : null;
+  // A dimension of size 1 changes nothing and is left out: a mesh's size-1 dimensions share one
+  // process group, where FSDP's gathers in flight would meet TP's blocking all-reduces.
+  const used = (n: string) => names.includes(n) && mesh.size(n) > 1;
+  const dpNames = ["dp_replicate", "dp_shard"].filter(used);
+  const dp = dpNames.length > 0 ? mesh.get(dpNames) : null;
   const modules = indices.map((s) => {
     const m = splitGPT(model, s, numStages, { layersPerStage: options.layersPerStage });
-    if (names.includes("tp")) parallelizeGPT(m, mesh.get("tp"), options.tp);
+    if (used("tp")) parallelizeGPT(m, mesh.get("tp"), options.tp);
     const blocks = [...m.transformer.get("h").children()];
     if (options.ac && blocks.length > 0) {
       applyActivationCheckpointing(m, { ...options.ac, blocks: (n) => isBlock(n) });
