@@ -1,7 +1,8 @@
 // 3-D parallelism across 8 real rank processes (a 2 (pp) × 2 (dp_shard) × 2 (tp) mesh):
 // tp_problem's tiny GPT split into 2 pipeline stages by parallelizePipelineGPT (TP, activation
 // checkpointing, FSDP per block and on each stage root, then the schedule over the pp group),
-// trained by 1F1B with full AC and by GPipe without, checked against one process on the whole
+// trained by 1F1B with full AC, by GPipe and by Interleaved1F1B (4 stages, two per pp rank: the
+// embeddings alone, a block each, the head alone), checked against one process on the whole
 // batch: losses (last stage, averaged over dp), clipGradNormPipeline's total norms on every rank,
 // first-step gradients and weights after 3 clipped AdamW steps (each rank's FSDP rows of its TP
 // shard of its stage's parameters against the matching slice of the whole tensors).
@@ -18,11 +19,18 @@ const TOLERANCE = 1e-5, TP = 2;
 const CASES: Case3D[] = [
   { label: "PP 2 (1F1B) × FSDP 2 × TP 2, full AC", schedule: "1f1b", ac: true },
   { label: "PP 2 (GPipe) × FSDP 2 × TP 2", schedule: "gpipe", ac: false },
+  {
+    label: "PP 2 (Interleaved1F1B, 4 stages) × FSDP 2 × TP 2",
+    schedule: "interleaved",
+    ac: false,
+    layersPerStage: [0, 1, 1, 0],
+  },
 ];
 
 interface Result extends Trace {
   placements: Record<string, Held>;
-  reduceScatters: number;
+  reduceScatters: number[];
+  fsdpGroups: number[];
   ms: number;
 }
 
@@ -54,12 +62,14 @@ function check(run: Run, runs: Run[], reference: Trace, label: string): number {
     const want = reference.norms[k];
     assert.ok(Math.abs(n - want) <= TOLERANCE * want, `${what}: norm ${k} ${n} vs ${want}`);
   });
-  // Stage pp holds block pp and its root's parameters: two FSDP groups, one reduce-scatter each.
-  assert.equal(got.reduceScatters, 2, `${what}: reduce-scatters in a step`);
+  // Each stage's FSDP groups (its blocks and its root) reduce-scatter once a step, not once per
+  // microbatch; 1F1B's and GPipe's stages hold one block each.
+  assert.deepEqual(got.reduceScatters, got.fsdpGroups, `${what}: reduce-scatters in a step`);
+  if (!label.includes("Interleaved")) assert.deepEqual(got.fsdpGroups, [2], what);
   return checkShards(got, reference, tp, TP, TOLERANCE, what, wholeName);
 }
 
-Deno.test("PP 2 × FSDP 2 × TP 2 on 8 ranks (1F1B with full AC, GPipe) trains the tiny GPT like one process on the whole batch, clipGradNormPipeline's total norm included", async () => {
+Deno.test("PP 2 × FSDP 2 × TP 2 on 8 ranks (1F1B with full AC, GPipe, Interleaved1F1B) trains the tiny GPT like one process on the whole batch, clipGradNormPipeline's total norm included", async () => {
   const marker = crypto.randomUUID();
   const runs = await runRanks({
     worker,

@@ -52,6 +52,7 @@ async function trainCase(c: Case3D, mesh: DeviceMesh) {
     nMicrobatches: MICROBATCHES,
     lossFn: gptLoss,
     ac: c.ac ? { mode: "full" } : undefined,
+    layersPerStage: c.layersPerStage,
   });
   const optimizer = buildOptimizer(p.parameters());
   const trace: Trace = { losses: [], grads: {}, norms: [], final: {} };
@@ -76,8 +77,21 @@ async function trainCase(c: Case3D, mesh: DeviceMesh) {
   const held = Object.assign({}, ...p.modules.map((m) => placements(m)));
   // The reduce-scatters of the last step: one per FSDP group (each block, the stage root), not
   // one per group and microbatch (see [Note: FSDP inside a schedule]).
-  const reduceScatters = (p.modules[0] as unknown as parallel.FSDPModule).lastStats.reduceScatters;
-  return { ...trace, placements: held, reduceScatters, ms: performance.now() - started };
+  const reduceScatters = p.modules.map((m) =>
+    (m as unknown as parallel.FSDPModule).lastStats.reduceScatters
+  );
+  // A root's group holds what its blocks do not: nothing on a middle stage (then no collective).
+  const fsdpGroups = p.modules.map((m) =>
+    [...m.transformer.get("h").children()].length +
+    ([...m.namedParameters()].some(([n]) => !n.startsWith("transformer.h.")) ? 1 : 0)
+  );
+  return {
+    ...trace,
+    placements: held,
+    reduceScatters,
+    fsdpGroups,
+    ms: performance.now() - started,
+  };
 }
 
 await runWorker(async () => {
