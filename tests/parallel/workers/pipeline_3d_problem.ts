@@ -5,7 +5,7 @@
  */
 
 /** Sequences per batch (each dp rank trains on half), microbatches per step. */
-export const ROWS = 8, MICROBATCHES = 2;
+export const ROWS = 8, MICROBATCHES = 4;
 
 /**
  * One scenario: the schedule, full activation checkpointing or none, and the blocks per stage
