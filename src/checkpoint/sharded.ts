@@ -93,14 +93,20 @@ export async function saveSharded(dir: string, options: SaveShardedOptions): Pro
   // Every state-dict name, tied parameters under each of their names (as nanoGPT's files have);
   // optimizer state held as its parameter is.
   const held = new Map<string, { t: Tensor; held: Holding }>();
+  const namesOf = new Map<Tensor, string[]>();
   for (const [name, t] of Object.entries(options.model.stateDict())) {
     held.set(`model/${name}`, { t, held: holding(t) });
+    namesOf.set(t, [...(namesOf.get(t) ?? []), name]);
   }
+  // A tied parameter's optimizer state goes under each of its names too, so that a layout
+  // holding only one of them (a pipeline's last stage: lm_head without wte) finds its own.
   const scalars: Record<string, Record<string, number>> = {};
   for (const [fqn, p] of options.model.namedParameters()) {
-    for (const [field, v] of Object.entries(options.optimizer?.state.get(p) ?? {})) {
-      if (typeof v === "number") (scalars[fqn] ??= {})[field] = v;
-      else held.set(`optim/${fqn}/${field}`, { t: v, held: holding(p) });
+    for (const name of namesOf.get(p) ?? [fqn]) {
+      for (const [field, v] of Object.entries(options.optimizer?.state.get(p) ?? {})) {
+        if (typeof v === "number") (scalars[name] ??= {})[field] = v;
+        else held.set(`optim/${name}/${field}`, { t: v, held: holding(p) });
+      }
     }
   }
   const pieces: Record<string, Piece> = {};
