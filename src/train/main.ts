@@ -131,7 +131,7 @@ async function runWorker(config: TrainConfig): Promise<number> {
     if (dump) save(`${dump}/rank${trainer.rank}.safetensors`, weights);
     if (trainer.rank === 0) {
       console.log(doneLine(config, result));
-      if (trainer.model instanceof GPT) {
+      if (config.model === "gpt") {
         const gpt = wholeGPT(trainer, weights);
         console.log(`sample:\n${sampleText(gpt)}`);
       }
