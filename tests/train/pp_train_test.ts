@@ -21,12 +21,17 @@ import {
 /** Below every step's total gradient norm (checked), so that clipping acts. */
 const CLIP = "0.5";
 
-/** A tiny GPT of 8 blocks (8 stages under interleaved --pp 4), constant lr, every step logged. */
+/**
+ * A tiny GPT of 8 blocks (8 stages under interleaved --pp 4) at a constant lr of 0.002 (AdamW
+ * moves every weight by about that each step, so that a wrong gradient shows, while an element
+ * whose gradient is near zero, stepped by rounding, stays within 1e-5), every step logged;
+ * without biases, whose key third has no gradient (AdamW steps it by rounding, _trained.ts).
+ */
 async function ppJob(dir: string): Promise<string[]> {
   return [
-    ...["--model", "gpt", "--n-layer", "8", "--n-head", "2", "--n-embd", "16", "--block-size"],
-    ...["8", "--threads", "1", "--epochs", "1", "--lr-schedule", "constant", "--lr", "0.01"],
-    ...["--log-every", "1", "--data-root", await smallCorpus(dir)],
+    ...["--model", "gpt", "--n-layer", "8", "--n-head", "4", "--n-embd", "32", "--block-size"],
+    ...["16", "--threads", "1", "--epochs", "1", "--lr-schedule", "constant", "--lr", "0.002"],
+    ...["--log-every", "1", "--bias", "false", "--data-root", await smallCorpus(dir)],
   ];
 }
 const ONE = ["--nproc-per-node", "1", "--batch-size", "16"];
