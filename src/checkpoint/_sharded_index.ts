@@ -241,7 +241,9 @@ export function buildIndex(
     worldSize: ranks.length,
     files: ranks.map((_, r) => `${folder}/rank-${r}.safetensors`),
     tensors: assignBoxes(ranks, `${dir}/${folder}`),
-    scalars: ranks[0].scalars,
+    // Each parameter's scalars from the lowest rank holding it: under pipeline parallelism no
+    // rank holds every parameter.
+    scalars: Object.assign({}, ...ranks.map((r) => r.scalars).reverse()),
     paramGroups: ranks[0].paramGroups,
     extra,
   };
