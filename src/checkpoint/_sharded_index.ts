@@ -241,9 +241,7 @@ export function buildIndex(
     worldSize: ranks.length,
     files: ranks.map((_, r) => `${folder}/rank-${r}.safetensors`),
     tensors: assignBoxes(ranks, `${dir}/${folder}`),
-    // Each parameter's scalars from the lowest rank holding it: under pipeline parallelism no
-    // rank holds every parameter.
-    scalars: Object.assign({}, ...ranks.map((r) => r.scalars).reverse()),
+    scalars: ranks[0].scalars,
     paramGroups: ranks[0].paramGroups,
     extra,
   };
