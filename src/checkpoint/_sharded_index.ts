@@ -241,7 +241,8 @@ export function buildIndex(
     worldSize: ranks.length,
     files: ranks.map((_, r) => `${folder}/rank-${r}.safetensors`),
     tensors: assignBoxes(ranks, `${dir}/${folder}`),
-    scalars: ranks[0].scalars,
+    // Every rank's: a pipeline's ranks hold different parameters (elsewhere they agree).
+    scalars: Object.assign({}, ...ranks.map((r) => r.scalars)),
     paramGroups: ranks[0].paramGroups,
     extra,
   };

@@ -93,26 +93,49 @@ export function checkAgainstReference(
       assert.ok(Math.abs(n - want) <= tolerance * want, `${what}: norm ${k} ${n} vs ${want}`);
     });
     assert.deepEqual(Object.keys(got.grads), Object.keys(reference.grads), `${what}: names`);
-    for (const [name, held] of Object.entries(got.placements)) {
-      for (
-        const [kind, all, whole] of [
-          ["gradient", got.grads, reference.grads],
-          ["weight", got.final, reference.final],
-        ] as const
-      ) {
-        let mine = all[name], want = shardOf(whole[name], held, tp, tpSize);
-        if (kind === "weight" && name.endsWith("attn.c_attn.bias")) {
-          const local = held.fullShape[0] / (held.dim === 0 ? tpSize : 1), start = held.rowStart;
-          mine = keyBiasApart(mine, start, local, what);
-          want = keyBiasApart(want, start, local, "reference");
-        } else if (kind === "weight") {
-          const grad0 = shardOf(reference.grads[name], held, tp, tpSize);
-          [mine, want] = apartVanishing(mine, want, grad0, `${what}: ${name}`);
-        }
-        const err = relativeError(mine, want);
-        assert.ok(err <= tolerance, `${what}: ${kind} of ${name} has relative error ${err}`);
-        worst = Math.max(worst, err);
+    worst = Math.max(worst, checkShards(got, reference, tp, tpSize, tolerance, what));
+  }
+  return worst;
+}
+
+/**
+ * Checks one rank's first-step gradient and final weight of each parameter it holds (what
+ * `placements` says: its TP rank `tp` of `tpSize`'s shard, its FSDP rows) against the matching
+ * slice of `reference`'s whole tensors within `tolerance`, the key bias and vanishing-gradient
+ * elements apart; `wholeName` maps a held name to the reference's (a pipeline's last stage holds
+ * the tied embedding as `lm_head.weight`). Returns the worst relative error.
+ */
+export function checkShards(
+  got: Pick<Trace, "grads" | "final"> & { placements: Record<string, Held> },
+  reference: Trace,
+  tp: number,
+  tpSize: number,
+  tolerance: number,
+  what: string,
+  wholeName: (name: string) => string = (name) => name,
+): number {
+  let worst = 0;
+  for (const [name, held] of Object.entries(got.placements)) {
+    const whole = wholeName(name);
+    assert.ok(whole in reference.grads, `${what}: ${name} is not a parameter of the whole model`);
+    for (
+      const [kind, all, ref] of [
+        ["gradient", got.grads, reference.grads],
+        ["weight", got.final, reference.final],
+      ] as const
+    ) {
+      let mine = all[name], want = shardOf(ref[whole], held, tp, tpSize);
+      if (kind === "weight" && name.endsWith("attn.c_attn.bias")) {
+        const local = held.fullShape[0] / (held.dim === 0 ? tpSize : 1), start = held.rowStart;
+        mine = keyBiasApart(mine, start, local, what);
+        want = keyBiasApart(want, start, local, "reference");
+      } else if (kind === "weight") {
+        const grad0 = shardOf(reference.grads[whole], held, tp, tpSize);
+        [mine, want] = apartVanishing(mine, want, grad0, `${what}: ${name}`);
       }
+      const err = relativeError(mine, want, `${what}: ${kind} of ${name}`);
+      assert.ok(err <= tolerance, `${what}: ${kind} of ${name} has relative error ${err}`);
+      worst = Math.max(worst, err);
     }
   }
   return worst;

@@ -12,7 +12,7 @@ import { Linear } from "../../src/nn/layers.ts";
 import { tensor } from "../../src/tensor/creation.ts";
 import { relativeError } from "../_harness/close.ts";
 import type { Tensor } from "../../src/tensor/tensor.ts";
-import { tiedParameters } from "../../src/parallel/pipelining/tied.ts";
+import { tiedParameter, tiedParameters } from "../../src/parallel/pipelining/tied.ts";
 import {
   assertSame,
   batch,
@@ -44,7 +44,14 @@ Deno.test("splitGPT: the stages hold the whole model's parameters under its name
   });
   // The tie is recorded on the first and last stage only, and only while the model has it.
   assert.deepEqual(stages.map((s) => tiedParameters(s).length), [1, 0, 0, 1]);
-  assert.equal(tiedParameters(stages[3])[0].param, model.transformer.wte.weight);
+  assert.equal(
+    tiedParameter(stages[3], tiedParameters(stages[3])[0]),
+    model.transformer.wte.weight,
+  );
+  assert.equal(
+    tiedParameter(stages[0], tiedParameters(stages[0])[0]),
+    model.transformer.wte.weight,
+  );
   const untied = buildModel();
   untied.lm_head.weight = new Parameter(untied.lm_head.weight.detach().clone());
   assert.equal(tiedParameters(parallel.splitGPT(untied, 1, 2)).length, 0);

@@ -25,6 +25,17 @@ import { isFloat, isHalf } from "../../tensor/dtype.ts";
 export interface ClipGradNormOptions {
   /** Throw when the total norm is NaN or infinite instead of scaling by it (default false). */
   errorIfNonfinite?: boolean;
+  /**
+   * Gathers this rank's power sum from every rank of a group whose ranks hold different
+   * parameters (a pipeline's stages: torchtitan's `pp_mesh`), so that the total norm is the whole
+   * model's; called once, on every rank of that group. Default: none.
+   */
+  sumAcross?: GatherPartials;
+  /**
+   * Gradients to scale by the same coefficient without counting them in the norm: copies of
+   * parameters counted elsewhere (a pipeline's tied embedding, counted on its first stage).
+   */
+  alsoScale?: Iterable<Tensor>;
 }
 
 /** Every rank's value of `partial`, in rank order (see [Note: sharded gradients]). */
@@ -150,7 +161,9 @@ export function clipGradNorm(
     entry.shards.push(p);
     gathers.set(key, entry);
   }
-  if (grads.length === 0 && gathers.size === 0) return 0;
+  const others = [...(options.alsoScale ?? [])].filter(hasGrad).map((p) => p.grad!);
+  const across = options.sumAcross;
+  if (grads.length === 0 && gathers.size === 0 && across === undefined) return 0;
   for (const g of grads) {
     if (!g.isContiguous() || !isFloat(g.dtype)) {
       throw new TypeError(
@@ -171,7 +184,7 @@ export function clipGradNorm(
       for (const gather of chain) partial = combine(gather(partial));
       sums.push(partial);
     }
-    const sum = combine(sums);
+    const sum = across === undefined ? combine(sums) : combine(across(combine(sums)));
     return normType === Infinity ? sum : sum ** (1 / normType);
   });
   if (!Number.isFinite(total) && options.errorIfNonfinite) {
@@ -182,7 +195,7 @@ export function clipGradNorm(
   }
   const coefficient = maxNorm / (total + 1e-6);
   if (coefficient < 1 || Number.isNaN(coefficient)) {
-    noGrad(() => grads.forEach((g) => g.mul_(coefficient)));
+    noGrad(() => [...grads, ...others].forEach((g) => g.mul_(coefficient)));
   }
   return total;
 }

@@ -88,7 +88,7 @@ export class FSDPState implements StepRecorder {
   }
 
   /** The root's backward: see `FSDPModule.backward`. */
-  async backward(loss: Tensor): Promise<void> {
+  async backward(loss: Tensor, gradient?: Tensor): Promise<void> {
     if (this.root !== this) {
       throw new Error(
         "FSDP: backward() must be called on the root module (the last one fullyShard wrapped)",
@@ -96,11 +96,14 @@ export class FSDPState implements StepRecorder {
     }
     if (this.#inBackward) throw new Error("FSDP.backward: a backward is already in progress");
     this.#inBackward = true;
+    // A pipeline schedule runs several microbatches' forwards before their backwards (1F1B's
+    // last backwards follow no forward): the order recorded by the last forward holds for them.
+    if (this.#forwardOrder.length === 0) this.#forwardOrder = this.#lastForwardOrder;
     // Kept through backward: nextInBackward reads it to prefetch.
     const order = this.#forwardOrder;
     try {
       const start = performance.now();
-      await backwardAsync(loss);
+      await backwardAsync(loss, gradient);
       const backwardEnd = performance.now();
       for (const group of [...order].reverse()) group.postBackward();
       const results = await Promise.allSettled(order.map((g) => g.finishBackward()));

@@ -37,9 +37,10 @@ export interface FSDPMethods {
   /**
    * Runs backward (gathering each group's parameters again when they were resharded) and, unless
    * inside `noSync`, waits until every group's gradients are averaged across ranks into the
-   * shards' `.grad`. Call it on the root.
+   * shards' `.grad`. Call it on the root. `gradient` is the gradient of a non-scalar `loss` (a
+   * pipeline stage's output), as in `backwardAsync`.
    */
-  backward(loss: Tensor): Promise<void>;
+  backward(loss: Tensor, gradient?: Tensor): Promise<void>;
   /** Runs `fn` with gradient reduction off: backward passes accumulate full local gradients. */
   noSync<R>(fn: () => R | Promise<R>): Promise<R>;
   /** Communication of the last synchronised step (on the root). */
@@ -303,7 +304,9 @@ function attach(
       if (isRoot) state.endForward(false);
       return output;
     }),
-    backward: hidden((loss: Tensor) => callerScope(() => state.backward(loss))),
+    backward: hidden((loss: Tensor, gradient?: Tensor) =>
+      callerScope(() => state.backward(loss, gradient))
+    ),
     noSync: hidden(<R>(fn: () => R | Promise<R>) => state.root.noSync(fn)),
     lastStats: { get: () => state.root.lastStats, enumerable: false, configurable: true },
     worldSize: { value: worldSize, enumerable: false, configurable: true },

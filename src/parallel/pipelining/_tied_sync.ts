@@ -11,7 +11,7 @@ import { irecv, isend } from "../../dist/p2p.ts";
 import { noGrad } from "../../tensor/autograd.ts";
 import { zeros } from "../../tensor/creation.ts";
 import type { PipelineStage } from "./stage.ts";
-import { tiedParameters } from "./tied.ts";
+import { tiedParameter, tiedParameters } from "./tied.ts";
 
 /** Above every tag a step's activations and gradients use (see _exchange.ts). */
 const TIED_TAG = 1 << 30;
@@ -24,8 +24,9 @@ const TIED_TAG = 1 << 30;
 export async function syncTiedGradients(stages: PipelineStage[]): Promise<void> {
   const here = new Set(stages.map((s) => s.stageIndex));
   for (const stage of stages) {
-    for (const { param, stages: holders } of tiedParameters(stage.submod)) {
-      for (const other of holders) {
+    for (const tie of tiedParameters(stage.submod)) {
+      const param = tiedParameter(stage.submod, tie);
+      for (const other of tie.stages) {
         if (other === stage.stageIndex || here.has(other)) continue;
         const peer = stage.rankOf(other);
         const mine = param.grad ?? zeros(param.shape, { dtype: param.dtype });

@@ -11,3 +11,5 @@ export * from "./split_gpt.ts";
 export * from "./stage.ts";
 export * from "./schedule.ts";
 export * from "./schedules.ts";
+export * from "./clip.ts";
+export * from "./parallelize_3d.ts";

@@ -36,6 +36,8 @@ interface StepState {
   losses: Tensor[];
   /** The step's messages between stages. */
   exchange: StageExchange;
+  /** Backwards run so far, by stage (the last of a stage's reduces FSDP's gradients). */
+  backwards: Map<number, number>;
 }
 
 /** Options of a schedule. */
@@ -138,7 +140,14 @@ export abstract class PipelineSchedule {
       any.group,
       (stage, mb) => this.#stages.get(stage)!.outputOf(mb),
     );
-    const state: StepState = { inputs, targets, outputs: [], losses: [], exchange };
+    const state: StepState = {
+      inputs,
+      targets,
+      outputs: [],
+      losses: [],
+      exchange,
+      backwards: new Map(),
+    };
     try {
       for (const action of this.#order[any.group.rank]) {
         await this.#run(action, state).catch(async (err) => {
@@ -196,7 +205,13 @@ export abstract class PipelineSchedule {
     const gradOutput = stage.isLast
       ? null
       : await receive(() => exchange.recvBackward(a.stage, mb));
-    const gradInput = await span(name, "compute", () => stage.backwardOne(mb, gradOutput));
+    const done = (state.backwards.get(a.stage) ?? 0) + 1;
+    state.backwards.set(a.stage, done);
+    const gradInput = await span(
+      name,
+      "compute",
+      () => stage.backwardOne(mb, gradOutput, done === this.#n),
+    );
     gradOutput?.dispose();
     if (gradInput) exchange.sendBackward(a.stage, mb, gradInput);
   }

@@ -42,6 +42,8 @@ export class GPTStageModule extends Module {
   transformer: ModuleDict;
   /** The output head, on the last stage only. */
   lm_head?: Module;
+  /** The whole model's configuration (what `parallelizeGPT` checks the TP size against). */
+  readonly config: GPT["config"];
   #stage: { index: number; count: number; blocks: Block[] };
 
   /**
@@ -62,6 +64,7 @@ export class GPTStageModule extends Module {
     if (last) held.set("ln_f", tr.ln_f);
     this.transformer = held;
     if (last) this.lm_head = model.lm_head;
+    this.config = model.config;
     this.#stage = { index: stageIndex, count: numStages, blocks: blocks.map((i) => tr.h[i]) };
   }
 
@@ -162,7 +165,8 @@ export function splitGPT(
   const stage = new GPTStageModule(model, stageIndex, numStages, blocks);
   const tied = model.lm_head.weight === model.transformer.wte.weight;
   if (tied && numStages > 1 && (stageIndex === 0 || stageIndex === numStages - 1)) {
-    tieAcrossStages(stage, model.lm_head.weight, [0, numStages - 1]);
+    const name = stageIndex === 0 ? "transformer.wte.weight" : "lm_head.weight";
+    tieAcrossStages(stage, name, [0, numStages - 1]);
   }
   return stage;
 }

@@ -10,6 +10,7 @@ import type { ProcessGroup } from "../../dist/process_group.ts";
 import { backwardAsync } from "../../tensor/autograd.ts";
 import type { Tensor } from "../../tensor/tensor.ts";
 import type { Module } from "../../nn/module.ts";
+import { fsdpStateOf } from "../fsdp/fully_shard.ts";
 
 /** Options of {@linkcode PipelineStage}. */
 export interface PipelineStageOptions {
@@ -158,9 +159,17 @@ export class PipelineStage {
    * of its output received from the next stage; gradients accumulate into the module's
    * parameters. Returns the gradient of the stage's input for the previous stage (null on the
    * first); the microbatch's activations are released.
+   *
+   * A module that `fullyShard` made the root of an FSDP tree runs its backward through FSDP
+   * (PyTorch's stage does the same): inside `noSync` unless `lastOfStep`, so the full gradients
+   * of the step's microbatches add up locally and are reduce-scattered once, by the last.
    * @ignore dtrain-internal (the schedules call it)
    */
-  async backwardOne(mb: number, gradOutput: Tensor | null): Promise<Tensor | null> {
+  async backwardOne(
+    mb: number,
+    gradOutput: Tensor | null,
+    lastOfStep = true,
+  ): Promise<Tensor | null> {
     const held = this.#inFlight.get(mb);
     if (held === undefined) {
       throw new Error(
@@ -168,8 +177,13 @@ export class PipelineStage {
       );
     }
     this.#inFlight.delete(mb);
-    if (held.loss !== null) await backwardAsync(held.loss);
-    else await backwardAsync(held.output, gradOutput!);
+    const [root, gradient] = held.loss !== null
+      ? [held.loss, undefined]
+      : [held.output, gradOutput!];
+    const fsdp = fsdpStateOf(this.submod);
+    if (fsdp === undefined) await backwardAsync(root, gradient);
+    else if (lastOfStep) await fsdp.backward(root, gradient);
+    else await fsdp.noSync(() => fsdp.backward(root, gradient));
     held.output.dispose();
     if (this.isFirst) return null;
     const grad = held.input.grad;

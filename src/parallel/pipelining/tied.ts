@@ -10,8 +10,11 @@ import type { Parameter } from "../../nn/parameter.ts";
 
 /** A parameter held, as one, by each of `stages`. */
 export interface TiedParameter {
-  /** This stage's copy. */
-  readonly param: Parameter;
+  /**
+   * This stage's copy, by its name in the stage module: looked up when used, because tensor
+   * parallelism and FSDP replace a module's parameter by their shard of it.
+   */
+  readonly name: string;
   /** The stage indices that hold it, ascending (their gradients are summed in this order). */
   readonly stages: readonly number[];
 }
@@ -19,12 +22,12 @@ export interface TiedParameter {
 const tied = new WeakMap<Module, TiedParameter[]>();
 
 /**
- * Records that `module` (a stage's) holds `param`, which the stages `stages` share.
+ * Records that `module` (a stage's) holds the parameter `name`, which the stages `stages` share.
  * @ignore dtrain-internal
  */
-export function tieAcrossStages(module: Module, param: Parameter, stages: number[]): void {
+export function tieAcrossStages(module: Module, name: string, stages: number[]): void {
   const list = tied.get(module) ?? [];
-  list.push({ param, stages: [...stages].sort((a, b) => a - b) });
+  list.push({ name, stages: [...stages].sort((a, b) => a - b) });
   tied.set(module, list);
 }
 
@@ -34,4 +37,13 @@ export function tieAcrossStages(module: Module, param: Parameter, stages: number
  */
 export function tiedParameters(module: Module): readonly TiedParameter[] {
   return tied.get(module) ?? [];
+}
+
+/**
+ * The parameter `module` holds now under the name `tie.name` (its shard, once sharded).
+ * @ignore dtrain-internal
+ */
+export function tiedParameter(module: Module, tie: TiedParameter): Parameter {
+  for (const [name, p] of module.namedParameters()) if (name === tie.name) return p;
+  throw new Error(`pipeline: the stage module has no parameter ${tie.name} (tied across stages)`);
 }

@@ -6,6 +6,8 @@
 
 import { GPT } from "../../nn/gpt.ts";
 import { setGPTLoss } from "../../nn/gpt.ts";
+import type { Module } from "../../nn/module.ts";
+import { GPTStageModule } from "../pipelining/split_gpt.ts";
 import { vocabParallelCrossEntropy } from "./loss.ts";
 import type { DeviceMesh } from "../../dist/device_mesh.ts";
 import { parallelizeModule } from "./parallelize.ts";
@@ -104,20 +106,27 @@ export function gptTensorParallelPlan(
  * (`vocabParallelCrossEntropy`, ignoring targets of -1 as nanoGPT does), the same value on every
  * rank as one process's. Call it before making the optimizer, as for `fullyShard`.
  *
- * @param model The GPT; every rank passes an equal one.
+ * A pipeline stage of the GPT (`splitGPT`'s) takes the plan's entries for the modules it holds:
+ * the first stage's `wte` and `wpe`, every stage's blocks, the last's `ln_f` and `lm_head`. With
+ * `lossParallel` its logits stay split on the vocabulary, so the schedule's loss function must be
+ * `vocabParallelCrossEntropy` over the TP group.
+ *
+ * @param model The GPT, or a pipeline stage of it; every rank passes an equal one.
  * @param tpMesh The 1-D mesh of the tensor-parallel ranks.
  * @param options See {@linkcode GPTTensorParallelOptions}.
  * @returns `model`.
  * @throws RangeError naming the size the TP size does not divide.
  */
-export function parallelizeGPT(
-  model: GPT,
+export function parallelizeGPT<M extends GPT | GPTStageModule>(
+  model: M,
   tpMesh: DeviceMesh,
   options: GPTTensorParallelOptions = {},
-): GPT {
-  if (!(model instanceof GPT)) {
+): M {
+  if (!(model instanceof GPT) && !(model instanceof GPTStageModule)) {
     throw new TypeError(
-      `parallelizeGPT: expected an nn.GPT, got ${Object(model).constructor?.name}`,
+      `parallelizeGPT: expected an nn.GPT or a stage of one (splitGPT), got ${
+        Object(model).constructor?.name
+      }`,
     );
   }
   const group = tpMesh.getGroup(), size = group.size;
@@ -129,8 +138,9 @@ export function parallelizeGPT(
       );
     }
   }
-  parallelizeModule(model, tpMesh, gptTensorParallelPlan(options));
-  if (options.lossParallel) {
+  const plan = gptTensorParallelPlan(options);
+  parallelizeModule(model, tpMesh, model instanceof GPT ? plan : heldPart(plan, model));
+  if (options.lossParallel && model instanceof GPT) {
     setGPTLoss(model, (logits, targets) =>
       vocabParallelCrossEntropy(
         logits.reshape([-1, logits.shape[logits.ndim - 1]]),
@@ -140,4 +150,20 @@ export function parallelizeGPT(
       ));
   }
   return model;
+}
+
+/** The entries of `plan` that name a module `stage` holds (a stage lacks the others' layers). */
+function heldPart(
+  plan: Record<string, ParallelStyle>,
+  stage: Module,
+): Record<string, ParallelStyle> {
+  const names = [...stage.namedModules()].map(([name]) => name);
+  const held = (pattern: string) => {
+    const parts = pattern.split(".");
+    return names.some((name) => {
+      const got = name.split(".");
+      return got.length === parts.length && parts.every((p, i) => p === "*" || p === got[i]);
+    });
+  };
+  return Object.fromEntries(Object.entries(plan).filter(([pattern]) => held(pattern)));
 }
