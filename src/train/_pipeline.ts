@@ -10,8 +10,8 @@
  *   the microbatches' losses add up to the whole batch's mean and their gradients to its gradient
  *   (the schedule's own scaling off), whatever the microbatches' sizes. The last stage has it; it
  *   is broadcast over the pipeline so that every rank reports the whole batch's loss.
- * - The gradient norm: every stage's squares summed over the pipeline, the tied `wte`/`lm_head`
- *   counted once (by the first stage), as one process's `clip_grad_norm_` over the whole model.
+ * - The gradient norm: `clipGradNormPipeline`'s, every stage's squares summed over the pipeline,
+ *   the tied `wte`/`lm_head` counted once, as one process's `clip_grad_norm_` over the model.
  * - {@linkcode PipelinedGPT.module} holds this rank's stages under the whole model's names (what
  *   the optimizer steps and the sharded snapshot saves).
  * @module
@@ -23,7 +23,6 @@ import type { ProcessGroup } from "../dist/process_group.ts";
 import { ModuleDict } from "../nn/container.ts";
 import type { GPT } from "../nn/gpt.ts";
 import { Module } from "../nn/module.ts";
-import { clipGradNorm } from "../nn/utils/clip_grad.ts";
 import { type GPTStageModule, splitGPT } from "../parallel/pipelining/split_gpt.ts";
 import { PipelineStage } from "../parallel/pipelining/stage.ts";
 import type { PipelineSchedule } from "../parallel/pipelining/schedule.ts";
@@ -32,7 +31,7 @@ import {
   ScheduleGPipe,
   ScheduleInterleaved1F1B,
 } from "../parallel/pipelining/schedules.ts";
-import { tiedParameters } from "../parallel/pipelining/tied.ts";
+import { clipGradNormPipeline } from "../parallel/pipelining/clip.ts";
 import { noGrad } from "../tensor/autograd.ts";
 import { tensor, zeros } from "../tensor/creation.ts";
 import { crossEntropy } from "../tensor/ops/cross_entropy.ts";
@@ -160,22 +159,11 @@ export class PipelinedGPT {
 
   /**
    * The L2 norm of the whole model's gradients (every rank of the pipeline calls it): each
-   * stage's parameters once, the tied embedding by the first stage only.
+   * stage's parameters once, the tied embedding by the first stage only (`clipGradNormPipeline`,
+   * measuring without scaling).
    */
-  async gradNorm(): Promise<number> {
-    const copies = new Set(
-      this.#stages.filter((s) => !s.isFirst).flatMap((s) =>
-        tiedParameters(s.submod).filter((t) => t.stages[0] !== s.stageIndex).map((t) => t.param)
-      ),
-    );
-    const own = this.module.parameters().filter((p) => !copies.has(p));
-    const squares = tensor([clipGradNorm(own, Infinity) ** 2]);
-    try {
-      await allReduce(squares, "sum", this.#pp);
-      return Math.sqrt(squares.toArray()[0]);
-    } finally {
-      squares.dispose();
-    }
+  gradNorm(): number {
+    return clipGradNormPipeline(this.#stages, Infinity);
   }
 
   /**

@@ -164,7 +164,7 @@ export class Trainer {
       let value: number, norm: number | undefined;
       if (pipeline) {
         value = await pipeline.step(input, target);
-        norm = await pipeline.gradNorm();
+        norm = pipeline.gradNorm();
       } else {
         const loss = span("forward", "compute", () => this.task.loss(this.model, input, target));
         if (fsdp) await fsdp.backward(loss);
