@@ -71,7 +71,7 @@ export function scoreStride(
 /**
  * {@linkcode scoreStride} for a language model's pipeline (`--pp`): every rank of the pipeline
  * scores its dp rank's stride, the batches forward through the stages; each rank returns the
- * pipeline's sums.
+ * pipeline's sums. `lockstep` as there (a pipeline of fully sharded stages).
  */
 export async function pipelineStride(
   pipeline: PipelinedGPT,
@@ -79,11 +79,12 @@ export async function pipelineStride(
   rank: number,
   worldSize: number,
   device: Device = "cpu",
+  lockstep = false,
 ): Promise<[number, number]> {
   const test = task.test;
   if (test === null) return [0, 0];
   let score = 0, count = 0;
-  for (const { indices, n } of strides(task, rank, worldSize, false)) {
+  for (const { indices, n } of strides(task, rank, worldSize, lockstep)) {
     const [cpuX, cpuY] = test.getBatch(indices);
     const x = cpuX.to(device), y = cpuY.to(device);
     try {

@@ -1,10 +1,11 @@
 /**
  * `--pp`: the train job's GPT as this rank's pipeline stages (torchtitan's `pipeline_llama`):
  * every rank builds the whole model from the seed, keeps the stages the `pp` dimension places on
- * it (`splitGPT`, rank r the stages r, r + pp, ... under Interleaved 1F1B) and runs each step by
- * the schedule over the mesh's `pp` group; gradients are then averaged over the data-parallel
- * group (one all-reduce per parameter, after the schedule, in place of DDP's hooks, which would
- * fire once per microbatch).
+ * it (`splitGPT`, rank r the stages r, r + pp, ... under Interleaved 1F1B), parallelized as
+ * `parallelizePipelineGPT` does (TP, AC, FSDP per stage), and runs each step by the schedule over
+ * the mesh's `pp` group. Under `--strategy ddp` the gradients are then averaged over the
+ * data-parallel group (one all-reduce per parameter, after the schedule, in place of DDP's hooks,
+ * which would fire once per microbatch).
  *
  * - The loss: each microbatch's cross-entropy summed, over the whole batch's target count, so that
  *   the microbatches' losses add up to the whole batch's mean and their gradients to its gradient
@@ -23,14 +24,10 @@ import type { ProcessGroup } from "../dist/process_group.ts";
 import { ModuleDict } from "../nn/container.ts";
 import type { GPT } from "../nn/gpt.ts";
 import { Module } from "../nn/module.ts";
-import { type GPTStageModule, splitGPT } from "../parallel/pipelining/split_gpt.ts";
-import { PipelineStage } from "../parallel/pipelining/stage.ts";
+import type { GPTStageModule } from "../parallel/pipelining/split_gpt.ts";
+import type { PipelineStage } from "../parallel/pipelining/stage.ts";
 import type { PipelineSchedule } from "../parallel/pipelining/schedule.ts";
-import {
-  Schedule1F1B,
-  ScheduleGPipe,
-  ScheduleInterleaved1F1B,
-} from "../parallel/pipelining/schedules.ts";
+import { parallelizePipelineGPT } from "../parallel/pipelining/parallelize_3d.ts";
 import { clipGradNormPipeline } from "../parallel/pipelining/clip.ts";
 import { noGrad } from "../tensor/autograd.ts";
 import { tensor, zeros } from "../tensor/creation.ts";
@@ -39,6 +36,7 @@ import type { Tensor } from "../tensor/tensor.ts";
 import type { TrainConfig } from "./_schema.ts";
 import type { Layout } from "./_layout.ts";
 import { microbatchesOf, stagesPerRank } from "./_pp_config.ts";
+import { fsdpPolicy } from "./precision.ts";
 
 /** Above the schedules' tags (see parallel/pipelining/_exchange.ts) and below the tied sum's. */
 const EVAL_TAG = 1 << 29;
@@ -87,28 +85,35 @@ export class PipelinedGPT {
   #targets = 1;
 
   /**
-   * Splits `model` (the whole GPT, built alike on every rank) into the pipeline's stages and keeps
-   * this rank's.
+   * Splits `model` (the whole GPT, built alike on every rank) into the pipeline's stages, keeps
+   * this rank's and parallelizes them (`parallelizePipelineGPT`: TP over the mesh's "tp", then
+   * `--ac`, then under `--strategy fsdp` FSDP over its dp dimensions).
    */
   constructor(config: TrainConfig, model: GPT, layout: Layout) {
-    const pp = layout.ppGroup!, perRank = stagesPerRank(config), numStages = pp.size * perRank;
-    const indices = Array.from({ length: perRank }, (_, i) => i * pp.size + pp.rank);
-    const modules = indices.map((s) => splitGPT(model, s, numStages));
-    this.#stages = modules.map((m, i) =>
-      new PipelineStage(m, indices[i], numStages, { group: pp })
-    );
-    this.module = new PipelineRankModule(modules);
-    this.#pp = pp;
-    this.#dp = layout.dpSize > 1 ? layout.dpGroup : null;
+    const mesh = layout.mesh!, fsdp = config.strategy === "fsdp", tp = config.tp > 1;
+    // FSDP shards each stage over the dp dimensions; DDP's replicas are averaged in step().
+    const made = parallelizePipelineGPT(model, fsdp ? mesh : mesh.get(tp ? ["pp", "tp"] : "pp"), {
+      schedule: config.ppSchedule,
+      nMicrobatches: microbatchesOf(config),
+      lossFn: (y, t) => this.#loss(y, t),
+      scaleGrads: false,
+      stagesPerRank: stagesPerRank(config),
+      // Whole activations between stages and whole logits for the loss (_pp_config.ts).
+      tp: { sequenceParallel: false, lossParallel: false },
+      ac: config.ac === "none"
+        ? undefined
+        : config.ac === "full"
+        ? { mode: "full" }
+        : { mode: "selective", every: config.acEvery },
+      fsdp: { mpPolicy: fsdpPolicy(config) },
+    });
+    this.#stages = made.stages;
+    this.#schedule = made.schedule;
+    this.module = new PipelineRankModule(made.modules);
+    this.#pp = layout.ppGroup!;
+    this.#dp = !fsdp && layout.dpSize > 1 ? layout.dpGroup : null;
     this.#vocab = model.config.vocabSize;
     this.#nEmbd = model.config.nEmbd;
-    const m = microbatchesOf(config), loss = (y: Tensor, t: Tensor) => this.#loss(y, t);
-    const options = { scaleGrads: false };
-    this.#schedule = config.ppSchedule === "gpipe"
-      ? new ScheduleGPipe(this.#stages[0], m, loss, options)
-      : config.ppSchedule === "1f1b"
-      ? new Schedule1F1B(this.#stages[0], m, loss, options)
-      : new ScheduleInterleaved1F1B(this.#stages, m, loss, options);
   }
 
   /** A microbatch's share of the whole batch's mean cross-entropy (nanoGPT's, ignoring -1). */

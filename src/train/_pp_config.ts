@@ -19,7 +19,8 @@ type PipelineFields = Pick<
   | "strategy"
   | "tp"
   | "dtype"
-  | "ac"
+  | "sequenceParallel"
+  | "lossParallel"
 >;
 
 /** Stages per pipeline rank: two under Interleaved 1F1B (torchtitan's default), else one. */
@@ -34,7 +35,7 @@ export function microbatchesOf(config: Pick<TrainConfig, "pp" | "microbatches">)
 
 /**
  * Refuses a pipeline the job cannot run, naming the flag.
- * @throws ConfigError for `--microbatches` without `--pp`, a model other than the GPT, a layout
+ * @throws ConfigError for `--microbatches` without `--pp`, a model other than the GPT, settings
  *   the train job does not compose with a pipeline yet, layers or a batch the stages or
  *   microbatches do not divide, and a schedule's bound.
  */
@@ -52,10 +53,14 @@ export function checkPipelineFits(config: PipelineFields): void {
   const notYet = (field: string, what: string) =>
     new ConfigError(field, `${what} does not compose with --pp in the train job yet`);
   if (config.dataset === "tokens") throw notYet("dataset", "--dataset tokens (iterations)");
-  if (config.strategy === "fsdp") throw notYet("strategy", "--strategy fsdp");
-  if (config.tp > 1) throw notYet("tp", `--tp ${config.tp}`);
   if (config.dtype !== "f32") throw notYet("dtype", `--dtype ${config.dtype}`);
-  if (config.ac !== "none") throw notYet("ac", `--ac ${config.ac}`);
+  // Stages pass whole activations, and the last one's loss reads whole logits.
+  for (const field of ["sequenceParallel", "lossParallel"] as const) {
+    if (config.tp > 1 && config[field]) {
+      const flag = field === "sequenceParallel" ? "--sequence-parallel" : "--loss-parallel";
+      throw notYet(field, `${flag} true (the default; give ${flag} false)`);
+    }
+  }
   const stages = pp * stagesPerRank(config);
   if (config.nLayer % stages !== 0) {
     const per = ppSchedule === "interleaved" ? ` (2 per rank under --pp-schedule interleaved)` : "";

@@ -297,9 +297,9 @@ export class Trainer {
     // Strides by dp rank (a TP group or pipeline scores one stride together, counted once per
     // rank of it in both sums, which leaves their ratio as it is); lockstep when the forward
     // communicates.
-    const { dpRank, dpSize } = this.layout;
+    const { dpRank, dpSize } = this.layout, fsdp = this.config.strategy === "fsdp";
     const [correct, count] = this.#pipeline
-      ? await pipelineStride(this.#pipeline, this.task, dpRank, dpSize, this.device)
+      ? await pipelineStride(this.#pipeline, this.task, dpRank, dpSize, this.device, fsdp)
       : scoreStride(
         this.model,
         this.task,

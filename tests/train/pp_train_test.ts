@@ -1,7 +1,8 @@
 // The train job's --pp flags as real processes under the launcher, each against one process on
 // the same global batches of 16 (losses, gradient norms and the weights after 3 clipped AdamW
 // steps, relative error ≤ 1e-5 apart from float-noise elements, _trained.ts): --pp 2 and --pp 4
-// under each schedule with 8 microbatches, and PP 2 × DDP 2; a PP 2 snapshot stopped at step 3
+// under each schedule with 8 microbatches, PP 2 × DDP 2, × FSDP 2, × TP 2 and PP × FSDP × TP
+// (2 × 2 × 2, --ac full); a PP 2 snapshot stopped at step 3
 // resumes at PP 1 and at PP 4, ending where an uninterrupted run does; layouts the job cannot
 // pipeline are refused before any process starts.
 import assert from "node:assert/strict";
@@ -97,7 +98,7 @@ function assertAllClose(ranks: Weights[], want: Weights, grad0: Gradients, what:
   return worst;
 }
 
-Deno.test("train --pp 2 and --pp 4 under GPipe, 1F1B and Interleaved 1F1B, and PP 2 × DDP 2, train a GPT to one process's losses, norms and weights after 3 clipped AdamW steps", async () => {
+Deno.test("train --pp 2 and --pp 4 under GPipe, 1F1B and Interleaved 1F1B, PP 2 × DDP 2, × FSDP 2, × TP 2 and 3-D (2 × 2 × 2), train a GPT to one process's losses, norms and weights after 3 clipped AdamW steps", async () => {
   await withTempDir("dtrain_pp_train_", async (dir) => {
     const unclipped = await ppJob(dir), job = [...unclipped, "--grad-clip", CLIP];
     const grad0 = await firstGradient(dir, unclipped);
@@ -109,11 +110,26 @@ Deno.test("train --pp 2 and --pp 4 under GPipe, 1F1B and Interleaved 1F1B, and P
         layouts.push([`--pp ${pp} ${schedule}`, pipeline(pp, schedule), pp]);
       }
     }
-    layouts.push([
-      "PP 2 × DDP 2",
-      ["--nproc-per-node", "4", "--pp", "2", "--microbatches", "4", "--batch-size", "8"],
-      4,
-    ]);
+    const [pp2, noSp] = [["--pp", "2", "--microbatches", "4", "--batch-size", "8"], [
+      ...["--sequence-parallel", "false", "--loss-parallel", "false"],
+    ]];
+    layouts.push(
+      ["PP 2 × DDP 2", ["--nproc-per-node", "4", ...pp2], 4],
+      ["PP 2 × FSDP 2", ["--nproc-per-node", "4", "--strategy", "fsdp", ...pp2], 4],
+      ["PP 2 × TP 2", [
+        ...["--nproc-per-node", "4", "--pp", "2", "--tp", "2", "--microbatches", "8"],
+        ...["--batch-size", "16", ...noSp],
+      ], 4],
+      [
+        "PP 2 × FSDP 2 × TP 2, --ac full",
+        [
+          ...["--nproc-per-node", "8", "--strategy", "fsdp", "--tp", "2", ...pp2, ...noSp],
+          "--ac",
+          "full",
+        ],
+        8,
+      ],
+    );
     for (const [k, [label, flags, ranks]] of layouts.entries()) {
       const weights = await run(dir, `layout${k}`, [...job, ...flags]);
       assert.equal(weights.length, ranks, label);
@@ -150,7 +166,7 @@ Deno.test("train --pp 2 stopped at step 3 resumes from its sharded snapshot at P
   });
 });
 
-Deno.test("train refuses a pipeline that does not fit before any process starts: degrees, layers per stage, microbatches, the model, and layouts not yet composed with --pp", async () => {
+Deno.test("train refuses a pipeline that does not fit before any process starts: degrees, layers per stage, microbatches, the model, and settings not yet composed with --pp", async () => {
   await withTempDir("dtrain_pp_refused_", async (dir) => {
     const job = [...await ppJob(dir), "--snapshot", join(dir, "s", "snap")];
     const cases: [string[], RegExp][] = [
@@ -195,12 +211,12 @@ Deno.test("train refuses a pipeline that does not fit before any process starts:
         /pp: pipeline stages split --model gpt only, got mlp/,
       ],
       [
-        ["--nproc-per-node", "4", "--pp", "2", "--strategy", "fsdp"],
-        /strategy: --strategy fsdp does not compose with --pp in the train job yet/,
+        ["--nproc-per-node", "4", "--pp", "2", "--tp", "2"],
+        /sequenceParallel: --sequence-parallel true \(the default; give --sequence-parallel false\) does not compose with --pp in the train job yet/,
       ],
       [
-        ["--nproc-per-node", "4", "--pp", "2", "--tp", "2"],
-        /tp: --tp 2 does not compose with --pp in the train job yet/,
+        ["--nproc-per-node", "2", "--pp", "2", "--dtype", "bf16"],
+        /dtype: --dtype bf16 does not compose with --pp in the train job yet/,
       ],
     ];
     for (const [flags, message] of cases) {
