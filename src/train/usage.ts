@@ -66,8 +66,9 @@ const EPOCHS = `usage: deno task train [EPOCHS SAVE_EVERY] [options]
                            whole blocks (2 per rank interleaved; --n-layer a multiple of them),
                            each step in M microbatches (default N; --batch-size a multiple of M;
                            1f1b, the default, needs M >= N, interleaved M a multiple of N); the
-                           snapshot is a sharded folder that resumes on another --pp; not yet with
-                           --strategy fsdp, --tp, --dtype bf16, --ac or --dataset tokens
+                           snapshot is a sharded folder that resumes on another --pp; with --tp,
+                           --strategy fsdp, --ac (--tp: --sequence-parallel false and
+                           --loss-parallel false); not yet with --dtype bf16 or --dataset tokens
   --sequence-parallel true|false  with --tp: norms and dropout on 1/tp of the sequence (default
                            ${DEFAULTS.sequenceParallel}, as torchtitan; --tp must divide --block-size)
   --loss-parallel true|false  with --tp: the loss from vocabulary-sharded logits (default ${DEFAULTS.lossParallel},
