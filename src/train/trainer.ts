@@ -134,7 +134,8 @@ export class Trainer {
       }
     }
     if (this.worldSize > 1) {
-      const checksum = info?.checksum ?? 0, of = this.#fsdp ? "snapshot" : "model";
+      const checksum = info?.checksum ?? 0,
+        of = this.#place.strategy === "fsdp" ? "snapshot" : "model";
       const loaded = { found, epochsRun: this.epochsRun, checksum, of } as const;
       await checkResumeAcrossRanks(this.config.snapshot, this.worldSize, loaded);
       // A pipeline averages its gradients over the dp group itself, once a step.
