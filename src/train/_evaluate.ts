@@ -5,12 +5,33 @@ import { noGrad } from "../tensor/autograd.ts";
 import { tidy } from "../tensor/scope.ts";
 import type { Device } from "../tensor/storage.ts";
 import type { Task } from "./model.ts";
+import type { PipelinedGPT } from "./_pipeline.ts";
 
 /**
- * Scores rank `rank`'s stride of the task's held-out samples (samples rank, rank + worldSize, ...)
- * in evaluation mode: the number of correct classes, or for a language model (`metric` "loss")
- * the sum over samples of the mean loss per token, on `device`. Returns `[score sum, samples]`; the
- * caller sums them over ranks.
+ * Rank `rank`'s batches of the held-out set's stride (samples rank, rank + worldSize, ...): the
+ * indices of each and how many of them count (0 for a lockstep rank's stand-in sample).
+ */
+function* strides(
+  task: Task,
+  rank: number,
+  worldSize: number,
+  lockstep: boolean,
+): Generator<{ indices: Int32Array; n: number }> {
+  const test = task.test!, batch = task.metric === "loss" ? 32 : 1000;
+  for (let round = 0; round * batch * worldSize < test.length; round++) {
+    const start = round * batch * worldSize + rank;
+    const n = Math.max(0, Math.min(batch, Math.ceil((test.length - start) / worldSize)));
+    if (n === 0 && !lockstep) break;
+    const indices = n === 0 ? Int32Array.of(0) : new Int32Array(n);
+    for (let i = 0; i < n; i++) indices[i] = start + i * worldSize;
+    yield { indices, n };
+  }
+}
+
+/**
+ * Scores rank `rank`'s stride of the task's held-out samples in evaluation mode: the number of
+ * correct classes, or for a language model (`metric` "loss") the sum over samples of the mean
+ * loss per token, on `device`. Returns `[score sum, samples]`; the caller sums them over ranks.
  *
  * With `lockstep` (a fully sharded model, whose forward gathers parameters from every rank) each
  * rank runs the same number of forwards: one whose stride has run out scores a sample it does not
@@ -27,14 +48,8 @@ export function scoreStride(
   const test = task.test;
   if (test === null) return [0, 0];
   const language = task.metric === "loss";
-  const batch = language ? 32 : 1000;
   let score = 0, count = 0;
-  for (let round = 0; round * batch * worldSize < test.length; round++) {
-    const start = round * batch * worldSize + rank;
-    const n = Math.max(0, Math.min(batch, Math.ceil((test.length - start) / worldSize)));
-    if (n === 0 && !lockstep) break;
-    const indices = n === 0 ? Int32Array.of(0) : new Int32Array(n);
-    for (let i = 0; i < n; i++) indices[i] = start + i * worldSize;
+  for (const { indices, n } of strides(task, rank, worldSize, lockstep)) {
     const scored = tidy(() =>
       noGrad(() => {
         const [cpuX, cpuY] = test.getBatch(indices);
@@ -49,6 +64,35 @@ export function scoreStride(
     );
     score += n === 0 ? 0 : scored;
     count += n;
+  }
+  return [score, count];
+}
+
+/**
+ * {@linkcode scoreStride} for a language model's pipeline (`--pp`): every rank of the pipeline
+ * scores its dp rank's stride, the batches forward through the stages; each rank returns the
+ * pipeline's sums. `lockstep` as there (a pipeline of fully sharded stages).
+ */
+export async function pipelineStride(
+  pipeline: PipelinedGPT,
+  task: Task,
+  rank: number,
+  worldSize: number,
+  device: Device = "cpu",
+  lockstep = false,
+): Promise<[number, number]> {
+  const test = task.test;
+  if (test === null) return [0, 0];
+  let score = 0, count = 0;
+  for (const { indices, n } of strides(task, rank, worldSize, lockstep)) {
+    const [cpuX, cpuY] = test.getBatch(indices);
+    const x = cpuX.to(device), y = cpuY.to(device);
+    try {
+      score += (await pipeline.evalLoss(x, y)) * n;
+      count += n;
+    } finally {
+      for (const t of new Set([cpuX, cpuY, x, y])) t.dispose();
+    }
   }
   return [score, count];
 }

@@ -32,6 +32,7 @@ function allFinite(t: Tensor): boolean {
  *   under FSDP or TP (whose norms `clipGradNorm` combines over their groups).
  * @param loss This rank's loss of the step.
  * @param step The step's number over the run, from 1, for the message.
+ * @param measured The norm, when the caller measured it (a pipeline's, over its stages).
  * @returns The L2 norm of all gradients together (PyTorch's `clip_grad_norm_` total), the same
  *   on every rank.
  * @throws DivergedError on every rank when a rank's loss or the gradient norm is not finite.
@@ -41,9 +42,10 @@ export async function checkStep(
   loss: number,
   step: number,
   worldSize: number,
+  measured?: number,
 ): Promise<number> {
   // An infinite maxNorm measures without scaling (a non-finite norm throws below).
-  const norm = clipGradNorm(model.parameters(), Infinity);
+  const norm = measured ?? clipGradNorm(model.parameters(), Infinity);
   const [badLosses, badNorms] = await sumOverRanks(
     [Number.isFinite(loss) ? 0 : 1, Number.isFinite(norm) ? 0 : 1],
     worldSize,

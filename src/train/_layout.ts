@@ -1,12 +1,13 @@
 /**
- * The job's N-D layout, torchtitan's: `--dp-replicate` × `--dp-shard` × `--tp` ranks (row-major,
- * so the ranks of one TP group are neighbours, on one node), their product the world size.
+ * The job's N-D layout, torchtitan's: `--pp` × `--dp-replicate` × `--dp-shard` × `--tp` ranks
+ * (row-major, so the ranks of one TP group are neighbours, on one node), their product the world
+ * size.
  *
  * - The degrees: `-1` (the default of both data-parallel ones) is "the rest" of the world size,
  *   as torchtitan's `data_parallel_shard_degree = -1`. Under `--strategy fsdp` the rest goes to
  *   dp-shard (dp-replicate 1), under `--strategy ddp` to dp-replicate (DDP replicates; dp-shard
  *   must be 1). An explicit product that is not the world size is refused, naming the three.
- * - The mesh `["dp_replicate", "dp_shard", "tp"]` (all three dimensions, size 1 or not, so that
+ * - The mesh `["pp", "dp_replicate", "dp_shard", "tp"]` (all four dimensions, size 1 or not, so that
  *   `mesh.get("tp")` always exists) is made once per job after `initProcessGroup`, when the
  *   layout is more than one data-parallel dimension (TP, or HSDP); a plain DDP or FSDP run keeps
  *   the world group as its data-parallel group, as before.
@@ -20,11 +21,15 @@ import { initDeviceMesh } from "../dist/device_mesh.ts";
 import { getRank, getWorldSize, isInitialized } from "../dist/mod.ts";
 import type { ProcessGroup } from "../dist/process_group.ts";
 import { ConfigError, type TrainConfig } from "./_schema.ts";
+import { checkPipelineFits } from "./_pp_config.ts";
 
-type Parallelism = Pick<TrainConfig, "tp" | "dpShard" | "dpReplicate" | "strategy">;
+type Parallelism = Pick<TrainConfig, "tp" | "dpShard" | "dpReplicate" | "strategy"> & {
+  pp?: number;
+};
 
-/** The three degrees, resolved: their product is the world size. */
+/** The four degrees, resolved: their product is the world size. */
 export interface Degrees {
+  pp: number;
   dpReplicate: number;
   dpShard: number;
   tp: number;
@@ -37,7 +42,7 @@ export interface Degrees {
  *   `--dp-shard` above 1 under `--strategy ddp`.
  */
 export function resolveDegrees(config: Parallelism, worldSize: number, world = ""): Degrees {
-  const { tp, strategy } = config;
+  const { tp, strategy } = config, pp = config.pp ?? 1;
   let { dpShard, dpReplicate } = config;
   if (strategy === "ddp") {
     if (dpShard > 1) {
@@ -51,12 +56,15 @@ export function resolveDegrees(config: Parallelism, worldSize: number, world = "
     dpShard = 1;
   } else if (dpShard === -1 && dpReplicate === -1) dpReplicate = 1;
   const of = `the world size (${worldSize} processes${world ? `: ${world}` : ""})`;
+  // A run without a pipeline names the three degrees it has, as before --pp.
+  const field = `${pp > 1 ? "pp × " : ""}tp × dpReplicate × dpShard`;
+  const ppFlag = pp > 1 ? `--pp ${pp} × ` : "";
   const rest = (known: number, name: string) => {
-    const n = worldSize / (tp * known);
+    const n = worldSize / (pp * tp * known);
     if (!Number.isInteger(n)) {
       throw new ConfigError(
-        "tp × dpReplicate × dpShard",
-        `--tp ${tp} × --${name} ${known} does not divide ${of}, so there is no --${
+        field,
+        `${ppFlag}--tp ${tp} × --${name} ${known} does not divide ${of}, so there is no --${
           name === "dp-shard" ? "dp-replicate" : "dp-shard"
         } for the rest`,
       );
@@ -65,14 +73,14 @@ export function resolveDegrees(config: Parallelism, worldSize: number, world = "
   };
   if (dpShard === -1) dpShard = rest(dpReplicate, "dp-replicate");
   if (dpReplicate === -1) dpReplicate = rest(dpShard, "dp-shard");
-  if (tp * dpReplicate * dpShard !== worldSize) {
+  if (pp * tp * dpReplicate * dpShard !== worldSize) {
     throw new ConfigError(
-      "tp × dpReplicate × dpShard",
-      `--tp ${tp} × --dp-replicate ${dpReplicate} × --dp-shard ${dpShard} = ` +
-        `${tp * dpReplicate * dpShard} must equal ${of}`,
+      field,
+      `${ppFlag}--tp ${tp} × --dp-replicate ${dpReplicate} × --dp-shard ${dpShard} = ` +
+        `${pp * tp * dpReplicate * dpShard} must equal ${of}`,
     );
   }
-  return { dpReplicate, dpShard, tp };
+  return { pp, dpReplicate, dpShard, tp };
 }
 
 /**
@@ -83,6 +91,7 @@ export function resolveDegrees(config: Parallelism, worldSize: number, world = "
  */
 export function checkLayoutFits(config: TrainConfig): void {
   const { tp, model } = config;
+  checkPipelineFits(config);
   if (model !== "gpt" && tp > 1) {
     throw new ConfigError("tp", `tensor parallelism has a plan for --model gpt only, got ${model}`);
   }
@@ -127,7 +136,7 @@ export interface Layout {
   dpRank: number;
   /** Data-parallel ranks: dp-replicate × dp-shard. */
   dpSize: number;
-  /** The `["dp_replicate", "dp_shard", "tp"]` mesh, or null when the world group is the dp group. */
+  /** The `["pp", "dp_replicate", "dp_shard", "tp"]` mesh, or null when the world is the dp group. */
   mesh: DeviceMesh | null;
   /** The tensor-parallel mesh (1-D), or null without TP. */
   tpMesh: DeviceMesh | null;
@@ -138,6 +147,8 @@ export interface Layout {
   fsdpMesh: DeviceMesh | null;
   /** DDP's group: the flattened dp dimensions, or null for the world group. */
   dpGroup: ProcessGroup | null;
+  /** The pipeline's group (the `pp` dimension: one rank of each stage), or null without `--pp`. */
+  ppGroup: ProcessGroup | null;
 }
 
 /**
@@ -149,14 +160,15 @@ export async function makeLayout(config: TrainConfig): Promise<Layout> {
   const grouped = isInitialized();
   const worldSize = grouped ? getWorldSize() : 1;
   const degrees = resolveDegrees(config, worldSize);
-  const { dpReplicate, dpShard, tp } = degrees;
+  const { pp, dpReplicate, dpShard, tp } = degrees;
   const dpSize = dpReplicate * dpShard;
   const plain = { degrees, dpSize, mesh: null, tpMesh: null, fsdpMesh: null, dpGroup: null };
-  if (tp === 1 && (dpReplicate === 1 || dpShard === 1)) {
-    return { ...plain, dpRank: grouped ? getRank() : 0 };
+  if (pp === 1 && tp === 1 && (dpReplicate === 1 || dpShard === 1)) {
+    return { ...plain, dpRank: grouped ? getRank() : 0, ppGroup: null };
   }
-  const mesh = await initDeviceMesh(config.device, [dpReplicate, dpShard, tp], {
-    meshDimNames: ["dp_replicate", "dp_shard", "tp"],
+  // The pipeline outermost, as torchtitan's mesh: a stage's ranks (its dp × tp) are neighbours.
+  const mesh = await initDeviceMesh(config.device, [pp, dpReplicate, dpShard, tp], {
+    meshDimNames: ["pp", "dp_replicate", "dp_shard", "tp"],
   });
   const dp = mesh.get(["dp_replicate", "dp_shard"]).flatten("dp");
   const hsdp = dpReplicate > 1 && dpShard > 1;
@@ -171,12 +183,18 @@ export async function makeLayout(config: TrainConfig): Promise<Layout> {
     // would leave each replica's gradients its own.
     fsdpMesh: hsdp ? mesh.get(["dp_replicate", "dp_shard"]) : dp,
     dpGroup: dp.getGroup(),
+    ppGroup: pp > 1 ? mesh.get("pp").getGroup() : null,
   };
 }
 
-/** Whether the job's snapshot is a sharded folder: every rank's shards (FSDP, or TP's). */
-export function shardedSnapshots(config: Pick<TrainConfig, "strategy" | "tp">): boolean {
-  return config.strategy === "fsdp" || config.tp > 1;
+/**
+ * Whether the job's snapshot is a sharded folder: every rank's shards (FSDP, or TP's), or its
+ * pipeline stages' parameters (PP's, under the whole model's names).
+ */
+export function shardedSnapshots(
+  config: Pick<TrainConfig, "strategy" | "tp"> & { pp?: number },
+): boolean {
+  return config.strategy === "fsdp" || config.tp > 1 || (config.pp ?? 1) > 1;
 }
 
 /**
@@ -186,7 +204,7 @@ export function shardedSnapshots(config: Pick<TrainConfig, "strategy" | "tp">): 
 export function worldLayout(): Layout {
   const grouped = isInitialized();
   const worldSize = grouped ? getWorldSize() : 1;
-  const degrees = { dpReplicate: worldSize, dpShard: 1, tp: 1 };
+  const degrees = { pp: 1, dpReplicate: worldSize, dpShard: 1, tp: 1 };
   return {
     degrees,
     dpSize: worldSize,
@@ -195,5 +213,6 @@ export function worldLayout(): Layout {
     tpMesh: null,
     fsdpMesh: null,
     dpGroup: null,
+    ppGroup: null,
   };
 }

@@ -73,6 +73,9 @@ export const TrainConfigSchema = z.object({
   dtype: z.enum(["f32", "bf16"]),
   strategy: z.enum(["ddp", "fsdp"]),
   tp: positiveInt,
+  pp: positiveInt,
+  ppSchedule: z.enum(["gpipe", "1f1b", "interleaved"]),
+  microbatches: z.number().int().nonnegative(),
   dpShard: degree,
   dpReplicate: degree,
   sequenceParallel: z.boolean(),
@@ -136,6 +139,10 @@ export const DEFAULTS: TrainConfig = {
   strategy: "ddp",
   // The N-D layout (train/_layout.ts): torchtitan's parallelism degrees and defaults.
   tp: 1,
+  // Pipeline parallelism (train/_pipeline.ts): microbatches 0 is one per pipeline rank.
+  pp: 1,
+  ppSchedule: "1f1b",
+  microbatches: 0,
   dpShard: -1,
   dpReplicate: -1,
   sequenceParallel: true,

@@ -9,7 +9,8 @@ import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import type { z } from "zod";
-import { badFlagValue, decimalNumber, LAUNCHER_FLAGS, splitNodes } from "../launch/options.ts";
+import { badFlagValue, decimalNumber, splitNodes } from "../launch/options.ts";
+import { FLAGS } from "./_flags.ts";
 import { discardProfile, unwritableTrace } from "../profile/tracer.ts";
 import { exceedsMemory } from "./footprint.ts";
 import {
@@ -34,65 +35,6 @@ export {
   TrainConfigSchema,
 };
 export { USAGE } from "./usage.ts";
-
-/** Command-line flags: kebab-case names of the config fields, each a string until validated. */
-const FLAGS = {
-  epochs: "epochs",
-  "save-every": "saveEvery",
-  "save-every-steps": "saveEverySteps",
-  "batch-size": "batchSize",
-  lr: "lr",
-  momentum: "momentum",
-  "weight-decay": "weightDecay",
-  optimizer: "optimizer",
-  "lr-schedule": "lrSchedule",
-  "warmup-steps": "warmupSteps",
-  model: "model",
-  hidden: "hidden",
-  "block-size": "blockSize",
-  "n-layer": "nLayer",
-  "n-head": "nHead",
-  "n-embd": "nEmbd",
-  dropout: "dropout",
-  dataset: "dataset",
-  "data-root": "dataRoot",
-  "data-dir": "dataDir",
-  "out-dir": "outDir",
-  bias: "bias",
-  beta1: "beta1",
-  beta2: "beta2",
-  "grad-clip": "gradClip",
-  "max-iters": "maxIters",
-  "eval-interval": "evalInterval",
-  "eval-iters": "evalIters",
-  "log-interval": "logInterval",
-  "eval-only": "evalOnly",
-  "always-save-checkpoint": "alwaysSaveCheckpoint",
-  "init-from": "initFrom",
-  "gradient-accumulation-steps": "gradientAccumulationSteps",
-  "decay-lr": "decayLr",
-  "warmup-iters": "warmupIters",
-  "lr-decay-iters": "lrDecayIters",
-  "min-lr": "minLr",
-  snapshot: "snapshot",
-  seed: "seed",
-  threads: "threads",
-  "max-steps": "maxSteps",
-  "log-every": "logEvery",
-  device: "device",
-  dtype: "dtype",
-  strategy: "strategy",
-  tp: "tp",
-  "dp-shard": "dpShard",
-  "dp-replicate": "dpReplicate",
-  "sequence-parallel": "sequenceParallel",
-  "loss-parallel": "lossParallel",
-  ac: "ac",
-  "ac-every": "acEvery",
-  profile: "profile",
-  "straggler-ms": "stragglerMs",
-  ...LAUNCHER_FLAGS,
-} as const satisfies Record<string, keyof TrainConfig>;
 
 const fieldsOf = (is: (value: unknown) => boolean) =>
   new Set<keyof TrainConfig>(
@@ -194,8 +136,9 @@ export function parseTrainArgs(args: string[], notes: string[] = []): TrainConfi
     : all.model === "gpt"
     ? { ...DEFAULTS, ...GPT_DEFAULTS }
     : { ...DEFAULTS };
-  // FSDP's and TP's snapshots are sharded folders.
-  const fsdp = shardedSnapshots({ strategy: all.strategy as "fsdp", tp: Number(all.tp ?? 1) });
+  // FSDP's, TP's and PP's snapshots are sharded folders.
+  const degrees = { tp: Number(all.tp ?? 1), pp: Number(all.pp ?? 1) };
+  const fsdp = shardedSnapshots({ strategy: all.strategy as "fsdp", ...degrees });
   if (fsdp) base.snapshot = all.model === "gpt" ? FSDP_SNAPSHOTS.gpt : FSDP_SNAPSHOTS.other;
   // nanoGPT's out_dir names the snapshot's folder; of the two, the later given (flags after the
   // file) wins, and --snapshot over --out-dir.

@@ -35,7 +35,7 @@ import { finalWeights, wholeGPT } from "./_final_weights.ts";
 import { finishTokensRun, refuseBadTokenData } from "./_tokens_job.ts";
 import { IterTrainer } from "./iter_trainer.ts";
 import { checkVocabFits, makeLayout, shardedSnapshots } from "./_layout.ts";
-import { GPT } from "../nn/gpt.ts";
+import type { GPT } from "../nn/gpt.ts";
 import { TextDataset } from "../data/text.ts";
 import { tensor } from "../tensor/creation.ts";
 import { manualSeed } from "../tensor/random.ts";
@@ -131,7 +131,7 @@ async function runWorker(config: TrainConfig): Promise<number> {
     if (dump) save(`${dump}/rank${trainer.rank}.safetensors`, weights);
     if (trainer.rank === 0) {
       console.log(doneLine(config, result));
-      if (trainer.model instanceof GPT) {
+      if (config.model === "gpt") {
         const gpt = wholeGPT(trainer, weights);
         console.log(`sample:\n${sampleText(gpt)}`);
       }

@@ -7,6 +7,7 @@ import type { Dataset } from "../data/dataset.ts";
 import { Linear } from "../nn/layers.ts";
 import { MLP } from "../nn/container.ts";
 import { GPT } from "../nn/gpt.ts";
+import { PipelineRankModule } from "./_pipeline.ts";
 import type { Module } from "../nn/module.ts";
 import { AdamW } from "../optim/adamw.ts";
 import type { Optimizer } from "../optim/optimizer.ts";
@@ -162,6 +163,14 @@ export function buildOptimizer(config: TrainConfig, model: Module): Optimizer<{ 
     const betas: [number, number] = [config.beta1, config.beta2];
     if (model instanceof GPT) {
       return model.configureOptimizers(config.weightDecay, config.lr, betas);
+    }
+    if (model instanceof PipelineRankModule) {
+      // A rank's pipeline stages, grouped as the whole GPT's configureOptimizers groups them.
+      const decay = params.filter((p) => p.ndim >= 2), noDecay = params.filter((p) => p.ndim < 2);
+      return new AdamW([
+        { params: decay, weightDecay: config.weightDecay },
+        { params: noDecay, weightDecay: 0 },
+      ], { lr: config.lr, betas });
     }
     return new AdamW(params, { lr: config.lr, weightDecay: config.weightDecay, betas });
   }

@@ -16,7 +16,7 @@ import { DistributedDataParallel } from "../parallel/ddp.ts";
 import type { FSDPModule } from "../parallel/fsdp/fully_shard.ts";
 import { manualSeed } from "../tensor/random.ts";
 import { tidyAsync } from "../tensor/scope.ts";
-import { cosineWithWarmup } from "../optim/lr_scheduler.ts";
+import { scheduleLr } from "./_lr.ts";
 import type { Device } from "../tensor/storage.ts";
 import type { Tensor } from "../tensor/tensor.ts";
 import type { TrainConfig } from "./config.ts";
@@ -32,7 +32,9 @@ import { checkResumeAcrossRanks } from "./_resume.ts";
 import { RunLog } from "./metrics.ts";
 import { nowUs, record, span } from "../profile/tracer.ts";
 import { Progress } from "./progress.ts";
-import { scoreStride } from "./_evaluate.ts";
+import { pipelineStride, scoreStride } from "./_evaluate.ts";
+import { PipelinedGPT } from "./_pipeline.ts";
+import type { GPT } from "../nn/gpt.ts";
 import { resumeSnapshot, type SnapshotPlace, writeSnapshot } from "./_snapshots.ts";
 import { stopAgreed } from "../launch/stop_request.ts";
 import type { EpochResult, TrainResult } from "./_results.ts";
@@ -58,6 +60,8 @@ export class Trainer {
   #ddp: DistributedDataParallel | null = null;
   /** The model, fully sharded (`--strategy fsdp`), or null. */
   readonly #fsdp: FSDPModule | null;
+  /** This rank's pipeline stages (`--pp`), or null. */
+  readonly #pipeline: PipelinedGPT | null;
   /** Rank 0's metrics.jsonl and report.html. */
   #runLog: RunLog | null = null;
   /** The last step's gradient norm (every step measures it, to stop a diverging run). */
@@ -84,8 +88,10 @@ export class Trainer {
     // One GPU per local rank (the launcher sets LOCAL_RANK); the model moves before its optimizer.
     this.device = processDevice(config.device);
     const model = buildModel(config, this.task).to(this.device);
-    this.#fsdp = parallelizeModel(config, model, layout);
-    this.model = model;
+    // --pp: this rank's stages of the whole GPT, as one module under the whole model's names.
+    this.#pipeline = layout.ppGroup ? new PipelinedGPT(config, model as GPT, layout) : null;
+    this.#fsdp = this.#pipeline ? null : parallelizeModel(config, model, layout);
+    this.model = this.#pipeline?.module ?? model;
     this.optimizer = buildOptimizer(config, this.model);
     // The ranks of one TP group read the same samples: the sampler is keyed by the dp rank.
     this.sampler = new DistributedSampler(this.task.train, {
@@ -128,10 +134,12 @@ export class Trainer {
       }
     }
     if (this.worldSize > 1) {
-      const checksum = info?.checksum ?? 0, of = this.#fsdp ? "snapshot" : "model";
+      const checksum = info?.checksum ?? 0,
+        of = this.#place.strategy === "fsdp" ? "snapshot" : "model";
       const loaded = { found, epochsRun: this.epochsRun, checksum, of } as const;
       await checkResumeAcrossRanks(this.config.snapshot, this.worldSize, loaded);
-      if (!this.#fsdp && this.layout.dpSize > 1) {
+      // A pipeline averages its gradients over the dp group itself, once a step.
+      if (!this.#fsdp && !this.#pipeline && this.layout.dpSize > 1) {
         const mixedPrecision = ddpPolicy(this.config);
         const processGroup = this.layout.dpGroup ?? undefined;
         this.#ddp = await DistributedDataParallel.create(this.model, {
@@ -151,40 +159,28 @@ export class Trainer {
    *   gradient norm is not finite.
    */
   async runBatch(x: Tensor, y: Tensor): Promise<number> {
-    const ddp = this.#ddp, fsdp = this.#fsdp;
+    const ddp = this.#ddp, fsdp = this.#fsdp, pipeline = this.#pipeline;
     return await tidyAsync(async () => {
-      const loss = span(
-        "forward",
-        "compute",
-        () => this.task.loss(this.model, x.to(this.device), y.to(this.device)),
-      );
-      if (fsdp) await fsdp.backward(loss);
-      else if (ddp) await ddp.backward(loss);
-      else span("backward", "compute", () => loss.backward());
-      const value = loss.item(), step = this.step + 1;
-      this.#gradNorm = await checkStep(this.model, value, step, this.worldSize);
+      const [input, target] = [x.to(this.device), y.to(this.device)];
+      let value: number, norm: number | undefined;
+      if (pipeline) {
+        value = await pipeline.step(input, target);
+        norm = pipeline.gradNorm();
+      } else {
+        const loss = span("forward", "compute", () => this.task.loss(this.model, input, target));
+        if (fsdp) await fsdp.backward(loss);
+        else if (ddp) await ddp.backward(loss);
+        else span("backward", "compute", () => loss.backward());
+        value = loss.item();
+      }
+      const step = this.step + 1;
+      this.#gradNorm = await checkStep(this.model, value, step, this.worldSize, norm);
       clipToNorm(this.model, this.config.gradClip, this.#gradNorm);
-      this.#scheduleLr();
+      scheduleLr(this.config, this.optimizer, this.step, this.loader.length);
       span("optimizer step", "optim", () => this.optimizer.step());
       this.optimizer.zeroGrad();
       return value;
     });
-  }
-
-  /**
-   * Sets the rate of the step about to run from the step count alone (so a resumed run continues
-   * the same curve): constant, or `--lr-schedule cosine`, a linear warmup over `--warmup-steps`
-   * then a cosine decay to a tenth of `--lr` at the run's last step.
-   */
-  #scheduleLr(): void {
-    const { lr, lrSchedule, warmupSteps, maxSteps, epochs } = this.config;
-    if (lrSchedule !== "cosine") return;
-    const totalSteps = Math.max(
-      maxSteps > 0 ? maxSteps : epochs * this.loader.length,
-      warmupSteps + 1,
-    );
-    const rate = cosineWithWarmup(this.step, lr, { warmupSteps, totalSteps, minLr: lr / 10 });
-    for (const group of this.optimizer.paramGroups) group.lr = rate;
   }
 
   /**
@@ -299,16 +295,21 @@ export class Trainer {
     const test = this.task.test;
     if (test === null) return null;
     this.model.eval();
-    // Strides by dp rank (a TP group scores one stride together, counted once per TP rank in
-    // both sums, which leaves their ratio as it is); lockstep when the forward communicates.
-    const [correct, count] = scoreStride(
-      this.model,
-      this.task,
-      this.layout.dpRank,
-      this.layout.dpSize,
-      this.device,
-      this.#fsdp !== null || this.layout.tpMesh !== null,
-    );
+    // Strides by dp rank (a TP group or pipeline scores one stride together, counted once per
+    // rank of it in both sums, which leaves their ratio as it is); lockstep when the forward
+    // communicates.
+    const { dpRank, dpSize } = this.layout, fsdp = this.config.strategy === "fsdp";
+    const [correct, count] = this.#pipeline
+      ? await pipelineStride(this.#pipeline, this.task, dpRank, dpSize, this.device, fsdp)
+      : scoreStride(
+        this.model,
+        this.task,
+        dpRank,
+        dpSize,
+        this.device,
+        this.#fsdp !== null ||
+          this.layout.tpMesh !== null,
+      );
     this.model.train();
     const [totalCorrect, total] = await sumOverRanks([correct, count], this.worldSize);
     return totalCorrect / total;

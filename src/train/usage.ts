@@ -61,6 +61,14 @@ const EPOCHS = `usage: deno task train [EPOCHS SAVE_EVERY] [options]
                            a TP group reads the same batches, --batch-size is per dp rank;
                            with --strategy fsdp, 2-D (TP within, FSDP across; 3-D with
                            --dp-replicate: HSDP × TP); TP's snapshot is a sharded folder
+  --pp N --pp-schedule gpipe|1f1b|interleaved --microbatches M  pipeline parallelism (--model gpt,
+                           outermost on the mesh pp × dp_replicate × dp_shard × tp): N stages of
+                           whole blocks (2 per rank interleaved; --n-layer a multiple of them),
+                           each step in M microbatches (default N; --batch-size a multiple of M;
+                           1f1b, the default, needs M >= N, interleaved M a multiple of N); the
+                           snapshot is a sharded folder that resumes on another --pp; with --tp,
+                           --strategy fsdp, --ac (--tp: --sequence-parallel false and
+                           --loss-parallel false); not yet with --dtype bf16 or --dataset tokens
   --sequence-parallel true|false  with --tp: norms and dropout on 1/tp of the sequence (default
                            ${DEFAULTS.sequenceParallel}, as torchtitan; --tp must divide --block-size)
   --loss-parallel true|false  with --tp: the loss from vocabulary-sharded logits (default ${DEFAULTS.lossParallel},
