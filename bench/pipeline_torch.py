@@ -180,7 +180,7 @@ def main():
             "stages": n_stages,
             "microbatches": c.microbatches,
             "step_ms": med * 1e3,
-            "tokens_per_s": c.batch * c.block / med,
+            "tokens_per_second": c.batch * c.block / med,
             "bubble_per_rank": bubbles,
             "bubble": sum(bubbles) / len(bubbles),
             "model_bytes_per_rank": [m[0].item() for m in memories],

@@ -26,6 +26,7 @@ import {
   initProcessGroup,
 } from "../src/dist/mod.ts";
 import { GPT } from "../src/nn/gpt.ts";
+import { span } from "../src/profile/tracer.ts";
 import { AdamW } from "../src/optim/adamw.ts";
 import * as parallel from "../src/parallel/mod.ts";
 import { tensor, zeros } from "../src/tensor/creation.ts";
@@ -143,7 +144,7 @@ async function step(): Promise<void> {
   optimizer.zeroGrad();
   const out = await schedule.step(holdsFirst ? x : undefined, holdsLast ? { target: y } : {});
   out?.dispose();
-  optimizer.step();
+  span("optimizer step", "optim", () => optimizer.step());
   x.dispose();
   y.dispose();
 }
