@@ -5,8 +5,8 @@
  * against `torch.distributed.pipelining` 2.13 (bench/pipeline_torch.py, Gloo) on the same split,
  * in the same run, alternately, one thread per rank: 4 ranks (4 stages; Interleaved1F1B 8 stages,
  * 2 per rank) and 2 ranks (2 stages; Interleaved1F1B 4), 8 microbatches each.
- * The GPT: 8 blocks of width 128, 4 heads, block 64, byte vocabulary; a batch of 32 sequences
- * (microbatches of 4). Reported: each schedule's measured bubble (1 − busy / step, the mean over
+ * The GPT: 8 blocks of width 128, 4 heads, block 64, byte vocabulary; a batch of 16 sequences
+ * (microbatches of 2). Reported: each schedule's measured bubble (1 − busy / step, the mean over
  * ranks; busy is the time inside forward and backward actions) against its theoretical value,
  * tokens/s, and per-rank memory (the allocator's bytes at the model state and at the largest
  * sample before a backward, and peak RSS).
@@ -17,18 +17,18 @@ import { alternate, median, num, type Options, pct, ranks, ratio, table } from "
 import type { Runs } from "./bench_lib.ts";
 import { denoWorker, pythonWorker, type RunResult } from "./runner.ts";
 
-/** The model, the batch and the microbatches, both sides; 1 warm-up step, 4 timed. */
-const ARGS = [
+/** The model, the batch and the microbatches, both sides (and bench/pipeline_trace.ts). */
+export const MODEL_ARGS = [
   "--vocab=256",
   "--block=64",
   "--n-layer=8",
   "--n-head=4",
   "--n-embd=128",
-  "--batch=32",
+  "--batch=16",
   "--microbatches=8",
-  "--steps=4",
-  "--warmup=1",
 ];
+/** 1 warm-up step, 3 timed. */
+const ARGS = [...MODEL_ARGS, "--steps=3", "--warmup=1"];
 const M = 8;
 const KINDS = [
   { schedule: "gpipe", label: "GPipe", perRank: 1 },
@@ -83,7 +83,7 @@ const list = (v: number[], f: (x: number) => string) => v.map(f).join(" / ");
 /** The section: each schedule at 4 and 2 ranks, dtrain shm / Gloo / PyTorch alternately. */
 export async function benchPipeline(options: Options, python: string | null) {
   console.log(
-    "\n(h) pipeline parallelism: GPT 8x128, block 64, 32 sequences in 8 microbatches, AdamW, " +
+    "\n(h) pipeline parallelism: GPT 8x128, block 64, 16 sequences in 8 microbatches, AdamW, " +
       "1 thread per rank; dtrain over shared memory and Gloo, PyTorch over Gloo (4 ranks " +
       "oversubscribe 2 cores)",
   );

@@ -14,17 +14,9 @@
 import { fileURLToPath } from "node:url";
 import { renderSvg } from "../src/profile/svg.ts";
 import type { TraceEvent } from "../src/profile/tracer.ts";
+import { MODEL_ARGS } from "./pipeline_section.ts";
 
 const root = fileURLToPath(new URL("../", import.meta.url));
-const MODEL = [
-  "--vocab=256",
-  "--block=64",
-  "--n-layer=8",
-  "--n-head=4",
-  "--n-embd=128",
-  "--batch=32",
-  "--microbatches=8",
-];
 const dir = await Deno.makeTempDir({ prefix: "dtrain-pipeline-trace-" });
 try {
   const out = await new Deno.Command(Deno.execPath(), {
@@ -37,7 +29,7 @@ try {
       "4",
       "bench/pipeline_worker.ts",
       "--schedule=1f1b",
-      ...MODEL,
+      ...MODEL_ARGS,
       "--steps=2",
       "--warmup=1",
     ],
@@ -56,8 +48,11 @@ try {
     events.filter((e) => e.pid === pid && e.name === name).sort((a, b) => a.ts - b.ts).at(-1)!;
   const ranks = [...new Set(events.map((e) => e.pid))].sort((a, b) => a - b);
   const start = last(0, "F0 s0").ts;
-  const end = Math.max(...ranks.map((r) => last(r, "optimizer step").ts));
-  const shown = events.filter((e) => e.ts >= start - 300 && e.ts <= end);
+  const end = Math.max(...ranks.map((r) => {
+    const e = last(r, "optimizer step");
+    return e.ts + (e.dur ?? 0);
+  }));
+  const shown = events.filter((e) => e.ts >= start - 300 && e.ts + (e.dur ?? 0) <= end);
   const step = ranks.map((r) => {
     const actions = shown.filter((e) => e.pid === r && /^[FB]\d+ s\d+$/.test(e.name));
     const busy = actions.reduce((s, e) => s + (e.dur ?? 0), 0);
@@ -67,6 +62,7 @@ try {
       actions: actions.length,
       busyMs: busy / 1000,
       waitMs: waits.reduce((s, e) => s + (e.dur ?? 0), 0) / 1000,
+      optimizerMs: (last(r, "optimizer step").dur ?? 0) / 1000,
       stepMs: (end - start) / 1000,
       bubble: 1 - busy / (end - start),
     };
@@ -93,9 +89,9 @@ try {
   for (const s of step) {
     console.log(
       `rank ${s.rank}: ${s.actions} actions, busy ${s.busyMs.toFixed(1)} ms of ` +
-        `${s.stepMs.toFixed(1)} ms, waits ${s.waitMs.toFixed(1)} ms, bubble ${
-          (s.bubble * 100).toFixed(0)
-        }%`,
+        `${s.stepMs.toFixed(1)} ms, waits ${s.waitMs.toFixed(1)} ms, optimizer ${
+          s.optimizerMs.toFixed(1)
+        } ms, bubble ${(s.bubble * 100).toFixed(0)}%`,
     );
   }
 } finally {
