@@ -73,16 +73,20 @@ setNumThreads(1);
 await initProcessGroup();
 const world = getWorldSize(), rank = getRank();
 const perRank = kind === "interleaved" ? 2 : 1, numStages = world * perRank;
-manualSeed(0);
-const model = new GPT({
-  vocabSize: V,
-  blockSize: T,
-  nLayer: int("n-layer"),
-  nHead: int("n-head"),
-  nEmbd: int("n-embd"),
-});
+/** This rank's stages, split from the whole model (which is then dropped, as PyTorch's side). */
+function split() {
+  manualSeed(0);
+  const model = new GPT({
+    vocabSize: V,
+    blockSize: T,
+    nLayer: int("n-layer"),
+    nHead: int("n-head"),
+    nEmbd: int("n-embd"),
+  });
+  return indices.map((s) => parallel.splitGPT(model, s, numStages));
+}
 const indices = Array.from({ length: perRank }, (_, k) => rank + k * world);
-const modules = indices.map((s) => parallel.splitGPT(model, s, numStages));
+const modules = split();
 const stages = modules.map((m, k) => new parallel.PipelineStage(m, indices[k], numStages));
 const holdsFirst = indices.includes(0), holdsLast = indices.includes(numStages - 1);
 
