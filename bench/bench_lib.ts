@@ -7,7 +7,16 @@
 import { type Command, freePort, type ResultParser, type RunResult, runWorkers } from "./runner.ts";
 
 /** The sections `--only` can name, in the order they run. */
-export const SECTIONS = ["single", "ddp", "allreduce", "gpt", "fsdp", "ac", "nd"] as const;
+export const SECTIONS = [
+  "single",
+  "ddp",
+  "allreduce",
+  "gpt",
+  "fsdp",
+  "ac",
+  "nd",
+  "pipeline",
+] as const;
 export type Section = typeof SECTIONS[number];
 /**
  * dtrain as the job picks (shared memory on one host), dtrain on memory every rank maps

@@ -1,7 +1,7 @@
 /**
  * `make bench` (`deno task bench`): dtrain against PyTorch on the same machine in the same run.
  *
- * Seven sections, each run dtrain / PyTorch alternately (A B, then B A, ...) for `--rounds`
+ * Eight sections, each run dtrain / PyTorch alternately (A B, then B A, ...) for `--rounds`
  * rounds in separate processes, reported as medians with their ratios:
  *   single     one epoch of Fashion-MNIST on an MLP 784-512-512-10, batch 64, SGD momentum 0.9,
  *              2 threads: samples/s, achieved GFLOP/s against a 2048³ sgemm peak, time from
@@ -28,12 +28,15 @@
  *   nd         GPT training at TP 2, DDP 2, HSDP 2×2 and TP 2 × FSDP 2 (1 thread per rank, Gloo)
  *              against parallelize_module and fully_shard on the same meshes: tokens/s and
  *              per-rank memory of TP 2 against DDP 2 (bench/nd_section.ts, bench/nd_worker.ts,
- *              bench/nd_torch.py).
+ *              bench/nd_torch.py);
+ *   pipeline   GPT training with GPipe, 1F1B and Interleaved1F1B on 4 and 2 ranks against
+ *              torch.distributed.pipelining: bubble against theory, tokens/s, per-rank memory
+ *              (bench/pipeline_section.ts, bench/pipeline_worker.ts, bench/pipeline_torch.py).
  * The gpt and fsdp sections are in bench/sections_gpt.ts; what all sections share, in
  * bench/bench_lib.ts.
  * Prints the tables and writes them, with every run's raw numbers, as JSON.
  *
- * Usage: deno run -A --v8-flags=--expose-gc bench/main.ts [--only=single,ddp,allreduce,gpt,fsdp,ac,nd]
+ * Usage: deno run -A --v8-flags=--expose-gc bench/main.ts [--only=single,ddp,allreduce,gpt,fsdp,ac,nd,pipeline]
  *          [--rounds=3] [--json=runs/bench/<time>.json] [--no-torch]
  * The PyTorch interpreter is `DTRAIN_BENCH_PYTHON`, else `python3` from PATH.
  * @module
@@ -74,6 +77,7 @@ import {
 import { benchFsdp, benchGpt } from "./sections_gpt.ts";
 import { benchActivationCheckpoint } from "./activation_checkpoint.ts";
 import { benchNd } from "./nd_section.ts";
+import { benchPipeline } from "./pipeline_section.ts";
 import {
   argValue,
   BATCH,
@@ -87,8 +91,8 @@ import {
 } from "./workload.ts";
 
 const USAGE =
-  `usage: make bench ARGS="[--only=single,ddp,allreduce,gpt,fsdp,ac,nd] [--rounds=3] [--json=PATH] [--no-torch]"
-  --only      sections to run: single, ddp, allreduce, gpt, fsdp, ac, nd (default all)
+  `usage: make bench ARGS="[--only=single,ddp,allreduce,gpt,fsdp,ac,nd,pipeline] [--rounds=3] [--json=PATH] [--no-torch]"
+  --only      sections to run: single, ddp, allreduce, gpt, fsdp, ac, nd, pipeline (default all)
   --rounds    dtrain/PyTorch alternations per workload; medians are reported (default 3)
   --json      where to write the results (default runs/bench/<date>.json)
   --no-torch  run dtrain only
@@ -401,6 +405,9 @@ if (import.meta.main) {
     results.ac = await benchActivationCheckpoint(options, python);
   }
   if (options.sections.includes("nd")) results.nd = await benchNd(options, python);
+  if (options.sections.includes("pipeline")) {
+    results.pipeline = await benchPipeline(options, python);
+  }
   results.loadavgAfter = Deno.loadavg();
   await Deno.mkdir(dirname(resolve(options.json)), { recursive: true });
   await Deno.writeTextFile(options.json, JSON.stringify(results, null, 2) + "\n");

@@ -5,7 +5,12 @@ other stages' blocks removed, the first keeping wte/wpe, the last ln_f/lm_head (
 weight would live on two stages). Each rank holds `--stages-per-rank` stages (2 for
 Interleaved1F1B), looped: rank r holds stages r, r + world, ...
 
-Besides tokens/s and peak RSS it measures the bubble: each stage's forward_one_chunk and
+Memory, as bench/pipeline_worker.ts samples it: malloc'd bytes in use (mallinfo2, as
+bench/activation_checkpoint_torch.py) after a collection, over those before the stages were made,
+once before an untimed step (the model state) and before each backward of that step (plus the
+activations in flight); the largest is `peak_bytes`. Peak RSS too, each rank's.
+
+Besides tokens/s and memory it measures the bubble: each stage's forward_one_chunk and
 backward_one_chunk calls are timed, and a rank's bubble is 1 - (its busy time) / (step time), the
 share of the step it spends waiting on its neighbours.
 
@@ -14,6 +19,7 @@ Prints one `BENCH_RESULT {json}` line on rank 0, with every rank's busy time gat
 
 import argparse
 import copy
+import gc
 import json
 import time
 from types import SimpleNamespace
@@ -23,6 +29,7 @@ import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
 
+from activation_checkpoint_torch import malloc_in_use
 from gpt_torch import GPT
 
 
@@ -83,10 +90,12 @@ def main():
     per_rank = 2 if c.schedule == "interleaved" else 1
     n_stages = c.world_size * per_rank
     indices = [c.rank + k * c.world_size for k in range(per_rank)]
+    baseline = malloc_in_use()
     modules = [make_stage(c, i, n_stages) for i in indices]
     stages = [PipelineStage(m, i, n_stages, torch.device("cpu")) for m, i in zip(modules, indices)]
 
     busy = [0.0]
+    before_backward = [None]
 
     def timed(fn):
         def run(*args, **kwargs):
@@ -97,9 +106,16 @@ def main():
                 busy[0] += time.perf_counter() - start
         return run
 
+    def sampled(fn):
+        def run(*args, **kwargs):
+            if before_backward[0] is not None:
+                before_backward[0]()
+            return fn(*args, **kwargs)
+        return run
+
     for s in stages:
         s.forward_one_chunk = timed(s.forward_one_chunk)
-        s.backward_one_chunk = timed(s.backward_one_chunk)
+        s.backward_one_chunk = sampled(timed(s.backward_one_chunk))
 
     def loss_fn(logits, targets):
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
@@ -110,7 +126,7 @@ def main():
     else:
         schedule = ScheduleInterleaved1F1B(stages, n_microbatches=c.microbatches, loss_fn=loss_fn)
     params = [q for m in modules for q in m.parameters()]
-    opt = torch.optim.AdamW(params, lr=1e-3)
+    opt = torch.optim.AdamW(params, lr=1e-3, foreach=False)  # as bench/nd_torch.py
     g = torch.Generator().manual_seed(1)
     x = torch.randint(0, c.vocab, (c.batch, c.block), generator=g)
     y = torch.randint(0, c.vocab, (c.batch, c.block), generator=g)
@@ -130,6 +146,16 @@ def main():
 
     for _ in range(c.warmup):
         step()
+
+    def settled_bytes():
+        gc.collect()
+        return malloc_in_use() - baseline
+
+    model_bytes = settled_bytes()
+    peak = [model_bytes]
+    before_backward[0] = lambda: peak.__setitem__(0, max(peak[0], settled_bytes()))
+    step()
+    before_backward[0] = None
     times, busies = [], []
     for _ in range(c.steps):
         dist.barrier()
@@ -138,10 +164,13 @@ def main():
         step()
         times.append(time.perf_counter() - start)
         busies.append(busy[0])
-    # Each rank's bubble in each step, gathered on rank 0.
+    # Each rank's bubble in each step, gathered on rank 0, then its memory.
     mine = torch.tensor([b / t for b, t in zip(busies, times)], dtype=torch.float64)
     every = [torch.zeros_like(mine) for _ in range(c.world_size)]
     dist.all_gather(every, mine)
+    memory = torch.tensor([model_bytes, peak[0], peak_rss_bytes()], dtype=torch.float64)
+    memories = [torch.zeros_like(memory) for _ in range(c.world_size)]
+    dist.all_gather(memories, memory)
     if c.rank == 0:
         med = sorted(times)[len(times) // 2]
         bubbles = [1 - sorted(r.tolist())[len(times) // 2] for r in every]
@@ -151,12 +180,15 @@ def main():
             "stages": n_stages,
             "microbatches": c.microbatches,
             "step_ms": med * 1e3,
-            "tokens_per_s": c.batch * c.block / med,
+            "tokens_per_second": c.batch * c.block / med,
             "bubble_per_rank": bubbles,
             "bubble": sum(bubbles) / len(bubbles),
-            "peak_rss_bytes": peak_rss_bytes(),
+            "model_bytes_per_rank": [m[0].item() for m in memories],
+            "peak_bytes_per_rank": [m[1].item() for m in memories],
+            "peak_rss_bytes_per_rank": [m[2].item() for m in memories],
             "torch": torch.__version__,
         }))
+    dist.barrier()  # no rank tears Gloo down under a peer's last messages
     dist.destroy_process_group()
 
 
