@@ -101,7 +101,8 @@ function evenSplit(nLayer: number, numStages: number): number[] {
  * Stage `stageIndex` of `model` cut into `numStages` pipeline stages by layer index (torchtitan's
  * `pipeline_module_split` for nanoGPT's layout): a {@linkcode GPTStageModule} sharing the model's
  * layers. Every rank builds the whole model from the same seed and keeps its stages; the layers
- * it does not keep are freed with the model. The tied `wte`/`lm_head` weight stays tied across
+ * it does not keep are freed with the model, so drop every reference to `model` once the stages
+ * are made (one kept reference holds every stage's weights on every rank). The tied `wte`/`lm_head` weight stays tied across
  * the first and last stage (see [Note: the tied embedding across stages]).
  *
  * @param model The whole GPT.
