@@ -16,7 +16,7 @@ const bits = (t: Tensor) => Array.from(t.view("u16").toArray());
  * step (2^-7 relative: the two f32 sums round apart only at a rounding boundary) plus 1e-5·√k
  * absolute for sums that cancel to near zero, where the f32 order matters most.
  */
-function assertProduct(device: string, got: Tensor, want: Tensor, k: number, what: string) {
+function assertProduct(got: Tensor, want: Tensor, k: number, what: string) {
   // The emulated accelerator runs the CPU's kernels, so it has the CPU's engine too.
   if (bf16MatmulBackend().name === "f32-sgemm") {
     assert.deepEqual(bits(got), bits(want), what);
@@ -44,7 +44,7 @@ function check(device: string, shape: number[], inF: number, outF: number, withB
     const y = F.linear(x, w, b), want = viaF32(x2, w2, b2);
     assert.equal(y.dtype, "bf16");
     assert.deepEqual(y.shape, want.shape);
-    assertProduct(device, y, want, inF, `values, ${shape} x ${inF} -> ${outF}`);
+    assertProduct(y, want, inF, `values, ${shape} x ${inF} -> ${outF}`);
     const g = randn(y.shape, { device }).bfloat16();
     y.backward(g);
     want.backward(g);
@@ -55,7 +55,7 @@ function check(device: string, shape: number[], inF: number, outF: number, withB
       // The generic path's gradient is rounded from f32 too: the same bits (on f32-sgemm). The
       // weight's sums run over every row of x, the input's over outF.
       const k = name === "x" ? outF : x.numel() / inF;
-      assertProduct(device, got.grad!, ref.grad!, k, `${name}'s gradient`);
+      assertProduct(got.grad!, ref.grad!, k, `${name}'s gradient`);
     }
   });
 }
