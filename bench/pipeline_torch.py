@@ -22,7 +22,6 @@ import copy
 import gc
 import json
 import time
-from types import SimpleNamespace
 
 import torch
 import torch.distributed as dist
@@ -30,7 +29,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from activation_checkpoint_torch import malloc_in_use
-from gpt_torch import GPT
+from fsdp_torch import make_gpt
+from torch_side import peak_rss_bytes
 
 
 class Stage(nn.Module):
@@ -56,23 +56,11 @@ class Stage(nn.Module):
 
 def make_stage(c, index, n_stages):
     torch.manual_seed(0)
-    model = GPT(SimpleNamespace(vocab=c.vocab, block=c.block, width=c.n_embd, heads=c.n_head,
-                                layers=c.n_layer))
-    for m in model.modules():
-        if isinstance(m, (nn.Linear, nn.Embedding)):
-            nn.init.normal_(m.weight, std=0.02)
+    model = make_gpt(c)
     model = copy.deepcopy(model)
     model.lm_head.weight = nn.Parameter(model.wte.weight.detach().clone())  # untied
     per = c.n_layer // n_stages
     return Stage(model, index * per, (index + 1) * per, index == 0, index == n_stages - 1)
-
-
-def peak_rss_bytes():
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    return None
 
 
 def main():
