@@ -6,6 +6,8 @@
  */
 
 import assert from "node:assert/strict";
+import { join } from "node:path";
+import type { MetricRecord } from "../../src/train/metrics.ts";
 import { relativeError } from "../_harness/close.ts";
 
 /** A run's saved tensors by name. */
@@ -86,4 +88,30 @@ export function assertTrainedClose(
     if (error > worst.error) worst = { error, name };
   }
   return worst;
+}
+
+/** The step records of a run's metrics.jsonl: loss and gradient norm (before clipping). */
+export async function steps(
+  dir: string,
+): Promise<{ step: number; loss: number; gradNorm: number }[]> {
+  return (await Deno.readTextFile(join(dir, "metrics.jsonl"))).trim().split("\n")
+    .map((l) => JSON.parse(l) as MetricRecord).filter((r) => r.kind === "step")
+    .map((r) => ({ step: r.step, loss: r.loss, gradNorm: r.gradNorm! }));
+}
+
+/** Fails unless the steps `dir` ran (a resumed run's last ones) logged `reference`'s numbers. */
+export async function assertStepsClose(
+  dir: string,
+  reference: string,
+  what: string,
+): Promise<void> {
+  const got = await steps(dir), all = await steps(reference);
+  const want = all.slice(all.length - got.length);
+  assert.deepEqual(got.map((s) => s.step), want.map((s) => s.step), `${what}: steps`);
+  got.forEach((s, i) => {
+    for (const key of ["loss", "gradNorm"] as const) {
+      const [a, b] = [s[key], want[i][key]];
+      assert.ok(Math.abs(a - b) <= TOLERANCE * b, `${what}: step ${s.step}: ${key} ${a} vs ${b}`);
+    }
+  });
 }

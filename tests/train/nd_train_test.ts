@@ -10,38 +10,19 @@ import { join } from "node:path";
 import { withTempDir } from "../_harness/processes.ts";
 import { relativeError } from "../_harness/close.ts";
 import { freePort } from "../_harness/ranks.ts";
-import type { MetricRecord } from "../../src/train/metrics.ts";
 import { assertBitIdentical, assertSucceeded, readSaved, smallCorpus, train } from "./_train.ts";
 import {
+  assertStepsClose,
   assertTrainedClose,
   gradientOf,
   type Gradients,
+  steps,
   TOLERANCE,
   type Weights,
 } from "./_trained.ts";
 
 /** The total gradient norm clipped to: below every step's (checked), so that clipping acts. */
 const CLIP = 0.5;
-
-/** The step records of a run's metrics.jsonl: loss and gradient norm (before clipping). */
-async function steps(dir: string): Promise<{ step: number; loss: number; gradNorm: number }[]> {
-  return (await Deno.readTextFile(join(dir, "metrics.jsonl"))).trim().split("\n")
-    .map((l) => JSON.parse(l) as MetricRecord).filter((r) => r.kind === "step")
-    .map((r) => ({ step: r.step, loss: r.loss, gradNorm: r.gradNorm! }));
-}
-
-/** Fails unless the steps `dir` ran (a resumed run's last ones) logged `reference`'s numbers. */
-async function assertStepsClose(dir: string, reference: string, what: string): Promise<void> {
-  const got = await steps(dir), all = await steps(reference);
-  const want = all.slice(all.length - got.length);
-  assert.deepEqual(got.map((s) => s.step), want.map((s) => s.step), `${what}: steps`);
-  got.forEach((s, i) => {
-    for (const key of ["loss", "gradNorm"] as const) {
-      const [a, b] = [s[key], want[i][key]];
-      assert.ok(Math.abs(a - b) <= TOLERANCE * b, `${what}: step ${s.step}: ${key} ${a} vs ${b}`);
-    }
-  });
-}
 
 /**
  * A tiny GPT at a constant learning rate of 0.01 (AdamW's steps move every weight, so that a
