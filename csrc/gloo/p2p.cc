@@ -46,28 +46,36 @@ std::string label(const dt_gloo_p2p* op) {
   return p2p::opName(op->kind, op->peer_job, op->mine.tag);
 }
 
-// Waits for one transfer; a Gloo exception becomes our error naming the peer.
+// A Gloo exception as our error naming the peer: a timeout, or else a failed connection. Gloo
+// throws the second both from a wait that was pending when the peer died and from posting a
+// transfer on a pair that already saw it die (IoException "Connection closed by peer"): either
+// way it is "peer", so that the group's diagnosis runs and names the dead rank.
+[[noreturn]] void transportFailure(dt_gloo_p2p* op, const std::exception& e, const char* what) {
+  auto detail = withoutLocation(e.what());
+  std::string message;
+  dt_status status;
+  if (detail.find("Timed out") != std::string::npos) {
+    status = DT_ETIMEOUT;
+    message = label(op) + ": timed out after " + std::to_string(op->timeout.count()) +
+              " ms waiting for rank " + std::to_string(op->peer_job) + " " + what;
+  } else {
+    status = DT_EPEER;
+    message = label(op) + ": connection to rank " + std::to_string(op->peer_job) +
+              " failed (" + detail + ")";
+  }
+  op->book->breakWith(message);
+  throw Failure(status, message);
+}
+
+// Waits for one transfer.
 void await(dt_gloo_p2p* op, gloo::transport::UnboundBuffer* buf, bool recv, const char* what,
            std::chrono::steady_clock::time_point deadline) {
   bool done;
   try {
     done = recv ? buf->waitRecv(nullptr, remaining(deadline))
                 : buf->waitSend(nullptr, remaining(deadline));
-  } catch (const std::exception& e) {
-    auto detail = withoutLocation(e.what());
-    std::string message;
-    dt_status status;
-    if (detail.find("Timed out") != std::string::npos) {
-      status = DT_ETIMEOUT;
-      message = label(op) + ": timed out after " + std::to_string(op->timeout.count()) +
-                " ms waiting for rank " + std::to_string(op->peer_job) + " " + what;
-    } else {
-      status = DT_EPEER;
-      message = label(op) + ": connection to rank " + std::to_string(op->peer_job) +
-                " failed (" + detail + ")";
-    }
-    op->book->breakWith(message);
-    throw Failure(status, message);
+  } catch (const gloo::Exception& e) {
+    transportFailure(op, e, what);
   }
   if (!done) {
     throw Failure(DT_EBROKEN, label(op) + ": the process group was destroyed while it ran");
@@ -197,6 +205,13 @@ int dt_gloo_p2p_run(dt_gloo_p2p* op) {
     op->kind == p2p::kSend ? runSend(op, deadline) : runRecv(op, deadline);
   } catch (const Failure& e) {
     fail(op, e.status, e.what());
+  } catch (const gloo::IoException& e) {
+    // Thrown by posting a transfer on a pair already closed.
+    try {
+      transportFailure(op, e, "");
+    } catch (const Failure& f) {
+      fail(op, f.status, f.what());
+    }
   } catch (const std::exception& e) {
     fail(op, DT_EINTERNAL, label(op) + ": " + withoutLocation(e.what()));
   }
