@@ -49,6 +49,8 @@ Deno.test(`over ${transport}, a shape, dtype, size or tag mismatch fails both si
     "p2p message #1 from rank 0 to rank 1: rank 0 sends tag 5 f32 [4] (16 bytes), rank 1 receives tag 5 i32 [4] (16 bytes)",
     "p2p message #2 from rank 0 to rank 1: rank 0 sends tag 5 f32 [4] (16 bytes), rank 1 receives tag 5 f32 [8] (32 bytes)",
     "p2p message #3 from rank 0 to rank 1: rank 0 sends tag 5 f32 [4] (16 bytes), rank 1 receives tag 6 f32 [4] (16 bytes)",
+    "p2p message #4 from rank 0 to rank 1: rank 0 sends tag 5 f32 [4] (16 bytes), rank 1 receives tag 5 f32 [32768] (131072 bytes)",
+    "p2p message #5 from rank 0 to rank 1: rank 0 sends tag 5 f32 [32768] (131072 bytes), rank 1 receives tag 5 f32 [4] (16 bytes)",
   ]);
 });
 

@@ -160,6 +160,8 @@ await runWorker(async () => {
       ["f32", [4], 5, "i32", [4], 5], // dtype
       ["f32", [4], 5, "f32", [8], 5], // bytes
       ["f32", [4], 5, "f32", [4], 6], // tag
+      ["f32", [4], 5, "f32", [32768], 5], // a small payload where a large one is expected
+      ["f32", [32768], 5, "f32", [4], 5], // and the reverse (Gloo sends the two differently)
     ];
     const errors = [];
     for (const [sd, ss, st, rd, rs, rt] of cases) {
