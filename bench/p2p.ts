@@ -6,6 +6,9 @@
  *
  *     deno run -A bench/p2p.ts [--rounds 2] [--python PYTHON] [--no-torch]
  *
+ * `DTRAIN_BENCH_GLOO_BEFORE=<path of another libdtrain_gloo.so>` adds a fourth side, Gloo on that
+ * build (an earlier commit's), for before/after numbers in the same run.
+ *
  * Every side uses the same sizes, iteration counts, warm-up and timing rule: the fastest of 5
  * trials of back-to-back round trips, and the fastest over `--rounds` runs (default 2) that
  * alternate the sides, so that load from other processes on the machine hurts all alike.
@@ -94,6 +97,8 @@ async function main(): Promise<void> {
     "dtrain shm": () => dtrain({}),
     "dtrain gloo": () => dtrain({ DTRAIN_SHM: "0" }),
   };
+  const before = Deno.env.get("DTRAIN_BENCH_GLOO_BEFORE");
+  if (before) sides["gloo before"] = () => dtrain({ DTRAIN_SHM: "0", DTRAIN_GLOO_LIB: before });
   if (found && "version" in found) {
     sides.torch = () => run(found.python, [script, "--port", String(freePort())], {});
   }

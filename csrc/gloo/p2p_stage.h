@@ -21,8 +21,9 @@
 namespace dtrain::p2p {
 
 // Payloads up to this size travel with their header, into a staging buffer (one copy); larger
-// ones wait for the receiver's verdict and land in place (bench/p2p.ts measured the cut).
-constexpr uint64_t kEager = 64 << 10;
+// ones wait for the receiver's verdict and land in place. bench/p2p.ts measured the cut: at 64
+// KiB one trip was already slower than three (BENCHMARKS.md, "Point-to-point").
+constexpr uint64_t kEager = 32 << 10;
 
 constexpr uint64_t kHeaderSlot = 0x42, kVerdictSlot = 0x43, kPayloadSlot = 0x44, kEagerSlot = 0x45;
 
