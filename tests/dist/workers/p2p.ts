@@ -17,6 +17,7 @@
  */
 
 import type { DType, TensorLike } from "../../../src/dist/backend.ts";
+import type { DistError } from "../../../src/dist/errors.ts";
 import {
   allReduce,
   batchIsendIrecv,
@@ -188,12 +189,11 @@ await runWorker(async () => {
     // LATE_MS: posted that long after rank 1 said "ready", once its connection is already gone.
     await new Promise((r) => setTimeout(r, envInt("LATE_MS", 0)));
     const start = performance.now();
-    const code = await irecv(bytesTensor("f32", [4], -1), 1, { tag: 3 }).then(
-      () => "ok",
-      (err) => `${err.code}: ${err.message}`,
+    const failure = await irecv(bytesTensor("f32", [4], -1), 1, { tag: 3 }).then(
+      () => ({ message: "ok", code: "ok" }),
+      (err) => err as DistError,
     );
-    const [kind, error] = [code.slice(0, code.indexOf(":")), code.slice(code.indexOf(":") + 2)];
-    return { error, code: kind, ms: performance.now() - start };
+    return { error: failure.message, code: failure.code, ms: performance.now() - start };
   }
   if (mode === "missing") {
     if (rank === 1) {
