@@ -4,11 +4,15 @@
 // [Note: point-to-point protocol]
 // Messages between two ranks are matched in the order each side posts them (a send's n-th
 // message to a peer is that peer's n-th receive from it), as NCCL matches them; the tag is
-// checked, not used to reorder. The sender first sends a header (dtype, bytes, shape, tag), the
-// receiver compares it with what it expects and answers with a verdict carrying its own header,
-// and only on a match does the payload follow. A mismatch therefore fails both sides with the
-// same message, naming both ranks and both tags, and leaves nothing half-sent: the pair stays
-// usable. A send completes once the receiver has accepted its header and the payload has left.
+// checked, not used to reorder. The sender sends a header (dtype, bytes, shape, tag); the receiver
+// compares it with what it expects and answers with a verdict carrying its own header. A mismatch
+// therefore fails both sides with the same message, naming both ranks and both tags, and leaves
+// nothing half-received: the pair stays usable. A send completes once the receiver has accepted
+// its header and the payload has left. Over shared memory the payload follows the verdict. Over
+// Gloo a payload of up to 32 KiB goes right behind the header, into a staging buffer the receiver
+// posted ahead, while the header waits its verdict: a message is one trip, and the verdict travels
+// back while the receiver already works (a mismatched payload is dropped). A larger payload still
+// waits for the verdict and lands in place (p2p.cc, p2p_stage.h).
 #pragma once
 
 #include <cstdint>

@@ -11,6 +11,7 @@
  */
 
 import { bufferOf, invalid } from "./arguments.ts";
+import { DistError } from "./errors.ts";
 import type { PostedP2P, TensorLike } from "./backend.ts";
 import { nbytes } from "./backend.ts";
 import { worldGroup } from "./init.ts";
@@ -88,11 +89,36 @@ function prepare(
   };
 }
 
+/** Each group's first diagnosed point-to-point failure: the one that broke its traffic. */
+const firstDiagnosis = new WeakMap<ProcessGroup, Promise<{ cause: unknown; found: unknown }>>();
+
+/**
+ * The error a failed message rejects with. A dead or hung peer is diagnosed once per group (who
+ * died, who hangs): later messages fail "broken" (or also "peer") because of that same failure,
+ * often sooner than its diagnosis ends, and carry its findings instead of a second diagnosis.
+ */
+async function diagnosed(group: ProcessGroup, err: unknown): Promise<unknown> {
+  if (!(err instanceof DistError) || !["peer", "timeout", "broken"].includes(err.code)) {
+    return group.diagnose(err);
+  }
+  let first = firstDiagnosis.get(group);
+  if (first === undefined) {
+    if (err.code === "broken") return err;
+    first = group.diagnose(err).then((found) => ({ cause: err, found }));
+    firstDiagnosis.set(group, first);
+  }
+  const { cause, found } = await first;
+  if (cause === err) return found;
+  const [before, after] = [(cause as Error).message, (found as Error).message];
+  if (after === before || !after.startsWith(before)) return err;
+  return new DistError(err.code, err.message + after.slice(before.length), { cause: err });
+}
+
 /** Runs a posted message off the JavaScript thread, as a Work. */
 function started({ group, posted, settle }: Posted): Work {
   const done = posted.run().then(() => settle(), async (err) => {
     settle(err);
-    throw await group.diagnose(err);
+    throw await diagnosed(group, err);
   });
   return new Work(done);
 }

@@ -4,7 +4,8 @@
  *   once in every dtype, several tags in a row, a large message; checks every byte itself;
  * - "mismatch": rank 0 sends rank 1 messages that disagree on shape, dtype, bytes or tag, then
  *   one that agrees; reports each side's errors;
- * - "kill": rank 1 prints "ready" and waits to be killed; rank 0 receives from it;
+ * - "kill": rank 1 prints "ready" and waits to be killed; rank 0 receives from it (LATE_MS after
+ *   "ready" when set);
  * - "missing": rank 0 receives from rank 1, which never sends (it sleeps past the timeout); with
  *   SIDE=send rank 0 sends to rank 1, which never receives;
  * - "hosts": four ranks on two fake hosts (shm+gloo): messages within each host, between the two
@@ -16,6 +17,7 @@
  */
 
 import type { DType, TensorLike } from "../../../src/dist/backend.ts";
+import type { DistError } from "../../../src/dist/errors.ts";
 import {
   allReduce,
   batchIsendIrecv,
@@ -159,6 +161,8 @@ await runWorker(async () => {
       ["f32", [4], 5, "i32", [4], 5], // dtype
       ["f32", [4], 5, "f32", [8], 5], // bytes
       ["f32", [4], 5, "f32", [4], 6], // tag
+      ["f32", [4], 5, "f32", [32768], 5], // a small payload where a large one is expected
+      ["f32", [32768], 5, "f32", [4], 5], // and the reverse (Gloo sends the two differently)
     ];
     const errors = [];
     for (const [sd, ss, st, rd, rs, rt] of cases) {
@@ -182,9 +186,14 @@ await runWorker(async () => {
       setInterval(() => {}, 1000); // until killed
       await new Promise(() => {});
     }
+    // LATE_MS: posted that long after rank 1 said "ready", once its connection is already gone.
+    await new Promise((r) => setTimeout(r, envInt("LATE_MS", 0)));
     const start = performance.now();
-    const error = await settle(irecv(bytesTensor("f32", [4], -1), 1, { tag: 3 }));
-    return { error, ms: performance.now() - start };
+    const failure = await irecv(bytesTensor("f32", [4], -1), 1, { tag: 3 }).then(
+      () => ({ message: "ok", code: "ok" }),
+      (err) => err as DistError,
+    );
+    return { error: failure.message, code: failure.code, ms: performance.now() - start };
   }
   if (mode === "missing") {
     if (rank === 1) {
