@@ -77,7 +77,10 @@ export class ProcessGroup {
     this.#order = new IssueOrder((err) => diagnose(err, this));
   }
 
-  /** Name of the backend ("shm", "gloo", "shm+gloo", "nccl", "emu", "auto"); "none" off-group. */
+  /**
+   * Name of the backend ("shm", "gloo", "shm+gloo", "nccl", "emu", "auto"), or "none" on
+   * non-members.
+   */
   get backendName(): string {
     return this.#connected?.name ?? "none";
   }
@@ -106,8 +109,7 @@ export class ProcessGroup {
    * (tensor parallelism inside forward and backward) or has nothing else to do meanwhile (DDP's
    * last bucket, once backward has returned: it saves the hand-off to a native thread and back).
    * On a backend with its own issue queue (shared memory, emu) it runs after every collective
-   * issued before it; on another (Gloo, shm+gloo, NCCL) nothing may be in flight on the group
-   * (unless it has one rank: no peer can see calls out of order).
+   * issued before it; on another (Gloo, shm+gloo, NCCL) nothing may be in flight on the group.
    *
    * @param t The tensor, in place; every rank passes the same dtype and length.
    * @param op The reduction; "avg" needs a floating-point dtype (f32, bf16, f16).
@@ -240,8 +242,7 @@ export class ProcessGroup {
   #idle(what: string, tensors: TensorLike[], needs: Capability): Backend {
     const backend = this.serving(what, tensors, needs);
     const inFlight = this.#order.inFlight;
-    // One rank has no peer to see calls out of order (a mesh's size-1 dimensions share a group).
-    if (inFlight > 0 && this.size > 1) {
+    if (inFlight > 0) {
       throw invalid(`${what}: ${inFlight} collective(s) still in flight; await them first`);
     }
     return backend;
