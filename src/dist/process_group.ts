@@ -77,10 +77,7 @@ export class ProcessGroup {
     this.#order = new IssueOrder((err) => diagnose(err, this));
   }
 
-  /**
-   * Name of the backend ("shm", "gloo", "shm+gloo", "nccl", "emu", "auto"), or "none" on
-   * non-members.
-   */
+  /** Name of the backend ("shm", "gloo", "shm+gloo", "nccl", "emu", "auto"); "none" off-group. */
   get backendName(): string {
     return this.#connected?.name ?? "none";
   }
