@@ -6,6 +6,7 @@
  * @module
  */
 
+import { callerScope } from "../../dist/ledger.ts";
 import { noGrad } from "../../tensor/autograd.ts";
 import { cat } from "../../tensor/ops/indexing.ts";
 import type { Tensor } from "../../tensor/tensor.ts";
@@ -123,7 +124,12 @@ export abstract class PipelineSchedule {
    *   along dimension 0 (detached); elsewhere null.
    * @throws Error naming the stage, rank and action that failed (a peer's death, a timeout).
    */
-  async step(input?: Tensor, options: PipelineStepOptions = {}): Promise<Tensor | null> {
+  step(input?: Tensor, options: PipelineStepOptions = {}): Promise<Tensor | null> {
+    // Every message of the step is recorded in the ledger at the caller's line: one capture.
+    return callerScope(() => this.#step(input, options));
+  }
+
+  async #step(input?: Tensor, options: PipelineStepOptions = {}): Promise<Tensor | null> {
     const first = this.#stages.get(0), any = [...this.#stages.values()][0];
     const last = this.#stages.get(any.numStages - 1);
     if (first && !input) throw new TypeError(`${this.#name}.step: stage 0 needs the input batch`);
