@@ -232,6 +232,7 @@ export async function initProcessGroup(options: InitOptions = {}): Promise<Proce
     })
     : null;
   let store: StoreClient | null = null;
+  let closeLedger = () => {};
   try {
     const storePort = server?.port ?? config.storePort;
     store = await StoreClient.connect({
@@ -255,7 +256,7 @@ export async function initProcessGroup(options: InitOptions = {}): Promise<Proce
     };
     const closeWatcher = await watchLedgerRequests(watch, prefix, config.rank);
     const closeDumps = writeLedgerAtExit(config.rank);
-    const closeLedger = () => {
+    closeLedger = () => {
       closeWatcher();
       closeDumps();
     };
@@ -275,6 +276,7 @@ export async function initProcessGroup(options: InitOptions = {}): Promise<Proce
     world = w;
     return w.group;
   } catch (err) {
+    closeLedger(); // a backend that failed to connect leaves no watcher or exit hook behind
     store?.close();
     await server?.close();
     throw err;

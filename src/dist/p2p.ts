@@ -321,9 +321,9 @@ export function batchIsendIrecvBlocking(ops: readonly P2POp[]): void {
       wait();
     } catch (err) {
       failures.push(err);
-    } finally {
-      posted[i].settle();
+      return posted[i].settle(err); // the ledger records it failed
     }
+    posted[i].settle();
   });
   if (failures.length > 0) throw failures[0];
 }

@@ -54,12 +54,16 @@ export class StageExchange {
    * @param group The pipeline's group.
    * @param outputOf This rank's output of a stage and microbatch, still in flight.
    */
+  /** Where received activations go: the stages' device (a gradient goes where its output is). */
+  #device: string;
   constructor(
     order: PipelineOrder,
     numStages: number,
     group: ProcessGroup,
     outputOf: (stage: number, mb: number) => Tensor,
+    device = "cpu",
   ) {
+    this.#device = device;
     this.#numStages = numStages;
     this.#group = group;
     this.#outputOf = outputOf;
@@ -90,7 +94,7 @@ export class StageExchange {
     const work = isend(data, dst, { group: this.#group, tag: this.#tag(kind, stage, mb) });
     // The tensor must stay alive until its bytes are sent. A failed send is reported by
     // finish() (or by the receive it leaves waiting), not as an unhandled rejection meanwhile.
-    const sent = Promise.resolve(work).then(() => data.dispose());
+    const sent = Promise.resolve(work).finally(() => data.dispose());
     sent.catch((err) => this.#resolveFirstSendFailure(err));
     this.#sends.push(sent);
   }
@@ -119,14 +123,14 @@ export class StageExchange {
   async #receive(peer: number, m: Message): Promise<Tensor> {
     if (m.kind === "G") {
       const output = this.#outputOf(m.stage, m.mb);
-      const grad = zeros(output.shape, { dtype: output.dtype });
+      const grad = zeros(output.shape, { dtype: output.dtype, device: output.device });
       return this.#recv(grad, peer, KIND.gradient, m.stage, m.mb);
     }
-    const header = zeros([HEADER], { dtype: "i32" });
+    const header = zeros([HEADER], { dtype: "i32", device: this.#device });
     await this.#recv(header, peer, KIND.header, m.stage, m.mb);
     const [dtype, ndim, ...dims] = Array.from(header.toArray());
     header.dispose();
-    const into = zeros(dims.slice(0, ndim), { dtype: DTYPES[dtype] });
+    const into = zeros(dims.slice(0, ndim), { dtype: DTYPES[dtype], device: this.#device });
     return this.#recv(into, peer, KIND.activation, m.stage, m.mb);
   }
 

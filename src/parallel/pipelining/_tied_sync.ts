@@ -29,8 +29,9 @@ export async function syncTiedGradients(stages: PipelineStage[]): Promise<void> 
       for (const other of tie.stages) {
         if (other === stage.stageIndex || here.has(other)) continue;
         const peer = stage.rankOf(other);
-        const mine = param.grad ?? zeros(param.shape, { dtype: param.dtype });
-        const theirs = zeros(param.shape, { dtype: param.dtype });
+        const on = { dtype: param.dtype, device: param.device };
+        const mine = param.grad ?? zeros(param.shape, on);
+        const theirs = zeros(param.shape, on);
         const sent = Promise.resolve(
           isend(mine, peer, { group: stage.group, tag: TIED_TAG + other }),
         );

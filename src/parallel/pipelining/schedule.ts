@@ -145,6 +145,7 @@ export abstract class PipelineSchedule {
       any.numStages,
       any.group,
       (stage, mb) => this.#stages.get(stage)!.outputOf(mb),
+      any.submod.parameters()[0]?.device,
     );
     const state: StepState = {
       inputs,
