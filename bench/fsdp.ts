@@ -14,15 +14,13 @@
 
 import { parseArgs } from "node:util";
 import { barrier, destroyProcessGroup, initProcessGroup } from "../src/dist/mod.ts";
-import { GPT } from "../src/nn/gpt.ts";
 import { AdamW } from "../src/optim/adamw.ts";
 import { DistributedDataParallel, fullyShard } from "../src/parallel/mod.ts";
 import { tensor } from "../src/tensor/creation.ts";
-import { manualSeed } from "../src/tensor/random.ts";
 import { tidyAsync } from "../src/tensor/scope.ts";
 import { allocatedBytes } from "../src/tensor/storage.ts";
 import { setNumThreads } from "../src/tensor/threads.ts";
-import { peakRssBytes, report } from "./workload.ts";
+import { benchGPT, peakRssBytes, report } from "./workload.ts";
 
 const { values } = parseArgs({
   args: Deno.args,
@@ -49,14 +47,7 @@ const [V, T, B] = [int("vocab"), int("block"), int("batch")];
 
 setNumThreads(1);
 const group = await initProcessGroup({ backend: "gloo" });
-manualSeed(0);
-const gpt = new GPT({
-  vocabSize: V,
-  blockSize: T,
-  nLayer: int("n-layer"),
-  nHead: int("n-head"),
-  nEmbd: int("n-embd"),
-});
+const gpt = benchGPT(int);
 const fsdp = values.strategy === "fsdp";
 let forward: (x: ReturnType<typeof tensor>, y: ReturnType<typeof tensor>) => ReturnType<
   typeof tensor

@@ -24,16 +24,14 @@ import {
   initDeviceMesh,
   initProcessGroup,
 } from "../src/dist/mod.ts";
-import { GPT } from "../src/nn/gpt.ts";
 import { AdamW } from "../src/optim/adamw.ts";
 import { DistributedDataParallel, fullyShard, parallelizeGPT } from "../src/parallel/mod.ts";
 import { tensor } from "../src/tensor/creation.ts";
-import { manualSeed } from "../src/tensor/random.ts";
 import { tidyAsync } from "../src/tensor/scope.ts";
 import { allocatedBytes } from "../src/tensor/storage.ts";
 import type { Tensor } from "../src/tensor/tensor.ts";
 import { setNumThreads } from "../src/tensor/threads.ts";
-import { peakRssBytes, report } from "./workload.ts";
+import { benchGPT, peakRssBytes, report } from "./workload.ts";
 
 const NUMBERS = ["vocab", "block", "n-layer", "n-head", "n-embd", "batch", "steps", "warmup"];
 const { values } = parseArgs({
@@ -57,14 +55,7 @@ const [V, T] = [int("vocab"), int("block")];
 
 setNumThreads(1);
 const group = await initProcessGroup({ backend: "gloo" });
-manualSeed(0);
-const gpt = new GPT({
-  vocabSize: V,
-  blockSize: T,
-  nLayer: int("n-layer"),
-  nHead: int("n-head"),
-  nEmbd: int("n-embd"),
-});
+const gpt = benchGPT(int);
 
 /** Where this rank sits in the data-parallel dimension, and how it runs forward and backward. */
 interface Layout {

@@ -25,17 +25,15 @@ import {
   getWorldSize,
   initProcessGroup,
 } from "../src/dist/mod.ts";
-import { GPT } from "../src/nn/gpt.ts";
 import { span } from "../src/profile/tracer.ts";
 import { AdamW } from "../src/optim/adamw.ts";
 import * as parallel from "../src/parallel/mod.ts";
 import { tensor, zeros } from "../src/tensor/creation.ts";
 import { crossEntropy } from "../src/tensor/ops/cross_entropy.ts";
-import { manualSeed } from "../src/tensor/random.ts";
 import { allocatedBytes } from "../src/tensor/storage.ts";
 import type { Tensor } from "../src/tensor/tensor.ts";
 import { setNumThreads } from "../src/tensor/threads.ts";
-import { peakRssBytes, report } from "./workload.ts";
+import { benchGPT, peakRssBytes, report } from "./workload.ts";
 
 const NUMBERS = [
   "vocab",
@@ -75,14 +73,7 @@ const world = getWorldSize(), rank = getRank();
 const perRank = kind === "interleaved" ? 2 : 1, numStages = world * perRank;
 /** This rank's stages, split from the whole model (which is then dropped, as PyTorch's side). */
 function split() {
-  manualSeed(0);
-  const model = new GPT({
-    vocabSize: V,
-    blockSize: T,
-    nLayer: int("n-layer"),
-    nHead: int("n-head"),
-    nEmbd: int("n-embd"),
-  });
+  const model = benchGPT(int);
   return indices.map((s) => parallel.splitGPT(model, s, numStages));
 }
 const indices = Array.from({ length: perRank }, (_, k) => rank + k * world);

@@ -5,6 +5,9 @@
  * @module
  */
 
+import { GPT } from "../src/nn/gpt.ts";
+import { manualSeed } from "../src/tensor/random.ts";
+
 /** Layer sizes of the MLP: Linear(784,512), ReLU, Linear(512,512), ReLU, Linear(512,10). */
 export const SIZES = [784, 512, 512, 10] as const;
 /** Samples per optimizer step (per rank under DDP). */
@@ -84,3 +87,20 @@ export const GPT_BENCH = {
   warmup: 3,
   steps: 10,
 } as const;
+
+/**
+ * The GPT of a worker's `--vocab`, `--block`, `--n-layer`, `--n-head` and `--n-embd`, from seed 0,
+ * so that every rank (and every worker of a section) starts from the same weights.
+ *
+ * @param int Reads one of those arguments as an integer.
+ */
+export function benchGPT(int: (name: string) => number): GPT {
+  manualSeed(0);
+  return new GPT({
+    vocabSize: int("vocab"),
+    blockSize: int("block"),
+    nLayer: int("n-layer"),
+    nHead: int("n-head"),
+    nEmbd: int("n-embd"),
+  });
+}
