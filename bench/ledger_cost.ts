@@ -4,10 +4,10 @@
  * steps so that both see the same machine. Rank 0 prints, per strategy, the collectives per step,
  * the median wall and CPU (its own process) time per step of each setting and the medians of the
  * per-round ratios on/off. The workloads: DDP on the benchmark
- * MLP (bench/workload.ts, batch 64), FSDP on a small GPT (each block sharded, then the root), one
- * BLAS thread per rank.
+ * MLP (bench/workload.ts, batch 64; `ddp`), DDP on a small GPT (`ddp-gpt`) and FSDP on the same GPT
+ * (each block sharded, then the root; `fsdp`), one BLAS thread per rank.
  *
- *     deno task launch --nproc-per-node 2 bench/ledger_cost.ts [--rounds 10] [--steps 20] [--only fsdp] [--size N]
+ *     deno task launch --nproc-per-node 2 bench/ledger_cost.ts [--rounds 10] [--steps 20] [--only ddp|ddp-gpt|fsdp] [--size N]
  * @module
  */
 
@@ -22,6 +22,7 @@ import { AdamW } from "../src/optim/adamw.ts";
 import { SGD } from "../src/optim/sgd.ts";
 import { DistributedDataParallel, fullyShard } from "../src/parallel/mod.ts";
 import { randn, tensor } from "../src/tensor/creation.ts";
+import type { Tensor } from "../src/tensor/tensor.ts";
 import { crossEntropy } from "../src/tensor/ops/cross_entropy.ts";
 import { manualSeed } from "../src/tensor/random.ts";
 import { tidyAsync } from "../src/tensor/scope.ts";
@@ -59,19 +60,40 @@ async function ddpStep(): Promise<() => Promise<void>> {
     });
 }
 
-/** An FSDP step on a small GPT. */
-function fsdpStep(): () => Promise<void> {
+/** The small GPT both GPT workloads train, and a batch of its tokens. */
+function smallGPT(): { gpt: GPT; x: () => Tensor; y: () => Tensor } {
   const [V, T, B] = [256, 64, 4];
   const gpt = new GPT({ vocabSize: V, blockSize: T, nLayer: 4, nHead: 4, nEmbd: 128 });
+  const tokens = Int32Array.from({ length: B * T }, (_, i) => (i * 7 + group.rank) % V);
+  return {
+    gpt,
+    x: () => tensor(tokens, [B, T]),
+    y: () => tensor(tokens.map((t) => (t + 1) % V), [B, T]),
+  };
+}
+
+/** A DDP step on the small GPT. */
+async function ddpGPTStep(): Promise<() => Promise<void>> {
+  const { gpt, x, y } = smallGPT();
+  const ddp = await DistributedDataParallel.create(gpt);
+  const optimizer = new AdamW(gpt.parameters(), { lr: 1e-3 });
+  return () =>
+    tidyAsync(async () => {
+      await ddp.backward(ddp.forward(x(), y()).loss!);
+      optimizer.step();
+      optimizer.zeroGrad();
+    });
+}
+
+/** An FSDP step on the small GPT. */
+function fsdpStep(): () => Promise<void> {
+  const { gpt, x, y } = smallGPT();
   for (const block of gpt.transformer.h.children()) fullyShard(block);
   const model = fullyShard(gpt);
   const optimizer = new AdamW(gpt.parameters(), { lr: 1e-3 });
-  const tokens = Int32Array.from({ length: B * T }, (_, i) => (i * 7 + group.rank) % V);
   return () =>
     tidyAsync(async () => {
-      const x = tensor(tokens, [B, T]);
-      const y = tensor(tokens.map((t) => (t + 1) % V), [B, T]);
-      await model.backward(model.forward(x, y).loss);
+      await model.backward(model.forward(x(), y()).loss);
       optimizer.step();
       optimizer.zeroGrad();
     });
@@ -130,7 +152,9 @@ if (group.rank === 0) {
   );
 }
 
-for (const [name, make] of [["ddp", ddpStep], ["fsdp", fsdpStep]] as const) {
+for (
+  const [name, make] of [["ddp", ddpStep], ["ddp-gpt", ddpGPTStep], ["fsdp", fsdpStep]] as const
+) {
   if (values.only !== undefined && values.only !== name) continue;
   const step = await make();
   for (let i = 0; i < 5; i++) await step();

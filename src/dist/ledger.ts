@@ -6,11 +6,15 @@
  * when a collective fails, on SIGUSR1 and from the files a job leaves behind.
  *
  * [Note: call sites at the cost of a capture]
- * Formatting a stack costs 70-100 µs, capturing one about 4 µs: V8 keeps the frames and formats
- * `.stack` only when it is read. So each entry holds the captured object, unformatted, and its
- * `file:line` is worked out only when a diagnosis or a dump asks. DDP and FSDP issue many
+ * Formatting a stack costs 70-100 µs, capturing one 2-4 µs when warm: V8 keeps the frames and
+ * formats `.stack` only when it is read. So each entry holds the captured object, unformatted, and
+ * its `file:line` is worked out only when a diagnosis or a dump asks. DDP and FSDP issue many
  * collectives per backward from inside dtrain; inside `callerScope` they share one capture of the
- * user's call (`ddp.backward(loss)`), so a step costs one capture, not one per bucket.
+ * user's call (`ddp.backward(loss)`), so a step costs one capture, not one per bucket. That capture
+ * is a step's first stack walk, and the first walk after the event loop or a forward pass costs
+ * 30-50 µs whatever the number of frames (BENCHMARKS.md, "Why: the first stack walk"): under 1% of
+ * a DDP step above about 5 ms. Sampling the site every k-th call would be cheaper but could name a
+ * stale line once the caller changes, so every call is captured.
  * @module
  */
 
