@@ -227,6 +227,41 @@ export function writeRankPieces(path: string, pieces: RankPieces): void {
   });
 }
 
+/**
+ * Every rank's optimizer scalars (AdamW's `step`) in one record: a pipeline's ranks hold
+ * different parameters, and ranks holding the same parameter (its shards) must agree.
+ *
+ * @param dir The checkpoint folder, for the error.
+ * @param ranks Every rank's piece list, by rank.
+ * @throws CheckpointError naming the parameter, the field and the two ranks that disagree.
+ */
+export function mergeScalars(
+  dir: string,
+  ranks: readonly RankPieces[],
+): Record<string, Record<string, number>> {
+  const out: Record<string, Record<string, number>> = {};
+  const from: Record<string, number> = {};
+  ranks.forEach(({ scalars }, rank) => {
+    for (const [name, fields] of Object.entries(scalars)) {
+      const merged = out[name] ??= {};
+      for (const [field, v] of Object.entries(fields)) {
+        const seen = merged[field];
+        if (seen !== undefined && !Object.is(seen, v)) {
+          throw new CheckpointError(
+            dir,
+            `ranks disagree on the optimizer's ${field} of ${name}: rank ${
+              from[`${name}/${field}`]
+            } has ${seen}, rank ${rank} has ${v} (were they stepped alike?)`,
+          );
+        }
+        merged[field] = v;
+        from[`${name}/${field}`] ??= rank;
+      }
+    }
+  });
+  return out;
+}
+
 /** Builds the index from every rank's piece list (rank 0, after all ranks wrote). */
 export function buildIndex(
   dir: string,
@@ -241,8 +276,7 @@ export function buildIndex(
     worldSize: ranks.length,
     files: ranks.map((_, r) => `${folder}/rank-${r}.safetensors`),
     tensors: assignBoxes(ranks, `${dir}/${folder}`),
-    // Every rank's: a pipeline's ranks hold different parameters (elsewhere they agree).
-    scalars: Object.assign({}, ...ranks.map((r) => r.scalars)),
+    scalars: mergeScalars(dir, ranks),
     paramGroups: ranks[0].paramGroups,
     extra,
   };

@@ -19,6 +19,7 @@ import {
   buildIndex,
   commitIndex,
   type Index,
+  mergeScalars,
   type Piece,
   readIndex,
   readRankPieces,
@@ -127,6 +128,13 @@ export async function saveSharded(dir: string, options: SaveShardedOptions): Pro
     writeRankPieces(pieceList, { pieces, scalars, paramGroups: groups ?? null });
     await sync(); // every rank's piece list is there: each can tell which of its boxes it writes
     ranks = readRankPieces(dir, generation, size);
+    // Every rank reads the same lists, so all refuse a disagreement alike; once all have read
+    // (taking a list back before then would fail a slower rank's read instead).
+    const disagreement = tryMerge(dir, ranks);
+    if (disagreement !== null) {
+      await sync();
+      throw disagreement;
+    }
     for (const [name, { pieces }] of Object.entries(assignBoxes(ranks, folder))) {
       const { t, held: h } = held.get(name) ?? {};
       for (const piece of pieces) {
@@ -148,6 +156,16 @@ export async function saveSharded(dir: string, options: SaveShardedOptions): Pro
   await sync();
   if (rank === 0) commitIndex(dir, buildIndex(dir, generation, ranks, options.extra ?? {}));
   await sync();
+}
+
+/** Why every rank's optimizer scalars do not merge (see `mergeScalars`), or null. */
+function tryMerge(dir: string, ranks: Parameters<typeof mergeScalars>[1]): Error | null {
+  try {
+    mergeScalars(dir, ranks);
+    return null;
+  } catch (err) {
+    return err as Error;
+  }
 }
 
 /** What a sharded checkpoint holds, as {@linkcode readShardedMetadata} reads it from the index. */

@@ -76,6 +76,45 @@ for (
   });
 }
 
+Deno.test("ranks that disagree on an optimizer's step count are refused by every rank, naming the parameter and both ranks; the previous save stays", async () => {
+  const dir = Deno.makeTempDirSync({ prefix: "dtrain-sharded-disagree-" });
+  try {
+    const marker = crypto.randomUUID();
+    const runs = await runRanks({
+      worker,
+      worldSize: 2,
+      timeoutMs: 60_000,
+      env: { KIND: "mlp", DIR: dir, CASE: "disagree", ...markerEnv(marker) },
+    });
+    assert.deepEqual(
+      markedProcesses(marker),
+      [],
+      `left behind: ${describe(markedProcesses(marker))}`,
+    );
+    assertAllOk(runs);
+    for (const { result } of runs) {
+      assert.match(
+        result!.error as string,
+        new RegExp(
+          `ranks disagree on the optimizer's step of 0\\.weight: rank 0 has ${STEPS}, rank 1 has ${
+            STEPS + 1
+          }`,
+        ),
+      );
+      assert.equal(result!.generation, 1);
+      assert.deepEqual(result!.files, [
+        "gen-1/rank-0.json",
+        "gen-1/rank-0.safetensors",
+        "gen-1/rank-1.json",
+        "gen-1/rank-1.safetensors",
+        "index.json",
+      ]);
+    }
+  } finally {
+    Deno.removeSync(dir, { recursive: true });
+  }
+});
+
 Deno.test("a save that crashed before its commit leaves the previous checkpoint loadable; the next save clears it", async () => {
   const dir = Deno.makeTempDirSync();
   try {

@@ -1,12 +1,19 @@
 /**
  * Worker for sharded_test.ts: CASE "save" trains the first SAVE_STEPS steps of the FSDP problem
  * on this many ranks and saves a sharded checkpoint to DIR; CASE "resume" loads it (on any number
- * of ranks), trains up to STEPS and reports the gathered state dict.
+ * of ranks), trains up to STEPS and reports the gathered state dict; CASE "disagree" saves after
+ * STEPS, then saves again with rank 1's AdamW step count of one parameter off by one and
+ * reports that save's error and the generation left in DIR.
  * @module
  */
 
-import { consolidate, loadSharded, saveSharded } from "../../src/checkpoint/mod.ts";
-import { destroyProcessGroup, getRank, initProcessGroup } from "../../src/dist/mod.ts";
+import {
+  consolidate,
+  loadSharded,
+  readShardedMetadata,
+  saveSharded,
+} from "../../src/checkpoint/mod.ts";
+import { barrier, destroyProcessGroup, getRank, initProcessGroup } from "../../src/dist/mod.ts";
 import { fullStateDict, fullyShard } from "../../src/parallel/mod.ts";
 import { tidyAsync } from "../../src/tensor/scope.ts";
 import { runWorker } from "../_harness/worker.ts";
@@ -42,6 +49,14 @@ await runWorker(async () => {
         optimizer.zeroGrad();
       });
     }
+    if (Deno.env.get("CASE") === "disagree") {
+      await saveSharded(dir, { model, optimizer, extra: { step: last } });
+      const state = optimizer.state.get(model.parameters()[0])!;
+      if (rank === 1) state.step = (state.step as number) + 1;
+      const error = await saveSharded(dir, { model, optimizer }).then(() => null, (e) => e.message);
+      await barrier(); // each rank takes its own piece list back: list once both have
+      return { error, generation: readShardedMetadata(dir)?.generation, files: listed(dir) };
+    }
     if (Deno.env.get("CASE") === "save") {
       await saveSharded(dir, { model, optimizer, extra: { step: last } });
       if (rank === 0) consolidate(dir, `${dir}/consolidated.safetensors`);
@@ -51,3 +66,10 @@ await runWorker(async () => {
     await destroyProcessGroup();
   }
 });
+
+/** Every file under `dir`, relative, sorted. */
+function listed(dir: string, under = ""): string[] {
+  return [...Deno.readDirSync(`${dir}/${under}`)].flatMap((e) =>
+    e.isDirectory ? listed(dir, `${under}${e.name}/`) : [`${under}${e.name}`]
+  ).sort();
+}
