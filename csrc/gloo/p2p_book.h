@@ -48,12 +48,14 @@ class Book {
     return closing_;
   }
 
-  // Aborts every running op and waits (up to `limit`) until each has returned.
-  void close(std::chrono::milliseconds limit) {
+  // Aborts every running op and waits (up to `limit`) until each has returned; returns how many
+  // still run.
+  size_t close(std::chrono::milliseconds limit) {
     std::unique_lock<std::mutex> lock(mu_);
     closing_ = true;
     for (auto& [op, abort] : running_) abort();
     cv_.wait_for(lock, limit, [&] { return running_.empty(); });
+    return running_.size();
   }
 
   // The failure that broke point-to-point traffic, or "".

@@ -113,9 +113,10 @@ inline size_t segmentBytes(int size, size_t slot_bytes) {
          static_cast<size_t>(size) * size * channelBytes(size);
 }
 
-// Waits for the point-to-point ops still running on the context, which closing aborts (p2p.cc).
+// Waits (up to the timeout) for the point-to-point ops still running on the context, which
+// closing aborts (p2p.cc); returns how many still run.
 struct P2PLanes;
-void closeP2P(dt_shm_ctx* ctx);
+size_t closeP2P(dt_shm_ctx* ctx);
 
 }  // namespace dtrain::shm
 

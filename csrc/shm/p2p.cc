@@ -40,8 +40,8 @@ struct P2PLanes {
   std::vector<std::atomic<uint64_t>> turn[2];
 };
 
-void closeP2P(dt_shm_ctx* ctx) {
-  if (ctx->p2p) ctx->p2p->book.close(ctx->timeout);
+size_t closeP2P(dt_shm_ctx* ctx) {
+  return ctx->p2p ? ctx->p2p->book.close(ctx->timeout) : 0;
 }
 
 }  // namespace dtrain::shm

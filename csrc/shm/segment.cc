@@ -336,7 +336,15 @@ int dt_shm_ctx_handle(dt_shm_ctx* ctx, char* buf, size_t len) {
 
 int dt_shm_ctx_free(dt_shm_ctx* ctx) {
   if (ctx == nullptr) return DT_OK;
-  closeP2P(ctx);
+  if (const size_t running = closeP2P(ctx); running > 0) {
+    // An op that outlived its abort still reads the context and the mapping: leave both to the
+    // process's exit rather than free memory under it.
+    fprintf(stderr,
+                 "dtrain: %zu point-to-point op(s) on %s still ran %lld ms after the close; its "
+                 "segment stays mapped until the process exits\n",
+                 running, ctx->name.c_str(), static_cast<long long>(ctx->timeout.count()));
+    return DT_OK;
+  }
   if (ctx->fd >= 0) close(ctx->fd);
   if (ctx->base != nullptr) munmap(ctx->base, ctx->bytes);
   for (int fd : ctx->pidfds) {
