@@ -340,9 +340,9 @@ int dt_shm_ctx_free(dt_shm_ctx* ctx) {
     // An op that outlived its abort still reads the context and the mapping: leave both to the
     // process's exit rather than free memory under it.
     fprintf(stderr,
-                 "dtrain: %zu point-to-point op(s) on %s still ran %lld ms after the close; its "
-                 "segment stays mapped until the process exits\n",
-                 running, ctx->name.c_str(), static_cast<long long>(ctx->timeout.count()));
+            "dtrain: %zu point-to-point op(s) on %s still ran %lld ms after the close; its "
+            "segment stays mapped until the process exits\n",
+            running, ctx->name.c_str(), static_cast<long long>(ctx->timeout.count()));
     return DT_OK;
   }
   if (ctx->fd >= 0) close(ctx->fd);
