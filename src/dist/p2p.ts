@@ -11,6 +11,7 @@
  */
 
 import { bufferOf, invalid } from "./arguments.ts";
+import { diagnoseLater } from "./blocking_diagnosis.ts";
 import { DistError } from "./errors.ts";
 import type { PostedP2P, TensorLike } from "./backend.ts";
 import { nbytes } from "./backend.ts";
@@ -123,12 +124,13 @@ function started({ group, posted, settle }: Posted): Work {
   return new Work(done);
 }
 
-/** Runs a posted message on the calling thread. */
-function blocking({ posted, settle }: Posted): void {
+/** Runs a posted message on the calling thread; a failure is diagnosed later (blocking_diagnosis.ts). */
+function blocking({ group, posted, settle }: Posted): void {
   try {
     posted.runBlocking();
   } catch (err) {
     settle(err);
+    diagnoseLater(err, group);
     throw err;
   }
   settle();
@@ -321,6 +323,7 @@ export function batchIsendIrecvBlocking(ops: readonly P2POp[]): void {
       wait();
     } catch (err) {
       failures.push(err);
+      diagnoseLater(err, posted[i].group);
       return posted[i].settle(err); // the ledger records it failed
     }
     posted[i].settle();

@@ -23,6 +23,7 @@ import { route } from "./route.ts";
 import { IssueOrder } from "./issue_order.ts";
 import { trackTensor } from "./track.ts";
 import { BlockingWork, type Work } from "./work.ts";
+import { diagnoseLater, orDiagnoseLater } from "./blocking_diagnosis.ts";
 
 /**
  * Turns a collective's failure into the error its Work rejects with (see init.ts).
@@ -119,7 +120,7 @@ export class ProcessGroup {
     checkOp(what, op, buf.dtype);
     const backend = this.#blocking(what, [t], "allReduceBlocking");
     trackTensor(this.name, "allReduce", t, nbytes(buf))
-      .run(() => backend.allReduceBlocking!(buf, op));
+      .run(() => orDiagnoseLater(this, () => backend.allReduceBlocking!(buf, op)));
   }
 
   /**
@@ -185,7 +186,7 @@ export class ProcessGroup {
     const { outs, input } = gatherBuffers(what, this.size, out, t);
     const backend = this.#blocking(what, [...[out].flat(), t], "allGatherBlocking");
     trackTensor(this.name, "allGather", t, this.size * nbytes(input))
-      .run(() => backend.allGatherBlocking!(outs, input));
+      .run(() => orDiagnoseLater(this, () => backend.allGatherBlocking!(outs, input)));
   }
 
   /** Whether this group's backend has `allGatherStart` (Gloo does; FSDP prefetches with it). */
@@ -221,6 +222,7 @@ export class ProcessGroup {
       this.#started.delete(work);
       release();
       tracked.settle(err);
+      if (err !== undefined) diagnoseLater(err, this);
     });
     this.#started.add(work);
     return work;
@@ -275,7 +277,7 @@ export class ProcessGroup {
     const { o, i } = scatterBuffers(what, this.size, out, input, op);
     const backend = this.#blocking(what, [out, input], "reduceScatterBlocking");
     trackTensor(this.name, "reduceScatter", input, nbytes(i))
-      .run(() => backend.reduceScatterBlocking!(o, i, op));
+      .run(() => orDiagnoseLater(this, () => backend.reduceScatterBlocking!(o, i, op)));
   }
 
   /**

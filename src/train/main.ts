@@ -14,7 +14,7 @@ import { dirname, join } from "node:path";
 import { setNumThreads } from "../tensor/threads.ts";
 import { deviceProblem, groupBackend } from "./devices.ts";
 import { CheckpointError, save } from "../checkpoint/mod.ts";
-import { destroyProcessGroup, DistError, initProcessGroup } from "../dist/mod.ts";
+import { destroyProcessGroup, diagnoseError, DistError, initProcessGroup } from "../dist/mod.ts";
 import { launch } from "../launch/launcher.ts";
 import { runnable } from "../launch/supervisor.ts";
 import { EXIT_STOPPED } from "../launch/stop_request.ts";
@@ -137,6 +137,9 @@ async function runWorker(config: TrainConfig): Promise<number> {
       }
     }
     return 0;
+  } catch (err) {
+    // A blocking collective's failure (tensor parallelism) waits for its diagnosis here.
+    throw await diagnoseError(err);
   } finally {
     if (grouped) await destroyProcessGroup();
   }

@@ -57,12 +57,14 @@ Deno.test(`over ${transport}, a shape, dtype, size or tag mismatch fails both si
 // A receive posted before the kill fails on its pending transfer; one posted after it finds the
 // connection already closed. Either is a "peer" failure naming the rank, so the group's diagnosis
 // runs and adds that it died. Gloo's two paths once classified differently: each runs thrice.
-for (const lateMs of [0, 500]) {
-  Deno.test(`over ${transport}, SIGKILL of the peer fails an irecv posted ${lateMs ? "after" : "before"} it at once, naming it as dead`, async () => {
-    for (let i = 0; i < (transport === "gloo" ? 3 : 1); i++) {
+// A blocking recv cannot wait for the diagnosis: the worker runs it through dist.diagnoseError.
+for (const [lateMs, blocking] of [[0, false], [500, false], [0, true]] as const) {
+  const call = blocking ? "a blocking recv, diagnosed by dist.diagnoseError," : "an irecv";
+  Deno.test(`over ${transport}, SIGKILL of the peer fails ${call} posted ${lateMs ? "after" : "before"} it at once, naming it as dead`, async () => {
+    for (let i = 0; i < (transport === "gloo" && !blocking ? 3 : 1); i++) {
       const runs = await run("kill", 2, (rank, line, procs) => {
         if (rank === 1 && line === "ready") procs[1].child.kill("SIGKILL");
-      }, { LATE_MS: String(lateMs) });
+      }, { LATE_MS: String(lateMs), BLOCKING: blocking ? "1" : "0" });
       const r = runs[0];
       assert.equal(r.code, 0, r.stderr);
       const cause = transport === "gloo"

@@ -188,7 +188,7 @@ function checkErrors(runs: RankResult[]): void {
   }
 }
 
-Deno.test("a rank killed inside a tensor-parallel forward makes the other fail in time, naming it", async () => {
+Deno.test("a rank killed inside a tensor-parallel forward makes the other fail in time, naming it, diagnosed through dist.diagnoseError", async () => {
   const timeoutMs = 4000;
   const started = performance.now();
   const runs = await runCase({ CASE: "kill", KILL_RANK: "1", TEST_TIMEOUT_MS: String(timeoutMs) });
@@ -198,9 +198,16 @@ Deno.test("a rank killed inside a tensor-parallel forward makes the other fail i
   assert.equal(run.code, 1, `rank 0: ${run.stderr}`);
   const error = String(run.result?.error);
   // The blocking gather's error is the transport's: shared memory (the default on one host)
-  // names the process that died, Gloo (DTRAIN_SHM=0) the connection it lost.
+  // names the process that died, Gloo (DTRAIN_SHM=0) the connection it lost. The worker's
+  // dist.diagnoseError then adds the store's verdict and prints the flight recorder's analysis.
   const shm = Deno.env.get("DTRAIN_SHM") !== "0";
   assert.match(error, shm ? /rank 1 died/ : /connection to rank 1 failed/, `rank 0: ${error}`);
+  assert.match(
+    error,
+    /rank 1 died \(left the store without reporting an error\)/,
+    `rank 0: ${error}`,
+  );
+  assert.match(run.stderr, /^dtrain ledger \(rank 0\): .*rank 1/m, `rank 0: ${run.stderr}`);
   assert.match(run.stdout, /^failed in forward of step 1$/m, "rank 0 failed in the forward");
   assert.ok(run.elapsedMs - runs[1].elapsedMs < timeoutMs + 2000, "rank 0 took long");
   assert.ok(elapsed < 30_000, `took ${elapsed | 0} ms`);

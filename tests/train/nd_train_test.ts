@@ -7,10 +7,17 @@
 // --dp-shard under DDP are refused before any process starts.
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { withTempDir } from "../_harness/processes.ts";
+import { describe, withTempDir } from "../_harness/processes.ts";
 import { relativeError } from "../_harness/close.ts";
 import { freePort } from "../_harness/ranks.ts";
-import { assertBitIdentical, assertSucceeded, readSaved, smallCorpus, train } from "./_train.ts";
+import {
+  assertBitIdentical,
+  assertSucceeded,
+  launchHooked,
+  readSaved,
+  smallCorpus,
+  train,
+} from "./_train.ts";
 import {
   assertStepsClose,
   assertTrainedClose,
@@ -203,5 +210,29 @@ Deno.test("train TP 2 × FSDP 2 stopped at step 3 resumes from its sharded snaps
       console.log(`resumed ${name}: worst relative error ${worst.toExponential(1)}`);
       await assertStepsClose(join(dir, name), join(dir, "straight"), `resumed ${name}`);
     }
+  });
+});
+
+Deno.test("a rank SIGKILLed in a --tp 2 job makes the other fail in its blocking collective, diagnosed: the rank is named as dead and the flight recorder reports", async () => {
+  await withTempDir("dtrain_tp_kill_", async (dir) => {
+    const run = await launchHooked(
+      ["--nproc-per-node", "2"],
+      [
+        ...await gptJob(dir),
+        ...["--tp", "2", "--batch-size", "16", "--max-steps", "3"],
+        ...["--snapshot", join(dir, "snap")],
+      ],
+      { env: { DTRAIN_TEST_CRASH_RANK: "1", DTRAIN_TEST_CRASH_AT_STEP: "1" } },
+    );
+    assert.notEqual(run.code, 0, run.stderr);
+    assert.deepEqual(run.leftovers, [], `left behind: ${describe(run.leftovers)}`);
+    assert.match(run.stderr, /rank 1: fault injection: SIGKILL before step 1/);
+    // Rank 0's error: the transport's, then the store's verdict (the train job's diagnoseError).
+    assert.match(
+      run.stderr,
+      /\[rank 0\].*rank 1 died \(left the store without reporting an error\)/,
+      run.stderr,
+    );
+    assert.match(run.stderr, /\[rank 0\] dtrain ledger \(rank 0\): /, run.stderr);
   });
 });

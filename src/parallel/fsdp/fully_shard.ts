@@ -20,6 +20,7 @@
 
 import { DeviceMesh, type ProcessGroup, worldGroup } from "../../dist/mod.ts";
 import { callerScope } from "../../dist/ledger.ts";
+import { diagnosedOnFailure } from "../../dist/blocking_diagnosis.ts";
 import type { Module } from "../../nn/module.ts";
 import { Parameter } from "../../nn/parameter.ts";
 import { registerShardedGradient, shardedGradientGatherers } from "../../nn/utils/clip_grad.ts";
@@ -305,7 +306,7 @@ function attach(
       return output;
     }),
     backward: hidden((loss: Tensor, gradient?: Tensor) =>
-      callerScope(() => state.backward(loss, gradient))
+      diagnosedOnFailure(callerScope(() => state.backward(loss, gradient)))
     ),
     noSync: hidden(<R>(fn: () => R | Promise<R>) => state.root.noSync(fn)),
     lastStats: { get: () => state.root.lastStats, enumerable: false, configurable: true },

@@ -7,6 +7,7 @@
  */
 
 import { callerScope } from "../../dist/ledger.ts";
+import { diagnoseError } from "../../dist/blocking_diagnosis.ts";
 import { noGrad } from "../../tensor/autograd.ts";
 import { cat } from "../../tensor/ops/indexing.ts";
 import type { Tensor } from "../../tensor/tensor.ts";
@@ -158,7 +159,9 @@ export abstract class PipelineSchedule {
     try {
       for (const action of this.#order[any.group.rank]) {
         await this.#run(action, state).catch(async (err) => {
-          throw this.#failed(await exchange.explain(err), action, any.rankOf(action.stage));
+          // A blocking send or collective inside a stage (tensor parallelism) is diagnosed here.
+          const explained = await exchange.explain(await diagnoseError(err));
+          throw this.#failed(explained, action, any.rankOf(action.stage));
         });
       }
       await exchange.finish();

@@ -4,7 +4,8 @@
  *   once in every dtype, several tags in a row, a large message; checks every byte itself;
  * - "mismatch": rank 0 sends rank 1 messages that disagree on shape, dtype, bytes or tag, then
  *   one that agrees; reports each side's errors;
- * - "kill": rank 1 prints "ready" and waits to be killed; rank 0 receives from it (LATE_MS after
+ * - "kill": rank 1 prints "ready" and waits to be killed; rank 0 receives from it (BLOCKING=1: a
+ *   blocking recv, diagnosed through dist.diagnoseError; LATE_MS after
  *   "ready" when set);
  * - "missing": rank 0 receives from rank 1, which never sends (it sleeps past the timeout); with
  *   SIDE=send rank 0 sends to rank 1, which never receives;
@@ -23,6 +24,7 @@ import {
   batchIsendIrecv,
   batchIsendIrecvBlocking,
   destroyProcessGroup,
+  diagnoseError,
   getRank,
   getWorldSize,
   initProcessGroup,
@@ -189,7 +191,13 @@ await runWorker(async () => {
     // LATE_MS: posted that long after rank 1 said "ready", once its connection is already gone.
     await new Promise((r) => setTimeout(r, envInt("LATE_MS", 0)));
     const start = performance.now();
-    const failure = await irecv(bytesTensor("f32", [4], -1), 1, { tag: 3 }).then(
+    // BLOCKING=1: a blocking recv, whose failure the worker diagnoses (dist.diagnoseError).
+    const received = Deno.env.get("BLOCKING") === "1"
+      ? (async () => recv(bytesTensor("f32", [4], -1), 1, { tag: 3 }))().catch(async (err) => {
+        throw await diagnoseError(err);
+      })
+      : irecv(bytesTensor("f32", [4], -1), 1, { tag: 3 });
+    const failure = await received.then(
       () => ({ message: "ok", code: "ok" }),
       (err) => err as DistError,
     );

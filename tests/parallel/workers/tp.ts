@@ -11,6 +11,7 @@
 import {
   destroyProcessGroup,
   type DeviceMesh,
+  diagnoseError,
   getRank,
   getWorldSize,
   initDeviceMesh,
@@ -173,7 +174,7 @@ function trainModes(): unknown[] {
   });
 }
 
-function kill(): Record<string, unknown> {
+async function kill(): Promise<Record<string, unknown>> {
   const victim = Number(Deno.env.get("KILL_RANK"));
   const model = parallel.parallelizeGPT(buildModel(), tpMesh, { sequenceParallel: true });
   let step = 0;
@@ -188,6 +189,16 @@ function kill(): Record<string, unknown> {
     });
   }
   for (; step < 3; step++) {
+    try {
+      trainStep();
+    } catch (err) {
+      // The blocking gather could not wait for the group's diagnosis: it runs here.
+      throw await diagnoseError(err);
+    }
+  }
+  return {};
+
+  function trainStep(): void {
     tidy(() => {
       const [x, y] = batch(step);
       let loss: Tensor;
@@ -200,7 +211,6 @@ function kill(): Record<string, unknown> {
       loss.backward();
     });
   }
-  return {};
 }
 
 await runWorker(async () => {
@@ -210,7 +220,7 @@ await runWorker(async () => {
   });
   tpMesh = await initDeviceMesh("cpu", [getWorldSize()], { meshDimNames: ["tp"] });
   try {
-    if (Deno.env.get("CASE") === "kill") return kill();
+    if (Deno.env.get("CASE") === "kill") return await kill();
     return {
       collectives: collectives(),
       errors: badPlans(),
