@@ -3,9 +3,10 @@
  * (`allReduceBlocking`, tensor parallelism's gathers) or a blocking `send`/`recv` fails on the
  * calling thread, which cannot wait for the group's diagnosis through the store (who died, who
  * hangs, and every rank's flight recorder: [Note: failure diagnosis] in init.ts). So it notes its
- * error here, and the first code above it that can wait runs the diagnosis: DDP's, FSDP's and a
- * pipeline schedule's async calls (`callerScope`), the train job, or the user's own `catch`
- * through {@linkcode diagnoseError}. Until then the error says what the transport saw.
+ * error here, and the first code above it that can wait runs the diagnosis: DDP's and FSDP's
+ * `backward` ({@linkcode diagnosedOnFailure}), a pipeline schedule's `step`, the train job, or the
+ * user's own `catch`, all through {@linkcode diagnoseError}. Until then the error says what the
+ * transport saw.
  * @module
  */
 
@@ -73,7 +74,7 @@ export async function diagnoseError(err: unknown): Promise<unknown> {
 
 /**
  * `p`, rejecting with its error diagnosed ({@linkcode diagnoseError}): for dtrain's own async
- * calls that run blocking operations (FSDP's backward, a pipeline step).
+ * calls that run blocking operations (DDP's and FSDP's backward).
  *
  * @param p The call's promise.
  */

@@ -37,6 +37,7 @@ import type { ProcessGroup, Work } from "../dist/mod.ts";
 import { Module } from "../nn/module.ts";
 import { nowUs, record, tagNext } from "../profile/tracer.ts";
 import { callerScope } from "../dist/ledger.ts";
+import { diagnosedOnFailure } from "../dist/blocking_diagnosis.ts";
 import type { Tensor } from "../tensor/tensor.ts";
 import {
   adoptBucketView,
@@ -190,7 +191,8 @@ export class DistributedDataParallel<M extends Module = Module> extends Module {
   backward(loss: Tensor): Promise<void> {
     // One capture of the user's line for every bucket (see [Note: call sites at the cost of a
     // capture] in src/dist/ledger.ts).
-    return callerScope(() => this.#backward(loss));
+    // A blocking collective inside the backward (tensor parallelism) is diagnosed on failure.
+    return diagnosedOnFailure(callerScope(() => this.#backward(loss)));
   }
 
   async #backward(loss: Tensor): Promise<void> {
