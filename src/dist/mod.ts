@@ -6,7 +6,7 @@
  */
 
 export * from "./backend.ts";
-export { diagnoseError } from "./blocking_diagnosis.ts";
+export * from "./blocking_diagnosis.ts";
 export * from "./errors.ts";
 export * from "./init_method.ts";
 export * from "./init.ts";

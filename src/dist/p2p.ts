@@ -11,7 +11,7 @@
  */
 
 import { bufferOf, invalid } from "./arguments.ts";
-import { diagnoseLater } from "./blocking_diagnosis.ts";
+import { diagnoseLater } from "./_pending_diagnosis.ts";
 import { DistError } from "./errors.ts";
 import type { PostedP2P, TensorLike } from "./backend.ts";
 import { nbytes } from "./backend.ts";
@@ -124,7 +124,7 @@ function started({ group, posted, settle }: Posted): Work {
   return new Work(done);
 }
 
-/** Runs a posted message on the calling thread; a failure is diagnosed later (blocking_diagnosis.ts). */
+/** Runs a posted message on the calling thread; its failure is noted (_pending_diagnosis.ts). */
 function blocking({ group, posted, settle }: Posted): void {
   try {
     posted.runBlocking();

@@ -23,7 +23,7 @@ import { route } from "./route.ts";
 import { IssueOrder } from "./issue_order.ts";
 import { trackTensor } from "./track.ts";
 import { BlockingWork, type Work } from "./work.ts";
-import { diagnoseLater, orDiagnoseLater } from "./blocking_diagnosis.ts";
+import { diagnoseLater, orDiagnoseLater } from "./_pending_diagnosis.ts";
 
 /**
  * Turns a collective's failure into the error its Work rejects with (see init.ts).

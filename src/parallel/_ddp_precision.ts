@@ -5,7 +5,7 @@
  * @module
  */
 
-import { type ProcessGroup, Work } from "../dist/mod.ts";
+import { diagnoseError, type ProcessGroup, Work } from "../dist/mod.ts";
 import type { Module } from "../nn/module.ts";
 import { Parameter } from "../nn/parameter.ts";
 import { noGrad } from "../tensor/autograd.ts";
@@ -62,7 +62,7 @@ export function compressedAllReduce(
 ): { work: Work; bytes: number } {
   const compressed = noGrad(() => bucket.to(dtype).div_(group.size));
   const reduced = blocking
-    ? blockingWork(group, () => group.allReduceBlocking(compressed, "sum"))
+    ? blockingWork(() => group.allReduceBlocking(compressed, "sum"))
     : group.allReduce(compressed, "sum");
   const done = reduced.wait().then(() =>
     noGrad(() => {
@@ -79,15 +79,15 @@ export function compressedAllReduce(
  * diagnosed as the async collective's would be (so DDP, awaiting every bucket, reports the
  * earliest one's error).
  *
- * @param group The process group `run` calls.
  * @param run The blocking call.
  * @returns The settled Work.
  */
-export function blockingWork(group: ProcessGroup, run: () => void): Work {
+export function blockingWork(run: () => void): Work {
   try {
     run();
     return new Work(Promise.resolve());
   } catch (err) {
-    return new Work(group.diagnose(err).then((diagnosed) => Promise.reject(diagnosed)));
+    // Once: DDP's backward passes its rejection through diagnoseError again.
+    return new Work(diagnoseError(err).then((diagnosed) => Promise.reject(diagnosed)));
   }
 }

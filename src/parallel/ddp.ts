@@ -37,7 +37,7 @@ import type { ProcessGroup, Work } from "../dist/mod.ts";
 import { Module } from "../nn/module.ts";
 import { nowUs, record, tagNext } from "../profile/tracer.ts";
 import { callerScope } from "../dist/ledger.ts";
-import { diagnosedOnFailure } from "../dist/blocking_diagnosis.ts";
+import { diagnosedOnFailure } from "../dist/_pending_diagnosis.ts";
 import type { Tensor } from "../tensor/tensor.ts";
 import {
   adoptBucketView,
@@ -359,7 +359,7 @@ export class DistributedDataParallel<M extends Module = Module> extends Module {
       const { reduceDtype } = this.#policy;
       if (reduceDtype === "f32") {
         this.#works[bucket.index] = here
-          ? blockingWork(this.#group, () => this.#group.allReduceBlocking(bucket.buffer, "avg"))
+          ? blockingWork(() => this.#group.allReduceBlocking(bucket.buffer, "avg"))
           : this.#group.allReduce(bucket.buffer, "avg");
         this.#allReduceBytes += bucket.buffer.numel() * 4;
       } else {

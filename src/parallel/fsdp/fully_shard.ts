@@ -20,7 +20,7 @@
 
 import { DeviceMesh, type ProcessGroup, worldGroup } from "../../dist/mod.ts";
 import { callerScope } from "../../dist/ledger.ts";
-import { diagnosedOnFailure } from "../../dist/blocking_diagnosis.ts";
+import { diagnosedOnFailure } from "../../dist/_pending_diagnosis.ts";
 import type { Module } from "../../nn/module.ts";
 import { Parameter } from "../../nn/parameter.ts";
 import { registerShardedGradient, shardedGradientGatherers } from "../../nn/utils/clip_grad.ts";

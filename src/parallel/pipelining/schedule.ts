@@ -7,7 +7,7 @@
  */
 
 import { callerScope } from "../../dist/ledger.ts";
-import { diagnoseError } from "../../dist/blocking_diagnosis.ts";
+import { diagnosePending } from "../../dist/_pending_diagnosis.ts";
 import { noGrad } from "../../tensor/autograd.ts";
 import { cat } from "../../tensor/ops/indexing.ts";
 import type { Tensor } from "../../tensor/tensor.ts";
@@ -160,7 +160,7 @@ export abstract class PipelineSchedule {
       for (const action of this.#order[any.group.rank]) {
         await this.#run(action, state).catch(async (err) => {
           // A blocking send or collective inside a stage (tensor parallelism) is diagnosed here.
-          const explained = await exchange.explain(await diagnoseError(err));
+          const explained = await exchange.explain(await diagnosePending(err));
           throw this.#failed(explained, action, any.rankOf(action.stage));
         });
       }

@@ -10,7 +10,7 @@
  * @module
  */
 
-import { destroyProcessGroup, initProcessGroup } from "../../../src/dist/mod.ts";
+import { destroyProcessGroup, diagnoseError, initProcessGroup } from "../../../src/dist/mod.ts";
 import { envInt, runWorker, tensorOf } from "../../_harness/worker.ts";
 import { input, PAST_INLINE_LENGTH, SMALL_LENGTH } from "./_data.ts";
 
@@ -119,9 +119,12 @@ await runWorker(async () => {
     const startedAt = performance.now();
     try {
       work.waitBlocking();
-    } finally {
+    } catch (err) {
+      // Over Gloo a survivor may first see its other neighbour's exit: the store says who died.
       console.log(`waited ${Math.round(performance.now() - startedAt)}`);
+      throw await diagnoseError(err);
     }
+    console.log(`waited ${Math.round(performance.now() - startedAt)}`);
     return {};
   }
   throw new Error(`unknown MODE ${mode}`);
