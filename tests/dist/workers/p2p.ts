@@ -193,9 +193,11 @@ await runWorker(async () => {
     const start = performance.now();
     // BLOCKING=1: a blocking recv, whose failure the worker diagnoses (dist.diagnoseError).
     const received = Deno.env.get("BLOCKING") === "1"
-      ? (async () => recv(bytesTensor("f32", [4], -1), 1, { tag: 3 }))().catch(async (err) => {
-        throw await diagnoseError(err);
-      })
+      ? Promise.resolve().then(() => recv(bytesTensor("f32", [4], -1), 1, { tag: 3 })).catch(
+        async (err) => {
+          throw await diagnoseError(err);
+        },
+      )
       : irecv(bytesTensor("f32", [4], -1), 1, { tag: 3 });
     const failure = await received.then(
       () => ({ message: "ok", code: "ok" }),
