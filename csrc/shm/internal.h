@@ -251,9 +251,14 @@ Fingerprint runPhases(dt_shm_ctx* ctx, Fingerprint fp, uint64_t stage_bytes,
                       const std::function<void(size_t off, size_t len, uint64_t chunk)>& consume,
                       uint64_t where = kPrivate);
 
-// Waits inside a collective until `ready()` holds: spinning, then yielding, then sleeping a
-// little, and failing the group when a rank dies or the timeout passes (`what` says what was
-// awaited).
+// Waits until `ready()` holds: spinning, then yielding the core for a millisecond, then sleeping
+// 50 µs at a time, with `idle(now)` after each sleep that left it unready (it throws to give up).
+// The one back-off of a collective's wait (waitUntil) and a point-to-point message's (p2p.cc).
+void backOffUntil(const std::function<bool()>& ready,
+                  const std::function<void(std::chrono::steady_clock::time_point now)>& idle);
+
+// Waits inside a collective until `ready()` holds (backOffUntil), failing the group when a rank
+// dies or the timeout passes (`what` says what was awaited).
 void waitUntil(dt_shm_ctx* ctx, const Fingerprint& fp, const char* what,
                const std::function<bool()>& ready);
 

@@ -3,8 +3,6 @@
 // has written its verdict beside the ring) its payload ([Note: point-to-point protocol] in
 // csrc/gloo/p2p_message.h). Ops on one channel run one at a time, in posting order; ops on
 // different channels, and the collectives, run beside each other.
-#include <sched.h>
-#include <time.h>
 
 #include <algorithm>
 #include <cstring>
@@ -65,21 +63,11 @@ namespace {
 
 const std::string& label(const dt_shm_p2p* op) { return op->label; }
 
-// Waits until `ready()`: spinning, then yielding for a millisecond, then sleeping briefly, and
-// failing when the peer dies, the group broke, the context closes or the deadline passes.
+// Waits until `ready()` (backOffUntil), failing when the peer dies, the group broke, the context
+// closes or the deadline passes.
 void waitFor(dt_shm_p2p* op, const char* what, std::chrono::steady_clock::time_point deadline,
              const std::function<bool()>& ready) {
-  const auto start = std::chrono::steady_clock::now();
-  for (int spins = 0; !ready(); spins++) {
-    if (spins < 200) continue;
-    const auto now = std::chrono::steady_clock::now();
-    if (now - start < std::chrono::milliseconds(1)) {
-      sched_yield();
-      continue;
-    }
-    timespec ts{0, 50'000};
-    nanosleep(&ts, nullptr);
-    if (ready()) return;
+  backOffUntil(ready, [&](std::chrono::steady_clock::time_point now) {
     dt_shm_ctx* ctx = op->ctx;
     const auto peer = std::to_string(ctx->global_ranks[op->peer]);
     std::string message;
@@ -102,7 +90,7 @@ void waitFor(dt_shm_p2p* op, const char* what, std::chrono::steady_clock::time_p
       op->lanes->book.breakWith(message);
       throw Failure(status, message);
     }
-  }
+  });
 }
 
 // Streams `bytes` from `src` into the ring of channel `ch`.

@@ -179,16 +179,15 @@ std::string whereText(uint64_t where) {
 
 }  // namespace
 
-void waitUntil(dt_shm_ctx* ctx, const Fingerprint& fp, const char* what,
-               const std::function<bool()>& ready) {
+void backOffUntil(const std::function<bool()>& ready,
+                  const std::function<void(std::chrono::steady_clock::time_point now)>& idle) {
   const auto start = std::chrono::steady_clock::now();
-  const auto deadline = start + ctx->timeout;
   for (int spins = 0; !ready(); spins++) {
     if (spins < kSpins) {
       cpuRelax();
       continue;
     }
-    // Whoever holds the last blocks is running (or waiting for a core): give it ours first,
+    // Whoever holds what we wait for is running (or waiting for a core): give it ours first,
     // and sleep only once that has not been enough for a millisecond.
     const auto now = std::chrono::steady_clock::now();
     if (now - start < std::chrono::milliseconds(1)) {
@@ -197,9 +196,17 @@ void waitUntil(dt_shm_ctx* ctx, const Fingerprint& fp, const char* what,
     }
     timespec ts{0, 50'000};
     nanosleep(&ts, nullptr);
-    // A peer that finished the last block may have exited or failed since: only an unfinished
-    // collective is blamed on it (its writes precede its exit, so `ready` sees them).
     if (ready()) return;
+    idle(now);
+  }
+}
+
+void waitUntil(dt_shm_ctx* ctx, const Fingerprint& fp, const char* what,
+               const std::function<bool()>& ready) {
+  const auto deadline = std::chrono::steady_clock::now() + ctx->timeout;
+  // A peer that finished the last block may have exited or failed since: only an unfinished
+  // collective is blamed on it (its writes precede its exit, so `ready` sees them).
+  backOffUntil(ready, [&](std::chrono::steady_clock::time_point now) {
     if (int32_t failed = ctx->header()->failed.load(std::memory_order_acquire); failed >= 0) {
       ctx->broken = ctx->header()->failed_message;
       throw Failure(static_cast<dt_status>(ctx->header()->failed_status),
@@ -218,7 +225,7 @@ void waitUntil(dt_shm_ctx* ctx, const Fingerprint& fp, const char* what,
                                        std::to_string(ctx->timeout.count()) + " ms waiting for " +
                                        what);
     }
-  }
+  });
 }
 
 Fingerprint runPhases(dt_shm_ctx* ctx, Fingerprint fp, uint64_t stage_bytes,
