@@ -2,7 +2,7 @@
 // (2 → 3, 3 → 2, 3 → 1), training must end as if it had never stopped; plus the consolidated file,
 // and the refusals of bad indexes and files, in one process.
 import assert from "node:assert/strict";
-import { assertAllOk, runRanks } from "../_harness/ranks.ts";
+import { assertAllOk, type RankResult, runRanks } from "../_harness/ranks.ts";
 import { describe, markedProcesses, markerEnv } from "../_harness/processes.ts";
 import { consolidate, load, loadSharded, saveSharded } from "../../src/checkpoint/mod.ts";
 import { CheckpointError } from "../../src/checkpoint/errors.ts";
@@ -15,7 +15,8 @@ const SAVE_STEPS = 2;
 const worker = new URL("./sharded_worker.ts", import.meta.url);
 type Params = Record<string, number[]>;
 
-async function run(worldSize: number, env: Record<string, string>): Promise<Params[]> {
+/** Runs the worker on `worldSize` ranks; every rank must succeed and leave no process behind. */
+async function run(worldSize: number, env: Record<string, string>): Promise<RankResult[]> {
   const marker = crypto.randomUUID();
   const runs = await runRanks({
     worker,
@@ -29,7 +30,7 @@ async function run(worldSize: number, env: Record<string, string>): Promise<Para
     `left behind: ${describe(markedProcesses(marker))}`,
   );
   assertAllOk(runs);
-  return runs.map((r) => r.result!.final as Params);
+  return runs;
 }
 
 function relativeError(got: number[], want: number[]): number {
@@ -60,7 +61,8 @@ for (
     const dir = Deno.makeTempDirSync();
     try {
       await run(from, { CASE: "save", KIND: kind, DIR: dir, SAVE_STEPS: String(SAVE_STEPS) });
-      const resumed = await run(to, { CASE: "resume", KIND: kind, DIR: dir });
+      const resumed = (await run(to, { CASE: "resume", KIND: kind, DIR: dir }))
+        .map((r) => r.result!.final as Params);
       const sizes = Array.from({ length: STEPS }, (_, step) => (step < SAVE_STEPS ? from : to));
       const reference = trainReference(kind, sizes, STEPS).final;
       resumed.forEach((final, rank) => assertClose(final, reference, `rank ${rank} of ${to}`));
@@ -79,20 +81,7 @@ for (
 Deno.test("ranks that disagree on an optimizer's step count are refused by every rank, naming the parameter and both ranks; the previous save stays", async () => {
   const dir = Deno.makeTempDirSync({ prefix: "dtrain-sharded-disagree-" });
   try {
-    const marker = crypto.randomUUID();
-    const runs = await runRanks({
-      worker,
-      worldSize: 2,
-      timeoutMs: 60_000,
-      env: { KIND: "mlp", DIR: dir, CASE: "disagree", ...markerEnv(marker) },
-    });
-    assert.deepEqual(
-      markedProcesses(marker),
-      [],
-      `left behind: ${describe(markedProcesses(marker))}`,
-    );
-    assertAllOk(runs);
-    for (const { result } of runs) {
+    for (const { result } of await run(2, { KIND: "mlp", DIR: dir, CASE: "disagree" })) {
       assert.match(
         result!.error as string,
         new RegExp(
