@@ -262,11 +262,15 @@ export function mergeScalars(
   return out;
 }
 
-/** Builds the index from every rank's piece list (rank 0, after all ranks wrote). */
+/**
+ * Builds the index from every rank's piece list and their merged optimizer scalars
+ * (`mergeScalars`; rank 0, after all ranks wrote).
+ */
 export function buildIndex(
   dir: string,
   generation: number,
   ranks: readonly RankPieces[],
+  scalars: Record<string, Record<string, number>>,
   extra: Record<string, unknown>,
 ): Index {
   const folder = `gen-${generation}`;
@@ -276,7 +280,7 @@ export function buildIndex(
     worldSize: ranks.length,
     files: ranks.map((_, r) => `${folder}/rank-${r}.safetensors`),
     tensors: assignBoxes(ranks, `${dir}/${folder}`),
-    scalars: mergeScalars(dir, ranks),
+    scalars,
     paramGroups: ranks[0].paramGroups,
     extra,
   };

@@ -123,17 +123,19 @@ export async function saveSharded(dir: string, options: SaveShardedOptions): Pro
   // save leaves files, so the folder shows the previous generation alone.
   const pieceList = `${folder}/rank-${rank}.json`;
   let ranks: ReturnType<typeof readRankPieces>;
+  let merged: ReturnType<typeof mergeScalars>;
   const mine: Record<string, Tensor> = {};
   try {
     writeRankPieces(pieceList, { pieces, scalars, paramGroups: groups ?? null });
     await sync(); // every rank's piece list is there: each can tell which of its boxes it writes
     ranks = readRankPieces(dir, generation, size);
-    // Every rank reads the same lists, so all refuse a disagreement alike; once all have read
-    // (taking a list back before then would fail a slower rank's read instead).
-    const disagreement = tryMerge(dir, ranks);
-    if (disagreement !== null) {
+    try {
+      merged = mergeScalars(dir, ranks);
+    } catch (err) {
+      // Every rank reads the same lists, so all refuse a disagreement alike; once all have read
+      // (taking a list back before then would fail a slower rank's read instead).
       await sync();
-      throw disagreement;
+      throw err;
     }
     for (const [name, { pieces }] of Object.entries(assignBoxes(ranks, folder))) {
       const { t, held: h } = held.get(name) ?? {};
@@ -154,18 +156,10 @@ export async function saveSharded(dir: string, options: SaveShardedOptions): Pro
     for (const t of Object.values(mine)) t.dispose();
   }
   await sync();
-  if (rank === 0) commitIndex(dir, buildIndex(dir, generation, ranks, options.extra ?? {}));
-  await sync();
-}
-
-/** Why every rank's optimizer scalars do not merge (see `mergeScalars`), or null. */
-function tryMerge(dir: string, ranks: Parameters<typeof mergeScalars>[1]): Error | null {
-  try {
-    mergeScalars(dir, ranks);
-    return null;
-  } catch (err) {
-    return err as Error;
+  if (rank === 0) {
+    commitIndex(dir, buildIndex(dir, generation, ranks, merged, options.extra ?? {}));
   }
+  await sync();
 }
 
 /** What a sharded checkpoint holds, as {@linkcode readShardedMetadata} reads it from the index. */
