@@ -10,17 +10,10 @@ import { describe, markedProcesses, markerEnv } from "../_harness/processes.ts";
 import { loadSharded, saveSharded } from "../../src/checkpoint/mod.ts";
 import { buildModel, buildOptimizer, stateValues } from "../parallel/workers/fsdp_problem.ts";
 import { digests } from "./_digests.ts";
+import { listing } from "./_listing.ts";
 
 const worker = new URL("./sharded_crash_worker.ts", import.meta.url);
 type Params = Record<string, number[]>;
-
-/** Every file and folder under `dir`, as paths relative to it, sorted. */
-function listing(dir: string, under = ""): string[] {
-  return [...Deno.readDirSync(`${dir}/${under}`)].flatMap((e) => {
-    const path = under ? `${under}/${e.name}` : e.name;
-    return e.isDirectory ? [path, ...listing(dir, path)] : [path];
-  }).sort();
-}
 
 /** Loads the checkpoint in `dir` into a fresh model and AdamW in this process (world size 1). */
 function loadFresh(dir: string): { values: Params; extra: Record<string, unknown> } {

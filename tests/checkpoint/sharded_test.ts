@@ -92,10 +92,12 @@ Deno.test("ranks that disagree on an optimizer's step count are refused by every
       );
       assert.equal(result!.generation, 1);
       assert.deepEqual(result!.files, [
+        "gen-1",
         "gen-1/rank-0.json",
         "gen-1/rank-0.safetensors",
         "gen-1/rank-1.json",
         "gen-1/rank-1.safetensors",
+        "gen-2", // the refused save's folder, empty: the next save clears it (as after a crash)
         "index.json",
       ]);
     }

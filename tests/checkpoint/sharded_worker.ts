@@ -17,6 +17,7 @@ import { barrier, destroyProcessGroup, getRank, initProcessGroup } from "../../s
 import { fullStateDict, fullyShard } from "../../src/parallel/mod.ts";
 import { tidyAsync } from "../../src/tensor/scope.ts";
 import { runWorker } from "../_harness/worker.ts";
+import { listing } from "./_listing.ts";
 import {
   batchLoss,
   buildModel,
@@ -55,7 +56,7 @@ await runWorker(async () => {
       if (rank === 1) state.step = (state.step as number) + 1;
       const error = await saveSharded(dir, { model, optimizer }).then(() => null, (e) => e.message);
       await barrier(); // each rank takes its own piece list back: list once both have
-      return { error, generation: readShardedMetadata(dir)?.generation, files: listed(dir) };
+      return { error, generation: readShardedMetadata(dir)?.generation, files: listing(dir) };
     }
     if (Deno.env.get("CASE") === "save") {
       await saveSharded(dir, { model, optimizer, extra: { step: last } });
@@ -66,10 +67,3 @@ await runWorker(async () => {
     await destroyProcessGroup();
   }
 });
-
-/** Every file under `dir`, relative, sorted. */
-function listed(dir: string, under = ""): string[] {
-  return [...Deno.readDirSync(`${dir}/${under}`)].flatMap((e) =>
-    e.isDirectory ? listed(dir, `${under}${e.name}/`) : [`${under}${e.name}`]
-  ).sort();
-}
