@@ -5,7 +5,8 @@
  * @module
  */
 
-import { diagnoseError, type ProcessGroup, Work } from "../dist/mod.ts";
+import { type ProcessGroup, Work } from "../dist/mod.ts";
+import { diagnosePending } from "../dist/_pending_diagnosis.ts";
 import type { Module } from "../nn/module.ts";
 import { Parameter } from "../nn/parameter.ts";
 import { noGrad } from "../tensor/autograd.ts";
@@ -87,7 +88,8 @@ export function blockingWork(run: () => void): Work {
     run();
     return new Work(Promise.resolve());
   } catch (err) {
-    // Once: DDP's backward passes its rejection through diagnoseError again.
-    return new Work(diagnoseError(err).then((diagnosed) => Promise.reject(diagnosed)));
+    // Through the noted failures (_pending_diagnosis.ts): DDP's backward, which passes this
+    // rejection through diagnosedOnFailure, then finds it diagnosed and does not run it again.
+    return new Work(diagnosePending(err).then((diagnosed) => Promise.reject(diagnosed)));
   }
 }
