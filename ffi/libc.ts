@@ -1,7 +1,8 @@
 /**
  * The few libc calls dtrain needs for process hygiene (Linux): a parent-death signal for launched
- * processes and the file-descriptor limit of the store host. Opened lazily, since only launched
- * workers, launchers and store hosts use it.
+ * processes, the file-descriptor limit of the store host, and the launcher's hold on SIGUSR1 (a
+ * blocked signal taken with sigtimedwait, and the re-exec that blocks it in every thread). Opened
+ * lazily, since only launched workers, launchers and store hosts use it.
  * @module
  */
 
@@ -31,12 +32,49 @@ const symbols = {
     ],
     result: "i32",
   },
+  pthread_sigmask: {
+    parameters: [
+      "i32", // int how
+      "buffer", // const sigset_t *set (NULL: only read the mask)
+      "buffer", // sigset_t *oldset (NULL: not wanted)
+    ],
+    result: "i32",
+  },
+  sigtimedwait: {
+    parameters: [
+      "buffer", // const sigset_t *set
+      "buffer", // siginfo_t *info
+      "buffer", // const struct timespec *timeout (two i64: seconds, nanoseconds)
+    ],
+    result: "i32",
+  },
+  signal: {
+    parameters: [
+      "i32", // int signum
+      "pointer", // sighandler_t handler (SIG_IGN is 1)
+    ],
+    result: "pointer", // sighandler_t: the previous handler
+  },
+  execv: {
+    parameters: [
+      "buffer", // const char *path
+      "buffer", // char *const argv[] (NULL-terminated array of pointers)
+    ],
+    result: "i32",
+  },
 } as const satisfies Deno.ForeignLibraryInterface;
 
 /** prctl option that asks for a signal when the parent thread dies (linux/prctl.h). */
 export const PR_SET_PDEATHSIG = 1;
 /** getrlimit/setrlimit resource of open file descriptors (x86-64 and aarch64 Linux). */
 export const RLIMIT_NOFILE = 7;
+
+/** pthread_sigmask's `how` that adds the set to the mask (Linux, every architecture dtrain runs on). */
+export const SIG_BLOCK = 0;
+/** The signal number of SIGUSR1 (x86-64 and aarch64 Linux). */
+export const SIGUSR1 = 10;
+/** Bytes of glibc's sigset_t (1024 bits) and of a siginfo_t. */
+export const SIGSET_BYTES = 128;
 
 let lib: Deno.DynamicLibrary<typeof symbols> | null = null;
 

@@ -12,6 +12,7 @@ import { StoreServer } from "../dist/store/server.ts";
 import { checkToken, storeReach } from "../dist/store/token.ts";
 import { mergeRankTraces } from "../profile/merge.ts";
 import { discardProfile } from "../profile/tracer.ts";
+import { watchDumpSignal } from "./dump_signal.ts";
 import { runElastic } from "./elastic.ts";
 import { dumpLedgers, printLedgerDiagnosis } from "./ledger.ts";
 import type { LaunchOptions } from "./options.ts";
@@ -41,8 +42,11 @@ export async function launch(options: LaunchOptions): Promise<number> {
   const supervisor = new Supervisor(options, token, logDir);
   const handlers = FORWARDED_SIGNALS.map((s) => [s, () => supervisor.interrupt(s)] as const);
   for (const [s, h] of handlers) Deno.addSignalListener(s, h);
-  const onDump = () => void dumpLedgers(supervisor.runningRanks(), logDir, supervisor.localRanks());
-  Deno.addSignalListener("SIGUSR1", onDump);
+  // SIGUSR1 asks for a dump; it is held from Deno's inspector ([Note: SIGUSR1 never reaches the
+  // inspector] in dump_signal.ts), so it is polled for, not listened to.
+  const stopWatching = watchDumpSignal(() =>
+    void dumpLedgers(supervisor.runningRanks(), logDir, supervisor.localRanks())
+  );
   try {
     // Elastic jobs, and multi-node jobs that may restart: every node restarts in the same round,
     // and restarts are counted per job, in the store.
@@ -74,7 +78,7 @@ export async function launch(options: LaunchOptions): Promise<number> {
     return 1;
   } finally {
     for (const [s, h] of handlers) Deno.removeSignalListener(s, h);
-    Deno.removeSignalListener("SIGUSR1", onDump);
+    stopWatching();
     await store?.close();
     // The workers' DTRAIN_PROFILE timelines (one per rank) become one trace file.
     await mergeRankTraces(Deno.env.get("DTRAIN_PROFILE"));

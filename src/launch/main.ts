@@ -4,11 +4,14 @@
  */
 
 import { DistError } from "../dist/errors.ts";
+import { holdDumpSignal } from "./dump_signal.ts";
 import { discardProfile, unwritableTrace } from "../profile/tracer.ts";
 import { launch } from "./launcher.ts";
 import { LAUNCH_USAGE, LaunchArgsError, parseLaunchArgs } from "./options.ts";
 
 if (import.meta.main) {
+  // First, before anything that must not happen twice: this may re-execute the process.
+  holdDumpSignal();
   let options;
   try {
     options = parseLaunchArgs(Deno.args);

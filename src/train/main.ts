@@ -16,6 +16,7 @@ import { deviceProblem, groupBackend } from "./devices.ts";
 import { CheckpointError, save } from "../checkpoint/mod.ts";
 import { destroyProcessGroup, diagnoseError, DistError, initProcessGroup } from "../dist/mod.ts";
 import { launch } from "../launch/launcher.ts";
+import { holdDumpSignal } from "../launch/dump_signal.ts";
 import { runnable } from "../launch/supervisor.ts";
 import { EXIT_STOPPED } from "../launch/stop_request.ts";
 import { startProfile } from "../profile/tracer.ts";
@@ -225,6 +226,9 @@ export async function main(args: string[]): Promise<number> {
 }
 
 if (import.meta.main) {
+  // The job's first process may become the launcher: SIGUSR1 is held from Deno's inspector before
+  // anything runs (this may re-execute the process; its ranks inherit the hold).
+  if (Deno.env.get("RANK") === undefined) holdDumpSignal();
   try {
     Deno.exit(await main(Deno.args));
   } catch (error) {
