@@ -13,6 +13,8 @@
  * @module
  */
 
+import { localShard } from "../parallel/fsdp/fully_shard.ts";
+import { Shard, tensorParallelPlacement } from "../parallel/tensor_parallel/placement.ts";
 import type { Tensor } from "../tensor/tensor.ts";
 import { flattenObject, unflattenObject } from "./_object_tree.ts";
 import { CheckpointError } from "./errors.ts";
@@ -49,8 +51,10 @@ export type CheckpointObject = { [key: string]: CheckpointValue };
  * plain objects, nested to any depth (an `optimizer.stateDict()` or a module's `stateDict()`).
  * @throws CheckpointError before anything is written, naming the path of the first value that
  * cannot be stored (undefined, a function, a Map, a Set, a Date, a BigInt, a class instance, a
- * typed array, an empty array slot, a cycle, a disposed or bool tensor), or two tensors whose
- * paths join to the same name; the file system's errors as they are.
+ * typed array, an empty array slot, a cycle, a disposed or bool tensor), two tensors whose
+ * paths join to the same name, or a tensor that is one rank's shard of a parallel model's
+ * parameter (tensor parallelism, FSDP: save `parallel.fullStateDict(model)` instead); the file
+ * system's errors as they are.
  *
  * @example Save a nanoGPT-style checkpoint and read it back
  * ```ts
@@ -84,7 +88,29 @@ export function saveObject(path: string, obj: object): void {
     throw new CheckpointError(path, `cannot save: ${problem}`);
   };
   const { tensors, structure } = flattenObject(obj, refuse);
+  for (const [name, t] of tensors) {
+    const shard = shardOf(t);
+    if (shard !== null) {
+      refuse(
+        `${name} is ${shard}, not a whole tensor; save parallel.fullStateDict(model) (every ` +
+          "rank gathers the whole tensors), or the shards with saveSharded",
+      );
+    }
+  }
   save(path, Object.fromEntries(tensors), { [OBJECT_METADATA_KEY]: JSON.stringify(structure) });
+}
+
+/** What part of its full tensor `t` is when a parallel style or FSDP sharded it; null if whole. */
+function shardOf(t: Tensor): string | null {
+  const tp = tensorParallelPlacement(t);
+  if (tp?.placement instanceof Shard) {
+    return `this rank's tensor-parallel shard (${tp.placement} of [${tp.fullShape}] over ` +
+      `${tp.group.size} ranks)`;
+  }
+  const fsdp = localShard(t);
+  if (!fsdp.sharded) return null;
+  return `this rank's FSDP shard (rows ${fsdp.rowStart}..${fsdp.rowStart + fsdp.rows - 1} of ` +
+    `[${fsdp.shape}])`;
 }
 
 /**

@@ -7,7 +7,6 @@ import { GPT } from "../nn/gpt.ts";
 import { fullStateDict } from "../parallel/fsdp/full_state_dict.ts";
 import type { TrainConfig } from "./_schema.ts";
 import { shardedSnapshots } from "./_layout.ts";
-import { gatherTensorParallel } from "./_tp_weights.ts";
 import { buildModel, taskShape } from "./model.ts";
 
 /** What of a trainer (epoch- or iteration-based) the end of a run reads. */
@@ -19,8 +18,8 @@ export interface Trained {
 }
 
 /**
- * The trained model's whole state dict (gathered from every rank under FSDP or TP; every rank
- * calls this), and under FSDP or TP rank 0 writes it to model.safetensors beside the snapshot, with the
+ * The trained model's whole state dict (gathered from every rank under FSDP, HSDP or TP by
+ * `fullStateDict`; every rank calls this), and under FSDP or TP rank 0 writes it to model.safetensors beside the snapshot, with the
  * module's names, as PyTorch's `load_file` (and nanoGPT, for the GPT) reads it. A pipeline's
  * ranks hold their stages only: each reads the whole model back from the sharded snapshot the run
  * just committed (every run that trained ends with one, of its last step).
@@ -33,9 +32,8 @@ export async function finalWeights(trainer: Trained): Promise<StateDict> {
     loadSharded(config.snapshot, { model: whole });
     return saveWhole(trainer, whole.stateDict());
   }
-  // FSDP's rows first (whole TP shards on every rank), then TP's shards (whole tensors).
-  const local = config.strategy === "fsdp" ? await fullStateDict(trainer.model) : undefined;
-  return saveWhole(trainer, config.tp > 1 ? gatherTensorParallel(trainer.model, local) : local!);
+  // Every dimension that shards a parameter: FSDP's rows (HSDP's replicas hold the same), TP's.
+  return saveWhole(trainer, await fullStateDict(trainer.model));
 }
 
 /** Rank 0 writes `weights` to model.safetensors beside the snapshot; returns them. */

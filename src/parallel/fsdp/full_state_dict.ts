@@ -1,23 +1,37 @@
 /**
- * `fullStateDict`: the whole state dict of a fully sharded module, gathered on every rank.
+ * `fullStateDict`: the whole state dict of a parallel module (FSDP, HSDP, tensor parallelism and
+ * their compositions), gathered over every mesh dimension that shards a parameter, on every rank.
  * @module
  */
 
 import type { Module, StateDict } from "../../nn/module.ts";
 import { copyInto, Tensor } from "../../tensor/tensor.ts";
+import { gatherWhole } from "../tensor_parallel/_gather_whole.ts";
+import { Shard, tensorParallelPlacement } from "../tensor_parallel/placement.ts";
 import { realRows } from "./_common.ts";
 import { copyElements } from "./_param.ts";
 import type { FSDPParamGroup } from "./_param_group.ts";
-import { fsdpStateOf } from "./fully_shard.ts";
+import { fsdpStateOf, localShard } from "./fully_shard.ts";
 
 /**
- * Gathers every parameter of the FSDP tree rooted at `model` and returns the module's state dict
- * with its own names (nanoGPT's for `nn.GPT`) and full shapes, as new tensors, on every rank.
- * Every rank must call it at the same point (it runs one all-gather per group). The parameters are
- * the f32 shards the optimizer trains, whatever the mixed-precision policy gathers for compute.
+ * Gathers every parameter of `model` whole and returns the module's state dict with its own names
+ * (nanoGPT's for `nn.GPT`) and full shapes, as new tensors, on every rank (PyTorch's
+ * `get_model_state_dict(model, options=StateDictOptions(full_state_dict=True))`): FSDP's rows
+ * over the shard group (HSDP's replicas hold the same rows), then tensor parallelism's shards over
+ * the TP group (fused q|k|v parts put back in order), so that a TP × FSDP or HSDP × TP model gives
+ * the same tensors as one process. Every rank must call it at the same point (it runs one
+ * all-gather per FSDP group, then one per TP-sharded tensor). The parameters are the f32 shards
+ * the optimizer trains, whatever the mixed-precision policy gathers for compute. A module with
+ * neither gives copies of its tensors. A pipeline stage's module gives its stage's tensors, whole
+ * (the whole model is the union of the stages': the train job reads it back from its sharded
+ * snapshot).
  *
- * @param model The root `fullyShard` returned.
+ * @param model The module: a `fullyShard` root, a module made tensor-parallel by
+ *   `parallelizeModule` (and then fully sharded), or any module.
  * @returns Names to full tensors: parameters gathered, buffers copied.
+ * @throws Error for a module inside a `fullyShard` tree that is not its root, or a parameter
+ *   sharded by a `fullyShard` root outside `model` (naming the parameter and the FSDP dimension):
+ *   call it on that root.
  *
  * @example The full weights of a sharded MLP
  * ```ts
@@ -32,23 +46,61 @@ import { fsdpStateOf } from "./fully_shard.ts";
  * ```
  */
 export async function fullStateDict(model: Module): Promise<StateDict> {
-  const state = fsdpStateOf(model);
-  if (state === undefined || state.root !== state) {
+  const own = fsdpStateOf(model);
+  if (own !== undefined && own.root !== own) {
     throw new Error(
-      `fullStateDict: expected the root of a fullyShard tree, got a ${model.constructor.name} ` +
-        (state === undefined ? "that is not fully sharded" : "inside another fully sharded module"),
+      `fullStateDict: this ${model.constructor.name} is inside another fully sharded module, ` +
+        "whose groups hold parameters it lacks; call fullStateDict on the root fullyShard returned",
     );
   }
-  const full = new Map<Tensor, Tensor>();
-  for (const group of state.groups) {
-    for (const [p, copy] of await gatherShards(group)) {
-      full.set(p.sharded, copy);
-      full.set(p.unsharded, copy);
+  // FSDP first: each parameter's TP-local tensor, whole over its FSDP group.
+  const overFsdp = new Map<Tensor, Tensor>();
+  for (const m of model.modules()) {
+    const state = fsdpStateOf(m);
+    if (state === undefined || state.root !== state) continue;
+    for (const group of state.groups) {
+      for (const [p, copy] of await gatherShards(group)) {
+        overFsdp.set(p.sharded, copy);
+        overFsdp.set(p.unsharded, copy);
+      }
     }
   }
-  return Object.fromEntries(
-    Object.entries(model.stateDict()).map(([name, t]) => [name, full.get(t) ?? cloneOf(t)]),
-  );
+  // Then TP, in the state dict's order (the same on every rank of a TP group); a tied
+  // parameter's tensor is gathered once.
+  const whole = new Map<Tensor, Tensor>();
+  const out: StateDict = {};
+  for (const [name, t] of Object.entries(model.stateDict())) {
+    let full = whole.get(t);
+    if (full === undefined) {
+      full = wholeOf(model, name, t, overFsdp.get(t));
+      whole.set(t, full);
+    }
+    out[name] = full;
+  }
+  const kept = new Set(Object.values(out));
+  for (const copy of new Set(overFsdp.values())) if (!kept.has(copy)) copy.dispose();
+  return out;
+}
+
+/**
+ * `t` (named `name` in `model`) whole: `gathered`, its FSDP rows gathered (if FSDP shards it),
+ * then gathered over its TP group (if TP shards it); a copy of `t` when nothing shards it.
+ */
+function wholeOf(model: Module, name: string, t: Tensor, gathered: Tensor | undefined): Tensor {
+  const fsdp = localShard(t);
+  if (fsdp.sharded && gathered === undefined) {
+    throw new Error(
+      `fullStateDict: ${name} is sharded by FSDP (this rank holds rows ${fsdp.rowStart}..` +
+        `${fsdp.rowStart + fsdp.rows - 1} of [${fsdp.shape}]) under a fullyShard root outside ` +
+        `this ${model.constructor.name}, so its FSDP dimension cannot be gathered here; call ` +
+        "fullStateDict on that root",
+    );
+  }
+  const tp = tensorParallelPlacement(t);
+  if (tp !== undefined && tp.placement instanceof Shard) {
+    return gatherWhole(name, gathered ?? t, { ...tp, placement: tp.placement });
+  }
+  return gathered ?? cloneOf(t);
 }
 
 /** Every parameter of `group`, whole, from an all-gather of the f32 shards into new tensors. */
