@@ -10,6 +10,9 @@ import assert from "node:assert/strict";
 import { assertAllOk, runRanks } from "../_harness/ranks.ts";
 import { describe, markedProcesses, markerEnv, withTempDir } from "../_harness/processes.ts";
 import { load } from "../../src/checkpoint/safetensors.ts";
+import { destroyProcessGroup, initProcessGroup } from "../../src/dist/mod.ts";
+import { MLP } from "../../src/nn/container.ts";
+import { fullStateDict, fullyShard } from "../../src/parallel/mod.ts";
 import { relativeError } from "../_harness/close.ts";
 import { apartVanishing, keyBiasApart } from "./_tp_compare.ts";
 import { buildModel, trainParts } from "./workers/tp_problem.ts";
@@ -113,4 +116,17 @@ Deno.test("fullStateDict on 4 ranks under TP 2 × FSDP 2 gathers both dimensions
 
 Deno.test("fullStateDict on 8 ranks under HSDP 2 × 2 × TP 2, and on each stage of PP 2 × FSDP 2 × TP 2, gathers every dimension: one process's whole tensors", async () => {
   await runAndCheck("3d", 8);
+});
+
+Deno.test("fullStateDict refuses a submodule whose parameters a fullyShard root above it shards, naming the parameter, its FSDP rows and the fix", async () => {
+  await initProcessGroup({ initMethod: "tcp://127.0.0.1:0", rank: 0, worldSize: 1 });
+  try {
+    const model = fullyShard(new MLP([4, 3, 2]));
+    await assert.rejects(
+      () => fullStateDict(model[0]),
+      /^Error: fullStateDict: weight is sharded by FSDP \(this rank holds rows 0\.\.2 of \[3,4\]\) under a fullyShard root outside this Linear, so its FSDP dimension cannot be gathered here; call fullStateDict on that root$/,
+    );
+  } finally {
+    await destroyProcessGroup();
+  }
 });
