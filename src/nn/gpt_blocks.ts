@@ -62,6 +62,11 @@ export class CausalSelfAttention extends Module {
     this.#headSize = config.nEmbd / config.nHead;
   }
 
+  /** Features per head (nEmbd / nHead): a tensor-parallel plan must keep each rank's heads whole. */
+  get headSize(): number {
+    return this.#headSize;
+  }
+
   /**
    * x [B, T, C] → [B, T, C]: nanoGPT's split into q, k, v, heads moved forward, causal
    * `scaled_dot_product_attention` and heads merged back, as one fused op that reads the heads in

@@ -38,6 +38,12 @@ export interface StyleTarget {
 export const styled = new WeakSet<Module>();
 
 /**
+ * What each module a Linear style (ColwiseParallel, RowwiseParallel) changed gives as its local
+ * output, for the checks that look at a plan as a whole (a fused q|k|v projection's consumer).
+ */
+export const linearOutputs = new WeakMap<Module, Placement>();
+
+/**
  * Replaces `target.module[key]` by this rank's shard of it along `placement` (in `chunks` fused
  * parts), in every module of the root that holds the same tensor, and returns the shard. A
  * parameter already sharded the same way (a tied one) is kept; another way is an error.

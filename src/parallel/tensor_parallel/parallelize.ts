@@ -7,6 +7,7 @@
 import type { DeviceMesh } from "../../dist/device_mesh.ts";
 import type { Module } from "../../nn/module.ts";
 import { Parameter } from "../../nn/parameter.ts";
+import { refuseSplitFusedQKV } from "./_fused_qkv.ts";
 import { styled } from "./_params.ts";
 import { tensorParallelPlacement } from "./placement.ts";
 import { Shard } from "./placement.ts";
@@ -32,8 +33,11 @@ export type ParallelizePlan = ParallelStyle | Record<string, ParallelStyle>;
  * @returns `module`.
  * @throws DistError for a mesh of more than one dimension.
  * @throws Error for a plan name that matches no submodule, a style on a module type it does not
- *   support, a parameter whose size the mesh does not divide, or a parameter sharded for one
- *   module and read unchanged by another (a tied parameter whose other user has no style).
+ *   support, a parameter whose size the mesh does not divide, a parameter sharded for one
+ *   module and read unchanged by another (a tied parameter whose other user has no style), or
+ *   a GPT attention's fused q|k|v projection (`attn.c_attn`) split in a way the attention cannot
+ *   read: it needs `ColwiseParallel({ chunks: 3 })` (each rank holds its whole heads' q, k and v),
+ *   or to stay whole.
  *
  * @example Two Linears, column- then row-wise, on a mesh of one rank
  * ```ts
@@ -78,6 +82,7 @@ export function parallelizeModule<M extends Module>(
     for (const [fqn, m] of matched) style.apply({ module: m, fqn, root: module, group });
   }
   refuseUnstyledShards(module);
+  refuseSplitFusedQKV(module);
   return module;
 }
 

@@ -15,6 +15,7 @@ import { embedding } from "../../tensor/ops/nn.ts";
 import type { Tensor } from "../../tensor/tensor.ts";
 import {
   gradSummedUpstream,
+  linearOutputs,
   placeParam,
   replicateParam,
   setOutputPlacement,
@@ -143,6 +144,7 @@ export class ColwiseParallel extends ParallelStyle {
       wrongType(what, target, "nn.Linear and nn.Embedding");
     }
     const input = this.#input, output = this.#output, local = this.#local;
+    linearOutputs.set(module, output);
     wrapForward(module, (forward, x: Tensor) => {
       let y: Tensor;
       if (ids || gradSummedUpstream.has(x)) y = forward(x);
@@ -186,6 +188,7 @@ export class RowwiseParallel extends ParallelStyle {
     const what = "RowwiseParallel", { module, fqn, group } = target;
     checkLayout(what, fqn, this.#output, ["Replicate", "Shard"]);
     const output = this.#output, local = this.#local;
+    linearOutputs.set(module, output);
     // y is always a product just computed here, which nothing saved for backward: the
     // all-reduce may overwrite it (see sumOwned).
     const reduce = (y: Tensor) =>
