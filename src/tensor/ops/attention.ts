@@ -312,9 +312,11 @@ export function packedCausalAttention(qkv: Tensor, nHead: number, dropoutP = 0):
   const half = viaF32(op, [qkv], (x) => packedCausalAttention(x, nHead, dropoutP));
   if (half) return half;
   expectF32(op, qkv);
-  if (qkv.ndim !== 3 || qkv.shape[2] % (3 * nHead) !== 0) {
+  // A fractional head count passes the divisibility test (36 % 4.5) and the kernel reads past the
+  // tensor: refused here.
+  if (!Number.isInteger(nHead) || nHead < 1 || qkv.ndim !== 3 || qkv.shape[2] % (3 * nHead) !== 0) {
     throw new RangeError(
-      `${op}: expected [B, T, 3C] with C divisible by ${nHead} heads, got ${
+      `${op}: expected [B, T, 3C] with C divisible by ${nHead} heads (a positive integer), got ${
         formatShape(qkv.shape)
       }`,
     );
