@@ -20,6 +20,7 @@
 
 import { z } from "zod";
 import { type DType, formatShape, itemSize, shapeSize } from "../tensor/tensor.ts";
+import { printable } from "../io/printable.ts";
 import { CheckpointError } from "./errors.ts";
 
 /** The reference implementation's limit on `N`. */
@@ -196,7 +197,10 @@ export function decodeHeader(path: string, bytes: Uint8Array, dataBytes: number)
   try {
     json = JSON.parse(text);
   } catch (error) {
-    fail(`header (${bytes.length} bytes) is not valid JSON: ${(error as Error).message}`);
+    // V8's message quotes the text around the error, which may hold any control bytes.
+    fail(
+      `header (${bytes.length} bytes) is not valid JSON: ${printable((error as Error).message)}`,
+    );
   }
   if (!isObject(json)) return fail(`header is ${show(json)}, not a JSON object`);
   // JSON.parse keeps the last of two equal keys; a header that names a tensor twice is ambiguous.

@@ -5,9 +5,11 @@
  * @module
  */
 
+import { notRegularFile } from "../io/regular_file.ts";
 import { writeAll } from "../io/write_all.ts";
 import { copyInto, itemSize, Tensor } from "../tensor/tensor.ts";
-import { decodeHeader, encodeHeader, layout, MAX_HEADER_BYTES } from "./_header.ts";
+import type { DType } from "../tensor/dtype.ts";
+import { decodeHeader, encodeHeader, type Header, layout, MAX_HEADER_BYTES } from "./_header.ts";
 import { writeFileAtomic } from "./_atomic.ts";
 import { CheckpointError } from "./errors.ts";
 
@@ -129,6 +131,73 @@ function readExactly(path: string, file: Deno.FsFile, view: Uint8Array, what: st
   }
 }
 
+/** A safetensors file's header: what {@linkcode load} would allocate, read without the data. */
+export interface SafetensorsHeader {
+  /** Each tensor's dtype and shape, in data order. */
+  tensors: Record<string, { dtype: DType; shape: readonly number[] }>;
+  /** The string-to-string `__metadata__` map; `{}` when the file has none. */
+  metadata: Record<string, string>;
+}
+
+/**
+ * Opens `path` (a regular file: a directory or FIFO is named, never read) and reads and checks
+ * its header; the file is left at the first data byte.
+ */
+function openHeader(path: string): { file: Deno.FsFile } & Header {
+  const fail = (problem: string): never => {
+    throw new CheckpointError(path, problem);
+  };
+  const other = notRegularFile(path);
+  if (other !== null) fail(`is ${other}, expected a safetensors file`);
+  const file = Deno.openSync(path, { read: true });
+  try {
+    const size = file.statSync().size;
+    if (size < 8) fail(`file is ${size} bytes, too short for the 8-byte header length`);
+    const prefix = new Uint8Array(8);
+    readExactly(path, file, prefix, "the header length");
+    const headerBytes = new DataView(prefix.buffer).getBigUint64(0, true);
+    if (headerBytes > BigInt(MAX_HEADER_BYTES)) {
+      fail(`header length ${headerBytes} exceeds the limit of ${MAX_HEADER_BYTES} bytes`);
+    }
+    const n = Number(headerBytes);
+    if (8 + n > size) fail(`header length ${n} runs past the end of the ${size}-byte file`);
+    const headerView = new Uint8Array(n);
+    readExactly(path, file, headerView, "the header");
+    return { file, ...decodeHeader(path, headerView, size - 8 - n) };
+  } catch (error) {
+    file.close();
+    throw error;
+  }
+}
+
+/**
+ * Reads a safetensors file's header only, checked as {@linkcode load} checks it, so that a
+ * caller can compare the shapes with what it expects before allocating anything.
+ *
+ * @param path The file to read.
+ * @returns Each tensor's dtype and shape, and the metadata.
+ * @throws CheckpointError naming the file and what is wrong with it (a directory or other
+ * non-file included); the file system's errors (such as `Deno.errors.NotFound`) as they are.
+ *
+ * @example The shapes of a checkpoint made by PyTorch
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { fileURLToPath } from "node:url";
+ * import { readHeader } from "./mod.ts";
+ * const url = new URL("../../tests/fixtures/mlp_torch.safetensors", import.meta.url);
+ * const { tensors } = readHeader(fileURLToPath(url));
+ * assert.deepEqual(tensors["0.weight"], { dtype: "f32", shape: [16, 8] });
+ * ```
+ */
+export function readHeader(path: string): SafetensorsHeader {
+  const { file, entries, metadata } = openHeader(path);
+  file.close();
+  const tensors = Object.fromEntries(
+    entries.map(({ name, dtype, shape }) => [name, { dtype, shape }]),
+  );
+  return { tensors, metadata };
+}
+
 /**
  * Loads a safetensors file. Every field of the header is checked against the file before any
  * data is trusted: header length, JSON shape, dtype (F32, BF16, F16, I32 or U16), shape, and data
@@ -138,8 +207,8 @@ function readExactly(path: string, file: Deno.FsFile, view: Uint8Array, what: st
  *
  * @param path The file to read.
  * @returns The tensors by name (new contiguous CPU tensors) and the metadata.
- * @throws CheckpointError naming the file and what is wrong with it; the file system's errors
- * (such as `Deno.errors.NotFound`) as they are.
+ * @throws CheckpointError naming the file and what is wrong with it (a directory or other
+ * non-file included); the file system's errors (such as `Deno.errors.NotFound`) as they are.
  *
  * @example Load a checkpoint made by PyTorch
  * ```ts
@@ -152,24 +221,8 @@ function readExactly(path: string, file: Deno.FsFile, view: Uint8Array, what: st
  * ```
  */
 export function load(path: string): Checkpoint {
-  const fail = (problem: string): never => {
-    throw new CheckpointError(path, problem);
-  };
-  using file = Deno.openSync(path, { read: true });
-  const size = file.statSync().size;
-  if (size < 8) fail(`file is ${size} bytes, too short for the 8-byte header length`);
-  const prefix = new Uint8Array(8);
-  readExactly(path, file, prefix, "the header length");
-  const headerBytes = new DataView(prefix.buffer).getBigUint64(0, true);
-  if (headerBytes > BigInt(MAX_HEADER_BYTES)) {
-    fail(`header length ${headerBytes} exceeds the limit of ${MAX_HEADER_BYTES} bytes`);
-  }
-  const n = Number(headerBytes);
-  if (8 + n > size) fail(`header length ${n} runs past the end of the ${size}-byte file`);
-  const headerView = new Uint8Array(n);
-  readExactly(path, file, headerView, "the header");
-  const { entries, metadata } = decodeHeader(path, headerView, size - 8 - n);
-
+  const { file: opened, entries, metadata } = openHeader(path);
+  using file = opened;
   const loaded: [string, Tensor][] = [];
   try {
     // The entries tile the data region in offset order, so one sequential pass reads them all.
