@@ -9,10 +9,13 @@ import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import type { z } from "zod";
+import { printable, quote } from "../io/printable.ts";
 import { badFlagValue, decimalNumber, splitNodes } from "../launch/options.ts";
 import { FLAGS } from "./_flags.ts";
 import { discardProfile, unwritableTrace } from "../profile/tracer.ts";
-import { exceedsMemory } from "./footprint.ts";
+import { CheckpointError } from "../checkpoint/errors.ts";
+import { readPretrainedConfig } from "../nn/gpt_pretrained.ts";
+import { exceedsMemory, type GptSizes } from "./footprint.ts";
 import {
   ConfigError,
   DEFAULTS,
@@ -52,9 +55,14 @@ const BOOLEANS: Record<string, boolean> = {
   "0": false,
 };
 
+/** A zod issue as one message naming the field and the value seen, escaped (it may be a file's). */
 function formatIssue(issue: z.core.$ZodIssue): ConfigError {
   const field = issue.path.length ? issue.path.join(".") : "config";
-  return new ConfigError(field, issue.message);
+  if (issue.code === "unrecognized_keys") {
+    const keys = issue.keys.map(quote).join(", ");
+    return new ConfigError(field, `Unrecognized key${issue.keys.length > 1 ? "s" : ""}: ${keys}`);
+  }
+  return new ConfigError(field, `${issue.message} (got ${quote(issue.input)})`);
 }
 
 /**
@@ -85,7 +93,7 @@ export function parseTrainArgs(args: string[], notes: string[] = []): TrainConfi
     }
     const eq = arg.indexOf("=");
     const flag = eq < 0 ? arg : arg.slice(0, eq);
-    if (arg === "--help" || !(flag.slice(2) in options)) {
+    if (arg === "--help" || !Object.hasOwn(options, flag.slice(2))) {
       flagArgs.push(arg); // parseArgs names an unknown flag
       continue;
     }
@@ -167,7 +175,10 @@ function convert(field: keyof TrainConfig, raw: string): unknown {
   if (BOOLEAN.has(field)) {
     const value = BOOLEANS[raw];
     if (value === undefined) {
-      throw new ConfigError(field, `expected true or false (or True, False, 1, 0), got "${raw}"`);
+      throw new ConfigError(
+        field,
+        `expected true or false (or True, False, 1, 0), got ${quote(raw)}`,
+      );
     }
     return value;
   }
@@ -243,12 +254,31 @@ function readConfigFile(
     }
   }
   let value: unknown;
+  // JSON reads 1e400 as Infinity, which would reach the schema as a number "received number".
+  // The reviver sees the innermost value first: the path grows outward as its holders come.
+  let outOfRange: { path: string[]; holder: unknown; source: string } | undefined;
+  function reviver(this: unknown, key: string, v: unknown, context?: { source?: string }) {
+    if (outOfRange === undefined && typeof v === "number" && !Number.isFinite(v)) {
+      outOfRange = { path: [key], holder: this, source: `${context?.source}` };
+    } else if (outOfRange !== undefined && v === outOfRange.holder && key !== "") {
+      outOfRange = { ...outOfRange, path: [key, ...outOfRange.path], holder: this };
+    }
+    return v;
+  }
   try {
-    value = JSON.parse(text);
+    value = JSON.parse(text, reviver);
   } catch (error) {
+    // V8's message quotes the text around the error, which may be any bytes.
+    const why = printable((error as Error).message);
     throw new ConfigError(
       "config",
-      `${path} is not valid JSON: ${(error as Error).message} (a nanoGPT config file ends in .py)`,
+      `${path} is not valid JSON: ${why} (a nanoGPT config file ends in .py)`,
+    );
+  }
+  if (outOfRange !== undefined) {
+    throw new ConfigError(
+      outOfRange.path.filter((k) => k !== "").map(printable).join(".") || "config",
+      `${path}: ${printable(outOfRange.source)} is out of range (numbers up to 1.8e308)`,
     );
   }
   if (value === null || typeof value !== "object" || Array.isArray(value)) {
@@ -259,7 +289,7 @@ function readConfigFile(
 
 /** Validates a complete config object (all fields present), naming the first bad field. */
 export function validateConfig(value: unknown): TrainConfig {
-  const result = TrainConfigSchema.safeParse(value);
+  const result = TrainConfigSchema.safeParse(value, { reportInput: true });
   if (!result.success) throw formatIssue(result.error.issues[0]);
   const config = result.data;
   if (config.minNodes !== undefined && config.minNodes > config.nnodes) {
@@ -289,20 +319,26 @@ export function validateConfig(value: unknown): TrainConfig {
   if (config.minNodes === undefined || config.minNodes === config.nnodes) {
     resolveDegrees(config, worldSize, world);
   }
-  if (config.dataset === "tokens") checkIterations(config);
+  const pretrained = config.dataset === "tokens" ? checkIterations(config) : undefined;
   if (config.nodeRank >= config.nnodes) {
     throw new ConfigError(
       "nodeRank",
       `must be below nnodes (${config.nnodes}), got ${config.nodeRank}`,
     );
   }
-  const tooBig = exceedsMemory(config);
-  if (tooBig !== null) throw new ConfigError(config.model === "gpt" ? "nEmbd" : "hidden", tooBig);
+  const tooBig = exceedsMemory(config, undefined, pretrained);
+  if (tooBig !== null) {
+    const field = pretrained ? "initFrom" : config.model === "gpt" ? "nEmbd" : "hidden";
+    throw new ConfigError(field, tooBig);
+  }
   return config;
 }
 
-/** What iteration-based training (`--dataset tokens`) needs of its settings. */
-function checkIterations(config: TrainConfig): void {
+/**
+ * What iteration-based training (`--dataset tokens`) needs of its settings; returns the sizes of
+ * the `--init-from` folder's model, checked against its weights' header, when there is one.
+ */
+function checkIterations(config: TrainConfig): GptSizes | undefined {
   if (config.dataDir === "") {
     throw new ConfigError(
       "dataDir",
@@ -315,7 +351,7 @@ function checkIterations(config: TrainConfig): void {
     throw new ConfigError(
       "initFrom",
       `expected scratch, resume or a folder of GPT-2 weights (Hugging Face's config.json and ` +
-        `model.safetensors; nothing is downloaded), got "${from}"`,
+        `model.safetensors; nothing is downloaded), got ${quote(from)}`,
     );
   }
   // The ranks of one TP group run one replica's micro-steps together.
@@ -337,5 +373,17 @@ function checkIterations(config: TrainConfig): void {
       `must exceed warmupIters (${config.warmupIters}): nanoGPT's get_lr decays over the ` +
         `iterations between them, got ${config.lrDecayIters}`,
     );
+  }
+  return from === "scratch" || from === "resume" ? undefined : pretrainedSizes(from);
+}
+
+/** The sizes of the model in the GPT-2 folder `dir`, read before any process builds it. */
+function pretrainedSizes(dir: string): GptSizes {
+  try {
+    const { nLayer, nEmbd, blockSize, vocabSize } = readPretrainedConfig(dir, {});
+    return { nLayer, nEmbd, blockSize, vocabSize, source: `${dir}/config.json's` };
+  } catch (error) {
+    if (error instanceof CheckpointError) throw new ConfigError("initFrom", error.message);
+    throw error;
   }
 }

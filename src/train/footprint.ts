@@ -12,8 +12,30 @@ import { DATASET_SHAPES } from "./model.ts";
 const F32 = 4;
 
 /**
+ * A GPT's sizes where they are not the flags': `--init-from DIR` builds the model config.json
+ * describes (as nanoGPT's `init_from='gpt2*'` overrides n_layer, n_embd, block_size and
+ * vocab_size), so the memory it needs is counted from those.
+ */
+export interface GptSizes {
+  /** Transformer blocks (`n_layer`). */
+  nLayer: number;
+  /** Width (`n_embd`). */
+  nEmbd: number;
+  /** Positions (`n_positions`). */
+  blockSize: number;
+  /** Vocabulary (`vocab_size`). */
+  vocabSize: number;
+  /** How a message names where these sizes come from, e.g. `DIR/config.json's`. */
+  source: string;
+}
+
+/**
  * The number of parameters of the model `config` names (a GPT's output head shares the token
  * embedding's weight, as in `src/nn/gpt.ts`).
+ *
+ * @param config A validated configuration.
+ * @param gpt The GPT's sizes when they are not the flags' (a pretrained folder's).
+ * @returns The count, each weight and bias once.
  *
  * @example
  * ```ts
@@ -24,17 +46,18 @@ const F32 = 4;
  * assertEquals(parameterCount(DEFAULTS), 785 * 512 + 513 * 512 + 513 * 10);
  * ```
  */
-export function parameterCount(config: TrainConfig): number {
+export function parameterCount(config: TrainConfig, gpt?: GptSizes): number {
   const { inputs, outputs } = DATASET_SHAPES[config.dataset];
   if (config.model === "linear") return (inputs + 1) * outputs;
   if (config.model === "mlp") {
     const sizes = [inputs, ...config.hidden, outputs];
     return sizes.slice(1).reduce((sum, out, i) => sum + (sizes[i] + 1) * out, 0);
   }
-  const c = config.nEmbd;
+  const { nLayer, nEmbd: c, blockSize, vocabSize } = gpt ??
+    { ...config, vocabSize: outputs };
   // Per block: two layer norms (2c each), attention (c → 3c, c → c) and the MLP (c → 4c → c).
   const block = 4 * c + (3 * c * c + 3 * c) + (c * c + c) + (4 * c * c + 4 * c) + (4 * c * c + c);
-  return (outputs + config.blockSize) * c + config.nLayer * block + 2 * c;
+  return (vocabSize + blockSize) * c + nLayer * block + 2 * c;
 }
 
 /**
@@ -46,19 +69,27 @@ export function parameterCount(config: TrainConfig): number {
  * @param config A validated configuration.
  * @param totalBytes The machine's memory (default `Deno.systemMemoryInfo().total`; when that
  *   is not permitted, nothing is refused).
+ * @param gpt The GPT's sizes when they are not the flags' (a pretrained folder's).
  * @returns The reason, naming the sizes and the memory, or null.
  */
-export function exceedsMemory(config: TrainConfig, totalBytes?: number): string | null {
+export function exceedsMemory(
+  config: TrainConfig,
+  totalBytes?: number,
+  gpt?: GptSizes,
+): string | null {
   const total = totalBytes ?? systemMemory();
   if (total === null) return null;
-  const params = parameterCount(config);
+  const params = parameterCount(config, gpt);
   const states = config.optimizer === "adamw" ? 2 : config.momentum > 0 ? 1 : 0;
   const perProcess = params * F32 * (2 + states);
   const onNode = config.strategy === "fsdp"
     ? perProcess / config.nnodes
     : perProcess * config.nprocPerNode;
   if (onNode <= total) return null;
-  const sizes = config.model === "gpt"
+  const sizes = gpt !== undefined
+    ? `${gpt.source} n_layer ${gpt.nLayer}, n_embd ${gpt.nEmbd}, n_positions ${gpt.blockSize} ` +
+      `and vocab_size ${gpt.vocabSize}`
+    : config.model === "gpt"
     ? `--n-layer ${config.nLayer} --n-embd ${config.nEmbd} --block-size ${config.blockSize}`
     : `--hidden ${config.hidden.join(",")}`;
   const processes = config.strategy === "fsdp"

@@ -6,6 +6,7 @@
  * @module
  */
 
+import { printable, quote } from "../io/printable.ts";
 import type { TrainConfig } from "./_schema.ts";
 
 /** A Python literal as read: an int or float, a string, or a bool. */
@@ -82,16 +83,16 @@ const ESCAPES: Record<string, string> = {
 
 /** The literal at the start of `text` and what follows it, or a reason it is not one. */
 function readLiteral(text: string): { value: PyLiteral; rest: string } | string {
-  const quote = text[0];
-  if (quote === "'" || quote === '"') {
-    if (text.startsWith(quote.repeat(3))) return "triple-quoted strings are not read";
+  const mark = text[0];
+  if (mark === "'" || mark === '"') {
+    if (text.startsWith(mark.repeat(3))) return "triple-quoted strings are not read";
     let value = "";
     for (let i = 1; i < text.length; i++) {
       const c = text[i];
-      if (c === quote) return { value, rest: text.slice(i + 1) };
+      if (c === mark) return { value, rest: text.slice(i + 1) };
       if (c === "\\") {
         const escaped = ESCAPES[text[++i]];
-        if (escaped === undefined) return `the escape \\${text[i] ?? ""} is not read`;
+        if (escaped === undefined) return `the escape \\${printable(text[i] ?? "")} is not read`;
         value += escaped;
       } else value += c;
     }
@@ -101,9 +102,15 @@ function readLiteral(text: string): { value: PyLiteral; rest: string } | string 
   const token = (hash < 0 ? text : text.slice(0, hash)).trim();
   const rest = hash < 0 ? "" : text.slice(hash);
   if (token === "True" || token === "False") return { value: token === "True", rest };
-  if (NUMBER.test(token)) return { value: Number(token.replaceAll("_", "")), rest };
-  return `${JSON.stringify(token)} is not a literal (an int, a float, a string in ' or ", ` +
-    "True or False)";
+  if (NUMBER.test(token)) {
+    const value = Number(token.replaceAll("_", ""));
+    // Python reads 1e400 as inf and a 400-digit int exactly; neither is a number the job can use.
+    if (/[.eE]/.test(token) ? !Number.isFinite(value) : !Number.isSafeInteger(value)) {
+      return `${quote(token)} is out of range (floats up to 1.8e308, ints up to 2**53 - 1)`;
+    }
+    return { value, rest };
+  }
+  return `${quote(token)} is not a literal (an int, a float, a string in ' or ", True or False)`;
 }
 
 /** The Python kind of a literal, as nanoGPT's configurator compares types. */
@@ -132,7 +139,7 @@ export function readPyAssignments(
     const trimmed = source.trim();
     if (trimmed === "" || trimmed.startsWith("#")) return;
     const fail = (why: string) => {
-      throw new Error(`${where}:${line}: ${why}: ${trimmed}`);
+      throw new Error(`${where}:${line}: ${why}: ${printable(trimmed)}`);
     };
     const match = /^([A-Za-z_]\w*)\s*=(?!=)\s*(.*)$/.exec(trimmed);
     if (match === null || source !== source.trimStart()) {
@@ -144,7 +151,7 @@ export function readPyAssignments(
     const read = readLiteral(match[2]);
     if (typeof read === "string") return fail(read);
     if (read.rest.trim() !== "" && !read.rest.trim().startsWith("#")) {
-      return fail(`unexpected ${JSON.stringify(read.rest.trim())} after the value`);
+      return fail(`unexpected ${quote(read.rest.trim())} after the value`);
     }
     const raw = match[2].slice(0, match[2].length - read.rest.length).trim();
     assigned.set(match[1], { value: read.value, kind: kindOf(read.value, raw), line });
@@ -174,8 +181,9 @@ export function parseNanoGptConfig(text: string, where: string): NanoGptConfig {
   for (const [key, { value, kind, line }] of readPyAssignments(text, where)) {
     const at = `${where}:${line}`;
     const wrong = (want: string) =>
-      new Error(`${at}: ${key} must be ${want}, got ${kind} ${JSON.stringify(value)}`);
-    if (key in IGNORED) {
+      new Error(`${at}: ${key} must be ${want}, got ${kind} ${quote(value)}`);
+    // Own keys only: `__proto__`, `constructor` or `toString` are no setting of nanoGPT's.
+    if (Object.hasOwn(IGNORED, key)) {
       config.notes.push(`${at}: ${key} ignored (${IGNORED[key]})`);
     } else if (key === "dataset") {
       if (typeof value !== "string") throw wrong("a string");
@@ -191,12 +199,12 @@ export function parseNanoGptConfig(text: string, where: string): NanoGptConfig {
       const dtype = NANOGPT_DTYPES[value];
       if (dtype === undefined) {
         throw new Error(
-          `${at}: dtype ${JSON.stringify(value)} is not supported (float32 or bfloat16; float16 ` +
+          `${at}: dtype ${quote(value)} is not supported (float32 or bfloat16; float16 ` +
             `trains with a GradScaler, which dtrain does not have)`,
         );
       }
       config.fields.dtype = dtype;
-    } else if (key in FIELDS) {
+    } else if (Object.hasOwn(FIELDS, key)) {
       const [field, want] = FIELDS[key];
       const fits = want === kind || (want === "float" && kind === "int");
       if (!fits) {
@@ -205,7 +213,7 @@ export function parseNanoGptConfig(text: string, where: string): NanoGptConfig {
       config.fields[field] = value;
     } else {
       throw new Error(
-        `${at}: unknown nanoGPT config key ${JSON.stringify(key)} (known: ` +
+        `${at}: unknown nanoGPT config key ${quote(key)} (known: ` +
           `${
             [...Object.keys(FIELDS), "dataset", "device", "dtype", ...Object.keys(IGNORED)]
               .join(", ")

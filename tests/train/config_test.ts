@@ -66,7 +66,7 @@ const CASES: { name: string; args: string[]; files?: Files; message: RegExp }[] 
     name: "batch size given as a string in the config file",
     args: ["--config", "string.json"],
     files: { "string.json": '{"batchSize": "64"}' },
-    message: /^train: batchSize: Invalid input: expected number, received string$/,
+    message: /^train: batchSize: Invalid input: expected number, received string \(got "64"\)$/,
   },
   { name: "zero batch size", args: ["--batch-size", "0"], message: /^train: batchSize: Too small/ },
   {
@@ -107,7 +107,7 @@ const CASES: { name: string; args: string[]; files?: Files; message: RegExp }[] 
   {
     name: "unknown strategy",
     args: ["--strategy", "zero3"],
-    message: /^train: strategy: Invalid option: expected one of "ddp"\|"fsdp"$/,
+    message: /^train: strategy: Invalid option: expected one of "ddp"\|"fsdp" \(got "zero3"\)$/,
   },
   {
     name: "node rank outside the nodes",
