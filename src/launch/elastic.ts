@@ -26,6 +26,11 @@
  *                    boundary and advance `round`. A node late to a round of MAX nodes exits 0.
  *   r<R>/failed      why round R failed (the first reason wins); ends the round on every node,
  *                    and counts as one of the job's restarts
+ *   r<R>/beat/<S>    the heartbeat of the launcher in slot S of round R (heartbeat.ts): a counter
+ *                    it adds 1 to every second from joining until it leaves the round, then
+ *                    "left". A node of the round whose counter stays the same for 15 s (killed,
+ *                    hung, cut off) fails the round, named, and the survivors meet in the next
+ *   r<R>/node/<S>    who holds slot S: "node N (launcher pid P on HOST)"
  *   done             set by a node whose workers all succeeded; a waiting node then exits 0
  * A static multi-node job that may restart (`--nnodes N --max-restarts K`) runs the same rounds
  * with MIN = MAX = N, each node keeping its `--node-rank` as its place, so that every node
@@ -39,6 +44,7 @@ import { join } from "node:path";
 import { StoreClient } from "../dist/store/client.ts";
 import { printLedgerDiagnosis } from "./ledger.ts";
 import type { LaunchOptions } from "./options.ts";
+import { Heartbeat, HeartbeatWatch } from "./heartbeat.ts";
 import { POLL_MS, Rendezvous, RENDEZVOUS_TIMEOUT_MS, type Round, sleep } from "./rendezvous.ts";
 import { describeExit, signalExitCode, type Supervisor, type WorkerExit } from "./supervisor.ts";
 
@@ -54,11 +60,16 @@ export async function runElastic(
   token: string,
   supervisor: Supervisor,
 ): Promise<number> {
-  const store = await StoreClient.connect({
+  const reach = {
     hostname: options.masterAddr,
     port: options.masterPort,
     token,
     timeoutMs: RENDEZVOUS_TIMEOUT_MS,
+  };
+  const store = await StoreClient.connect(reach);
+  const heartbeat = await Heartbeat.connect(reach).catch((error) => {
+    store.close();
+    throw error;
   });
   // The stop files of this node's rounds, in a folder of this launcher's own.
   const stopDir = options.minNodes < options.nnodes
@@ -76,7 +87,7 @@ export async function runElastic(
       );
       return 2;
     }
-    const rdzv = new Rendezvous(store, options);
+    const rdzv = new Rendezvous(store, options, heartbeat);
     for (;;) {
       const place = await rdzv.join();
       if (place === "done") {
@@ -90,8 +101,7 @@ export async function runElastic(
         );
         return 0;
       }
-      const { round, nodes } = place;
-      const slot = options.minNodes === options.nnodes ? options.nodeRank : place.slot;
+      const { round, nodes, node: slot } = place;
       console.error(
         `launch: round ${round}: node ${slot} of ${nodes} (world size ${
           nodes * options.nprocPerNode
@@ -99,7 +109,10 @@ export async function runElastic(
       );
       // Only a round with room can be asked to stop for a newcomer.
       const stopFile = stopDir && nodes < options.nnodes ? join(stopDir, `r${round}`) : undefined;
-      const end = await runRound(rdzv, supervisor, place, slot, stopFile);
+      const watch = new HeartbeatWatch(store, round, nodes, place.slot);
+      const end = await runRound(rdzv, supervisor, place, watch, stopFile);
+      // This node's silence from now on is no death (heartbeat.ts).
+      await heartbeat.leave();
       if (supervisor.interruptedBy) return signalExitCode(supervisor.interruptedBy);
       if (end.kind === "finished") {
         await finish(store, `elastic/r${round}/finished`, nodes, options.nodeRank === 0);
@@ -114,12 +127,11 @@ export async function runElastic(
         continue;
       }
       const { failed, otherFailed } = end;
-      const failedKey = `elastic/r${round}/failed`;
       // A worker ended by the SIGTERM that another node's failure made us send is no cause.
       const mine = failed && !(otherFailed && failed.signal === "SIGTERM")
         ? `node ${slot}: rank ${failed.rank} ${describeExit(failed)}`
         : "";
-      const first = decode(await store.compareSet(failedKey, "", mine || "?"));
+      const first = await rdzv.fail(round, mine || "?");
       // The first node to notice names the round's failure; this node's own may be the cause.
       const reason = mine && mine !== first ? `${first}; on this node, ${mine}` : first;
       printLedgerDiagnosis(supervisor.logDir, supervisor.localRanks());
@@ -138,27 +150,31 @@ export async function runElastic(
       );
     }
   } finally {
+    heartbeat.close();
     store.close();
     if (stopDir) await Deno.remove(stopDir, { recursive: true });
   }
 }
 
 /**
- * Runs this node's workers for one round. Another node's failure ends the round here too; a node
+ * Runs this node's workers for one round. Another node's failure ends the round here too, and so
+ * does another node's silence (`heartbeats`), which fails the round naming that node; a node
  * waiting to join (a round with a `stopFile` only) makes this launcher create the file, and the
  * workers stop at their next step boundary.
  */
 async function runRound(
   rdzv: Rendezvous,
   supervisor: Supervisor,
-  { round, nodes }: Round,
-  slot: number,
+  { round, nodes, node: slot }: Round,
+  heartbeats: HeartbeatWatch,
   stopFile: string | undefined,
 ): Promise<RoundEnd> {
   const failedKey = `elastic/r${round}/failed`;
   let otherFailed = false, watching = true, asked = false;
   const watch = (async () => {
     while (watching) {
+      const silent = await heartbeats.silent();
+      if (silent !== null) await rdzv.fail(round, silent);
       if (await rdzv.has(failedKey)) {
         otherFailed = true;
         await supervisor.stopGroup();

@@ -5,13 +5,17 @@
  */
 
 import type { StoreClient } from "../dist/store/client.ts";
+import type { Heartbeat } from "./heartbeat.ts";
 import type { LaunchOptions } from "./options.ts";
 
 /** This node's place in one round. */
 export interface Round {
   round: number;
+  /** The order in which this node joined the round; the round's nodes are slots 0..nodes-1. */
   slot: number;
   nodes: number;
+  /** This node's place among them: its slot, or its `--node-rank` in a static job. */
+  node: number;
 }
 
 /** How long a launcher waits for a round to form before giving up. */
@@ -29,10 +33,17 @@ export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeou
 export class Rendezvous {
   #store: StoreClient;
   #options: LaunchOptions;
+  #heartbeat: Heartbeat;
 
-  constructor(store: StoreClient, options: LaunchOptions) {
+  /**
+   * @param store The launcher's connection to the store.
+   * @param options The launcher's options.
+   * @param heartbeat Started for each round this node joins (heartbeat.ts).
+   */
+  constructor(store: StoreClient, options: LaunchOptions, heartbeat: Heartbeat) {
     this.#store = store;
     this.#options = options;
+    this.#heartbeat = heartbeat;
   }
 
   /** Whether `key` is set (false as well when the store cannot be reached). */
@@ -63,9 +74,14 @@ export class Rendezvous {
       const at = `elastic/r${round}/`;
       if (!await this.has(`${at}closed`) && !await this.has(`${at}failed`)) {
         const slot = await this.#store.add(`${at}joined`, 1) - 1;
+        // A static job's nodes keep their places for its restarts.
+        const node = minNodes === nnodes ? this.#options.nodeRank : slot;
+        // From joining on: the round may close with this node in it at any moment.
+        await this.#heartbeat.start(round, slot, node);
         if (slot === 0) await this.#close(at);
         const nodes = Number(decode(await this.#store.get(`${at}closed`, RENDEZVOUS_TIMEOUT_MS)));
-        if (slot < nodes) return { round, slot, nodes };
+        if (slot < nodes) return { round, slot, nodes, node };
+        await this.#heartbeat.leave();
       }
       // A failed round ends anyway, and a static job's nodes keep their places for its restarts.
       if (minNodes < nnodes && !await this.has(`${at}failed`)) {
@@ -75,6 +91,14 @@ export class Rendezvous {
       console.error(`launch: round ${round} is under way without this node; joining the next one`);
       if (await this.#nextRound(round) === "done") return "done";
     }
+  }
+
+  /**
+   * Fails round `round` for `reason`, unless another node failed it first.
+   * @returns The round's failure as the store has it: the first reason given.
+   */
+  async fail(round: number, reason: string): Promise<string> {
+    return decode(await this.#store.compareSet(`elastic/r${round}/failed`, "", reason));
   }
 
   /** How many of the rounds before `round` failed: the job's restarts so far. */
