@@ -1,6 +1,6 @@
-// An elastic node that dies right after a round admitted it, as launchers on this host acting as
-// nodes: the survivor notices within 30 s (the dead node's heartbeat in the store stops), names
-// the node that died, and re-forms the round without it; before, its workers waited out their
+// An elastic node that dies (or hangs) right after a round admitted it, as launchers on this host
+// acting as nodes: the survivor notices within 30 s (the lost node's heartbeat in the store
+// stops), names the node, and re-forms the round without it; before, its workers waited out their
 // 300 s rendezvous timeout and died with stack traces.
 import assert from "node:assert/strict";
 import { fileURLToPath } from "node:url";
@@ -34,23 +34,29 @@ function node(
 }
 
 /**
- * Starts nodes A (hosting the store) and B together, so that round 0 admits both, and SIGKILLs
- * B's launcher (its workers die with it) at the first of B's lines that `killAt` matches, given
- * B's place in the round. Checks that A notices within NOTICE_LIMIT_MS naming B, and finishes
+ * Starts nodes A (hosting the store) and B together, so that round 0 admits both, and sends B's
+ * launcher `signal` at the first of B's lines that `killAt` matches, given B's place in the round:
+ * SIGKILL (its workers die with it), or SIGSTOP (a hung node, whose store connections stay open;
+ * SIGKILLed once A is done). Checks that A notices within NOTICE_LIMIT_MS naming B, and finishes
  * alone in round 1.
  */
-async function survivesDeath(killAt: (line: string, place: number) => boolean): Promise<void> {
+async function survivesLoss(
+  signal: "SIGKILL" | "SIGSTOP",
+  killAt: (line: string, place: number) => boolean,
+): Promise<void> {
   const port = freePort();
   let place = -1, pid = 0, killedAt = 0, noticedAt = 0;
+  let killB = () => {};
   const [a, b] = await Promise.all([
     node(0, port, (line) => {
       if (noticedAt === 0 && /launch: round 0 failed/.test(line)) noticedAt = performance.now();
-    }),
+    }).finally(() => killB()),
     node(1, port, (line, running) => {
       const admitted = line.match(/^launch: round 0: node (\d) of 2 /);
       if (admitted) [place, pid] = [Number(admitted[1]), running.child.pid];
       if (killedAt === 0 && place >= 0 && killAt(line, place)) {
-        running.kill("SIGKILL");
+        running.kill(signal);
+        killB = () => running.kill("SIGKILL");
         killedAt = performance.now();
       }
     }),
@@ -68,7 +74,7 @@ async function survivesDeath(killAt: (line: string, place: number) => boolean): 
   );
   assert.match(a.stderr, dead);
   const noticeMs = noticedAt - killedAt;
-  console.log(`node A noticed node B's death ${(noticeMs / 1000).toFixed(1)} s after the kill`);
+  console.log(`node A noticed node B's ${signal} ${(noticeMs / 1000).toFixed(1)} s after the kill`);
   assert.ok(noticeMs > 0 && noticeMs < NOTICE_LIMIT_MS, `noticed after ${noticeMs} ms`);
   assert.match(a.stderr, /launch: round 1: node 0 of 1 \(world size 2\)/);
   assert.match(a.stdout, /^\[rank 0\] round 1: met the process group of world size 2$/m);
@@ -77,11 +83,22 @@ async function survivesDeath(killAt: (line: string, place: number) => boolean): 
 }
 
 Deno.test("an elastic node killed right after a round admitted it is noticed within 30 s and named; the round re-forms without it", async () => {
-  await survivesDeath((line, place) => line.startsWith(`launch: round 0: node ${place} of 2 `));
+  await survivesLoss(
+    "SIGKILL",
+    (line, place) => line.startsWith(`launch: round 0: node ${place} of 2 `),
+  );
 });
 
 Deno.test("an elastic node killed during its workers' rendezvous is noticed within 30 s and named; the round re-forms without it", async () => {
-  await survivesDeath((line, place) =>
-    line === `[rank ${2 * place}] round 0: joining the process group`
+  await survivesLoss(
+    "SIGKILL",
+    (line, place) => line === `[rank ${2 * place}] round 0: joining the process group`,
+  );
+});
+
+Deno.test("an elastic node that hangs right after a round admitted it (its store connections open) is noticed within 30 s and named; the round re-forms without it", async () => {
+  await survivesLoss(
+    "SIGSTOP",
+    (line, place) => line.startsWith(`launch: round 0: node ${place} of 2 `),
   );
 });
