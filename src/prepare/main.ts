@@ -10,12 +10,12 @@
 
 import { parseArgs } from "node:util";
 import { progressBar } from "./_progress.ts";
-import { prepare, PrepareError, TOKENIZERS } from "./prepare.ts";
+import { prepare, PrepareError, type PrepareOptions, TOKENIZERS } from "./prepare.ts";
 
 const USAGE = `usage: deno task prepare --tokenizer ${
   TOKENIZERS.join("|")
 } --input FILE... --out DIR
-                         [--val-fraction 0.1] [--eot] [--force]
+                         [--val-fraction 0.1] [--eot] [--force] [--errors strict|replace]
 
 Tokenizes the input files (UTF-8, read in order as one corpus) and writes into DIR, as nanoGPT's
 data/<name>/prepare.py scripts: train.bin (the first 1 - val-fraction of the characters) and
@@ -30,6 +30,8 @@ vocabSize, for char its itos/stoi table, and the token counts).
   --eot                 gpt2 only: append <|endoftext|> after each input file, as nanoGPT's
                         openwebtext prepare after each document
   --force               overwrite train.bin, val.bin and meta.json if they are there
+  --errors strict       bytes of an input that are not UTF-8: strict (the default, as nanoGPT's
+                        prepare.py) refuses the file naming the byte; replace reads each as U+FFFD
   --help                print this and exit
 `;
 
@@ -41,6 +43,7 @@ interface PrepareArgs {
   valFraction: number;
   eot: boolean;
   force: boolean;
+  errors: NonNullable<PrepareOptions["errors"]>;
 }
 
 /**
@@ -64,6 +67,7 @@ export function parsePrepareArgs(args: string[]): PrepareArgs | "help" {
         "val-fraction": { type: "string" },
         eot: { type: "boolean" },
         force: { type: "boolean" },
+        errors: { type: "string" },
         help: { type: "boolean" },
       },
     });
@@ -88,6 +92,8 @@ export function parsePrepareArgs(args: string[]): PrepareArgs | "help" {
   if (!(valFraction >= 0 && valFraction < 1)) {
     throw new PrepareError(`--val-fraction: must be a number in [0, 1), got "${rawFraction}"`);
   }
+  // prepare() names an unknown handler.
+  const errors = (values.errors ?? "strict") as PrepareArgs["errors"];
   return {
     tokenizer: values.tokenizer,
     inputs,
@@ -95,6 +101,7 @@ export function parsePrepareArgs(args: string[]): PrepareArgs | "help" {
     valFraction,
     eot: values.eot ?? false,
     force: values.force ?? false,
+    errors,
   };
 }
 

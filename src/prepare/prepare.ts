@@ -9,11 +9,16 @@ import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync } fro
 import { join } from "node:path";
 import { charTokenizer, type TokenizerMeta } from "../data/tokenizer.ts";
 import { type Gpt2Tokenizer, gpt2Tokenizer } from "../data/tokenizer_gpt2.ts";
+import { notRegularFile } from "../io/regular_file.ts";
 import { writeAll } from "../io/write_all.ts";
 import { chunkEnd, codePointLength, codePointOffset } from "./_split.ts";
+import { invalidUtf8At } from "./_utf8.ts";
 
 /** The tokenizers prepare knows. */
 export const TOKENIZERS = ["gpt2", "char"] as const;
+
+/** What to do with bytes that are not UTF-8, as Python's `open(errors=...)`. */
+export const DECODE_ERRORS = ["strict", "replace"] as const;
 
 /** The files prepare writes into its output folder. */
 export const OUTPUTS = ["train.bin", "val.bin", "meta.json"] as const;
@@ -50,6 +55,11 @@ export interface PrepareOptions {
    * prepare does after each document (default false, as its shakespeare prepare).
    */
   eot?: boolean;
+  /**
+   * Bytes of an input that are not UTF-8: `"strict"` (the default, as nanoGPT's prepare.py)
+   * refuses the file naming the byte; `"replace"` reads each as U+FFFD.
+   */
+  errors?: (typeof DECODE_ERRORS)[number];
   /** Called as encoding advances, with the characters (UTF-16 units) done of `total`. */
   progress?: (done: number, total: number) => void;
 }
@@ -74,11 +84,13 @@ export type PrepareMeta = TokenizerMeta & {
  *
  * @param options See {@linkcode PrepareOptions}.
  * @returns The metadata written to `meta.json`.
- * @throws PrepareError for an unknown tokenizer, a missing input, a vocabulary too large for
- *   uint16, an output folder that cannot be written, or outputs that exist without `force`.
+ * @throws PrepareError for an unknown tokenizer, a missing input or one that is not a file or not
+ *   UTF-8 (unless `errors: "replace"`), a vocabulary too large for uint16, an output folder that
+ *   cannot be written (a full disk included), or outputs that exist without `force`.
  */
 export async function prepare(options: PrepareOptions): Promise<PrepareMeta> {
   const { inputs, out, valFraction = 0.1, force = false, eot = false } = options;
+  const errors = options.errors ?? "strict";
   const name = options.tokenizer;
   if (!(TOKENIZERS as readonly string[]).includes(name)) {
     throw new PrepareError(
@@ -91,8 +103,15 @@ export async function prepare(options: PrepareOptions): Promise<PrepareMeta> {
   if (!(valFraction >= 0 && valFraction < 1)) {
     throw new PrepareError(`--val-fraction: must be in [0, 1), got ${valFraction}`);
   }
+  if (!(DECODE_ERRORS as readonly string[]).includes(errors)) {
+    throw new PrepareError(
+      `--errors: unknown handler ${JSON.stringify(errors)}; expected one of ${
+        DECODE_ERRORS.join(", ")
+      }`,
+    );
+  }
   if (inputs.length === 0) throw new PrepareError("--input: no input file given");
-  const texts = inputs.map(readInput);
+  const texts = inputs.map((path) => readInput(path, errors));
   checkOutputs(out, force);
 
   const corpus = texts.join("");
@@ -116,50 +135,80 @@ export async function prepare(options: PrepareOptions): Promise<PrepareMeta> {
   const pid = Deno.pid;
   const partial = (file: string) => join(out, `.${file}.partial-${pid}`);
   try {
-    const trainTokens = writeBin(
-      partial("train.bin"),
-      corpus,
-      0,
-      cut,
-      ends,
-      encode,
-      eotId,
-      counter,
-    );
-    const valTokens = writeBin(
-      partial("val.bin"),
-      corpus,
-      cut,
-      corpus.length,
-      ends,
-      encode,
-      eotId,
-      counter,
+    const trainTokens = writing(out, "train.bin", () =>
+      writeBin(
+        partial("train.bin"),
+        corpus,
+        0,
+        cut,
+        ends,
+        encode,
+        eotId,
+        counter,
+      ));
+    const valTokens = writing(
+      out,
+      "val.bin",
+      () => writeBin(partial("val.bin"), corpus, cut, corpus.length, ends, encode, eotId, counter),
     );
     const meta: PrepareMeta = { ...tokenizer.toMeta(), dtype: "uint16", trainTokens, valTokens };
-    writeFile(partial("meta.json"), new TextEncoder().encode(JSON.stringify(meta, null, 2) + "\n"));
-    for (const file of OUTPUTS) renameSync(partial(file), join(out, file));
+    const json = new TextEncoder().encode(JSON.stringify(meta, null, 2) + "\n");
+    writing(out, "meta.json", () => writeFile(partial("meta.json"), json));
+    for (const file of OUTPUTS) {
+      writing(out, file, () => renameSync(partial(file), join(out, file)));
+    }
     return meta;
   } finally {
     for (const file of OUTPUTS) rmSync(partial(file), { force: true });
   }
 }
 
-function readInput(path: string): string {
-  let stat;
+/**
+ * Runs `write`, one step of writing `file` into `out`; a failure (a full disk, say) becomes one
+ * message naming the folder, the file and the reason, the earlier outputs left as they were.
+ */
+function writing<T>(out: string, file: string, write: () => T): T {
   try {
-    stat = statSync(path);
+    return write();
   } catch (error) {
-    const missing = (error as { code?: string }).code === "ENOENT";
+    if (error instanceof PrepareError) throw error;
+    const full = (error as { code?: string }).code === "ENOSPC";
     throw new PrepareError(
-      `--input ${path}: ${missing ? "no such file" : (error as Error).message}`,
+      `--out ${out}: writing ${file} failed: ${(error as Error).message}; ` +
+        (full ? "free space on that disk or choose another --out, " : "") +
+        "and the outputs there were left as they were",
     );
   }
-  if (!stat.isFile()) throw new PrepareError(`--input ${path}: not a regular file`);
+}
+
+function readInput(path: string, errors: PrepareOptions["errors"]): string {
+  let bytes: Uint8Array;
   try {
-    return readFileSync(path, "utf8");
+    const other = notRegularFile(path);
+    if (other !== null) throw new PrepareError(`--input ${path}: is ${other}, not a regular file`);
+    bytes = readFileSync(path);
   } catch (error) {
-    throw new PrepareError(`--input ${path}: cannot read it: ${(error as Error).message}`);
+    if (error instanceof PrepareError) throw error;
+    const missing = (error as { code?: string }).code === "ENOENT" ||
+      error instanceof Deno.errors.NotFound;
+    throw new PrepareError(
+      `--input ${path}: ${
+        missing ? "no such file" : `cannot read it: ${(error as Error).message}`
+      }`,
+    );
+  }
+  // Python's open() keeps a byte-order mark as U+FEFF, and so does this.
+  const strict = errors === "strict";
+  try {
+    return new TextDecoder("utf-8", { fatal: strict, ignoreBOM: true }).decode(bytes);
+  } catch {
+    const at = invalidUtf8At(bytes);
+    const seen = Array.from(bytes.subarray(at, at + 4), (b) => b.toString(16).padStart(2, "0"));
+    throw new PrepareError(
+      `--input ${path}: not UTF-8 at byte ${at} (0x${seen.join(" 0x")} ...), where nanoGPT's ` +
+        "prepare.py raises UnicodeDecodeError; convert the file to UTF-8, or pass " +
+        "--errors replace to read such bytes as U+FFFD",
+    );
   }
 }
 

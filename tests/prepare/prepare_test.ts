@@ -130,7 +130,10 @@ Deno.test("prepare refuses, naming it: unknown tokenizer, missing input, vocabul
       { tokenizer: "char", inputs: [join(dir, "nope.txt")], out },
       /--input .*nope\.txt: no such file/,
     );
-    await refuses({ tokenizer: "char", inputs: [dir], out }, /--input .*: not a regular file/);
+    await refuses(
+      { tokenizer: "char", inputs: [dir], out },
+      /--input .*: is a directory, not a regular file/,
+    );
     await refuses({ tokenizer: "char", inputs: [], out }, /--input: no input file given/);
     await refuses(
       { tokenizer: "char", inputs: [input], out, valFraction: 1 },
