@@ -5,6 +5,7 @@
  * @module
  */
 
+import { notRegularFile } from "../io/regular_file.ts";
 import { tensor } from "../tensor/creation.ts";
 import { randintNumbers } from "../tensor/random.ts";
 import type { Device } from "../tensor/storage.ts";
@@ -21,6 +22,23 @@ export interface TokenBatchOptions {
 export function unreadable(path: string, error: unknown): Error {
   const reason = error instanceof Deno.errors.NotFound ? "no such file" : String(error);
   return new Error(`${path}: cannot read it (${reason})`, { cause: error });
+}
+
+/**
+ * Refuses, naming it, a token file path that is not a regular file: read as one, a directory
+ * fails with an `IsADirectory` that names no path, and a FIFO blocks.
+ *
+ * @param path The file about to be read.
+ * @throws Error naming the path: missing, unreadable, or a directory, FIFO or device.
+ */
+export function checkTokenFile(path: string): void {
+  let other: string | null;
+  try {
+    other = notRegularFile(path);
+  } catch (error) {
+    throw unreadable(path, error);
+  }
+  if (other !== null) throw new Error(`${path}: is ${other}, expected a file of tokens`);
 }
 
 /**
@@ -69,6 +87,7 @@ export class TokenFile {
    * @throws Error naming the file when it cannot be read or has an odd byte length.
    */
   static async open(path: string): Promise<TokenFile> {
+    checkTokenFile(path);
     let bytes: Uint8Array;
     try {
       bytes = await Deno.readFile(path);
@@ -80,6 +99,7 @@ export class TokenFile {
 
   /** {@linkcode TokenFile.open} without the wait. */
   static openSync(path: string): TokenFile {
+    checkTokenFile(path);
     let bytes: Uint8Array;
     try {
       bytes = Deno.readFileSync(path);

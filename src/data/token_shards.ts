@@ -9,7 +9,7 @@ import { basename, dirname, join } from "node:path";
 import type { Device } from "../tensor/storage.ts";
 import type { Tensor } from "../tensor/tensor.ts";
 import { checkPositive, contiguousBatch } from "./_token_batch.ts";
-import { unreadable } from "./token_file.ts";
+import { checkTokenFile, unreadable } from "./token_file.ts";
 
 /** The first int32 of an llm.c GPT-2 token shard. */
 export const SHARD_MAGIC = 20240520;
@@ -26,6 +26,7 @@ export const SHARD_HEADER_BYTES = 1024;
  * @throws Error naming the file and what is wrong: a short file, a bad magic, version or count.
  */
 export function readShardHeader(path: string): number {
+  checkTokenFile(path);
   let file: Deno.FsFile;
   try {
     file = Deno.openSync(path);
@@ -51,7 +52,13 @@ export function readShardHeader(path: string): number {
     if (version !== SHARD_VERSION) {
       throw new Error(`${path}: unsupported version ${version}, expected ${SHARD_VERSION}`);
     }
-    if (count <= 0 || count * 2 + SHARD_HEADER_BYTES !== size) {
+    if (count <= 0) {
+      throw new Error(
+        `${path}: the header counts ${count} tokens; a shard holds at least one (llm.c's ` +
+          "write_datafile writes the number of tokens after the header)",
+      );
+    }
+    if (count * 2 + SHARD_HEADER_BYTES !== size) {
       throw new Error(
         `${path}: the header counts ${count} tokens, which need ${
           count * 2 + SHARD_HEADER_BYTES

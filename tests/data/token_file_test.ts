@@ -151,3 +151,22 @@ Deno.test("TokenFile names the file: missing, odd byte length, too short for blo
     Deno.removeSync(dir, { recursive: true });
   }
 });
+
+Deno.test("TokenFile names a path that is a directory or a FIFO, without reading it", async () => {
+  const dir = Deno.makeTempDirSync({ prefix: "dtrain_tokens_" });
+  try {
+    // Was "IsADirectory: Is a directory (os error 21)" inside "cannot read it".
+    Deno.mkdirSync(`${dir}/train.bin`);
+    const directory = /train\.bin: is a directory, expected a file of tokens$/;
+    await assert.rejects(() => data.TokenFile.open(`${dir}/train.bin`), directory);
+    assert.throws(() => data.TokenFile.openSync(`${dir}/train.bin`), directory);
+    // Read whole, a FIFO would wait for a writer forever.
+    assert.ok((await new Deno.Command("mkfifo", { args: [`${dir}/val.bin`] }).output()).success);
+    await assert.rejects(
+      () => data.TokenFile.open(`${dir}/val.bin`),
+      /val\.bin: is a FIFO, expected a file of tokens$/,
+    );
+  } finally {
+    Deno.removeSync(dir, { recursive: true });
+  }
+});

@@ -155,3 +155,29 @@ Deno.test(
     );
   }),
 );
+
+Deno.test(
+  "a shard counting 0 tokens says so, and a shard path that is a directory or FIFO is named",
+  withDir((dir) => {
+    const refused = (files: string | string[], message: RegExp) =>
+      assert.throws(() => new data.DistributedDataLoader(files, 1, 4), (e: Error) => {
+        assert.match(e.message, message);
+        return true;
+      });
+    // Was "counts 0 tokens, which need 1024 bytes, but the file has 1024".
+    writeShard(`${dir}/empty.bin`, []);
+    refused(
+      `${dir}/empty.bin`,
+      /empty\.bin: the header counts 0 tokens; a shard holds at least one/,
+    );
+    writeShard(`${dir}/negative.bin`, [], { count: -3 });
+    refused(`${dir}/negative.bin`, /negative\.bin: the header counts -3 tokens; a shard holds/);
+    // Was "IsADirectory: Is a directory (os error 21)", naming no path.
+    Deno.mkdirSync(`${dir}/train_000.bin`);
+    refused([`${dir}/train_000.bin`], /train_000\.bin: is a directory, expected a file of tokens$/);
+    // Opened for reading, a FIFO would wait for a writer forever.
+    const fifo = new Deno.Command("mkfifo", { args: [`${dir}/fifo.bin`] }).outputSync();
+    assert.ok(fifo.success);
+    refused([`${dir}/fifo.bin`], /fifo\.bin: is a FIFO, expected a file of tokens$/);
+  }),
+);
