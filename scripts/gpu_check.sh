@@ -3,8 +3,10 @@
 # and a carried .device/ folder (no package registry is needed there):
 #
 #   scripts/gpu_check.sh --pack                here: everything the check needs into .device/
-#   scripts/gpu_check.sh [RESULTS_FILE]        there (default ./gpu_check_results.txt); a relative
-#                                              path is the caller's, e.g. "$OUT/gpu_check.txt"
+#   scripts/gpu_check.sh [RESULTS_FILE]        there (default $OUT/gpu_check_results.txt when $OUT
+#                                              is set, as on a device machine, else
+#                                              ./gpu_check_results.txt); a relative path is the
+#                                              caller's
 #   scripts/gpu_check.sh --judge GPUS RC FILE  how one step's output is judged (see judge below)
 #
 # GPU_CHECK_STEPS="KEY ..." runs only those steps (keys: machine build cuda tests train
@@ -72,9 +74,10 @@ if [[ ${1:-} == --judge ]]; then
   exit
 fi
 
-# The results file, resolved against the caller's folder before the cd below.
+# The results file, resolved against the caller's folder before the cd below. A device machine's
+# $OUT is what comes back from it: by default the results go there, never into the checkout.
 if [[ ${1:-} != --pack ]]; then
-  out=${1:-gpu_check_results.txt}
+  out=${1:-${OUT:+$OUT/}gpu_check_results.txt}
   [[ $out == /* ]] || out=$PWD/$out
 fi
 cd "$(dirname "$0")/.." || exit 1

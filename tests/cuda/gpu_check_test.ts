@@ -147,3 +147,23 @@ Deno.test("gpu_check.sh's judge: a skipped test or benchmark fails a step where 
   assert.deepEqual(await judge(0, 124, ""), [1, "FAILED (exit 124: timed out)"]);
   assert.deepEqual(await judge(1, 3, "ok | 1 passed | 0 failed (1ms)\n"), [1, "FAILED (exit 3)"]);
 });
+
+Deno.test("gpu_check.sh with no results file writes into $OUT when it is set, else the caller's folder", async () => {
+  await withTempDir("dtrain-gpu-check-out-", async (dir) => {
+    const rootEntries = () =>
+      [...Deno.readDirSync(ROOT)].map((e) => e.name).filter((n) => n !== "build").sort();
+    const before = rootEntries();
+    // A device machine's $OUT: what it writes there comes back (it used to go into the checkout).
+    const out = join(dir, "device-out");
+    await gpuCheck([], ROOT, { OUT: out, GPU_CHECK_STEPS: "machine" });
+    const results = Deno.readTextFileSync(join(out, "gpu_check_results.txt"));
+    assert.match(results, /^-- machine: passed \(exit 0\) after \d+s$/m);
+    assert.deepEqual(rootEntries(), before, "nothing written in the repository");
+    // Without $OUT, the caller's folder, as before.
+    await gpuCheck([], dir, { OUT: "", GPU_CHECK_STEPS: "machine" });
+    assert.match(
+      Deno.readTextFileSync(join(dir, "gpu_check_results.txt")),
+      /^gpu_check: 2 steps, 2 passed, 0 failed$/m,
+    );
+  });
+});
