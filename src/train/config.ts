@@ -10,6 +10,7 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import type { z } from "zod";
 import { printable, quote } from "../io/printable.ts";
+import { notRegularFile } from "../io/regular_file.ts";
 import { badFlagValue, decimalNumber, splitNodes } from "../launch/options.ts";
 import { FLAGS } from "./_flags.ts";
 import { discardProfile, unwritableTrace } from "../profile/tracer.ts";
@@ -240,6 +241,9 @@ function readConfigFile(
 ): { fields: Record<string, unknown>; datasetName?: string } {
   let text: string;
   try {
+    // A FIFO would block the read; a directory's error names the path only in passing.
+    const other = notRegularFile(path);
+    if (other !== null) throw new Error(`it is ${other}, expected a JSON or nanoGPT .py file`);
     text = Deno.readTextFileSync(path);
   } catch (error) {
     throw new ConfigError("config", `cannot read ${path}: ${(error as Error).message}`);

@@ -112,3 +112,19 @@ Deno.test("train --config with binary garbage exits 2 with one escaped line on t
     assert.match(run.stderr, /^train: config: .*garbage\.py:1: .*\\u0000\\u0001\\u0002/);
   });
 });
+
+Deno.test(
+  "a --config path that is a directory or a FIFO is named, never read",
+  withTempDir((dir) => {
+    const fifo = join(dir, "c.py");
+    assert.ok(new Deno.Command("mkfifo", { args: [fifo] }).outputSync().success);
+    assert.throws(
+      () => parseTrainArgs(["--config", fifo]),
+      /: config: cannot read .*c\.py: it is a FIFO, expected a JSON or nanoGPT \.py file$/,
+    );
+    assert.throws(
+      () => parseTrainArgs(["--config", dir]),
+      /: config: cannot read .*: it is a directory, expected a JSON or nanoGPT \.py file$/,
+    );
+  }),
+);
