@@ -124,9 +124,9 @@ async function ensureBuilt(fileName: string): Promise<string> {
   // Both folders are checked on every use, not only when created (see [Note: a private build
   // cache] in build_cache.ts).
   const root = cacheRoot();
-  await privateFolder(root, "build cache");
+  privateFolder(root, "build cache");
   const dir = join(root, `${version}-${hash.digest("hex").slice(0, 16)}`);
-  await privateFolder(dir, "build cache entry");
+  privateFolder(dir, "build cache entry");
   const target = join(dir, fileName);
   if (untrustedLibrary(target) === null) return target;
 

@@ -9,7 +9,9 @@
  * `$XDG_CACHE_HOME/dtrain`, `~/.cache/dtrain`, else `$TMPDIR/dtrain-cache-<uid>`), created with mode
  * 0700; the cache and each `<version>-<hash>/` folder in it are used only when they belong to this
  * user and nobody else can write to them, and no other user (root aside) can rename a folder above
- * them, else refused with an error naming the path and its owner.
+ * them, else refused with an error naming the path and its owner: the rules every folder the job
+ * writes in follows (`ownFolder`, [Note: no writes through planted links] in
+ * src/io/private_files.ts), without the sharing a run folder may have.
  * A library is used only when it belongs to this user, is writable by nobody else, and matches its
  * record (`<library>.sha256`, its SHA-256, written last, after the library is in place); anything
  * else (an empty or truncated file, a build killed midway, a planted file) is rebuilt.
@@ -17,13 +19,17 @@
  */
 
 import { createHash } from "node:crypto";
-import { dirname, join } from "node:path";
+import { join } from "node:path";
+import { octal, ownFolder, UnsafePathError, writeTextFileAtomic } from "../src/io/private_files.ts";
 
 /** A cache folder that another user owns or may write to; the message names it and its owner. */
 export class UnsafeCacheError extends Error {
-  /** @param message What is wrong, naming the path. */
-  constructor(message: string) {
-    super(message);
+  /**
+   * @param message What is wrong, naming the path.
+   * @param options The refusal of io/private_files.ts it comes from.
+   */
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
     this.name = "UnsafeCacheError";
   }
 }
@@ -52,58 +58,26 @@ export function cacheRoot(): string {
 }
 
 /**
- * Creates `path` (mode 0700) unless it exists, then checks that it is private.
+ * Creates `path` (mode 0700) unless it exists, then checks that it is private: this user's,
+ * writable by nobody else, under folders no other user can rename (`ownFolder`, without the
+ * sharing a run folder may have).
  *
  * @param path The folder.
  * @param what What it is, for the error ("build cache", "build cache entry").
  * @throws UnsafeCacheError naming the path and its owner or mode.
  */
-export async function privateFolder(path: string, what: string): Promise<void> {
-  await Deno.mkdir(path, { recursive: true, mode: 0o700 });
-  const uid = Deno.uid();
-  const fix = "remove it, or set DTRAIN_CACHE to a folder of your own";
-  let info = await Deno.lstat(path);
-  // A symbolic link is as trustworthy as its owner, who may point it elsewhere at any time.
-  if (info.isSymlink) {
-    if (info.uid !== uid) {
-      throw new UnsafeCacheError(
-        `refusing the ${what} ${path}: it is a symbolic link owned by uid ${info.uid}, ` +
-          `not by this user (uid ${uid}); ${fix}`,
-      );
+export function privateFolder(path: string, what: string): void {
+  try {
+    ownFolder(path, {
+      what,
+      fix: "remove it, or set DTRAIN_CACHE to a folder of your own",
+      mode: 0o700,
+    });
+  } catch (error) {
+    if (error instanceof UnsafePathError) {
+      throw new UnsafeCacheError(error.message, { cause: error });
     }
-    info = await Deno.stat(path);
-  }
-  if (!info.isDirectory) {
-    throw new UnsafeCacheError(`refusing the ${what} ${path}: it is not a folder; ${fix}`);
-  }
-  if (info.uid !== uid) {
-    throw new UnsafeCacheError(
-      `refusing the ${what} ${path}: it belongs to uid ${info.uid}, not to this user ` +
-        `(uid ${uid}); ${fix}`,
-    );
-  }
-  if ((info.mode! & 0o022) !== 0) {
-    throw new UnsafeCacheError(
-      `refusing the ${what} ${path}: others can write to it (mode ${octal(info.mode!)}, ` +
-        `owner uid ${info.uid}); remove it or \`chmod go-w\` it`,
-    );
-  }
-  // Whoever may rename an enclosing folder may swap the whole cache for one of their own.
-  const real = await Deno.realPath(path);
-  for (let dir = dirname(real);; dir = dirname(dir)) {
-    const above = await Deno.stat(dir);
-    const sticky = (above.mode! & 0o1000) !== 0; // as /tmp: only an entry's owner may rename it
-    const why = above.uid !== uid && above.uid !== 0
-      ? `belongs to uid ${above.uid}, who could replace it`
-      : (above.mode! & 0o022) !== 0 && !sticky
-      ? `may be written by others (mode ${octal(above.mode!)}, no sticky bit), who could replace it`
-      : null;
-    if (why !== null) {
-      throw new UnsafeCacheError(
-        `refusing the ${what} ${path}: the folder ${dir} above it ${why}; ${fix}`,
-      );
-    }
-    if (dir === dirname(dir)) return;
+    throw error;
   }
 }
 
@@ -125,7 +99,7 @@ export function untrustedLibrary(path: string): string | null {
   const uid = Deno.uid();
   if (!info.isFile) return "not a plain file";
   if (info.uid !== uid) return `it belongs to uid ${info.uid}, not to this user (uid ${uid})`;
-  if ((info.mode! & 0o022) !== 0) return `others can write to it (mode ${octal(info.mode!)})`;
+  if ((info.mode! & 0o022) !== 0) return `others can write to it (mode ${octal(info)})`;
   let record;
   try {
     record = Deno.readTextFileSync(recordPath(path)).trim();
@@ -149,9 +123,7 @@ export async function commitLibrary(built: string, path: string): Promise<void> 
   await Deno.chmod(built, 0o755); // whatever the umask, so that it passes untrustedLibrary
   const digest = sha256(built);
   await Deno.rename(built, path);
-  const record = recordPath(path);
-  await Deno.writeTextFile(`${record}.${Deno.pid}.tmp`, `${digest}\n`, { mode: 0o644 });
-  await Deno.rename(`${record}.${Deno.pid}.tmp`, record);
+  writeTextFileAtomic(recordPath(path), `${digest}\n`);
 }
 
 function recordPath(library: string): string {
@@ -160,8 +132,4 @@ function recordPath(library: string): string {
 
 function sha256(path: string): string {
   return createHash("sha256").update(Deno.readFileSync(path)).digest("hex");
-}
-
-function octal(mode: number): string {
-  return `0${(mode & 0o7777).toString(8)}`;
 }
