@@ -7,6 +7,7 @@
  */
 
 import { join } from "node:path";
+import { writeTextFileAtomic } from "../io/private_files.ts";
 import { analyze, type RankSummary, summarize } from "./ledger_analysis.ts";
 import { entryJson, ledgerEntries, ledgerOn } from "./ledger.ts";
 
@@ -38,8 +39,8 @@ export function writeLedgerFile(rank: number, why: string): void {
     const entries = ledgerEntries().map((e) => entryJson(e, e.finishedUs === 0));
     const body = { why, summary: summarize(rank), entries };
     const path = ledgerFile(dir, rank);
-    Deno.writeTextFileSync(`${path}.tmp`, JSON.stringify(body));
-    Deno.renameSync(`${path}.tmp`, path);
+    // Never through a link planted at the name or its temporary (io/private_files.ts).
+    writeTextFileAtomic(path, JSON.stringify(body));
   } catch {
     // Best effort.
   }

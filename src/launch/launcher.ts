@@ -20,6 +20,7 @@ import {
   describeExit,
   FORWARDED_SIGNALS,
   logTail,
+  ownLogFolder,
   signalExitCode,
   Supervisor,
 } from "./supervisor.ts";
@@ -33,7 +34,7 @@ export async function launch(options: LaunchOptions): Promise<number> {
   discardProfile();
   const token = jobToken(options);
   const logDir = options.logDir || await Deno.makeTempDir({ prefix: "dtrain-launch-" });
-  await Deno.mkdir(logDir, { recursive: true });
+  ownLogFolder(logDir);
   const store = options.nodeRank === 0
     ? StoreServer.listen({ hostname: options.masterAddr, port: options.masterPort, token })
     : null;

@@ -16,6 +16,7 @@ import {
   readLedgerDir,
 } from "../dist/ledger_files.ts";
 import { NO_CULPRIT } from "../dist/ledger_analysis.ts";
+import { writeTextFileAtomic } from "../io/private_files.ts";
 
 /** Where the workers write their ledgers: DTRAIN_LEDGER_DIR if set, else the log folder. */
 export function ledgerDirOf(logDir: string): string {
@@ -62,7 +63,7 @@ export async function askForLedgers(
   // With the ledger off nobody writes one.
   if (Deno.env.get("DTRAIN_LEDGER") === "0" || ranks.length === 0) return { written: 0, asked: 0 };
   const since = Date.now() - 1;
-  Deno.writeTextFileSync(ledgerRequestFile(dir), `${since}\n`);
+  writeTextFileAtomic(ledgerRequestFile(dir), `${since}\n`); // never through a planted link
   const fresh = () =>
     [...readLedgerDir(dir, ranks).values()]
       .filter((f) => f?.why === "request" && f.summary.atUs / 1000 >= since).length;

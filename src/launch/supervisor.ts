@@ -5,8 +5,9 @@
  * @module
  */
 
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { openAppend, ownFolder } from "../io/private_files.ts";
 import { type SyncWriter, writeAll } from "../io/write_all.ts";
 import type { LaunchOptions } from "./options.ts";
 import { EXIT_STOPPED, STOP_FILE_ENV } from "./stop_request.ts";
@@ -99,6 +100,24 @@ export interface Placement {
   stopFile?: string;
 }
 
+/**
+ * Creates the log folder, or checks the one given: it must be this user's (or root's, as /tmp),
+ * writable by no one else unless its sticky bit protects our files, under folders no other user
+ * can rename; so must DTRAIN_LEDGER_DIR when it is elsewhere ([Note: no writes through planted
+ * links] in io/private_files.ts).
+ *
+ * @param logDir The job's log folder.
+ * @throws UnsafePathError naming the folder, its owner and mode.
+ */
+export function ownLogFolder(logDir: string): void {
+  const fix = "remove it, or give --log-dir a folder of your own";
+  ownFolder(logDir, { what: "log folder", fix, shared: true });
+  const ledgers = ledgerDirOf(logDir);
+  if (ledgers !== resolve(logDir)) {
+    ownFolder(ledgers, { what: "ledger folder (DTRAIN_LEDGER_DIR)", fix, shared: true });
+  }
+}
+
 /** Starts, watches and stops one node's workers. */
 export class Supervisor {
   interruptedBy: ForwardedSignal | null = null;
@@ -132,23 +151,28 @@ export class Supervisor {
   /** Runs one generation of workers; resolves to the first failure, or null if all succeeded. */
   async runGroup(attempt: number, placement?: Placement): Promise<WorkerExit | null> {
     this.#placement = placement ?? this.#placement;
-    const workers = await this.#spawnAll(attempt);
+    // Opened before any worker starts: a log refused as unsafe leaves no worker to stop.
+    const logs = this.#openLogs();
+    let workers: StartedWorker[];
+    try {
+      workers = await this.#spawnAll(attempt);
+    } catch (error) {
+      for (const log of logs) log.close();
+      throw error;
+    }
     this.#children = workers.map((w) => w.child);
     this.#running = [...workers];
     this.stoppedOnRequest = false;
     if (this.interruptedBy) this.interrupt(this.interruptedBy);
 
-    const logs = await Promise.all(workers.map(async (w) => {
-      const file = await Deno.open(this.logPath(w.localRank), { create: true, append: true });
-      await file.write(
-        new TextEncoder().encode(`--- attempt ${attempt}, rank ${w.rank}, pid ${w.child.pid}\n`),
-      );
-      return file;
-    }));
+    for (const w of workers) {
+      const header = `--- attempt ${attempt}, rank ${w.rank}, pid ${w.child.pid}\n`;
+      writeAll(logs[w.localRank], new TextEncoder().encode(header));
+    }
     const live = Deno.stdout.isTerminal();
-    const pumps = workers.flatMap((w, i) => [
-      pump(w.child.stdout, `[rank ${w.rank}] `, Deno.stdout, logs[i], live),
-      pump(w.child.stderr, `[rank ${w.rank}] `, Deno.stderr, logs[i], false),
+    const pumps = workers.flatMap((w) => [
+      pump(w.child.stdout, `[rank ${w.rank}] `, Deno.stdout, logs[w.localRank], live),
+      pump(w.child.stderr, `[rank ${w.rank}] `, Deno.stderr, logs[w.localRank], false),
     ]);
 
     let firstFailure: WorkerExit | null = null;
@@ -183,6 +207,23 @@ export class Supervisor {
     for (const log of logs) log.close();
     this.#children = [];
     return firstFailure;
+  }
+
+  /**
+   * Opens this node's per-rank logs to append to, never through a link another user planted
+   * ([Note: no writes through planted links] in io/private_files.ts).
+   */
+  #openLogs(): Deno.FsFile[] {
+    const logs: Deno.FsFile[] = [];
+    try {
+      for (let localRank = 0; localRank < this.options.nprocPerNode; localRank++) {
+        logs.push(openAppend(this.logPath(localRank), "log file"));
+      }
+    } catch (error) {
+      for (const log of logs) log.close();
+      throw error;
+    }
+    return logs;
   }
 
   /**

@@ -8,6 +8,7 @@
  */
 
 import type { TraceEvent } from "./tracer.ts";
+import { writeTextFileAtomic } from "../io/private_files.ts";
 
 /** Options of {@linkcode renderSvg}. */
 export interface RenderOptions {
@@ -144,5 +145,5 @@ if (import.meta.main) {
   }
   const trace = JSON.parse(await Deno.readTextFile(input)) as { traceEvents: TraceEvent[] };
   const lastSteps = steps ? Number(steps.split("=")[1]) : undefined;
-  await Deno.writeTextFile(output, renderSvg(trace.traceEvents, { lastSteps }));
+  writeTextFileAtomic(output, renderSvg(trace.traceEvents, { lastSteps })); // never through a link
 }

@@ -11,6 +11,7 @@
  */
 
 import { dirname } from "node:path";
+import { writeTextFileAtomic } from "../io/private_files.ts";
 
 /** One complete event ("X") of the Chrome trace format. */
 export interface TraceEvent {
@@ -164,7 +165,8 @@ export function stopProfile(): string | null {
       args: { name },
     })),
   ];
-  Deno.writeTextFileSync(p.path, JSON.stringify({ traceEvents: [...names, ...p.events] }));
+  // Replaced, never written through a link planted at the name (io/private_files.ts).
+  writeTextFileAtomic(p.path, JSON.stringify({ traceEvents: [...names, ...p.events] }));
   return p.path;
 }
 

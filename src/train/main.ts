@@ -17,6 +17,7 @@ import { CheckpointError, save } from "../checkpoint/mod.ts";
 import { destroyProcessGroup, diagnoseError, DistError, initProcessGroup } from "../dist/mod.ts";
 import { launch } from "../launch/launcher.ts";
 import { holdDumpSignal } from "../launch/dump_signal.ts";
+import { UnsafePathError } from "../io/private_files.ts";
 import { runnable } from "../launch/supervisor.ts";
 import { EXIT_STOPPED } from "../launch/stop_request.ts";
 import { startProfile } from "../profile/tracer.ts";
@@ -217,7 +218,7 @@ export async function main(args: string[]): Promise<number> {
     return await runWorker(config);
   } catch (error) {
     const known = error instanceof CheckpointError || error instanceof DivergedError ||
-      error instanceof ConfigError;
+      error instanceof ConfigError || error instanceof UnsafePathError;
     if (!known) throw error;
     console.error(`train: ${error.message}`);
     // A diverged run is a failure of the run, a bad snapshot a bad input.

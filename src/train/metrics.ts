@@ -6,8 +6,11 @@
  */
 
 import { dirname, join } from "node:path";
+import { checkOwnFile, openAppend, writeTextFileAtomic } from "../io/private_files.ts";
+import { writeAll } from "../io/write_all.ts";
 import type { TrainConfig } from "./config.ts";
 import { loadReportAssets, renderReport, type ReportAssets } from "./report.ts";
+import { ownRunFolder } from "./snapshot.ts";
 
 /** One line of `metrics.jsonl`. */
 export interface MetricRecord {
@@ -66,11 +69,13 @@ export class RunLog {
     worldSize: number,
     resumedAt: number | null,
   ): Promise<RunLog> {
-    const dir = dirname(config.snapshot);
-    await Deno.mkdir(dir, { recursive: true });
+    ownRunFolder(config.snapshot);
+    const metricsPath = join(dirname(config.snapshot), "metrics.jsonl");
     let records: MetricRecord[] = [];
-    if (resumedAt !== null) {
-      const text = await Deno.readTextFile(join(dir, "metrics.jsonl")).catch(() => "");
+    // Read only when it is a plain file of ours: a link planted in a shared folder (as /tmp) is
+    // refused, not followed (see [Note: no writes through planted links] in io/private_files.ts).
+    if (resumedAt !== null && checkOwnFile(metricsPath, "run record") !== null) {
+      const text = Deno.readTextFileSync(metricsPath);
       records = text.split("\n").filter((l) => l.trim()).flatMap((line) => {
         try {
           return [JSON.parse(line) as MetricRecord];
@@ -80,11 +85,8 @@ export class RunLog {
       }).filter((r) => r.step <= resumedAt);
     }
     const log = new RunLog(config, worldSize, await loadReportAssets(), records);
-    await Deno.writeTextFile(
-      log.metricsPath,
-      records.map((r) => JSON.stringify(r) + "\n").join(""),
-    );
-    await log.writeReport(); // there to open from the start, with what a resumed run had
+    writeTextFileAtomic(log.metricsPath, records.map((r) => JSON.stringify(r) + "\n").join(""));
+    log.writeReport(); // there to open from the start, with what a resumed run had
     return log;
   }
 
@@ -94,18 +96,19 @@ export class RunLog {
   }
 
   /** Appends a record to `metrics.jsonl`; an epoch's or evaluation's also redraws the report. */
-  async add(record: Omit<MetricRecord, "time">): Promise<void> {
+  add(record: Omit<MetricRecord, "time">): void {
     const full = { ...record, time: new Date().toISOString() };
     this.#records.push(full);
-    await Deno.writeTextFile(this.metricsPath, JSON.stringify(full) + "\n", { append: true });
-    if (record.kind !== "step") await this.writeReport();
+    using file = openAppend(this.metricsPath, "run record");
+    writeAll(file, new TextEncoder().encode(JSON.stringify(full) + "\n"));
+    if (record.kind !== "step") this.writeReport();
   }
 
   /** Writes `report.html` atomically (a reader never sees half a page). */
-  async writeReport(): Promise<void> {
-    const html = renderReport(this.#records, this.config, this.worldSize, this.assets);
-    const temporary = `${this.reportPath}.tmp`;
-    await Deno.writeTextFile(temporary, html);
-    await Deno.rename(temporary, this.reportPath);
+  writeReport(): void {
+    writeTextFileAtomic(
+      this.reportPath,
+      renderReport(this.#records, this.config, this.worldSize, this.assets),
+    );
   }
 }

@@ -16,6 +16,7 @@ import {
   saveSharded,
   type ShardedMetadata,
 } from "../checkpoint/mod.ts";
+import { ownFolder } from "../io/private_files.ts";
 import type { Module } from "../nn/module.ts";
 import type { Optimizer } from "../optim/optimizer.ts";
 import { getRngState, setRngState } from "../tensor/random.ts";
@@ -100,6 +101,12 @@ export async function saveShardedSnapshot(
   optimizer: Optimizer<{ lr: number }>,
   info: SnapshotInfo,
 ): Promise<void> {
+  // Every rank writes in it, so no other user may (io/private_files.ts); the folders above it
+  // may be shared, as /tmp, but not renamed by another user.
+  ownFolder(path, {
+    what: "snapshot folder",
+    fix: "remove it, or give --snapshot a path in a folder of your own",
+  });
   const extra = { version: 1, strategy: "fsdp", ...info, rng: getRngState() };
   await saveSharded(path, { model, optimizer, extra });
 }

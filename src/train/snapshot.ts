@@ -9,6 +9,7 @@
 import { dirname } from "node:path";
 import { z } from "zod";
 import { CheckpointError, load, save } from "../checkpoint/mod.ts";
+import { ownFolder } from "../io/private_files.ts";
 import type { Module } from "../nn/module.ts";
 import type { Optimizer, OptimizerStateDict, ParamState } from "../optim/optimizer.ts";
 import {
@@ -156,6 +157,23 @@ export function checkSamplerFits(file: string, info: SnapshotInfo, samples: numb
   }
 }
 
+/**
+ * Creates the folder of the snapshot at `snapshot` (where its record and logs go too), or checks
+ * the one there: this user's (or root's, as /tmp), writable by no one else unless its sticky bit
+ * protects our files, under folders no other user can rename ([Note: no writes through planted
+ * links] in io/private_files.ts).
+ *
+ * @param snapshot The snapshot's path (`--snapshot`).
+ * @throws UnsafePathError naming the folder, its owner and mode.
+ */
+export function ownRunFolder(snapshot: string): void {
+  ownFolder(dirname(snapshot), {
+    what: "run folder",
+    fix: "remove it, or give --snapshot a path in a folder of your own",
+    shared: true,
+  });
+}
+
 /** Writes a snapshot atomically (the previous one stays intact until the rename). */
 export function saveSnapshot(
   path: string,
@@ -163,7 +181,7 @@ export function saveSnapshot(
   optimizer: Optimizer<{ lr: number }>,
   info: SnapshotInfo,
 ): void {
-  Deno.mkdirSync(dirname(path), { recursive: true });
+  ownRunFolder(path);
   const tensors: Record<string, Tensor> = {};
   for (const [name, t] of Object.entries(model.stateDict())) tensors[`model.${name}`] = t;
   const optim = optimizer.stateDict();
