@@ -208,6 +208,26 @@ Deno.test({
 });
 
 Deno.test({
+  name: "an FSDP snapshot folder another user made is refused on every rank, nothing written in it",
+  ignore: !isRoot,
+  fn: () =>
+    withSharedTmp(async (shared) => {
+      const theirs = join(shared, "snap");
+      await asNobody("mkdir", "-m", "0755", theirs);
+      const run = await train([...SMALL_JOB, "--strategy", "fsdp", "--snapshot", theirs]);
+      assert.notEqual(run.code, 0, run.stderr);
+      assert.match(
+        run.stderr,
+        new RegExp(
+          `train: refusing the snapshot folder ${theirs}: it belongs to uid ${NOBODY}, not to ` +
+            `this user \\(uid 0\\); mode 0755; remove it, or give --snapshot a path`,
+        ),
+      );
+      assert.deepEqual([...Deno.readDirSync(theirs)], [], "nothing written there");
+    }),
+});
+
+Deno.test({
   name: "a rank's ledger, and any file written whole, replaces a planted link and its temporary",
   ignore: !isRoot,
   fn: () =>
