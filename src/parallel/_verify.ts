@@ -6,21 +6,12 @@
 
 import type { ProcessGroup } from "../dist/mod.ts";
 import { allGather } from "../dist/mod.ts";
+import { hash32 } from "../dist/_agree.ts";
 import { tensor, zeros } from "../tensor/creation.ts";
 import { formatShape, sameShape, type Tensor } from "../tensor/tensor.ts";
 
 const MAX_DIMS = 8;
 const FIELDS = 2 + MAX_DIMS; // name hash, ndim, dims
-
-/** FNV-1a over the UTF-16 code units of `s`, as a signed 32-bit integer. */
-function hash32(s: string): number {
-  let h = 0x811c9dc5;
-  for (let i = 0; i < s.length; i++) {
-    h ^= s.charCodeAt(i);
-    h = Math.imul(h, 0x01000193);
-  }
-  return h | 0;
-}
 
 /**
  * Where DDP's own small tensors (this check's, the used mask) go: host memory when `group`
