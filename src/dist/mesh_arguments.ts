@@ -1,9 +1,11 @@
 /**
- * The checks of `initDeviceMesh`'s arguments, each bad one named: the device type, the shape
- * (which must hold the world), the names, and a backend that reaches the device.
+ * The checks of `initDeviceMesh`'s arguments, each bad one named: the same on every rank, the
+ * device type, the shape (which must hold the world), the names, and a backend that reaches the
+ * device.
  * @module
  */
 
+import { agreeAcrossRanks } from "./_agree.ts";
 import { DistError } from "./errors.ts";
 import { getLocalRank } from "./init.ts";
 import type { ProcessGroup } from "./process_group.ts";
@@ -12,6 +14,34 @@ import type { ProcessGroup } from "./process_group.ts";
 export type MeshDeviceType = "cpu" | "cuda" | "emu";
 
 const DEVICE_TYPES: readonly MeshDeviceType[] = ["cpu", "cuda", "emu"];
+
+/**
+ * Verifies that every rank of `world` passed `initDeviceMesh` the same arguments, whatever they
+ * are (so a bad one is compared before it is refused, and every rank then refuses it alike).
+ * @throws DistError "mismatch" naming which ranks passed which device type, shape or names.
+ */
+export async function agreeOnMeshArguments(
+  world: ProcessGroup,
+  deviceType: unknown,
+  meshShape: unknown,
+  meshDimNames: unknown,
+): Promise<void> {
+  const what = "initDeviceMesh";
+  const shown = (v: unknown): string =>
+    Array.isArray(v) ? `[${v.map(shown).join(", ")}]` : JSON.stringify(v) ?? String(v);
+  const fields = {
+    "device type": shown(deviceType),
+    meshShape: shown(meshShape),
+    meshDimNames: meshDimNames === undefined ? "none" : shown(meshDimNames),
+  };
+  // Host memory when the world reaches it, else this rank's device (an NCCL-only world).
+  const local = getLocalRank();
+  const device = ["cpu", `cuda:${local}`, `emu:${local}`].find((d) => world.reaches(d));
+  await agreeAcrossRanks(world, what, fields, {
+    device,
+    fix: `every rank must call ${what} with the same device type, meshShape and meshDimNames`,
+  });
+}
 
 /**
  * Checks `initDeviceMesh`'s arguments against the `world` group.

@@ -71,17 +71,28 @@ export function allBlocks(shape: readonly number[], dims: readonly number[]): nu
 }
 
 /**
- * Every non-empty set of dimensions of an `ndim` mesh, ascending within each set: first each
- * dimension alone (0, 1, ...), then the larger sets by their bit masks.
+ * The sets of dimensions of a mesh of `shape` that get groups, ascending within each set: first
+ * each dimension alone (0, 1, ...), then every set of two or more dimensions of size above 1, by
+ * its bit mask over those. A dimension of size 1 adds no rank to a set (see {@linkcode groupKey}),
+ * so the sets are linear in the number of dimensions: 2^k of them for k dimensions above size 1,
+ * and 2^k is at most the mesh's size.
  */
-export function dimSets(ndim: number): number[][] {
-  const sets: number[][] = [];
-  for (let d = 0; d < ndim; d++) sets.push([d]);
-  for (let mask = 1; mask < 1 << ndim; mask++) {
-    const dims = [...Array(ndim).keys()].filter((d) => mask & (1 << d));
+export function dimSets(shape: readonly number[]): number[][] {
+  const sets = shape.map((_, d) => [d]);
+  const wide = shape.flatMap((n, d) => n > 1 ? [d] : []);
+  for (let mask = 1; mask < 2 ** wide.length; mask++) {
+    const dims = wide.filter((_, i) => mask & (1 << i));
     if (dims.length > 1) sets.push(dims);
   }
   return sets;
+}
+
+/**
+ * The key of the group along root dimensions `dims`: its dimensions of size above 1 (those of
+ * size 1 add no rank), "" for this rank's group alone.
+ */
+export function groupKey(shape: readonly number[], dims: readonly number[]): string {
+  return dims.filter((d) => shape[d] > 1).join(",");
 }
 
 /** `ranks` (row-major) nested as `sizes`. */
