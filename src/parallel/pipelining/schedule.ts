@@ -6,6 +6,7 @@
  * @module
  */
 
+import { agreeAcrossRanks } from "../../dist/_agree.ts";
 import { callerScope } from "../../dist/ledger.ts";
 import { diagnosePending } from "../../dist/_pending_diagnosis.ts";
 import { noGrad } from "../../tensor/autograd.ts";
@@ -18,6 +19,7 @@ import {
   type PipelineAction,
   type PipelineOrder,
 } from "./actions.ts";
+import { smallTensorDevice } from "../_verify.ts";
 import { StageExchange } from "./_exchange.ts";
 import { splitMicrobatches } from "./_microbatch.ts";
 import type { PipelineStage } from "./stage.ts";
@@ -71,6 +73,8 @@ export abstract class PipelineSchedule {
   #order: PipelineOrder;
   #scale: boolean;
   #name: string;
+  /** Whether the pipeline's ranks have compared their schedules (before the first step). */
+  #agreed = false;
 
   /**
    * Checks the stages and keeps the order (the named schedules call it).
@@ -133,6 +137,10 @@ export abstract class PipelineSchedule {
   async #step(input?: Tensor, options: PipelineStepOptions = {}): Promise<Tensor | null> {
     const first = this.#stages.get(0), any = [...this.#stages.values()][0];
     const last = this.#stages.get(any.numStages - 1);
+    if (!this.#agreed) {
+      await this.#agree(first ? input : last ? options.target : undefined);
+      this.#agreed = true;
+    }
     if (first && !input) throw new TypeError(`${this.#name}.step: stage 0 needs the input batch`);
     if (last && !options.target) {
       throw new TypeError(`${this.#name}.step: the last stage needs options.target for the loss`);
@@ -190,6 +198,29 @@ export abstract class PipelineSchedule {
     const merged = noGrad(() => cat(state.outputs, 0));
     for (const o of state.outputs) o.dispose();
     return merged;
+  }
+
+  /**
+   * Compares this rank's schedule with the pipeline's other ranks (once, before the first step),
+   * naming on every rank what differs: left alone, ranks that cut the batch into different
+   * numbers of microbatches, or run another schedule, read as a loss's shape error, a tag
+   * mismatch or a timeout several messages later. `batch` is the input on the first stage, the
+   * target on the last: their rows are cut alike.
+   */
+  async #agree(batch: Tensor | undefined): Promise<void> {
+    const any = [...this.#stages.values()][0], group = any.group;
+    const rows = batch === undefined ? null : `${batch.ndim === 0 ? 0 : batch.shape[0]}`;
+    await agreeAcrossRanks(group, this.#name, {
+      schedule: this.#name,
+      stages: `${any.numStages}`,
+      microbatches: `${this.#n}`,
+      "gradient scaling": this.#scale ? "on" : "off",
+      "batch rows (the input's on the first stage, the target's on the last)": rows,
+    }, {
+      device: smallTensorDevice(group, any.submod.parameters()),
+      fix: "every rank of the pipeline must build the same schedule over as many stages and " +
+        "microbatches, and the first and last stage's batches must have as many rows",
+    });
   }
 
   /**
