@@ -1,6 +1,7 @@
 // initDeviceMesh across 4 real rank processes that do not all pass the same mesh: every rank
 // names which ranks passed which shape or names within a second, calls no live rank dead, and
-// can make a mesh afterwards (before: store timeouts, one rank saying the live others died).
+// can make a mesh afterwards (before: store timeouts, one rank saying the live others died), on a
+// host world and on one that reaches only its devices (emu, as an NCCL world).
 // And a mesh of 22 dimensions, 20 of size 1: made in under 3 seconds (100 ms here) with the right groups
 // (before: 2^22 sets of dimensions enumerated, 78 s and 1.5 GiB per rank).
 import assert from "node:assert/strict";
@@ -41,6 +42,13 @@ Deno.test("initDeviceMesh: a rank passing another meshShape is named on every ra
   assertNamedEverywhere(
     await runCase("shape", 2),
     /^initDeviceMesh: the ranks disagree: meshShape: rank 2 has \[4, 1\], ranks 0, 1 and 3 have \[2, 2\]; every rank must call initDeviceMesh with the same device type, meshShape and meshDimNames$/,
+  );
+});
+
+Deno.test("initDeviceMesh: on a world that does not reach host memory (emu, as NCCL), a rank passing another meshShape is named on every rank within a second", async () => {
+  assertNamedEverywhere(
+    await runCase("emu", 1),
+    /^initDeviceMesh: the ranks disagree: meshShape: rank 1 has \[4, 1\], ranks 0, 2 and 3 have \[2, 2\];/,
   );
 });
 
