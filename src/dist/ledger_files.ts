@@ -8,7 +8,7 @@
 
 import { join } from "node:path";
 import { writeTextFileAtomic } from "../io/private_files.ts";
-import { analyze, type RankSummary, summarize } from "./ledger_analysis.ts";
+import { summarize } from "./ledger_analysis.ts";
 import { entryJson, ledgerEntries, ledgerOn } from "./ledger.ts";
 
 /** DTRAIN_LEDGER_DIR (set by the launcher to the run's log folder), or null. */
@@ -99,47 +99,4 @@ export function writeLedgerOnRequest(): void {
     seen = now;
     writeLedgerFile(rank, "request");
   }, REQUEST_POLL_MS));
-}
-
-/** What a rank's ledger file holds. */
-export interface LedgerFile {
-  why: string;
-  summary: RankSummary;
-  entries: unknown[];
-}
-
-/**
- * Reads the ledger files in `dir`.
- *
- * @param dir The log folder.
- * @param ranks The ranks to look for (default: 0 up to the highest file found).
- * @returns Each rank's file, or null where there is none.
- */
-export function readLedgerDir(dir: string, ranks?: number[]): Map<number, LedgerFile | null> {
-  const found = new Map<number, LedgerFile>();
-  for (const e of Deno.readDirSync(dir)) {
-    const m = e.name.match(/^rank_(\d+)\.ledger\.json$/);
-    if (!m) continue;
-    try {
-      found.set(Number(m[1]), JSON.parse(Deno.readTextFileSync(join(dir, e.name))));
-    } catch {
-      // Half written: as if absent.
-    }
-  }
-  const all = ranks ?? Array.from({ length: Math.max(-1, ...found.keys()) + 1 }, (_, i) => i);
-  return new Map(all.map((r) => [r, found.get(r) ?? null]));
-}
-
-/**
- * The diagnosis of the ledger files in `dir` (see `analyze`).
- *
- * @param dir The log folder.
- * @param ranks The ranks to look for.
- * @returns Its lines, or null when `dir` holds no ledger.
- */
-export function diagnoseLedgerDir(dir: string, ranks?: number[]): string[] | null {
-  const files = readLedgerDir(dir, ranks);
-  if (![...files.values()].some((f) => f !== null)) return null;
-  const summaries = new Map([...files].map(([r, f]) => [r, f?.summary ?? null]));
-  return analyze(summaries, { silentWhy: "left no ledger (killed, or died before writing it)" });
 }

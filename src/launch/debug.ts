@@ -5,7 +5,7 @@
  */
 
 import { formatDiagnosis } from "../dist/ledger_exchange.ts";
-import { diagnoseLedgerDir } from "../dist/ledger_files.ts";
+import { diagnoseLedgerDir } from "../dist/ledger_read.ts";
 
 if (import.meta.main) {
   const [dir, ...rest] = Deno.args;

@@ -9,12 +9,8 @@
 
 import { resolve } from "node:path";
 import { formatDiagnosis } from "../dist/ledger_exchange.ts";
-import {
-  diagnoseLedgerDir,
-  ledgerFile,
-  ledgerRequestFile,
-  readLedgerDir,
-} from "../dist/ledger_files.ts";
+import { ledgerFile, ledgerRequestFile } from "../dist/ledger_files.ts";
+import { diagnoseLedgerDir, readLedgerDir } from "../dist/ledger_read.ts";
 import { NO_CULPRIT } from "../dist/ledger_analysis.ts";
 import { writeTextFileAtomic } from "../io/private_files.ts";
 
@@ -65,7 +61,7 @@ export async function askForLedgers(
   const since = Date.now() - 1;
   writeTextFileAtomic(ledgerRequestFile(dir), `${since}\n`); // never through a planted link
   const fresh = () =>
-    [...readLedgerDir(dir, ranks).values()]
+    [...readLedgerDir(dir, ranks).files.values()]
       .filter((f) => f?.why === "request" && f.summary.atUs / 1000 >= since).length;
   while (fresh() < ranks.length && Date.now() - since < waitMs) {
     await new Promise((r) => setTimeout(r, 50));
