@@ -6,6 +6,8 @@
  */
 
 import assert from "node:assert/strict";
+import { freePort } from "../_harness/ranks.ts";
+import { ROOT, runDeno, type RunOptions, type RunResult } from "../_harness/processes.ts";
 
 /** The worker script, as a path from the repository root. */
 export const WORKER_PATH = "tests/dist/workers/ledger_faults.ts";
@@ -39,4 +41,31 @@ export const escape = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$
 export function culprits(text: string, who = "rank \\d+"): string[] {
   const head = new RegExp(`dtrain ledger \\(${who}\\): (.*)$`);
   return text.split("\n").map((l) => l.match(head)?.[1]).filter((c): c is string => !!c);
+}
+
+/**
+ * The launcher running the ledger worker on `nproc` ranks, with `logDir` as its log folder.
+ *
+ * @param nproc Ranks on this node.
+ * @param logDir The launcher's --log-dir.
+ * @param options The worker's environment (MODE, ...), the hard limit and the line watcher.
+ */
+export function launchLedgerWorkers(
+  nproc: number,
+  logDir: string,
+  options: Pick<RunOptions, "env" | "onLine" | "timeoutMs">,
+): Promise<RunResult> {
+  return runDeno({
+    ...options,
+    args: [
+      `${ROOT}src/launch/main.ts`,
+      "--nproc-per-node",
+      String(nproc),
+      "--master-port",
+      String(freePort()),
+      "--log-dir",
+      logDir,
+      WORKER_PATH,
+    ],
+  });
 }

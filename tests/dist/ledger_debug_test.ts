@@ -5,9 +5,8 @@
 // never hung on (src/dist/ledger_read.ts).
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { freePort } from "../_harness/ranks.ts";
 import { ROOT, runDeno, withTempDir } from "../_harness/processes.ts";
-import { culprits, escape, site, WORKER_PATH } from "./_ledger.ts";
+import { culprits, escape, launchLedgerWorkers, site } from "./_ledger.ts";
 
 const debug = (dir: string) =>
   runDeno({ timeoutMs: 20_000, args: [`${ROOT}src/launch/debug.ts`, dir] });
@@ -15,18 +14,8 @@ const debug = (dir: string) =>
 Deno.test("deno task debug names the highest rank killed without a ledger, and every unusable ledger file", async () => {
   await withTempDir("dtrain_ledger_debug_", async (logDir) => {
     let killed = false;
-    const run = await runDeno({
+    const run = await launchLedgerWorkers(3, logDir, {
       timeoutMs: 30_000,
-      args: [
-        `${ROOT}src/launch/main.ts`,
-        "--nproc-per-node",
-        "3",
-        "--master-port",
-        String(freePort()),
-        "--log-dir",
-        logDir,
-        WORKER_PATH,
-      ],
       env: { MODE: "loop", TEST_TIMEOUT_MS: "1500" },
       onLine: (line) => {
         const m = line.match(/^\[rank 2\] looping (\d+)$/);

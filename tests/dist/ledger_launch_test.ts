@@ -3,27 +3,14 @@
 // prints the same from the files alone; SIGUSR1 to the launcher dumps every rank's ledger while the
 // job goes on.
 import assert from "node:assert/strict";
-import { freePort } from "../_harness/ranks.ts";
-import { ROOT, runDeno, withTempDir } from "../_harness/processes.ts";
-import { culprits, escape, site, WORKER_PATH } from "./_ledger.ts";
-
-const LAUNCHER = `${ROOT}src/launch/main.ts`;
+import { runDeno, withTempDir } from "../_harness/processes.ts";
+import { culprits, escape, launchLedgerWorkers, site } from "./_ledger.ts";
 
 Deno.test("a killed rank: the launcher and `deno task debug LOG_DIR` name it and the line the others wait at", async () => {
   await withTempDir("dtrain_ledger_", async (logDir) => {
     let killed = false;
-    const run = await runDeno({
+    const run = await launchLedgerWorkers(3, logDir, {
       timeoutMs: 30_000,
-      args: [
-        LAUNCHER,
-        "--nproc-per-node",
-        "3",
-        "--master-port",
-        String(freePort()),
-        "--log-dir",
-        logDir,
-        WORKER_PATH,
-      ],
       env: { MODE: "loop", TEST_TIMEOUT_MS: "1500" },
       onLine: (line) => {
         const m = line.match(/^\[rank 1\] looping (\d+)$/);
@@ -59,18 +46,8 @@ Deno.test("SIGUSR1 to the launcher: every rank writes its ledger, the job goes o
   await withTempDir("dtrain_ledger_", async (logDir) => {
     let signalled = false;
     let dumped = "";
-    const run = await runDeno({
+    const run = await launchLedgerWorkers(2, logDir, {
       timeoutMs: 30_000,
-      args: [
-        LAUNCHER,
-        "--nproc-per-node",
-        "2",
-        "--master-port",
-        String(freePort()),
-        "--log-dir",
-        logDir,
-        WORKER_PATH,
-      ],
       env: { MODE: "skip", SKIP_RANK: "1", TEST_TIMEOUT_MS: "20000" },
       onLine: (line, running) => {
         if (line === "[rank 1] skipping" && !signalled) {

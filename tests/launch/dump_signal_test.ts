@@ -3,9 +3,8 @@
 // (here a real one, `nobody`) could use to run code as the job's user ([Note: SIGUSR1 never
 // reaches the inspector] in src/launch/dump_signal.ts). Real launcher, real workers, real sockets.
 import assert from "node:assert/strict";
-import { freePort } from "../_harness/ranks.ts";
-import { markedProcesses, ROOT, runDeno, withTempDir } from "../_harness/processes.ts";
-import { WORKER_PATH } from "../dist/_ledger.ts";
+import { markedProcesses, withTempDir } from "../_harness/processes.ts";
+import { launchLedgerWorkers } from "../dist/_ledger.ts";
 
 const NOBODY = 65534;
 const isRoot = Deno.uid() === 0;
@@ -43,18 +42,8 @@ Deno.test({
       const seen: {
         checked?: Promise<{ job: number[]; ports: Map<number, number[]>; answers: string[] }>;
       } = {};
-      const run = await runDeno({
+      const run = await launchLedgerWorkers(2, logDir, {
         timeoutMs: 40_000,
-        args: [
-          `${ROOT}src/launch/main.ts`,
-          "--nproc-per-node",
-          "2",
-          "--master-port",
-          String(freePort()),
-          "--log-dir",
-          logDir,
-          WORKER_PATH,
-        ],
         env: { MODE: "skip", SKIP_RANK: "1", TEST_TIMEOUT_MS: "30000" },
         onLine: (line, running) => {
           if (line === "[rank 1] skipping" && !signalled) {
