@@ -23,5 +23,4 @@
 export * from "./safetensors.ts";
 export * from "./object.ts";
 export * from "./errors.ts";
-export * from "./_atomic.ts";
 export * from "./sharded.ts";

@@ -6,7 +6,8 @@
 
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { CheckpointError, removeStaleTemporaries } from "../checkpoint/mod.ts";
+import { CheckpointError } from "../checkpoint/mod.ts";
+import { removeStaleTemporaries } from "../io/private_files.ts";
 import { barrier } from "../dist/mod.ts";
 import type { Module } from "../nn/module.ts";
 import type { Optimizer } from "../optim/optimizer.ts";
