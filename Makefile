@@ -31,7 +31,7 @@ CUDA_OBJ := $(patsubst csrc/cuda/%.cu,$(BUILD)/cuda/%.o,$(CUDA_SRC)) $(BUILD)/cu
 
 DENO = $(shell scripts/bootstrap.sh | tail -n 1)
 
-.PHONY: all build deps train test bench check clean cuda
+.PHONY: all build deps train test bench check clean cuda cuda-host cuda-host-asan
 
 all: build
 
@@ -65,9 +65,58 @@ $(BUILD)/cuda/errors.o: csrc/core/errors.c csrc/core/dtrain.h
 	$(CC) -O2 -std=c11 -fPIC -Wall -c -o $@ $<
 
 # -Bsymbolic: the kernels share libdtrain's names, and calls inside this library stay inside it.
-$(BUILD)/libdtrain_cuda.so: $(CUDA_OBJ)
+$(BUILD)/libdtrain_cuda.so: $(CUDA_OBJ) csrc/cuda/exports.map
 	@echo "cuda: $(NVCC) ($(shell $(NVCC) --version | tail -n 1)); cuBLAS and NCCL load at run time"
-	$(NVCC) $(NVFLAGS) -shared -Xlinker -Bsymbolic -o $@ $(CUDA_OBJ) -ldl -lpthread -lrt
+	$(NVCC) $(NVFLAGS) -shared -Xlinker -Bsymbolic -Xlinker --version-script=csrc/cuda/exports.map \
+	  -o $@ $(CUDA_OBJ) -ldl -lpthread -lrt
+
+# The host build of the CUDA library ([Note: the host build] in csrc/cuda/host/cuda_runtime.h): the
+# same csrc/cuda/*.cu files compiled by the host C++ compiler over csrc/cuda/host's runtime, so the
+# GPU code runs in CI without a GPU. Its exports are libdtrain_cuda.so's (tests/cuda/host_build_test.ts).
+# The cuBLAS and NCCL stand-ins it opens in tests are test sources (tests/cuda/host/), never shipped.
+# `make cuda-host-asan` builds it with AddressSanitizer and UndefinedBehaviorSanitizer.
+HOST_BUILD ?= $(BUILD)/cuda_host
+HOST_LIB ?= $(BUILD)/libdtrain_cuda_host.so
+HOST_CXXFLAGS ?= -O2
+HOST_CXXFLAGS += -std=c++17 -fPIC -Wall -Wextra -Wno-unused-parameter -Wno-sign-compare -fvisibility=hidden \
+                 -DDT_CUDA_HOST=1 -D__CUDACC__ -D__CUDA_ARCH__=900 -Icsrc/cuda/host
+HOST_RT_SRC := $(wildcard csrc/cuda/host/*.cc)
+HOST_HDR := $(CUDA_HDR) $(wildcard csrc/cuda/host/*.h)
+HOST_OBJ := $(patsubst csrc/cuda/%.cu,$(HOST_BUILD)/%.o,$(CUDA_SRC)) \
+            $(patsubst csrc/cuda/host/%.cc,$(HOST_BUILD)/host_%.o,$(HOST_RT_SRC)) $(HOST_BUILD)/errors.o
+STANDINS := $(BUILD)/cuda_host/libcublas_standin.so $(BUILD)/cuda_host/libnccl_standin.so
+
+cuda-host: $(HOST_LIB) $(STANDINS)
+
+cuda-host-asan: $(STANDINS)
+	@$(MAKE) -s --no-print-directory HOST_BUILD=$(BUILD)/cuda_host_asan \
+	  HOST_LIB=$(BUILD)/libdtrain_cuda_host_asan.so \
+	  HOST_CXXFLAGS="-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined" \
+	  HOST_LDFLAGS="-fsanitize=address,undefined" $(BUILD)/libdtrain_cuda_host_asan.so
+
+$(HOST_BUILD)/%.o: csrc/cuda/%.cu $(HOST_HDR)
+	@mkdir -p $(HOST_BUILD)
+	$(CXX) $(HOST_CXXFLAGS) -x c++ -c -o $@ $<
+
+$(HOST_BUILD)/host_%.o: csrc/cuda/host/%.cc $(HOST_HDR)
+	@mkdir -p $(HOST_BUILD)
+	$(CXX) $(HOST_CXXFLAGS) -c -o $@ $<
+
+$(HOST_BUILD)/errors.o: csrc/core/errors.c csrc/core/dtrain.h
+	@mkdir -p $(HOST_BUILD)
+	$(CC) -O2 -std=c11 -fPIC -Wall -c -o $@ $<
+
+$(HOST_LIB): $(HOST_OBJ) csrc/cuda/exports.map
+	$(CXX) -shared -Wl,-Bsymbolic -Wl,--version-script=csrc/cuda/exports.map $(HOST_LDFLAGS) \
+	  -o $@ $(HOST_OBJ) -ldl -lpthread
+
+$(BUILD)/cuda_host/libcublas_standin.so: $(wildcard tests/cuda/host/cublas/*.cc) csrc/cuda/host/stream_abi.h
+	@mkdir -p $(BUILD)/cuda_host
+	$(CXX) $(CXXFLAGS) -shared -o $@ $(filter %.cc,$^) -lopenblas
+
+$(BUILD)/cuda_host/libnccl_standin.so: $(wildcard tests/cuda/host/nccl/*.cc) csrc/cuda/host/stream_abi.h
+	@mkdir -p $(BUILD)/cuda_host
+	$(CXX) $(CXXFLAGS) -shared -o $@ $(filter %.cc,$^) -lgloo -lpthread
 
 train: build
 	$(DENO) run -A --v8-flags=--expose-gc src/train/main.ts $(ARGS)

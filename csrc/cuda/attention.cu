@@ -161,7 +161,7 @@ DT_EXPORT int dt_attention_forward(const float *q, const float *k, const float *
       st = dt_cuda_gemm(dev, 0, 1, tq, tk, d, scale, at(q, s[L_Q], b, h0), s[L_Q].st, s[L_Q].sh,
                         at(k, s[L_K], b, h0), s[L_K].st, s[L_K].sh, 0.0f, sc, tk, tq * tk, g);
       if (st != DT_OK) break;
-      forward_rows<<<(unsigned)(g * tq), THREADS, 0, dev->compute>>>(a, b * heads + h0, sc, lse);
+      GRID_LAUNCH(forward_rows, (unsigned)(g * tq), THREADS, 0, dev->compute)(a, b * heads + h0, sc, lse);
       st = dt_cuda_gemm(dev, 0, 0, tq, dv, tk, 1.0f, sc, tk, tq * tk, at(v, s[L_V], b, h0),
                         s[L_V].st, s[L_V].sh, 0.0f, (float *)at(out, s[L_OUT], b, h0),
                         s[L_OUT].st, s[L_OUT].sh, g);
@@ -210,7 +210,7 @@ DT_EXPORT int dt_attention_backward(const float *q, const float *k, const float 
       st = dt_cuda_gemm(dev, 0, 1, tq, tk, d, scale, qb, s[L_Q].st, s[L_Q].sh, kb, s[L_K].st,
                         s[L_K].sh, 0.0f, p, tk, tq * tk, g);
       if (st != DT_OK) break;
-      backward_probs<<<(unsigned)(g * tq), THREADS, 0, dev->compute>>>(a, b * heads + h0, p, pd, lse);
+      GRID_LAUNCH(backward_probs, (unsigned)(g * tq), THREADS, 0, dev->compute)(a, b * heads + h0, p, pd, lse);
       /* gv = pd^T go; dp = go v^T */
       if ((st = dt_cuda_gemm(dev, 1, 0, tk, dv, tq, 1.0f, pd, tk, tq * tk, go, s[L_GOUT].st,
                              s[L_GOUT].sh, 0.0f, (float *)at(gv, s[L_GV], b, h0), s[L_GV].st,
@@ -219,7 +219,7 @@ DT_EXPORT int dt_attention_backward(const float *q, const float *k, const float 
       if ((st = dt_cuda_gemm(dev, 0, 1, tq, tk, dv, 1.0f, go, s[L_GOUT].st, s[L_GOUT].sh, vb,
                              s[L_V].st, s[L_V].sh, 0.0f, dp, tk, tq * tk, g)) != DT_OK)
         break;
-      backward_ds<<<(unsigned)(g * tq), THREADS, 0, dev->compute>>>(
+      GRID_LAUNCH(backward_ds, (unsigned)(g * tq), THREADS, 0, dev->compute)(
           a, p, pd, dp, go, s[L_GOUT], at(out, s[L_OUT], b, h0), s[L_OUT], dv);
       /* gq = scale dS k; gk = scale dS^T q */
       if ((st = dt_cuda_gemm(dev, 0, 0, tq, d, tk, scale, dp, tk, tq * tk, kb, s[L_K].st,

@@ -114,15 +114,15 @@ DT_EXPORT int dt_cross_entropy(const float *logits, const int32_t *targets, int6
   float *loss_part = grad_scale + 1;
   float *row_loss = reduction == DT_REDUCTION_NONE ? loss : loss_part + blocks;
   if (rows > 0) {
-    ce_rows_kernel<<<(unsigned)rows, THREADS, 0, dev->compute>>>(
+    GRID_LAUNCH(ce_rows_kernel, (unsigned)rows, THREADS, 0, dev->compute)(
         logits, targets, cols, ignore_index, label_smoothing, row_loss, row_lse, dev->error);
   }
-  ce_partials_kernel<<<blocks, THREADS, 0, dev->compute>>>(row_loss, row_lse, rows, loss_part,
+  GRID_LAUNCH(ce_partials_kernel, blocks, THREADS, 0, dev->compute)(row_loss, row_lse, rows, loss_part,
                                                            count_part);
-  ce_total_kernel<<<1, THREADS, 0, dev->compute>>>(loss_part, count_part, blocks, reduction, loss,
+  GRID_LAUNCH(ce_total_kernel, 1, THREADS, 0, dev->compute)(loss_part, count_part, blocks, reduction, loss,
                                                    grad_scale);
   if (grad && rows > 0) {
-    ce_grad_kernel<<<blocks_for(rows * cols), THREADS, 0, dev->compute>>>(
+    GRID_LAUNCH(ce_grad_kernel, blocks_for(rows * cols), THREADS, 0, dev->compute)(
         logits, targets, rows, cols, label_smoothing, row_lse, grad_scale, grad);
   }
   dt_cuda_scratch_free(dev, scratch);

@@ -86,7 +86,7 @@ DT_EXPORT int dt_gather_rows(const void *src, int64_t src_rows, const int32_t *i
   if ((st = dt_cuda_scratch(dev, n * (int64_t)sizeof(int32_t), &on_device)) != DT_OK) return st;
   st = dt_cuda_stage_in(dev, on_device, n, sizeof(int32_t), fill_i32, (void *)indices);
   if (st == DT_OK) {
-    gather_rows_kernel<<<blocks_for(n * row_bytes), THREADS, 0, dev->compute>>>(
+    GRID_LAUNCH(gather_rows_kernel, blocks_for(n * row_bytes), THREADS, 0, dev->compute)(
         (const char *)src, (const int32_t *)on_device, n, row_bytes, (char *)dst);
   }
   dt_cuda_scratch_free(dev, on_device);

@@ -108,7 +108,7 @@ static int binary_grad(dt_cuda_device *dev, int op, int which, const float *a, i
   void *full;
   int st = dt_cuda_scratch(dev, n * (int64_t)sizeof(float), &full);
   if (st != DT_OK) return st;
-  binary_grad_kernel<<<blocks_for(n), THREADS, 0, dev->compute>>>(op, which, a, na, b, nb, gy,
+  GRID_LAUNCH(binary_grad_kernel, blocks_for(n), THREADS, 0, dev->compute)(op, which, a, na, b, nb, gy,
                                                                   (float *)full, n);
   cudaError_t err = cudaGetLastError();
   st = err == cudaSuccess ? dt_sum_axis((const float *)full, g, 1, n / len, len, 1.0f) : DT_EDEVICE;

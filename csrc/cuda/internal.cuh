@@ -13,7 +13,13 @@
 #include "../core/scalar_math.h"
 #include "dtrain_cuda.h"
 
+/* The C ABI (ffi/cuda.ts). The host build hides everything else, so that its exports are exactly
+ * these, as a test holds against libdtrain_cuda.so's. */
+#ifdef DT_CUDA_HOST
+#define DT_EXPORT extern "C" __attribute__((visibility("default")))
+#else
 #define DT_EXPORT extern "C"
+#endif
 
 /* A failure of the CUDA runtime, cuBLAS or NCCL (beside csrc/core's DT_EINVAL, DT_ENOMEM...). */
 #define DT_EDEVICE 4
@@ -174,9 +180,20 @@ int dt_cuda_gemm(dt_cuda_device *dev, int32_t ta, int32_t tb, int64_t m, int64_t
   dt_cuda_device *dev = dt_cuda_current();                                                         \
   if (dev == NULL) return DT_EINVAL
 
-/* Launches kernel<<<blocks_for(n), THREADS>>> on the device's stream and checks the launch. */
+/* A kernel launch, written once for both compilers: GRID_LAUNCH(kernel, grid, block, shared,
+ * stream)(arguments...) is kernel<<<grid, block, shared, stream>>>(arguments...) under nvcc, and
+ * the host build's launcher (host/launch.h) under the host compiler ([Note: the host build] in
+ * host/cuda_runtime.h). */
+#ifdef DT_CUDA_HOST
+#define GRID_LAUNCH(kernel, grid, block, shared, stream)                                           \
+  dt_host::make_launcher(kernel, #kernel, grid, block, shared, stream)
+#else
+#define GRID_LAUNCH(kernel, grid, block, shared, stream) kernel<<<grid, block, shared, stream>>>
+#endif
+
+/* Launches kernel on blocks_for(n) blocks of THREADS on the device's stream; checks the launch. */
 #define LAUNCH(dev, n, kernel, ...)                                                                \
   do {                                                                                             \
-    kernel<<<blocks_for(n), THREADS, 0, (dev)->compute>>>(__VA_ARGS__);                            \
+    GRID_LAUNCH(kernel, blocks_for(n), THREADS, 0, (dev)->compute)(__VA_ARGS__);                  \
     LAUNCH_CHECK();                                                                                \
   } while (0)

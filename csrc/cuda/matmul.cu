@@ -64,7 +64,7 @@ static int fits_int(int64_t v) { return v >= 0 && v <= 0x7fffffff; }
 static int bf16_copy(dt_cuda_device *dev, const float *src, int64_t n, void **out) {
   int st = dt_cuda_scratch(dev, n * 2, out);
   if (st != DT_OK) return st;
-  to_bf16<<<blocks_for(n), THREADS, 0, dev->compute>>>(src, (__nv_bfloat16 *)*out, n);
+  GRID_LAUNCH(to_bf16, blocks_for(n), THREADS, 0, dev->compute)(src, (__nv_bfloat16 *)*out, n);
   LAUNCH_CHECK();
   return DT_OK;
 }
@@ -168,7 +168,7 @@ DT_EXPORT int dt_linear_forward(const float *x, const float *w, const float *bia
   CURRENT(dev);
   if (rows == 0 || out == 0) return DT_OK;
   if (bias) {
-    fill_rows<<<blocks_for(rows * out), THREADS, 0, dev->compute>>>(y, bias, rows, out);
+    GRID_LAUNCH(fill_rows, blocks_for(rows * out), THREADS, 0, dev->compute)(y, bias, rows, out);
     LAUNCH_CHECK();
   }
   return dt_cuda_gemm(dev, 0, !w_trans, rows, out, in, 1.0f, x, ld_in, 0, w, ldw, 0,

@@ -38,7 +38,7 @@ DT_EXPORT int dt_softmax(const float *x, float *y, int64_t rows, int64_t cols, i
         (long long)rows, (long long)cols);
   CURRENT(dev);
   if (rows == 0) return DT_OK;
-  softmax_kernel<<<(unsigned)rows, THREADS, 0, dev->compute>>>(x, y, cols, log);
+  GRID_LAUNCH(softmax_kernel, (unsigned)rows, THREADS, 0, dev->compute)(x, y, cols, log);
   LAUNCH_CHECK();
   return DT_OK;
 }
@@ -49,7 +49,7 @@ DT_EXPORT int dt_softmax_backward(const float *y, const float *gy, float *gx, in
   CHECK(rows >= 0 && rows <= ROWS_MAX && cols > 0, "dt_softmax_backward: bad shape");
   CURRENT(dev);
   if (rows == 0) return DT_OK;
-  softmax_backward_kernel<<<(unsigned)rows, THREADS, 0, dev->compute>>>(y, gy, gx, cols, log);
+  GRID_LAUNCH(softmax_backward_kernel, (unsigned)rows, THREADS, 0, dev->compute)(y, gy, gx, cols, log);
   LAUNCH_CHECK();
   return DT_OK;
 }
@@ -84,8 +84,8 @@ DT_EXPORT int dt_mse(const float *a, const float *b, int64_t n, float *loss, flo
   float *partial;
   int st = dt_cuda_scratch(dev, blocks * (int64_t)sizeof(float), (void **)&partial);
   if (st != DT_OK) return st;
-  mse_partials_kernel<<<blocks, THREADS, 0, dev->compute>>>(a, b, n, ga, partial);
-  mse_total_kernel<<<1, THREADS, 0, dev->compute>>>(partial, blocks, n, loss);
+  GRID_LAUNCH(mse_partials_kernel, blocks, THREADS, 0, dev->compute)(a, b, n, ga, partial);
+  GRID_LAUNCH(mse_total_kernel, 1, THREADS, 0, dev->compute)(partial, blocks, n, loss);
   dt_cuda_scratch_free(dev, partial);
   LAUNCH_CHECK();
   return DT_OK;
@@ -124,7 +124,7 @@ DT_EXPORT int dt_layernorm(const float *x, const float *w, const float *b, float
         (long long)rows, (long long)cols);
   CURRENT(dev);
   if (rows == 0) return DT_OK;
-  layernorm_kernel<<<(unsigned)rows, THREADS, 0, dev->compute>>>(x, w, b, y, mean, rstd, cols, eps);
+  GRID_LAUNCH(layernorm_kernel, (unsigned)rows, THREADS, 0, dev->compute)(x, w, b, y, mean, rstd, cols, eps);
   LAUNCH_CHECK();
   return DT_OK;
 }
@@ -173,13 +173,13 @@ DT_EXPORT int dt_layernorm_backward(const float *dy, const float *x, const float
   CURRENT(dev);
   if (rows == 0) return DT_OK;
   if (dx) {
-    layernorm_dx_kernel<<<(unsigned)rows, THREADS, 0, dev->compute>>>(dy, x, w, mean, rstd, dx, cols);
+    GRID_LAUNCH(layernorm_dx_kernel, (unsigned)rows, THREADS, 0, dev->compute)(dy, x, w, mean, rstd, dx, cols);
     LAUNCH_CHECK();
   }
   if (dw || db) {
     int64_t chunks = rows < 256 ? rows : 256, chunk = (rows + chunks - 1) / chunks;
     dim3 grid((unsigned)((cols + THREADS - 1) / THREADS), (unsigned)((rows + chunk - 1) / chunk));
-    layernorm_dwdb_kernel<<<grid, THREADS, 0, dev->compute>>>(dy, x, mean, rstd, dw, db, rows,
+    GRID_LAUNCH(layernorm_dwdb_kernel, grid, THREADS, 0, dev->compute)(dy, x, mean, rstd, dw, db, rows,
                                                                cols, chunk);
     LAUNCH_CHECK();
   }

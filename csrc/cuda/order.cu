@@ -142,7 +142,7 @@ DT_EXPORT int dt_max_rows(const float *x, float *values, int32_t *indices, int64
         (long long)rows, (long long)cols);
   CURRENT(dev);
   if (rows > 0) {
-    max_rows_kernel<<<(unsigned)rows, THREADS, 0, dev->compute>>>(x, values, indices, cols, is_min);
+    GRID_LAUNCH(max_rows_kernel, (unsigned)rows, THREADS, 0, dev->compute)(x, values, indices, cols, is_min);
     LAUNCH_CHECK();
   }
   return DT_OK;
@@ -199,8 +199,8 @@ DT_EXPORT int dt_extreme_backward(const float *x, const float *value, const floa
   long long *partial;
   int st = dt_cuda_scratch(dev, blocks * (int64_t)sizeof(long long), (void **)&partial);
   if (st != DT_OK) return st;
-  extreme_count_kernel<<<blocks, THREADS, 0, dev->compute>>>(x, value, n, partial);
-  extreme_share_kernel<<<blocks, THREADS, 0, dev->compute>>>(x, value, gy, gx, n, partial);
+  GRID_LAUNCH(extreme_count_kernel, blocks, THREADS, 0, dev->compute)(x, value, n, partial);
+  GRID_LAUNCH(extreme_share_kernel, blocks, THREADS, 0, dev->compute)(x, value, gy, gx, n, partial);
   dt_cuda_scratch_free(dev, partial);
   LAUNCH_CHECK();
   return DT_OK;

@@ -35,7 +35,7 @@ static int sum_rows(dt_cuda_device *dev, const float *x, float *out, int64_t out
   int64_t chunks = (axis + CHUNK_MIN - 1) / CHUNK_MIN, most = PARTIALS_MAX / outer;
   if (chunks > most) chunks = most;
   if (chunks <= 1) {
-    sum_rows_kernel<<<(unsigned)outer, THREADS, 0, dev->compute>>>(x, out, axis, scale);
+    GRID_LAUNCH(sum_rows_kernel, (unsigned)outer, THREADS, 0, dev->compute)(x, out, axis, scale);
     LAUNCH_CHECK();
     return DT_OK;
   }
@@ -43,9 +43,9 @@ static int sum_rows(dt_cuda_device *dev, const float *x, float *out, int64_t out
   float *partial;
   int st = dt_cuda_scratch(dev, outer * chunks * (int64_t)sizeof(float), (void **)&partial);
   if (st != DT_OK) return st;
-  sum_chunks_kernel<<<dim3((unsigned)chunks, (unsigned)outer), THREADS, 0, dev->compute>>>(
+  GRID_LAUNCH(sum_chunks_kernel, dim3((unsigned)chunks, (unsigned)outer), THREADS, 0, dev->compute)(
       x, partial, axis, chunk);
-  sum_rows_kernel<<<(unsigned)outer, THREADS, 0, dev->compute>>>(partial, out, chunks, scale);
+  GRID_LAUNCH(sum_rows_kernel, (unsigned)outer, THREADS, 0, dev->compute)(partial, out, chunks, scale);
   dt_cuda_scratch_free(dev, partial);
   LAUNCH_CHECK();
   return DT_OK;
@@ -82,7 +82,7 @@ DT_EXPORT int dt_sum_axis(const float *x, float *out, int64_t outer, int64_t axi
   int64_t chunk = (axis + chunks - 1) / chunks;
   if (chunks > 1) cudaCheck(cudaMemsetAsync(out, 0, (size_t)columns * sizeof(float), dev->compute));
   dim3 grid(blocks_for(columns), (unsigned)chunks);
-  sum_columns_kernel<<<grid, THREADS, 0, dev->compute>>>(x, out, outer, axis, inner,
+  GRID_LAUNCH(sum_columns_kernel, grid, THREADS, 0, dev->compute)(x, out, outer, axis, inner,
                                                           chunk > 0 ? chunk : 1, scale);
   LAUNCH_CHECK();
   return DT_OK;
@@ -105,8 +105,8 @@ DT_EXPORT int dt_sum_squares(const float *x, int64_t n, float *out) {
   float *partial;
   int st = dt_cuda_scratch(dev, blocks * (int64_t)sizeof(float), (void **)&partial);
   if (st != DT_OK) return st;
-  sum_squares_kernel<<<blocks, THREADS, 0, dev->compute>>>(x, n, partial);
-  sum_rows_kernel<<<1, THREADS, 0, dev->compute>>>(partial, out, blocks, 1.0f);
+  GRID_LAUNCH(sum_squares_kernel, blocks, THREADS, 0, dev->compute)(x, n, partial);
+  GRID_LAUNCH(sum_rows_kernel, 1, THREADS, 0, dev->compute)(partial, out, blocks, 1.0f);
   dt_cuda_scratch_free(dev, partial);
   LAUNCH_CHECK();
   return DT_OK;
@@ -168,7 +168,7 @@ DT_EXPORT int dt_argmax_rows(const float *x, int32_t *out, int64_t rows, int64_t
   CHECK(rows <= 0x7fffffff, "dt_argmax_rows: %lld rows (at most 2^31 - 1 on cuda)", (long long)rows);
   CURRENT(dev);
   if (rows > 0) {
-    argmax_kernel<<<(unsigned)rows, THREADS, 0, dev->compute>>>(x, out, cols);
+    GRID_LAUNCH(argmax_kernel, (unsigned)rows, THREADS, 0, dev->compute)(x, out, cols);
     LAUNCH_CHECK();
   }
   return DT_OK;
