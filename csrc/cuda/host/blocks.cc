@@ -12,11 +12,19 @@
  * different kinds of barrier can never all be released: that is a kernel fault, named, as a hang
  * on a GPU would be. A shuffle deposits its value in one of two slots (alternating), so a lane
  * that runs ahead to the next shuffle cannot overwrite a value a slower lane has yet to read. */
+/* [Note: one grid at a time]
+ * Grids of different streams do not overlap: a kernel never waits for anything, so holding one
+ * process-wide lock while a grid runs costs concurrency only, and it lets a block's `__shared__`
+ * variables be plain statics and the coordinates plain globals (thread-local ones are a call per
+ * read in a shared library, and too large for the static TLS block a dlopen'd library may use).
+ * Copies, collectives and host work still run beside a kernel, on their own stream threads, so a
+ * missing wait between them and a kernel still shows. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 
 #include <atomic>
+#include <mutex>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -26,8 +34,8 @@
 
 namespace dt_host {
 
-thread_local const block_coordinates *current_block;
-thread_local const dim3 *current_thread;
+const block_coordinates *current_block;
+const dim3 *current_thread;
 
 namespace {
 
@@ -56,12 +64,21 @@ struct block_runner {
   block_thread *running = nullptr;
   const std::function<void()> *body = nullptr;
   int count = 0;
+  int live = 0;   /* threads of the block that have not returned */
+  int cursor = 0; /* the next position of `order` the current pass looks at */
+  int resumed = 0; /* threads resumed in the current pass */
   uint64_t slots[2][kMaxThreads];
   std::vector<int> order;
   uint64_t random = 0;
 };
 
-thread_local block_runner *runner;
+block_runner *runner;
+
+/* One grid runs at a time in the process ([Note: one grid at a time]). */
+std::mutex &grids_mutex() {
+  static std::mutex *m = new std::mutex();
+  return *m;
+}
 
 /* A stack with an inaccessible page below it, so an overflow faults instead of corrupting. */
 char *new_stack(void) {
@@ -76,30 +93,55 @@ char *new_stack(void) {
   return base + page;
 }
 
+/* Leaves `from` for the next runnable thread of the pass, or for the scheduler when the pass is
+ * over: a thread hands over to the next directly, so a wait costs one switch, not two. */
+void resume_next(block_runner &r, fiber_context *from) {
+  while (r.cursor < r.count) {
+    block_thread &next = r.threads[r.order[r.cursor++]];
+    if (next.state != RUNNABLE) continue;
+    r.resumed++;
+    r.running = &next;
+    current_thread = &next.idx;
+    fiber_switch(from, &next.context);
+    return;
+  }
+  if (from != &r.scheduler) fiber_switch(from, &r.scheduler);
+}
+
 void thread_entry(void) {
   block_runner *r = runner;
-  fiber_started(&r->scheduler);
+  fiber_started();
   (*r->body)();
   r->running->state = RETURNED;
-  fiber_switch(&r->running->context, &r->scheduler);
+  r->live--;
+  resume_next(*r, &r->running->context);
   abort(); /* a returned thread is never resumed */
 }
 
 void wait_as(thread_state state) {
-  block_runner *r = runner;
-  r->running->state = state;
-  fiber_switch(&r->running->context, &r->scheduler);
+  block_runner &r = *runner;
+  block_thread *self = r.running;
+  self->state = state;
+  resume_next(r, &self->context);
 }
 
+/* Fisher-Yates with Lemire's multiply-shift in place of a division: a shuffle per barrier is a
+ * large part of a block's cost otherwise. */
 void shuffle_order(block_runner &r) {
+  uint64_t bits = 0;
   for (int i = r.count - 1; i > 0; i--) {
-    int j = (int)(next_random(r.random) % (uint64_t)(i + 1));
+    if ((i & 1) == 1 || bits == 0) bits = next_random(r.random);
+    uint32_t draw = (uint32_t)bits;
+    bits >>= 32;
+    int j = (int)(((uint64_t)draw * (uint64_t)(i + 1)) >> 32);
     std::swap(r.order[i], r.order[j]);
   }
 }
 
-/* Releases whatever waits can be released; false when nothing could. */
-bool release(block_runner &r) {
+enum released { NOTHING, WARPS, BLOCK };
+
+/* Releases whatever waits can be released. */
+released release(block_runner &r) {
   bool released = false;
   for (int warp = 0; warp * 32 < r.count; warp++) {
     int end = std::min(r.count, warp * 32 + 32), live = 0, waiting = 0;
@@ -112,16 +154,16 @@ bool release(block_runner &r) {
       if (r.threads[t].state == AT_WARP_OPERATION) r.threads[t].state = RUNNABLE;
     released = true;
   }
-  if (released) return true;
+  if (released) return WARPS;
   int live = 0, at_barrier = 0;
   for (int t = 0; t < r.count; t++) {
     live += r.threads[t].state != RETURNED;
     at_barrier += r.threads[t].state == AT_BLOCK_BARRIER;
   }
-  if (at_barrier == 0 || at_barrier != live) return false;
+  if (at_barrier == 0 || at_barrier != live) return NOTHING;
   for (int t = 0; t < r.count; t++)
     if (r.threads[t].state == AT_BLOCK_BARRIER) r.threads[t].state = RUNNABLE;
-  return true;
+  return BLOCK;
 }
 
 /* Runs one block to its end; false (with `why`) when its threads can never all finish. */
@@ -136,27 +178,24 @@ bool run_block(block_runner &r, const block_coordinates &where, std::string &why
     thread.linear = t;
     thread.state = RUNNABLE;
     thread.exchanges = 0;
-    fiber_prepare(&thread.context, r.stacks[t], kStackBytes, thread_entry);
+    /* Stack tops a whole number of pages apart would all fall in the same cache sets; staggering
+     * them by cache lines halved the cost of a switch. */
+    fiber_prepare(&thread.context, r.stacks[t], kStackBytes - (size_t)(t % 61) * 192, thread_entry);
   }
   r.order.resize(r.count);
   std::iota(r.order.begin(), r.order.end(), 0);
   shuffle_order(r);
-  int live = r.count;
+  r.live = r.count;
   for (;;) {
-    bool ran = false;
-    for (int t : r.order) {
-      block_thread &thread = r.threads[t];
-      if (thread.state != RUNNABLE) continue;
-      r.running = &thread;
-      current_thread = &thread.idx;
-      fiber_switch(&r.scheduler, &thread.context);
-      ran = true;
-      if (thread.state == RETURNED) live--;
-    }
+    r.cursor = 0;
+    r.resumed = 0;
+    resume_next(r, &r.scheduler);
+    int live = r.live;
     if (live == 0) return true;
-    if (release(r)) {
+    released what = release(r);
+    if (what == BLOCK) {
       shuffle_order(r);
-    } else if (!ran) {
+    } else if (what == NOTHING && r.resumed == 0) {
       int block = 0, warp = 0;
       for (int t = 0; t < r.count; t++) {
         block += r.threads[t].state == AT_BLOCK_BARRIER;
@@ -175,8 +214,10 @@ uint64_t gcd(uint64_t a, uint64_t b) { return b == 0 ? a : gcd(b, a % b); }
 void run_grid(const char *kernel, dim3 grid, dim3 block, uint64_t launch,
               const std::function<void()> &body) {
   if (running_device_faulted()) return;
+  std::lock_guard<std::mutex> one_at_a_time(grids_mutex());
   if (runner == nullptr) runner = new block_runner();
   block_runner &r = *runner;
+  fiber_enter_scheduler(&r.scheduler);
   r.body = &body;
   uint64_t blocks = (uint64_t)grid.x * grid.y * grid.z;
   /* Blocks run in the order i -> (a * i + b) mod blocks, a coprime to blocks: a GPU promises no
@@ -213,17 +254,17 @@ void sync_warp(void) { wait_as(AT_WARP_OPERATION); }
 
 int lane_id(void) { return runner->running->linear & 31; }
 
-void warp_exchange(const void *mine, void *out, int src, size_t bytes) {
+uint64_t warp_exchange(uint64_t mine, int src) {
   block_runner &r = *runner;
   block_thread *self = r.running;
   unsigned round = ++self->exchanges;
   uint64_t *slots = r.slots[round & 1];
-  memcpy(&slots[self->linear], mine, bytes);
+  slots[self->linear] = mine;
   wait_as(AT_WARP_OPERATION);
   int from = (self->linear & ~31) + src;
   /* A lane that never reached this exchange (it returned first) left nothing to read. */
   bool deposited = src >= 0 && src < 32 && from < r.count && r.threads[from].exchanges >= round;
-  memcpy(out, deposited ? (const void *)&slots[from] : mine, bytes);
+  return deposited ? slots[from] : mine;
 }
 
 unsigned warp_ballot(int predicate) {

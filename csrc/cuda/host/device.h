@@ -1,8 +1,9 @@
 /* The CUDA built-ins csrc/cuda's kernels use, for the host build ([Note: the host build] in
  * cuda_runtime.h): the qualifiers, the thread and block coordinates, __syncthreads, warp shuffles
  * and votes, atomics and the math intrinsics. A block's threads are fibers on the stream's thread
- * (blocks.cc): each runs until it reaches a barrier or a warp operation, so `__shared__` is one
- * variable per OS thread, which the block's fibers share as a block's threads share theirs. */
+ * (blocks.cc): each runs until it reaches a barrier or a warp operation. One grid runs at a time in
+ * the process ([Note: one grid at a time] in blocks.cc), so `__shared__` is a plain static, which
+ * the block's fibers share as a block's threads share theirs. */
 #pragma once
 
 #include <math.h>
@@ -13,7 +14,7 @@
 #define __device__
 #define __host__
 #define __forceinline__ inline __attribute__((always_inline))
-#define __shared__ static thread_local
+#define __shared__ static
 #define __launch_bounds__(...)
 #define __restrict__ __restrict
 
@@ -23,9 +24,9 @@ namespace dt_host {
 struct block_coordinates {
   dim3 block_idx, block_dim, grid_dim;
 };
-extern thread_local const block_coordinates *current_block;
+extern const block_coordinates *current_block;
 /* The running fiber's threadIdx. */
-extern thread_local const dim3 *current_thread;
+extern const dim3 *current_thread;
 
 /* __syncthreads: waits until every thread of the block that has not returned reaches a barrier. */
 void sync_block(void);
@@ -33,10 +34,9 @@ void sync_block(void);
 void sync_warp(void);
 /* The calling thread's lane (its linear index in the block, modulo 32). */
 int lane_id(void);
-/* Deposits `bytes` (at most 8) of `mine`, waits for the warp, and reads what lane `src` deposited
- * into `out` (its own value when `src` is outside the warp or has returned, as CUDA leaves it
- * undefined). */
-void warp_exchange(const void *mine, void *out, int src, size_t bytes);
+/* Deposits `mine`, waits for the warp, and returns what lane `src` deposited (its own value when
+ * `src` is outside the warp or has returned, which CUDA leaves undefined). */
+uint64_t warp_exchange(uint64_t mine, int src);
 /* Bit i set when lane i of the calling thread's warp passed a non-zero predicate. */
 unsigned warp_ballot(int predicate);
 
@@ -60,8 +60,11 @@ inline void __threadfence_block(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST);
 
 template <typename T> inline T dt_host_shuffle_from(T v, int src) {
   static_assert(sizeof(T) <= 8, "a shuffle moves at most 8 bytes");
+  uint64_t bits = 0;
+  memcpy(&bits, &v, sizeof(T));
+  bits = dt_host::warp_exchange(bits, src);
   T out;
-  dt_host::warp_exchange(&v, &out, src, sizeof(T));
+  memcpy(&out, &bits, sizeof(T));
   return out;
 }
 /* The source lane within a segment of `width` lanes, or -1 (keep one's own value). */

@@ -19,8 +19,9 @@ struct fiber_context {
 void fiber_prepare(fiber_context *fiber, void *bottom, size_t size, void (*entry)(void));
 /* Saves the running context into `from` and resumes `to`. */
 void fiber_switch(fiber_context *from, fiber_context *to);
-/* Called first thing on a fiber's first run, with the context that started it (the pair of the
- * switch that started it). */
-void fiber_started(fiber_context *came_from);
+/* Called first thing on a fiber's first run (the pair of the switch that started it). */
+void fiber_started(void);
+/* Makes `scheduler` the calling OS thread's own stack, to which fibers switch back. */
+void fiber_enter_scheduler(fiber_context *scheduler);
 
 } // namespace dt_host
