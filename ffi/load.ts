@@ -1,9 +1,9 @@
 /**
  * Finds and opens dtrain's native libraries, with one policy for all of them: each library is
  * opened lazily, once per process, on the first call of its loader; the search order is fixed (an
- * environment variable naming an explicit path first, then the repository's `build/` folder
- * resolved from this file, else a build of the package's own sources in a cache, made on first
- * use); 64-bit integer parameters take plain numbers.
+ * environment variable naming an explicit path, and then nothing else; without it the repository's
+ * `build/` folder resolved from this file, else a build of the package's own sources in a cache,
+ * made on first use); 64-bit integer parameters take plain numbers.
  * @module
  */
 
@@ -46,9 +46,14 @@ export function openLibrary<S extends Deno.ForeignLibraryInterface>(
 ): Symbols<S> {
   const candidates: string[] = [];
   const explicit = Deno.env.get(envVar);
+  // An explicit path is the only one tried: when it fails to load, falling back to build/ would
+  // run another library than the one asked for (the host CUDA build's tests would run the real
+  // one, or the reverse) and say nothing.
   if (explicit) candidates.push(explicit);
   const buildDir = new URL("../build/", import.meta.url);
-  if (buildDir.protocol === "file:") candidates.push(fileURLToPath(new URL(fileName, buildDir)));
+  if (!explicit && buildDir.protocol === "file:") {
+    candidates.push(fileURLToPath(new URL(fileName, buildDir)));
+  }
   // No explicit path and no build beside the code (a JSR or URL import): build it from the
   // package's sources into the cache (see [Note: self-building libraries] in ffi/build.ts).
   if (!explicit && !candidates.some((path) => existsSync(path)) && canBuild(fileName)) {

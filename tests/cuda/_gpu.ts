@@ -13,6 +13,12 @@ import { cuda, emu } from "../../mod.ts";
 /** True when a GPU is usable. */
 export const hasGpu: boolean = cuda.isAvailable();
 
+/**
+ * True when the "GPU" is the host build of the CUDA library (the CPU: make cuda-host, chosen with
+ * DTRAIN_CUDA_LIB), not a real one.
+ */
+export const isHostBuild: boolean = hasGpu && cuda.getDeviceName(0).startsWith("dtrain host CUDA");
+
 /** Why the GPU tests are skipped ("" when they run). */
 export const noGpuReason: string = cuda.unavailableReason();
 

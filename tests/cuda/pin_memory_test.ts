@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { cuda, manualSeed, randn, type Tensor, tensor } from "../../mod.ts";
 import { DataLoader, type Dataset, TensorDataset } from "../../src/data/mod.ts";
 import { pinnedBytes } from "../../src/tensor/device/cuda_pinned.ts";
-import { deviceTest, gpuTest, hasGpu, noGpuReason } from "./_gpu.ts";
+import { deviceTest, gpuTest } from "./_gpu.ts";
 
 /** Features f32 [n, width] and labels i32 [n], as a TensorDataset (the native getBatch path). */
 function gathered(n: number, width: number): TensorDataset {
@@ -46,24 +46,6 @@ Deno.test("DataLoader: pinMemory must be a boolean, and it needs a GPU device", 
     assert.deepEqual(batches.map(([x]) => x.device), ["cpu", "cpu"]);
     assert.deepEqual([...batches[1][1].toArray()], [3]);
   }
-});
-
-Deno.test({
-  name: "DataLoader: pinMemory without CUDA throws, naming the option and the reason",
-  ignore: hasGpu,
-}, () => {
-  const data = perSample(4);
-  const expected = `DataLoader: pinMemory needs CUDA, which is not available: ${noGpuReason} ` +
-    "(leave pinMemory off, or pass pinMemory: cuda.isAvailable())";
-  assert.throws(() => new DataLoader(data, { pinMemory: true }), { message: expected });
-  assert.throws(() => new DataLoader(data, { pinMemory: true, device: "cuda:1" }), {
-    message: expected,
-  });
-  // A GPU device without pinMemory fails as moving any tensor there does.
-  assert.throws(() => new DataLoader(data, { device: "cuda" }), {
-    message: `device "cuda:0" is not available: ${noGpuReason}`,
-  });
-  assert.equal(pinnedBytes(), 0);
 });
 
 /** Every batch of `epochs` shuffled passes, kept until the pass ends, as host arrays. */
