@@ -75,7 +75,13 @@ gpuTest(
       assert.match(run.stdout, new RegExp(`rank ${r}: gradients are the average over ${gpus} `));
     }
     // The train job under DDP: with one GPU it trains alone, without a group, so only with several.
-    if (gpus > 1) await trainOnEveryGpu("dtrain-cuda-ddp-", () => SMALL_JOB);
+    // Its snapshot in the test's folder: the default, runs/default/, would resume another run's.
+    if (gpus > 1) {
+      await trainOnEveryGpu(
+        "dtrain-cuda-ddp-",
+        (dir) => ["--snapshot", `${dir}/snapshot.safetensors`, ...SMALL_JOB],
+      );
+    }
   },
 );
 
