@@ -121,8 +121,12 @@ $(BUILD)/cuda_host/libnccl_standin.so: $(wildcard tests/cuda/host/nccl/*.cc) csr
 train: build
 	$(DENO) run -A --v8-flags=--expose-gc src/train/main.ts $(ARGS)
 
-test: build
-	DENO=$(DENO) scripts/test.sh
+# Where the GPU tests run: on the host build (CUDA=host, the default where nvidia-smi lists no GPU)
+# or on the GPU with the real library (CUDA=gpu); scripts/test.sh says which.
+CUDA ?= $(if $(shell nvidia-smi -L 2>/dev/null | grep -m1 GPU),gpu,host)
+
+test: build $(if $(filter host,$(CUDA)),cuda-host cuda-host-asan)
+	DENO=$(DENO) DTRAIN_TEST_CUDA=$(CUDA) scripts/test.sh
 
 bench: build
 	$(DENO) run -A --v8-flags=--expose-gc bench/main.ts $(ARGS)

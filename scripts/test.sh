@@ -8,6 +8,17 @@ DENO=${DENO:-$(scripts/bootstrap.sh | tail -n 1)}
 mkdir -p build
 log=build/test.log
 
+# The GPU tests ([cuda] and the NCCL ones) run on the host build of the CUDA library where there is
+# no GPU (make cuda-host: the CPU, with stand-ins for cuBLAS and NCCL from tests/cuda/host/), chosen
+# here by name, never found by accident; DTRAIN_TEST_CUDA=gpu (make test CUDA=gpu) leaves the real
+# library in place.
+if [[ "${DTRAIN_TEST_CUDA:-host}" == host ]]; then
+  export DTRAIN_CUDA_LIB="$PWD/build/libdtrain_cuda_host.so"
+  export DTRAIN_CUBLAS_LIB="$PWD/build/cuda_host/libcublas_standin.so"
+  export DTRAIN_NCCL_LIB="$PWD/build/cuda_host/libnccl_standin.so"
+  echo "== GPU tests on the host build of the CUDA library ($DTRAIN_CUDA_LIB; make test CUDA=gpu for a GPU)"
+fi
+
 static_failed=0
 targets=$(ls -d mod.ts src ffi tests bench docs/guide 2>/dev/null | tr '\n' ' ')
 # `doc --lint mod.ts`: every export JSR renders has JSDoc, and no public type names a private one.

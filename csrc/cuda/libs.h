@@ -54,7 +54,7 @@ enum {
   ncclRemoteError = 6,
   ncclInProgress = 7
 };
-enum { ncclUint8 = 1, ncclInt32 = 2, ncclFloat32 = 7, ncclBfloat16 = 9 };
+enum { ncclUint8 = 1, ncclInt32 = 2, ncclFloat16 = 6, ncclFloat32 = 7, ncclBfloat16 = 9 };
 enum { ncclSum = 0, ncclProd = 1, ncclMax = 2, ncclMin = 3, ncclAvg = 4 };
 
 typedef struct {

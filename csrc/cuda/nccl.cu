@@ -48,11 +48,20 @@ static int begin(dt_nccl_ctx *ctx, dt_fingerprint mine, std::string &label) {
 
 /* Indexed by the collective dtype code (collective_codes.h; 2, bool, takes no collective). NCCL
  * sums bf16 and f16 in their own type one step at a time, rounding each, as [Note: half
- * reductions] in csrc/gloo/reduce.cc describes; libs.h names no ncclFloat16, so its value (6, as
- * nccl.h's ncclHalf) is written here. */
-static const int kNcclFloat16 = 6;
-static const int nccl_dtypes[] = {ncclFloat32, ncclInt32, -1, ncclBfloat16, kNcclFloat16};
+ * reductions] in csrc/gloo/reduce.cc describes. */
+static const int nccl_dtypes[] = {ncclFloat32, ncclInt32, -1, ncclBfloat16, ncclFloat16};
 static const int nccl_ops[] = {ncclSum, ncclAvg, ncclMin, ncclMax, ncclProd};
+
+/* A dtype (and op, for reductions; -1: none) the tables above hold, or DT_EINVAL: an index past
+ * them would hand NCCL whatever memory follows. */
+static int check_codes(dt_nccl_ctx *ctx, int32_t dtype, int32_t op) {
+  if (dtype < 0 || dtype >= (int32_t)(sizeof nccl_dtypes / sizeof nccl_dtypes[0]) ||
+      nccl_dtypes[dtype] < 0)
+    return fail(ctx, DT_EINVAL, "nccl: dtype code " + std::to_string(dtype) + " takes no collective");
+  if (op != -1 && (op < 0 || op >= (int32_t)(sizeof nccl_ops / sizeof nccl_ops[0])))
+    return fail(ctx, DT_EINVAL, "nccl: reduce op code " + std::to_string(op) + " is unknown");
+  return DT_OK;
+}
 
 /* ---------------------------------------------------------------- the C ABI */
 
@@ -145,8 +154,12 @@ DT_EXPORT int dt_nccl_connect(void *handle, const uint8_t *id) {
   int r = ctx->api->comm_init_rank(&ctx->comm, ctx->size, uid, ctx->rank);
   if (r != ncclSuccess) {
     ctx->comm = NULL;
+    /* NCCL's own account (a rank that never came, an address it could not reach) is the part a
+     * user acts on; the result code alone says only "remote error". */
+    const char *why = ctx->api->last_error(NULL);
     return fail(ctx, r == ncclRemoteError || r == ncclSystemError ? DT_EPEER : DT_EINTERNAL,
-                std::string("ncclCommInitRank: ") + ctx->api->error_string(r));
+                std::string("ncclCommInitRank: ") + ctx->api->error_string(r) +
+                    (why != NULL && why[0] != '\0' ? std::string(": ") + why : ""));
   }
   return DT_OK;
 }
@@ -172,6 +185,8 @@ DT_EXPORT int dt_nccl_mark(void *handle) {
 
 DT_EXPORT int dt_nccl_allreduce(void *handle, void *buf, uint64_t count, int32_t dtype, int32_t op) {
   dt_nccl_ctx *ctx = (dt_nccl_ctx *)handle;
+  int codes = check_codes(ctx, dtype, op);
+  if (codes != DT_OK) return codes;
   std::string label;
   int st = begin(ctx, {0, count, coll::DT_ALLREDUCE, dtype, op, -1}, label);
   if (st != DT_OK) return st;
@@ -182,6 +197,8 @@ DT_EXPORT int dt_nccl_allreduce(void *handle, void *buf, uint64_t count, int32_t
 
 DT_EXPORT int dt_nccl_broadcast(void *handle, void *buf, uint64_t count, int32_t dtype, int32_t root) {
   dt_nccl_ctx *ctx = (dt_nccl_ctx *)handle;
+  int codes = check_codes(ctx, dtype, -1);
+  if (codes != DT_OK) return codes;
   std::string label;
   int st = begin(ctx, {0, count, coll::DT_BROADCAST, dtype, -1, root}, label);
   if (st != DT_OK) return st;
@@ -218,6 +235,8 @@ static int gather_by_broadcasts(dt_nccl_ctx *ctx, const void *in, uint64_t count
 DT_EXPORT int dt_nccl_allgather(void *handle, const void *in, uint64_t count, int32_t dtype,
                                 void *const *outs, uint64_t nouts) {
   dt_nccl_ctx *ctx = (dt_nccl_ctx *)handle;
+  int codes = check_codes(ctx, dtype, -1);
+  if (codes != DT_OK) return codes;
   std::string label;
   int st = begin(ctx, {0, count, coll::DT_ALLGATHER, dtype, -1, -1}, label);
   if (st != DT_OK) return st;
@@ -234,6 +253,8 @@ DT_EXPORT int dt_nccl_allgather(void *handle, const void *in, uint64_t count, in
 DT_EXPORT int dt_nccl_reduce_scatter(void *handle, void *out, const void *in, uint64_t out_count,
                                      int32_t dtype, int32_t op) {
   dt_nccl_ctx *ctx = (dt_nccl_ctx *)handle;
+  int codes = check_codes(ctx, dtype, op);
+  if (codes != DT_OK) return codes;
   std::string label;
   int st = begin(ctx, {0, out_count * ctx->size, coll::DT_REDUCE_SCATTER, dtype, op, -1}, label);
   if (st != DT_OK) return st;

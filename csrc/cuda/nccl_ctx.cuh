@@ -79,10 +79,17 @@ static inline double now_ms(void) {
 static inline int wait_done(dt_nccl_ctx *ctx, const std::string &label) {
   CUDA_OR_FAIL(ctx, cudaEventRecord(ctx->done, ctx->stream));
   double deadline = now_ms() + (double)ctx->timeout_ms;
-  for (;;) {
+  for (int polls = 0;; polls++) {
     cudaError_t q = cudaEventQuery(ctx->done);
     if (q == cudaSuccess) return DT_OK;
-    if (q != cudaErrorNotReady) CUDA_OR_FAIL(ctx, q);
+    if (q != cudaErrorNotReady) {
+      /* The device failed under the collective: its work may never finish, so the communicator is
+       * aborted here (destroying it later would wait for that work) and the context is broken. */
+      ctx->api->comm_abort(ctx->comm);
+      ctx->comm = NULL;
+      ctx->broken = true;
+      return fail(ctx, DT_EINTERNAL, label + ": the device failed: " + cudaGetErrorString(q));
+    }
     int async = ncclSuccess;
     ctx->api->comm_get_async_error(ctx->comm, &async);
     if (async != ncclSuccess && async != ncclInProgress) {
@@ -100,7 +107,9 @@ static inline int wait_done(dt_nccl_ctx *ctx, const std::string &label) {
                                         std::to_string(ctx->timeout_ms) +
                                         " ms; the NCCL communicator was aborted");
     }
-    struct timespec pause = {0, 50 * 1000};
+    /* 50 us polls for the first 10 ms (a small collective's latency), then 1 ms: a collective
+     * waiting on a slow peer should not take a core from the ranks that compute. */
+    struct timespec pause = {0, (polls < 200 ? 50 : 1000) * 1000};
     nanosleep(&pause, NULL);
   }
 }

@@ -7,7 +7,7 @@
 #include "nccl_ctx.cuh"
 
 /* Indexed by the collective dtype code, as nccl.cu's table (bytes move as they are). */
-static const int p2p_dtypes[] = {ncclFloat32, ncclInt32, -1, ncclBfloat16, 6 /* ncclFloat16 */};
+static const int p2p_dtypes[] = {ncclFloat32, ncclInt32, -1, ncclBfloat16, ncclFloat16};
 
 /* "send to rank 3", "recv from rank 1", or "batch of 4 messages": how errors name the batch. */
 static std::string batch_label(dt_nccl_ctx *ctx, uint64_t n, const int32_t *kinds,

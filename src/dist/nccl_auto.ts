@@ -18,8 +18,29 @@ import { connectEmu, emuUnreachable } from "./emu.ts";
 import { NcclBackend } from "./nccl.ts";
 
 /**
- * Connects the host-memory communicator, then NCCL when CUDA is available, then the emu one when
- * every member is on this host.
+ * "yes" when every rank of the group has a GPU of its own (cuda:<local rank>), else why not. NCCL
+ * needs all ranks or none: a rank without a GPU (CUDA missing, or more ranks on a host than it has
+ * GPUs) would leave the others waiting at the NCCL rendezvous until its timeout. An all-reduce of
+ * one flag over the host communicator makes every rank take the same decision.
+ */
+async function everyRankHasGpu(host: Backend, device: number): Promise<string> {
+  const mine = !cuda.isAvailable()
+    ? `CUDA is not available: ${cuda.unavailableReason()}`
+    : device >= cuda.deviceCount()
+    ? `this rank's GPU cuda:${device} (its local rank) does not exist: the host has ` +
+      `${cuda.deviceCount()} GPU${cuda.deviceCount() === 1 ? "" : "s"}`
+    : "yes";
+  const flag = Int32Array.of(mine === "yes" ? 1 : 0);
+  await host.allReduce({ ptr: Deno.UnsafePointer.of(flag), count: 1, dtype: "i32" }, "min");
+  if (flag[0] === 1) return "yes";
+  return mine === "yes"
+    ? "another rank of the group has no GPU of its own, so NCCL cannot connect"
+    : mine;
+}
+
+/**
+ * Connects the host-memory communicator, then NCCL when every rank has a GPU of its own, then the
+ * emu one when every member is on this host.
  *
  * @param rendezvous The group, this rank's device and the host layout.
  * @param connectHost Connects what "gloo" would choose for the same group.
@@ -39,10 +60,11 @@ export async function connectAuto(
   const backends: Backend[] = [...host.backends];
   const unreachable: Partial<Record<Memory, string>> = {};
   try {
-    if (cuda.isAvailable()) {
+    const gpus = await everyRankHasGpu(host.backends[0], device);
+    if (gpus === "yes") {
       backends.push(await NcclBackend.connect({ ...init, prefix: `${init.prefix}nccl/`, device }));
     } else {
-      unreachable.cuda = `CUDA is not available: ${cuda.unavailableReason()}`;
+      unreachable.cuda = gpus;
     }
     // Every member agrees on this (the layout came through the store), so all or none meet.
     const apart = emuUnreachable(rendezvous.oneHost);

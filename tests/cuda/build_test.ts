@@ -4,12 +4,15 @@
 // DTRAIN_CUDA_LIB (scripts/gpu_check.sh's carried build, on a machine that cannot build) is the
 // one checked then.
 import assert from "node:assert/strict";
+import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { kernelSymbols } from "../../mod.ts";
 import { probeCuda } from "../../src/tensor/device/cuda_runtime.ts";
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
-const LIBRARY = Deno.env.get("DTRAIN_CUDA_LIB") || `${ROOT}build/libdtrain_cuda.so`;
+/** The real library: build/'s where nvcc built it, else the carried one DTRAIN_CUDA_LIB names. */
+const BUILT = `${ROOT}build/libdtrain_cuda.so`;
+const LIBRARY = existsSync(BUILT) ? BUILT : Deno.env.get("DTRAIN_CUDA_LIB") || BUILT;
 
 async function sh(script: string): Promise<{ code: number; out: string }> {
   const { code, stdout, stderr } = await new Deno.Command("sh", {

@@ -29,10 +29,25 @@ int64_t env_int(const char *name, int64_t fallback) {
 
 } // namespace
 
+/* DTRAIN_CUDA_HOST_DEVICES devices (1 to 64, 2 when unset), narrowed by CUDA_VISIBLE_DEVICES as
+ * CUDA narrows a machine's: the listed indices, up to the first that does not exist; none when it
+ * is set and empty. */
 int device_count(void) {
   static const int count = [] {
     int64_t n = env_int("DTRAIN_CUDA_HOST_DEVICES", 2);
-    return (int)(n < 1 ? 1 : n > 64 ? 64 : n);
+    int machine = (int)(n < 1 ? 1 : n > 64 ? 64 : n);
+    const char *visible = getenv("CUDA_VISIBLE_DEVICES");
+    if (visible == nullptr) return machine;
+    int listed = 0;
+    for (const char *p = visible; *p != '\0';) {
+      char *end = nullptr;
+      long index = strtol(p, &end, 10);
+      if (end == p || index < 0 || index >= machine) break;
+      listed++;
+      p = *end == ',' ? end + 1 : end;
+      if (*end != ',' && *end != '\0') break;
+    }
+    return listed;
   }();
   return count;
 }
@@ -130,7 +145,7 @@ cudaError_t cudaPeekAtLastError(void) {
 cudaError_t cudaGetDeviceCount(int *count) {
   if (count == nullptr) return cudaErrorInvalidValue;
   *count = device_count();
-  return cudaSuccess;
+  return *count > 0 ? cudaSuccess : cudaErrorNoDevice;
 }
 
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int index) {

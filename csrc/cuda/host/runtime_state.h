@@ -48,7 +48,7 @@ struct device_state {
   int64_t allocated = 0;
 };
 
-/* Devices this process sees: DTRAIN_CUDA_HOST_DEVICES (1 to 64), 2 when unset. */
+/* Devices this process sees (runtime_devices.cc: DTRAIN_CUDA_HOST_DEVICES, CUDA_VISIBLE_DEVICES). */
 int device_count(void);
 /* Device `index`'s state (index already checked). */
 device_state &device(int index);
