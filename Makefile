@@ -78,7 +78,8 @@ $(BUILD)/libdtrain_cuda.so: $(CUDA_OBJ) csrc/cuda/exports.map
 HOST_BUILD ?= $(BUILD)/cuda_host
 HOST_LIB ?= $(BUILD)/libdtrain_cuda_host.so
 HOST_CXXFLAGS ?= -O2
-HOST_CXXFLAGS += -std=c++17 -fPIC -Wall -Wextra -Wno-unused-parameter -Wno-sign-compare -fvisibility=hidden \
+# `override`: cuda-host-asan passes its own HOST_CXXFLAGS on the command line, which would drop these.
+override HOST_CXXFLAGS += -std=c++17 -fPIC -Wall -Wextra -Wno-unused-parameter -Wno-sign-compare -fvisibility=hidden \
                  -DDT_CUDA_HOST=1 -D__CUDACC__ -D__CUDA_ARCH__=900 -Icsrc/cuda/host
 HOST_RT_SRC := $(wildcard csrc/cuda/host/*.cc)
 HOST_HDR := $(CUDA_HDR) $(wildcard csrc/cuda/host/*.h)

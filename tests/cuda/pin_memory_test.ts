@@ -90,7 +90,9 @@ deviceTest("pinMemory: a kernel queued right after a batch arrives reads all of 
   const expected = [...new DataLoader(data, { batchSize: 1024 })].map(([x]) => x.sum().item());
   // The sum runs on the compute stream, which waits for the copy stream's event (on a GPU).
   const loader = new DataLoader(data, { batchSize: 1024, pinMemory: true, device });
-  assert.deepEqual([...loader].map(([x]) => x.sum().item()), expected);
+  // Each sum is queued as its batch arrives (Array.from maps while iterating): collecting the
+  // batches first would give every copy time to land, and a missing wait would pass unseen.
+  assert.deepEqual(Array.from(loader, ([x]) => x.sum().item()), expected);
 });
 
 gpuTest("pinMemory reuses the ring's two page-locked buffers across epochs", () => {

@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include <atomic>
+#include <deque>
 #include <map>
 
 #include "runtime_state.h"
@@ -51,11 +52,25 @@ const block *find(const void *p, size_t n, bool pinned) {
   return &it->second;
 }
 
+#if defined(__SANITIZE_ADDRESS__)
+extern "C" void __asan_poison_memory_region(void const volatile *addr, size_t size);
+extern "C" void __asan_unpoison_memory_region(void const volatile *addr, size_t size);
+#define POISON(p, n) __asan_poison_memory_region((p), (n))
+#define UNPOISON(p, n) __asan_unpoison_memory_region((p), (n))
+#else
+#define POISON(p, n) ((void)(p), (void)(n))
+#define UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+
+size_t rounded_size(size_t bytes) { return bytes > 0 ? (bytes + 255) / 256 * 256 : 256; }
+
 void *allocate(size_t bytes, int device) {
-  size_t rounded = (bytes + 255) / 256 * 256;
-  void *p = aligned_alloc(256, rounded > 0 ? rounded : 256);
+  size_t rounded = rounded_size(bytes);
+  void *p = aligned_alloc(256, rounded);
   if (p == nullptr) return nullptr;
   if (device >= 0) memset(p, 0xff, rounded);
+  /* The rounding's tail is past the block: AddressSanitizer reports a kernel that reads it. */
+  POISON((char *)p + bytes, rounded - bytes);
   std::lock_guard<std::mutex> lock(blocks_mutex());
   blocks()[(uintptr_t)p] = {bytes, device};
   if (device >= 0) {
@@ -67,10 +82,11 @@ void *allocate(size_t bytes, int device) {
 }
 
 /* Forgets the block that starts at p (false when none does); the caller frees the memory. */
-bool forget(void *p, bool pinned) {
+bool forget(void *p, bool pinned, size_t *bytes = nullptr) {
   std::lock_guard<std::mutex> lock(blocks_mutex());
   auto it = blocks().find((uintptr_t)p);
   if (it == blocks().end() || (it->second.device < 0) != pinned) return false;
+  if (bytes != nullptr) *bytes = it->second.bytes;
   if (!pinned) {
     device_state &d = dt_host::device(it->second.device);
     std::lock_guard<std::mutex> l(d.mutex);
@@ -78,6 +94,34 @@ bool forget(void *p, bool pinned) {
   }
   blocks().erase(it);
   return true;
+}
+
+/* [Note: freed device memory]
+ * A block freed in stream order is kept, filled with 0xff (and poisoned under AddressSanitizer),
+ * until 256 MiB of later frees have passed, before the allocator may hand it out again: work that
+ * the free was not ordered after (a copy on another stream, the bug of a missing wait) then
+ * writes into memory nobody owns or reads NaN, instead of corrupting the host heap or another
+ * tensor without a trace. */
+constexpr size_t kQuarantineBytes = (size_t)256 << 20;
+
+void release_in_order(void *ptr, size_t bytes) {
+  static std::mutex *mutex = new std::mutex();
+  static auto *held = new std::deque<std::pair<void *, size_t>>();
+  static size_t held_bytes = 0;
+  size_t rounded = rounded_size(bytes);
+  UNPOISON(ptr, rounded);
+  memset(ptr, 0xff, rounded);
+  POISON(ptr, rounded);
+  std::lock_guard<std::mutex> lock(*mutex);
+  held->push_back({ptr, rounded});
+  held_bytes += rounded;
+  while (held_bytes > kQuarantineBytes && !held->empty()) {
+    auto [old, old_bytes] = held->front();
+    held->pop_front();
+    held_bytes -= old_bytes;
+    UNPOISON(old, old_bytes);
+    free(old);
+  }
 }
 
 std::atomic<uint64_t> copies{0};
@@ -196,8 +240,9 @@ cudaError_t cudaMalloc(void **ptr, size_t size) {
 cudaError_t cudaFree(void *ptr) {
   if (ptr == nullptr) return cudaSuccess;
   drain_device(current_device());
-  if (!forget(ptr, false)) return cudaErrorInvalidValue;
-  free(ptr);
+  size_t bytes = 0;
+  if (!forget(ptr, false, &bytes)) return cudaErrorInvalidValue;
+  release_in_order(ptr, bytes);
   return cudaSuccess;
 }
 
@@ -211,8 +256,9 @@ cudaError_t cudaMallocAsync(void **ptr, size_t size, cudaStream_t stream) {
  * work queued before it that may still read it. */
 cudaError_t cudaFreeAsync(void *ptr, cudaStream_t stream) {
   if (ptr == nullptr) return cudaSuccess;
-  if (!forget(ptr, false)) return cudaErrorInvalidValue;
-  return enqueue(stream, [ptr] { free(ptr); });
+  size_t bytes = 0;
+  if (!forget(ptr, false, &bytes)) return cudaErrorInvalidValue;
+  return enqueue(stream, [ptr, bytes] { release_in_order(ptr, bytes); });
 }
 
 cudaError_t cudaHostAlloc(void **ptr, size_t size, unsigned flags) {
@@ -227,7 +273,9 @@ cudaError_t cudaMallocHost(void **ptr, size_t size) { return cudaHostAlloc(ptr, 
 cudaError_t cudaFreeHost(void *ptr) {
   if (ptr == nullptr) return cudaSuccess;
   for (int d = 0; d < device_count(); d++) drain_device(d);
-  if (!forget(ptr, true)) return cudaErrorInvalidValue;
+  size_t bytes = 0;
+  if (!forget(ptr, true, &bytes)) return cudaErrorInvalidValue;
+  UNPOISON(ptr, rounded_size(bytes));
   free(ptr);
   return cudaSuccess;
 }
