@@ -111,7 +111,7 @@ function run(lib: Attention, device: string, inputs: Tensor[], c: Case): Float32
 }
 
 for (const c of CASES) {
-  deviceTest(`attention forward and backward match cpu: ${c.name} (rel err <= 1e-4)`, (device) => {
+  deviceTest(`attention forward and backward match cpu: ${c.name} (rel err <= 1e-5)`, (device) => {
     manualSeed(13);
     const inputs = [
       randn([B * TQ * 3 * H * D]),
@@ -125,7 +125,7 @@ for (const c of CASES) {
     const actual = run(attentionOf(device), device, inputs, c);
     ["out", "lse", "gq", "gk", "gv"].forEach((name, i) => {
       const err = relativeError(actual[i], expected[i]);
-      assert.ok(err <= 1e-4, `${c.name}: ${name} rel err ${err}`);
+      assert.ok(err <= 1e-5, `${c.name}: ${name} rel err ${err}`);
     });
   });
 }

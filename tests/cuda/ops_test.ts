@@ -1,12 +1,12 @@
 // Every accelerator op against the CPU: the same inputs on both devices, the outputs and the
-// gradients of every input compared (f32 relative error <= 1e-4; bf16 products <= 2e-2). Each
+// gradients of every input compared (f32 relative error <= 1e-5; bf16 products <= 2e-2). Each
 // test runs on the emulated accelerator everywhere and on cuda where a GPU is
 // (scripts/gpu_check.sh); elsewhere the cuda one is ignored with the reason in its name.
 import assert from "node:assert/strict";
 import { cuda, F, manualSeed, nn, optim, rand, randn, type Tensor, tensor } from "../../mod.ts";
 import { deviceTest, gpuTest, relativeError } from "./_gpu.ts";
 
-const F32_TOL = 1e-4;
+const F32_TOL = 1e-5;
 
 /** `fn` on copies of `inputs` (made on cpu) on `device`: its output and every input's gradient. */
 function runOn(device: string, inputs: Tensor[], fn: (...xs: Tensor[]) => Tensor, seed: number) {
