@@ -2,13 +2,20 @@
  * Point-to-point messages on NCCL: the messages posted in one turn of the JavaScript thread (a
  * `batchIsendIrecv`, or `isend` and `irecv` called one after the other) go to NCCL as one group,
  * as PyTorch's NCCL backend does, since sends and receives issued one by one on a stream would
- * wait on each other (two ranks that both send first would deadlock). A blocking message takes the
- * messages posted before it into its own group.
+ * wait on each other (two ranks that both send first would deadlock). The groups run one at a
+ * time, in the order they were posted: NCCL matches a pair's messages in the order it is given
+ * them, and two groups handed to it from two threads at once would reach it in either order (and
+ * a communicator is not for two threads at once). So a group's sends wait for the groups before
+ * it, on both sides: code that sends and receives in separate turns must post them so that every
+ * rank's groups meet (the pipeline schedules do: [Note: pipeline time steps] in
+ * src/parallel/pipelining/_timeline.ts). A blocking message takes the messages posted before it
+ * into its own group, and is refused while a group runs.
  * @module
  */
 
 import { CollectiveDType } from "../../ffi/collective_codes.ts";
 import { type P2PMessage, pointersOf, type PostedP2P } from "./backend.ts";
+import { DistError } from "./errors.ts";
 
 /** Runs one group of messages, off the JavaScript thread or on it. */
 export interface GroupRunner {
@@ -23,6 +30,9 @@ export class P2PGroups {
   #runner: GroupRunner;
   #pending: { message: P2PMessage; settle: (err: unknown) => void }[] = [];
   #scheduled = false;
+  /** Settles when the last group posted has ended: the next one starts after it. */
+  #tail: Promise<void> = Promise.resolve();
+  #running = 0;
 
   /**
    * Creates a `P2PGroups`.
@@ -62,6 +72,13 @@ export class P2PGroups {
         return done;
       },
       runBlocking: () => {
+        if (this.#running > 0) {
+          throw new DistError(
+            "invalid",
+            `NCCL point-to-point: a blocking message while ${this.#running} group(s) of ` +
+              `messages posted before it still run; await them first`,
+          );
+        }
         const batch = this.#take();
         try {
           this.#runner.runBlocking(batch.map((p) => p.message));
@@ -90,16 +107,13 @@ export class P2PGroups {
     this.#scheduled = false;
     const batch = this.#take();
     if (batch.length === 0) return;
-    let started: Promise<void>;
-    try {
-      started = this.#runner.run(batch.map((p) => p.message));
-    } catch (err) {
-      started = Promise.reject(err);
-    }
-    started.then(
+    this.#running++;
+    const ran = this.#tail.then(() => this.#runner.run(batch.map((p) => p.message)));
+    this.#tail = ran.then(() => {}, () => {});
+    ran.then(
       () => batch.forEach((p) => p.settle(undefined)),
       (err) => batch.forEach((p) => p.settle(err ?? new Error("NCCL group failed"))),
-    );
+    ).finally(() => this.#running--);
   }
 }
 

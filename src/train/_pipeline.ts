@@ -187,7 +187,8 @@ export class PipelinedGPT {
       const from = stage.rankOf(s - 1);
       let input = x;
       if (s > 0) {
-        input = zeros([x.shape[0], x.shape[1], this.#nEmbd]);
+        // On the batch's device, as the previous stage's output was sent from.
+        input = zeros([x.shape[0], x.shape[1], this.#nEmbd], { device: x.device });
         await irecv(input, from, { group, tag: EVAL_TAG + s });
       }
       const out = noGrad(() => stage.submod.forward(input));

@@ -9,7 +9,6 @@ import { ConfigError, type TrainConfig } from "./_schema.ts";
 
 type PipelineFields = Pick<
   TrainConfig,
-  | "device"
   | "pp"
   | "ppSchedule"
   | "microbatches"
@@ -55,9 +54,6 @@ export function checkPipelineFits(config: PipelineFields): void {
     new ConfigError(field, `${what} does not compose with --pp in the train job yet`);
   if (config.dataset === "tokens") throw notYet("dataset", "--dataset tokens (iterations)");
   if (config.dtype !== "f32") throw notYet("dtype", `--dtype ${config.dtype}`);
-  // NCCL posts each turn's messages as one group, and a 1F1B stage's send and its next receive in
-  // separate turns may wait on each other there; no GPU has run a pipeline yet.
-  if (config.device === "cuda") throw notYet("device", "--device cuda (NCCL point-to-point)");
   // Stages pass whole activations, and the last one's loss reads whole logits.
   for (const field of ["sequenceParallel", "lossParallel"] as const) {
     if (config.tp > 1 && config[field]) {

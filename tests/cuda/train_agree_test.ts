@@ -1,127 +1,40 @@
 // The train job on the GPU against the same job on the cpu: DDP and FSDP, the MLP and the GPT, on
 // two ranks over NCCL (one GPU each, cuda:0 and cuda:1; one rank where the machine has one GPU),
 // from the same seed and data, log the same losses (each step's and the epoch's), gradient norms
-// and validation loss and end with the same weights on every rank (relative error <= 1e-5). The host build
-// (csrc/cuda/host, NCCL's stand-in over Gloo) runs it on a CPU-only machine; ignored, with the
-// reason in the name, where there is neither a GPU nor the host build.
+// and validation loss and end with the same weights on every rank (relative error <= 1e-5;
+// _train_agree.ts). The host build (csrc/cuda/host, NCCL's stand-in over Gloo) runs it on a
+// CPU-only machine; ignored, with the reason in the name, where there is neither a GPU nor the
+// host build. The pipeline (--pp 2) on cuda is pp_train_test.ts.
 //
 // Time: about 25 s on 2 cores with the host build (a GPT step there takes about 0.5 s); every
 // subprocess gets 45 s, as in train_test.ts.
 import assert from "node:assert/strict";
-import { join } from "node:path";
-import { cuda } from "../../mod.ts";
-import type { MetricRecord } from "../../src/train/metrics.ts";
-import { relativeError } from "../_harness/close.ts";
-import { withTempDir } from "../_harness/processes.ts";
-import { freePort } from "../_harness/ranks.ts";
-import { assertSucceeded, readSaved, SMALL_JOB, smallCorpus, train } from "../train/_train.ts";
+import { SMALL_JOB, smallCorpus } from "../train/_train.ts";
 import { gpuTest } from "./_gpu.ts";
+import { assertCudaRunsAsCpu, TINY_GPT } from "./_train_agree.ts";
 
-/** A subprocess's limit: an NCCL hang in it costs this much, then it is killed. */
-const SUBPROCESS_MS = 45_000;
-/** The agreement asked of every loss, gradient norm and weight tensor. */
-const TOLERANCE = 1e-5;
-
-/**
- * The smallest GPT the job takes, at a constant lr for 3 steps: AdamW moves every weight by about
- * the lr, so a wrong gradient shows. Without biases: the key bias's gradient is exactly zero, and
- * AdamW steps it by the ratio of two rounding errors, which no two kernels share.
- */
-const TINY_GPT = [
-  ...["--model", "gpt", "--n-layer", "1", "--n-head", "2", "--n-embd", "16", "--block-size"],
-  ...["16", "--batch-size", "8", "--bias", "false", "--lr-schedule", "constant", "--lr", "0.002"],
-  ...["--threads", "1", "--max-steps", "3"],
-];
 /** The MLP for one epoch (8 steps on 2 ranks), so that the epoch's mean loss is logged too. */
 const MLP = [...SMALL_JOB, "--epochs", "1"];
-
-/** What a run logged and ended with. */
-interface Outcome {
-  records: MetricRecord[];
-  /** Each rank's final weights, by name. */
-  weights: Record<string, Float32Array | Int32Array>[];
-  /** The `done:` line's validation loss (the GPT's), or null. */
-  validation: number | null;
-}
-
-/** Runs the job on `device` with `ranks` processes in `dir/device`; what it logged and ended with. */
-async function runOn(dir: string, device: string, ranks: number, job: string[]): Promise<Outcome> {
-  const out = join(dir, device);
-  await Deno.mkdir(out, { recursive: true });
-  const run = await train([
-    ...job,
-    ...["--device", device, "--nproc-per-node", String(ranks), "--log-every", "1"],
-    ...["--master-port", String(freePort()), "--snapshot", join(out, "snap")],
-  ], { timeoutMs: SUBPROCESS_MS, env: { DTRAIN_WEIGHTS_DUMP: out } });
-  assertSucceeded(run);
-  const done = /^(?:\[rank 0\] )?done: .*$/m.exec(run.stdout)?.[0];
-  assert.ok(done, `no done: line\n${run.stdout}`);
-  const lines = (await Deno.readTextFile(join(out, "metrics.jsonl"))).trim().split("\n");
-  return {
-    records: lines.map((l) => JSON.parse(l) as MetricRecord),
-    weights: Array.from(
-      { length: ranks },
-      (_, r) => readSaved(join(out, `rank${r}.safetensors`)).tensors,
-    ),
-    validation: Number(/validation loss (\S+)$/.exec(done)?.[1] ?? NaN) || null,
-  };
-}
-
-/** Fails unless `got` is within TOLERANCE of `want`, relative to it. */
-function assertNear(got: number | null | undefined, want: number | null | undefined, what: string) {
-  assert.ok(typeof got === "number" && typeof want === "number", `${what}: ${got} vs ${want}`);
-  const error = Math.abs(got - want) / Math.max(Math.abs(want), 1e-30);
-  assert.ok(error <= TOLERANCE, `${what}: ${got} on cuda vs ${want} on the cpu`);
-}
-
-/** Fails unless the cuda run logged and ended as the cpu run did; returns the worst weight error. */
-function assertAgree(onCuda: Outcome, onCpu: Outcome): number {
-  assert.deepEqual(
-    onCuda.records.map((r) => `${r.kind} ${r.step}`),
-    onCpu.records.map((r) => `${r.kind} ${r.step}`),
-    "the same records",
-  );
-  onCpu.records.forEach((want, i) => {
-    const got = onCuda.records[i], what = `${want.kind} record of step ${want.step}`;
-    assertNear(got.loss, want.loss, `${what}: loss`);
-    if (want.kind === "step") assertNear(got.gradNorm, want.gradNorm, `${what}: gradient norm`);
-  });
-  assert.ok(onCpu.records.length > 0, "the runs logged steps");
-  // Printed to 4 decimals: equal as printed.
-  assert.equal(onCuda.validation, onCpu.validation, "the done: line's validation loss");
-  let worst = 0;
-  onCpu.weights.forEach((want, rank) => {
-    const got = onCuda.weights[rank];
-    assert.deepEqual(Object.keys(got).sort(), Object.keys(want).sort(), `rank ${rank}: names`);
-    for (const [name, values] of Object.entries(want)) {
-      const error = relativeError(got[name], values, `rank ${rank}: ${name}: length`);
-      assert.ok(error <= TOLERANCE, `rank ${rank}: ${name}: cuda vs cpu relative error ${error}`);
-      worst = Math.max(worst, error);
-    }
-  });
-  return worst;
-}
 
 for (const strategy of ["ddp", "fsdp"]) {
   for (const model of ["mlp", "gpt"]) {
     gpuTest(
       `train --device cuda --strategy ${strategy} --model ${model} over NCCL, a GPU per rank, logs and ends as the cpu run`,
       async () => {
-        const ranks = Math.min(2, cuda.deviceCount());
-        await withTempDir(`dtrain_cuda_agree_${strategy}_${model}_`, async (dir) => {
-          const job = model === "mlp"
-            ? [...MLP, "--strategy", strategy]
-            : [...TINY_GPT, "--data-root", await smallCorpus(dir), "--strategy", strategy];
-          const onCpu = await runOn(dir, "cpu", ranks, job);
-          const onCuda = await runOn(dir, "cuda", ranks, job);
-          if (model === "mlp") {
-            assert.ok(onCpu.records.some((r) => r.kind === "epoch"), "the epoch's record");
-          } else {
-            assert.ok(onCpu.validation !== null, "the GPT run prints its validation loss");
-          }
-          const worst = assertAgree(onCuda, onCpu);
-          console.log(`${ranks} rank(s): worst weight relative error ${worst.toExponential(1)}`);
-        });
+        await assertCudaRunsAsCpu(
+          `dtrain_cuda_agree_${strategy}_${model}_`,
+          async (dir) =>
+            model === "mlp"
+              ? [...MLP, "--strategy", strategy]
+              : [...TINY_GPT, "--data-root", await smallCorpus(dir), "--strategy", strategy],
+          (onCpu) => {
+            if (model === "mlp") {
+              assert.ok(onCpu.records.some((r) => r.kind === "epoch"), "the epoch's record");
+            } else {
+              assert.ok(onCpu.validation !== null, "the GPT run prints its validation loss");
+            }
+          },
+        );
       },
     );
   }

@@ -197,10 +197,6 @@ Deno.test("train refuses a pipeline that does not fit before any process starts:
         /sequenceParallel: --sequence-parallel true \(the default; give --sequence-parallel false\) does not compose with --pp in the train job yet/,
       ],
       [
-        ["--nproc-per-node", "2", "--pp", "2", "--device", "cuda"],
-        /device: --device cuda \(NCCL point-to-point\) does not compose with --pp in the train job yet/,
-      ],
-      [
         ["--nproc-per-node", "2", "--pp", "2", "--dtype", "bf16"],
         /dtype: --dtype bf16 does not compose with --pp in the train job yet/,
       ],

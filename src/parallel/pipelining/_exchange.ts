@@ -1,17 +1,18 @@
 /**
  * How activations go forward and gradients backward between stages during a step: handed over
- * in memory between two stages of this process, sent point-to-point to a stage on another rank.
+ * in memory between two stages of this process, sent point-to-point to a stage on another rank in
+ * the time step that produces it ([Note: pipeline time steps] in _timeline.ts).
  *
- * [Note: pipeline messages in the sender's order]
- * Point-to-point messages between two ranks match in the order each side posts them (the tag is
- * checked, not matched on), but a rank does not need its peer's messages in the order the peer
- * sends them: under Interleaved1F1B rank 0 sends rank 1 activations of two stages and gradients
- * of a third, interleaved by rank 0's schedule, while rank 1 consumes them by its own. Every rank
- * knows every rank's action list, so each receiver derives the exact sequence a peer sends it
- * and receives in that order, keeping what arrives before it is needed. An activation travels
- * after a small header with its dtype and shape (a receiver cannot know a microbatch's rows); a
- * gradient has the shape of the receiver's own output. Each message's tag (kind, destination
- * stage, microbatch) lets the transport catch a schedule that is not the peer's.
+ * [Note: pipeline messages in two batches]
+ * A step's messages move in two batches, each posted in one turn (one NCCL group): first the
+ * headers of its activations (dtype and shape, 8 i32: a receiver cannot know a microbatch's rows),
+ * then, once the received headers are in, the payloads: the activation or gradient this rank sent
+ * and every one it receives. A gradient needs no header: it has the shape of the receiver's own
+ * output. So a step waits for the headers it receives (its next batch must not go before its
+ * payloads), while a payload is waited for only by the action that needs it. Headers go on the
+ * host where the group reaches it (Gloo beside NCCL under "auto"), on the stages' device
+ * otherwise, the same on both sides. Each message's tag (kind, destination stage, microbatch)
+ * lets the transport catch a schedule that is not the peer's.
  * @module
  */
 
@@ -20,7 +21,15 @@ import type { ProcessGroup } from "../../dist/process_group.ts";
 import { tensor, zeros } from "../../tensor/creation.ts";
 import type { FloatDType } from "../../tensor/dtype.ts";
 import type { Tensor } from "../../tensor/tensor.ts";
-import type { PipelineOrder } from "./actions.ts";
+import type { PipelineAction } from "./actions.ts";
+import {
+  consumerOf,
+  messageFor,
+  messageKey,
+  messageOf,
+  type PipelineTimeline,
+  type StageMessage,
+} from "./_timeline.ts";
 
 const DTYPES: FloatDType[] = ["f32", "bf16", "f16"];
 const HEADER = 8;
@@ -28,55 +37,69 @@ const KIND = { header: 0, activation: 1, gradient: 2 } as const;
 /** How long a "broken" receive waits for the failed send's diagnosis (dist's takes 1.8 s). */
 const EXPLAIN_MS = 3000;
 
-/** A message between ranks: an activation for stage `stage` or a gradient for it. */
-interface Message {
-  kind: "A" | "G";
-  stage: number;
-  mb: number;
+/** A message of this rank's and the group rank on the other side. */
+interface Addressed {
+  m: StageMessage;
+  peer: number;
 }
-const keyOf = (m: Message) => `${m.kind}${m.stage}:${m.mb}`;
+
+/** A step's batches: the actions whose activations' headers it waits for, and when it is done. */
+export interface StepMessages {
+  /** The actions that need the activations whose headers the step receives. */
+  waitsFor: PipelineAction[];
+  /** Settles once the step's payloads are posted (at once without headers to receive). */
+  posted: Promise<void>;
+}
+
+/** Where the exchange puts what it receives, and how small tensors travel. */
+export interface ExchangeDevices {
+  /** The stages' device: received activations go there (a gradient goes where its output is). */
+  device: string;
+  /** Where headers are made: the host if the group reaches it, else the device. */
+  headers: string;
+}
 
 /** The stages' messages of one step, on one rank. */
 export class StageExchange {
-  #local = new Map<string, Tensor>();
-  #arrived = new Map<string, Tensor>();
-  #expected = new Map<number, { messages: Message[]; next: number }>();
+  /** Messages for this rank's stages: handed over here, or on their way from another rank. */
+  #held = new Map<string, Tensor | Promise<Tensor>>();
+  /** What this step's action sends to another rank, until the step's batches. */
+  #outbox: (Addressed & { t: Tensor }) | null = null;
+  /** By step, the messages other ranks send this rank in it. */
+  #incoming = new Map<number, Addressed[]>();
   #sends: Promise<void>[] = [];
   #resolveFirstSendFailure!: (err: unknown) => void;
   #firstSendFailure = new Promise<unknown>((resolve) => this.#resolveFirstSendFailure = resolve);
   #numStages: number;
   #group: ProcessGroup;
   #outputOf: (stage: number, mb: number) => Tensor;
+  #devices: ExchangeDevices;
 
   /**
-   * @param order Every rank's actions (by group rank).
+   * @param timeline Every rank's actions in shared steps.
    * @param numStages The pipeline's stages.
    * @param group The pipeline's group.
    * @param outputOf This rank's output of a stage and microbatch, still in flight.
+   * @param devices Where received activations and headers go.
    */
-  /** Where received activations go: the stages' device (a gradient goes where its output is). */
-  #device: string;
   constructor(
-    order: PipelineOrder,
+    timeline: PipelineTimeline,
     numStages: number,
     group: ProcessGroup,
     outputOf: (stage: number, mb: number) => Tensor,
-    device = "cpu",
+    devices: ExchangeDevices,
   ) {
-    this.#device = device;
     this.#numStages = numStages;
     this.#group = group;
     this.#outputOf = outputOf;
-    const me = group.rank;
-    order.forEach((actions, peer) => {
-      if (peer === me) return;
-      const messages: Message[] = [];
-      for (const a of actions) {
-        const to = a.type === "F" ? a.stage + 1 : a.stage - 1;
-        if (to < 0 || to >= numStages || this.#groupRankOf(to) !== me) continue;
-        messages.push({ kind: a.type === "F" ? "A" : "G", stage: to, mb: a.microbatch });
-      }
-      this.#expected.set(peer, { messages, next: 0 });
+    this.#devices = devices;
+    timeline.actions.forEach((actions, peer) => {
+      if (peer === group.rank) return;
+      actions.forEach((a, step) => {
+        const m = a === null ? null : messageOf(a, numStages);
+        if (m === null || this.#groupRankOf(m.stage) !== group.rank) return;
+        this.#incoming.set(step, [...(this.#incoming.get(step) ?? []), { m, peer }]);
+      });
     });
   }
 
@@ -84,14 +107,14 @@ export class StageExchange {
     return stage % this.#group.size;
   }
 
-  #tag(kind: number, stage: number, mb: number): number {
-    return (mb * this.#numStages + stage) * 3 + kind;
+  #tag(kind: number, m: StageMessage): number {
+    return (m.mb * this.#numStages + m.stage) * 3 + kind;
   }
 
-  #send(t: Tensor, stage: number, kind: number, mb: number): void {
+  #send(t: Tensor, peer: number, kind: number, m: StageMessage): void {
     const data = t.contiguous();
-    const dst = this.#group.ranks[this.#groupRankOf(stage)];
-    const work = isend(data, dst, { group: this.#group, tag: this.#tag(kind, stage, mb) });
+    const dst = this.#group.ranks[peer];
+    const work = isend(data, dst, { group: this.#group, tag: this.#tag(kind, m) });
     // The tensor must stay alive until its bytes are sent. A failed send is reported by
     // finish() (or by the receive it leaves waiting), not as an unhandled rejection meanwhile.
     const sent = Promise.resolve(work).finally(() => data.dispose());
@@ -99,93 +122,102 @@ export class StageExchange {
     this.#sends.push(sent);
   }
 
-  async #recv(into: Tensor, peer: number, kind: number, stage: number, mb: number) {
+  #recv(into: Tensor, peer: number, kind: number, m: StageMessage): Promise<void> {
     const src = this.#group.ranks[peer];
-    await irecv(into, src, { group: this.#group, tag: this.#tag(kind, stage, mb) });
-    return into;
+    return Promise.resolve(irecv(into, src, { group: this.#group, tag: this.#tag(kind, m) }));
   }
 
-  /** Receives `peer`'s messages in its order until `wanted` is among them. */
-  async #receiveUntil(peer: number, wanted: Message): Promise<Tensor> {
-    const key = keyOf(wanted), queue = this.#expected.get(peer)!;
-    while (!this.#arrived.has(key)) {
-      const m = queue.messages[queue.next++];
-      if (m === undefined) {
-        throw new Error(`pipeline: rank ${this.#group.ranks[peer]}'s schedule never sends ${key}`);
-      }
-      this.#arrived.set(keyOf(m), await this.#receive(peer, m));
-    }
-    const t = this.#arrived.get(key)!;
-    this.#arrived.delete(key);
-    return t;
-  }
-
-  async #receive(peer: number, m: Message): Promise<Tensor> {
-    if (m.kind === "G") {
-      const output = this.#outputOf(m.stage, m.mb);
-      const grad = zeros(output.shape, { dtype: output.dtype, device: output.device });
-      return this.#recv(grad, peer, KIND.gradient, m.stage, m.mb);
-    }
-    const header = zeros([HEADER], { dtype: "i32", device: this.#device });
-    await this.#recv(header, peer, KIND.header, m.stage, m.mb);
-    const [dtype, ndim, ...dims] = Array.from(header.toArray());
-    header.dispose();
-    const into = zeros(dims.slice(0, ndim), { dtype: DTYPES[dtype], device: this.#device });
-    return this.#recv(into, peer, KIND.activation, m.stage, m.mb);
-  }
-
-  /** Sends stage `stage`'s output of microbatch `mb` to stage `stage + 1`. */
-  sendForward(stage: number, mb: number, output: Tensor): void {
-    const to = stage + 1;
-    if (this.#groupRankOf(to) === this.#group.rank) {
-      this.#local.set(keyOf({ kind: "A", stage: to, mb }), output.detach());
+  /**
+   * Keeps what `a` produced (its output, or its input's gradient) for the stage it goes to: here
+   * when this rank holds that stage, else sent in this step's batches.
+   */
+  give(a: PipelineAction, t: Tensor): void {
+    const m = messageOf(a, this.#numStages)!, peer = this.#groupRankOf(m.stage);
+    if (peer === this.#group.rank) {
+      this.#held.set(messageKey(m), t);
       return;
     }
-    const dtype = DTYPES.indexOf(output.dtype as FloatDType);
-    if (dtype < 0 || output.ndim > HEADER - 2) {
+    if (m.kind === "A" && (!DTYPES.includes(t.dtype as FloatDType) || t.ndim > HEADER - 2)) {
       throw new TypeError(
-        `pipeline stage ${stage}: an activation must be f32, bf16 or f16 with at most ` +
-          `${HEADER - 2} dimensions, got ${output.dtype} [${output.shape}]`,
+        `pipeline stage ${a.stage}: an activation must be f32, bf16 or f16 with at most ` +
+          `${HEADER - 2} dimensions, got ${t.dtype} [${t.shape}]`,
       );
     }
-    const header = Int32Array.from(
-      { length: HEADER },
-      (_, i) => i === 0 ? dtype : i === 1 ? output.ndim : output.shape[i - 2] ?? 0,
-    );
-    this.#send(tensor(header, [HEADER], { dtype: "i32" }), to, KIND.header, mb);
-    this.#send(output.detach(), to, KIND.activation, mb);
+    if (this.#outbox !== null) throw new Error(`pipeline: two messages in one step (${m.kind})`);
+    this.#outbox = { m, peer, t };
   }
 
-  /** Receives stage `stage`'s input of microbatch `mb` from stage `stage - 1`. */
-  recvForward(stage: number, mb: number): Promise<Tensor> {
-    const m: Message = { kind: "A", stage, mb }, from = this.#groupRankOf(stage - 1);
-    if (from === this.#group.rank) return Promise.resolve(this.#take(keyOf(m)));
-    return this.#receiveUntil(from, m);
+  /** The message `a` needs: handed over here, or received once it is in. */
+  take(a: PipelineAction): Promise<Tensor> {
+    const key = messageKey(messageFor(a, this.#numStages)!), t = this.#held.get(key);
+    if (t === undefined) throw new Error(`pipeline: ${key} is needed before a step brought it`);
+    this.#held.delete(key);
+    return Promise.resolve(t);
   }
 
-  /** Sends the gradient of stage `stage`'s input of microbatch `mb` to stage `stage - 1`. */
-  sendBackward(stage: number, mb: number, grad: Tensor): void {
-    const to = stage - 1;
-    if (this.#groupRankOf(to) === this.#group.rank) {
-      this.#local.set(keyOf({ kind: "G", stage: to, mb }), grad);
-    } else {
-      this.#send(grad, to, KIND.gradient, mb);
-      grad.dispose();
+  /**
+   * Sends what this step's action gave and receives what the other ranks send this rank in the
+   * step, in two batches ([Note: pipeline messages in two batches]); each payload received is
+   * there for {@linkcode take} once it is in.
+   */
+  communicate(step: number): StepMessages {
+    const out = this.#outbox, incoming = this.#incoming.get(step) ?? [];
+    this.#outbox = null;
+    if (out === null && incoming.length === 0) return { waitsFor: [], posted: Promise.resolve() };
+    const { headers: headerDevice, device } = this.#devices;
+    if (out?.m.kind === "A") {
+      const { dtype, ndim, shape } = out.t;
+      const fields = Int32Array.from(
+        { length: HEADER },
+        (_, i) =>
+          i === 0 ? DTYPES.indexOf(dtype as FloatDType) : i === 1 ? ndim : shape[i - 2] ?? 0,
+      );
+      this.#send(
+        tensor(fields, [HEADER], { dtype: "i32", device: headerDevice }),
+        out.peer,
+        KIND.header,
+        out.m,
+      );
     }
-  }
-
-  /** Receives, for stage `stage`, the gradient of its output of microbatch `mb`. */
-  recvBackward(stage: number, mb: number): Promise<Tensor> {
-    const m: Message = { kind: "G", stage, mb }, from = this.#groupRankOf(stage + 1);
-    if (from === this.#group.rank) return Promise.resolve(this.#take(keyOf(m)));
-    return this.#receiveUntil(from, m);
-  }
-
-  #take(key: string): Tensor {
-    const t = this.#local.get(key);
-    if (t === undefined) throw new Error(`pipeline: ${key} is needed before its stage made it`);
-    this.#local.delete(key);
-    return t;
+    const headers = new Map<Addressed, Tensor>();
+    for (const r of incoming) {
+      if (r.m.kind === "A") headers.set(r, zeros([HEADER], { dtype: "i32", device: headerDevice }));
+    }
+    const headersIn = [...headers].map(([r, h]) => this.#recv(h, r.peer, KIND.header, r.m));
+    const payloads = () => {
+      if (out !== null) {
+        this.#send(out.t, out.peer, out.m.kind === "A" ? KIND.activation : KIND.gradient, out.m);
+        out.t.dispose();
+      }
+      for (const r of incoming) {
+        const header = headers.get(r);
+        let into: Tensor;
+        if (header === undefined) {
+          const output = this.#outputOf(r.m.stage, r.m.mb);
+          into = zeros(output.shape, { dtype: output.dtype, device: output.device });
+        } else {
+          const [dtype, ndim, ...dims] = Array.from(header.toArray());
+          header.dispose();
+          into = zeros(dims.slice(0, ndim), { dtype: DTYPES[dtype], device });
+        }
+        const kind = r.m.kind === "A" ? KIND.activation : KIND.gradient;
+        const arrived = this.#recv(into, r.peer, kind, r.m).then(() => into, (err) => {
+          into.dispose();
+          throw err;
+        });
+        arrived.catch(() => {}); // its error is the consumer's (take), or the step's already
+        this.#held.set(messageKey(r.m), arrived);
+      }
+    };
+    const waitsFor = [...headers.keys()].map((r) => consumerOf(r.m));
+    // Without a header to wait for, the payloads go in the same turn.
+    if (headersIn.length === 0) return { waitsFor, posted: Promise.resolve(payloads()) };
+    const posted = Promise.all(headersIn).then(payloads, (err) => {
+      for (const h of headers.values()) h.dispose();
+      out?.t.dispose();
+      throw err;
+    });
+    return { waitsFor, posted };
   }
 
   /**
@@ -216,8 +248,11 @@ export class StageExchange {
   abandon(): void {
     for (const s of this.#sends) s.catch(() => {});
     this.#sends = [];
-    for (const t of [...this.#local.values(), ...this.#arrived.values()]) t.dispose();
-    this.#local.clear();
-    this.#arrived.clear();
+    this.#outbox?.t.dispose();
+    this.#outbox = null;
+    for (const t of this.#held.values()) {
+      Promise.resolve(t).then((t) => t.dispose(), () => {});
+    }
+    this.#held.clear();
   }
 }

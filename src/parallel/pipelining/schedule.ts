@@ -1,8 +1,8 @@
 /**
- * Running a pipeline schedule: one rank's action list (orders.ts) executed on its stages, the
- * batch cut into microbatches, activations received before a forward and sent after it,
- * gradients likewise for a backward; then the gradients scaled as PyTorch scales them and the
- * tied parameters' gradients summed across stages.
+ * Running a pipeline schedule: one rank's action list (orders.ts) executed on its stages in the
+ * time steps every rank shares (_timeline.ts), the batch cut into microbatches, each step's
+ * activations and gradients exchanged after its compute; then the gradients scaled as PyTorch
+ * scales them and the tied parameters' gradients summed across stages.
  * @module
  */
 
@@ -21,6 +21,7 @@ import {
 } from "./actions.ts";
 import { smallTensorDevice } from "../_verify.ts";
 import { StageExchange } from "./_exchange.ts";
+import { type PipelineTimeline, pipelineTimeline } from "./_timeline.ts";
 import { splitMicrobatches } from "./_microbatch.ts";
 import type { PipelineStage } from "./stage.ts";
 import { syncTiedGradients } from "./_tied_sync.ts";
@@ -71,6 +72,7 @@ export abstract class PipelineSchedule {
   #n: number;
   #lossFn: PipelineLoss;
   #order: PipelineOrder;
+  #timeline: PipelineTimeline;
   #scale: boolean;
   #name: string;
   /** Whether the pipeline's ranks have compared their schedules (before the first step). */
@@ -110,6 +112,7 @@ export abstract class PipelineSchedule {
     this.#n = nMicrobatches;
     this.#lossFn = lossFn;
     this.#order = order;
+    this.#timeline = pipelineTimeline(order, first.numStages);
     this.#scale = options.scaleGrads ?? true;
   }
 
@@ -149,12 +152,13 @@ export abstract class PipelineSchedule {
     const targets = last
       ? splitMicrobatches(options.target!, this.#n, `${this.#name}.step: target`)
       : [];
+    const params = any.submod.parameters();
     const exchange = new StageExchange(
-      this.#order,
+      this.#timeline,
       any.numStages,
       any.group,
       (stage, mb) => this.#stages.get(stage)!.outputOf(mb),
-      any.submod.parameters()[0]?.device,
+      { device: params[0]?.device ?? "cpu", headers: smallTensorDevice(any.group, params) },
     );
     const state: StepState = {
       inputs,
@@ -164,13 +168,23 @@ export abstract class PipelineSchedule {
       exchange,
       backwards: new Map(),
     };
+    // A failure names the action it stopped: the one computing, or the one a message was for.
+    const failed = (action: PipelineAction) => async (err: unknown): Promise<never> => {
+      // A blocking send or collective inside a stage (tensor parallelism) is diagnosed here.
+      const explained = await exchange.explain(await diagnosePending(err));
+      throw this.#failed(explained, action, any.rankOf(action.stage));
+    };
     try {
-      for (const action of this.#order[any.group.rank]) {
-        await this.#run(action, state).catch(async (err) => {
-          // A blocking send or collective inside a stage (tensor parallelism) is diagnosed here.
-          const explained = await exchange.explain(await diagnosePending(err));
-          throw this.#failed(explained, action, any.rankOf(action.stage));
-        });
+      const mine = this.#timeline.actions[any.group.rank];
+      for (const [step, action] of mine.entries()) {
+        if (action !== null) await this.#run(action, state).catch(failed(action));
+        const { waitsFor, posted } = exchange.communicate(step);
+        if (waitsFor.length === 0) await posted;
+        else {
+          // A wait for headers is named for the action whose input they announce ("recv F3 s1").
+          await span(`recv ${actionSpanName(waitsFor[0])}`, "wait", () => posted)
+            .catch(failed(waitsFor[0]));
+        }
       }
       await exchange.finish();
     } catch (err) {
@@ -224,28 +238,27 @@ export abstract class PipelineSchedule {
   }
 
   /**
-   * One action: its receive, timed as a wait ("recv F3 s1"), then its compute, timed as the
-   * action ("F3 s1"), so that the trace shows the bubble as waits between computes.
+   * One action: the wait for the input or gradient an earlier step is bringing ("recv F3 s1"),
+   * then its compute, timed as the action ("F3 s1"), so that the trace shows the bubble as waits
+   * between computes; what it sends goes in this step's batches.
    */
   async #run(a: PipelineAction, state: StepState): Promise<void> {
     const { inputs, targets, outputs, losses, exchange } = state;
     const stage = this.#stages.get(a.stage)!, mb = a.microbatch, name = actionSpanName(a);
-    const receive = (get: () => Promise<Tensor>) => span(`recv ${name}`, "wait", get);
+    const receive = () => span(`recv ${name}`, "wait", () => exchange.take(a));
     if (a.type === "F") {
-      const x = stage.isFirst ? inputs[mb] : await receive(() => exchange.recvForward(a.stage, mb));
+      const x = stage.isFirst ? inputs[mb] : await receive();
       const loss = stage.isLast ? (y: Tensor) => this.#lossFn(y, targets[mb]) : undefined;
       const y = span(name, "compute", () => stage.forwardOne(mb, x, loss));
       if (stage.isLast) {
         outputs[mb] = y.detach();
         losses[mb] = stage.lossOf(mb)!.detach();
       } else {
-        exchange.sendForward(a.stage, mb, y);
+        exchange.give(a, y.detach());
       }
       return;
     }
-    const gradOutput = stage.isLast
-      ? null
-      : await receive(() => exchange.recvBackward(a.stage, mb));
+    const gradOutput = stage.isLast ? null : await receive();
     const done = (state.backwards.get(a.stage) ?? 0) + 1;
     state.backwards.set(a.stage, done);
     const gradInput = await span(
@@ -254,7 +267,7 @@ export abstract class PipelineSchedule {
       () => stage.backwardOne(mb, gradOutput, done === this.#n),
     );
     gradOutput?.dispose();
-    if (gradInput) exchange.sendBackward(a.stage, mb, gradInput);
+    if (gradInput) exchange.give(a, gradInput);
   }
 
   #failed(err: unknown, a: PipelineAction, rank: number): Error {
