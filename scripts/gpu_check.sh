@@ -8,6 +8,8 @@
 #                                              ./gpu_check_results.txt); a relative path is the
 #                                              caller's
 #   scripts/gpu_check.sh --judge GPUS RC FILE  how one step's output is judged (see judge below)
+#   scripts/gpu_check.sh --host [RESULTS_FILE] here, without a GPU: the same steps on the host
+#                                              build (see below)
 #
 # GPU_CHECK_STEPS="KEY ..." runs only those steps (keys: machine build cuda tests train
 # bench-dtrain bench-torch), e.g. to rerun what failed; the unpacking always runs.
@@ -24,24 +26,34 @@
 # "gpu_check: N steps, N passed, N failed"; the exit status is non-zero when any step failed.
 #
 # Time: at most 9 minutes. Each step has its own limit and 5 s more to die (timeout -k 5):
-#   unpack .device/ 25 + machine 15 + build 100 + cuda available 15 + tests 90 + train 100
+#   unpack .device/ 25 + machine 15 + build 100 + cuda available 15 + tests 110 + train 80
 #   + bench-dtrain 85 + bench-torch 60 = 490 s, + 8 x 5 s grace = 530 s, + 5 s for counting the
 #   GPUs (nvidia-smi -L) = 535 s <= 540 s. A failed step does not stop the next.
 #
 # Steps: 1. unpack .device/; 2. the machine (GPU, driver, nvcc, python3, the wheels' libraries;
 # not torch, whose import can take seconds: the PyTorch benchmark reports its version); 3. build;
-# 4. CUDA available; 5. tests (tests/cuda but train_test.ts: every op against the CPU at f32 rel
-# err <= 1e-4 and bf16 <= 2e-2, attention, a DataLoader batch through pinned memory equal to the
-# CPU batch); 6. train (tests/cuda/train_test.ts: a GPT step against the cpu, DDP's gradients over
-# a real NCCL group on every visible GPU, FSDP over NCCL; each subprocess there has 45 s and each
+# 4. CUDA available; 5. tests (tests/cuda but train_test.ts and host_build_test.ts, which checks
+# the host build itself: every op against the CPU at f32 rel err <= 1e-5 and bf16 <= 2e-2,
+# attention, a DataLoader batch through pinned memory equal to the CPU batch, the train job on
+# cuda against the cpu under DDP, FSDP and --pp over NCCL; each subprocess there has 45 s);
+# 6. train (tests/cuda/train_test.ts: a GPT step against the cpu, DDP's gradients over a real
+# NCCL group on every visible GPU, FSDP over NCCL; each subprocess there has 45 s and each
 # in-process NCCL call 30 s, so an NCCL hang costs at most 45 s); 7. the GPT-2 small benchmark,
 # dtrain (scripts/gpu_bench.ts) then 8. PyTorch eager (scripts/gpu_bench_torch.py), bf16.
+#
+# --host runs steps 1-6 here, without a GPU, on the host build of the CUDA library (make
+# cuda-host; docs/reference/gpus.md): the build step makes it and the CPU stand-ins of cuBLAS and
+# NCCL, which DTRAIN_CUDA_LIB, DTRAIN_CUBLAS_LIB and DTRAIN_NCCL_LIB then name, so the script a GPU
+# machine runs has run before it goes there. Its limits are HOST_SCALE (4) times the GPU
+# machine's, the host build being slower on a CPU; the benchmarks (GPT-2 small) are not run. The
+# host build's devices count as GPUs for the judge: a GPU test skipped there fails its step.
 #
 # A step passes when it exits 0 and, where a GPU is visible (nvidia-smi lists one, or dtrain counts
 # one), skipped nothing: a test ignored with "[skipped: ...]" in its name (or ignored tests the
 # output does not name) or a benchmark printing "skipped" fails it.
 set -uo pipefail
 export NO_COLOR=1
+HOST_SCALE=4
 
 # judge GPUS RC FILE: the verdict on a step that exited RC, printing FILE, on a machine with GPUS
 # visible GPUs; prints it ("passed", or "FAILED (why)") and returns 0 when the step passed. With a
@@ -68,6 +80,12 @@ judge() {
   fi
   echo "passed (exit 0)"
 }
+host=0
+if [[ ${1:-} == --host ]]; then
+  host=1
+  shift
+  if [[ ${1:-} == --* ]]; then echo "usage: gpu_check.sh --host [RESULTS_FILE]" >&2; exit 2; fi
+fi
 if [[ ${1:-} == --judge ]]; then
   (($# == 4)) || { echo "usage: gpu_check.sh --judge GPUS RC FILE" >&2; exit 2; }
   judge "$2" "$3" "$4"
@@ -145,12 +163,17 @@ gpus=$(timeout -k 1 4 nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
 gpus=${gpus:-0}
 
 say() { echo "$*" | tee -a "$out"; }
-# step KEY LIMIT NAME COMMAND...: runs the command under a time limit, its output into the results
-# file, and judges it (judge above); skipped when GPU_CHECK_STEPS is set and does not name KEY.
+# step KEY LIMIT NAME COMMAND...: runs the command under a time limit (HOST_SCALE times it with
+# --host), its output into the results file, and judges it (judge above); skipped when
+# GPU_CHECK_STEPS is set and does not name KEY, and for the benchmarks with --host.
 step() {
   local key=$1 limit=$2 name=$3
   shift 3
   if [[ -n $only && $key != unpack && " $only " != *" $key "* ]]; then return 0; fi
+  if ((host)); then
+    if [[ $key == bench-* ]]; then return 0; fi
+    limit=$((limit * HOST_SCALE))
+  fi
   say ""
   say "== $name (limit ${limit}s)"
   local t0 log rc verdict
@@ -206,6 +229,13 @@ fi
 
 commit=$(git rev-parse --short HEAD 2>/dev/null || head -n 1 "$unpacked/COMMIT" 2>/dev/null || echo '?')
 say "dtrain GPU check, $(date -u +%Y-%m-%dT%H:%M:%SZ), commit $commit, $gpus GPU(s) listed by nvidia-smi"
+# --host: the host build stands in for the GPU, from this checkout's build/ (made by the build step).
+if ((host)); then
+  export DTRAIN_CUDA_LIB=$PWD/build/libdtrain_cuda_host.so
+  export DTRAIN_CUBLAS_LIB=$PWD/build/cuda_host/libcublas_standin.so
+  export DTRAIN_NCCL_LIB=$PWD/build/cuda_host/libnccl_standin.so
+  say "on the host build ($DTRAIN_CUDA_LIB, cuBLAS and NCCL stand-ins in build/cuda_host/); limits x$HOST_SCALE, no benchmarks"
+fi
 # What the machine has (its own step, so a missing tool shows in the results).
 machine() {
   if command -v nvidia-smi >/dev/null; then
@@ -224,10 +254,15 @@ for d in site.getsitepackages() + [site.getusersitepackages()]:
         if "cublas" in p or "nccl" in p: print("wheel library:", p)' 2>&1 | tail -n 6
   if [ -f "$unpacked/COMMIT" ]; then echo "carried libraries built at: $(cat "$unpacked/COMMIT")"; fi
 }
-# Builds what this machine can: the CPU libraries need OpenBLAS and Gloo, the CUDA one nvcc.
+# Builds what this machine can: the CPU libraries need OpenBLAS and Gloo, the CUDA one nvcc; with
+# --host, the host build and the stand-ins (a C++ compiler, OpenBLAS, Gloo), which must build.
 build() {
   make build/libdtrain.so build/libdtrain_gloo.so ||
     echo "cpu libraries: not built here (OpenBLAS or Gloo missing?); the carried ones are used"
+  if ((host)); then
+    make -j"$(nproc)" cuda-host && echo "host build ready (built now unless up to date)"
+    return
+  fi
   if [ -n "$NVCC" ] && make -j"$(nproc)" cuda NVCC="$NVCC"; then
     echo "cuda library ready (built now unless up to date)"
     if ldd build/libdtrain_cuda.so | grep -Ei "cublas|nccl"; then
@@ -238,7 +273,7 @@ build() {
     echo "cuda library: not built here (no nvcc, or it failed); the carried one is used"
   fi
 }
-export NVCC unpacked
+export NVCC unpacked host
 export -f machine build
 
 step machine 15 "machine" bash -c machine
@@ -248,7 +283,9 @@ step build 100 "build" bash -c build
 # lib/ then goes on the loader's path, for OpenBLAS and Gloo).
 for lib in libdtrain:DTRAIN_LIB libdtrain_gloo:DTRAIN_GLOO_LIB libdtrain_cuda:DTRAIN_CUDA_LIB; do
   name=${lib%%:*}.so var=${lib##*:}
-  if [ -f "build/$name" ]; then
+  if ((host)) && [[ $var == DTRAIN_CUDA_LIB ]]; then
+    say "$name: the host build ($DTRAIN_CUDA_LIB$([ -f "$DTRAIN_CUDA_LIB" ] || echo ': missing'))"
+  elif [ -f "build/$name" ]; then
     say "$name: build/$name"
   elif [ -f "$unpacked/build/$name" ]; then
     export "$var=$unpacked/build/$name"
@@ -273,9 +310,10 @@ fi
 # --no-check: the types are checked where the code is developed; here that would only cost time.
 # gpu_check_test.ts checks this script offline (shellcheck, which a GPU image seldom has).
 test_flags=(-A --no-check --v8-flags=--expose-gc)
-step tests 90 "CUDA tests (tests/cuda but train_test.ts)" deno test "${test_flags[@]}" \
-  --ignore=tests/cuda/train_test.ts,tests/cuda/gpu_check_test.ts tests/cuda/
-step train 100 "CUDA training tests (tests/cuda/train_test.ts, NCCL)" deno test "${test_flags[@]}" \
+step tests 110 "CUDA tests (tests/cuda but train_test.ts)" deno test "${test_flags[@]}" \
+  --ignore=tests/cuda/train_test.ts,tests/cuda/gpu_check_test.ts,tests/cuda/host_build_test.ts \
+  tests/cuda/
+step train 80 "CUDA training tests (tests/cuda/train_test.ts, NCCL)" deno test "${test_flags[@]}" \
   tests/cuda/train_test.ts
 
 step bench-dtrain 85 "benchmark: dtrain GPT-2 small, bf16" \

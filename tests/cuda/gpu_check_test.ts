@@ -2,7 +2,9 @@
 // steps' time limits (each with the grace `timeout --kill-after` gives) fit the 9 minutes the
 // check promises, it writes its results where it is told (a relative path being the caller's) and
 // ends with its summary line, and its judge counts a skipped test or benchmark as a failure where
-// a GPU is visible. (The GPU steps need a GPU machine; the machine and cuda steps run here.)
+// a GPU is visible. (The GPU steps need a GPU machine; the machine and cuda steps run here.) With
+// --host its build, cuda and training steps run here for real, on the host build of the CUDA
+// library, and pass (its tests step is the rest of tests/cuda, which the suite runs anyway).
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -146,6 +148,42 @@ Deno.test("gpu_check.sh's judge: a skipped test or benchmark fails a step where 
 
   assert.deepEqual(await judge(0, 124, ""), [1, "FAILED (exit 124: timed out)"]);
   assert.deepEqual(await judge(1, 3, "ok | 1 passed | 0 failed (1ms)\n"), [1, "FAILED (exit 3)"]);
+});
+
+const canBuild = hasCommand("make") && hasCommand("c++");
+
+Deno.test({
+  name: `gpu_check.sh --host builds the host build and passes its cuda and training steps on it${
+    canBuild ? "" : " [skipped: make or c++ not found]"
+  }`,
+  ignore: !canBuild,
+}, async () => {
+  await withTempDir("dtrain-gpu-check-host-", async (dir) => {
+    // The benchmarks are asked for too: --host does not run them (GPT-2 small needs a GPU).
+    const steps = "machine build cuda train bench-dtrain bench-torch";
+    const run = await gpuCheck(["--host", "results.txt"], dir, { GPU_CHECK_STEPS: steps });
+    const results = Deno.readTextFileSync(join(dir, "results.txt"));
+    assert.equal(run.code, 0, run.out);
+    assert.match(
+      results,
+      /^on the host build \(.*build\/libdtrain_cuda_host\.so, .*\); limits x4/m,
+    );
+    // The build step makes the host build, with four times the GPU machine's limit.
+    assert.match(results, /^== build \(limit 400s\)$/m);
+    assert.match(results, /^-- build: passed \(exit 0\) after \d+s$/m);
+    assert.match(results, /^libdtrain_cuda\.so: the host build \(.*libdtrain_cuda_host\.so\)$/m);
+    // Its devices count as GPUs: a skipped GPU test would fail the training step.
+    assert.match(results, /^\d+ GPU\(s\): /m);
+    assert.match(results, /^-- cuda available: passed/m);
+    assert.match(results, /^-- CUDA training tests \(tests\/cuda\/train_test\.ts, NCCL\): passed/m);
+    assert.doesNotMatch(results, /== benchmark/);
+    const lines = results.trimEnd().split("\n");
+    assert.match(lines.at(-2)!, /^== done in \d+s; results in .*\/results\.txt$/);
+    assert.equal(lines.at(-1), "gpu_check: 5 steps, 5 passed, 0 failed");
+  });
+  const usage = await gpuCheck(["--host", "--pack"], ROOT);
+  assert.equal(usage.code, 2, usage.out);
+  assert.match(usage.out, /usage: gpu_check\.sh --host \[RESULTS_FILE\]/);
 });
 
 Deno.test("gpu_check.sh with no results file writes into $OUT when it is set, else the caller's folder", async () => {
