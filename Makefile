@@ -65,9 +65,13 @@ $(BUILD)/cuda/errors.o: csrc/core/errors.c csrc/core/dtrain.h
 	$(CC) -O2 -std=c11 -fPIC -Wall -c -o $@ $<
 
 # -Bsymbolic: the kernels share libdtrain's names, and calls inside this library stay inside it.
+# -z nodelete: Deno unloads a library when the worker that opened it ends (`deno test` runs each
+# file in its own), but this one's threads (the CUDA runtime's, NCCL's, the host build's streams)
+# live on: unmapping their code crashed the next test file (found on the host build).
 $(BUILD)/libdtrain_cuda.so: $(CUDA_OBJ) csrc/cuda/exports.map
 	@echo "cuda: $(NVCC) ($(shell $(NVCC) --version | tail -n 1)); cuBLAS and NCCL load at run time"
-	$(NVCC) $(NVFLAGS) -shared -Xlinker -Bsymbolic -Xlinker --version-script=csrc/cuda/exports.map \
+	$(NVCC) $(NVFLAGS) -shared -Xlinker -Bsymbolic -Xlinker -z,nodelete \
+	  -Xlinker --version-script=csrc/cuda/exports.map \
 	  -o $@ $(CUDA_OBJ) -ldl -lpthread -lrt
 
 # The host build of the CUDA library ([Note: the host build] in csrc/cuda/host/cuda_runtime.h): the
@@ -108,7 +112,8 @@ $(HOST_BUILD)/errors.o: csrc/core/errors.c csrc/core/dtrain.h
 	$(CC) -O2 -std=c11 -fPIC -Wall -c -o $@ $<
 
 $(HOST_LIB): $(HOST_OBJ) csrc/cuda/exports.map
-	$(CXX) -shared -Wl,-Bsymbolic -Wl,--version-script=csrc/cuda/exports.map $(HOST_LDFLAGS) \
+	$(CXX) -shared -Wl,-Bsymbolic -Wl,-z,nodelete -Wl,--version-script=csrc/cuda/exports.map \
+	  $(HOST_LDFLAGS) \
 	  -o $@ $(HOST_OBJ) -ldl -lpthread
 
 $(BUILD)/cuda_host/libcublas_standin.so: $(wildcard tests/cuda/host/cublas/*.cc) csrc/cuda/host/stream_abi.h

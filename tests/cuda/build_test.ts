@@ -71,3 +71,21 @@ Deno.test({
     "cuda: skipping build/libdtrain_cuda.so: nvcc not found (put it on PATH or pass NVCC=/path/to/nvcc)\n",
   );
 });
+
+// Deno unloads a library when the worker that opened it ends (`deno test` runs each file in its
+// own), but the CUDA library's threads (the CUDA runtime's, NCCL's, the host build's streams) live
+// on: with the library unmapped under them, the next test file crashed. Both builds are linked
+// with -z nodelete, which dlclose honours.
+Deno.test({
+  name: `the CUDA library and its host build stay loaded once opened (-z nodelete)${
+    built ? "" : " [skipped: nvcc not found, so the library is not built here]"
+  }`,
+  ignore: !built,
+}, async () => {
+  for (const library of [LIBRARY, `${ROOT}build/libdtrain_cuda_host.so`]) {
+    if (library.endsWith("_host.so") && !existsSync(library)) continue;
+    const dynamic = await sh(`readelf -dW ${library}`);
+    assert.equal(dynamic.code, 0, dynamic.out);
+    assert.match(dynamic.out, /FLAGS_1\)\s+Flags:.*\bNODELETE\b/, `${library}:\n${dynamic.out}`);
+  }
+});
