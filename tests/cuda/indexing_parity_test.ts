@@ -160,6 +160,7 @@ parity("narrow, select, split and chunk put their gradients back in place", () =
   x.narrow(1, 1, 3),
   x.select(2, 3),
   x.select(0, -1).narrow(1, 1, 2),
+  x.select(0, 1).select(0, 2).select(0, 3), // down to a 0-d view: one element, no dimensions
   x.to("bf16").narrow(2, 1, 2), // 2-byte elements
   ...x.split([2, 0, 3], 1),
   ...x.chunk(2, 2),

@@ -20,12 +20,15 @@ export function copyToView(dst: Tensor, src: Tensor): void {
     packed = contiguous(view);
   }
   const dev = dst.storage.backend;
+  // A 0-d view (the gradient of select() down to a scalar) is one element of shape [1]: Deno
+  // passes an empty array as a NULL pointer, which the kernels refuse.
+  const scalar = dst.ndim === 0;
   dev.check(dev.kernels.copyToStrided(
     packed.ptr,
     dst.ptr,
-    dst.ndim,
-    new BigInt64Array(dst.shape.map(BigInt)),
-    new BigInt64Array(dst.strides.map(BigInt)),
+    scalar ? 1 : dst.ndim,
+    new BigInt64Array(scalar ? [1n] : dst.shape.map(BigInt)),
+    new BigInt64Array(scalar ? [1n] : dst.strides.map(BigInt)),
     itemSize(dst.dtype),
   ));
   if (packed !== src) packed.dispose();
