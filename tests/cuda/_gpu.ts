@@ -9,6 +9,7 @@
  */
 
 import { cuda, emu } from "../../mod.ts";
+import type { TensorLike } from "../../src/dist/backend.ts";
 
 /** True when a GPU is usable. */
 export const hasGpu: boolean = cuda.isAvailable();
@@ -52,6 +53,14 @@ export function deviceTest(
 ): void {
   Deno.test(`${name} [emu]`, () => fn("emu:0", emu));
   gpuTest(`${name} [cuda]`, () => fn("cuda:0", cuda));
+}
+
+/**
+ * A one-element f32 buffer over `t`'s host memory that says it is on cuda:0: what a collective
+ * without CUDA (or over Gloo) must refuse instead of reading a device pointer.
+ */
+export function claimingGpu(t: { ptr: Deno.PointerValue }): TensorLike {
+  return { dtype: "f32", numel: 1, isContiguous: () => true, ptr: t.ptr, device: "cuda:0" };
 }
 
 /** The largest relative error of `actual` against `expected` (scaled by the largest |expected|). */

@@ -8,7 +8,7 @@ import { tensor } from "../../mod.ts";
 import { allReduce, destroyProcessGroup, initProcessGroup } from "../../src/dist/mod.ts";
 import { freePort } from "../_harness/ranks.ts";
 import { ROOT } from "../_harness/processes.ts";
-import { deviceTest, hasGpu, isHostBuild } from "./_gpu.ts";
+import { claimingGpu, deviceTest, hasGpu, isHostBuild } from "./_gpu.ts";
 
 /** The library a process without a GPU opens: the real one where it was built, else none. */
 const REAL_LIBRARY = `${ROOT}build/libdtrain_cuda.so`;
@@ -48,13 +48,7 @@ Deno.test("a gloo group refuses a tensor in GPU memory instead of reading a devi
   });
   try {
     const x = tensor([1]);
-    const onGpu = {
-      dtype: "f32",
-      numel: 1,
-      isContiguous: () => true,
-      ptr: x.ptr,
-      device: "cuda:0",
-    };
+    const onGpu = claimingGpu(x);
     assert.throws(
       () => allReduce(onGpu),
       {

@@ -15,7 +15,7 @@ import { DataLoader, type Dataset } from "../../../src/data/mod.ts";
 import { pinnedBytes } from "../../../src/tensor/device/cuda_pinned.ts";
 import type { Tensor } from "../../../mod.ts";
 import { freePort } from "../../_harness/ranks.ts";
-import { hasGpu, noGpuReason } from "../_gpu.ts";
+import { claimingGpu, hasGpu, noGpuReason } from "../_gpu.ts";
 
 if (hasGpu) throw new Error("no_gpu_checks.ts runs only in a process without a GPU");
 
@@ -70,13 +70,7 @@ Deno.test({
     await allReduce(x, "sum");
     assert.deepEqual(Array.from(x.toArray()), [1, 2, 3]);
     // A buffer claiming GPU memory goes nowhere without CUDA: refused with the reason.
-    const onGpu = {
-      dtype: "f32",
-      numel: 1,
-      isContiguous: () => true,
-      ptr: x.ptr,
-      device: "cuda:0",
-    };
+    const onGpu = claimingGpu(x);
     await assert.rejects(
       async () => await allReduce(onGpu),
       new RegExp(`a tensor is on a GPU but CUDA is not available`),
