@@ -155,12 +155,9 @@ released release(block_runner &r) {
     released = true;
   }
   if (released) return WARPS;
-  int live = 0, at_barrier = 0;
-  for (int t = 0; t < r.count; t++) {
-    live += r.threads[t].state != RETURNED;
-    at_barrier += r.threads[t].state == AT_BLOCK_BARRIER;
-  }
-  if (at_barrier == 0 || at_barrier != live) return NOTHING;
+  int at_barrier = 0;
+  for (int t = 0; t < r.count; t++) at_barrier += r.threads[t].state == AT_BLOCK_BARRIER;
+  if (at_barrier == 0 || at_barrier != r.live) return NOTHING;
   for (int t = 0; t < r.count; t++)
     if (r.threads[t].state == AT_BLOCK_BARRIER) r.threads[t].state = RUNNABLE;
   return BLOCK;
