@@ -55,6 +55,7 @@ const symbols = {
     result: "i32",
   },
   dt_shm_ticket: { parameters: ["pointer"], result: "u64" }, // uint64_t dt_shm_ticket(dt_shm_ctx *ctx)
+  dt_shm_clock_us: { parameters: [], result: "f64" }, // double dt_shm_clock_us(void)
   dt_shm_allreduce: {
     parameters: [
       "pointer", // dt_shm_ctx *ctx

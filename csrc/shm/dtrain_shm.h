@@ -51,8 +51,12 @@ uint64_t dt_shm_ticket(dt_shm_ctx* ctx);
 // rank waiting in one, now or later, fails with `status` and `message`. Callable from any thread.
 int dt_shm_abort(dt_shm_ctx* ctx, int status, const char* message);
 
+// The clock of the collectives' `timing`: CLOCK_MONOTONIC in microseconds. Not the wall clock,
+// which a fresh machine's NTP steps mid-run; the caller maps it onto its own timeline once.
+double dt_shm_clock_us(void);
+
 // The collectives, as in dtrain_gloo.h, each with its ticket. `timing` (NULL or 2 doubles)
-// receives the wall-clock start and end in microseconds since the Unix epoch.
+// receives the start and end on dt_shm_clock_us's clock.
 int dt_shm_allreduce(dt_shm_ctx* ctx, uint64_t ticket, void* buf, uint64_t count, int dtype,
                      int op, double* timing);
 int dt_shm_broadcast(dt_shm_ctx* ctx, uint64_t ticket, void* buf, uint64_t count, int dtype,

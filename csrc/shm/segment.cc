@@ -52,7 +52,7 @@ std::string errnoText(const std::string& what) { return what + ": " + strerror(e
 
 double nowUs() {
   timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
+  clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<double>(ts.tv_sec) * 1e6 + static_cast<double>(ts.tv_nsec) / 1e3;
 }
 
@@ -373,6 +373,8 @@ int dt_shm_ctx_wait_mapped(dt_shm_ctx* ctx) {
     ctx->fd = -1;
   });
 }
+
+double dt_shm_clock_us(void) { return nowUs(); }
 
 uint64_t dt_shm_ticket(dt_shm_ctx* ctx) {
   std::lock_guard<std::mutex> lock(ctx->queue_mu);

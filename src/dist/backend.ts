@@ -72,7 +72,9 @@ export interface BackendInit {
 }
 
 /**
- * When a collective ran on the backend's own thread, in microseconds since the Unix epoch. A
+ * When a collective ran on the backend's own thread, on the timeline's clock (`nowUs` of
+ * src/profile/tracer.ts: microseconds since the Unix epoch at process start, advancing
+ * monotonically; a native clock is mapped onto it, never the wall clock taken as is). A
  * backend that measures it resolves with it, so that the timeline (src/profile) shows when the
  * bytes moved rather than when JavaScript noticed.
  */

@@ -30,6 +30,7 @@ import {
   type StartedCollective,
 } from "./backend.ts";
 import { DistError, STATUS_CODES } from "./errors.ts";
+import { nowUs } from "../profile/tracer.ts";
 import { postNative } from "./p2p_native.ts";
 import { lastError, openGroupSegment } from "./shm_rendezvous.ts";
 import { StartedCollectives } from "./started.ts";
@@ -91,10 +92,18 @@ export class ShmBackend implements Backend {
   #ctx: Deno.PointerValue;
   /** The waits of started gathers not yet waited for. */
   #started = new StartedCollectives();
+  /**
+   * What turns the library's clock (CLOCK_MONOTONIC) into the timeline's (`nowUs`, monotonic
+   * too), so that the collectives sort right among the events JavaScript times. Both clocks are
+   * monotonic, so one offset holds for the run; the wall clock, which NTP steps on a fresh
+   * machine, once put a collective before the ones that had finished ahead of it.
+   */
+  #clockOffsetUs: number;
 
   private constructor(lib: ShmSymbols, ctx: Deno.PointerValue) {
     this.#lib = lib;
     this.#ctx = ctx;
+    this.#clockOffsetUs = nowUs() - lib.dt_shm_clock_us();
     leaked.register(this, { lib, ctx }, this);
   }
 
@@ -153,7 +162,12 @@ export class ShmBackend implements Backend {
     const status = await call(ctx, ticket, Deno.UnsafePointer.of(timing));
     refs.length; // keeps the arguments (and `timing`) reachable until the native call returned
     if (status !== CollectiveStatus.OK) throw lastError(this.#lib, ctx, status);
-    return { startUs: timing[0], endUs: timing[1] };
+    return this.#timed(timing);
+  }
+
+  /** A collective's start and end, from the library's clock onto the timeline's. */
+  #timed(timing: Float64Array): OpTiming {
+    return { startUs: timing[0] + this.#clockOffsetUs, endUs: timing[1] + this.#clockOffsetUs };
   }
 
   allReduce(buf: NativeBuffer, op: ReduceOp): Promise<OpTiming> {
@@ -233,7 +247,7 @@ export class ShmBackend implements Backend {
         Deno.UnsafePointer.of(timing),
       )
     );
-    return { startUs: timing[0], endUs: timing[1] };
+    return this.#timed(timing);
   }
 
   /** The reduce-scatter on the JavaScript thread, returning when done, as `allGatherBlocking`. */
@@ -250,7 +264,7 @@ export class ShmBackend implements Backend {
         Deno.UnsafePointer.of(timing),
       )
     );
-    return { startUs: timing[0], endUs: timing[1] };
+    return this.#timed(timing);
   }
 
   /** The broadcast on the JavaScript thread, returning when done, as `allGatherBlocking`. */

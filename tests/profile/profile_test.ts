@@ -53,6 +53,16 @@ Deno.test("--profile on a 2-rank DDP job writes one trace with a track per rank,
       assert.equal(first.length, backwards.length, `rank ${rank}: one bucket 0 per step`);
       const late = backwards.flatMap((bw, step) => first[step].ts < bw.ts + bw.dur! ? [] : [step]);
       assert.ok(late.length <= 2, `rank ${rank}: bucket 0 started after backward in steps ${late}`);
+      // The buckets' times come from the native thread's clock, mapped onto JavaScript's: each
+      // lies inside its step, after backward began and before the wait for buckets ended
+      // (within 50 µs, the mapping's slack).
+      const waits = mine.filter((e) => e.name === "wait for buckets");
+      for (const b of buckets) {
+        const inside = backwards.some((bw, step) =>
+          bw.ts - 50 <= b.ts && b.ts + b.dur! <= waits[step].ts + waits[step].dur! + 50
+        );
+        assert.ok(inside, `rank ${rank}: ${b.name} at ${b.ts} µs lies in no step`);
+      }
     }
     assert.match(renderSvg(events, { lastSteps: 2 }), /allReduce bucket 0/);
   } finally {
