@@ -149,19 +149,15 @@ export interface PostedP2P {
 
 /**
  * A connected communicator over `size` ranks. Calls must be issued in the same order on
- * every rank; the process group guarantees it. Unless the backend is `queued`, never
- * concurrently either: the process group then issues each call after the previous settled.
- * Buffers must stay alive and untouched until the returned promise settles.
+ * every rank; the process group guarantees it. Unless the backend's row says it is `queued`
+ * (backends.ts), never concurrently either: the process group then issues each call after the
+ * previous settled. Buffers must stay alive and untouched until the returned promise settles.
+ * Every method is required; one a backend's row says it lacks throws the "backend X has no Y"
+ * error, as those of `BaseBackend` (base_backend.ts) do.
  */
 export interface Backend {
-  /** The backend's name, e.g. "gloo". */
+  /** The backend's name, e.g. "gloo": its row in backends.ts. */
   readonly name: string;
-  /**
-   * Whether the backend keeps its own issue queue: calls may be made while earlier ones run,
-   * and run in the order they were made. The process group then issues each collective the
-   * moment it is asked for, even from synchronous code (DDP's gradient hooks).
-   */
-  readonly queued?: boolean;
   /**
    * The one device whose memory it reaches (`emu:1`), for a backend bound to this rank's device:
    * the process group refuses tensors on another, whose queued work it would not be ordered after.
@@ -174,35 +170,35 @@ export interface Backend {
    * it); throws DistError. A queued backend runs it after every collective issued before it; on
    * another the process group calls it only with nothing in flight.
    */
-  allReduceBlocking?(buf: NativeBuffer, op: ReduceOp): Done;
+  allReduceBlocking(buf: NativeBuffer, op: ReduceOp): Done;
   /** In place: every rank ends with `root`'s `buf`. */
   broadcast(buf: NativeBuffer, root: number): Promise<Done>;
   /** `outs` is one flat buffer of size × input.count elements, or one buffer per rank. */
   allGather(outs: NativeBuffer[], input: NativeBuffer): Promise<Done>;
   /** `allGather` on the calling thread, returning when done; throws DistError (as the row says). */
-  allGatherBlocking?(outs: NativeBuffer[], input: NativeBuffer): void;
+  allGatherBlocking(outs: NativeBuffer[], input: NativeBuffer): void;
   /**
    * `allGather` started on a native thread of its own, returning before it ends; every call made
    * afterwards runs after it (as the row says: without it, FSDP's forward does not prefetch).
    */
-  allGatherStart?(outs: NativeBuffer[], input: NativeBuffer): StartedCollective;
+  allGatherStart(outs: NativeBuffer[], input: NativeBuffer): StartedCollective;
   /** Rank r receives chunk r (of out.count elements) of the reduction of every `input`. */
   reduceScatter(out: NativeBuffer, input: NativeBuffer, op: ReduceOp): Promise<Done>;
   /** `reduceScatter` on the calling thread, as `allReduceBlocking` (as the row says). */
-  reduceScatterBlocking?(out: NativeBuffer, input: NativeBuffer, op: ReduceOp): Done;
+  reduceScatterBlocking(out: NativeBuffer, input: NativeBuffer, op: ReduceOp): Done;
   /** Resolves once every rank has called it. */
   barrier(): Promise<Done>;
   /**
    * Allocates `count` elements of `dtype` per rank in memory every rank maps (as the row says:
    * shared memory only). A collective: every rank passes the same count and dtype.
    */
-  allocShared?(count: number, dtype: DType): Promise<SharedBlock>;
+  allocShared(count: number, dtype: DType): Promise<SharedBlock>;
   /**
    * Posts a point-to-point message (as the row says), on the JavaScript thread: that fixes its
    * place among the messages between this rank and its peer. Not ordered with the collectives:
    * a message runs beside them. Throws DistError "invalid" for a bad message.
    */
-  postP2P?(message: P2PMessage): PostedP2P;
+  postP2P(message: P2PMessage): PostedP2P;
   /** Releases native resources. Idempotent; no call may be in flight. */
   close(): void;
 }

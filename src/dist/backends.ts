@@ -8,13 +8,16 @@
  */
 
 import type { Backend, BackendInit, BackendName } from "./backend.ts";
+import type { Capabilities } from "./capabilities.ts";
 import { connectEmu } from "./emu.ts";
 import { GlooBackend } from "./gloo.ts";
 import { NcclBackend } from "./nccl.ts";
 import { connectAuto } from "./nccl_auto.ts";
 import { type HostLayout, withHostLayout } from "./select_backend.ts";
-import { ShmBackend } from "./shm.ts";
+import { ShmBackend, shmQueued } from "./shm.ts";
 import { HierarchicalBackend } from "./shm_hierarchical.ts";
+
+export { type Capabilities, type Capability, CAPABILITY_NAMES } from "./capabilities.ts";
 
 /**
  * Where a tensor's elements live: `"host"` (the CPU's memory, whatever device owns it), or the
@@ -24,42 +27,6 @@ import { HierarchicalBackend } from "./shm_hierarchical.ts";
  * reached by none.
  */
 export type Memory = "host" | "cuda" | "emu";
-
-/**
- * What a backend can do beyond all-reduce, broadcast, all-gather and barrier, which all have.
- */
-export interface Capabilities {
-  /** `allReduceBlocking`: the all-reduce on the calling thread. */
-  readonly allReduceBlocking: boolean;
-  /** `allGatherBlocking`: the all-gather on the calling thread. */
-  readonly allGatherBlocking: boolean;
-  /** `allGatherStart`: the all-gather started on a native thread of its own. */
-  readonly allGatherStart: boolean;
-  /** `reduceScatter`. */
-  readonly reduceScatter: boolean;
-  /** `reduceScatterBlocking`: the reduce-scatter on the calling thread. */
-  readonly reduceScatterBlocking: boolean;
-  /** Point-to-point `send` and `recv`. */
-  readonly sendRecv: boolean;
-  /** `allocShared`: memory every rank of the group maps. */
-  readonly allocShared: boolean;
-}
-
-/**
- * One of {@linkcode Capabilities}.
- */
-export type Capability = keyof Capabilities;
-
-/** How errors name each capability: "the gloo backend has no blocking all-reduce". */
-export const CAPABILITY_NAMES: Readonly<Record<Capability, string>> = {
-  allReduceBlocking: "blocking all-reduce",
-  allGatherBlocking: "blocking all-gather",
-  allGatherStart: "all-gather started on a thread of its own",
-  reduceScatter: "reduce-scatter",
-  reduceScatterBlocking: "blocking reduce-scatter",
-  sendRecv: "point-to-point send/recv",
-  allocShared: "shared memory",
-};
 
 /**
  * What a backend's `connect` gets: the group, this rank's GPU, and where the members run.
@@ -99,6 +66,14 @@ export interface BackendEntry {
   readonly reaches: readonly Memory[];
   /** What it can do; for "auto", each call can what the communicator reaching its tensors can. */
   readonly capabilities: Capabilities;
+  /**
+   * Whether its communicator keeps its own issue queue: calls may be made while earlier ones
+   * run, and run in the order they were made, so the process group issues each collective the
+   * moment it is asked for, even from synchronous code (DDP's gradient hooks), and a blocking
+   * call runs after those in flight. Otherwise calls are chained, and a blocking call needs
+   * none in flight.
+   */
+  readonly queued: boolean;
   /**
    * Whether choosing or connecting it needs to know which members share a host
    * (select_backend.ts): true while shared memory is on (`DTRAIN_SHM`), "always" whatever
@@ -153,6 +128,7 @@ export const BACKENDS: Readonly<Record<BackendKind, BackendEntry>> = {
       reduceScatter: true,
       sendRecv: true,
     },
+    queued: false,
     byHost: false,
     fits: (hosts) => hosts === null || hosts.every((members) => members.length === 1),
     connect: ({ init }) => one(GlooBackend.connect(init)),
@@ -161,6 +137,9 @@ export const BACKENDS: Readonly<Record<BackendKind, BackendEntry>> = {
     connects: "one shared-memory segment of the host, its name passed through the store",
     reaches: ["host"],
     capabilities: SHM,
+    get queued() {
+      return shmQueued();
+    },
     byHost: true,
     fits: (hosts) => hosts !== null && hosts.length === 1,
     connect: ({ init, store }) => one(ShmBackend.connect(init, store!)),
@@ -169,6 +148,7 @@ export const BACKENDS: Readonly<Record<BackendKind, BackendEntry>> = {
     connects: "shared memory within each host, Gloo between one leader per host",
     reaches: ["host"],
     capabilities: { ...NONE, ...BLOCKING, reduceScatter: true, sendRecv: true },
+    queued: false,
     byHost: true,
     fits: (hosts) => hosts !== null,
     connect: ({ init, store, hosts }) => one(HierarchicalBackend.connect(init, store!, hosts!)),
@@ -177,6 +157,7 @@ export const BACKENDS: Readonly<Record<BackendKind, BackendEntry>> = {
     connects: "an NCCL communicator on this rank's GPU, its unique id passed through the store",
     reaches: ["cuda"],
     capabilities: { ...NONE, ...BLOCKING, reduceScatter: true, sendRecv: true },
+    queued: false,
     byHost: false,
     fits: () => true,
     connect: ({ init, device }) => one(NcclBackend.connect({ ...init, device })),
@@ -187,6 +168,9 @@ export const BACKENDS: Readonly<Record<BackendKind, BackendEntry>> = {
     reaches: ["emu"],
     // The shared-memory transport's, but emulated memory is this process's alone: no shared blocks.
     capabilities: { ...SHM, allocShared: false },
+    get queued() {
+      return shmQueued();
+    },
     byHost: "always",
     fits: () => true,
     connect: (rendezvous) => one(connectEmu(rendezvous)),
@@ -196,6 +180,7 @@ export const BACKENDS: Readonly<Record<BackendKind, BackendEntry>> = {
       "emu backend for emulated devices where the group is on one host",
     reaches: ["host", "cuda", "emu"],
     capabilities: NONE,
+    queued: false,
     byHost: "always",
     fits: () => true,
     connect: (rendezvous) => connectAuto(rendezvous, (r) => connectChoice("gloo", r)),

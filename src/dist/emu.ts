@@ -18,10 +18,10 @@
  * @module
  */
 
+import { BaseBackend } from "./base_backend.ts";
 import type { EmuDevice } from "../tensor/device/mod.ts";
 import { getDevice } from "../tensor/device/mod.ts";
 import type {
-  Backend,
   BackendInit,
   NativeBuffer,
   OpTiming,
@@ -92,17 +92,15 @@ export async function connectEmu(
  * pointers. What it can do is the shared-memory backend's, minus shared memory (emulated memory
  * is no rank's but this one's).
  */
-export class EmuBackend implements Backend {
+export class EmuBackend extends BaseBackend {
   readonly name = "emu";
-  /** As the shared-memory backend's: its own issue queue unless `DTRAIN_SHM_QUEUE=0`. */
-  readonly queued: boolean;
   /** The device whose memory it reaches (`emu:<local rank>`); tensors elsewhere are refused. */
   readonly device: string;
   #shm: ShmBackend;
 
   private constructor(shm: ShmBackend, device: string) {
+    super();
     this.#shm = shm;
-    this.queued = shm.queued;
     this.device = device;
   }
 
@@ -147,7 +145,7 @@ export class EmuBackend implements Backend {
   }
 
   /** The all-reduce on the JavaScript thread, after the queued kernels (see shm.ts). */
-  allReduceBlocking(buf: NativeBuffer, op: ReduceOp): OpTiming {
+  override allReduceBlocking(buf: NativeBuffer, op: ReduceOp): OpTiming {
     return this.#ordered().allReduceBlocking(buf, op);
   }
 
@@ -160,21 +158,21 @@ export class EmuBackend implements Backend {
   }
 
   /** The all-gather on the JavaScript thread, after the queued kernels (see shm.ts). */
-  allGatherBlocking(outs: NativeBuffer[], input: NativeBuffer): void {
+  override allGatherBlocking(outs: NativeBuffer[], input: NativeBuffer): void {
     this.#ordered().allGatherBlocking(outs, input);
   }
 
   /** The all-gather on a native thread, started after the queued kernels (see shm.ts). */
-  allGatherStart(outs: NativeBuffer[], input: NativeBuffer): StartedCollective {
+  override allGatherStart(outs: NativeBuffer[], input: NativeBuffer): StartedCollective {
     return this.#ordered().allGatherStart(outs, input);
   }
 
-  reduceScatter(out: NativeBuffer, input: NativeBuffer, op: ReduceOp): Promise<OpTiming> {
+  override reduceScatter(out: NativeBuffer, input: NativeBuffer, op: ReduceOp): Promise<OpTiming> {
     return this.#ordered().reduceScatter(out, input, op);
   }
 
   /** The reduce-scatter on the JavaScript thread, after the queued kernels (see shm.ts). */
-  reduceScatterBlocking(out: NativeBuffer, input: NativeBuffer, op: ReduceOp): OpTiming {
+  override reduceScatterBlocking(out: NativeBuffer, input: NativeBuffer, op: ReduceOp): OpTiming {
     return this.#ordered().reduceScatterBlocking(out, input, op);
   }
 
@@ -186,7 +184,7 @@ export class EmuBackend implements Backend {
    * A message through the shared-memory transport, posted after the queued kernels: a send reads
    * what they wrote, a receive lands after what they write.
    */
-  postP2P(message: P2PMessage): PostedP2P {
+  override postP2P(message: P2PMessage): PostedP2P {
     return this.#ordered().postP2P(message);
   }
 

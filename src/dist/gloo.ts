@@ -7,6 +7,7 @@
  * @module
  */
 
+import { BaseBackend } from "./base_backend.ts";
 import {
   CollectiveDType,
   CollectiveReduceOp,
@@ -14,7 +15,6 @@ import {
 } from "../../ffi/collective_codes.ts";
 import { type GlooSymbols, loadGloo } from "../../ffi/gloo.ts";
 import {
-  type Backend,
   type BackendInit,
   type NativeBuffer,
   type P2PMessage,
@@ -78,7 +78,7 @@ const leaked = new FinalizationRegistry<{ lib: GlooSymbols; ctx: Deno.PointerVal
  * await store.close();
  * ```
  */
-export class GlooBackend implements Backend {
+export class GlooBackend extends BaseBackend {
   readonly name = "gloo";
   #lib: GlooSymbols;
   #ctx: Deno.PointerValue;
@@ -86,6 +86,7 @@ export class GlooBackend implements Backend {
   #started = new StartedCollectives();
 
   private constructor(lib: GlooSymbols, ctx: Deno.PointerValue) {
+    super();
     this.#lib = lib;
     this.#ctx = ctx;
     leaked.register(this, { lib, ctx }, this);
@@ -188,7 +189,7 @@ export class GlooBackend implements Backend {
     );
   }
 
-  allReduceBlocking(buf: NativeBuffer, op: ReduceOp): void {
+  override allReduceBlocking(buf: NativeBuffer, op: ReduceOp): void {
     const status = this.#lib.dt_gloo_allreduce_blocking(
       this.#live(),
       buf.ptr,
@@ -199,7 +200,7 @@ export class GlooBackend implements Backend {
     if (status !== CollectiveStatus.OK) throw lastError(this.#lib, this.#ctx, status);
   }
 
-  allGatherBlocking(outs: NativeBuffer[], input: NativeBuffer): void {
+  override allGatherBlocking(outs: NativeBuffer[], input: NativeBuffer): void {
     const ptrs = pointersOf(outs);
     const status = this.#lib.dt_gloo_allgather_blocking(
       this.#live(),
@@ -212,7 +213,7 @@ export class GlooBackend implements Backend {
     if (status !== CollectiveStatus.OK) throw lastError(this.#lib, this.#ctx, status);
   }
 
-  allGatherStart(outs: NativeBuffer[], input: NativeBuffer): StartedCollective {
+  override allGatherStart(outs: NativeBuffer[], input: NativeBuffer): StartedCollective {
     const handle = new BigUint64Array(1);
     const status = this.#lib.dt_gloo_allgather_start(
       this.#live(),
@@ -231,7 +232,7 @@ export class GlooBackend implements Backend {
     }, () => this.#lib.dt_gloo_work_free(work));
   }
 
-  reduceScatter(out: NativeBuffer, input: NativeBuffer, op: ReduceOp): Promise<void> {
+  override reduceScatter(out: NativeBuffer, input: NativeBuffer, op: ReduceOp): Promise<void> {
     return this.#check(
       this.#lib.dt_gloo_reduce_scatter(
         this.#live(),
@@ -244,7 +245,7 @@ export class GlooBackend implements Backend {
     );
   }
 
-  reduceScatterBlocking(out: NativeBuffer, input: NativeBuffer, op: ReduceOp): void {
+  override reduceScatterBlocking(out: NativeBuffer, input: NativeBuffer, op: ReduceOp): void {
     const status = this.#lib.dt_gloo_reduce_scatter_blocking(
       this.#live(),
       out.ptr,
@@ -261,7 +262,7 @@ export class GlooBackend implements Backend {
   }
 
   /** A message over Gloo's unbound buffers, beside the collectives (csrc/gloo/p2p.cc). */
-  postP2P(message: P2PMessage): PostedP2P {
+  override postP2P(message: P2PMessage): PostedP2P {
     const lib = this.#lib;
     const ctx = this.#live();
     return postNative(lib, "dt_gloo", ctx, message, (status) => lastError(lib, ctx, status));

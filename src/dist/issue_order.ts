@@ -7,6 +7,7 @@
  */
 
 import type { Backend, Done, TensorLike } from "./backend.ts";
+import { entryOf } from "./backends.ts";
 import type { Tracked } from "./track.ts";
 import { Work } from "./work.ts";
 
@@ -66,7 +67,9 @@ export class IssueOrder {
     // during backward) while others run. Otherwise calls are chained: when nothing is in
     // flight the call starts at once, and one issued behind another starts when the
     // JavaScript thread next settles promises.
-    const started = backend.queued || this.#inFlight === 0 ? invoke() : this.#tail.then(invoke);
+    const started = entryOf(backend.name).queued || this.#inFlight === 0
+      ? invoke()
+      : this.#tail.then(invoke);
     this.#inFlight++;
     const done = started
       .then((timing) => tracked.end(timing))

@@ -8,6 +8,7 @@
  * @module
  */
 
+import { BaseBackend } from "./base_backend.ts";
 import {
   CollectiveDType,
   CollectiveReduceOp,
@@ -16,7 +17,6 @@ import {
 import { CudaStatus, type CudaSymbols } from "../../ffi/cuda.ts";
 import { cudaLastError, requireCuda } from "../tensor/device/mod.ts";
 import {
-  type Backend,
   type BackendInit,
   type NativeBuffer,
   type P2PMessage,
@@ -69,12 +69,13 @@ const leaked = new FinalizationRegistry<{ lib: CudaSymbols; ctx: Deno.PointerVal
  * An NCCL communicator over one GPU per rank. Created by the process group
  * (`initProcessGroup({ backend: "nccl" })`); buffers are device pointers of `cuda:<device>`.
  */
-export class NcclBackend implements Backend {
+export class NcclBackend extends BaseBackend {
   readonly name = "nccl";
   #lib: CudaSymbols;
   #ctx: Deno.PointerValue;
 
   private constructor(lib: CudaSymbols, ctx: Deno.PointerValue) {
+    super();
     this.#lib = lib;
     this.#ctx = ctx;
     leaked.register(this, { lib, ctx }, this);
@@ -194,7 +195,7 @@ export class NcclBackend implements Backend {
    * as the awaited one). FSDP's forward then computes on what it gathered; the next forward's
    * gather is not prefetched (this backend cannot start one on a thread of its own yet).
    */
-  allGatherBlocking(outs: NativeBuffer[], input: NativeBuffer): void {
+  override allGatherBlocking(outs: NativeBuffer[], input: NativeBuffer): void {
     this.#now((ctx) =>
       this.#lib.dt_nccl_allgather_blocking(
         ctx,
@@ -208,7 +209,7 @@ export class NcclBackend implements Backend {
   }
 
   /** The all-reduce on the JavaScript thread, as `allGatherBlocking` (tensor parallelism). */
-  allReduceBlocking(buf: NativeBuffer, op: ReduceOp): void {
+  override allReduceBlocking(buf: NativeBuffer, op: ReduceOp): void {
     this.#now((ctx) =>
       this.#lib.dt_nccl_allreduce_blocking(
         ctx,
@@ -221,7 +222,7 @@ export class NcclBackend implements Backend {
   }
 
   /** The reduce-scatter on the JavaScript thread, as `allGatherBlocking` (tensor parallelism). */
-  reduceScatterBlocking(out: NativeBuffer, input: NativeBuffer, op: ReduceOp): void {
+  override reduceScatterBlocking(out: NativeBuffer, input: NativeBuffer, op: ReduceOp): void {
     this.#now((ctx) =>
       this.#lib.dt_nccl_reduce_scatter_blocking(
         ctx,
@@ -234,7 +235,7 @@ export class NcclBackend implements Backend {
     );
   }
 
-  reduceScatter(out: NativeBuffer, input: NativeBuffer, op: ReduceOp): Promise<void> {
+  override reduceScatter(out: NativeBuffer, input: NativeBuffer, op: ReduceOp): Promise<void> {
     return this.#run((ctx) =>
       this.#lib.dt_nccl_reduce_scatter(
         ctx,
@@ -263,7 +264,7 @@ export class NcclBackend implements Backend {
   });
 
   /** A message in this turn's NCCL group; its shape is not checked on NCCL (nccl_p2p.cu). */
-  postP2P(message: P2PMessage): PostedP2P {
+  override postP2P(message: P2PMessage): PostedP2P {
     if (this.#ctx === null) throw new DistError("broken", "nccl backend is closed");
     return this.#groups.post(message);
   }

@@ -75,7 +75,7 @@ function prepare(
     throw invalid(`${what}: tensor shape [${shape}] is not a list of sizes`);
   }
   return () => {
-    const posted = backend.postP2P!({ kind, peer: at, buf, tag, shape });
+    const posted = backend.postP2P({ kind, peer: at, buf, tag, shape });
     t.storage?.retain();
     const me = group.ranks[group.rank];
     const tracked = trackPointToPoint(group.name, kind, t, nbytes(buf), me, peer, tag).start();

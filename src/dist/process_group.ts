@@ -17,13 +17,14 @@ import {
 } from "./arguments.ts";
 import type { Backend, Done, DType, ReduceOp, SharedBlock, TensorLike } from "./backend.ts";
 import { nbytes } from "./backend.ts";
-import { type Capability, CAPABILITY_NAMES, type Connected, entryOf } from "./backends.ts";
+import { type Capability, type Connected, entryOf } from "./backends.ts";
+import { CallingThreadCollectives } from "./calling_thread.ts";
+import { lacks } from "./capabilities.ts";
 import { DistError } from "./errors.ts";
 import { route } from "./route.ts";
 import { IssueOrder } from "./issue_order.ts";
 import { trackTensor } from "./track.ts";
-import { BlockingWork, type Work } from "./work.ts";
-import { diagnoseLater, orDiagnoseLater } from "./_pending_diagnosis.ts";
+import type { BlockingWork, Work } from "./work.ts";
 
 /**
  * Turns a collective's failure into the error its Work rejects with (see init.ts).
@@ -50,8 +51,8 @@ export class ProcessGroup {
   #diagnose: Diagnose;
   #order: IssueOrder;
   #destroyed = false;
-  /** Collectives started on a native thread and not yet waited for. */
-  #started = new Set<BlockingWork>();
+  /** The `...Blocking` collectives and `allGatherStart`. */
+  #callingThread: CallingThreadCollectives;
 
   /**
    * Creates a `ProcessGroup`.
@@ -76,6 +77,7 @@ export class ProcessGroup {
     this.#connected = connected;
     this.#diagnose = diagnose;
     this.#order = new IssueOrder((err) => diagnose(err, this));
+    this.#callingThread = new CallingThreadCollectives(this, this.#order);
   }
 
   /** Name of the backend ("shm", "gloo", "shm+gloo", "nccl", "emu", "auto"); "none" off-group. */
@@ -115,12 +117,7 @@ export class ProcessGroup {
    *   DistError, naming the collective and, for a dead or missing peer, its global rank.
    */
   allReduceBlocking(t: TensorLike, op: ReduceOp = "sum"): void {
-    const what = "allReduceBlocking";
-    const buf = bufferOf(what, "tensor", t);
-    checkOp(what, op, buf.dtype);
-    const backend = this.#blocking(what, [t], "allReduceBlocking");
-    trackTensor(this.name, "allReduce", t, nbytes(buf))
-      .run(() => orDiagnoseLater(this, () => backend.allReduceBlocking!(buf, op)));
+    this.#callingThread.allReduce(t, op);
   }
 
   /**
@@ -129,7 +126,10 @@ export class ProcessGroup {
    * emu). DDP reduces its last bucket blocking only then.
    */
   get canAllReduceBlocking(): boolean {
-    return this.#everyBackend((b) => entryOf(b.name).capabilities.allReduceBlocking && !!b.queued);
+    return this.#everyBackend((b) => {
+      const row = entryOf(b.name);
+      return row.capabilities.allReduceBlocking && row.queued;
+    });
   }
 
   /**
@@ -182,11 +182,7 @@ export class ProcessGroup {
    * transport knows it).
    */
   allGatherBlocking(out: TensorLike | TensorLike[], t: TensorLike): void {
-    const what = "allGatherBlocking";
-    const { outs, input } = gatherBuffers(what, this.size, out, t);
-    const backend = this.#blocking(what, [...[out].flat(), t], "allGatherBlocking");
-    trackTensor(this.name, "allGather", t, this.size * nbytes(input))
-      .run(() => orDiagnoseLater(this, () => backend.allGatherBlocking!(outs, input)));
+    this.#callingThread.allGather(out, t);
   }
 
   /** Whether this group's backend has `allGatherStart` (Gloo does; FSDP prefetches with it). */
@@ -201,50 +197,7 @@ export class ProcessGroup {
    * flight when it is called; a failure throws from `waitBlocking`.
    */
   allGatherStart(out: TensorLike | TensorLike[], t: TensorLike): BlockingWork {
-    const what = "allGatherStart";
-    const { outs, input } = gatherBuffers(what, this.size, out, t);
-    const tensors = [...[out].flat(), t];
-    const backend = this.#idle(what, tensors, "allGatherStart");
-    for (const x of tensors) x.storage?.retain();
-    const release = () => tensors.forEach((x) => x.storage?.release());
-    // Timed from the start to the end of the wait: the backend does not say when the bytes moved.
-    const bytes = this.size * nbytes(input);
-    const tracked = trackTensor(this.name, "allGather", t, bytes, { started: true }).start();
-    let started;
-    try {
-      started = backend.allGatherStart!(outs, input);
-    } catch (err) {
-      release();
-      tracked.fail(err);
-      throw err;
-    }
-    const work = new BlockingWork(started, (err) => {
-      this.#started.delete(work);
-      release();
-      tracked.settle(err);
-      if (err !== undefined) diagnoseLater(err, this);
-    });
-    this.#started.add(work);
-    return work;
-  }
-
-  /**
-   * The backend for a blocking call on `tensors`: one with its own issue queue orders the call
-   * after everything issued before it; another needs nothing in flight (`#idle`).
-   */
-  #blocking(what: string, tensors: TensorLike[], needs: Capability): Backend {
-    const backend = this.serving(what, tensors, needs);
-    return backend.queued ? backend : this.#idle(what, tensors, needs);
-  }
-
-  /** The backend for `tensors`, when nothing issued earlier is still queued behind this thread. */
-  #idle(what: string, tensors: TensorLike[], needs: Capability): Backend {
-    const backend = this.serving(what, tensors, needs);
-    const inFlight = this.#order.inFlight;
-    if (inFlight > 0) {
-      throw invalid(`${what}: ${inFlight} collective(s) still in flight; await them first`);
-    }
-    return backend;
+    return this.#callingThread.startAllGather(out, t);
   }
 
   /**
@@ -273,11 +226,7 @@ export class ProcessGroup {
    * @throws DistError as `allReduceBlocking`.
    */
   reduceScatterBlocking(out: TensorLike, input: TensorLike, op: ReduceOp = "sum"): void {
-    const what = "reduceScatterBlocking";
-    const { o, i } = scatterBuffers(what, this.size, out, input, op);
-    const backend = this.#blocking(what, [out, input], "reduceScatterBlocking");
-    trackTensor(this.name, "reduceScatter", input, nbytes(i))
-      .run(() => orDiagnoseLater(this, () => backend.reduceScatterBlocking!(o, i, op)));
+    this.#callingThread.reduceScatter(out, input, op);
   }
 
   /**
@@ -307,7 +256,7 @@ export class ProcessGroup {
     await this.#enqueue(
       what,
       async (b) => {
-        block = await b.allocShared!(count, dtype);
+        block = await b.allocShared(count, dtype);
       },
       [],
       0,
@@ -320,13 +269,7 @@ export class ProcessGroup {
     if (this.#destroyed) return;
     this.#destroyed = true;
     await this.#order.drained();
-    for (const work of [...this.#started]) {
-      try {
-        work.waitBlocking();
-      } catch {
-        // Its failure is its waiter's to report.
-      }
-    }
+    this.#callingThread.waitStarted();
     this.#connected?.backends.forEach((b) => b.close());
     this.#connected = null;
   }
@@ -381,7 +324,7 @@ export class ProcessGroup {
     const devices = tensors.map((t) => t.device);
     const backend = route(what, this.#member(what), memoryOf(what, tensors), devices);
     if (needs !== undefined && !entryOf(backend.name).capabilities[needs]) {
-      throw invalid(`${what}: the ${backend.name} backend has no ${CAPABILITY_NAMES[needs]}`);
+      throw lacks(what, backend.name, needs);
     }
     return backend;
   }

@@ -10,6 +10,7 @@
  * @module
  */
 
+import { BaseBackend } from "./base_backend.ts";
 import {
   CollectiveDType,
   CollectiveReduceOp,
@@ -17,7 +18,6 @@ import {
 } from "../../ffi/collective_codes.ts";
 import { loadShm, type ShmSymbols } from "../../ffi/shm.ts";
 import {
-  type Backend,
   type BackendInit,
   type DType,
   type NativeBuffer,
@@ -50,6 +50,18 @@ const unmapOnCollect = new FinalizationRegistry<{ lib: ShmSymbols; handle: Deno.
 );
 
 /**
+ * Whether the shared-memory transport keeps its own issue queue (the `queued` of its rows in
+ * backends.ts). On by default: the process group hands every call over the moment it is made, even from
+ * synchronous code, so each DDP bucket's all-reduce starts as soon as its gradients are in,
+ * while backward goes on. Env DTRAIN_SHM_QUEUE=0 chains calls as for Gloo instead (a call
+ * issued while none runs starts at once); on our 2-core machines the two measure the same
+ * (BENCHMARKS.md, "Shared memory between ranks").
+ */
+export function shmQueued(): boolean {
+  return Deno.env.get("DTRAIN_SHM_QUEUE") !== "0";
+}
+
+/**
  * A shared-memory communicator over the ranks of one host. Created by the process group when
  * every member shares this host (the "shm" row of backends.ts; `DTRAIN_SHM=0` turns it off).
  *
@@ -78,16 +90,8 @@ const unmapOnCollect = new FinalizationRegistry<{ lib: ShmSymbols; handle: Deno.
  * await server.close();
  * ```
  */
-export class ShmBackend implements Backend {
+export class ShmBackend extends BaseBackend {
   readonly name = "shm";
-  /**
-   * On by default: the process group hands every call over the moment it is made, even from
-   * synchronous code, so each DDP bucket's all-reduce starts as soon as its gradients are in,
-   * while backward goes on. Env DTRAIN_SHM_QUEUE=0 chains calls as for Gloo instead (a call
-   * issued while none runs starts at once); on our 2-core machines the two measure the same
-   * (BENCHMARKS.md, "Shared memory between ranks").
-   */
-  readonly queued = Deno.env.get("DTRAIN_SHM_QUEUE") !== "0";
   #lib: ShmSymbols;
   #ctx: Deno.PointerValue;
   /** The waits of started gathers not yet waited for. */
@@ -101,6 +105,7 @@ export class ShmBackend implements Backend {
   #clockOffsetUs: number;
 
   private constructor(lib: ShmSymbols, ctx: Deno.PointerValue) {
+    super();
     this.#lib = lib;
     this.#ctx = ctx;
     this.#clockOffsetUs = nowUs() - lib.dt_shm_clock_us();
@@ -221,7 +226,7 @@ export class ShmBackend implements Backend {
    * issued earlier has ended, never waiting for a turn that only the event loop would give
    * ([Note: blocking collectives] in csrc/shm/internal.h); a dead peer is named at once.
    */
-  allGatherBlocking(outs: NativeBuffer[], input: NativeBuffer): void {
+  override allGatherBlocking(outs: NativeBuffer[], input: NativeBuffer): void {
     this.#now((ctx) =>
       this.#lib.dt_shm_allgather_blocking(
         ctx,
@@ -235,7 +240,7 @@ export class ShmBackend implements Backend {
   }
 
   /** The all-reduce on the JavaScript thread, returning when done, as `allGatherBlocking`. */
-  allReduceBlocking(buf: NativeBuffer, op: ReduceOp): OpTiming {
+  override allReduceBlocking(buf: NativeBuffer, op: ReduceOp): OpTiming {
     const timing = new Float64Array(2);
     this.#now((ctx) =>
       this.#lib.dt_shm_allreduce_blocking(
@@ -251,7 +256,7 @@ export class ShmBackend implements Backend {
   }
 
   /** The reduce-scatter on the JavaScript thread, returning when done, as `allGatherBlocking`. */
-  reduceScatterBlocking(out: NativeBuffer, input: NativeBuffer, op: ReduceOp): OpTiming {
+  override reduceScatterBlocking(out: NativeBuffer, input: NativeBuffer, op: ReduceOp): OpTiming {
     const timing = new Float64Array(2);
     this.#now((ctx) =>
       this.#lib.dt_shm_reduce_scatter_blocking(
@@ -275,7 +280,7 @@ export class ShmBackend implements Backend {
   }
 
   /** The all-gather on a native thread of its own; collectives issued afterwards run after it. */
-  allGatherStart(outs: NativeBuffer[], input: NativeBuffer): StartedCollective {
+  override allGatherStart(outs: NativeBuffer[], input: NativeBuffer): StartedCollective {
     const handle = new BigUint64Array(1);
     this.#now((ctx) =>
       this.#lib.dt_shm_allgather_start(
@@ -299,7 +304,7 @@ export class ShmBackend implements Backend {
     }, () => this.#lib.dt_shm_work_free(work));
   }
 
-  reduceScatter(out: NativeBuffer, input: NativeBuffer, op: ReduceOp): Promise<OpTiming> {
+  override reduceScatter(out: NativeBuffer, input: NativeBuffer, op: ReduceOp): Promise<OpTiming> {
     return this.#run((ctx, t, timing) =>
       this.#lib.dt_shm_reduce_scatter(
         ctx,
@@ -315,7 +320,7 @@ export class ShmBackend implements Backend {
   }
 
   /** A message through the pair's channel in the segment, beside the collectives (csrc/shm/p2p.cc). */
-  postP2P(message: P2PMessage): PostedP2P {
+  override postP2P(message: P2PMessage): PostedP2P {
     const lib = this.#lib;
     const ctx = this.#live();
     return postNative(lib, "dt_shm", ctx, message, (status) => lastError(lib, ctx, status));
@@ -330,7 +335,7 @@ export class ShmBackend implements Backend {
    * per rank, which all-reduces on this rank's part reduce in place. It outlives the backend; a
    * block dropped without `free` is unmapped once collected.
    */
-  async allocShared(count: number, dtype: DType): Promise<SharedBlock> {
+  override async allocShared(count: number, dtype: DType): Promise<SharedBlock> {
     const out = new BigUint64Array(1);
     await this.#run(
       (ctx, t, timing) =>

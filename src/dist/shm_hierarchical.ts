@@ -7,6 +7,7 @@
  * @module
  */
 
+import { BaseBackend } from "./base_backend.ts";
 import {
   type Backend,
   type BackendInit,
@@ -61,7 +62,7 @@ function divideInPlace(buf: NativeBuffer, divisor: number): void {
  * A hierarchical communicator: the "shm+gloo" row of backends.ts, chosen when the group spans
  * hosts and some host runs more than one member.
  */
-export class HierarchicalBackend implements Backend {
+export class HierarchicalBackend extends BaseBackend {
   readonly name = "shm+gloo";
   #size: number;
   #rank: number;
@@ -79,6 +80,7 @@ export class HierarchicalBackend implements Backend {
     local: ShmBackend | null,
     leaders: GlooBackend | null,
   ) {
+    super();
     this.#size = init.size;
     this.#rank = init.rank;
     this.#hosts = hosts;
@@ -162,7 +164,7 @@ export class HierarchicalBackend implements Backend {
    * The all-reduce on the JavaScript thread, in the same three steps as `allReduce`, each the
    * blocking call of its transport.
    */
-  allReduceBlocking(buf: NativeBuffer, op: ReduceOp): void {
+  override allReduceBlocking(buf: NativeBuffer, op: ReduceOp): void {
     const inner = op === "avg" ? "sum" : op;
     this.#blocking(false, this.#local, (l) => l.allReduceBlocking(buf, inner));
     this.#blocking(true, this.#leaders, (l) => l.allReduceBlocking(buf, inner));
@@ -194,7 +196,7 @@ export class HierarchicalBackend implements Backend {
    * padded to the largest host's, since hosts may run different numbers of ranks), then the
    * whole result broadcast from each leader to its host's members.
    */
-  allGatherBlocking(outs: NativeBuffer[], input: NativeBuffer): void {
+  override allGatherBlocking(outs: NativeBuffer[], input: NativeBuffer): void {
     const bytes = nbytes(input);
     const members = this.#hosts[this.#myHost];
     const widest = Math.max(...this.#hosts.map((h) => h.length));
@@ -258,7 +260,11 @@ export class HierarchicalBackend implements Backend {
     else this.#leaders?.close();
   }
 
-  async reduceScatter(out: NativeBuffer, input: NativeBuffer, op: ReduceOp): Promise<void> {
+  override async reduceScatter(
+    out: NativeBuffer,
+    input: NativeBuffer,
+    op: ReduceOp,
+  ): Promise<void> {
     const staging = new Uint8Array(bytesOf(input));
     await this.allReduce(bufferOver(staging, input), op);
     const bytes = nbytes(out);
@@ -266,7 +272,7 @@ export class HierarchicalBackend implements Backend {
   }
 
   /** The reduce-scatter on the JavaScript thread, through `allReduceBlocking` as `reduceScatter`. */
-  reduceScatterBlocking(out: NativeBuffer, input: NativeBuffer, op: ReduceOp): void {
+  override reduceScatterBlocking(out: NativeBuffer, input: NativeBuffer, op: ReduceOp): void {
     const staging = new Uint8Array(bytesOf(input));
     this.allReduceBlocking(bufferOver(staging, input), op);
     const bytes = nbytes(out);
@@ -284,7 +290,7 @@ export class HierarchicalBackend implements Backend {
    * two hosts' leaders. Other ranks on other hosts have no connection to each other (every step
    * across hosts goes through the leaders), so a message between them is refused, saying so.
    */
-  postP2P(message: P2PMessage): PostedP2P {
+  override postP2P(message: P2PMessage): PostedP2P {
     if (this.#broken) throw this.#broken;
     const peer = message.peer;
     const host = this.#hostOf[peer];

@@ -8,11 +8,13 @@ import {
   entryOf,
   REQUESTS,
 } from "../../src/dist/backends.ts";
+import { BaseBackend } from "../../src/dist/base_backend.ts";
 import { GlooBackend } from "../../src/dist/gloo.ts";
 import { EmuBackend } from "../../src/dist/emu.ts";
 import { destroyProcessGroup, DistError, initProcessGroup } from "../../src/dist/mod.ts";
 import { NcclBackend } from "../../src/dist/nccl.ts";
 import { ShmBackend } from "../../src/dist/shm.ts";
+import { StoreServer } from "../../src/dist/store/server.ts";
 import { HierarchicalBackend } from "../../src/dist/shm_hierarchical.ts";
 import { tensor } from "../../src/tensor/creation.ts";
 import { freePort } from "../_harness/ranks.ts";
@@ -37,17 +39,60 @@ const CLASSES: Record<Exclude<BackendKind, "auto">, { prototype: object }> = {
   emu: EmuBackend,
 };
 
-Deno.test("every row's capabilities are exactly the methods its communicator has", () => {
+Deno.test("every row's capabilities are exactly the methods its communicator overrides", () => {
+  const base = BaseBackend.prototype as unknown as Record<string, unknown>;
   for (const [name, cls] of Object.entries(CLASSES)) {
     const { capabilities } = entryOf(name);
     for (const [capability, method] of Object.entries(METHODS)) {
-      const has = typeof (cls.prototype as Record<string, unknown>)[method] === "function";
+      const own = (cls.prototype as Record<string, unknown>)[method];
+      const has = typeof own === "function" && own !== base[method];
       assert.equal(
         capabilities[capability as Capability],
         has,
         `${name}: the table says ${capability} is ${!has}, the class says ${has}`,
       );
     }
+  }
+});
+
+Deno.test("a method a backend lacks throws the error its row gives, naming the call and the backend", async () => {
+  const store = StoreServer.listen({ hostname: "127.0.0.1", port: 0, token: "t" });
+  const gloo = await GlooBackend.connect({
+    rank: 0,
+    size: 1,
+    globalRanks: [0],
+    storeHost: "127.0.0.1",
+    storePort: store.port,
+    token: "t",
+    prefix: "lacks/",
+    host: "127.0.0.1",
+    iface: "",
+    timeoutMs: 5000,
+  });
+  try {
+    await assert.rejects(
+      gloo.allocShared(1, "f32"),
+      (e: DistError) =>
+        e instanceof DistError && e.code === "invalid" &&
+        e.message === "allocShared: the gloo backend has no shared memory",
+    );
+  } finally {
+    gloo.close();
+    await store.close();
+  }
+});
+
+Deno.test("the rows say which communicators keep their own issue queue (shared memory's unless DTRAIN_SHM_QUEUE=0)", () => {
+  const queued = () =>
+    (Object.keys(BACKENDS) as BackendKind[]).filter((name) => BACKENDS[name].queued);
+  assert.deepEqual(queued(), ["shm", "emu"]);
+  const before = Deno.env.get("DTRAIN_SHM_QUEUE");
+  Deno.env.set("DTRAIN_SHM_QUEUE", "0");
+  try {
+    assert.deepEqual(queued(), []);
+  } finally {
+    if (before === undefined) Deno.env.delete("DTRAIN_SHM_QUEUE");
+    else Deno.env.set("DTRAIN_SHM_QUEUE", before);
   }
 });
 
