@@ -7,11 +7,11 @@
 #   scripts/cuda_host_coverage.sh [TEST_FILE_OR_FOLDER...]
 #
 # The default files are tests/cuda/ and every other test file that declares gpuTest or deviceTest
-# (the NCCL ones, tests/cuda/train_test.ts and nccl_shim_test.ts, among them), less two that run
-# their GPU tests in children on libraries of their own, so that minutes of them would count
-# nothing here: tests/cuda/host_build_test.ts (mutant and sanitizer builds) and this script's own
-# test. The child processes of a test (the ranks of a distributed one) load the same library, and
-# their counts are added to the parent's.
+# (the NCCL ones, tests/train/train_cuda_test.ts and tests/cuda/nccl_shim_test.ts, among them),
+# less two that run their GPU tests in children on libraries of their own, so that minutes of them
+# would count nothing here: tests/cuda/host_build_test.ts (mutant and sanitizer builds) and this
+# script's own test. The child processes of a test (the ranks of a distributed one) load the same
+# library, and their counts are added to the parent's.
 # The exit status is the test run's: a failed test is reported, and the coverage still printed.
 set -euo pipefail
 export NO_COLOR=1

@@ -32,11 +32,12 @@
 #
 # Steps: 1. unpack .device/; 2. the machine (GPU, driver, nvcc, python3, the wheels' libraries;
 # not torch, whose import can take seconds: the PyTorch benchmark reports its version); 3. build;
-# 4. CUDA available; 5. tests (tests/cuda but train_test.ts and host_build_test.ts, which checks
-# the host build itself: every op against the CPU at f32 rel err <= 1e-5 and bf16 <= 2e-2,
-# attention, a DataLoader batch through pinned memory equal to the CPU batch, the train job on
-# cuda against the cpu under DDP, FSDP and --pp over NCCL; each subprocess there has 45 s);
-# 6. train (tests/cuda/train_test.ts: a GPT step against the cpu, DDP's gradients over a real
+# 4. CUDA available; 5. tests (tests/cuda but host_build_test.ts, which checks the host build
+# itself, and every tests/*/*_cuda_test.ts but train_cuda_test.ts: every op against the CPU at f32
+# rel err <= 1e-5 and bf16 <= 2e-2, attention, a DataLoader batch through pinned memory equal to
+# the CPU batch, the train job on cuda against the cpu under DDP, FSDP and --pp over NCCL; each
+# subprocess there has 45 s);
+# 6. train (tests/train/train_cuda_test.ts: a GPT step against the cpu, DDP's gradients over a real
 # NCCL group on every visible GPU, FSDP over NCCL; each subprocess there has 45 s and each
 # in-process NCCL call 30 s, so an NCCL hang costs at most 45 s); 7. the GPT-2 small benchmark,
 # dtrain (scripts/gpu_bench.ts) then 8. PyTorch eager (scripts/gpu_bench_torch.py), bf16.
@@ -120,7 +121,8 @@ if [[ ${1:-} == --pack ]]; then
     xz -T0 -6 -c "$deno" >.device/deno.xz
   fi
   DENO_DIR=$stage/deno_dir "$deno" cache mod.ts src/train/main.ts src/launch/main.ts \
-    scripts/gpu_bench.ts tests/cuda/*.ts tests/cuda/workers/*.ts >"$stage/cache.log" 2>&1 || { cat "$stage/cache.log" >&2; exit 1; }
+    scripts/gpu_bench.ts tests/cuda/*.ts tests/cuda/workers/*.ts tests/*/*_cuda_test.ts \
+    tests/*/workers/*_cuda.ts >"$stage/cache.log" 2>&1 || { cat "$stage/cache.log" >&2; exit 1; }
   tar -C "$stage/deno_dir" -cf - . | xz -T0 -6 >.device/deno_dir.tar.xz
   rm -rf .device/deno_dir
 
@@ -310,11 +312,14 @@ fi
 # --no-check: the types are checked where the code is developed; here that would only cost time.
 # gpu_check_test.ts checks this script offline (shellcheck, which a GPU image seldom has).
 test_flags=(-A --no-check --v8-flags=--expose-gc)
-step tests 110 "CUDA tests (tests/cuda but train_test.ts)" deno test "${test_flags[@]}" \
-  --ignore=tests/cuda/train_test.ts,tests/cuda/gpu_check_test.ts,tests/cuda/host_build_test.ts \
-  tests/cuda/
-step train 80 "CUDA training tests (tests/cuda/train_test.ts, NCCL)" deno test "${test_flags[@]}" \
-  tests/cuda/train_test.ts
+# A test of a concept on cuda sits beside the concept, named for the device: tests/nn/gpt_cuda_test.ts.
+cuda_tests=(tests/*/*_cuda_test.ts)
+step tests 110 "CUDA tests (tests/cuda and tests/*/*_cuda_test.ts but train_cuda_test.ts)" \
+  deno test "${test_flags[@]}" \
+  --ignore=tests/train/train_cuda_test.ts,tests/cuda/gpu_check_test.ts,tests/cuda/host_build_test.ts \
+  tests/cuda/ "${cuda_tests[@]}"
+step train 80 "CUDA training tests (tests/train/train_cuda_test.ts, NCCL)" \
+  deno test "${test_flags[@]}" tests/train/train_cuda_test.ts
 
 step bench-dtrain 85 "benchmark: dtrain GPT-2 small, bf16" \
   deno run -A --v8-flags=--expose-gc scripts/gpu_bench.ts --batch 8 --steps 10

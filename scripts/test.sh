@@ -22,7 +22,7 @@ fi
 # The long GPU tests on the host build (a kernel's block threads run as fibers: the 300k-row
 # cross-entropy alone takes over a minute; the train job's agreement with the cpu runs real jobs)
 # run beside the static checks, which leave a core idle, and are counted with the rest.
-long_gpu_tests=(tests/cuda/reductions_test.ts tests/cuda/train_agree_test.ts tests/cuda/pp_train_test.ts)
+long_gpu_tests=(tests/cuda/reductions_test.ts tests/train/train_agree_cuda_test.ts tests/train/pp_train_cuda_test.ts)
 long_log=build/test-long-gpu.log
 long_pid=""
 main_tests=(tests/)

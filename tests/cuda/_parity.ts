@@ -8,7 +8,8 @@
 
 import assert from "node:assert/strict";
 import { manualSeed, rand, type Tensor } from "../../mod.ts";
-import { deviceTest, relativeError } from "./_gpu.ts";
+import { deviceTest } from "../_harness/devices.ts";
+import { maxRelativeError } from "../_harness/close.ts";
 
 /** The largest relative error allowed between f32 results of cpu and an accelerator. */
 export const F32_TOL = 1e-5;
@@ -66,7 +67,7 @@ export function assertCloseF32(
   // The relative error of the finite elements (the others are equal).
   const finite = (a: ArrayLike<number>) =>
     special ? Array.from(a, (v) => Number.isFinite(v) ? v : 0) : a;
-  const err = relativeError(finite(actual), finite(expected));
+  const err = maxRelativeError(finite(actual), finite(expected));
   assert.ok(err <= F32_TOL, `${what}: rel err ${err}`);
 }
 

@@ -8,7 +8,7 @@ import { tensor } from "../../mod.ts";
 import { allReduce, destroyProcessGroup, initProcessGroup } from "../../src/dist/mod.ts";
 import { freePort } from "../_harness/ranks.ts";
 import { ROOT } from "../_harness/processes.ts";
-import { claimingGpu, deviceTest, hasGpu, isHostBuild } from "./_gpu.ts";
+import { claimingGpu, deviceTest, hasGpu, isHostBuild } from "../_harness/devices.ts";
 
 /** The library a process without a GPU opens: the real one where it was built, else none. */
 const REAL_LIBRARY = `${ROOT}build/libdtrain_cuda.so`;

@@ -1,10 +1,10 @@
 // scripts/gpu_check.sh, checked where it is written: it parses, shellcheck finds nothing, its
-// steps' time limits (each with the grace `timeout --kill-after` gives) fit the 9 minutes the
-// check promises, it writes its results where it is told (a relative path being the caller's) and
-// ends with its summary line, and its judge counts a skipped test or benchmark as a failure where
-// a GPU is visible. (The GPU steps need a GPU machine; the machine and cuda steps run here.) With
-// --host its build, cuda and training steps run here for real, on the host build of the CUDA
-// library, and pass (its tests step is the rest of tests/cuda, which the suite runs anyway).
+// steps' time limits (each with the grace `timeout --kill-after` gives) fit the 9 minutes the check
+// promises, it writes its results where it is told (a relative path being the caller's) and ends
+// with its summary line, and its judge counts a skipped test or benchmark as a failure where a GPU
+// is visible. (The GPU steps need a GPU machine; the machine and cuda steps run here.) With --host
+// its build, cuda and training steps run here for real, on the host build of the CUDA library, and
+// pass (its tests step is the rest of the CUDA tests, which the suite runs anyway).
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -69,7 +69,7 @@ Deno.test("gpu_check.sh's step limits, with kill grace and the GPU count, add up
   // The header states the same sum.
   assert.match(text, new RegExp(`= ${total} s <= 540 s`));
   // An NCCL hang in the training tests costs at most 45 s: their subprocesses' limit.
-  const train = Deno.readTextFileSync(join(ROOT, "tests/cuda/train_test.ts"));
+  const train = Deno.readTextFileSync(join(ROOT, "tests/train/train_cuda_test.ts"));
   assert.match(train, /^const SUBPROCESS_MS = 45_000;$/m);
   assert.doesNotMatch(train, /timeoutMs: \d/, "every timeout there is one of the two constants");
 });
@@ -175,7 +175,10 @@ Deno.test({
     // Its devices count as GPUs: a skipped GPU test would fail the training step.
     assert.match(results, /^\d+ GPU\(s\): /m);
     assert.match(results, /^-- cuda available: passed/m);
-    assert.match(results, /^-- CUDA training tests \(tests\/cuda\/train_test\.ts, NCCL\): passed/m);
+    assert.match(
+      results,
+      /^-- CUDA training tests \(tests\/train\/train_cuda_test\.ts, NCCL\): passed/m,
+    );
     assert.doesNotMatch(results, /== benchmark/);
     const lines = results.trimEnd().split("\n");
     assert.match(lines.at(-2)!, /^== done in \d+s; results in .*\/results\.txt$/);

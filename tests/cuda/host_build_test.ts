@@ -129,10 +129,10 @@ const BUGS: PlantedBug[] = [{
     from: "  cudaCheck(cudaStreamWaitEvent(dev->compute, slot->copied, 0));\n",
     to: "",
   },
-  // A loss computed on each batch as the loader yields it. (pin_memory_test.ts's "a kernel queued
-  // right after a batch arrives" collects every batch before its first sum, by which time the
-  // copies have landed, so it passes on this mutant.)
-  file: "tests/cuda/module_to_test.ts",
+  // A loss computed on each batch as the loader yields it. (pin_memory_cuda_test.ts's "a kernel
+  // queued right after a batch arrives" collects every batch before its first sum, by which time
+  // the copies have landed, so it passes on this mutant.)
+  file: "tests/nn/module_to_cuda_test.ts",
   test: "a bare family name is device 0 for models, tensors and the DataLoader [cuda]",
 }, {
   what: "layer norm's mean leaves out each row's last column",
@@ -141,7 +141,7 @@ const BUGS: PlantedBug[] = [{
     from: "c < cols; c += blockDim.x) s += in[c];",
     to: "c < cols - 1; c += blockDim.x) s += in[c];",
   },
-  file: "tests/cuda/ops_test.ts",
+  file: "tests/tensor/ops_cuda_test.ts",
   test: "layerNorm on the accelerator matches cpu (rel err <= 0.00001) [cuda]",
 }];
 
@@ -158,11 +158,11 @@ for (const bug of BUGS) {
 }
 
 Deno.test({
-  ...named("the kernel tests of ops_test.ts pass under AddressSanitizer", noAsan),
+  ...named("the kernel tests of ops_cuda_test.ts pass under AddressSanitizer", noAsan),
   fn: async () => {
     const ldd = await run("ldd", [ASAN_LIB], { timeoutMs: 30_000 });
     assert.match(ldd.out, /libasan\.so/, `${ASAN_LIB} is not instrumented:\n${ldd.out}`);
-    const result = await denoTest(ASAN_LIB, "tests/cuda/ops_test.ts", "[cuda]", preload!);
+    const result = await denoTest(ASAN_LIB, "tests/tensor/ops_cuda_test.ts", "[cuda]", preload!);
     assert.doesNotMatch(result.out, /Sanitizer|runtime error/);
     assert.equal(result.code, 0, result.out);
     assert.match(result.out, /^ok \| (\d{2,}) passed \| 0 failed/m);
@@ -172,7 +172,7 @@ Deno.test({
 Deno.test({
   ...named("AddressSanitizer names the kernel of a planted out-of-bounds read", noAsan),
   fn: async () => {
-    const file = "tests/cuda/ops_test.ts";
+    const file = "tests/tensor/ops_cuda_test.ts";
     // 64 x 64 f32 elements: 16 KiB, a multiple of the 256 bytes the runtime rounds blocks up to,
     // so the element past the end lies in ASan's redzone and not in the rounding.
     const test = "dropout keeps the cpu's elements (same counter RNG) on the accelerator " +

@@ -1,10 +1,10 @@
-// The indexing kernels of the CUDA library that ops_test.ts leaves out, each reached through the
-// public API with the same inputs on cpu and on each accelerator: gather and its scatter-add,
-// indexSelect and its index-add, cat and stack (the block copy), where and maskedFill, tril and
-// triu, the views whose gradients are written into a strided place (narrow, select, split,
-// chunk), and the row gathers of the datasets. Indices repeat, operands broadcast, tensors are
-// empty; an index out of range fails on cpu at once and on an accelerator at the next read.
-// The elementwise counterparts are in kernel_parity_test.ts.
+// The indexing kernels of the CUDA library that tests/tensor/ops_cuda_test.ts leaves out, each
+// reached through the public API with the same inputs on cpu and on each accelerator: gather and
+// its scatter-add, indexSelect and its index-add, cat and stack (the block copy), where and
+// maskedFill, tril and triu, the views whose gradients are written into a strided place (narrow,
+// select, split, chunk), and the row gathers of the datasets. Indices repeat, operands broadcast,
+// tensors are empty; an index out of range fails on cpu at once and on an accelerator at the next
+// read. The elementwise counterparts are in kernel_parity_test.ts.
 import assert from "node:assert/strict";
 import {
   cat,
@@ -22,7 +22,7 @@ import {
   where,
   zeros,
 } from "../../mod.ts";
-import { deviceTest } from "./_gpu.ts";
+import { deviceTest } from "../_harness/devices.ts";
 import { assertCloseF32, assertReportedAtRead, parity } from "./_parity.ts";
 
 const i32 = (values: number[], shape = [values.length]) => tensor(values, shape, { dtype: "i32" });

@@ -1,7 +1,7 @@
-// The elementwise kernels of the CUDA library that ops_test.ts leaves out, each reached through
-// the public API with the same inputs on cpu and on each accelerator: clamp, abs, maximum and
-// minimum, max and min (over everything and along a dimension), the comparisons, i32 arithmetic,
-// the casts and fills of i32 and bool, their sums, rand, and the squared norm behind
+// The elementwise kernels of the CUDA library that tests/tensor/ops_cuda_test.ts leaves out, each
+// reached through the public API with the same inputs on cpu and on each accelerator: clamp, abs,
+// maximum and minimum, max and min (over everything and along a dimension), the comparisons, i32
+// arithmetic, the casts and fills of i32 and bool, their sums, rand, and the squared norm behind
 // clipGradNorm. i32 and bool results are bit-identical to the cpu's, f32 results and gradients
 // within relative error 1e-5 (tests/cuda/_parity.ts). Their indexing counterparts are in
 // indexing_parity_test.ts.
@@ -23,7 +23,7 @@ import {
   tensor,
   zeros,
 } from "../../mod.ts";
-import { deviceTest } from "./_gpu.ts";
+import { deviceTest } from "../_harness/devices.ts";
 import { assertCloseF32, assertReportedAtRead, F32_TOL, parity } from "./_parity.ts";
 
 const i32 = (values: number[], shape = [values.length]) => tensor(values, shape, { dtype: "i32" });

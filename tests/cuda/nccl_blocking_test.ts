@@ -1,13 +1,13 @@
-// The NCCL calls that the collectives in train_test.ts leave out, on an NCCL group of one rank: the
-// barrier and the blocking all-reduce and reduce-scatter that tensor parallelism issues from the
-// JavaScript thread (dt_nccl_barrier, dt_nccl_allreduce_blocking,
+// The NCCL calls that the collectives in tests/train/train_cuda_test.ts leave out, on an NCCL group
+// of one rank: the barrier and the blocking all-reduce and reduce-scatter that tensor parallelism
+// issues from the JavaScript thread (dt_nccl_barrier, dt_nccl_allreduce_blocking,
 // dt_nccl_reduce_scatter_blocking). Runs where NCCL is: a GPU, or the host build with the NCCL
 // stand-in (make test). The blocking send and receive need a peer, so two processes: not here.
 import assert from "node:assert/strict";
 import { tensor, zeros } from "../../mod.ts";
 import { barrier, destroyProcessGroup, initProcessGroup, worldGroup } from "../../src/dist/mod.ts";
 import { freePort } from "../_harness/ranks.ts";
-import { gpuTest } from "./_gpu.ts";
+import { gpuTest } from "../_harness/devices.ts";
 
 gpuTest("an NCCL group of one passes its barrier and runs the blocking collectives", async () => {
   await initProcessGroup({

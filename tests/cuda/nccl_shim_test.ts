@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { probeCuda } from "../../src/tensor/device/cuda_runtime.ts";
 import { CollectiveStatus } from "../../ffi/collective_codes.ts";
-import { gpuTest } from "./_gpu.ts";
+import { gpuTest } from "../_harness/devices.ts";
 
 gpuTest(
   "the NCCL shim refuses dtype and op codes its tables do not hold, naming them",

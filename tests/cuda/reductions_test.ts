@@ -5,7 +5,8 @@
 import assert from "node:assert/strict";
 import { F, manualSeed, rand, randn, type Tensor, tensor } from "../../mod.ts";
 import { sumSquares } from "../../src/tensor/ops/reduce.ts";
-import { gpuTest, relativeError } from "./_gpu.ts";
+import { gpuTest } from "../_harness/devices.ts";
+import { maxRelativeError } from "../_harness/close.ts";
 
 const F32_TOL = 1e-4;
 // Above 1024 blocks of 256 threads (PARTIALS_MAX), so each thread of pass one adds several
@@ -32,7 +33,7 @@ function compare(name: string, inputs: () => Tensor[], fn: (...xs: Tensor[]) => 
     manualSeed(5);
     const { cpu, gpu, again } = both(inputs(), fn);
     cpu.forEach((expected, i) => {
-      const err = relativeError(gpu[i], expected);
+      const err = maxRelativeError(gpu[i], expected);
       assert.ok(err <= F32_TOL, `${name}: ${i === 0 ? "output" : `gradient ${i}`} rel err ${err}`);
       assert.deepEqual(
         again[i],

@@ -2,7 +2,7 @@
 // generator, x and y checked against windows decoded here from the raw bytes, and the errors.
 import assert from "node:assert/strict";
 import { data, manualSeed, randint } from "../../mod.ts";
-import { deviceTest } from "../cuda/_gpu.ts";
+import { deviceTest } from "../_harness/devices.ts";
 
 /** A nanoGPT .bin file of `n` pseudo-random GPT-2 token ids in a fresh temp dir. */
 function writeTokens(n: number, seed = 1): { path: string; bytes: Uint8Array; dir: string } {

@@ -1,6 +1,6 @@
 // PyTorch's bf16 and f16 bits (tests/fixtures/gen_half.py: half.json, half_tables.bin.gz), and
 // the checks that a device converts and reads them bit for bit, shared by the cpu test
-// (tests/tensor/half_test.ts) and the emu / cuda one (tests/cuda/half_test.ts).
+// (tests/tensor/half_test.ts) and the emu / cuda one (tests/tensor/half_cuda_test.ts).
 
 import assert from "node:assert/strict";
 import { type Device, type Tensor, tensor } from "../../mod.ts";

@@ -15,7 +15,7 @@ import {
   tensor,
 } from "../../mod.ts";
 import { packedCausalAttention } from "../../src/tensor/ops/attention.ts";
-import { deviceTest } from "../cuda/_gpu.ts";
+import { deviceTest } from "../_harness/devices.ts";
 
 const cpu = { deviceType: "cpu", dtype: "bf16" } as const;
 

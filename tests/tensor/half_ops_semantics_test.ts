@@ -4,7 +4,7 @@
 
 import assert from "node:assert/strict";
 import { cat, F, nn, optim, stack, type Tensor, tensor, where } from "../../mod.ts";
-import { deviceTest } from "../cuda/_gpu.ts";
+import { deviceTest } from "../_harness/devices.ts";
 
 const bf = (values: number[], shape?: number[]) => tensor(values, shape).to("bf16");
 const values = (t: Tensor) => Array.from(t.to("f32").toArray() as Float32Array);

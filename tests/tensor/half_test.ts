@@ -1,5 +1,5 @@
 // bf16 and f16 on cpu: made, converted, read and printed with PyTorch's bits and text
-// (tests/fixtures/gen_half.py); emu and cuda run the same conversions in tests/cuda/half_test.ts.
+// (tests/fixtures/gen_half.py); emu and cuda run the same conversions in half_cuda_test.ts.
 
 import assert from "node:assert/strict";
 import {

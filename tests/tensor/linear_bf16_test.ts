@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { autocast, F, manualSeed, randn, type Tensor, tidy } from "../../mod.ts";
 import { bf16MatmulBackend } from "../../src/tensor/device/bf16_gemm.ts";
 import { allocatedBytes } from "../../src/tensor/storage.ts";
-import { deviceTest } from "../cuda/_gpu.ts";
+import { deviceTest } from "../_harness/devices.ts";
 
 const bits = (t: Tensor) => Array.from(t.view("u16").toArray());
 

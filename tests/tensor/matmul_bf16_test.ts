@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import { type Device, getDevice, manualSeed, randn, type Tensor, zeros } from "../../mod.ts";
 import { bf16MatmulBackend } from "../../src/tensor/device/bf16_gemm.ts";
-import { gpuTest } from "../cuda/_gpu.ts";
+import { gpuTest } from "../_harness/devices.ts";
 
 const cpuFlags = new Set(
   /^flags\s*:(.*)$/m.exec(Deno.readTextFileSync("/proc/cpuinfo"))?.[1].trim().split(/\s+/) ?? [],

@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import { manualSeed, randint } from "../../mod.ts";
 import { randintNumbers } from "../../src/tensor/random.ts";
-import { deviceTest } from "../cuda/_gpu.ts";
+import { deviceTest } from "../_harness/devices.ts";
 
 Deno.test("randint(low, high, shape) draws i32 values in [low, high) of that shape", () => {
   manualSeed(7);

@@ -18,7 +18,7 @@ import {
 } from "../../mod.ts";
 import { itemSize } from "../../src/tensor/dtype.ts";
 import { gatherRows } from "../../src/data/tensor_dataset.ts";
-import { deviceTest } from "../cuda/_gpu.ts";
+import { deviceTest } from "../_harness/devices.ts";
 
 const tokens = () => new Uint16Array([0, 1, 255, 256, 50256, 65535, 7, 8]);
 

@@ -15,7 +15,7 @@ import { DataLoader, type Dataset } from "../../../src/data/mod.ts";
 import { pinnedBytes } from "../../../src/tensor/device/cuda_pinned.ts";
 import type { Tensor } from "../../../mod.ts";
 import { freePort } from "../../_harness/ranks.ts";
-import { claimingGpu, hasGpu, noGpuReason } from "../_gpu.ts";
+import { claimingGpu, hasGpu, noGpuReason } from "../../_harness/devices.ts";
 
 if (hasGpu) throw new Error("no_gpu_checks.ts runs only in a process without a GPU");
 

@@ -4,7 +4,8 @@
 // (scripts/gpu_check.sh); elsewhere the cuda one is ignored with the reason in its name.
 import assert from "node:assert/strict";
 import { cuda, F, manualSeed, nn, optim, rand, randn, type Tensor, tensor } from "../../mod.ts";
-import { deviceTest, gpuTest, relativeError } from "./_gpu.ts";
+import { deviceTest, gpuTest } from "../_harness/devices.ts";
+import { maxRelativeError } from "../_harness/close.ts";
 
 const F32_TOL = 1e-5;
 
@@ -37,11 +38,11 @@ function compare(
     manualSeed(7);
     const xs = inputs();
     const cpu = runOn("cpu", xs, fn, 11), gpu = runOn(device, xs, fn, 11);
-    const out = relativeError(gpu.y, cpu.y);
+    const out = maxRelativeError(gpu.y, cpu.y);
     assert.ok(out <= tol, `${name}: output rel err ${out}`);
     cpu.grads.forEach((g, i) => {
       if (g === null) return;
-      const err = relativeError(gpu.grads[i]!, g);
+      const err = maxRelativeError(gpu.grads[i]!, g);
       assert.ok(err <= tol, `${name}: gradient of input ${i} rel err ${err}`);
     });
   });
@@ -107,7 +108,7 @@ deviceTest("argmax and randn match cpu exactly", (device) => {
   manualSeed(9);
   const onGpu = randn([1000], { device }).toArray();
   manualSeed(9);
-  assert.ok(relativeError(onGpu, randn([1000]).toArray()) <= F32_TOL);
+  assert.ok(maxRelativeError(onGpu, randn([1000]).toArray()) <= F32_TOL);
 });
 
 deviceTest(
@@ -133,7 +134,7 @@ deviceTest(
         }
         weights.push(model.weight.toArray() as Float32Array);
       }
-      assert.ok(relativeError(weights[1], weights[0]) <= F32_TOL);
+      assert.ok(maxRelativeError(weights[1], weights[0]) <= F32_TOL);
     }
   },
 );
@@ -145,13 +146,13 @@ deviceTest("bf16 matmul precision stays within 2e-2 of f32 and is reset", (devic
   api.setMatmulPrecision("medium");
   try {
     assert.equal(api.getMatmulPrecision(), "medium");
-    const err = relativeError(a.to(device).matmul(b.to(device)).toArray(), exact);
+    const err = maxRelativeError(a.to(device).matmul(b.to(device)).toArray(), exact);
     // Operands rounded to bf16 (8 significant bits): an error well above f32's, below 2e-2.
     assert.ok(err <= 2e-2 && err > 1e-4, `bf16 rel err ${err}`);
   } finally {
     api.setMatmulPrecision("highest");
   }
-  assert.ok(relativeError(a.to(device).matmul(b.to(device)).toArray(), exact) <= F32_TOL);
+  assert.ok(maxRelativeError(a.to(device).matmul(b.to(device)).toArray(), exact) <= F32_TOL);
 });
 
 deviceTest("an embedding index out of range is reported at the next read, once", (device, api) => {

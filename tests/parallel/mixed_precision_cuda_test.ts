@@ -4,7 +4,8 @@
 // parameters on the device, computes on them, and leaves f32 gradients on the f32 shards.
 import assert from "node:assert/strict";
 import { dist, manualSeed, nn, parallel, randn } from "../../mod.ts";
-import { deviceTest, relativeError } from "./_gpu.ts";
+import { deviceTest } from "../_harness/devices.ts";
+import { maxRelativeError } from "../_harness/close.ts";
 
 /** `policy`, untyped as one read from a config file would be, resolved for DDP. */
 const resolve = (policy: Record<string, unknown>) =>
@@ -53,7 +54,7 @@ deviceTest(
       const y = model.forward(x.to(device));
       assert.equal(y.dtype, "bf16");
       // Operands rounded to bf16 (8 significant bits, 2^-9 relative): an error far above f32's.
-      const err = relativeError(y.to("f32").toArray() as Float32Array, want);
+      const err = maxRelativeError(y.to("f32").toArray() as Float32Array, want);
       assert.ok(err > 1e-4 && err <= 2e-2, `bf16 rel err ${err}`);
       await model.backward(y.to("f32").sum());
       for (const p of model.parameters()) {

@@ -6,7 +6,8 @@ import assert from "node:assert/strict";
 import { attentionSymbols, loadCuda } from "../../ffi/cuda.ts";
 import { openLibrary, type Symbols } from "../../ffi/load.ts";
 import { getDevice, manualSeed, randn, type Tensor, tensor } from "../../mod.ts";
-import { type Accelerator, deviceTest, relativeError } from "./_gpu.ts";
+import { type Accelerator, deviceTest } from "../_harness/devices.ts";
+import { maxRelativeError } from "../_harness/close.ts";
 
 interface Case {
   name: string;
@@ -124,7 +125,7 @@ for (const c of CASES) {
     const expected = run(loadCpuAttention(), "cpu", inputs, c);
     const actual = run(attentionOf(device), device, inputs, c);
     ["out", "lse", "gq", "gk", "gv"].forEach((name, i) => {
-      const err = relativeError(actual[i], expected[i]);
+      const err = maxRelativeError(actual[i], expected[i]);
       assert.ok(err <= 1e-5, `${c.name}: ${name} rel err ${err}`);
     });
   });

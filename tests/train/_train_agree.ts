@@ -1,8 +1,8 @@
 /**
  * The train job run on cuda and on the cpu from the same seed and data, and what it logged and
  * ended with compared: every record of metrics.jsonl (loss, gradient norm), the `done:` line's
- * validation loss and each rank's final weights, within 1e-5 (train_agree_test.ts,
- * pp_train_test.ts).
+ * validation loss and each rank's final weights, within 1e-5 (train_agree_cuda_test.ts,
+ * pp_train_cuda_test.ts).
  * @module
  */
 
@@ -13,7 +13,7 @@ import type { MetricRecord } from "../../src/train/metrics.ts";
 import { relativeError } from "../_harness/close.ts";
 import { withTempDir } from "../_harness/processes.ts";
 import { freePort } from "../_harness/ranks.ts";
-import { assertSucceeded, readSaved, train } from "../train/_train.ts";
+import { assertSucceeded, readSaved, train } from "./_train.ts";
 
 /** A subprocess's limit: an NCCL hang in it costs this much, then it is killed. */
 export const SUBPROCESS_MS = 45_000;

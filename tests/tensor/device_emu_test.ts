@@ -121,9 +121,9 @@ Deno.test("DTRAIN_EMU_DEVICES values that are not a count from 1 to 1024 are ref
   }
 });
 
-/** What tests/emu/_env_child.ts reports under `env`. */
+/** What tests/tensor/workers/emu_env.ts reports under `env`. */
 async function childUnder(env: Record<string, string>): Promise<Record<string, unknown>> {
-  const child = fileURLToPath(new URL("./_env_child.ts", import.meta.url));
+  const child = fileURLToPath(new URL("./workers/emu_env.ts", import.meta.url));
   const out = await new Deno.Command(Deno.execPath(), {
     args: ["run", "-A", "--no-check", child],
     env,

@@ -1,9 +1,10 @@
-// Training on the GPU (the GPT step against the cpu's is tests/cuda/gpt_test.ts): DDP's gradients over a
-// real NCCL group on every visible GPU (the average over ranks, one rank per GPU, even with one
-// GPU) and the train job under DDP where there are several GPUs, the train job under FSDP over
-// NCCL ("auto") on every visible GPU, every rank ending with the same weights, and FSDP on one GPU
-// against FSDP on the cpu (on emu too, over the emu backend). Ignored, with the reason in the name,
-// where there is no GPU; the train job on 2 emulated devices is tests/train/emu_train_test.ts.
+// Training on the GPU (the GPT step against the cpu's is tests/nn/gpt_cuda_test.ts): DDP's
+// gradients over a real NCCL group on every visible GPU (the average over ranks, one rank per GPU,
+// even with one GPU) and the train job under DDP where there are several GPUs, the train job under
+// FSDP over NCCL ("auto") on every visible GPU, every rank ending with the same weights, and FSDP
+// on one GPU against FSDP on the cpu (on emu too, over the emu backend). Ignored, with the reason
+// in the name, where there is no GPU; the train job on 2 emulated devices is
+// tests/train/emu_train_test.ts.
 //
 // Time bounds (scripts/gpu_check.sh runs this file as one step): every subprocess gets 45 s and
 // every in-process NCCL group aborts a call after 30 s, so one NCCL hang costs at most 45 s and the
@@ -22,8 +23,9 @@ import {
 import { freePort } from "../_harness/ranks.ts";
 import { load } from "../../src/checkpoint/mod.ts";
 import { ROOT, runDeno, withTempDir } from "../_harness/processes.ts";
-import { SMALL_JOB, train } from "../train/_train.ts";
-import { type Accelerator, deviceTest, gpuTest, relativeError } from "./_gpu.ts";
+import { SMALL_JOB, train } from "./_train.ts";
+import { type Accelerator, deviceTest, gpuTest } from "../_harness/devices.ts";
+import { maxRelativeError } from "../_harness/close.ts";
 
 /** A subprocess's limit: an NCCL hang in it costs this much, then it is killed. */
 const SUBPROCESS_MS = 45_000;
@@ -66,7 +68,7 @@ gpuTest(
       args: [
         `${ROOT}src/launch/main.ts`,
         ...["--nproc-per-node", String(gpus), "--master-port", String(freePort())],
-        `${ROOT}tests/cuda/workers/ddp_grads.ts`,
+        `${ROOT}tests/train/workers/ddp_grads_cuda.ts`,
       ],
     });
     assert.equal(run.code, 0, `${run.stderr}\n${run.stdout}`);
@@ -187,7 +189,7 @@ deviceTest(
   async (device) => {
     const cpu = await fsdpSteps("cpu", "gloo");
     const onDevice = await fsdpSteps(device, DEVICE_BACKEND[device]);
-    const err = relativeError(onDevice, cpu);
+    const err = maxRelativeError(onDevice, cpu);
     assert.ok(err <= 1e-4, `weights rel err ${err}`);
   },
 );

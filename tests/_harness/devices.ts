@@ -1,10 +1,11 @@
 /**
- * The accelerators the tests of this folder run on, decided once. The GPU tests need a GPU, its
- * driver and build/libdtrain_cuda.so: each is declared with {@linkcode gpuTest}, which marks it
- * ignored where they are missing and puts the reason in its name, so a skipped test says why. A
- * test of the device contract (not of a kernel's speed) is declared once with
- * {@linkcode deviceTest} and runs on every accelerator: on the emulated one (`emu`, always, so it
- * runs in CPU CI) and on cuda where a GPU is.
+ * The accelerators the device tests run on, decided once for every folder of tests/ (a test of a
+ * concept on a device sits beside the concept, named for the device: tests/nn/gpt_cuda_test.ts).
+ * The GPU tests need a GPU, its driver and build/libdtrain_cuda.so: each is declared with
+ * {@linkcode gpuTest}, which marks it ignored where they are missing and puts the reason in its
+ * name, so a skipped test says why. A test of the device contract (not of a kernel's speed) is
+ * declared once with {@linkcode deviceTest} and runs on every accelerator: on the emulated one
+ * (`emu`, always, so it runs in CPU CI) and on cuda where a GPU is.
  * @module
  */
 
@@ -61,20 +62,4 @@ export function deviceTest(
  */
 export function claimingGpu(t: { ptr: Deno.PointerValue }): TensorLike {
   return { dtype: "f32", numel: 1, isContiguous: () => true, ptr: t.ptr, device: "cuda:0" };
-}
-
-/** The largest relative error of `actual` against `expected` (scaled by the largest |expected|). */
-export function relativeError(
-  actual: ArrayLike<number>,
-  expected: ArrayLike<number>,
-): number {
-  if (actual.length !== expected.length) {
-    throw new RangeError(`lengths differ: ${actual.length} vs ${expected.length}`);
-  }
-  let scale = 0, worst = 0;
-  for (let i = 0; i < expected.length; i++) scale = Math.max(scale, Math.abs(expected[i]));
-  for (let i = 0; i < expected.length; i++) {
-    worst = Math.max(worst, Math.abs(actual[i] - expected[i]) / (scale || 1));
-  }
-  return worst;
 }

@@ -3,8 +3,8 @@
 
 import assert from "node:assert/strict";
 import { allocatedBytes, full, manualSeed, ones, randn, tensor, tidy, zeros } from "../../mod.ts";
-import { assertBits, bits16, checkConversions, f32Of, fixture } from "../tensor/_half_fixture.ts";
-import { deviceTest } from "./_gpu.ts";
+import { assertBits, bits16, checkConversions, f32Of, fixture } from "./_half_fixture.ts";
+import { deviceTest } from "../_harness/devices.ts";
 
 deviceTest("f32 to bf16 and f16, and back, have PyTorch's bits for every fixture value", (dev) => {
   checkConversions(dev);

@@ -1,6 +1,6 @@
 // Run by device_test.ts with DTRAIN_EMU_DEVICES and DTRAIN_EMU_MEMORY_BYTES set: prints, as JSON,
 // what the emulated devices did under them (each step's result or error message).
-import { emu, type Tensor, zeros } from "../../mod.ts";
+import { emu, type Tensor, zeros } from "../../../mod.ts";
 
 /** `fn`'s result, or the message of what it threw. */
 function attempt(fn: () => unknown): unknown {

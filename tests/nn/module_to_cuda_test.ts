@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { manualSeed, nn, optim, randn, type Tensor, tensor } from "../../mod.ts";
 import { load, save } from "../../src/checkpoint/mod.ts";
 import { DataLoader, TensorDataset } from "../../src/data/mod.ts";
-import { deviceTest } from "./_gpu.ts";
+import { deviceTest } from "../_harness/devices.ts";
 
 class Tied extends nn.Module {
   encoder = new nn.Linear(3, 4);

@@ -4,13 +4,13 @@
 // and validation loss and end with the same weights on every rank (relative error <= 1e-5;
 // _train_agree.ts). The host build (csrc/cuda/host, NCCL's stand-in over Gloo) runs it on a
 // CPU-only machine; ignored, with the reason in the name, where there is neither a GPU nor the
-// host build. The pipeline (--pp 2) on cuda is pp_train_test.ts.
+// host build. The pipeline (--pp 2) on cuda is pp_train_cuda_test.ts.
 //
 // Time: about 25 s on 2 cores with the host build (a GPT step there takes about 0.5 s); every
-// subprocess gets 45 s, as in train_test.ts.
+// subprocess gets 45 s, as in train_cuda_test.ts.
 import assert from "node:assert/strict";
-import { SMALL_JOB, smallCorpus } from "../train/_train.ts";
-import { gpuTest } from "./_gpu.ts";
+import { SMALL_JOB, smallCorpus } from "./_train.ts";
+import { gpuTest } from "../_harness/devices.ts";
 import { assertCudaRunsAsCpu, TINY_GPT } from "./_train_agree.ts";
 
 /** The MLP for one epoch (8 steps on 2 ranks), so that the epoch's mean loss is logged too. */

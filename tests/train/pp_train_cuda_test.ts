@@ -11,8 +11,8 @@
 // Time: about 30 s on 2 cores with the host build; every subprocess gets 45 s.
 import assert from "node:assert/strict";
 import { cuda } from "../../mod.ts";
-import { smallCorpus } from "../train/_train.ts";
-import { gpuTest, hasGpu } from "./_gpu.ts";
+import { smallCorpus } from "./_train.ts";
+import { gpuTest, hasGpu } from "../_harness/devices.ts";
 import { assertCudaRunsAsCpu, TINY_GPT } from "./_train_agree.ts";
 
 /** A test of two stages on two GPUs: ignored, saying so, where there is only one. */

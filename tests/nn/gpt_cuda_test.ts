@@ -4,7 +4,8 @@
 // model's device (a GPT on a device once built them on cpu, and its forward threw).
 import assert from "node:assert/strict";
 import { manualSeed, nn, type Tensor, tensor } from "../../mod.ts";
-import { deviceTest, relativeError } from "./_gpu.ts";
+import { deviceTest } from "../_harness/devices.ts";
+import { maxRelativeError } from "../_harness/close.ts";
 
 const CONFIG = { vocabSize: 23, blockSize: 8, nLayer: 2, nHead: 2, nEmbd: 16, dropout: 0.1 };
 
@@ -36,16 +37,17 @@ function gradients(device: string): { loss: number; grads: Float32Array[] } {
   };
 }
 
-// Gradients, not weights after an optimizer step: AdamW's first step is lr * g / (|g| + eps),
-// which turns a gradient near zero that two devices sum in different orders into a difference
-// of up to lr, whatever the kernels' accuracy (its kernel is held to the cpu's in ops_test.ts).
+// Gradients, not weights after an optimizer step: AdamW's first step is lr * g / (|g| + eps), which
+// turns a gradient near zero that two devices sum in different orders into a difference of up to
+// lr, whatever the kernels' accuracy (its kernel is held to the cpu's in
+// tests/tensor/ops_cuda_test.ts).
 deviceTest(
   "GPT forward and backward match cpu (loss and every gradient, rel err <= 1e-5)",
   (device) => {
     const cpu = gradients("cpu"), onDevice = gradients(device);
     assert.ok(Math.abs(onDevice.loss - cpu.loss) <= 1e-5 * Math.abs(cpu.loss), `${onDevice.loss}`);
     cpu.grads.forEach((g, i) => {
-      const err = relativeError(onDevice.grads[i], g);
+      const err = maxRelativeError(onDevice.grads[i], g);
       assert.ok(err <= 1e-5, `parameter ${i}: rel err ${err}`);
     });
   },

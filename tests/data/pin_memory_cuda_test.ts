@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { cuda, manualSeed, randn, type Tensor, tensor } from "../../mod.ts";
 import { DataLoader, type Dataset, TensorDataset } from "../../src/data/mod.ts";
 import { pinnedBytes } from "../../src/tensor/device/cuda_pinned.ts";
-import { deviceTest, gpuTest } from "./_gpu.ts";
+import { deviceTest, gpuTest } from "../_harness/devices.ts";
 
 /** Features f32 [n, width] and labels i32 [n], as a TensorDataset (the native getBatch path). */
 function gathered(n: number, width: number): TensorDataset {

@@ -1,8 +1,8 @@
 /**
- * One rank of tests/cuda/train_test.ts's DDP test, started by the launcher once per GPU: it joins
- * an NCCL process group (env://, from the launcher), runs one DDP backward on an input of its own
- * and checks that its gradients are the average of what every rank's input gives a plain copy of
- * the model on this GPU. With one GPU that average is this rank's own gradient, still reduced
+ * One rank of tests/train/train_cuda_test.ts's DDP test, started by the launcher once per GPU: it
+ * joins an NCCL process group (env://, from the launcher), runs one DDP backward on an input of its
+ * own and checks that its gradients are the average of what every rank's input gives a plain copy
+ * of the model on this GPU. With one GPU that average is this rank's own gradient, still reduced
  * through DDP's buckets and NCCL on GPU memory; with several it differs from every rank's own.
  * Exits 0 after printing one line, or throws naming the parameter that differs.
  * @module
@@ -18,7 +18,7 @@ import {
   initProcessGroup,
   worldGroup,
 } from "../../../src/dist/mod.ts";
-import { relativeError } from "../_gpu.ts";
+import { maxRelativeError } from "../../_harness/close.ts";
 
 // 30 s: every NCCL call is aborted after this, so a hang ends well inside the test's 45 s.
 await initProcessGroup({ backend: "nccl", timeoutMs: 30_000 });
@@ -51,7 +51,7 @@ try {
   }
   let worst = 0;
   actual.forEach((g, i) => {
-    const err = relativeError(g, expected[i]);
+    const err = maxRelativeError(g, expected[i]);
     assert.ok(err <= 1e-5, `rank ${rank}: parameter ${i}'s gradient rel err ${err}`);
     worst = Math.max(worst, err);
   });
