@@ -8,8 +8,8 @@
 import { formatShape, type Tensor } from "../tensor/tensor.ts";
 import { copyPart, type Holding, intersect } from "./_boxes.ts";
 import { type Index, indexPath } from "./_sharded_index.ts";
-import { CheckpointError } from "./errors.ts";
-import { load } from "./safetensors.ts";
+import { CheckpointError } from "../safetensors/errors.ts";
+import { load } from "../safetensors/safetensors.ts";
 
 /** Copies the parts of a checkpoint's tensors that a rank holds into its tensors. */
 export class BoxReader {

@@ -20,7 +20,6 @@
  * @module
  */
 
-export * from "./safetensors.ts";
+export * from "../safetensors/mod.ts";
 export * from "./object.ts";
-export * from "./errors.ts";
 export * from "./sharded.ts";

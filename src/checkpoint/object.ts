@@ -17,8 +17,8 @@ import { localShard } from "../parallel/fsdp/fully_shard.ts";
 import { Shard, tensorParallelPlacement } from "../parallel/tensor_parallel/placement.ts";
 import type { Tensor } from "../tensor/tensor.ts";
 import { flattenObject, unflattenObject } from "./_object_tree.ts";
-import { CheckpointError } from "./errors.ts";
-import { load, save } from "./safetensors.ts";
+import { CheckpointError } from "../safetensors/errors.ts";
+import { load, save } from "../safetensors/safetensors.ts";
 
 /** The `__metadata__` key under which `saveObject` stores the object's structure as JSON. */
 export const OBJECT_METADATA_KEY = "dtrain.object";

@@ -25,7 +25,7 @@ import {
   readRankPieces,
   writeRankPieces,
 } from "./_sharded_index.ts";
-import { save } from "./safetensors.ts";
+import { save } from "../safetensors/safetensors.ts";
 
 // deno-lint-ignore no-explicit-any
 type AnyOptimizer = Optimizer<any>;

@@ -5,8 +5,8 @@
  */
 
 import { join } from "node:path";
-import { CheckpointError } from "../checkpoint/errors.ts";
-import { load, readHeader, type SafetensorsHeader } from "../checkpoint/safetensors.ts";
+import { CheckpointError } from "../safetensors/errors.ts";
+import { load, readHeader, type SafetensorsHeader } from "../safetensors/safetensors.ts";
 import { printable, quote } from "../io/printable.ts";
 import { notRegularFile } from "../io/regular_file.ts";
 import { noGrad } from "../tensor/autograd.ts";

@@ -17,6 +17,7 @@ import { canonicalDeviceName } from "../tensor/device/mod.ts";
 import type { Device } from "../tensor/storage.ts";
 import { type FloatDType, isDType, isFloat } from "../tensor/dtype.ts";
 import { formatShape, sameShape, type Tensor } from "../tensor/tensor.ts";
+import { zeroGradients } from "../optim/optimizer.ts";
 import { Parameter } from "./parameter.ts";
 import { moduleRepr } from "./_repr.ts";
 
@@ -320,20 +321,4 @@ function refuseUnregistered(owner: Module, name: string, value: unknown): void {
       `${what}, which would not be registered (its parameters would miss parameters(), ` +
       `stateDict() and DDP); ${fix}`,
   );
-}
-
-/**
- * Clears gradients of `params` (shared by `Module.zeroGrad` and `Optimizer.zeroGrad`).
- * @ignore dtrain-internal (its module is re-exported with `export *`)
- */
-export function zeroGradients(params: Iterable<Tensor>, setToNone: boolean): void {
-  for (const p of params) {
-    if (p.grad === null) continue;
-    if (setToNone) {
-      p.grad.dispose();
-      p.grad = null;
-    } else {
-      p.grad.zero_();
-    }
-  }
 }

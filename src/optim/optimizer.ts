@@ -6,7 +6,6 @@
  */
 
 import type { z } from "zod";
-import { zeroGradients } from "../nn/module.ts";
 import { isFloat, isHalf } from "../tensor/dtype.ts";
 import { updateHalf, wideCopy } from "../tensor/inplace.ts";
 import { noGrad } from "../tensor/autograd.ts";
@@ -235,5 +234,23 @@ function checkStateValues(owner: string, dict: OptimizerStateDict<{ lr: number }
       Object.entries(s).filter(([, v]) => typeof v !== "object" || v === null),
     );
     check(`state.${key}`, StateScalarsSchema, scalars);
+  }
+}
+
+/**
+ * Clears gradients of `params`, shared by `Optimizer.zeroGrad` and `Module.zeroGrad`: it lives
+ * here because optimizers act on tensors and sit below `nn`, which may import them (GPT's
+ * `configureOptimizers` builds an AdamW) but not the other way round.
+ * @ignore dtrain-internal (its module is re-exported with `export *`)
+ */
+export function zeroGradients(params: Iterable<Tensor>, setToNone: boolean): void {
+  for (const p of params) {
+    if (p.grad === null) continue;
+    if (setToNone) {
+      p.grad.dispose();
+      p.grad = null;
+    } else {
+      p.grad.zero_();
+    }
   }
 }

@@ -14,7 +14,7 @@ import { notRegularFile } from "../io/regular_file.ts";
 import { badFlagValue, decimalNumber, splitNodes } from "../launch/options.ts";
 import { FLAGS } from "./_flags.ts";
 import { discardProfile, unwritableTrace } from "../profile/tracer.ts";
-import { CheckpointError } from "../checkpoint/errors.ts";
+import { CheckpointError } from "../safetensors/errors.ts";
 import { readPretrainedConfig } from "../nn/gpt_pretrained.ts";
 import { exceedsMemory, type GptSizes } from "./footprint.ts";
 import {

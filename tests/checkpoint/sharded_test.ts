@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { assertAllOk, type RankResult, runRanks } from "../_harness/ranks.ts";
 import { describe, markedProcesses, markerEnv } from "../_harness/processes.ts";
 import { consolidate, load, loadSharded, saveSharded } from "../../src/checkpoint/mod.ts";
-import { CheckpointError } from "../../src/checkpoint/errors.ts";
+import { CheckpointError } from "../../src/safetensors/errors.ts";
 import { Linear } from "../../src/nn/layers.ts";
 import { type Kind, STEPS, trainReference } from "../parallel/workers/fsdp_problem.ts";
 

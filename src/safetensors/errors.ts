@@ -1,5 +1,6 @@
 /**
- * The one error type of `checkpoint`: a refused or failed save or load, naming the file.
+ * The one error type of checkpoints: a refused or failed save or load, naming the file. It lives
+ * with the file format, which throws it first; `checkpoint` re-exports it and throws it too.
  * @module
  */
 

@@ -5,12 +5,12 @@
  * @module
  */
 
+import { writeFileAtomic } from "../io/private_files.ts";
 import { notRegularFile } from "../io/regular_file.ts";
 import { writeAll } from "../io/write_all.ts";
 import { copyInto, itemSize, Tensor } from "../tensor/tensor.ts";
 import type { DType } from "../tensor/dtype.ts";
 import { decodeHeader, encodeHeader, type Header, layout, MAX_HEADER_BYTES } from "./_header.ts";
-import { writeFileAtomic } from "./_atomic.ts";
 import { CheckpointError } from "./errors.ts";
 
 /** Tensor bytes move between native memory and the file in pieces of this size. */
