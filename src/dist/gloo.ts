@@ -23,7 +23,8 @@ import {
   type ReduceOp,
   type StartedCollective,
 } from "./backend.ts";
-import { DistError, STATUS_CODES } from "./errors.ts";
+import { DistError } from "./errors.ts";
+import { type NativeCalls, NativeContext, nativeError, pinned } from "./native_context.ts";
 import { postNative } from "./p2p_native.ts";
 import { StartedCollectives } from "./started.ts";
 
@@ -33,26 +34,10 @@ function cstr(s: string): Uint8Array<ArrayBuffer> {
   return encoder.encode(`${s}\0`);
 }
 
-/**
- * Keeps `refs` reachable until `call` settles: a nonblocking FFI call reads its buffer
- * arguments on another thread after JavaScript has moved on, and the garbage collector does
- * not know that.
- */
-function pinned<T>(call: Promise<T>, refs: unknown[]): Promise<T> {
-  return call.finally(() => refs.length);
+/** How the Gloo library is called on a context. */
+function glooCalls(lib: GlooSymbols): NativeCalls {
+  return { name: "gloo", lastError: lib.dt_gloo_last_error, free: lib.dt_gloo_ctx_free };
 }
-
-function lastError(lib: GlooSymbols, ctx: Deno.PointerValue, status: number): DistError {
-  const buf = new Uint8Array(1024);
-  const len = lib.dt_gloo_last_error(ctx, buf, buf.length);
-  const message = new TextDecoder().decode(buf.subarray(0, Math.min(len, buf.length - 1)));
-  return new DistError(STATUS_CODES[status] ?? "internal", message || `gloo status ${status}`);
-}
-
-/** Frees contexts whose backend was dropped without close(); a backstop only. */
-const leaked = new FinalizationRegistry<{ lib: GlooSymbols; ctx: Deno.PointerValue }>(
-  ({ lib, ctx }) => lib.dt_gloo_ctx_free(ctx),
-);
 
 /**
  * A Gloo communicator. Created by the process group; use `initProcessGroup` instead.
@@ -81,15 +66,14 @@ const leaked = new FinalizationRegistry<{ lib: GlooSymbols; ctx: Deno.PointerVal
 export class GlooBackend extends BaseBackend {
   readonly name = "gloo";
   #lib: GlooSymbols;
-  #ctx: Deno.PointerValue;
+  #ctx: NativeContext;
   /** The waits of started collectives nobody has waited for yet. */
   #started = new StartedCollectives();
 
   private constructor(lib: GlooSymbols, ctx: Deno.PointerValue) {
     super();
     this.#lib = lib;
-    this.#ctx = ctx;
-    leaked.register(this, { lib, ctx }, this);
+    this.#ctx = new NativeContext(this, ctx, glooCalls(lib));
   }
 
   /**
@@ -103,7 +87,9 @@ export class GlooBackend extends BaseBackend {
     const lib = loadGloo();
     const out = new BigUint64Array(1);
     const created = lib.dt_gloo_ctx_new(out);
-    if (created !== CollectiveStatus.OK) throw lastError(lib, null, created);
+    if (created !== CollectiveStatus.OK) {
+      throw nativeError("gloo", lib.dt_gloo_last_error, null, created);
+    }
     const ctx = Deno.UnsafePointer.create(out[0]);
     const [storeHost, token, prefix, host, iface] = [
       init.storeHost,
@@ -130,7 +116,7 @@ export class GlooBackend extends BaseBackend {
       [storeHost, token, prefix, globalRanks, host, iface],
     );
     if (status !== CollectiveStatus.OK) {
-      const err = lastError(lib, ctx, status);
+      const err = nativeError("gloo", lib.dt_gloo_last_error, ctx, status);
       lib.dt_gloo_ctx_free(ctx);
       const who = `rank ${init.globalRanks[init.rank]} (group of ${init.size})`;
       throw new DistError(err.code, `gloo rendezvous of ${who}: ${err.message}`);
@@ -138,20 +124,10 @@ export class GlooBackend extends BaseBackend {
     return new GlooBackend(lib, ctx);
   }
 
-  async #check(call: Promise<number>): Promise<void> {
-    const status = await call;
-    if (status !== CollectiveStatus.OK) throw lastError(this.#lib, this.#ctx, status);
-  }
-
-  #live(): Deno.PointerValue {
-    if (this.#ctx === null) throw new DistError("broken", "gloo backend is closed");
-    return this.#ctx;
-  }
-
   allReduce(buf: NativeBuffer, op: ReduceOp): Promise<void> {
-    return this.#check(
+    return this.#ctx.checked(
       this.#lib.dt_gloo_allreduce(
-        this.#live(),
+        this.#ctx.live,
         buf.ptr,
         buf.count,
         CollectiveDType[buf.dtype],
@@ -161,9 +137,9 @@ export class GlooBackend extends BaseBackend {
   }
 
   broadcast(buf: NativeBuffer, root: number): Promise<void> {
-    return this.#check(
+    return this.#ctx.checked(
       this.#lib.dt_gloo_broadcast(
-        this.#live(),
+        this.#ctx.live,
         buf.ptr,
         buf.count,
         CollectiveDType[buf.dtype],
@@ -174,49 +150,47 @@ export class GlooBackend extends BaseBackend {
 
   allGather(outs: NativeBuffer[], input: NativeBuffer): Promise<void> {
     const ptrs = pointersOf(outs);
-    return this.#check(
-      pinned(
-        this.#lib.dt_gloo_allgather(
-          this.#live(),
-          input.ptr,
-          input.count,
-          CollectiveDType[input.dtype],
-          ptrs,
-          outs.length,
-        ),
-        [ptrs],
+    return this.#ctx.checked(
+      this.#lib.dt_gloo_allgather(
+        this.#ctx.live,
+        input.ptr,
+        input.count,
+        CollectiveDType[input.dtype],
+        ptrs,
+        outs.length,
       ),
+      [ptrs],
     );
   }
 
   override allReduceBlocking(buf: NativeBuffer, op: ReduceOp): void {
     const status = this.#lib.dt_gloo_allreduce_blocking(
-      this.#live(),
+      this.#ctx.live,
       buf.ptr,
       buf.count,
       CollectiveDType[buf.dtype],
       CollectiveReduceOp[op],
     );
-    if (status !== CollectiveStatus.OK) throw lastError(this.#lib, this.#ctx, status);
+    this.#ctx.check(status);
   }
 
   override allGatherBlocking(outs: NativeBuffer[], input: NativeBuffer): void {
     const ptrs = pointersOf(outs);
     const status = this.#lib.dt_gloo_allgather_blocking(
-      this.#live(),
+      this.#ctx.live,
       input.ptr,
       input.count,
       CollectiveDType[input.dtype],
       ptrs,
       outs.length,
     );
-    if (status !== CollectiveStatus.OK) throw lastError(this.#lib, this.#ctx, status);
+    this.#ctx.check(status);
   }
 
   override allGatherStart(outs: NativeBuffer[], input: NativeBuffer): StartedCollective {
     const handle = new BigUint64Array(1);
     const status = this.#lib.dt_gloo_allgather_start(
-      this.#live(),
+      this.#ctx.live,
       input.ptr,
       input.count,
       CollectiveDType[input.dtype],
@@ -224,18 +198,18 @@ export class GlooBackend extends BaseBackend {
       outs.length,
       handle,
     );
-    if (status !== CollectiveStatus.OK) throw lastError(this.#lib, this.#ctx, status);
+    this.#ctx.check(status);
     const work = Deno.UnsafePointer.create(handle[0]);
     return this.#started.add(() => {
       const done = this.#lib.dt_gloo_work_wait(work);
-      return done === CollectiveStatus.OK ? null : lastError(this.#lib, this.#ctx, done);
+      return done === CollectiveStatus.OK ? null : this.#ctx.error(done);
     }, () => this.#lib.dt_gloo_work_free(work));
   }
 
   override reduceScatter(out: NativeBuffer, input: NativeBuffer, op: ReduceOp): Promise<void> {
-    return this.#check(
+    return this.#ctx.checked(
       this.#lib.dt_gloo_reduce_scatter(
-        this.#live(),
+        this.#ctx.live,
         out.ptr,
         input.ptr,
         out.count,
@@ -247,33 +221,30 @@ export class GlooBackend extends BaseBackend {
 
   override reduceScatterBlocking(out: NativeBuffer, input: NativeBuffer, op: ReduceOp): void {
     const status = this.#lib.dt_gloo_reduce_scatter_blocking(
-      this.#live(),
+      this.#ctx.live,
       out.ptr,
       input.ptr,
       out.count,
       CollectiveDType[out.dtype],
       CollectiveReduceOp[op],
     );
-    if (status !== CollectiveStatus.OK) throw lastError(this.#lib, this.#ctx, status);
+    this.#ctx.check(status);
   }
 
   barrier(): Promise<void> {
-    return this.#check(this.#lib.dt_gloo_barrier(this.#live()));
+    return this.#ctx.checked(this.#lib.dt_gloo_barrier(this.#ctx.live));
   }
 
   /** A message over Gloo's unbound buffers, beside the collectives (csrc/gloo/p2p.cc). */
   override postP2P(message: P2PMessage): PostedP2P {
     const lib = this.#lib;
-    const ctx = this.#live();
-    return postNative(lib, "dt_gloo", ctx, message, (status) => lastError(lib, ctx, status));
+    return postNative(lib, "dt_gloo", this.#ctx.live, message, (status) => this.#ctx.error(status));
   }
 
   close(): void {
-    if (this.#ctx === null) return;
+    if (this.#ctx.closed) return;
     // A started collective holds the context until it ends, and its work must be freed first.
     this.#started.waitAll();
-    leaked.unregister(this);
-    this.#lib.dt_gloo_ctx_free(this.#ctx);
-    this.#ctx = null;
+    this.#ctx.close();
   }
 }

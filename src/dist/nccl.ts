@@ -24,7 +24,8 @@ import {
   type PostedP2P,
   type ReduceOp,
 } from "./backend.ts";
-import { DistError, STATUS_CODES } from "./errors.ts";
+import { DistError } from "./errors.ts";
+import { type NativeCalls, NativeContext, nativeError, pinned } from "./native_context.ts";
 import { groupArguments, P2PGroups } from "./nccl_p2p.ts";
 import { StoreClient } from "./store/client.ts";
 
@@ -34,18 +35,6 @@ const UNIQUE_ID_BYTES = 128;
 export interface NcclInit extends BackendInit {
   /** The CUDA device index (one GPU per local rank: the launcher's LOCAL_RANK). */
   device: number;
-}
-
-function shimError(lib: CudaSymbols, ctx: Deno.PointerValue, status: number): DistError {
-  const buf = new Uint8Array(2048);
-  const len = lib.dt_nccl_last_error(ctx, buf, buf.length);
-  const message = new TextDecoder().decode(buf.subarray(0, Math.min(len, buf.length - 1)));
-  return new DistError(STATUS_CODES[status] ?? "internal", message || `nccl status ${status}`);
-}
-
-/** Keeps `refs` reachable until `call` settles (a nonblocking call reads them later). */
-function pinned<T>(call: Promise<T>, refs: unknown[]): Promise<T> {
-  return call.finally(() => refs.length);
 }
 
 /**
@@ -60,10 +49,15 @@ function withinTimeout<T>(work: Promise<T>, ms: number, message: string): Promis
   return Promise.race([work, late]).finally(() => clearTimeout(timer));
 }
 
-/** Frees contexts whose backend was dropped without close(); a backstop only. */
-const leaked = new FinalizationRegistry<{ lib: CudaSymbols; ctx: Deno.PointerValue }>(
-  ({ lib, ctx }) => lib.dt_nccl_ctx_free(ctx),
-);
+/** How the NCCL shim is called on a context: each collective ordered after the queued compute. */
+function ncclCalls(lib: CudaSymbols): NativeCalls {
+  return {
+    name: "nccl",
+    lastError: lib.dt_nccl_last_error,
+    free: lib.dt_nccl_ctx_free,
+    before: lib.dt_nccl_mark,
+  };
+}
 
 /**
  * An NCCL communicator over one GPU per rank. Created by the process group
@@ -72,13 +66,13 @@ const leaked = new FinalizationRegistry<{ lib: CudaSymbols; ctx: Deno.PointerVal
 export class NcclBackend extends BaseBackend {
   readonly name = "nccl";
   #lib: CudaSymbols;
-  #ctx: Deno.PointerValue;
+  /** The communicator; its `live` orders the next collective after the compute queued so far. */
+  #ctx: NativeContext;
 
   private constructor(lib: CudaSymbols, ctx: Deno.PointerValue) {
     super();
     this.#lib = lib;
-    this.#ctx = ctx;
-    leaked.register(this, { lib, ctx }, this);
+    this.#ctx = new NativeContext(this, ctx, ncclCalls(lib));
   }
 
   /**
@@ -120,7 +114,9 @@ export class NcclBackend extends BaseBackend {
         init.timeoutMs,
         `ncclCommInitRank did not finish within ${init.timeoutMs} ms (a peer never joined)`,
       );
-      if (status !== CollectiveStatus.OK) throw shimError(lib, ctx, status);
+      if (status !== CollectiveStatus.OK) {
+        throw nativeError("nccl", lib.dt_nccl_last_error, ctx, status);
+      }
     } catch (err) {
       // After a timeout the native rendezvous still holds the context: it cannot be freed, and
       // the process is expected to exit (the train job does).
@@ -131,27 +127,14 @@ export class NcclBackend extends BaseBackend {
     return new NcclBackend(lib, ctx);
   }
 
-  /** The live context, with the next collective ordered after the compute queued so far. */
-  #ordered(): Deno.PointerValue {
-    if (this.#ctx === null) throw new DistError("broken", "nccl backend is closed");
-    const ctx = this.#ctx;
-    const marked = this.#lib.dt_nccl_mark(ctx);
-    if (marked !== CollectiveStatus.OK) throw shimError(this.#lib, ctx, marked);
-    return ctx;
-  }
-
   /** Orders a blocking call after the queued compute work and runs it on this thread. */
   #now(call: (ctx: Deno.PointerValue) => number): void {
-    const ctx = this.#ordered();
-    const status = call(ctx);
-    if (status !== CollectiveStatus.OK) throw shimError(this.#lib, ctx, status);
+    this.#ctx.now(call);
   }
 
   /** Orders the collective after the queued compute work, then awaits the shim's call. */
-  async #run(call: (ctx: Deno.PointerValue) => Promise<number>): Promise<void> {
-    const ctx = this.#ordered();
-    const status = await call(ctx);
-    if (status !== CollectiveStatus.OK) throw shimError(this.#lib, ctx, status);
+  #run(call: (ctx: Deno.PointerValue) => Promise<number>, refs: unknown[] = []): Promise<void> {
+    return this.#ctx.run(call, refs);
   }
 
   allReduce(buf: NativeBuffer, op: ReduceOp): Promise<void> {
@@ -175,18 +158,14 @@ export class NcclBackend extends BaseBackend {
   allGather(outs: NativeBuffer[], input: NativeBuffer): Promise<void> {
     const ptrs = pointersOf(outs);
     return this.#run((ctx) =>
-      pinned(
-        this.#lib.dt_nccl_allgather(
-          ctx,
-          input.ptr,
-          input.count,
-          CollectiveDType[input.dtype],
-          ptrs,
-          outs.length,
-        ),
-        [ptrs],
-      )
-    );
+      this.#lib.dt_nccl_allgather(
+        ctx,
+        input.ptr,
+        input.count,
+        CollectiveDType[input.dtype],
+        ptrs,
+        outs.length,
+      ), [ptrs]);
   }
 
   /**
@@ -252,10 +231,7 @@ export class NcclBackend extends BaseBackend {
   #groups = new P2PGroups({
     run: async (messages) => {
       const args = groupArguments(messages);
-      const ctx = this.#ordered();
-      const status = await this.#lib.dt_nccl_p2p(ctx, messages.length, ...args);
-      args.length; // keeps the arrays reachable until the native call returned
-      if (status !== CollectiveStatus.OK) throw shimError(this.#lib, ctx, status);
+      await this.#run((ctx) => this.#lib.dt_nccl_p2p(ctx, messages.length, ...args), args);
     },
     runBlocking: (messages) =>
       this.#now((ctx) =>
@@ -265,7 +241,7 @@ export class NcclBackend extends BaseBackend {
 
   /** A message in this turn's NCCL group; its shape is not checked on NCCL (nccl_p2p.cu). */
   override postP2P(message: P2PMessage): PostedP2P {
-    if (this.#ctx === null) throw new DistError("broken", "nccl backend is closed");
+    if (this.#ctx.closed) throw new DistError("broken", "nccl backend is closed");
     return this.#groups.post(message);
   }
 
@@ -274,10 +250,7 @@ export class NcclBackend extends BaseBackend {
   }
 
   close(): void {
-    if (this.#ctx === null) return;
-    leaked.unregister(this);
-    this.#lib.dt_nccl_ctx_free(this.#ctx);
-    this.#ctx = null;
+    this.#ctx.close();
   }
 }
 

@@ -32,7 +32,8 @@ import {
 import { DistError, STATUS_CODES } from "./errors.ts";
 import { nowUs } from "../profile/tracer.ts";
 import { postNative } from "./p2p_native.ts";
-import { lastError, openGroupSegment } from "./shm_rendezvous.ts";
+import { openGroupSegment } from "./shm_rendezvous.ts";
+import { NativeContext } from "./native_context.ts";
 import { StartedCollectives } from "./started.ts";
 import type { StoreClient } from "./store/client.ts";
 
@@ -40,10 +41,6 @@ const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
 /** Frees contexts whose backend was dropped without close(); a backstop only. */
-const leaked = new FinalizationRegistry<{ lib: ShmSymbols; ctx: Deno.PointerValue }>(
-  ({ lib, ctx }) => lib.dt_shm_ctx_free(ctx),
-);
-
 /** Unmaps shared buffers dropped without `free`; a backstop only. */
 const unmapOnCollect = new FinalizationRegistry<{ lib: ShmSymbols; handle: Deno.PointerValue }>(
   ({ lib, handle }) => lib.dt_shm_buffer_free(handle),
@@ -93,7 +90,7 @@ export function shmQueued(): boolean {
 export class ShmBackend extends BaseBackend {
   readonly name = "shm";
   #lib: ShmSymbols;
-  #ctx: Deno.PointerValue;
+  #ctx: NativeContext;
   /** The waits of started gathers not yet waited for. */
   #started = new StartedCollectives();
   /**
@@ -107,9 +104,12 @@ export class ShmBackend extends BaseBackend {
   private constructor(lib: ShmSymbols, ctx: Deno.PointerValue) {
     super();
     this.#lib = lib;
-    this.#ctx = ctx;
+    this.#ctx = new NativeContext(this, ctx, {
+      name: "shm",
+      lastError: lib.dt_shm_last_error,
+      free: lib.dt_shm_ctx_free,
+    });
     this.#clockOffsetUs = nowUs() - lib.dt_shm_clock_us();
-    leaked.register(this, { lib, ctx }, this);
   }
 
   /**
@@ -133,25 +133,18 @@ export class ShmBackend extends BaseBackend {
    * calls it when the step across hosts failed, which the other members cannot see.
    */
   abort(err: DistError): void {
-    if (this.#ctx === null) return;
+    if (this.#ctx.closed) return;
     const status = Object.entries(STATUS_CODES).find(([, code]) => code === err.code)?.[0];
     this.#lib.dt_shm_abort(
-      this.#ctx,
+      this.#ctx.live,
       Number(status ?? CollectiveStatus.EINTERNAL),
       encoder.encode(`${err.message}\0`),
     );
   }
 
-  #live(): Deno.PointerValue {
-    if (this.#ctx === null) throw new DistError("broken", "shm backend is closed");
-    return this.#ctx;
-  }
-
   /** A call that returns when done, on the JavaScript thread; throws the context's error. */
   #now(call: (ctx: Deno.PointerValue) => number): void {
-    const ctx = this.#live();
-    const status = call(ctx);
-    if (status !== CollectiveStatus.OK) throw lastError(this.#lib, ctx, status);
+    this.#ctx.now(call);
   }
 
   /** Takes a ticket now, on the JavaScript thread: that fixes the order collectives run in. */
@@ -159,14 +152,12 @@ export class ShmBackend extends BaseBackend {
     call: (ctx: Deno.PointerValue, ticket: number, timing: Deno.PointerValue) => Promise<number>,
     refs: unknown[] = [],
   ): Promise<OpTiming> {
-    const ctx = this.#live();
+    const ctx = this.#ctx.live;
     const ticket = Number(this.#lib.dt_shm_ticket(ctx));
     // Pointers, not "buffer" arguments, here and for allGather's outputs: a nonblocking call with
     // a buffer argument stalled DDP's backward for milliseconds per bucket (BENCHMARKS.md).
     const timing = new Float64Array(2);
-    const status = await call(ctx, ticket, Deno.UnsafePointer.of(timing));
-    refs.length; // keeps the arguments (and `timing`) reachable until the native call returned
-    if (status !== CollectiveStatus.OK) throw lastError(this.#lib, ctx, status);
+    await this.#ctx.checked(call(ctx, ticket, Deno.UnsafePointer.of(timing)), [...refs, timing]);
     return this.#timed(timing);
   }
 
@@ -321,9 +312,7 @@ export class ShmBackend extends BaseBackend {
 
   /** A message through the pair's channel in the segment, beside the collectives (csrc/shm/p2p.cc). */
   override postP2P(message: P2PMessage): PostedP2P {
-    const lib = this.#lib;
-    const ctx = this.#live();
-    return postNative(lib, "dt_shm", ctx, message, (status) => lastError(lib, ctx, status));
+    return postNative(this.#lib, "dt_shm", this.#ctx.live, message, (s) => this.#ctx.error(s));
   }
 
   barrier(): Promise<OpTiming> {
@@ -365,11 +354,9 @@ export class ShmBackend extends BaseBackend {
   }
 
   close(): void {
-    if (this.#ctx === null) return;
+    if (this.#ctx.closed) return;
     // A started gather runs on the context until it ends, and its work must be freed first.
     this.#started.waitAll();
-    leaked.unregister(this);
-    this.#lib.dt_shm_ctx_free(this.#ctx);
-    this.#ctx = null;
+    this.#ctx.close();
   }
 }

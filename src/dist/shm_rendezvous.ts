@@ -8,18 +8,16 @@
 import { CollectiveStatus } from "../../ffi/collective_codes.ts";
 import type { ShmSymbols } from "../../ffi/shm.ts";
 import type { BackendInit } from "./backend.ts";
-import { DistError, STATUS_CODES } from "./errors.ts";
+import { DistError } from "./errors.ts";
+import { nativeError } from "./native_context.ts";
 import type { StoreClient } from "./store/client.ts";
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
 /** The context's last error (or the library's, with a null context) as a DistError. */
-export function lastError(lib: ShmSymbols, ctx: Deno.PointerValue, status: number): DistError {
-  const buf = new Uint8Array(1024);
-  const len = lib.dt_shm_last_error(ctx, buf, buf.length);
-  const message = decoder.decode(buf.subarray(0, Math.min(len, buf.length - 1)));
-  return new DistError(STATUS_CODES[status] ?? "internal", message || `shm status ${status}`);
+function lastError(lib: ShmSymbols, ctx: Deno.PointerValue, status: number): DistError {
+  return nativeError("shm", lib.dt_shm_last_error, ctx, status);
 }
 
 /** Rank 0's handle of its new segment, for the others to open it. */
