@@ -1,5 +1,7 @@
 /**
- * The copies around FSDP's two collectives (FSDP2's `_fsdp_collectives.py`).
+ * FSDP's two collectives, how they are issued and the copies around them (FSDP2's
+ * `_fsdp_collectives.py`): the parameter group decides when it gathers and reduces (see
+ * [Note: FSDP hooks] in _param_group.ts), this file how.
  *
  * [Note: flat layouts]
  * A group's shards live in one flat buffer of S elements per rank: each parameter's padded shard
@@ -11,10 +13,48 @@
  * @module
  */
 
+import type { ProcessGroup, Work } from "../../dist/mod.ts";
 import { noGrad } from "../../tensor/autograd.ts";
+import { itemSize } from "../../tensor/dtype.ts";
 import { contiguousStrides, Tensor } from "../../tensor/tensor.ts";
-import { realRows } from "./_common.ts";
+import { gradientDivideFactors, type PrecisionDtype } from "../mixed_precision.ts";
+import { type CommCounter, realRows } from "./_common.ts";
 import { addElements, copyElements, type FSDPParam } from "./_param.ts";
+import { allReduceAfter } from "./_replicate.ts";
+
+/** Adds `n` to a step's counter (the root's `StepRecorder.count`). */
+export type Count = (what: CommCounter, n: number) => void;
+
+/**
+ * Issues the all-gather of this rank's shards `flat` (S elements) with `issue`, the process
+ * group's blocking, started or awaited all-gather, into a new buffer of size × S elements in
+ * `paramDtype` (see [Note: flat layouts]). A cast input is freed once issued (the collective holds
+ * its memory until it ends); the buffer is freed if the issue throws.
+ *
+ * @returns The buffer and what `issue` returned, or null for an empty group (nothing to send).
+ */
+export function allGatherShards<W>(
+  flat: Tensor,
+  group: ProcessGroup,
+  paramDtype: PrecisionDtype,
+  count: Count,
+  issue: (out: Tensor, input: Tensor) => W,
+): { out: Tensor; work: W } | null {
+  const S = flat.numel();
+  if (S === 0) return null;
+  count("allGathers", 1);
+  count("allGatherBytes", group.size * S * itemSize(paramDtype));
+  const out = Tensor.empty([group.size * S], paramDtype, false, flat.device);
+  const input = paramDtype === "f32" ? flat : noGrad(() => flat.to(paramDtype));
+  try {
+    return { out, work: issue(out, input) };
+  } catch (err) {
+    out.dispose();
+    throw err;
+  } finally {
+    if (input !== flat) input.dispose();
+  }
+}
 
 /** Copies the gathered pieces (`out`, size × S) into each parameter's full parameter. */
 export function copyOut(out: Tensor, params: readonly FSDPParam[], size: number, S: number): void {
@@ -75,5 +115,77 @@ export function takeReduced(out: Tensor, params: readonly FSDPParam[]): void {
       noGrad(() => grad.add_(view));
       view.dispose();
     }
+  }
+}
+
+/** A reduction in flight, and what its output is divided by once it ends (f16's post factor). */
+export interface Reduction {
+  /** This rank's reduced gradients, S elements in the reduce dtype. */
+  out: Tensor;
+  /** The reduce-scatter, followed under HSDP by the all-reduce across the replicas. */
+  work: Work;
+  /** The divisor applied after the reduction. */
+  post: number;
+}
+
+/**
+ * Issues the reduction of a group's summed full gradients `pending` (size × S f32, see
+ * [Note: flat layouts]; consumed): divided ahead as `reduceDtype` needs, cast to it,
+ * reduce-scattered over `group`, then all-reduced across `replicate`, HSDP's replicas (see
+ * [Note: replicate all-reduce order] in _replicate.ts), so the gradients are averaged over every
+ * data-parallel rank: the shards' and the replicas'.
+ */
+export function reduceGradients(
+  pending: Tensor,
+  group: ProcessGroup,
+  replicate: ProcessGroup | null,
+  reduceDtype: PrecisionDtype,
+  count: Count,
+): Reduction {
+  const size = group.size, S = pending.numel() / size;
+  const replicas = replicate?.size ?? 1;
+  const { pre, op, post } = gradientDivideFactors(size * replicas, reduceDtype);
+  // "avg" divides by each group's own size, so the two averages make the mean over both.
+  const opOver = (n: number) => (n === 1 ? "sum" : op);
+  const input = noGrad(() => {
+    if (pre !== 1) pending.div_(pre);
+    return pending.to(reduceDtype);
+  });
+  const out = Tensor.empty([S], reduceDtype, false, pending.device);
+  out.persistent = true;
+  // The collective holds the input's memory until it ends.
+  let work = group.reduceScatter(out, input, opOver(size));
+  count("reduceScatters", 1);
+  count("reduceScatterBytes", input.numel() * itemSize(reduceDtype));
+  if (replicate !== null && replicas > 1) {
+    work = allReduceAfter(replicate, work, out, opOver(replicas));
+    count("allReduces", 1);
+    count("allReduceBytes", S * itemSize(reduceDtype));
+  }
+  if (input !== pending) input.dispose();
+  pending.dispose();
+  return { out, work, post };
+}
+
+/**
+ * Waits for `reduction` and makes its output, widened to f32 and divided by its post factor, the
+ * shards' gradients (see {@linkcode takeReduced}).
+ */
+export async function takeReduction(
+  reduction: Reduction,
+  params: readonly FSDPParam[],
+): Promise<void> {
+  let reduced: Tensor | null = null;
+  try {
+    await reduction.work;
+    reduced = noGrad(() => {
+      const wide = reduction.out.to("f32");
+      return reduction.post === 1 ? wide : wide.div_(reduction.post);
+    });
+    reduced.persistent = true;
+    takeReduced(reduced, params);
+  } finally {
+    if (reduced !== reduction.out) reduced?.dispose();
+    reduction.out.dispose();
   }
 }

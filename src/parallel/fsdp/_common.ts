@@ -103,6 +103,9 @@ export interface FSDPStats {
   allReduceBytes: number;
 }
 
+/** What the groups count during a step: the statistics but the root's own backward time. */
+export type CommCounter = Exclude<keyof FSDPStats, "backwardMs">;
+
 /**
  * How one parameter is cut on dim 0 across `size` ranks: every rank owns `shardRows` rows
  * (the last ones padded, possibly all padding), of which the first `localRows` are real.

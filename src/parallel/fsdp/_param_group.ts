@@ -2,7 +2,8 @@
  * The parameters of one `fullyShard` call, which communicate together (FSDP2's
  * `_fsdp_param_group.py`): one all-gather unshards them, one reduce-scatter reduces their
  * gradients. The verbs are FSDP2's: `unshard` issues the all-gather, `waitForUnshard` waits and
- * copies out, `reshard` frees the full parameters.
+ * copies out, `reshard` frees the full parameters. This file decides when each collective runs;
+ * _collectives.ts issues them.
  *
  * [Note: FSDP hooks]
  * Forward is synchronous, so it cannot await a collective; it blocks instead. The root records the
@@ -28,13 +29,18 @@
  */
 
 import { BlockingWork, type ProcessGroup, type Work } from "../../dist/mod.ts";
-import { isGradEnabled, noGrad, record } from "../../tensor/autograd.ts";
-import { itemSize } from "../../tensor/dtype.ts";
+import { isGradEnabled, record } from "../../tensor/autograd.ts";
 import { Tensor } from "../../tensor/tensor.ts";
-import { gradientDivideFactors, type ResolvedPolicy } from "../mixed_precision.ts";
-import { ShardedState, TrainingState } from "./_common.ts";
-import { copyIn, copyOut, takeReduced } from "./_collectives.ts";
-import { allReduceAfter } from "./_replicate.ts";
+import type { ResolvedPolicy } from "../mixed_precision.ts";
+import { type CommCounter, ShardedState, TrainingState } from "./_common.ts";
+import {
+  allGatherShards,
+  copyIn,
+  copyOut,
+  reduceGradients,
+  type Reduction,
+  takeReduction,
+} from "./_collectives.ts";
 import { setRecomputePreparation } from "../../nn/utils/checkpoint.ts";
 import type { FSDPParam } from "./_param.ts";
 
@@ -53,19 +59,7 @@ export interface StepRecorder {
   /** The group whose forward came after `group`'s in the last step (the one to prefetch). */
   nextInForward(group: FSDPParamGroup): FSDPParamGroup | undefined;
   /** Adds to the step's communication counters. */
-  count(
-    what:
-      | "allGathers"
-      | "forwardPrefetches"
-      | "reduceScatters"
-      | "forwardCommMs"
-      | "exposedCommMs"
-      | "allGatherBytes"
-      | "reduceScatterBytes"
-      | "allReduces"
-      | "allReduceBytes",
-    n: number,
-  ): void;
+  count(what: CommCounter, n: number): void;
 }
 
 /** The parameters of one `fullyShard` call and their communication. */
@@ -78,12 +72,14 @@ export class FSDPParamGroup {
   root: StepRecorder;
   /** The all-gather in flight: awaited in backward, started on a native thread in forward. */
   #gather: { out: Tensor; work: Work | BlockingWork } | null = null;
-  /** The reduce-scatter in flight, and what its output is divided by after (f16's post factor). */
-  #reduce: { out: Tensor; work: Work; post: number } | null = null;
+  /** The reduction of the gradients in flight. */
+  #reduce: Reduction | null = null;
   /** Full gradients summed since the last reduce-scatter (size × S; noSync accumulates here). */
   #pending: Tensor | null = null;
   #ready = new Set<FSDPParam>();
   readonly #trainable: number;
+  /** Counts on the root as it is at the time (it changes when a parent is sharded). */
+  readonly #count = (what: CommCounter, n: number) => this.root.count(what, n);
 
   /**
    * @param params The group's parameters, with offsets into `flat`.
@@ -130,17 +126,17 @@ export class FSDPParamGroup {
       throw new Error("FSDP: a blocking unshard while the group's all-gather is in flight");
     }
     this.#gather = null;
-    const out = started?.out ?? this.#gatherOutput();
-    if (out !== null) {
+    const gathered = started ??
+      this.#allGather((out, input) => this.group.allGatherBlocking(out, input));
+    if (gathered !== null) {
       try {
         if (started !== null) (started.work as BlockingWork).waitBlocking();
-        else this.#withGatherInput((input) => this.group.allGatherBlocking(out, input));
-        copyOut(out, this.params, this.group.size, this.S);
+        copyOut(gathered.out, this.params, this.group.size, this.S);
       } catch (err) {
         this.state = ShardedState.Sharded;
         throw err;
       } finally {
-        out.dispose();
+        gathered.out.dispose();
       }
     }
     this.#exposeUnsharded();
@@ -153,15 +149,8 @@ export class FSDPParamGroup {
   prefetchForward(): void {
     if (!this.forwardPrefetch || this.state !== ShardedState.Sharded) return;
     if (!this.group.canStartAllGather) return;
-    const out = this.#gatherOutput();
-    if (out === null) return this.#exposeUnsharded();
-    try {
-      const work = this.#withGatherInput((input) => this.group.allGatherStart(out, input));
-      this.#gather = { out, work };
-    } catch (err) {
-      out.dispose();
-      throw err;
-    }
+    this.#gather = this.#allGather((out, input) => this.group.allGatherStart(out, input));
+    if (this.#gather === null) return this.#exposeUnsharded();
     this.state = ShardedState.Gathering;
     this.root.count("forwardPrefetches", 1);
   }
@@ -176,10 +165,8 @@ export class FSDPParamGroup {
   /** Issues the all-gather of the full parameters, unless they exist or are on their way. */
   unshard(): void {
     if (this.state !== ShardedState.Sharded) return;
-    const out = this.#gatherOutput();
-    if (out === null) return this.#exposeUnsharded();
-    const work = this.#withGatherInput((input) => this.group.allGather(out, input));
-    this.#gather = { out, work };
+    this.#gather = this.#allGather((out, input) => this.group.allGather(out, input));
+    if (this.#gather === null) return this.#exposeUnsharded();
     this.state = ShardedState.Gathering;
   }
 
@@ -282,32 +269,15 @@ export class FSDPParamGroup {
     copyIn(this.#pending, this.params, size, this.S);
     this.reshard();
     if (!this.root.sync || this.S === 0) return;
-    const { reduceDtype } = this.policy;
-    // The gradients are averaged over every data-parallel rank: the shards' and the replicas'.
-    const replicas = this.replicate?.size ?? 1;
-    const { pre, op, post } = gradientDivideFactors(size * replicas, reduceDtype);
-    // "avg" divides by each group's own size, so the two averages make the mean over both.
-    const opOver = (n: number) => (n === 1 ? "sum" : op);
     const pending = this.#pending;
     this.#pending = null;
-    const input = noGrad(() => {
-      if (pre !== 1) pending.div_(pre);
-      return pending.to(reduceDtype);
-    });
-    const out = Tensor.empty([this.S], reduceDtype, false, this.flat.device);
-    out.persistent = true;
-    // The collective holds the input's memory until it ends.
-    let work = this.group.reduceScatter(out, input, opOver(size));
-    this.root.count("reduceScatters", 1);
-    this.root.count("reduceScatterBytes", input.numel() * itemSize(reduceDtype));
-    if (this.replicate !== null && replicas > 1) {
-      work = allReduceAfter(this.replicate, work, out, opOver(replicas));
-      this.root.count("allReduces", 1);
-      this.root.count("allReduceBytes", this.S * itemSize(reduceDtype));
-    }
-    this.#reduce = { out, work, post };
-    if (input !== pending) input.dispose();
-    pending.dispose();
+    this.#reduce = reduceGradients(
+      pending,
+      this.group,
+      this.replicate,
+      this.policy.reduceDtype,
+      this.#count,
+    );
   }
 
   /** Waits for an issued reduce-scatter (or an unconsumed prefetch) and sets the shards' grads. */
@@ -321,20 +291,7 @@ export class FSDPParamGroup {
     const reduce = this.#reduce;
     this.#reduce = null;
     this.training = TrainingState.Idle;
-    if (reduce === null) return;
-    let reduced: Tensor | null = null;
-    try {
-      await reduce.work;
-      reduced = noGrad(() => {
-        const wide = reduce.out.to("f32");
-        return reduce.post === 1 ? wide : wide.div_(reduce.post);
-      });
-      reduced.persistent = true;
-      takeReduced(reduced, this.params);
-    } finally {
-      if (reduced !== reduce.out) reduced?.dispose();
-      reduce.out.dispose();
-    }
+    if (reduce !== null) await takeReduction(reduce, this.params);
   }
 
   #onGradReady(p: FSDPParam): void {
@@ -343,28 +300,9 @@ export class FSDPParamGroup {
     if (this.#ready.size === this.#trainable) this.postBackward();
   }
 
-  /** The all-gather's output buffer (in `paramDtype`), or null (nothing to send) for an empty group. */
-  #gatherOutput(): Tensor | null {
-    if (this.S === 0) return null;
-    const { paramDtype } = this.policy;
-    this.root.count("allGathers", 1);
-    this.root.count("allGatherBytes", this.group.size * this.S * itemSize(paramDtype));
-    return Tensor.empty([this.group.size * this.S], paramDtype, false, this.flat.device);
-  }
-
-  /**
-   * Issues an all-gather of this rank's shards with `issue`: the flat shard itself, or its copy
-   * cast to `paramDtype`, freed once issued (the collective holds its memory until it ends).
-   */
-  #withGatherInput<R>(issue: (input: Tensor) => R): R {
-    const { paramDtype } = this.policy;
-    if (paramDtype === "f32") return issue(this.flat);
-    const input = noGrad(() => this.flat.to(paramDtype));
-    try {
-      return issue(input);
-    } finally {
-      input.dispose();
-    }
+  /** Issues the all-gather of the group's shards with `issue` (see `allGatherShards`). */
+  #allGather<W>(issue: (out: Tensor, input: Tensor) => W): { out: Tensor; work: W } | null {
+    return allGatherShards(this.flat, this.group, this.policy.paramDtype, this.#count, issue);
   }
 
   #exposeUnsharded(): void {
