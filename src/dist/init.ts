@@ -9,17 +9,11 @@ import { type Connected, connectGroup } from "./backends.ts";
 import { DistError } from "./errors.ts";
 import { type InitOptions, type ResolvedInit, resolveInit } from "./init_method.ts";
 import { ledgerEnvProblem, ledgerGroup, ledgerReset } from "./ledger.ts";
-import {
-  exchangeSummaries,
-  FAILURE_EVENT,
-  reportDiagnosis,
-  reportMismatch,
-  watchLedgerRequests,
-} from "./ledger_exchange.ts";
+import { watchLedgerRequests } from "./ledger_exchange.ts";
+import { diagnoseFailure } from "./failure_diagnosis.ts";
 import { writeLedgerAtExit } from "./ledger_files.ts";
 import { ProcessGroup } from "./process_group.ts";
 import { StoreClient } from "./store/client.ts";
-import { MAX_TIMEOUT_MS } from "./store/protocol.ts";
 import { StoreServer } from "./store/server.ts";
 
 interface World {
@@ -100,105 +94,9 @@ async function joinJob(store: StoreClient, config: ResolvedInit): Promise<string
   return prefix;
 }
 
-/** Resolves with `work`'s value, or rejects once `ms` (at most `MAX_TIMEOUT_MS`) have passed. */
-function within<T>(work: Promise<T>, ms: number): Promise<T> {
-  let timer = 0 as unknown as ReturnType<typeof setTimeout>;
-  const late = new Promise<never>((_, reject) => {
-    const delay = Math.min(ms, MAX_TIMEOUT_MS);
-    timer = setTimeout(() => reject(new Error(`no answer within ${delay} ms`)), delay);
-  });
-  return Promise.race([work, late]).finally(() => clearTimeout(timer));
-}
-
 /**
- * [Note: failure diagnosis]
- * Gloo sees only its own sockets. A rank whose neighbour exited because of another rank's
- * death blames the neighbour, a send into a dead peer merely times out, and a timeout in the
- * middle of a transfer names nobody. The store sees every rank: a rank's store connection closes
- * when its process dies. So after a transport failure each rank records its error in the store
- * and polls, for at most DIAGNOSIS_MS, until every other member has either recorded one too or
- * left: members that left without a record died; members still connected without a record by
- * then are hung (a stopped process, a deadlock, a machine that stopped answering). Every rank,
- * the one that hosts the store included, so reports within the collective timeout plus
- * DIAGNOSIS_MS and a few polls. The store host also waits, inside that budget, until the members
- * that reported have finished their own diagnosis, so that its exit does not pull the store from
- * under them.
- */
-async function diagnose(w: World, group: ProcessGroup, err: unknown): Promise<unknown> {
-  if (err instanceof DistError && err.code === "mismatch" && group.rank >= 0) {
-    // Every member sees the same mismatch: their ledgers say which line called what.
-    await reportMismatch(w.store, w.prefix, group, w.config.rank, err.message);
-    return err;
-  }
-  if (!(err instanceof DistError) || (err.code !== "peer" && err.code !== "timeout")) return err;
-  const me = w.config.rank;
-  const others = group.ranks.filter((r) => r !== me);
-  const failed = (rank: number) => `${w.prefix}failed/${rank}`;
-  const diagnosed = (rank: number) => `${w.prefix}diagnosed/${rank}`;
-  const has = (key: string) => w.store.get(key, 0).then(() => true, () => false);
-  const started = Date.now();
-  // Polls until each of `ranks` has set key(rank) or left the store, or the deadline passes.
-  const sort = async (ranks: number[], key: (rank: number) => string, until: number) => {
-    for (;;) {
-      const alive = new Set(await w.store.connectedRanks());
-      const verdict = { reported: [] as number[], gone: [] as number[], silent: [] as number[] };
-      for (const r of ranks) {
-        if (await has(key(r))) verdict.reported.push(r);
-        else if (alive.has(r)) verdict.silent.push(r);
-        else verdict.gone.push(r);
-      }
-      if (verdict.silent.length === 0 || Date.now() >= until) return verdict;
-      await new Promise((r) => setTimeout(r, POLL_MS));
-    }
-  };
-  const findCulprits = async () => {
-    await w.store.set(failed(me), err.message);
-    // Asks every rank of the job for its ledger at once (the culprit of a subgroup's stall is
-    // often stuck in another group): the hung ones answer from their watchers.
-    const until = started + DIAGNOSIS_MS;
-    const ledgers = exchangeSummaries(w.store, w.prefix, FAILURE_EVENT, me, w.group.ranks, until);
-    const { reported, gone, silent } = await sort(others, failed, until);
-    const { summaries, left } = await ledgers;
-    reportDiagnosis(me, summaries, { dead: left });
-    await w.store.set(diagnosed(me), "1");
-    if (w.server) await sort(reported, diagnosed, started + DIAGNOSIS_MS + LINGER_MS);
-    return { dead: gone, hung: silent };
-  };
-  const notes: string[] = [];
-  try {
-    const { dead, hung } = await within(findCulprits(), DIAGNOSIS_MS + LINGER_MS + POLL_MS);
-    const ranks = (rs: number[]) => `rank${rs.length > 1 ? "s" : ""} ${rs.join(", ")}`;
-    if (dead.length) notes.push(`${ranks(dead)} died (left the store without reporting an error)`);
-    if (hung.length) {
-      notes.push(
-        `${ranks(hung)} ${hung.length > 1 ? "are" : "is"} hung (still connected, but reported ` +
-          `no error within ${DIAGNOSIS_MS / 1000} s)`,
-      );
-    }
-  } catch {
-    notes.push(
-      w.config.launcherStore
-        ? "the launcher's store does not answer either"
-        : "the store does not answer either: rank 0, which hosts it, has probably died or hung",
-    );
-  }
-  if (notes.length === 0) return err;
-  return new DistError(err.code, `${err.message}; ${notes.join("; ")}`, { cause: err });
-}
-
-/**
- * How long a failing rank waits for the other members to report theirs. With LINGER_MS and a
- * poll it bounds the diagnosis at 1.55 s, inside the "timeout + 2 s" every rank reports by
- * (docs/reference/reliability.md) with room for a loaded machine's scheduling.
- */
-const DIAGNOSIS_MS = 1200;
-/** How much longer the store host waits for the reporting members to finish their diagnosis. */
-const LINGER_MS = 300;
-/** Store polling interval during a diagnosis. */
-const POLL_MS = 50;
-
-/**
- * Joins the job: hosts or reaches the store, waits for every rank, connects the backend.
+ * Joins the job in three steps: joins the store (hosting it or reaching it, and waiting for every
+ * rank), opens the ledger, connects the backend.
  *
  * With `initMethod` "env://" (the default) it reads RANK, WORLD_SIZE, LOCAL_RANK,
  * MASTER_ADDR, MASTER_PORT and DTRAIN_TOKEN. Rank 0 hosts the store on MASTER_ADDR:MASTER_PORT
@@ -224,6 +122,40 @@ export async function initProcessGroup(options: InitOptions = {}): Promise<Proce
   const config = resolveInit(options);
   const ledgerProblem = ledgerEnvProblem();
   if (ledgerProblem) throw new DistError("invalid", `initProcessGroup: ${ledgerProblem}`);
+  const joined = await joinStore(config);
+  let closeLedger = () => {};
+  try {
+    closeLedger = await openLedger(joined);
+    const ranks = Array.from({ length: config.worldSize }, (_, i) => i);
+    const backend = await connectBackend(joined.config, ranks, `${joined.prefix}world/`);
+    const w: World = { ...joined, group: null!, subgroups: [], closeLedger };
+    w.group = new ProcessGroup(ranks, config.rank, backend, (err, g) => diagnoseFailure(w, g, err));
+    ledgerGroup("world", ranks);
+    world = w;
+    return w.group;
+  } catch (err) {
+    closeLedger(); // a backend that failed to connect leaves no watcher or exit hook behind
+    joined.store.close();
+    await joined.server?.close();
+    throw err;
+  }
+}
+
+/** The job's store, joined: who hosts it, this rank's client, and this initialization's keys. */
+interface Joined {
+  /** The settings, with the store's port and the address Gloo advertises resolved. */
+  config: ResolvedInit;
+  store: StoreClient;
+  server: StoreServer | null;
+  /** Store key prefix of this initialization (see joinJob). */
+  prefix: string;
+}
+
+/**
+ * The first step of `initProcessGroup`: hosts the store (rank 0, unless a launcher does) or
+ * reaches it, and waits until every rank has joined.
+ */
+async function joinStore(config: ResolvedInit): Promise<Joined> {
   const server = config.hostStore
     ? StoreServer.listen({
       hostname: config.storeHost,
@@ -232,7 +164,6 @@ export async function initProcessGroup(options: InitOptions = {}): Promise<Proce
     })
     : null;
   let store: StoreClient | null = null;
-  let closeLedger = () => {};
   try {
     const storePort = server?.port ?? config.storePort;
     store = await StoreClient.connect({
@@ -246,41 +177,34 @@ export async function initProcessGroup(options: InitOptions = {}): Promise<Proce
     // peers on other nodes can reach too (the host name may resolve to a loopback address).
     const host = config.host || (config.iface ? "" : store.localAddress);
     const resolved = { ...config, storePort, host };
-    const prefix = await joinJob(store, resolved);
-    ledgerReset();
-    const watch = {
-      hostname: config.storeHost,
-      port: storePort,
-      token: config.token,
-      timeoutMs: config.timeoutMs,
-    };
-    const closeWatcher = await watchLedgerRequests(watch, prefix, config.rank);
-    const closeDumps = writeLedgerAtExit(config.rank);
-    closeLedger = () => {
-      closeWatcher();
-      closeDumps();
-    };
-    const ranks = Array.from({ length: config.worldSize }, (_, i) => i);
-    const backend = await connectBackend(resolved, ranks, `${prefix}world/`);
-    const w: World = {
-      config: resolved,
-      group: null!,
-      subgroups: [],
-      store,
-      server,
-      prefix,
-      closeLedger,
-    };
-    w.group = new ProcessGroup(ranks, config.rank, backend, (err, g) => diagnose(w, g, err));
-    ledgerGroup("world", ranks);
-    world = w;
-    return w.group;
+    return { config: resolved, store, server, prefix: await joinJob(store, resolved) };
   } catch (err) {
-    closeLedger(); // a backend that failed to connect leaves no watcher or exit hook behind
     store?.close();
     await server?.close();
     throw err;
   }
+}
+
+/**
+ * The second step: a fresh ledger, the watcher that answers other ranks' requests for it during
+ * a diagnosis, and its dump at exit.
+ *
+ * @returns What stops both.
+ */
+async function openLedger({ config, prefix }: Joined): Promise<() => void> {
+  ledgerReset();
+  const watch = {
+    hostname: config.storeHost,
+    port: config.storePort,
+    token: config.token,
+    timeoutMs: config.timeoutMs,
+  };
+  const closeWatcher = await watchLedgerRequests(watch, prefix, config.rank);
+  const closeDumps = writeLedgerAtExit(config.rank);
+  return () => {
+    closeWatcher();
+    closeDumps();
+  };
 }
 
 /** Whether `initProcessGroup` has completed and `destroyProcessGroup` has not been called. */
@@ -350,7 +274,7 @@ export async function newGroup(ranks: number[]): Promise<ProcessGroup> {
     sorted,
     rank,
     backend,
-    (err, g) => diagnose(w, g, err),
+    (err, g) => diagnoseFailure(w, g, err),
     `group${id}`,
   );
   w.subgroups.push(group);
