@@ -7,9 +7,9 @@ cd "$(dirname "$0")/.."
 
 DENO_VERSION=2.9.6
 # fortunes: the text corpus of the GPT job; slurm-wlm and munge: the SLURM cluster
-# tests/infrastructure_slurm_test.ts brings up; shellcheck: the lint of the start-up and batch scripts;
-# libdnnl2: oneDNN, opened at run time for bf16 products where the CPU has bf16 instructions
-# (csrc/core/matmul_bf16.c; nothing links it).
+# tests/infrastructure/slurm_test.ts brings up; shellcheck: the lint of the start-up and batch
+# scripts; libdnnl2: oneDNN, opened at run time for bf16 products where the CPU has bf16
+# instructions (csrc/core/matmul_bf16.c; nothing links it).
 APT_PACKAGES=(build-essential libopenblas-dev libgloo-dev dataset-fashion-mnist xz-utils iproute2
   fortunes slurm-wlm munge shellcheck libdnnl2)
 # Headless Chromium for the report's screenshot test (tests/train/report_test.ts) is opt-in: it is

@@ -1,8 +1,7 @@
 # The outputs every cluster root shares, linked in as outputs.tf. Where the nodes are: the master's
 # public address for SSH, internal ones for the rendezvous. Each root's cloud_outputs.tf sets the two
 # addresses that differ by cloud (local.master_public_ip, local.master_internal_ip) and adds its
-# own outputs. The job token is the only secret and is output only as sensitive
-# (`terraform output -raw dtrain_token`).
+# own outputs. The job token, the only secret, is output by token.tf, only as sensitive.
 
 output "master_public_ip" {
   description = "Public address of the master (node 0), for SSH."
@@ -32,10 +31,4 @@ output "snapshot_path" {
 output "ssh_master" {
   description = "Command that opens a shell on the master."
   value       = "ssh ${var.ssh_user}@${local.master_public_ip}"
-}
-
-output "dtrain_token" {
-  description = "The job secret (DTRAIN_TOKEN) the launchers share."
-  value       = random_password.token.result
-  sensitive   = true
 }

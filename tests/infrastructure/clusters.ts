@@ -1,6 +1,7 @@
-// The Terraform cluster roots as the infrastructure tests render them: where each root is, the
-// cloud's answers a plan needs (fixtures), and each node's cloud-init user data rendered through
-// the root's module calls as `terraform plan` would, with the files it writes.
+// The Terraform roots as the infrastructure tests render them: one row of CLOUDS per root (where it
+// is, its provider, the cloud's answers a plan needs, where its nodes' user data is), and each
+// node's cloud-init user data rendered through the root's module calls as `terraform plan` would,
+// with the files it writes.
 import assert from "node:assert/strict";
 import { resolve } from "node:path";
 import { parse } from "@cdktf/hcl2json";
@@ -10,72 +11,119 @@ import { type Config, evaluateAttribute, type Fixtures, loadConfig } from "./ter
 import { NEBIUS_DIR } from "./start_training.ts";
 import { parseTrainArgs, type TrainConfig } from "../../src/train/config.ts";
 
-/** infrastructure/, and each Terraform root in it. */
+/** infrastructure/, whose Terraform roots {@linkcode CLOUDS} lists. */
 export const INFRA_DIR = resolve(NEBIUS_DIR, "..");
-export const CLUSTER_DIR = `${NEBIUS_DIR}/cluster`;
-export const SINGLE_GPU_DIR = `${NEBIUS_DIR}/single_gpu`;
-export const AWS_DIR = `${INFRA_DIR}/aws/cluster`;
-export const GCP_DIR = `${INFRA_DIR}/gcp/cluster`;
-export const CONFIG_DIRS = [CLUSTER_DIR, SINGLE_GPU_DIR, AWS_DIR, GCP_DIR];
-/** The provider each root is for, as its versions.tf names it. */
-export const PROVIDERS: Record<string, [string, string]> = {
-  [CLUSTER_DIR]: ["nebius", "nebius/nebius"],
-  [SINGLE_GPU_DIR]: ["nebius", "nebius/nebius"],
-  [AWS_DIR]: ["aws", "hashicorp/aws"],
-  [GCP_DIR]: ["google", "hashicorp/google"],
-};
 
-/** The job token the random_password fixture makes. */
+/** The job token the random_password fixture makes (infrastructure/common/token.tf, every root). */
 export const TOKEN = "TestToken0123456789abcdefghijklmnopqrstuvwxyzABCD";
 /** The master's reserved address: documentation range, only ever text here, never contacted. */
 export const MASTER_ADDR = "192.0.2.10";
-/** The resource attributes only the cloud knows, as a plan would see them. */
-export const FIXTURES: Fixtures = {
-  random_password: { token: { result: TOKEN } },
-  nebius_compute_v1_filesystem: { shared: { id: "computefilesystem-test" } },
-  nebius_vpc_v1_allocation: {
-    master: {
-      id: "vpcallocation-test",
-      status: { details: { allocated_cidr: `${MASTER_ADDR}/32` } },
-    },
-  },
-  aws_network_interface: { master: { id: "eni-0123456789abcdef0", private_ip: MASTER_ADDR } },
-  aws_fsx_lustre_file_system: {
-    shared: {
-      dns_name: "fs-0123456789abcdef0.fsx.us-east-2.amazonaws.com",
-      mount_name: "abcdefgh",
-    },
-  },
-  google_compute_address: { master: { address: MASTER_ADDR } },
-  google_filestore_instance: { shared: { networks: [{ ip_addresses: ["192.0.2.20"] }] } },
-};
 
-/** Each cloud's cluster root: where a node's user data is, and the fstab line it mounts with. */
+/**
+ * One Terraform root as the infrastructure tests check, plan and render it. Adding a cloud is one
+ * row of {@linkcode CLOUDS}: every check (references, module calls, templates, variables, sensitive
+ * outputs) and the rendered nodes' start-up and setup scripts then run on its root.
+ */
+export interface CloudRoot {
+  /** What the tests' names call it. */
+  name: string;
+  /** The root folder. */
+  dir: string;
+  /** The provider its versions.tf requires: the local name and the source. */
+  provider: readonly [name: string, source: string];
+  /** What only the cloud knows of the resources the root reads, as a plan would see them. */
+  fixtures: Fixtures;
+  /** The node instances' resource, through the root's module call. */
+  address: string;
+  /** The instance's attribute with the user data (with `key`: the map holding it there). */
+  attribute: string;
+  key?: string;
+  /** The fstab line each node mounts the shared filesystem with. */
+  fstab: string;
+  /** Whether `cluster_size` sets the node count (false: one VM). */
+  cluster: boolean;
+}
+
+/** Every Terraform root: each cloud's cluster, and Nebius's single-GPU VM. */
 export const CLOUDS = [
   {
-    cloud: "Nebius",
-    dir: CLUSTER_DIR,
+    name: "Nebius",
+    dir: `${INFRA_DIR}/nebius/cluster`,
+    provider: ["nebius", "nebius/nebius"],
+    fixtures: {
+      nebius_compute_v1_filesystem: { shared: { id: "computefilesystem-test" } },
+      nebius_vpc_v1_allocation: {
+        master: {
+          id: "vpcallocation-test",
+          status: { details: { allocated_cidr: `${MASTER_ADDR}/32` } },
+        },
+      },
+    },
     address: "module.nodes.nebius_compute_v1_instance.node",
     attribute: "cloud_init_user_data",
     fstab: "dtrain-shared /mnt/shared virtiofs defaults,nofail 0 0",
+    cluster: true,
   },
   {
-    cloud: "AWS",
-    dir: AWS_DIR,
+    name: "Nebius single GPU",
+    dir: `${INFRA_DIR}/nebius/single_gpu`,
+    provider: ["nebius", "nebius/nebius"],
+    fixtures: { nebius_compute_v1_filesystem: { shared: { id: "computefilesystem-test" } } },
+    address: "module.vm.nebius_compute_v1_instance.node",
+    attribute: "cloud_init_user_data",
+    fstab: "dtrain-shared /mnt/shared virtiofs defaults,nofail 0 0",
+    cluster: false,
+  },
+  {
+    name: "AWS",
+    dir: `${INFRA_DIR}/aws/cluster`,
+    provider: ["aws", "hashicorp/aws"],
+    fixtures: {
+      aws_network_interface: { master: { id: "eni-0123456789abcdef0", private_ip: MASTER_ADDR } },
+      aws_fsx_lustre_file_system: {
+        shared: {
+          dns_name: "fs-0123456789abcdef0.fsx.us-east-2.amazonaws.com",
+          mount_name: "abcdefgh",
+        },
+      },
+    },
     address: "module.nodes.aws_instance.node",
     attribute: "user_data",
     fstab: "fs-0123456789abcdef0.fsx.us-east-2.amazonaws.com@tcp:/abcdefgh /mnt/shared lustre " +
       "defaults,noatime,flock,_netdev,nofail 0 0",
+    cluster: true,
   },
   {
-    cloud: "GCP",
-    dir: GCP_DIR,
+    name: "GCP",
+    dir: `${INFRA_DIR}/gcp/cluster`,
+    provider: ["google", "hashicorp/google"],
+    fixtures: {
+      google_compute_address: { master: { address: MASTER_ADDR } },
+      google_filestore_instance: { shared: { networks: [{ ip_addresses: ["192.0.2.20"] }] } },
+    },
     address: "module.nodes.google_compute_instance.node",
     attribute: "metadata",
     key: "user-data",
     fstab: "192.0.2.20:/dtrain /mnt/shared nfs defaults,_netdev,nofail 0 0",
+    cluster: true,
   },
-] as const;
+] as const satisfies readonly CloudRoot[];
+
+/** A root's name in {@linkcode CLOUDS}. */
+export type CloudName = (typeof CLOUDS)[number]["name"];
+
+/** The row of {@linkcode CLOUDS} named `name`. */
+export function cloud(name: CloudName): CloudRoot {
+  return CLOUDS.find((root) => root.name === name)!;
+}
+
+/** The roots whose node count is `cluster_size`. */
+export const CLUSTERS: readonly CloudRoot[] = CLOUDS.filter((root) => root.cluster);
+
+/** What a plan of `root` reads from its cloud: its own fixtures and the job token every root makes. */
+export function fixturesOf(root: CloudRoot): Fixtures {
+  return { random_password: { token: { result: TOKEN } }, ...root.fixtures };
+}
 
 /** A public key file standing in for the user's (the example path need not exist here). */
 export const sshKeyPath = (() => {
@@ -98,21 +146,19 @@ export interface RenderedNode {
   files: Map<string, { content: string; permissions: string }>;
 }
 
-/** Node `countIndex` of the resource at `address`: its user data, from `attribute` (or its `key`). */
+/** Node `countIndex` of `root`'s instances: its user data, rendered as a plan would. */
 export async function renderNode(
   config: Config,
-  address: string,
+  root: CloudRoot,
   values: Record<string, Value>,
   countIndex?: number,
-  attribute = "cloud_init_user_data",
-  key?: string,
 ): Promise<RenderedNode> {
-  const value = await evaluateAttribute(config, address, attribute, {
+  const value = await evaluateAttribute(config, root.address, root.attribute, {
     values,
     countIndex,
-    fixtures: FIXTURES,
+    fixtures: fixturesOf(root),
   });
-  const userData = key === undefined ? value : (value as Record<string, Value>)[key];
+  const userData = root.key === undefined ? value : (value as Record<string, Value>)[root.key];
   assert.equal(typeof userData, "string");
   const cloudInit = parseYaml(userData as string) as Record<string, unknown>;
   const files = new Map<string, { content: string; permissions: string }>();
@@ -125,32 +171,17 @@ export async function renderNode(
   return { userData: userData as string, cloudInit, files };
 }
 
-/** Where a root's nodes are: the instance's address, and the attribute (or its key) with the user data. */
-export interface NodeSource {
-  dir: string;
-  address: string;
-  attribute: string;
-  key?: string;
-}
-
-/** The Nebius single-GPU root's one VM. */
-export const SINGLE_GPU_VM: NodeSource = {
-  dir: SINGLE_GPU_DIR,
-  address: "module.vm.nebius_compute_v1_instance.node",
-  attribute: "cloud_init_user_data",
-};
-
-/** The nodes a plan of a cloud's cluster creates: as many as the instance's count says. */
+/** The nodes a plan of `root` creates: as many as its instances' count says. */
 export async function renderCluster(
   values: Record<string, Value>,
-  cloud: NodeSource = CLOUDS[0],
+  root: CloudRoot = CLOUDS[0],
 ): Promise<RenderedNode[]> {
-  const config = await loadConfig(cloud.dir);
-  const count = await evaluateAttribute(config, cloud.address, "count", { values });
+  const config = await loadConfig(root.dir);
+  const count = await evaluateAttribute(config, root.address, "count", { values });
   assert.equal(typeof count, "number");
   const nodes = [];
   for (let rank = 0; rank < (count as number); rank++) {
-    nodes.push(await renderNode(config, cloud.address, values, rank, cloud.attribute, cloud.key));
+    nodes.push(await renderNode(config, root, values, rank));
   }
   return nodes;
 }

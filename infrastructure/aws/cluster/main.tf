@@ -7,13 +7,6 @@ data "aws_subnet" "this" {
   id = var.subnet_id
 }
 
-# The job secret every launcher presents at rendezvous. It lives in the Terraform state and in
-# each node's user data (/etc/dtrain/job.env, root only), and is output only as sensitive.
-resource "random_password" "token" {
-  length  = 48
-  special = false
-}
-
 resource "aws_placement_group" "cluster" {
   name     = "${var.name}-cluster"
   strategy = "cluster"

@@ -12,13 +12,6 @@ data "google_compute_subnetwork" "this" {
   region = var.region
 }
 
-# The job secret every launcher presents at rendezvous. It lives in the Terraform state and in
-# each node's user data (/etc/dtrain/job.env, root only), and is output only as sensitive.
-resource "random_password" "token" {
-  length  = 48
-  special = false
-}
-
 resource "google_compute_address" "master" {
   name         = "${var.name}-master"
   region       = var.region

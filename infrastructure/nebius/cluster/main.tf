@@ -11,13 +11,6 @@ data "nebius_vpc_v1_subnet" "this" {
   name      = var.subnet_name
 }
 
-# The job secret every launcher presents at rendezvous. It lives in the Terraform state and in
-# each node's user data (/etc/dtrain/job.env, root only), and is output only as sensitive.
-resource "random_password" "token" {
-  length  = 48
-  special = false
-}
-
 resource "nebius_compute_v1_gpu_cluster" "this" {
   parent_id         = var.project_id
   name              = "${var.name}-gpu-cluster"

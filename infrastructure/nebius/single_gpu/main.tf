@@ -7,11 +7,6 @@ data "nebius_vpc_v1_subnet" "this" {
   name      = var.subnet_name
 }
 
-resource "random_password" "token" {
-  length  = 48
-  special = false
-}
-
 resource "nebius_compute_v1_filesystem" "shared" {
   parent_id        = var.project_id
   name             = "${var.name}-shared"

@@ -1,4 +1,4 @@
-# Where the VM is, and the job token, output only as sensitive.
+# Where the VM is (the job token is output by token.tf, only as sensitive).
 
 output "public_ip" {
   description = "Public address of the VM, for SSH."
@@ -18,10 +18,4 @@ output "snapshot_path" {
 output "ssh" {
   description = "Command that opens a shell on the VM."
   value       = "ssh ${var.ssh_user}@${module.vm.public_ips[0] == null ? "" : module.vm.public_ips[0]}"
-}
-
-output "dtrain_token" {
-  description = "The job secret (DTRAIN_TOKEN) of the launcher."
-  value       = random_password.token.result
-  sensitive   = true
 }

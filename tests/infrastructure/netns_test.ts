@@ -5,11 +5,11 @@
 // the same weights as the snapshot node 0 writes. Needs root; skipped where namespaces cannot
 // be made.
 import assert from "node:assert/strict";
-import { flagMap, launchArguments } from "./infrastructure/shell.ts";
-import { assertSameWeights, weights } from "./infrastructure/weights.ts";
-import { build, REPO } from "./infrastructure/repo.ts";
-import { renderStartTraining } from "./infrastructure/start_training.ts";
-import { NETNS_SKIP, NodeNetwork, type NodeRun, tail } from "./infrastructure/netns_cluster.ts";
+import { flagMap, launchArguments } from "./shell.ts";
+import { assertSameWeights, weights } from "./weights.ts";
+import { build, REPO } from "./repo.ts";
+import { renderStartTraining } from "./start_training.ts";
+import { NETNS_SKIP, NodeNetwork, type NodeRun, tail } from "./netns_cluster.ts";
 
 /** For both nodes together, from spawning the scripts to both exiting. */
 const RUN_TIMEOUT_MS = 45_000;
@@ -17,7 +17,7 @@ const RUN_TIMEOUT_MS = 45_000;
 const NPROC_PER_NODE = 2;
 
 if (NETNS_SKIP !== null) {
-  console.warn(`infrastructure_netns_test.ts: skipping the two-node run: ${NETNS_SKIP}`);
+  console.warn(`tests/infrastructure/netns_test.ts: skipping the two-node run: ${NETNS_SKIP}`);
 }
 
 function assertExited(run: NodeRun): void {

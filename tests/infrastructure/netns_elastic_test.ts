@@ -3,16 +3,15 @@
 // SIGKILLed after the snapshot at sample 1024 of the second epoch), and node 0 finishes alone at
 // world size 2 from that snapshot. Needs root; skipped where namespaces cannot be made.
 import assert from "node:assert/strict";
-import { fileURLToPath } from "node:url";
-import { collectLines } from "./_harness/lines.ts";
-import { NETNS_SKIP, NodeNetwork, tail } from "./infrastructure/netns_cluster.ts";
-import { HOOKED_MAIN, SMALL_JOB } from "./train/_train.ts";
+import { collectLines } from "../_harness/lines.ts";
+import { NETNS_SKIP, NodeNetwork, tail } from "./netns_cluster.ts";
+import { HOOKED_MAIN, SMALL_JOB } from "../train/_train.ts";
+import { REPO } from "./repo.ts";
 
-const REPO = fileURLToPath(new URL("..", import.meta.url)).replace(/\/$/, "");
 const RUN_TIMEOUT_MS = 60_000;
 
 if (NETNS_SKIP !== null) {
-  console.warn(`infrastructure_netns_elastic_test.ts: skipping: ${NETNS_SKIP}`);
+  console.warn(`tests/infrastructure/netns_elastic_test.ts: skipping: ${NETNS_SKIP}`);
 }
 
 Deno.test({

@@ -1,19 +1,23 @@
-// infrastructure/slurm/dtrain.sbatch on a real SLURM cluster: slurmctld on the host, one slurmd per
-// node in its own network and UTS namespace, three nodes joined through a bridge. A two-node job
+// infrastructure/slurm/dtrain.sbatch, offline against a stand-in srun: one launcher per node, SLURM's
+// node id as its rank and the first host as master. Then on a real SLURM cluster: slurmctld on the
+// host, one slurmd per node in its own network and UTS namespace, three nodes joined through a
+// bridge. A two-node job
 // trains with DDP on Gloo and both nodes end with the same weights; then a job one of whose nodes
 // dies mid-run (its slurmd and job step killed) is requeued by SLURM onto the two nodes left,
 // resumes from the shared snapshot and ends bit-identical to the uninterrupted job. Needs root;
 // skipped where network namespaces cannot be made.
 import assert from "node:assert/strict";
-import { NETNS_SKIP, NodeNetwork } from "./infrastructure/netns_cluster.ts";
-import { build, REPO } from "./infrastructure/repo.ts";
+import { NETNS_SKIP, NodeNetwork } from "./netns_cluster.ts";
+import { build, REPO } from "./repo.ts";
 import {
   type JobInfo,
   missingSlurmPrograms,
   SlurmCluster,
   SLURMD_TIMEOUT_S,
-} from "./infrastructure/slurm_cluster.ts";
-import { assertSameWeights, weights } from "./infrastructure/weights.ts";
+} from "./slurm_cluster.ts";
+import { assertSameWeights, weights } from "./weights.ts";
+import { flagMap, runSbatch } from "./shell.ts";
+import { trainConfig } from "./clusters.ts";
 
 /** Epochs of each job: long enough (about 100 ms each) that a node can die mid-run. */
 const EPOCHS = 60;
@@ -23,7 +27,7 @@ const JOB_TIMEOUT_MS = 60_000;
 const REQUEUE_TIMEOUT_MS = (4 * SLURMD_TIMEOUT_S + 10) * 1000;
 
 if (NETNS_SKIP !== null) {
-  console.warn(`infrastructure_slurm_test.ts: skipping the SLURM cluster: ${NETNS_SKIP}`);
+  console.warn(`tests/infrastructure/slurm_test.ts: skipping the SLURM cluster: ${NETNS_SKIP}`);
 }
 
 /** Where a job keeps its snapshot, logs, SLURM output and every rank's final weights. */
@@ -188,4 +192,24 @@ Deno.test({
       await Deno.remove(root, { recursive: true });
     }
   },
+});
+
+Deno.test("SLURM batch script starts one launcher per node with SLURM's node id as rank and first host as master", async () => {
+  const { dir, ...run } = await runSbatch(`${REPO}/infrastructure/slurm/dtrain.sbatch`, []);
+  assert.equal(run.code, 0, run.stderr);
+  assert.equal(run.denoCalls.length, 2);
+  const launches = run.denoCalls.map((call) => ({ ...call, flags: flagMap(call.args.slice(2)) }))
+    .sort((a, b) => Number(a.flags.get("node-rank")) - Number(b.flags.get("node-rank")));
+  for (const [rank, { args, flags, cwd, tokenSet }] of launches.entries()) {
+    assert.equal(tokenSet, true);
+    assert.equal(cwd, `${dir}/checkout`);
+    assert.equal(flags.get("node-rank"), String(rank));
+    assert.equal(flags.get("nnodes"), "2");
+    assert.equal(flags.get("master-addr"), "gpu-node-01");
+    assert.equal(flags.get("master-port"), "29500");
+    assert.equal(flags.get("snapshot"), `${dir}/shared/snapshot.safetensors`);
+    assert.equal(flags.get("log-dir"), `${dir}/shared/logs/node-${rank}`);
+    assert.equal(trainConfig(args.slice(2)).nodeRank, rank);
+  }
+  assert.doesNotMatch(run.stdout + run.stderr, /DTRAIN_TOKEN=/);
 });

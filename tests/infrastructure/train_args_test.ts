@@ -3,34 +3,22 @@
 // node word for word, after the recipe's own per-node flags, which they may not repeat (refused,
 // naming the flag); without them every recipe still trains the MLP job it always did.
 import assert from "node:assert/strict";
-import type { Value } from "./infrastructure/expression.ts";
-import { loadConfig, validationFailures } from "./infrastructure/terraform.ts";
+import type { Value } from "./expression.ts";
+import { loadConfig, validationFailures } from "./terraform.ts";
+import { fakeCheckout, flagMap, launchArguments, runSbatch, runScript } from "./shell.ts";
 import {
-  fakeCheckout,
-  flagMap,
-  launchArguments,
-  runSbatch,
-  runScript,
-} from "./infrastructure/shell.ts";
-import {
+  cloud,
+  type CloudRoot,
   CLOUDS,
-  CLUSTER_DIR,
   exampleValues,
   fileOf,
   INFRA_DIR,
   MASTER_ADDR,
-  type NodeSource,
   renderCluster,
-  SINGLE_GPU_VM,
   START_SCRIPT,
   TOKEN,
-} from "./infrastructure/clusters.ts";
-import {
-  loadManifests,
-  type Manifest,
-  renderIndexedPod,
-  runPod,
-} from "./infrastructure/kubernetes.ts";
+} from "./clusters.ts";
+import { loadManifests, type Manifest, renderIndexedPod, runPod } from "./kubernetes.ts";
 
 /**
  * A GPT on token files with FSDP, in flags the train job is about to gain (the recipes pass train
@@ -79,20 +67,15 @@ function collisions(flags: Iterable<string>): { flag: string; args: string[] }[]
 
 // ---- Terraform ----
 
-const ROOTS: (NodeSource & { name: string })[] = [
-  ...CLOUDS.map((cloud) => ({ ...cloud, name: cloud.cloud })),
-  { ...SINGLE_GPU_VM, name: "Nebius single GPU" },
-];
-
 /** A root's nodes for the example values, with train_args as given (or its default if null). */
-async function renderWith(root: NodeSource, trainArgs: string[] | null) {
+async function renderWith(root: CloudRoot, trainArgs: string[] | null) {
   const values: Record<string, Value> = await exampleValues(root.dir);
   if (trainArgs === null) delete values.train_args;
   else values.train_args = trainArgs;
   return await renderCluster(values, root);
 }
 
-for (const root of ROOTS) {
+for (const root of CLOUDS) {
   Deno.test(`${root.name}: train_args reach every node's launch intact, after the same per-node flags; the default is the MLP job`, async () => {
     const defaults = await renderWith(root, null);
     const gpt = await renderWith(root, GPT_ARGS);
@@ -114,7 +97,7 @@ Deno.test("every node's rendered start-up script hands bash's deno exactly train
   })();
   try {
     const port = (listener.addr as Deno.NetAddr).port;
-    for (const root of ROOTS) {
+    for (const root of CLOUDS) {
       for (const [rank, node] of (await renderWith(root, GPT_ARGS)).entries()) {
         // The node's own script, moved to this machine: its checkout and shared folder into a
         // temporary one, its master onto a loopback port that accepts.
@@ -141,9 +124,10 @@ Deno.test("every node's rendered start-up script hands bash's deno exactly train
 });
 
 Deno.test("train_args may not repeat a flag the recipe sets on every node, in either spelling", async () => {
-  const config = await loadConfig(CLUSTER_DIR); // job.tf, and so the check, is every root's
-  const good = await exampleValues(CLUSTER_DIR);
-  const [node] = await renderWith(CLOUDS[0], null);
+  const nebius = cloud("Nebius");
+  const config = await loadConfig(nebius.dir); // job.tf, and so the check, is every root's
+  const good = await exampleValues(nebius.dir);
+  const [node] = await renderWith(nebius, null);
   const own = recipeFlags(launchArguments(fileOf(node, START_SCRIPT)), MLP_ARGS).keys();
   for (const { args: train_args } of collisions(own)) {
     const failures = await validationFailures(config, { ...good, train_args });

@@ -3,7 +3,7 @@
 // Kubernetes image runs it before its build; the SLURM script refuses a GPU job without the CUDA
 // library and hands the tasks the wheels' venv. (That cloud-init runs it on every cloud, between
 // the checkout and `make build`, is asserted with the rest of each cloud's user data in
-// infrastructure_test.ts.)
+// cloud_init_test.ts.)
 import assert from "node:assert/strict";
 import { resolve } from "node:path";
 import {
@@ -11,9 +11,9 @@ import {
   INSTALL_GPU_LIBS,
   installed,
   runInstallGpuLibs,
-} from "./infrastructure/gpu_libs.ts";
-import { fakeCheckout, hasCommand, runScript } from "./infrastructure/shell.ts";
-import { NEBIUS_DIR } from "./infrastructure/start_training.ts";
+} from "./gpu_libs.ts";
+import { fakeCheckout, hasCommand, runScript } from "./shell.ts";
+import { NEBIUS_DIR } from "./start_training.ts";
 
 const INFRA_DIR = resolve(NEBIUS_DIR, "..");
 const NCCL_BUILDS = ["2.23.4-1+cuda12.6", "2.21.5-1+cuda12.4", "2.21.5-1+cuda12.2"];

@@ -1,6 +1,7 @@
 // infrastructure/kubernetes/dtrain-job.yaml, offline: every document conforms to the Kubernetes
-// API's schema for its kind, and each pod of the Indexed Job, rendered as Kubernetes makes it,
-// starts the launcher with the node rank, node count, master address and token it expects.
+// API's schema for its kind; the Indexed Job, its headless Service, the Secret token and the shared
+// volume agree; and each pod of the Job, rendered as Kubernetes makes it, starts the launcher with
+// the node rank, node count, master address and token it expects.
 import assert from "node:assert/strict";
 import {
   loadManifests,
@@ -8,13 +9,12 @@ import {
   renderIndexedPod,
   runPod,
   schemaProblem,
-} from "./infrastructure/kubernetes.ts";
-import { fakeCheckout } from "./infrastructure/shell.ts";
-import { NEBIUS_DIR } from "./infrastructure/start_training.ts";
-import { parseTrainArgs, type TrainConfig } from "../src/train/config.ts";
+} from "./kubernetes.ts";
+import { fakeCheckout, flagMap, shellWords } from "./shell.ts";
+import { INFRA_DIR, TOKEN, trainConfig } from "./clusters.ts";
+import { parseTrainArgs, type TrainConfig } from "../../src/train/config.ts";
 
-const MANIFEST = `${NEBIUS_DIR}/../kubernetes/dtrain-job.yaml`;
-const TOKEN = "TestToken0123456789abcdefghijklmnopqrstuvwxyzABCD";
+const MANIFEST = `${INFRA_DIR}/kubernetes/dtrain-job.yaml`;
 
 function only(docs: Manifest[], kind: string): Manifest {
   const found = docs.filter((doc) => doc.kind === kind);
@@ -85,4 +85,48 @@ Deno.test("each pod of the Indexed Job starts the launcher with its rank, the no
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
+});
+
+Deno.test("Kubernetes manifest: Indexed Job, headless Service, Secret token and shared volume agree", () => {
+  const docs = loadManifests(MANIFEST);
+  const service = only(docs, "Service");
+  const job = only(docs, "Job");
+  const claim = only(docs, "PersistentVolumeClaim");
+  const pod = job.spec.template.spec;
+  const [container] = pod.containers;
+
+  assert.equal(service.spec.clusterIP, "None");
+  assert.equal(service.spec.selector["job-name"], job.metadata.name);
+  assert.equal(pod.subdomain, service.metadata.name);
+  assert.equal(job.spec.completionMode, "Indexed");
+  assert.equal(job.spec.parallelism, job.spec.completions);
+  assert.deepEqual(claim.spec.accessModes, ["ReadWriteMany"]);
+
+  assert.deepEqual(container.command.slice(0, 2), ["bash", "-c"]);
+  const script: string = container.command[2];
+  const words = shellWords(script.slice(script.indexOf("exec deno task train")));
+  assert.deepEqual(words.slice(0, 4), ["exec", "deno", "task", "train"]);
+  assert.equal(words.at(-1), "$@", "the container's args come after the Job's own flags");
+  const ownFlags = words.slice(4, -1);
+  const flags = flagMap(ownFlags);
+  assert.equal(flags.get("nnodes"), String(job.spec.completions));
+  assert.equal(flags.get("node-rank"), "$JOB_COMPLETION_INDEX");
+  const indexed = [
+    ...ownFlags.map((word) => word.replaceAll("$JOB_COMPLETION_INDEX", "1")),
+    ...container.args,
+  ];
+  assert.equal(trainConfig(indexed).nodeRank, 1);
+  assert.equal(flags.get("master-addr"), `${job.metadata.name}-0.${service.metadata.name}`);
+  assert.equal(Number(flags.get("master-port")), service.spec.ports[0].port);
+  assert.equal(container.ports[0].containerPort, service.spec.ports[0].targetPort);
+  assert.equal(String(container.resources.limits["nvidia.com/gpu"]), flags.get("nproc-per-node"));
+
+  const token = container.env.find((e: { name: string }) => e.name === "DTRAIN_TOKEN");
+  assert.ok(token?.valueFrom?.secretKeyRef?.name, "DTRAIN_TOKEN must come from a Secret");
+  const mount = container.volumeMounts.find((m: { mountPath: string }) =>
+    flags.get("snapshot")!.startsWith(`${m.mountPath}/`)
+  );
+  assert.ok(mount, "the snapshot must be on a mounted volume");
+  const volume = pod.volumes.find((v: { name: string }) => v.name === mount.name);
+  assert.equal(volume.persistentVolumeClaim.claimName, claim.metadata.name);
 });
