@@ -1,11 +1,12 @@
 /**
  * The codes every collective backend's native shim shares (Gloo and shared memory in
  * `libdtrain_gloo.so`, NCCL in `libdtrain_cuda.so`), the numbers of csrc/gloo/collective_codes.h:
- * the statuses their functions return and the element types and reductions they take.
+ * the statuses their functions return and the element types and reductions they take
+ * (tests/ffi/enums_test.ts holds each to its enum there, name for name).
  * @module
  */
 
-/** Status codes returned by every collective function (dt_status in collective_codes.h). */
+/** Status codes returned by every collective function (dt_collective_status in collective_codes.h). */
 export const CollectiveStatus = {
   OK: 0,
   /** A bad argument, caught before anything was sent. */
@@ -25,11 +26,11 @@ export const CollectiveStatus = {
 } as const;
 
 /**
- * Element types of the collectives (dt_dtype), numbered as libdtrain's `DTypeCode` (2, bool, takes
+ * Element types of the collectives (dt_collective_dtype), numbered as libdtrain's `DTypeCode` (2, bool, takes
  * no collective). bf16 and f16 reduce through f32 one pair at a time, each step rounded ([Note:
  * half reductions] in csrc/gloo/reduce.cc).
  */
 export const CollectiveDType = { f32: 0, i32: 1, bf16: 3, f16: 4 } as const;
 
-/** Reduction operators of all-reduce and reduce-scatter (dt_reduce_op). */
+/** Reduction operators of all-reduce and reduce-scatter (dt_collective_reduce_op). */
 export const CollectiveReduceOp = { sum: 0, avg: 1, min: 2, max: 3, prod: 4 } as const;

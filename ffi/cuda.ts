@@ -10,7 +10,7 @@
  * @module
  */
 
-import { dtrainSymbols } from "./dtrain.ts";
+import { dtrainSymbols, Status } from "./dtrain.ts";
 import { lazyLibrary, type Symbols } from "./load.ts";
 
 /** libdtrain's table without the CPU thread pool, which the CUDA library has no use for. */
@@ -136,21 +136,19 @@ export const loadCuda: () => CudaSymbols = lazyLibrary(
   symbols,
 );
 
-/** Status codes of the kernels and runtime calls (csrc/core/dtrain.h, plus csrc/cuda's EDEVICE). */
-export const CudaStatus = {
-  OK: 0,
-  EINVAL: 1,
-  ENOMEM: 2,
-  /** No driver, no device, or cuBLAS/NCCL not found: the message says which. */
-  EUNSUPPORTED: 3,
-  /** A CUDA runtime, cuBLAS or NCCL call failed. */
-  EDEVICE: 4,
-} as const;
+/**
+ * Status codes of the kernels and runtime calls: libdtrain's `Status` (enum dt_status of
+ * csrc/core/dtrain.h, whose `EDEVICE` only this library returns).
+ */
+export const CudaStatus: typeof Status = Status;
 
-/** The precision of matrix products (csrc/cuda/matmul.cu, [Note: matmul precision]). */
+/**
+ * The precision of matrix products (enum dt_matmul_precision in csrc/cuda/dtrain_cuda.h; [Note:
+ * matmul precision] in csrc/cuda/matmul.cu).
+ */
 export const MatmulPrecision = { f32: 0, tf32: 1, bf16: 2 } as const;
 
-/** The optional libraries `dt_cuda_library_available` asks about. */
+/** The optional libraries `dt_cuda_library_available` asks about (enum dt_cuda_library). */
 export const CudaLibrary = { cublas: 0, nccl: 1 } as const;
 
 /** The symbol table itself, for tests/ffi/cuda_abi_test.ts (checked against csrc/cuda/dtrain_cuda.h). */

@@ -155,13 +155,24 @@ export function loadDtrain(): DtrainSymbols {
   return opened;
 }
 
-/** Status codes returned by the native functions (csrc/core/dtrain.h). */
-export const Status = { OK: 0, EINVAL: 1, ENOMEM: 2, EUNSUPPORTED: 3 } as const;
+// The numbers of the C enums, which the FFI cannot read: tests/ffi/enums_test.ts holds each to its
+// enum in csrc/core/dtrain.h or scalar_math.h, name for name.
 
-/** Elementwise binary ops (enum dt_binary_op). */
+/** Status codes returned by the native functions (enum dt_status in csrc/core/dtrain.h). */
+export const Status = {
+  OK: 0,
+  EINVAL: 1,
+  ENOMEM: 2,
+  /** What this machine or build lacks (a GPU, cuBLAS, a bf16 matmul engine): the message says which. */
+  EUNSUPPORTED: 3,
+  /** A CUDA runtime, cuBLAS or NCCL call failed (libdtrain_cuda only). */
+  EDEVICE: 4,
+} as const;
+
+/** Elementwise binary ops (enum dt_binary_op in csrc/core/scalar_math.h). */
 export const BinaryOp = { add: 0, sub: 1, mul: 2, div: 3 } as const;
 
-/** Elementwise unary ops (enum dt_unary_op). */
+/** Elementwise unary ops (enum dt_unary_op in csrc/core/scalar_math.h). */
 export const UnaryOp = {
   relu: 0,
   geluTanh: 1,
@@ -182,6 +193,9 @@ export const CompareOp = { eq: 0, ne: 1, lt: 2, le: 3, gt: 4, ge: 5 } as const;
 
 /** Element types as the kernels number them (enum dt_dtype in csrc/core/dtrain.h). */
 export const DTypeCode = { f32: 0, i32: 1, bool: 2, bf16: 3, f16: 4 } as const;
+
+/** `dt_cross_entropy`'s reduction of the per-row losses (enum dt_reduction in csrc/core/dtrain.h). */
+export const ReductionCode = { none: 0, mean: 1, sum: 2 } as const;
 
 /** The symbol table itself: libdtrain_cuda.so exports the same kernels (ffi/cuda.ts shares it). */
 export { symbols as dtrainSymbols };

@@ -7,6 +7,7 @@
 
 #include "broadcast.h"
 #include "dtrain.h"
+#include "scalar_math.h"
 
 /* One running position per operand, wrapped instead of a division per element; the common
  * shapes (equal, or a scalar on the right) get loops the compiler vectorises. */
@@ -120,31 +121,19 @@ int dt_sum_axis_int(const void *x, int32_t dtype, int32_t *out, int64_t outer, i
   return DT_OK;
 }
 
-/* Floor division like Python's and PyTorch's floor_divide (rounds toward -infinity). */
-static inline int32_t floor_div(int32_t x, int32_t y) {
-  int32_t q = x / y;
-  return (x % y != 0 && ((x < 0) != (y < 0))) ? q - 1 : q;
-}
-
-/* out = a op b on i32 (enum dt_binary_op; DT_DIV is floor division), wrapping like PyTorch. */
+/* out = a op b on i32 (enum dt_binary_op, dt_binary_i32_apply: DT_DIV is floor division),
+ * wrapping like PyTorch. */
 int dt_binary_i32(int32_t op, const int32_t *a, int64_t na, const int32_t *b, int64_t nb,
                   int32_t *out, int64_t n) {
   CHECK_PTR(a); CHECK_PTR(b); CHECK_PTR(out);
-  CHECK(op >= DT_ADD && op <= DT_DIV, "dt_binary_i32: unknown op %d", op);
+  CHECK(dt_binary_known(op), "dt_binary_i32: unknown op %d", op);
   int status = dt_check_repeat("dt_binary_i32", na, nb, n);
   if (status) return status;
   for (int64_t i = 0; i < n; i++) {
-    /* Unsigned arithmetic wraps around without undefined behaviour. */
-    uint32_t x = (uint32_t)a[na == n ? i : i % na], y = (uint32_t)b[nb == n ? i : i % nb];
-    switch (op) {
-      case DT_ADD: out[i] = (int32_t)(x + y); break;
-      case DT_SUB: out[i] = (int32_t)(x - y); break;
-      case DT_MUL: out[i] = (int32_t)(x * y); break;
-      default:
-        CHECK(y != 0, "dt_binary_i32: integer division by zero (element %lld)", (long long)i);
-        out[i] = (int32_t)y == -1 ? (int32_t)(0u - x) : floor_div((int32_t)x, (int32_t)y);
-        break;
-    }
+    int32_t x = a[na == n ? i : i % na], y = b[nb == n ? i : i % nb];
+    CHECK(y != 0 || !dt_binary_divides(op), "dt_binary_i32: integer division by zero (element %lld)",
+          (long long)i);
+    out[i] = dt_binary_i32_apply(op, x, y);
   }
   return DT_OK;
 }

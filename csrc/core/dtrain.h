@@ -15,11 +15,13 @@
 extern "C" {
 #endif
 
-enum dt_status { DT_OK = 0, DT_EINVAL = 1, DT_ENOMEM = 2, DT_EUNSUPPORTED = 3 };
+/* The enums of the ABI, numbered as the TypeScript side numbers them (ffi/dtrain.ts;
+ * tests/ffi/enums_test.ts holds each pair). The ops' enums (dt_unary_op, dt_binary_op) are in
+ * scalar_math.h, beside each op's formula and derivative. */
 
-/* The enums of the ABI, numbered as the TypeScript side numbers them (ffi/dtrain.ts). The unary
- * ops' enum (dt_unary_op) is in scalar_math.h, beside each op's formula and derivative. */
-enum dt_binary_op { DT_ADD = 0, DT_SUB = 1, DT_MUL = 2, DT_DIV = 3 };
+/* The statuses of libdtrain and of libdtrain_cuda, whose kernels are these same functions;
+ * DT_EDEVICE, a failed CUDA runtime, cuBLAS or NCCL call, is libdtrain_cuda's alone. */
+enum dt_status { DT_OK = 0, DT_EINVAL = 1, DT_ENOMEM = 2, DT_EUNSUPPORTED = 3, DT_EDEVICE = 4 };
 /* Element types (DTypeCode) and comparisons (CompareOp) of the bool and i32 kernels; bf16 and f16
  * are the 2-byte floats of the half kernels (half.c). */
 enum dt_dtype { DT_F32 = 0, DT_I32 = 1, DT_BOOL = 2, DT_BF16 = 3, DT_F16 = 4 };

@@ -65,24 +65,33 @@ int dt_cast_f32_i32(const float *src, int32_t *dst, int64_t n) {
     }                                                                                              \
   } while (0)
 
+/* One loop per op (DT_BINARY_OPS), each with its op a constant, so that the compiler folds the op
+ * in and vectorises; a table indexed by the op picks it. */
+typedef void (*binary_loop_fn)(const float *a, int64_t na, const float *b, int64_t nb, float *out,
+                               int64_t n);
+#define BINARY_LOOP_FN(OP)                                                                         \
+  static void binary_loop_##OP(const float *a, int64_t na, const float *b, int64_t nb,              \
+                               float *out, int64_t n) {                                            \
+    BINARY_LOOP(dt_binary_apply(OP, x, y));                                                        \
+  }
+DT_BINARY_OPS(BINARY_LOOP_FN)
+#define BINARY_LOOP_ENTRY(OP) [OP] = binary_loop_##OP,
+static const binary_loop_fn binary_loops[DT_BINARY_LAST + 1] = {
+    DT_BINARY_OPS(BINARY_LOOP_ENTRY)};
+
 /* out[n] = a op b, where a has na and b has nb elements (each n, or a divisor of n). */
 int dt_binary(int32_t op, const float *a, int64_t na, const float *b, int64_t nb, float *out, int64_t n) {
   CHECK_PTR(a); CHECK_PTR(b); CHECK_PTR(out);
-  CHECK(op >= DT_ADD && op <= DT_DIV, "dt_binary: unknown op %d", op);
+  binary_loop_fn loop = dt_binary_known(op) ? binary_loops[op] : NULL;
+  CHECK(loop != NULL, "dt_binary: unknown op %d", op);
   int status = dt_check_broadcast("dt_binary", na, nb, n);
   if (status) return status;
-  switch (op) {
-    case DT_ADD: BINARY_LOOP(dt_binary_apply(DT_ADD, x, y)); break;
-    case DT_SUB: BINARY_LOOP(dt_binary_apply(DT_SUB, x, y)); break;
-    case DT_MUL: BINARY_LOOP(dt_binary_apply(DT_MUL, x, y)); break;
-    default: BINARY_LOOP(dt_binary_apply(DT_DIV, x, y)); break;
-  }
+  loop(a, na, b, nb, out, n);
   return DT_OK;
 }
 
 /* The gradients of a binary op whose operands have out's shape: one pass, on the thread pool. */
 typedef struct {
-  int32_t op;
   const float *a, *b, *gy;
   float *ga, *gb;
 } binary_backward_t;
@@ -100,27 +109,29 @@ static inline void binary_grads_loop(int32_t op, const float *restrict a, const 
   }
 }
 
-static void binary_backward_range(void *ctx, int64_t begin, int64_t end) {
-  const binary_backward_t *j = ctx;
-  switch (j->op) {
-    case DT_ADD: binary_grads_loop(DT_ADD, j->a, j->b, j->gy, j->ga, j->gb, begin, end); break;
-    case DT_SUB: binary_grads_loop(DT_SUB, j->a, j->b, j->gy, j->ga, j->gb, begin, end); break;
-    case DT_MUL: binary_grads_loop(DT_MUL, j->a, j->b, j->gy, j->ga, j->gb, begin, end); break;
-    default: binary_grads_loop(DT_DIV, j->a, j->b, j->gy, j->ga, j->gb, begin, end); break;
+/* The thread pool's task of each op, picked by the op as binary_loops is. */
+#define BINARY_GRADS_RANGE(OP)                                                                     \
+  static void binary_grads_range_##OP(void *ctx, int64_t begin, int64_t end) {                     \
+    const binary_backward_t *j = ctx;                                                              \
+    binary_grads_loop(OP, j->a, j->b, j->gy, j->ga, j->gb, begin, end);                            \
   }
-}
+DT_BINARY_OPS(BINARY_GRADS_RANGE)
+#define BINARY_GRADS_ENTRY(OP) [OP] = binary_grads_range_##OP,
+static const dt_range_fn binary_grads_ranges[DT_BINARY_LAST + 1] = {
+    DT_BINARY_OPS(BINARY_GRADS_ENTRY)};
 
 /* Gradients of out = a op b given gy[n]: ga[na] and gb[nb] (either may be NULL when not needed);
  * a broadcast operand's gradient sums over the repeats. */
 int dt_binary_backward(int32_t op, const float *a, int64_t na, const float *b, int64_t nb,
                        const float *gy, int64_t n, float *ga, float *gb) {
   CHECK_PTR(a); CHECK_PTR(b); CHECK_PTR(gy);
-  CHECK(op >= DT_ADD && op <= DT_DIV, "dt_binary_backward: unknown op %d", op);
+  dt_range_fn range = dt_binary_known(op) ? binary_grads_ranges[op] : NULL;
+  CHECK(range != NULL, "dt_binary_backward: unknown op %d", op);
   int status = dt_check_broadcast("dt_binary_backward", na, nb, n);
   if (status) return status;
   if (na == n && nb == n) {
-    binary_backward_t job = {op, a, b, gy, ga, gb};
-    dt_parallel_range(n, DT_MIN_RANGE, binary_backward_range, &job);
+    binary_backward_t job = {a, b, gy, ga, gb};
+    dt_parallel_range(n, DT_MIN_RANGE, range, &job);
     return DT_OK;
   }
   if (ga && na < n) memset(ga, 0, (size_t)na * sizeof(float));

@@ -65,24 +65,76 @@ DT_HOSTDEV float dt_erf_nonneg(float a, float e) {
 
 /* ---------------------------------------------------------------- binary ops */
 
-/* a op b at one element (enum dt_binary_op). */
+/* Each switch on an op below names every member of its enum and has no default, and a member
+ * without its case is a compile error (in C, under nvcc and in the host build alike). An op is a
+ * member when it gets here: every kernel checks dt_binary_known or dt_unary_known first (in C++ a
+ * number outside the enum may not even be cast to it). The value after each switch is unreachable,
+ * NaN (INT32_MIN on i32) so that a slip would show. tests/ffi/op_codes_test.ts runs every op code
+ * of ffi/dtrain.ts through each device's kernels. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic error "-Wswitch"
+#ifdef __cplusplus
+#define DT_STATIC_ASSERT static_assert
+#else
+#define DT_STATIC_ASSERT _Static_assert
+#endif
+
+/* The binary ops (BinaryOp in ffi/dtrain.ts). A new one is a member here (and DT_BINARY_LAST if it
+ * is the last), its entry in DT_BINARY_OPS, and its cases in dt_binary_apply, dt_binary_grads and
+ * dt_binary_i32_apply; the kernels of both devices follow from these. */
+enum dt_binary_op { DT_ADD = 0, DT_SUB = 1, DT_MUL = 2, DT_DIV = 3 };
+#define DT_BINARY_LAST DT_DIV
+
+/* Every binary op, for the CPU kernels that compile one loop per op so that the compiler folds the
+ * op in and vectorises (elementwise.c). */
+#define DT_BINARY_OPS(X) X(DT_ADD) X(DT_SUB) X(DT_MUL) X(DT_DIV)
+#define DT_COUNT_ONE(op) +1
+DT_STATIC_ASSERT(0 DT_BINARY_OPS(DT_COUNT_ONE) == DT_BINARY_LAST + 1,
+                 "DT_BINARY_OPS lists every member of enum dt_binary_op");
+
+DT_HOSTDEV int dt_binary_known(int op) { return op >= DT_ADD && op <= DT_BINARY_LAST; }
+
+/* a op b at one element. */
 DT_HOSTDEV float dt_binary_apply(int op, float x, float y) {
-  switch (op) {
+  switch ((enum dt_binary_op)op) {
     case DT_ADD: return x + y;
     case DT_SUB: return x - y;
     case DT_MUL: return x * y;
-    default: return x / y;
+    case DT_DIV: return x / y;
   }
+  return NAN;
 }
 
 /* d(x op y)/dx * g and d(x op y)/dy * g at one element. */
 DT_HOSTDEV void dt_binary_grads(int op, float x, float y, float g, float *dx, float *dy) {
-  switch (op) {
-    case DT_ADD: *dx = g; *dy = g; break;
-    case DT_SUB: *dx = g; *dy = -g; break;
-    case DT_MUL: *dx = g * y; *dy = g * x; break;
-    default: *dx = g / y; *dy = -g * x / (y * y); break;
+  switch ((enum dt_binary_op)op) {
+    case DT_ADD: *dx = g; *dy = g; return;
+    case DT_SUB: *dx = g; *dy = -g; return;
+    case DT_MUL: *dx = g * y; *dy = g * x; return;
+    case DT_DIV: *dx = g / y; *dy = -g * x / (y * y); return;
   }
+  *dx = *dy = NAN;
+}
+
+/* Whether the op divides by b, so that the i32 kernels refuse a zero b. */
+DT_HOSTDEV int dt_binary_divides(int op) { return op == DT_DIV; }
+
+/* a op b on i32 at one element, wrapping as PyTorch does (unsigned arithmetic wraps without
+ * undefined behaviour). DT_DIV is floor division, as Python's and PyTorch's floor_divide; the
+ * caller has refused a zero divisor (dt_binary_divides). */
+DT_HOSTDEV int32_t dt_binary_i32_apply(int op, int32_t a, int32_t b) {
+  uint32_t x = (uint32_t)a, y = (uint32_t)b;
+  switch ((enum dt_binary_op)op) {
+    case DT_ADD: return (int32_t)(x + y);
+    case DT_SUB: return (int32_t)(x - y);
+    case DT_MUL: return (int32_t)(x * y);
+    case DT_DIV: {
+      if (b == -1) return (int32_t)(0u - x); /* INT32_MIN / -1 overflows */
+      int32_t q = a / b;
+      return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+    }
+  }
+  return INT32_MIN;
 }
 
 /* ---------------------------------------------------------------- unary ops */
@@ -105,7 +157,7 @@ DT_HOSTDEV int dt_unary_known(int op) { return op >= DT_RELU && op <= DT_UNARY_L
 /* f(x) at one element (enum dt_unary_op); p is the exponent of DT_POW, the factor of DT_SCALE and
  * the addend of DT_ADD_SCALAR. */
 DT_HOSTDEV float dt_unary_apply(int op, float x, float p) {
-  switch (op) {
+  switch ((enum dt_unary_op)op) {
     case DT_RELU: return x > 0.0f ? x : 0.0f;
     case DT_GELU_TANH:
       return 0.5f * x * (1.0f + tanhf(DT_SQRT_2_OVER_PI * (x + DT_GELU_COEF * x * x * x)));
@@ -118,8 +170,9 @@ DT_HOSTDEV float dt_unary_apply(int op, float x, float p) {
     case DT_SQRT: return sqrtf(x);
     case DT_POW: return powf(x, p);
     case DT_SCALE: return x * p;
-    default: return x + p;
+    case DT_ADD_SCALAR: return x + p;
   }
+  return NAN;
 }
 
 /* Whether f'(x) reads the output y, and whether it reads the input x (dt_unary_backward takes
@@ -139,7 +192,7 @@ DT_HOSTDEV int32_t dt_unary_reads_of(int op) {
 
 /* f'(x), from the input x or the output y (whichever is cheaper). */
 DT_HOSTDEV float dt_unary_derivative(int op, float x, float y, float p) {
-  switch (op) {
+  switch ((enum dt_unary_op)op) {
     case DT_RELU: return x > 0.0f ? 1.0f : 0.0f;
     case DT_GELU_TANH: {
       float inner = DT_SQRT_2_OVER_PI * (x + DT_GELU_COEF * x * x * x);
@@ -161,8 +214,11 @@ DT_HOSTDEV float dt_unary_derivative(int op, float x, float y, float p) {
     case DT_SQRT: return 0.5f / y;
     case DT_POW: return p == 0.0f ? 0.0f : p * powf(x, p - 1.0f);
     case DT_SCALE: return p;
-    default: return 1.0f;
+    case DT_ADD_SCALAR: return 1.0f;
   }
+  return NAN;
 }
+
+#pragma GCC diagnostic pop
 
 #endif

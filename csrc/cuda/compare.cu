@@ -94,23 +94,17 @@ DT_EXPORT int dt_sum_axis_int(const void *x, int32_t dtype, int32_t *out, int64_
   return DT_OK;
 }
 
-/* Wrapping arithmetic, and floor division (DT_DIV) as Python's; a zero divisor is reported as a
- * device-side error (the element is left 0). */
+/* dt_binary_i32_apply at each element; a zero divisor is reported as a device-side error (the
+ * element is left 0). */
 __global__ void binary_i32_kernel(int op, const int32_t *a, int64_t na, const int32_t *b,
                                   int64_t nb, int32_t *out, int64_t n, dt_device_error_t *err) {
   GRID_LOOP(i, n) {
-    uint32_t x = (uint32_t)a[na == n ? i : i % na], y = (uint32_t)b[nb == n ? i : i % nb];
-    if (op == DT_ADD) out[i] = (int32_t)(x + y);
-    else if (op == DT_SUB) out[i] = (int32_t)(x - y);
-    else if (op == DT_MUL) out[i] = (int32_t)(x * y);
-    else if (y == 0) {
+    int32_t x = a[na == n ? i : i % na], y = b[nb == n ? i : i % nb];
+    if (y == 0 && dt_binary_divides(op)) {
       dt_report_device_error(err, DT_DEVERR_DIVISION, 0, i, 0);
       out[i] = 0;
-    } else if ((int32_t)y == -1) {
-      out[i] = (int32_t)(0u - x);
     } else {
-      int32_t p = (int32_t)x, q = (int32_t)y, d = p / q;
-      out[i] = (p % q != 0 && ((p < 0) != (q < 0))) ? d - 1 : d;
+      out[i] = dt_binary_i32_apply(op, x, y);
     }
   }
 }
@@ -118,7 +112,7 @@ __global__ void binary_i32_kernel(int op, const int32_t *a, int64_t na, const in
 DT_EXPORT int dt_binary_i32(int32_t op, const int32_t *a, int64_t na, const int32_t *b, int64_t nb,
                             int32_t *out, int64_t n) {
   CHECK_PTR(a); CHECK_PTR(b); CHECK_PTR(out);
-  CHECK(op >= DT_ADD && op <= DT_DIV, "dt_binary_i32: unknown op %d", op);
+  CHECK(dt_binary_known(op), "dt_binary_i32: unknown op %d", op);
   int st = dt_check_repeat("dt_binary_i32", na, nb, n);
   if (st) return st;
   CURRENT(dev);

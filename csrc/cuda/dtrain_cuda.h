@@ -13,6 +13,16 @@
 extern "C" {
 #endif
 
+/* The numbers of this ABI beyond csrc/core/dtrain.h's, as ffi/cuda.ts numbers them
+ * (tests/ffi/enums_test.ts holds each pair). */
+
+/* The precision of matrix products (matmul.cu, [Note: matmul precision]; MatmulPrecision). */
+enum dt_matmul_precision {
+  DT_MATMUL_PRECISION_F32 = 0, DT_MATMUL_PRECISION_TF32 = 1, DT_MATMUL_PRECISION_BF16 = 2
+};
+/* The optional libraries dt_cuda_library_available asks about (CudaLibrary). */
+enum dt_cuda_library { DT_CUDA_LIBRARY_CUBLAS = 0, DT_CUDA_LIBRARY_NCCL = 1 };
+
 /* ---------------------------------------------------------------- runtime.cu */
 
 /* The number of usable GPUs; an error saying what is missing (no driver, no device) when none. */
@@ -38,9 +48,11 @@ int64_t dt_cuda_pinned_bytes(int32_t index);
 
 /* ---------------------------------------------------------------- matmul.cu, libs.cu */
 
+/* mode: enum dt_matmul_precision. */
 int dt_cuda_set_matmul_precision(int32_t mode);
 int32_t dt_cuda_get_matmul_precision(void);
-/* Whether cuBLAS (0) or NCCL (1) can be opened, with the reason in dt_last_error when not. */
+/* Whether cuBLAS or NCCL (enum dt_cuda_library) can be opened, with the reason in dt_last_error
+ * when not. */
 int dt_cuda_library_available(int32_t which);
 
 /* ---------------------------------------------------------------- nccl.cu */

@@ -78,7 +78,7 @@ __global__ void binary_kernel(int op, const float *a, int64_t na, const float *b
 DT_EXPORT int dt_binary(int32_t op, const float *a, int64_t na, const float *b, int64_t nb,
                         float *out, int64_t n) {
   CHECK_PTR(a); CHECK_PTR(b); CHECK_PTR(out);
-  CHECK(op >= DT_ADD && op <= DT_DIV, "dt_binary: unknown op %d", op);
+  CHECK(dt_binary_known(op), "dt_binary: unknown op %d", op);
   int st = dt_check_broadcast("dt_binary", na, nb, n);
   if (st) return st;
   CURRENT(dev);
@@ -120,7 +120,7 @@ static int binary_grad(dt_cuda_device *dev, int op, int which, const float *a, i
 DT_EXPORT int dt_binary_backward(int32_t op, const float *a, int64_t na, const float *b,
                                  int64_t nb, const float *gy, int64_t n, float *ga, float *gb) {
   CHECK_PTR(a); CHECK_PTR(b); CHECK_PTR(gy);
-  CHECK(op >= DT_ADD && op <= DT_DIV, "dt_binary_backward: unknown op %d", op);
+  CHECK(dt_binary_known(op), "dt_binary_backward: unknown op %d", op);
   int st = dt_check_broadcast("dt_binary_backward", na, nb, n);
   if (st) return st;
   CURRENT(dev);

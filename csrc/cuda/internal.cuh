@@ -21,9 +21,6 @@
 #define DT_EXPORT extern "C"
 #endif
 
-/* A failure of the CUDA runtime, cuBLAS or NCCL (beside csrc/core's DT_EINVAL, DT_ENOMEM...). */
-#define DT_EDEVICE 4
-
 /* Returns DT_EDEVICE with "file:line: call: cuda error" as the message when a runtime call fails. */
 #define cudaCheck(call)                                                                            \
   do {                                                                                             \

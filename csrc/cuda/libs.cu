@@ -163,9 +163,10 @@ const dt_nccl_api *dt_nccl(void) {
   return nccl_loaded;
 }
 
-/* Whether cuBLAS (which = 0) or NCCL (which = 1) can be loaded; the reason in dt_last_error. */
+/* Whether cuBLAS or NCCL (enum dt_cuda_library) can be loaded; the reason in dt_last_error. */
 DT_EXPORT int dt_cuda_library_available(int32_t which) {
-  CHECK(which == 0 || which == 1, "dt_cuda_library_available: unknown library %d", which);
-  if (which == 0) return dt_cublas() != NULL ? DT_OK : DT_EUNSUPPORTED;
+  CHECK(which == DT_CUDA_LIBRARY_CUBLAS || which == DT_CUDA_LIBRARY_NCCL,
+        "dt_cuda_library_available: unknown library %d", which);
+  if (which == DT_CUDA_LIBRARY_CUBLAS) return dt_cublas() != NULL ? DT_OK : DT_EUNSUPPORTED;
   return dt_nccl() != NULL ? DT_OK : DT_EUNSUPPORTED;
 }

@@ -13,13 +13,14 @@
 #include "internal.cuh"
 #include "libs.h"
 
-enum { PRECISION_F32 = 0, PRECISION_TF32 = 1, PRECISION_BF16 = 2 };
-static int precision = PRECISION_F32;
+static int precision = DT_MATMUL_PRECISION_F32;
 
 /* Sets the precision of every later product (see [Note: matmul precision]). */
 DT_EXPORT int dt_cuda_set_matmul_precision(int32_t mode) {
-  CHECK(mode >= PRECISION_F32 && mode <= PRECISION_BF16,
-        "cuda: matmul precision %d is not one of 0 (f32), 1 (tf32), 2 (bf16)", mode);
+  CHECK(mode == DT_MATMUL_PRECISION_F32 || mode == DT_MATMUL_PRECISION_TF32 ||
+            mode == DT_MATMUL_PRECISION_BF16,
+        "cuda: matmul precision %d is not one of %d (f32), %d (tf32), %d (bf16)", mode,
+        DT_MATMUL_PRECISION_F32, DT_MATMUL_PRECISION_TF32, DT_MATMUL_PRECISION_BF16);
   precision = mode;
   return DT_OK;
 }
@@ -85,8 +86,9 @@ int dt_cuda_gemm(dt_cuda_device *dev, int32_t ta, int32_t tb, int64_t m, int64_t
   const void *pa = a, *pb = b;
   void *ca = NULL, *cb = NULL;
   cudaDataType type = CUDA_R_32F;
-  int compute = precision == PRECISION_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-  if (precision == PRECISION_BF16 && k > 0) {
+  int compute =
+      precision == DT_MATMUL_PRECISION_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  if (precision == DT_MATMUL_PRECISION_BF16 && k > 0) {
     type = CUDA_R_16BF;
     int64_t na = span(ta ? k : m, ta ? m : k, lda, batch, sa);
     int64_t nb = span(tb ? n : k, tb ? k : n, ldb, batch, sb);

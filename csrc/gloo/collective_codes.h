@@ -1,14 +1,16 @@
 /* The codes every collective backend shares (Gloo here, shared memory in csrc/shm, NCCL in
  * csrc/cuda/nccl.cu), declared once so the three report alike and src/dist maps them one way;
- * ffi/collective_codes.ts carries the same numbers. Also the fingerprint every rank sends before a
- * collective ([Note: fingerprint] in fingerprint.cc) and the names errors use. Plain C, so nvcc,
- * C++ and a C reader see one layout. */
+ * ffi/collective_codes.ts carries the same numbers (tests/ffi/enums_test.ts holds each pair).
+ * Also the fingerprint every rank sends before a collective ([Note: fingerprint] in
+ * fingerprint.cc) and the names errors use. Plain C, so nvcc, C++ and a C reader see one layout. */
 #pragma once
 
 #include <stdint.h>
 
-/* In C++ the codes live in a namespace: the NCCL shim also includes libdtrain's dtrain.h, whose
- * DT_OK and DT_EINVAL (the same values) would otherwise collide with these. */
+/* The types are dt_collective_*, so that none shares a name with libdtrain's (dt_status, dt_dtype
+ * in csrc/core/dtrain.h, whose members differ). In C++ the codes also live in a namespace: the
+ * NCCL shim includes dtrain.h too, whose DT_OK and DT_EINVAL (the same values) would otherwise
+ * collide with these. */
 #ifdef __cplusplus
 namespace dtrain::collective {
 #endif
@@ -22,14 +24,21 @@ typedef enum {
   DT_ESTORE = 5,     /* the rendezvous store refused or failed (Gloo only) */
   DT_EBROKEN = 6,    /* the context failed earlier and can no longer be used */
   DT_EINTERNAL = 7,  /* anything else (an exception from Gloo or the C++ runtime, a CUDA error) */
-} dt_status;
+} dt_collective_status;
 
 /* The element types, numbered as libdtrain's (csrc/core/dtrain.h, where 2 is bool, which no
  * collective takes). bf16 and f16 reduce through f32 one pair at a time, rounding every step to
  * the 2-byte type, as NCCL and PyTorch's Gloo do ([Note: half reductions] in reduce.cc). */
-typedef enum { DT_F32 = 0, DT_I32 = 1, DT_BF16 = 3, DT_F16 = 4 } dt_dtype;
+typedef enum { DT_F32 = 0, DT_I32 = 1, DT_BF16 = 3, DT_F16 = 4 } dt_collective_dtype;
 
-typedef enum { DT_SUM = 0, DT_AVG = 1, DT_MIN = 2, DT_MAX = 3, DT_PROD = 4 } dt_reduce_op;
+/* The reductions of all-reduce and reduce-scatter. */
+typedef enum {
+  DT_SUM = 0,
+  DT_AVG = 1,
+  DT_MIN = 2,
+  DT_MAX = 3,
+  DT_PROD = 4,
+} dt_collective_reduce_op;
 
 /* The collective a fingerprint announces. DT_EMPTY_SHARED is the shared-memory transport's
  * collective allocation (csrc/shm/shared_buffer.cc). */

@@ -1,6 +1,6 @@
-// dtrain_gloo: the C ABI over Gloo that ffi/gloo.ts binds. Every function returns a dt_status
-// (collective_codes.h); on failure the message is kept on the handle and read with
-// dt_gloo_last_error.
+// dtrain_gloo: the C ABI over Gloo that ffi/gloo.ts binds. Every function returns a
+// dt_collective_status (collective_codes.h); on failure the message is kept on the handle and read
+// with dt_gloo_last_error.
 #pragma once
 
 #include <stddef.h>

@@ -36,7 +36,8 @@ int rankInMessage(const dt_gloo_ctx* ctx, const std::string& message) {
 // operation and, where known, the peer. Gloo's pairs are in an unknown state after an IO
 // error; resetting them also makes every peer still blocked on us fail now instead of at
 // its timeout, which is what lets a job notice a dead rank within seconds.
-[[noreturn]] void abortWith(dt_gloo_ctx* ctx, dt_status status, const std::string& message) {
+[[noreturn]] void abortWith(dt_gloo_ctx* ctx, dt_collective_status status,
+                            const std::string& message) {
   ctx->broken = message;
   ctx->gloo->closeConnections();
   throw Failure(status, message);
@@ -46,7 +47,7 @@ int rankInMessage(const dt_gloo_ctx* ctx, const std::string& message) {
                                    const std::exception& e) {
   auto detail = withoutLocation(e.what());
   std::string message;
-  dt_status status;
+  dt_collective_status status;
   if (detail.find("Timed out") != std::string::npos ||
       detail.find("timeout") != std::string::npos) {
     status = DT_ETIMEOUT;

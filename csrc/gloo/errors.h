@@ -13,7 +13,8 @@ namespace dtrain {
 std::string withoutLocation(const std::string& message);
 
 // Marks the context broken and resets its connections, then throws Failure(status, message).
-[[noreturn]] void abortWith(dt_gloo_ctx* ctx, dt_status status, const std::string& message);
+[[noreturn]] void abortWith(dt_gloo_ctx* ctx, dt_collective_status status,
+                            const std::string& message);
 
 // Turns a Gloo exception thrown during a collective (a timeout or a failed connection)
 // into our error, and aborts the context.

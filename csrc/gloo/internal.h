@@ -64,9 +64,9 @@ namespace dtrain {
 
 // An error with a status, thrown inside the shim and caught at the C ABI.
 struct Failure : std::runtime_error {
-  Failure(dt_status status, const std::string& message)
+  Failure(dt_collective_status status, const std::string& message)
       : std::runtime_error(message), status(status) {}
-  dt_status status;
+  dt_collective_status status;
 };
 
 // Slot prefixes of our own traffic; Gloo's algorithms use 0x01..0x08.

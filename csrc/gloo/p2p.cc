@@ -54,7 +54,7 @@ std::string label(const dt_gloo_p2p* op) {
 [[noreturn]] void transportFailure(dt_gloo_p2p* op, const std::exception& e, const char* what) {
   auto detail = withoutLocation(e.what());
   std::string message;
-  dt_status status;
+  dt_collective_status status;
   if (detail.find("Timed out") != std::string::npos) {
     status = DT_ETIMEOUT;
     message = label(op) + ": timed out after " + std::to_string(op->timeout.count()) +

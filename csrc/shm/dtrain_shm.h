@@ -1,7 +1,8 @@
 // dtrain_shm: collectives between the ranks of one host through one shared-memory segment, the
 // C ABI that ffi/shm.ts binds. Built into libdtrain_gloo.so beside the Gloo shim, whose status
-// codes, fingerprints and reduction kernels it shares. Every function returns a dt_status; the
-// message of a failure is kept on the handle and read with dt_shm_last_error.
+// codes, fingerprints and reduction kernels it shares. Every function returns a
+// dt_collective_status; the message of a failure is kept on the handle and read with
+// dt_shm_last_error.
 #pragma once
 
 #include <stddef.h>

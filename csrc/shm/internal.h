@@ -34,7 +34,7 @@ struct Header {
   uint32_t size;
   std::atomic<uint32_t> mapped;        // ranks that mapped the segment
   std::atomic<int32_t> failed;         // group rank that failed first and broke the group, or -1
-  int32_t failed_status;               // its dt_status
+  int32_t failed_status;               // its dt_collective_status
   char failed_message[1024];           // its message, read by ranks that were waiting on it
 };
 static_assert(sizeof(Header) <= kPage, "the header fits its page");

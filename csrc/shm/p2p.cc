@@ -71,7 +71,7 @@ void waitFor(dt_shm_p2p* op, const char* what, std::chrono::steady_clock::time_p
     dt_shm_ctx* ctx = op->ctx;
     const auto peer = std::to_string(ctx->global_ranks[op->peer]);
     std::string message;
-    dt_status status = DT_OK;
+    dt_collective_status status = DT_OK;
     if (op->lanes->book.closing()) {
       throw Failure(DT_EBROKEN, label(op) + ": the process group was destroyed while it ran");
     } else if (isPeerDead(ctx, op->peer)) {

@@ -76,7 +76,8 @@ std::string rankList(const dt_shm_ctx* ctx, const std::vector<int>& ranks) {
 
 // Breaks the group: records the failure in the segment so that peers waiting on us stop now
 // rather than at their timeout, then throws it.
-[[noreturn]] void breakGroup(dt_shm_ctx* ctx, dt_status status, const std::string& message) {
+[[noreturn]] void breakGroup(dt_shm_ctx* ctx, dt_collective_status status,
+                             const std::string& message) {
   ctx->broken = message;
   recordFailure(ctx, status, message);
   throw Failure(status, message);
@@ -91,7 +92,7 @@ void checkPeers(dt_shm_ctx* ctx, const Fingerprint& fp, uint32_t target, bool fi
   int32_t failed = h->failed.load(std::memory_order_acquire);
   if (failed >= 0) {
     ctx->broken = h->failed_message;
-    throw Failure(static_cast<dt_status>(h->failed_status), h->failed_message);
+    throw Failure(static_cast<dt_collective_status>(h->failed_status), h->failed_message);
   }
   std::vector<int> missing, dead;
   for (int r = 0; r < ctx->size; r++) {
@@ -209,7 +210,7 @@ void waitUntil(dt_shm_ctx* ctx, const Fingerprint& fp, const char* what,
   backOffUntil(ready, [&](std::chrono::steady_clock::time_point now) {
     if (int32_t failed = ctx->header()->failed.load(std::memory_order_acquire); failed >= 0) {
       ctx->broken = ctx->header()->failed_message;
-      throw Failure(static_cast<dt_status>(ctx->header()->failed_status),
+      throw Failure(static_cast<dt_collective_status>(ctx->header()->failed_status),
                     ctx->header()->failed_message);
     }
     std::vector<int> dead;

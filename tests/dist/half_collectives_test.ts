@@ -6,8 +6,6 @@
 // Past Gloo's inline payload (HALF_LARGE) the order is Gloo's ring's, so those inputs are
 // integers, exact in any order.
 import assert from "node:assert/strict";
-import { CollectiveDType } from "../../ffi/collective_codes.ts";
-import { DTypeCode } from "../../ffi/dtrain.ts";
 import { assertAllOk, runRanks } from "../_harness/ranks.ts";
 import type { ReduceOp } from "../../src/dist/backend.ts";
 import {
@@ -34,20 +32,6 @@ function assertEqualValues(actual: number[], expected: number[], what: string): 
     }
   }
 }
-
-Deno.test("the collective dtype codes are libdtrain's and collective_codes.h's", () => {
-  const header = Deno.readTextFileSync(
-    new URL("../../csrc/gloo/collective_codes.h", import.meta.url),
-  );
-  const body = /typedef enum \{([^}]*)\} dt_dtype;/.exec(header)?.[1] ?? "";
-  const inC = Object.fromEntries(
-    [...body.matchAll(/DT_(\w+) = (\d+)/g)].map(([, name, v]) => [name.toLowerCase(), Number(v)]),
-  );
-  assert.deepEqual({ ...CollectiveDType }, inC);
-  for (const [name, code] of Object.entries(CollectiveDType)) {
-    assert.equal(DTypeCode[name as keyof typeof DTypeCode], code, name);
-  }
-});
 
 /** Two fake hosts of two ranks each (DTRAIN_SHM_HOST): the shm+gloo backend. */
 const HOSTS = [[0, 1], [2, 3]];

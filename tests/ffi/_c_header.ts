@@ -1,9 +1,11 @@
 /**
- * Reads the function prototypes of a C header (csrc/core/dtrain.h) and compares them with a Deno
- * FFI symbol table, for tests/ffi/abi_test.ts: enough C for a header of plain prototypes, enums,
- * typedefs and macros, not a C parser.
+ * Reads the function prototypes and enums of a C header (csrc/core/dtrain.h) and compares them
+ * with a Deno FFI symbol table and its enum objects, for tests/ffi/abi_test.ts and enums_test.ts:
+ * enough C for a header of plain prototypes, enums, typedefs and macros, not a C parser.
  * @module
  */
+
+import assert from "node:assert/strict";
 
 /** One prototype as the header declares it. */
 export interface CFunction {
@@ -154,4 +156,49 @@ export function abiMismatches(
 /** Whether the FFI can call `f`: no variadic list, no C callback parameter. */
 export function callable(f: CFunction): boolean {
   return !f.variadic && !f.params.some((p) => /^dt_\w+_fn$/.test(p));
+}
+
+/** One enum of a header: its type's name and the text between its braces. */
+export interface CEnum {
+  /** `dt_status` of `enum dt_status { ... };` and of `typedef enum { ... } dt_status;`. */
+  name: string;
+  body: string;
+}
+
+const ENUM = /\b(typedef\s+)?enum\s*(\w+)?\s*\{([^}]*)\}\s*(\w+)?\s*;/g;
+
+/** The named enums of `text`, in order (an anonymous `enum { ... };` names no type). */
+export function parseEnums(text: string): CEnum[] {
+  const code = text.replace(/\/\*[\s\S]*?\*\//g, " ").replace(/\/\/.*$/gm, " ");
+  const enums: CEnum[] = [];
+  for (const [, typedef, tag, body, alias] of code.matchAll(ENUM)) {
+    const name = typedef ? alias : tag;
+    if (name) enums.push({ name, body });
+  }
+  return enums;
+}
+
+/**
+ * The members of enum `name` in `enums`, each `DT_NAME = number`, as `spell` turns `NAME` (the
+ * member without its `DT_`) into the TypeScript key, with their values.
+ * @throws AssertionError when no enum is called `name` or a member has another form.
+ */
+export function enumMembers(
+  enums: CEnum[],
+  name: string,
+  spell: (member: string) => string,
+): Record<string, number> {
+  const found = enums.find((e) => e.name === name);
+  if (!found) throw new assert.AssertionError({ message: `no header declares enum ${name}` });
+  const members: Record<string, number> = {};
+  for (const item of found.body.split(",").map((s) => s.trim()).filter(Boolean)) {
+    const m = /^DT_(\w+)\s*=\s*(\d+)$/.exec(item);
+    if (!m) {
+      throw new assert.AssertionError({
+        message: `enum ${name}: cannot read "${item}" (each member is DT_NAME = number)`,
+      });
+    }
+    members[spell(m[1])] = Number(m[2]);
+  }
+  return members;
 }

@@ -23,7 +23,14 @@
 import type { Kernels } from "./kernels.ts";
 
 // The kernel ABI's enums, for the layers above the seam (which never import ffi/ themselves).
-export { BinaryOp, CompareOp, DTypeCode, Status, UnaryOp } from "../../../ffi/dtrain.ts";
+export {
+  BinaryOp,
+  CompareOp,
+  DTypeCode,
+  ReductionCode,
+  Status,
+  UnaryOp,
+} from "../../../ffi/dtrain.ts";
 
 /** An address in a device's memory (a host address on cpu). */
 export type DevicePtr = Deno.PointerValue;

@@ -13,11 +13,10 @@ import { isHalf } from "../dtype.ts";
 import { halfCrossEntropy } from "./cross_entropy_half.ts";
 import { viaF32 } from "./_half.ts";
 import { autocastActiveFor } from "../autocast_state.ts";
+import { ReductionCode } from "../device/device.ts";
 
 /** How a loss combines its per-element values: their mean, their sum, or none (kept as is). */
 export type Reduction = "mean" | "sum" | "none";
-
-const REDUCTION_CODE: Record<Reduction, number> = { none: 0, mean: 1, sum: 2 };
 
 /** Options of {@linkcode crossEntropy}. */
 export interface CrossEntropyOptions {
@@ -57,7 +56,7 @@ export function crossEntropy(
   const ignoreIndex = options.ignoreIndex ?? -100;
   const reduction = options.reduction ?? "mean";
   const smoothing = options.labelSmoothing ?? 0;
-  if (!(reduction in REDUCTION_CODE)) {
+  if (!Object.hasOwn(ReductionCode, reduction)) {
     throw new RangeError(
       `crossEntropy: reduction must be "mean", "sum" or "none", got ${JSON.stringify(reduction)}`,
     );
@@ -100,7 +99,7 @@ export function crossEntropy(
       cols,
       ignoreIndex,
       smoothing,
-      REDUCTION_CODE[reduction],
+      ReductionCode[reduction],
       loss.ptr,
       grad?.ptr ?? null,
     ),
