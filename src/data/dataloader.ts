@@ -6,7 +6,15 @@
  * @module
  */
 
-import { cuda, type DeviceBackend, getDevice } from "../tensor/device/mod.ts";
+import {
+  DEFAULT_ACCELERATOR,
+  DEFAULT_DEVICE,
+  type DeviceBackend,
+  deviceName,
+  FAMILIES,
+  familyOf,
+  getDevice,
+} from "../tensor/device/mod.ts";
 import { tidy } from "../tensor/scope.ts";
 import type { Device } from "../tensor/storage.ts";
 import { copyInto, formatShape, sameShape, shapeSize, Tensor } from "../tensor/tensor.ts";
@@ -95,16 +103,19 @@ export class DataLoader<T extends Sample = Sample> implements Iterable<Tensor[]>
     if (typeof pinMemory !== "boolean") {
       throw new TypeError(`DataLoader: pinMemory must be true or false, got ${String(pinMemory)}`);
     }
-    const device = options.device ?? (pinMemory ? "cuda:0" : "cpu");
-    // An unknown or unusable device throws its reason; pinMemory names CUDA's, its one provider.
+    const device = options.device ??
+      (pinMemory ? deviceName(DEFAULT_ACCELERATOR, 0) : DEFAULT_DEVICE);
+    // An unknown or unusable device throws its reason; with pinMemory, its family's.
     let backend: DeviceBackend;
     try {
       backend = getDevice(device);
     } catch (err) {
-      if (!pinMemory || cuda.isAvailable()) throw err;
+      const family = familyOf(device);
+      if (!pinMemory || family === null || FAMILIES[family].isAvailable()) throw err;
+      const { title, unavailableReason } = FAMILIES[family];
       throw new Error(
-        `DataLoader: pinMemory needs CUDA, which is not available: ${cuda.unavailableReason()} ` +
-          "(leave pinMemory off, or pass pinMemory: cuda.isAvailable())",
+        `DataLoader: pinMemory needs ${title}, which is not available: ${unavailableReason()} ` +
+          `(leave pinMemory off, or pass pinMemory: ${family}.isAvailable())`,
       );
     }
     if (pinMemory && backend.isHostMemory) {

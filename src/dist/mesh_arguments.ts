@@ -5,15 +5,20 @@
  * @module
  */
 
+import {
+  deviceName,
+  FAMILIES,
+  FAMILY_NAMES,
+  type FamilyName,
+  OWN_MEMORY_FAMILIES,
+} from "../tensor/device/mod.ts";
 import { agreeAcrossRanks } from "./_agree.ts";
 import { DistError } from "./errors.ts";
 import { getLocalRank } from "./init.ts";
 import type { ProcessGroup } from "./process_group.ts";
 
-/** The device families a mesh can be over: host memory, CUDA GPUs, the emulated accelerator. */
-export type MeshDeviceType = "cpu" | "cuda" | "emu";
-
-const DEVICE_TYPES: readonly MeshDeviceType[] = ["cpu", "cuda", "emu"];
+/** The device families a mesh can be over: every family of src/tensor/device/family.ts. */
+export type MeshDeviceType = FamilyName;
 
 /**
  * Verifies that every rank of `world` passed `initDeviceMesh` the same arguments, whatever they
@@ -36,7 +41,11 @@ export async function agreeOnMeshArguments(
   };
   // Host memory when the world reaches it, else this rank's device (an NCCL-only world).
   const local = getLocalRank();
-  const device = ["cpu", `cuda:${local}`, `emu:${local}`].find((d) => world.reaches(d));
+  const hostFirst = [
+    ...FAMILY_NAMES.filter((family) => FAMILIES[family].hostMemory),
+    ...OWN_MEMORY_FAMILIES,
+  ];
+  const device = hostFirst.map((f) => deviceName(f, local)).find((d) => world.reaches(d));
   await agreeAcrossRanks(world, what, fields, {
     device,
     fix: `every rank must call ${what} with the same device type, meshShape and meshDimNames`,
@@ -55,11 +64,11 @@ export function checkMeshArguments(
   meshDimNames: readonly string[] | undefined,
 ): string[] | null {
   const what = "initDeviceMesh";
-  if (!DEVICE_TYPES.includes(deviceType)) {
+  if (!FAMILY_NAMES.includes(deviceType)) {
     throw new DistError(
       "invalid",
       `${what}: deviceType ${JSON.stringify(deviceType)} is not one of ` +
-        `${DEVICE_TYPES.map((t) => `"${t}"`).join(", ")} (a family, without a device index)`,
+        `${FAMILY_NAMES.map((t) => `"${t}"`).join(", ")} (a family, without a device index)`,
     );
   }
   if (!Array.isArray(meshShape) || meshShape.length === 0) {
@@ -80,7 +89,7 @@ export function checkMeshArguments(
   }
   const names = meshDimNames === undefined ? null : [...meshDimNames];
   if (names !== null) checkNames(names, meshShape);
-  const device = deviceType === "cpu" ? "cpu" : `${deviceType}:${getLocalRank()}`;
+  const device = deviceName(deviceType, getLocalRank());
   if (!world.reaches(device)) {
     throw new DistError(
       "invalid",

@@ -6,7 +6,7 @@
  * @module
  */
 
-import { canonicalDeviceName } from "../tensor/device/mod.ts";
+import { canonicalDeviceName, FAMILIES, isFamilyName } from "../tensor/device/mod.ts";
 import { invalid } from "./arguments.ts";
 import type { Backend } from "./backend.ts";
 import { type Connected, entryOf, type Memory } from "./backends.ts";
@@ -47,9 +47,12 @@ export function route(
   if (backend === undefined) {
     const reason = unreachable[memory as Memory];
     if (reason) {
-      throw invalid(
-        `${what}: a tensor is on ${memory === "cuda" ? "a GPU" : device} but ${reason}`,
-      );
+      // A family this process cannot use (CUDA absent) is named by its kind of device: "a GPU".
+      const unit = isFamilyName(memory) && !FAMILIES[memory].isAvailable()
+        ? FAMILIES[memory].unit
+        : null;
+      const where = unit === null ? device : `${/^[aeiou]/i.test(unit) ? "an" : "a"} ${unit}`;
+      throw invalid(`${what}: a tensor is on ${where} but ${reason}`);
     }
     throw invalid(
       `${what}: a tensor is on ${device}, which the ${name} backend cannot reach; move it, or ` +

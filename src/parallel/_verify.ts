@@ -8,6 +8,7 @@ import type { ProcessGroup } from "../dist/mod.ts";
 import { allGather } from "../dist/mod.ts";
 import { hash32 } from "../dist/_agree.ts";
 import { tensor, zeros } from "../tensor/creation.ts";
+import { DEFAULT_DEVICE } from "../tensor/device/mod.ts";
 import { formatShape, sameShape, type Tensor } from "../tensor/tensor.ts";
 
 const MAX_DIMS = 8;
@@ -23,7 +24,8 @@ const FIELDS = 2 + MAX_DIMS; // name hash, ndim, dims
  * @returns The device's name.
  */
 export function smallTensorDevice(group: ProcessGroup, params: readonly Tensor[]): string {
-  return group.reaches("cpu") || params.length === 0 ? "cpu" : params[0].device;
+  const host = group.reaches(DEFAULT_DEVICE) || params.length === 0;
+  return host ? DEFAULT_DEVICE : params[0].device;
 }
 
 /**

@@ -10,9 +10,9 @@ import {
   type AutocastDeviceType,
   type AutocastState,
   currentAutocast,
-  deviceTypeOf,
   runWithAutocast,
 } from "./autocast_state.ts";
+import { FAMILY_NAMES, isFamilyName } from "./device/mod.ts";
 
 export type { AutocastDeviceType } from "./autocast_state.ts";
 
@@ -21,7 +21,7 @@ export type AutocastDtype = HalfDType;
 
 /** Options of {@linkcode autocast}, as `torch.autocast`'s arguments. */
 export interface AutocastOptions {
-  /** The device type whose ops autocast: "cpu", "cuda" or "emu". */
+  /** The device type whose ops autocast: a device family ("cpu", "cuda"), without an index. */
   deviceType: AutocastDeviceType;
   /** The lower-precision dtype; the device type's current one when absent (bf16 on CPU, f16 else). */
   dtype?: AutocastDtype;
@@ -91,7 +91,7 @@ export function autocastAsync<T>(options: AutocastOptions, fn: () => Promise<T>)
 /**
  * Whether autocast is on here for `deviceType` (PyTorch's `torch.is_autocast_enabled`).
  *
- * @param deviceType "cpu" (default), "cuda" or "emu".
+ * @param deviceType A device family (default "cpu").
  */
 export function isAutocastEnabled(deviceType: AutocastDeviceType = "cpu"): boolean {
   return currentAutocast().devices[checkType(deviceType)].enabled;
@@ -101,7 +101,7 @@ export function isAutocastEnabled(deviceType: AutocastDeviceType = "cpu"): boole
  * The lower-precision dtype autocast uses here for `deviceType` (PyTorch's
  * `torch.get_autocast_dtype`): bf16 on CPU and f16 elsewhere unless a scope said otherwise.
  *
- * @param deviceType "cpu", "cuda" or "emu".
+ * @param deviceType A device family.
  */
 export function getAutocastDtype(deviceType: AutocastDeviceType): AutocastDtype {
   return currentAutocast().devices[checkType(deviceType)].dtype;
@@ -109,11 +109,13 @@ export function getAutocastDtype(deviceType: AutocastDeviceType): AutocastDtype 
 
 /** `deviceType` checked (for callers in plain JavaScript, or past a cast). */
 function checkType(deviceType: string | undefined): AutocastDeviceType {
-  const type = deviceTypeOf(deviceType ?? "");
-  if (type === null || type !== deviceType) {
+  if (typeof deviceType !== "string" || !isFamilyName(deviceType)) {
+    const names = FAMILY_NAMES.map((name) => JSON.stringify(name));
     throw new RangeError(
-      `autocast: deviceType must be "cpu", "cuda" or "emu", got ${JSON.stringify(deviceType)}`,
+      `autocast: deviceType must be ${names.slice(0, -1).join(", ")} or ${names.at(-1)}, got ${
+        JSON.stringify(deviceType)
+      }`,
     );
   }
-  return type;
+  return deviceType;
 }

@@ -33,9 +33,10 @@ import { type HalfDType, isFloat } from "./dtype.ts";
 import type { Tensor } from "./tensor.ts";
 import { to } from "./ops/shape.ts";
 import { isGradEnabled } from "./grad_mode.ts";
+import { FAMILIES, FAMILY_NAMES, type FamilyName, familyOf } from "./device/mod.ts";
 
-/** The device types autocast knows: "cpu", "cuda" and the emulated accelerator "emu". */
-export type AutocastDeviceType = "cpu" | "cuda" | "emu";
+/** The device types autocast knows: every family of src/tensor/device/family.ts. */
+export type AutocastDeviceType = FamilyName;
 
 /** One device type's autocast settings. */
 export interface DeviceAutocast {
@@ -60,13 +61,11 @@ export interface CachedCast {
   readonly version: number;
 }
 
-/** PyTorch's defaults: bf16 on CPU, f16 on CUDA; emu, an accelerator, as CUDA. */
+/** Off everywhere, each family's dtype its record's (PyTorch's: bf16 on CPU, f16 on CUDA). */
 const DEFAULT: AutocastState = {
-  devices: {
-    cpu: { enabled: false, dtype: "bf16" },
-    cuda: { enabled: false, dtype: "f16" },
-    emu: { enabled: false, dtype: "f16" },
-  },
+  devices: Object.fromEntries(
+    FAMILY_NAMES.map((name) => [name, { enabled: false, dtype: FAMILIES[name].autocastDtype }]),
+  ) as Record<AutocastDeviceType, DeviceAutocast>,
   cacheEnabled: true,
   cache: null,
 };
@@ -85,16 +84,11 @@ export function runWithAutocast<T>(state: AutocastState, fn: () => T): T {
   return storage.run(state, fn);
 }
 
-/** The device type of a device name ("emu:1" is "emu"); null for a device autocast does not know. */
-export function deviceTypeOf(device: string): AutocastDeviceType | null {
-  const type = device.split(":")[0];
-  return type === "cpu" || type === "cuda" || type === "emu" ? type : null;
-}
-
 /** Whether autocast is on for `t`'s device type here (not inside an op's own computation). */
 export function autocastActiveFor(t: Tensor): boolean {
   if (suppressed > 0) return false;
-  const type = deviceTypeOf(t.device);
+  // A family registered at run time has no record, and no autocast.
+  const type = familyOf(t.device);
   return type !== null && currentAutocast().devices[type].enabled;
 }
 
@@ -130,7 +124,7 @@ export function autocastInputs<A extends (Tensor | null | undefined)[]>(
   const first = inputs.find((t): t is Tensor => !!t && isFloat(t.dtype));
   if (first === undefined || !autocastActiveFor(first)) return { args: inputs, made: [] };
   const state = currentAutocast();
-  const target = lower ? state.devices[deviceTypeOf(first.device)!].dtype : "f32";
+  const target = lower ? state.devices[familyOf(first.device)!].dtype : "f32";
   const made: Tensor[] = [];
   const args = inputs.map((t) => {
     if (t === null || t === undefined || !isFloat(t.dtype) || t.dtype === target) return t;

@@ -11,6 +11,7 @@
 
 import { isFloat } from "./dtype.ts";
 import type { Tensor } from "./tensor.ts";
+import { DEFAULT_DEVICE } from "./device/mod.ts";
 
 const PRECISION = 4, THRESHOLD = 1000, EDGE = 3, LINEWIDTH = 80;
 const PREFIX = "tensor(";
@@ -192,7 +193,7 @@ function addSuffixes(text: string, suffixes: string[]): string {
 export function repr(t: Tensor): string {
   if (t.disposed) return `tensor(<disposed>, shape=[${t.shape.join(", ")}], dtype=${t.dtype})`;
   const suffixes: string[] = [];
-  if (t.device !== "cpu") suffixes.push(`device='${t.device}'`);
+  if (t.device !== DEFAULT_DEVICE) suffixes.push(`device='${t.device}'`);
   let text: string;
   if (t.numel() === 0) {
     if (t.ndim !== 1) suffixes.push(`size=(${t.shape.join(", ")})`);

@@ -31,15 +31,17 @@ import {
   allocatedBytesOnAll,
   type DeviceBackend,
   type DeviceBlock,
+  type FamilyName,
   getDevice,
 } from "./device/mod.ts";
 import { insideTidy } from "./scope.ts";
 
 /**
- * Where a tensor's memory lives: `"cpu"`, `"cuda:N"` once a GPU device is registered, or the name
- * of any device registered with `registerDevice` (see [Note: device seam] in device/device.ts).
+ * Where a tensor's memory lives: a device of a family dtrain ships (`"cpu"`, `"cuda:N"`; see
+ * device/family.ts), or of any family registered with `registerDevice` (see [Note: device seam] in
+ * device/device.ts).
  */
-export type Device = "cpu" | `cuda:${number}` | (string & Record<never, never>);
+export type Device = FamilyName | `${FamilyName}:${number}` | (string & Record<never, never>);
 
 /** Frees the blocks of collected storages on devices whose memory V8 cannot see. */
 const unowned = new FinalizationRegistry<{ backend: DeviceBackend; block: DeviceBlock }>(

@@ -1,11 +1,17 @@
-/** Scoring held-out data in the train job: each rank takes its stride of the samples. @module */
+/**
+ * Scoring held-out data in the train job: each rank takes its stride of the samples, and the sums
+ * over the ranks make the score.
+ * @module
+ */
 
 import type { Module } from "../nn/module.ts";
 import { noGrad } from "../tensor/autograd.ts";
 import { tidy } from "../tensor/scope.ts";
 import type { Device } from "../tensor/storage.ts";
 import type { Task } from "./model.ts";
+import type { Layout } from "./_layout.ts";
 import type { PipelinedGPT } from "./_pipeline.ts";
+import { sumOverRanks } from "./_stats.ts";
 
 /**
  * Rank `rank`'s batches of the held-out set's stride (samples rank, rank + worldSize, ...): the
@@ -95,4 +101,51 @@ export async function pipelineStride(
     }
   }
   return [score, count];
+}
+
+/** What {@linkcode evaluate} scores: the model (or this rank's pipeline stages) and where. */
+export interface Scored {
+  /** The whole model, or this rank's part of it. */
+  readonly model: Module;
+  /** This rank's pipeline stages (`--pp`), or null. */
+  readonly pipeline: PipelinedGPT | null;
+  /** The task whose held-out set is scored. */
+  readonly task: Task;
+  /** This rank's place among the data-parallel ranks, and its tensor-parallel mesh. */
+  readonly layout: Layout;
+  /** Where the model lives. */
+  readonly device: Device;
+  /** Whether the model is fully sharded (its forward gathers parameters from every rank). */
+  readonly sharded: boolean;
+  /** The ranks of the job. */
+  readonly worldSize: number;
+}
+
+/**
+ * Scores the model on the whole held-out set, each rank taking its stride of it: the share of
+ * correct classes, or a language model's mean loss per token (the task's `metric`); null without
+ * a held-out set. Every rank calls it; the model is left in training mode.
+ */
+export async function evaluate(scored: Scored): Promise<number | null> {
+  const { model, pipeline, task, layout, device, sharded, worldSize } = scored;
+  if (task.test === null) return null;
+  model.eval();
+  // Strides by dp rank (a TP group or pipeline scores one stride together, counted once per
+  // rank of it in both sums, which leaves their ratio as it is); lockstep when the forward
+  // communicates.
+  const { dpRank, dpSize } = layout;
+  const [correct, count] = pipeline
+    ? await pipelineStride(pipeline, task, dpRank, dpSize, device, sharded)
+    : scoreStride(model, task, dpRank, dpSize, device, sharded || layout.tpMesh !== null);
+  model.train();
+  const [totalCorrect, total] = await sumOverRanks([correct, count], worldSize);
+  return totalCorrect / total;
+}
+
+/** A score as the epoch's line shows it: `validation loss 1.2345` or `test accuracy 87.65%`. */
+export function formatScore(task: Task, score: number | null): string {
+  if (score === null) return "";
+  return task.metric === "loss"
+    ? `validation loss ${score.toFixed(4)}`
+    : `test accuracy ${(score * 100).toFixed(2)}%`;
 }

@@ -6,6 +6,7 @@
 
 import { z } from "zod";
 import { LAUNCHER_DEFAULTS, LauncherFieldsSchema } from "../launch/options.ts";
+import { FAMILY_NAMES } from "../tensor/device/mod.ts";
 
 /** An invalid configuration or command line; `field` names the culprit. */
 export class ConfigError extends Error {
@@ -69,7 +70,8 @@ export const TrainConfigSchema = z.object({
   threads: z.number().int().nonnegative(),
   maxSteps: z.number().int().nonnegative(),
   logEvery: z.number().int().nonnegative(),
-  device: z.enum(["cpu", "cuda", "emu"]),
+  // A family of src/tensor/device/family.ts: a new family's record is all `--device` needs.
+  device: z.enum(FAMILY_NAMES),
   dtype: z.enum(["f32", "bf16"]),
   strategy: z.enum(["ddp", "fsdp"]),
   tp: positiveInt,

@@ -1,50 +1,34 @@
 /**
- * The devices `--device` names: the cpu, or an accelerator family whose `torch.cuda`-like
- * namespace says whether it is usable and how many devices this machine has: `cuda` (GPUs) and
- * `emu` (the emulated accelerator, everywhere; see src/tensor/device/emu.ts). Each process of a
- * node trains on the device of its local rank, as torchrun's convention has it, and an
- * accelerator's process group is "auto": its device collectives for the model, host ones for the
- * rest.
+ * The devices `--device` names: a device family of src/tensor/device/family.ts (`cpu`; `cuda`,
+ * GPUs; `emu`, the emulated accelerator), whose record says whether it is usable here and how many
+ * devices this machine has. Each process of a node trains on the device of its local rank, as
+ * torchrun's convention has it, and a family with memory of its own gets the "auto" process group:
+ * its device collectives for the model, host ones for the rest.
  * @module
  */
 
 import type { BackendName } from "../dist/backend.ts";
-import { cuda, emu } from "../tensor/device/mod.ts";
+import { deviceName, FAMILIES, type FamilyName } from "../tensor/device/mod.ts";
 import type { Device } from "../tensor/storage.ts";
 
-/** What the job asks of an accelerator family: its namespace, and what messages call it. */
-interface Accelerator {
-  /** The family's name in a sentence ("CUDA"). */
-  title: string;
-  /** What one of its devices is called ("GPU"). */
-  unit: string;
-  /** `cuda` or `emu`: availability with its reason, and the device count. */
-  api: { isAvailable(): boolean; unavailableReason(): string; deviceCount(): number };
-}
-
-/** The accelerator families `--device` takes, by name. */
-export const ACCELERATORS: Readonly<Record<"cuda" | "emu", Accelerator>> = {
-  cuda: { title: "CUDA", unit: "GPU", api: cuda },
-  emu: { title: "the emulated accelerator", unit: "emu device", api: emu },
-};
-
-/** A `--device` value. */
-export type TrainDevice = "cpu" | keyof typeof ACCELERATORS;
+/** A `--device` value: a device family, without an index. */
+export type TrainDevice = FamilyName;
 
 /**
  * Why the job cannot run on `device` with `nprocPerNode` processes a node, or null when it can.
  *
  * @param choice The `--device` value.
- * @param nprocPerNode Processes per node, one per device.
+ * @param nprocPerNode Processes per node, one per device of a family with one per process.
  * @returns The message for the user, or null.
  */
 export function deviceProblem(choice: TrainDevice, nprocPerNode: number): string | null {
-  if (choice === "cpu") return null;
-  const { title, unit, api } = ACCELERATORS[choice];
-  if (!api.isAvailable()) {
-    return `--device ${choice}: ${title} is not available: ${api.unavailableReason()}`;
+  const { title, unit, single, isAvailable, unavailableReason, deviceCount } = FAMILIES[choice];
+  if (!isAvailable()) {
+    return `--device ${choice}: ${title} is not available: ${unavailableReason()}`;
   }
-  const count = api.deviceCount();
+  // The processes of a node share a single device (the CPU).
+  if (single) return null;
+  const count = deviceCount();
   if (nprocPerNode > count) {
     return `--device ${choice} runs one process per ${unit}, but --nproc-per-node is ` +
       `${nprocPerNode} and this machine has ${count} ${unit}${count === 1 ? "" : "s"}`;
@@ -53,21 +37,22 @@ export function deviceProblem(choice: TrainDevice, nprocPerNode: number): string
 }
 
 /**
- * The device this process trains on: the cpu, or its local rank's (`cuda:LOCAL_RANK`).
+ * The device this process trains on: the family's single device, or its local rank's
+ * (`cuda:LOCAL_RANK`).
  *
  * @param choice The `--device` value.
  * @returns The device's name.
  */
 export function processDevice(choice: TrainDevice): Device {
-  return choice === "cpu" ? "cpu" : `${choice}:${Number(Deno.env.get("LOCAL_RANK") ?? 0)}`;
+  return deviceName(choice, Number(Deno.env.get("LOCAL_RANK") ?? 0));
 }
 
 /**
  * The backend of the job's process group on `choice`.
  *
  * @param choice The `--device` value.
- * @returns "gloo" on the cpu, "auto" on an accelerator.
+ * @returns "gloo" for a family in host memory, "auto" for one with memory of its own.
  */
 export function groupBackend(choice: TrainDevice): BackendName {
-  return choice === "cpu" ? "gloo" : "auto";
+  return FAMILIES[choice].hostMemory ? "gloo" : "auto";
 }

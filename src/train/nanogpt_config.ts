@@ -191,9 +191,10 @@ export function parseNanoGptConfig(text: string, where: string): NanoGptConfig {
       config.datasetName = value;
     } else if (key === "device") {
       if (typeof value !== "string") throw wrong("a string");
-      // nanoGPT's 'cuda:1' picks a GPU; here each rank takes its local rank's.
-      config.fields.device = /^cuda(:\d+)?$/.test(value) ? "cuda" : value;
-      if (value.startsWith("cuda:")) config.notes.push(`${at}: device ${value} read as cuda`);
+      // nanoGPT's 'cuda:1' picks a GPU; here each rank takes its local rank's device of the family.
+      const family = /^([a-z][a-z0-9_]*):\d+$/.exec(value)?.[1];
+      config.fields.device = family ?? value;
+      if (family) config.notes.push(`${at}: device ${value} read as ${family}`);
     } else if (key === "dtype") {
       if (typeof value !== "string") throw wrong("a string");
       const dtype = NANOGPT_DTYPES[value];

@@ -6,8 +6,8 @@
  * @module
  */
 
-import { DataLoader } from "../data/dataloader.ts";
-import { DistributedSampler } from "../data/distributed_sampler.ts";
+import type { DataLoader } from "../data/dataloader.ts";
+import type { DistributedSampler } from "../data/distributed_sampler.ts";
 import { getRank, getWorldSize, isInitialized } from "../dist/mod.ts";
 import { warnStragglers } from "../dist/stragglers.ts";
 import type { Module } from "../nn/module.ts";
@@ -26,13 +26,14 @@ import { buildModel, buildOptimizer, loadTask, type Task } from "./model.ts";
 import { type Layout, shardedSnapshots, worldLayout } from "./_layout.ts";
 import { parallelizeModel } from "./parallelize.ts";
 import { sumOverRanks } from "./_stats.ts";
+import { trainBatches } from "./_batches.ts";
 import { checkStep } from "./_finite.ts";
 import { clipToNorm } from "./_clip.ts";
 import { checkResumeAcrossRanks } from "./_resume.ts";
 import { RunLog } from "./metrics.ts";
 import { nowUs, record, span } from "../profile/tracer.ts";
 import { Progress } from "./progress.ts";
-import { pipelineStride, scoreStride } from "./_evaluate.ts";
+import { evaluate, formatScore } from "./_evaluate.ts";
 import { PipelinedGPT } from "./_pipeline.ts";
 import type { GPT } from "../nn/gpt.ts";
 import { resumeSnapshot, type SnapshotPlace, writeSnapshot } from "./_snapshots.ts";
@@ -93,20 +94,9 @@ export class Trainer {
     this.#fsdp = this.#pipeline ? null : parallelizeModel(config, model, layout);
     this.model = this.#pipeline?.module ?? model;
     this.optimizer = buildOptimizer(config, this.model);
-    // The ranks of one TP group read the same samples: the sampler is keyed by the dp rank.
-    this.sampler = new DistributedSampler(this.task.train, {
-      numReplicas: layout.dpSize,
-      rank: layout.dpRank,
-      shuffle: true,
-      seed: config.seed,
-    });
-    // On an accelerator, batches arrive through page-locked memory, copied while the step before runs.
-    this.loader = new DataLoader(this.task.train, {
-      batchSize: config.batchSize,
-      sampler: this.sampler,
-      pinMemory: config.device !== "cpu",
-      device: this.device,
-    });
+    const batches = trainBatches(config, this.task, layout, this.device);
+    this.sampler = batches.sampler;
+    this.loader = batches.loader;
   }
 
   /**
@@ -256,7 +246,7 @@ export class Trainer {
     const stopped = step < full
       ? ` (stopped by ${this.stoppedOnRequest ? "the launcher" : "--max-steps"})`
       : "";
-    progress.finish(loss, this.#formatScore(score) + stopped);
+    progress.finish(loss, formatScore(this.task, score) + stopped);
     const language = this.task.metric === "loss";
     const result = {
       loss,
@@ -280,39 +270,20 @@ export class Trainer {
     return result;
   }
 
-  #formatScore(score: number | null): string {
-    if (score === null) return "";
-    return this.task.metric === "loss"
-      ? `validation loss ${score.toFixed(4)}`
-      : `test accuracy ${(score * 100).toFixed(2)}%`;
-  }
-
   /**
-   * Scores the model on the whole held-out set, each rank taking its stride of it: the share of
-   * correct classes, or a language model's mean loss per token (the task's `metric`).
+   * Scores the model on the whole held-out set (see `evaluate` in _evaluate.ts): the share of
+   * correct classes, or a language model's mean loss per token; null without a held-out set.
    */
-  async evaluate(): Promise<number | null> {
-    const test = this.task.test;
-    if (test === null) return null;
-    this.model.eval();
-    // Strides by dp rank (a TP group or pipeline scores one stride together, counted once per
-    // rank of it in both sums, which leaves their ratio as it is); lockstep when the forward
-    // communicates.
-    const { dpRank, dpSize } = this.layout, fsdp = this.config.strategy === "fsdp";
-    const [correct, count] = this.#pipeline
-      ? await pipelineStride(this.#pipeline, this.task, dpRank, dpSize, this.device, fsdp)
-      : scoreStride(
-        this.model,
-        this.task,
-        dpRank,
-        dpSize,
-        this.device,
-        this.#fsdp !== null ||
-          this.layout.tpMesh !== null,
-      );
-    this.model.train();
-    const [totalCorrect, total] = await sumOverRanks([correct, count], this.worldSize);
-    return totalCorrect / total;
+  evaluate(): Promise<number | null> {
+    return evaluate({
+      model: this.model,
+      pipeline: this.#pipeline,
+      task: this.task,
+      layout: this.layout,
+      device: this.device,
+      sharded: this.config.strategy === "fsdp",
+      worldSize: this.worldSize,
+    });
   }
 
   /**

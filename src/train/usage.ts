@@ -1,8 +1,18 @@
 /** The train job's `--help` text. @module */
 
+import { FAMILIES, FAMILY_NAMES } from "../tensor/device/mod.ts";
 import { DEFAULTS, FSDP_SNAPSHOTS, GPT_DEFAULTS, TOKENS_DEFAULTS } from "./_schema.ts";
 
 const T = { ...DEFAULTS, ...GPT_DEFAULTS, ...TOKENS_DEFAULTS };
+
+/** The help column's indent. */
+const INDENT = " ".repeat(27);
+
+/** `--device`: the families of src/tensor/device/family.ts, each with its record's summary. */
+const DEVICE = [
+  `  --device ${FAMILY_NAMES.join("|")}`.padEnd(26) + ` (default ${DEFAULTS.device})`,
+  ...FAMILY_NAMES.map((name) => `${INDENT}${name}: ${FAMILIES[name].summary}`),
+].join("\n");
 
 const EPOCHS = `usage: deno task train [EPOCHS SAVE_EVERY] [options]
 
@@ -40,8 +50,7 @@ const EPOCHS = `usage: deno task train [EPOCHS SAVE_EVERY] [options]
   --nnodes N|MIN:MAX --node-rank R --master-addr A --master-port P --max-restarts K --log-dir D
                            multi-node launch, spelled like torchrun (--log-dir: default logs/
                            beside the snapshot)
-  --device cpu|cuda|emu    (default cpu) cuda: one GPU per process; emu: the emulated
-                           accelerator (a GPU's contract over the CPU kernels, for CI)
+${DEVICE}
   --dtype f32|bf16         (default f32) bf16: forward and backward under autocast to bf16 (as
                            nanoGPT's dtype = 'bfloat16'), DDP all-reduces and FSDP all-gathers and
                            reduce-scatters in bf16, half the bytes; the weights and the optimizer

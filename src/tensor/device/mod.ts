@@ -1,8 +1,8 @@
 /**
  * The device seam as the layers above it import it (see [Note: device seam] in device.ts): the
- * backend interface and kernel table, the registry (devices by name, canonical names), the `cuda`
- * and `emu` namespaces, and the cpu's thread count. No file outside this folder imports a
- * device's own module (cpu.ts, cuda*.ts, emu*.ts).
+ * backend interface and kernel table, the families' records (family.ts), the registry (devices by
+ * name, canonical names), the `cuda` and `emu` namespaces, and the cpu's thread count. No file
+ * outside this folder imports a device's own module (cpu.ts, cuda*.ts, emu*.ts).
  * @module
  */
 
@@ -20,6 +20,20 @@ export {
   RUNTIME_SYMBOLS,
   type SeamName,
 } from "./kernels.ts";
+export {
+  type CommunicatorName,
+  DEFAULT_ACCELERATOR,
+  DEFAULT_DEVICE,
+  deviceName,
+  FAMILIES,
+  FAMILY_NAMES,
+  type FamilyName,
+  familyOf,
+  type FamilyRecord,
+  isFamilyName,
+  OWN_MEMORY_FAMILIES,
+  type OwnMemoryFamily,
+} from "./family.ts";
 export { allocatedBytesOnAll, canonicalDeviceName, getDevice, registerDevice } from "./registry.ts";
 export * as cuda from "./cuda_api.ts";
 export * as emu from "./emu_api.ts";

@@ -1,24 +1,21 @@
 /**
- * Devices found by name. Built-in families are the entries of `factories` below (`cpu`, and `cuda`
- * from cuda.ts, which says why when no GPU is usable; `emu`, the emulated accelerator of emu.ts; a device shipped with dtrain adds its one
- * entry there); any other registers at run time with `registerDevice(family, factory)`. `"cuda:1"`
- * asks the "cuda" factory for index 1, and `"cuda"` is `"cuda:0"`: each device is made once per
- * family and index, on its first use (so its native library opens then), and cached under every
- * name it was asked by, so the lookup on the allocation path is one map read. A device's own
- * `name` is its canonical name, the one tensors carry and comparisons use.
+ * Devices found by name. The families dtrain ships are the records of family.ts (`cpu`; `cuda`,
+ * which says why when no GPU is usable; `emu`, the emulated accelerator; a family shipped with
+ * dtrain adds its record there); any other registers at run time with
+ * `registerDevice(family, factory)`. `"cuda:1"` asks the "cuda" factory for index 1, and `"cuda"`
+ * is `"cuda:0"`: each device is made once per family and index, on its first use (so its native
+ * library opens then), and cached under every name it was asked by, so the lookup on the
+ * allocation path is one map read. A device's own `name` is its canonical name, the one tensors
+ * carry and comparisons use.
  * @module
  */
 
-import { createCpuDevice } from "./cpu.ts";
-import { createCudaDevice } from "./cuda.ts";
-import { createEmuDevice } from "./emu.ts";
 import type { DeviceBackend, DeviceFactory } from "./device.ts";
+import { FAMILIES, FAMILY_NAMES } from "./family.ts";
 
-const factories = new Map<string, DeviceFactory>([
-  ["cpu", () => createCpuDevice()],
-  ["cuda", createCudaDevice],
-  ["emu", createEmuDevice],
-]);
+const factories = new Map<string, DeviceFactory>(
+  FAMILY_NAMES.map((name) => [name, FAMILIES[name].create]),
+);
 const devices = new Map<string, DeviceBackend>();
 /** The devices made so far, once each (the allocation path sums their bytes without an iterator). */
 const made: DeviceBackend[] = [];
