@@ -7,6 +7,7 @@
  * @module
  */
 
+import { FAMILIES, OWN_MEMORY_FAMILIES, type OwnMemoryFamily } from "../tensor/device/mod.ts";
 import type { Backend, BackendInit, BackendName } from "./backend.ts";
 import type { Capabilities } from "./capabilities.ts";
 import { connectEmu } from "./emu.ts";
@@ -22,11 +23,11 @@ export { type Capabilities, type Capability, CAPABILITY_NAMES } from "./capabili
 /**
  * Where a tensor's elements live: `"host"` (the CPU's memory, whatever device owns it), or the
  * family of the device whose own memory holds them (`"cuda"` for `cuda:1`, `"emu"` for `emu:0`):
- * each family's memory needs a communicator of its own (NCCL for a GPU's). `memoryOf` in
- * arguments.ts tells a call's; a family no row reaches (a device registered at run time) is
- * reached by none.
+ * each family's memory needs a communicator of its own, the row its record names
+ * (src/tensor/device/family.ts: NCCL for a GPU's). `memoryOf` in arguments.ts tells a call's; a
+ * family no row reaches (a device registered at run time) is reached by none.
  */
-export type Memory = "host" | "cuda" | "emu";
+export type Memory = "host" | OwnMemoryFamily;
 
 /**
  * What a backend's `connect` gets: the group, this rank's GPU, and where the members run.
@@ -62,7 +63,10 @@ export interface Connected {
 export interface BackendEntry {
   /** How it connects, in a line. */
   readonly connects: string;
-  /** The memory its collectives reach; "auto" reaches all three, through a communicator each. */
+  /**
+   * The memory its collectives reach, from the families' records ({@linkcode reachedBy}); "auto"
+   * reaches all, through a communicator each.
+   */
   readonly reaches: readonly Memory[];
   /** What it can do; for "auto", each call can what the communicator reaching its tensors can. */
   readonly capabilities: Capabilities;
@@ -113,6 +117,26 @@ const SHM: Capabilities = {
 
 const one = async (backend: Promise<Backend>) => ({ backends: [await backend], unreachable: {} });
 
+/**
+ * The row that reaches `family`'s own memory: the communicator its record names (the compiler
+ * holds every record's name to a row of {@linkcode BACKENDS}).
+ *
+ * @param family A family whose memory is its own.
+ * @returns The row's name.
+ */
+function communicatorOf(family: OwnMemoryFamily): BackendKind {
+  return FAMILIES[family].communicator;
+}
+
+/**
+ * What the row `kind` reaches: host memory if it is a host communicator, and the own memory of
+ * every family whose record names it, so that no row lists a family by hand.
+ */
+function reachedBy(kind: BackendKind, host: boolean): Memory[] {
+  const families = OWN_MEMORY_FAMILIES.filter((family) => communicatorOf(family) === kind);
+  return host ? ["host", ...families] : families;
+}
+
 /** The name of a row of {@linkcode BACKENDS}, as its communicator reports it. */
 export type BackendKind = "gloo" | "shm" | "shm+gloo" | "nccl" | "emu" | "auto";
 
@@ -120,7 +144,7 @@ export type BackendKind = "gloo" | "shm" | "shm+gloo" | "nccl" | "emu" | "auto";
 export const BACKENDS: Readonly<Record<BackendKind, BackendEntry>> = {
   gloo: {
     connects: "a full mesh of TCP connections (Gloo), met through the store",
-    reaches: ["host"],
+    reaches: reachedBy("gloo", true),
     capabilities: {
       ...NONE,
       ...BLOCKING,
@@ -135,7 +159,7 @@ export const BACKENDS: Readonly<Record<BackendKind, BackendEntry>> = {
   },
   shm: {
     connects: "one shared-memory segment of the host, its name passed through the store",
-    reaches: ["host"],
+    reaches: reachedBy("shm", true),
     capabilities: SHM,
     get queued() {
       return shmQueued();
@@ -146,7 +170,7 @@ export const BACKENDS: Readonly<Record<BackendKind, BackendEntry>> = {
   },
   "shm+gloo": {
     connects: "shared memory within each host, Gloo between one leader per host",
-    reaches: ["host"],
+    reaches: reachedBy("shm+gloo", true),
     capabilities: { ...NONE, ...BLOCKING, reduceScatter: true, sendRecv: true },
     queued: false,
     byHost: true,
@@ -155,7 +179,7 @@ export const BACKENDS: Readonly<Record<BackendKind, BackendEntry>> = {
   },
   nccl: {
     connects: "an NCCL communicator on this rank's GPU, its unique id passed through the store",
-    reaches: ["cuda"],
+    reaches: reachedBy("nccl", false),
     capabilities: { ...NONE, ...BLOCKING, reduceScatter: true, sendRecv: true },
     queued: false,
     byHost: false,
@@ -165,7 +189,7 @@ export const BACKENDS: Readonly<Record<BackendKind, BackendEntry>> = {
   emu: {
     connects: "the shared-memory transport on this rank's emulated device emu:<local rank>, " +
       "ordered after its queued kernels; one host only",
-    reaches: ["emu"],
+    reaches: reachedBy("emu", false),
     // The shared-memory transport's, but emulated memory is this process's alone: no shared blocks.
     capabilities: { ...SHM, allocShared: false },
     get queued() {
@@ -178,12 +202,12 @@ export const BACKENDS: Readonly<Record<BackendKind, BackendEntry>> = {
   auto: {
     connects: 'what "gloo" chooses for host memory, NCCL for GPU memory where CUDA is, and the ' +
       "emu backend for emulated devices where the group is on one host",
-    reaches: ["host", "cuda", "emu"],
+    reaches: ["host", ...OWN_MEMORY_FAMILIES],
     capabilities: NONE,
     queued: false,
     byHost: "always",
     fits: () => true,
-    connect: (rendezvous) => connectAuto(rendezvous, (r) => connectChoice("gloo", r)),
+    connect: (rendezvous) => connectAuto(rendezvous, (r) => connectChoice("gloo", r), BACKENDS),
   },
 };
 

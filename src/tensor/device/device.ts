@@ -13,10 +13,9 @@
  * (`Status` in ffi/dtrain.ts) that the caller passes to `check`. The cpu table holds the FFI
  * functions themselves, so a kernel call costs what a direct `lib.dt_*` call cost. Devices are
  * found by name in registry.ts, which also makes names canonical (`"cuda"` is `"cuda:0"`); a new
- * one is a file beside cpu.ts exporting a {@linkcode DeviceFactory}, plus its entry in the
- * registry's built-in table (or a `registerDevice` call at run time, as
- * tests/tensor/device_test.ts does). No op changes: ops allocate their outputs on their inputs'
- * device and call that device's kernels.
+ * family is a file beside cpu.ts exporting a {@linkcode DeviceFactory}, plus its record in
+ * family.ts (or a `registerDevice` call at run time, as tests/tensor/device_test.ts does). No op
+ * changes: ops allocate their outputs on their inputs' device and call that device's kernels.
  * @module
  */
 
