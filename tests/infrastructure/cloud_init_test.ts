@@ -4,7 +4,8 @@
 // mounts; installs dtrain and the GPU libraries before its build; keeps the job token in a
 // root-only file; and its scripts pass bash -n and shellcheck.
 import assert from "node:assert/strict";
-import { evaluateAttribute, loadConfig } from "./terraform.ts";
+import { loadConfig } from "./terraform.ts";
+import { evaluateAttribute } from "./terraform_plan.ts";
 import { bashSyntaxErrors, flagMap, hasCommand, launchArguments } from "./shell.ts";
 import {
   cloud,

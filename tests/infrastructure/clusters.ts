@@ -7,7 +7,8 @@ import { resolve } from "node:path";
 import { parse } from "@cdktf/hcl2json";
 import { parse as parseYaml } from "yaml";
 import type { Value } from "./expression.ts";
-import { type Config, evaluateAttribute, type Fixtures, loadConfig } from "./terraform.ts";
+import { type Config, loadConfig } from "./terraform.ts";
+import { evaluateAttribute, type Fixtures } from "./terraform_plan.ts";
 import { NEBIUS_DIR } from "./start_training.ts";
 import { parseTrainArgs, type TrainConfig } from "../../src/train/config.ts";
 

@@ -2,7 +2,6 @@
 // interpolation and the `$${` / `%%{` escapes, so that is all this renders; a directive
 // (`%{ if }`, `%{ for }`) or a strip marker (`~`) throws instead of rendering wrongly.
 import {
-  coreFunctions,
   evaluate,
   objectScope,
   parseExpression,
@@ -11,6 +10,7 @@ import {
   UnsupportedError,
   type Value,
 } from "./expression.ts";
+import { coreFunctions } from "./functions.ts";
 
 /** A piece of a template: literal text, or an interpolated expression. */
 export type TemplatePart = { text: string } | { expression: string };

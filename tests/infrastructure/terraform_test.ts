@@ -5,15 +5,13 @@
 import assert from "node:assert/strict";
 import { UnsupportedError } from "./expression.ts";
 import { renderTemplate, templateVariables } from "./template.ts";
+import { configTree, loadConfig, parseConfig } from "./terraform.ts";
 import {
-  configTree,
   leakingOutputs,
-  loadConfig,
   moduleCallMismatches,
-  parseConfig,
   templatefileMismatches,
   undeclaredReferences,
-} from "./terraform.ts";
+} from "./terraform_checks.ts";
 import { CLOUDS, INFRA_DIR } from "./clusters.ts";
 
 Deno.test("every .tf file parses as HCL and declares every variable, local, resource and module it references", async () => {

@@ -4,7 +4,8 @@
 // naming the flag); without them every recipe still trains the MLP job it always did.
 import assert from "node:assert/strict";
 import type { Value } from "./expression.ts";
-import { loadConfig, validationFailures } from "./terraform.ts";
+import { loadConfig } from "./terraform.ts";
+import { validationFailures } from "./terraform_plan.ts";
 import { fakeCheckout, flagMap, launchArguments, runSbatch, runScript } from "./shell.ts";
 import {
   cloud,

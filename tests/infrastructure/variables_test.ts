@@ -4,14 +4,13 @@
 // is an error of the check, never a rejected value.
 import assert from "node:assert/strict";
 import type { Value } from "./expression.ts";
+import { loadConfig, parseConfig } from "./terraform.ts";
 import {
-  loadConfig,
-  parseConfig,
   ValidationEvaluationError,
   validationFailures,
   VARIABLE_TYPES,
   variableValues,
-} from "./terraform.ts";
+} from "./terraform_plan.ts";
 import { cloud, CLOUDS, exampleValues } from "./clusters.ts";
 
 const NEBIUS = cloud("Nebius").dir;
