@@ -14,7 +14,7 @@ import { connectEmu } from "./emu.ts";
 import { GlooBackend } from "./gloo.ts";
 import { NcclBackend } from "./nccl.ts";
 import { connectAuto } from "./nccl_auto.ts";
-import { type HostLayout, withHostLayout } from "./select_backend.ts";
+import { type HostLayout, readHostLayout } from "./select_backend.ts";
 import { ShmBackend, shmQueued } from "./shm.ts";
 import { HierarchicalBackend } from "./shm_hierarchical.ts";
 
@@ -207,7 +207,15 @@ export const BACKENDS: Readonly<Record<BackendKind, BackendEntry>> = {
     queued: false,
     byHost: "always",
     fits: () => true,
-    connect: (rendezvous) => connectAuto(rendezvous, (r) => connectChoice("gloo", r), BACKENDS),
+    connect: async (rendezvous) => {
+      const { init } = rendezvous;
+      const hostInit = { ...init, prefix: `${init.prefix}gloo/` };
+      return connectAuto(
+        rendezvous,
+        await connectChoice("gloo", { ...rendezvous, init: hostInit }),
+        BACKENDS,
+      );
+    },
   },
 };
 
@@ -247,16 +255,17 @@ async function connectChoice(requested: BackendName, rendezvous: Rendezvous): Pr
  * @returns The chosen backend's communicators.
  * @throws DistError naming what failed.
  */
-export function connectGroup(
+export async function connectGroup(
   requested: BackendName,
   init: BackendInit,
   device: number,
 ): Promise<Connected> {
   const rows = REQUESTS[requested].map((n) => BACKENDS[n].byHost);
   const byHost = rows.includes("always") ? "always" : rows.includes(true);
-  return withHostLayout(
-    init,
-    byHost,
-    (layout) => connectChoice(requested, { ...layout, init, device }),
-  );
+  const layout = await readHostLayout(init, byHost);
+  try {
+    return await connectChoice(requested, { ...layout, init, device });
+  } finally {
+    layout.store?.close();
+  }
 }

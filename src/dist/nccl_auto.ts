@@ -53,11 +53,12 @@ async function onEveryRank(
 }
 
 /**
- * Connects the host-memory communicator, then the communicator of each family with memory of its
+ * Adds to the group's host-memory communicator the communicator of each family with memory of its
  * own, where every rank has a device of the family and the communicator can serve the group.
  *
  * @param rendezvous The group, this rank's device and the host layout.
- * @param connectHost Connects what "gloo" would choose for the same group.
+ * @param host The host-memory communicators, connected as "gloo" would choose for the group
+ *   (under the prefix `gloo/`); closed here when a later rendezvous fails.
  * @param rows The backend table, whose rows connect the families' communicators.
  * @returns The communicators, and why the memory without one is out of reach.
  * @throws DistError from any rendezvous (the communicators connected before it are closed).
@@ -65,14 +66,10 @@ async function onEveryRank(
  */
 export async function connectAuto(
   rendezvous: Rendezvous,
-  connectHost: (rendezvous: Rendezvous) => Promise<Connected>,
+  host: Omit<Connected, "name">,
   rows: Readonly<Record<BackendKind, BackendEntry>>,
 ): Promise<Omit<Connected, "name">> {
   const { init, device } = rendezvous;
-  const host = await connectHost({
-    ...rendezvous,
-    init: { ...init, prefix: `${init.prefix}gloo/` },
-  });
   const backends: Backend[] = [...host.backends];
   const unreachable: Partial<Record<Memory, string>> = {};
   try {

@@ -84,25 +84,23 @@ export interface HostLayout {
 }
 
 /**
- * Runs `use` with the group's host layout, read through the store when the group has more than
- * one rank and `wanted` is "always", or true while shared memory is on; else with `hosts` and
- * `store` null (and `oneHost` true for a group of one).
+ * The group's host layout, read through the store when the group has more than one rank and
+ * `wanted` is "always", or true while shared memory is on; else with `hosts` and `store` null
+ * (and `oneHost` true for a group of one).
  *
  * @param init Rank, size, store and timeout of the group.
  * @param wanted Whether the caller chooses by host: true while shared memory is on, "always"
  *   whatever `DTRAIN_SHM` says (the emu backend's transport is shared memory).
- * @param use Connects the backend, given the layout (its store closes once `use` settles).
- * @returns What `use` returns.
+ * @returns The layout; the caller closes its `store` once the backend has connected.
  * @throws DistError when the store exchange fails.
  */
-export async function withHostLayout<T>(
+export async function readHostLayout(
   init: BackendInit,
   wanted: boolean | "always",
-  use: (layout: HostLayout) => Promise<T>,
-): Promise<T> {
+): Promise<HostLayout> {
   const shared = shmMode() !== "off";
   if (!wanted || init.size === 1 || (wanted !== "always" && !shared)) {
-    return await use({ hosts: null, oneHost: init.size === 1 ? true : null, store: null });
+    return { hosts: null, oneHost: init.size === 1 ? true : null, store: null };
   }
   const store = await StoreClient.connect({
     hostname: init.storeHost,
@@ -118,8 +116,9 @@ export async function withHostLayout<T>(
     const hosts = groupByHost(
       await Promise.all(keys.map(async (k) => decoder.decode(await store.get(k)))),
     );
-    return await use({ hosts: shared ? hosts : null, oneHost: hosts.length === 1, store });
-  } finally {
+    return { hosts: shared ? hosts : null, oneHost: hosts.length === 1, store };
+  } catch (err) {
     store.close();
+    throw err;
   }
 }
