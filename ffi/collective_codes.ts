@@ -34,3 +34,6 @@ export const CollectiveDType = { f32: 0, i32: 1, bf16: 3, f16: 4 } as const;
 
 /** Reduction operators of all-reduce and reduce-scatter (dt_collective_reduce_op). */
 export const CollectiveReduceOp = { sum: 0, avg: 1, min: 2, max: 3, prod: 4 } as const;
+
+/** Which side of a point-to-point message a rank posts (`dt_p2p_kind`). */
+export const P2PKind = { send: 0, recv: 1 } as const;

@@ -13,7 +13,7 @@ static const int p2p_dtypes[] = {ncclFloat32, ncclInt32, -1, ncclBfloat16, ncclF
 static std::string batch_label(dt_nccl_ctx *ctx, uint64_t n, const int32_t *kinds,
                                const int32_t *peers) {
   if (n != 1) return "batch of " + std::to_string(n) + " point-to-point messages";
-  return std::string(kinds[0] == 0 ? "send to rank " : "recv from rank ") +
+  return std::string(kinds[0] == coll::DT_P2P_SEND ? "send to rank " : "recv from rank ") +
          std::to_string(ctx->global_ranks[peers[0]]);
 }
 
@@ -25,7 +25,7 @@ DT_EXPORT int dt_nccl_p2p(void *handle, uint64_t n, const int32_t *kinds, const 
     return fail(ctx, DT_EBROKEN,
                 "the NCCL communicator failed earlier (" + ctx->error + ") and can no longer be used");
   for (uint64_t i = 0; i < n; i++) {
-    if ((kinds[i] != 0 && kinds[i] != 1) || peers[i] < 0 || peers[i] >= ctx->size ||
+    if ((kinds[i] != coll::DT_P2P_SEND && kinds[i] != coll::DT_P2P_RECV) || peers[i] < 0 || peers[i] >= ctx->size ||
         peers[i] == ctx->rank || dtypes[i] < 0 || dtypes[i] > 4 || p2p_dtypes[dtypes[i]] < 0 ||
         (bufs[i] == NULL && counts[i] > 0))
       return fail(ctx, DT_EINVAL, "point-to-point message " + std::to_string(i) +
@@ -39,7 +39,7 @@ DT_EXPORT int dt_nccl_p2p(void *handle, uint64_t n, const int32_t *kinds, const 
   int failed = ncclSuccess;
   for (uint64_t i = 0; i < n && !nccl_failed(failed); i++) {
     const int dtype = p2p_dtypes[dtypes[i]];
-    failed = kinds[i] == 0 ? ctx->api->send(bufs[i], counts[i], dtype, peers[i], ctx->comm,
+    failed = kinds[i] == coll::DT_P2P_SEND ? ctx->api->send(bufs[i], counts[i], dtype, peers[i], ctx->comm,
                                             ctx->stream)
                            : ctx->api->recv(bufs[i], counts[i], dtype, peers[i], ctx->comm,
                                             ctx->stream);

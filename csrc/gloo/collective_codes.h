@@ -40,6 +40,10 @@ typedef enum {
   DT_PROD = 4,
 } dt_collective_reduce_op;
 
+/* Which side of a point-to-point message a rank posts (dt_gloo_p2p_post, dt_shm_p2p_post,
+ * dt_nccl_p2p's `kinds`). */
+typedef enum { DT_P2P_SEND = 0, DT_P2P_RECV = 1 } dt_p2p_kind;
+
 /* The collective a fingerprint announces. DT_EMPTY_SHARED is the shared-memory transport's
  * collective allocation (csrc/shm/shared_buffer.cc). */
 typedef enum {

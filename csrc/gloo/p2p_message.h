@@ -27,7 +27,7 @@ using namespace dtrain::collective;
 constexpr uint32_t kMagic = 0x70327064;  // "dp2p"
 constexpr int kMaxDims = 8;
 
-enum Kind { kSend = 0, kRecv = 1 };
+enum Kind { kSend = DT_P2P_SEND, kRecv = DT_P2P_RECV };
 
 struct Header {
   uint32_t magic;

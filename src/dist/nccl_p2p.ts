@@ -13,7 +13,7 @@
  * @module
  */
 
-import { CollectiveDType } from "../../ffi/collective_codes.ts";
+import { CollectiveDType, P2PKind } from "../../ffi/collective_codes.ts";
 import { type P2PMessage, pointersOf, type PostedP2P } from "./backend.ts";
 import { DistError } from "./errors.ts";
 
@@ -131,7 +131,7 @@ export function groupArguments(messages: P2PMessage[]): [
   Int32Array<ArrayBuffer>,
 ] {
   return [
-    new Int32Array(messages.map((m) => m.kind === "send" ? 0 : 1)),
+    new Int32Array(messages.map((m) => P2PKind[m.kind])),
     new Int32Array(messages.map((m) => m.peer)),
     pointersOf(messages.map((m) => m.buf)),
     new BigUint64Array(messages.map((m) => BigInt(m.buf.count))),

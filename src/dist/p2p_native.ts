@@ -5,7 +5,7 @@
  * @module
  */
 
-import { CollectiveDType, CollectiveStatus } from "../../ffi/collective_codes.ts";
+import { CollectiveDType, CollectiveStatus, P2PKind } from "../../ffi/collective_codes.ts";
 import type { P2PMessage, PostedP2P } from "./backend.ts";
 import { DistError, STATUS_CODES } from "./errors.ts";
 
@@ -102,7 +102,7 @@ export function postP2PWith(
   const dims = new BigInt64Array(shape.map(BigInt));
   const out = new BigUint64Array(1);
   const status = post([
-    kind === "send" ? 0 : 1,
+    P2PKind[kind],
     peer,
     buf.ptr,
     buf.count,

@@ -16,6 +16,7 @@ import {
   CollectiveDType,
   CollectiveReduceOp,
   CollectiveStatus,
+  P2PKind,
 } from "../../ffi/collective_codes.ts";
 import { type CEnum, enumMembers, parseEnums } from "./_c_header.ts";
 
@@ -61,6 +62,7 @@ Deno.test("ffi/collective_codes.ts numbers each collective code as csrc/gloo/col
     { ...CollectiveReduceOp },
     enumMembers(collective, "dt_collective_reduce_op", camel()),
   );
+  assert.deepEqual({ ...P2PKind }, enumMembers(collective, "dt_p2p_kind", camel("P2P_")));
   // A buffer's dtype code is libdtrain's whichever library it goes to.
   for (const [name, code] of Object.entries(CollectiveDType)) {
     assert.equal(DTypeCode[name as keyof typeof DTypeCode], code, name);
