@@ -21,7 +21,10 @@ function withoutThreadPool<T extends typeof dtrainSymbols>(
   return rest;
 }
 
-/** libdtrain's attention entries, which tests/cuda opens in both libraries to compare them. */
+/**
+ * libdtrain's attention entries, which tests/tensor/attention_cuda_test.ts opens in both libraries
+ * to compare them.
+ */
 export const attentionSymbols = {
   dt_attention_forward: dtrainSymbols.dt_attention_forward,
   dt_attention_backward: dtrainSymbols.dt_attention_backward,
