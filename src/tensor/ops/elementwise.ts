@@ -143,12 +143,17 @@ function half(op: BinaryName, a: Tensor, b: Tensor | number): Tensor | null {
     return viaF32(op, [a], (x) => f(x, addend));
   }
   if (op === "mul") return viaF32(op, [a], (x) => f(x, b));
-  return viaF32(op, [a], (x) => {
-    const divisor = scalarOn(x, b, "f32");
-    const out = binary("div", x, divisor);
-    if (out.gradFn === null) divisor.dispose();
-    return out;
-  });
+  if (op === "div") {
+    return viaF32(op, [a], (x) => {
+      const divisor = scalarOn(x, b, "f32");
+      const out = binary("div", x, divisor);
+      if (out.gradFn === null) divisor.dispose();
+      return out;
+    });
+  }
+  // Every op is named above: a new binary op fails to compile here until it has its half form.
+  const unknown: never = op;
+  throw new Error(`no half-precision form for binary op ${unknown}`);
 }
 
 /** a + b (b a tensor or a number), broadcasting. */

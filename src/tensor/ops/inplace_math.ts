@@ -50,6 +50,27 @@ function fitted(op: string, self: Tensor, other: Tensor, dtype = self.dtype): Te
   });
 }
 
+/**
+ * The unary kernel and parameter of `x op other` for an f32 tensor and a number. Every op is
+ * named: a new binary op fails to compile here until it has its form.
+ */
+function scalarForm(op: Op, other: number, alpha: number): [number, number] {
+  switch (op) {
+    case "add":
+      return [UnaryOp.addScalar, other * alpha];
+    case "sub":
+      return [UnaryOp.addScalar, -other * alpha];
+    case "mul":
+      return [UnaryOp.scale, other];
+    case "div":
+      return [UnaryOp.scale, 1 / other];
+    default: {
+      const unknown: never = op;
+      throw new Error(`no scalar form for binary op ${unknown}`);
+    }
+  }
+}
+
 /** self = self op other (other a tensor or number, times `alpha` for add and sub). */
 export function arith(op: Op, self: Tensor, other: Tensor | number, alpha = 1): void {
   const name = `${op}_`;
@@ -88,11 +109,7 @@ export function arith(op: Op, self: Tensor, other: Tensor | number, alpha = 1): 
   const n = self.numel();
   if (self.dtype === "f32" && typeof other === "number") {
     checkInPlace(self, name);
-    const [code, p] = op === "add"
-      ? [UnaryOp.addScalar, other * alpha]
-      : op === "sub"
-      ? [UnaryOp.addScalar, -other * alpha]
-      : [UnaryOp.scale, op === "mul" ? other : 1 / other];
+    const [code, p] = scalarForm(op, other, alpha);
     dev.check(dev.kernels.unary(code, self.ptr, self.ptr, n, p));
     return;
   }
