@@ -28,6 +28,7 @@
  */
 
 export { type DType, type GradHook, Tensor, type TensorOptions } from "./src/tensor/tensor.ts";
+export type { HalfDType } from "./src/tensor/dtype.ts";
 export type { TensorMath } from "./src/tensor/tensor_math.ts";
 export type { TensorIndexing } from "./src/tensor/tensor_indexing.ts";
 export type { TensorHost } from "./src/tensor/tensor_host.ts";
@@ -42,6 +43,9 @@ export {
   type DeviceFactory,
   type DevicePtr,
   emu,
+  FAMILIES,
+  type FamilyName,
+  type FamilyRecord,
   getDevice,
   type HostCopy,
   type KernelAbi,
