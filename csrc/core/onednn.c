@@ -1,13 +1,12 @@
 /* oneDNN's matmul primitive for bf16 products (matmul_bf16.c chooses it). libdnnl is opened with
  * dlopen, never linked, so that libdtrain loads where oneDNN is absent, and the build needs no
- * oneDNN header: the few types and functions used are declared here, as oneDNN 2.x's C API
- * (dnnl.h, dnnl_types.h) has them. oneDNN 3.x changed that API (memory descriptors became opaque
+ * oneDNN header: the few types and functions used are declared in onednn_api.h, as oneDNN 2.x's
+ * C API (dnnl.h, dnnl_types.h) has them, and resolved by onednn_load.c. oneDNN 3.x changed that API (memory descriptors became opaque
  * handles, dnnl_matmul_desc_init became dnnl_matmul_primitive_desc_create) and ships as
  * libdnnl.so.3, which is not opened; a libdnnl.so.2 whose version is not 2.x is refused. */
 #define _GNU_SOURCE
 #include "onednn.h"
 
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,59 +15,7 @@
 #include "dtrain.h"
 #include "gemm_cut.h"
 #include "half_math.h"
-
-
-/* ---------------------------------------------------------------- oneDNN 2.x, as declared */
-
-typedef int64_t dnnl_dims_t[12]; /* DNNL_MAX_NDIMS */
-/* dnnl_memory_desc_t (696 bytes in 2.6) and dnnl_matmul_desc_t (2800) are plain structs that the
- * library fills and copies; opaque storage larger than any 2.x layout holds them. */
-typedef struct { _Alignas(16) unsigned char bytes[1024]; } memory_desc;
-typedef struct { _Alignas(16) unsigned char bytes[4096]; } matmul_desc;
-typedef struct { int arg; void *memory; } exec_arg; /* dnnl_exec_arg_t */
-typedef struct { int major, minor, patch; const char *hash; unsigned cpu_runtime, gpu_runtime; } version_t;
-
-enum { DNNL_SUCCESS = 0, DNNL_BF16 = 2, DNNL_F32 = 3, DNNL_CPU = 1, DNNL_STREAM_IN_ORDER = 1 };
-enum { DNNL_ARG_SRC = 1, DNNL_ARG_DST = 17, DNNL_ARG_WEIGHTS = 33, DNNL_ARG_SCRATCHPAD = 80 };
-enum { QUERY_IMPL_INFO_STR = 8, QUERY_SCRATCHPAD_MD = 136, SCRATCHPAD_MODE_USER = 1 };
-enum { ISA_AVX512_CORE_BF16 = 0xe7 }; /* dnnl_cpu_isa_t: a mask, AMX's includes it */
-#ifdef DT_ONEDNN_F32_OPERANDS /* see onednn.h */
-#define OPERAND_TYPE DNNL_F32
-static dt_onednn_operand operand_of(float v) { return v; }
-static float value_of(dt_onednn_operand x) { return x; }
-#else
-#define OPERAND_TYPE DNNL_BF16
-static dt_onednn_operand operand_of(float v) { return dt_f32_to_bf16(v); }
-static float value_of(dt_onednn_operand x) { return dt_bf16_to_f32(x); }
-#endif
-
-static struct {
-  int (*engine_create)(void **engine, int kind, size_t index);
-  int (*stream_create)(void **stream, void *engine, unsigned flags);
-  int (*stream_wait)(void *stream);
-  int (*stream_destroy)(void *stream);
-  int (*md_init_by_strides)(memory_desc *md, int ndims, const int64_t *dims, int type,
-                            const int64_t *strides);
-  int (*matmul_desc_init)(matmul_desc *desc, const memory_desc *src, const memory_desc *weights,
-                          const memory_desc *bias, const memory_desc *dst);
-  int (*pd_create)(void **pd, const void *op_desc, const void *attr, void *engine, const void *hint);
-  int (*pd_query)(const void *pd, int what, int index, void *result);
-  const memory_desc *(*pd_query_md)(const void *pd, int what, int index);
-  size_t (*md_get_size)(const memory_desc *md);
-  int (*attr_create)(void **attr);
-  int (*attr_set_scratchpad_mode)(void *attr, int mode);
-  int (*attr_destroy)(void *attr);
-  int (*pd_destroy)(void *pd);
-  int (*primitive_create)(void **primitive, const void *pd);
-  int (*primitive_execute)(const void *primitive, void *stream, int nargs, const exec_arg *args);
-  int (*primitive_destroy)(void *primitive);
-  int (*memory_create)(void **memory, const memory_desc *md, void *engine, void *handle);
-  int (*memory_destroy)(void *memory);
-  const version_t *(*version)(void);
-  int (*effective_cpu_isa)(void);
-  void (*omp_set_num_threads)(int n); /* libgomp's, which Debian's oneDNN runs on; optional */
-  void *engine;
-} api;
+#include "onednn_api.h"
 
 /* ---------------------------------------------------------------- primitives, cached by shape */
 
@@ -338,50 +285,6 @@ static int probe(char *why, size_t len) {
         }
       }
   return 1;
-}
-
-#define SYM(slot, name) {(void **)&api.slot, name}
-
-int onednn_load(char *why, size_t len) {
-  void *lib = dlopen("libdnnl.so.2", RTLD_NOW | RTLD_LOCAL);
-  if (lib == NULL) {
-    snprintf(why, len, "libdnnl.so.2 (oneDNN 2.x) does not load: %s", dlerror());
-    return DT_EUNSUPPORTED;
-  }
-  struct { void **slot; const char *name; } syms[] = {
-      SYM(engine_create, "dnnl_engine_create"), SYM(stream_create, "dnnl_stream_create"),
-      SYM(stream_wait, "dnnl_stream_wait"), SYM(stream_destroy, "dnnl_stream_destroy"),
-      SYM(md_init_by_strides, "dnnl_memory_desc_init_by_strides"),
-      SYM(matmul_desc_init, "dnnl_matmul_desc_init"), SYM(pd_create, "dnnl_primitive_desc_create"),
-      SYM(pd_query, "dnnl_primitive_desc_query"), SYM(pd_destroy, "dnnl_primitive_desc_destroy"),
-      SYM(pd_query_md, "dnnl_primitive_desc_query_md"),
-      SYM(md_get_size, "dnnl_memory_desc_get_size"), SYM(attr_create, "dnnl_primitive_attr_create"),
-      SYM(attr_set_scratchpad_mode, "dnnl_primitive_attr_set_scratchpad_mode"),
-      SYM(attr_destroy, "dnnl_primitive_attr_destroy"),
-      SYM(primitive_create, "dnnl_primitive_create"),
-      SYM(primitive_execute, "dnnl_primitive_execute"),
-      SYM(primitive_destroy, "dnnl_primitive_destroy"), SYM(memory_create, "dnnl_memory_create"),
-      SYM(memory_destroy, "dnnl_memory_destroy"), SYM(version, "dnnl_version"),
-      SYM(effective_cpu_isa, "dnnl_get_effective_cpu_isa")};
-  /* The library stays open on failure too: it is opened once per process. */
-  for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
-    if ((*syms[i].slot = dlsym(lib, syms[i].name)) == NULL) {
-      snprintf(why, len, "libdnnl.so.2 lacks %s: not oneDNN 2.x's C API", syms[i].name);
-      return DT_EUNSUPPORTED;
-    }
-  }
-  *(void **)&api.omp_set_num_threads = dlsym(lib, "omp_set_num_threads");
-  const version_t *v = api.version();
-  if (v->major != 2) {
-    snprintf(why, len, "libdnnl.so.2 is oneDNN %d.%d.%d, not 2.x", v->major, v->minor, v->patch);
-    return DT_EUNSUPPORTED;
-  }
-  int st = api.engine_create(&api.engine, DNNL_CPU, 0);
-  if (st != DNNL_SUCCESS) {
-    snprintf(why, len, "oneDNN's CPU engine failed with status %d", st);
-    return DT_EUNSUPPORTED;
-  }
-  return DT_OK;
 }
 
 int onednn_open(char *why, size_t len) {

@@ -43,6 +43,7 @@ Deno.test({
             `-I${root}csrc/core`,
             `${root}csrc/core/onednn.c`,
             `${root}csrc/core/onednn_cpu.c`,
+            `${root}csrc/core/onednn_load.c`,
             `${root}tests/tensor/_onednn_f32.c`,
           ],
           ...[
