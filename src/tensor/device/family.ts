@@ -13,7 +13,7 @@ import type { HalfDType } from "../dtype.ts";
 import { createCpuDevice } from "./cpu.ts";
 import { createCudaDevice } from "./cuda.ts";
 import * as cudaApi from "./cuda_api.ts";
-import type { DeviceFactory } from "./device.ts";
+import type { DeviceBackend, DeviceFactory } from "./device.ts";
 import { createEmuDevice } from "./emu.ts";
 import * as emuApi from "./emu_api.ts";
 
@@ -57,7 +57,7 @@ export interface FamilyRecord {
 /** The families dtrain ships, by name. */
 export const FAMILIES = {
   cpu: {
-    create: () => createCpuDevice(),
+    create: (): DeviceBackend => createCpuDevice(),
     single: true,
     hostMemory: true,
     communicator: null,
@@ -67,9 +67,9 @@ export const FAMILIES = {
     title: "the CPU",
     unit: "CPU",
     summary: "the host's processors, shared by a node's processes",
-    isAvailable: () => true,
-    unavailableReason: () => "",
-    deviceCount: () => 1,
+    isAvailable: (): boolean => true,
+    unavailableReason: (): string => "",
+    deviceCount: (): number => 1,
   },
   cuda: {
     create: createCudaDevice,
