@@ -115,6 +115,6 @@ export type { AttentionOptions } from "./src/tensor/ops/attention.ts";
 export * as optim from "./src/optim/mod.ts";
 export * as data from "./src/data/mod.ts";
 export * as checkpoint from "./src/checkpoint/mod.ts";
-export * as dist from "./src/dist/mod.ts";
+export * as dist from "./src/distributed/mod.ts";
 export * as parallel from "./src/parallel/mod.ts";
 export * as profile from "./src/profile/mod.ts";

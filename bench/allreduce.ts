@@ -22,7 +22,7 @@ import {
   destroyProcessGroup,
   emptyShared,
   initProcessGroup,
-} from "../src/dist/mod.ts";
+} from "../src/distributed/mod.ts";
 import { zeros } from "../src/tensor/creation.ts";
 import { findTorch } from "./runner.ts";
 

@@ -7,7 +7,7 @@
  */
 
 import { DataLoader, DistributedSampler, FashionMNIST } from "../src/data/mod.ts";
-import { barrier, destroyProcessGroup, initProcessGroup } from "../src/dist/mod.ts";
+import { barrier, destroyProcessGroup, initProcessGroup } from "../src/distributed/mod.ts";
 import { MLP } from "../src/nn/container.ts";
 import { SGD } from "../src/optim/sgd.ts";
 import { DistributedDataParallel } from "../src/parallel/ddp.ts";

@@ -10,7 +10,7 @@
  */
 
 import process from "node:process";
-import { barrier, destroyProcessGroup, initProcessGroup } from "../src/dist/mod.ts";
+import { barrier, destroyProcessGroup, initProcessGroup } from "../src/distributed/mod.ts";
 import { MLP } from "../src/nn/container.ts";
 import { SGD } from "../src/optim/sgd.ts";
 import { DistributedDataParallel } from "../src/parallel/ddp.ts";

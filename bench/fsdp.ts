@@ -13,7 +13,7 @@
  */
 
 import { parseArgs } from "node:util";
-import { barrier, destroyProcessGroup, initProcessGroup } from "../src/dist/mod.ts";
+import { barrier, destroyProcessGroup, initProcessGroup } from "../src/distributed/mod.ts";
 import { AdamW } from "../src/optim/adamw.ts";
 import { DistributedDataParallel, fullyShard } from "../src/parallel/mod.ts";
 import { tensor } from "../src/tensor/creation.ts";

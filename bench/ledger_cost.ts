@@ -1,5 +1,5 @@
 /**
- * The flight recorder's cost (src/dist/ledger.ts): DDP and FSDP step time with the ledger off
+ * The flight recorder's cost (src/distributed/ledger.ts): DDP and FSDP step time with the ledger off
  * (DTRAIN_LEDGER=0) and on (the default, 2000 entries), in the same run, alternating blocks of
  * steps so that both see the same machine. Rank 0 prints, per strategy, the collectives per step,
  * the median wall and CPU (its own process) time per step of each setting and the medians of the
@@ -13,9 +13,9 @@
 
 import process from "node:process";
 import { parseArgs } from "node:util";
-import { barrier, destroyProcessGroup, initProcessGroup } from "../src/dist/mod.ts";
-import { callerScope, ledgerEntries, setLedgerSize } from "../src/dist/ledger.ts";
-import { track } from "../src/dist/track.ts";
+import { barrier, destroyProcessGroup, initProcessGroup } from "../src/distributed/mod.ts";
+import { callerScope, ledgerEntries, setLedgerSize } from "../src/distributed/ledger.ts";
+import { track } from "../src/distributed/track.ts";
 import { GPT } from "../src/nn/gpt.ts";
 import { MLP } from "../src/nn/container.ts";
 import { AdamW } from "../src/optim/adamw.ts";
@@ -100,7 +100,7 @@ function fsdpStep(): () => Promise<void> {
 }
 
 /**
- * Microseconds the hook every collective calls (src/dist/track.ts: enqueue, start, end) costs
+ * Microseconds the hook every collective calls (src/distributed/track.ts: enqueue, start, end) costs
  * with the ledger at `size`, called from a stack `depth` frames below this one (inside one
  * callerScope when `scoped`).
  */

@@ -209,7 +209,7 @@ async function benchDdp(options: Options, python: string | null) {
       "and over Gloo (DTRAIN_SHM=0), PyTorch over Gloo",
   );
   const runs = await alternate("ddp", options.rounds, {
-    // Shared memory named explicitly (the default on one host, src/dist/select_backend.ts), so the
+    // Shared memory named explicitly (the default on one host, src/distributed/select_backend.ts), so the
     // column measures it whatever the caller's DTRAIN_SHM; the Gloo column turns it off.
     dtrain: ranks("ddp", 2, () => denoWorker("ddp.ts"), { DTRAIN_SHM: "1" }),
     gloo: ranks("ddp", 2, () => denoWorker("ddp.ts"), { DTRAIN_SHM: "0" }),

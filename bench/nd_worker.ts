@@ -23,7 +23,7 @@ import {
   type DeviceMesh,
   initDeviceMesh,
   initProcessGroup,
-} from "../src/dist/mod.ts";
+} from "../src/distributed/mod.ts";
 import { AdamW } from "../src/optim/adamw.ts";
 import { DistributedDataParallel, fullyShard, parallelizeGPT } from "../src/parallel/mod.ts";
 import { tensor } from "../src/tensor/creation.ts";

@@ -16,7 +16,13 @@
  */
 
 import { fileURLToPath } from "node:url";
-import { barrier, destroyProcessGroup, initProcessGroup, recv, send } from "../src/dist/mod.ts";
+import {
+  barrier,
+  destroyProcessGroup,
+  initProcessGroup,
+  recv,
+  send,
+} from "../src/distributed/mod.ts";
 import { ones, zeros } from "../src/tensor/creation.ts";
 import { findTorch, freePort, lastJsonLine } from "./runner.ts";
 

@@ -24,7 +24,7 @@ import {
   getRank,
   getWorldSize,
   initProcessGroup,
-} from "../src/dist/mod.ts";
+} from "../src/distributed/mod.ts";
 import { span } from "../src/profile/tracer.ts";
 import { AdamW } from "../src/optim/adamw.ts";
 import * as parallel from "../src/parallel/mod.ts";

@@ -7,7 +7,7 @@
  * @module
  */
 
-import { destroyProcessGroup, initProcessGroup } from "../src/dist/mod.ts";
+import { destroyProcessGroup, initProcessGroup } from "../src/distributed/mod.ts";
 import { MLP } from "../src/nn/container.ts";
 import { SGD } from "../src/optim/sgd.ts";
 import { DistributedDataParallel } from "../src/parallel/ddp.ts";

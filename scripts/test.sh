@@ -65,7 +65,7 @@ fi
 # Gloo (DTRAIN_SHM=0), the transport between hosts, so that both keep their guarantees.
 gloo_log=build/test-gloo.log
 echo "== deno test, distributed tests again over Gloo (DTRAIN_SHM=0)"
-DTRAIN_SHM=0 "$DENO" test -A --v8-flags=--expose-gc tests/dist/ tests/parallel/ \
+DTRAIN_SHM=0 "$DENO" test -A --v8-flags=--expose-gc tests/distributed/ tests/parallel/ \
   tests/train/ddp_train_test.ts tests/train/elastic_test.ts "$@" 2>&1 | tee "$gloo_log"
 gloo_rc=${PIPESTATUS[0]}
 

@@ -37,7 +37,7 @@ const namespaces: [string, string][] = [
   ["optim", "src/optim/mod.ts"],
   ["data", "src/data/mod.ts"],
   ["checkpoint", "src/checkpoint/mod.ts"],
-  ["dist", "src/dist/mod.ts"],
+  ["dist", "src/distributed/mod.ts"],
   ["parallel", "src/parallel/mod.ts"],
 ];
 

@@ -1,5 +1,5 @@
 /* The codes every collective backend shares (Gloo here, shared memory in csrc/shm, NCCL in
- * csrc/cuda/nccl.cu), declared once so the three report alike and src/dist maps them one way;
+ * csrc/cuda/nccl.cu), declared once so the three report alike and src/distributed maps them one way;
  * ffi/collective_codes.ts carries the same numbers (tests/ffi/enums_test.ts holds each pair).
  * Also the fingerprint every rank sends before a collective ([Note: fingerprint] in
  * fingerprint.cc) and the names errors use. Plain C, so nvcc, C++ and a C reader see one layout. */

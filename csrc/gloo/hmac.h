@@ -1,4 +1,4 @@
-// HMAC-SHA256 (RFC 2104, FIPS 180-4) for the store handshake's proofs; see src/dist/store/auth.ts.
+// HMAC-SHA256 (RFC 2104, FIPS 180-4) for the store handshake's proofs; see src/distributed/store/auth.ts.
 #pragma once
 
 #include <array>

@@ -1,4 +1,4 @@
-// Native client of the dtrain rendezvous store; see src/dist/store/server.ts for the protocol.
+// Native client of the dtrain rendezvous store; see src/distributed/store/server.ts for the protocol.
 #include "store.h"
 
 #include <errno.h>
@@ -84,7 +84,7 @@ StoreClient::StoreClient(const std::string& host, int port, const std::string& t
     : where_(host + ":" + std::to_string(port)), prefix_(prefix), timeout_(timeout) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
   // Retried while nothing listens yet, or while the store ends the connection before its verdict
-  // (see the store's notes in src/dist/store/server.ts).
+  // (see the store's notes in src/distributed/store/server.ts).
   for (;;) {
     fd_ = tryConnect(host, port);
     if (fd_ < 0) {
@@ -114,7 +114,7 @@ StoreClient::StoreClient(const std::string& host, int port, const std::string& t
   }
 }
 
-// The client side of the handshake (see src/dist/store/auth.ts): this client proves first, then
+// The client side of the handshake (see src/distributed/store/auth.ts): this client proves first, then
 // checks the store's proof. Returns "" once both hold, or where the store ended the connection
 // before its verdict (worth retrying: a crowded store sheds the oldest handshake); throws when it
 // refuses.

@@ -1,5 +1,5 @@
 // A gloo::rendezvous::Store that speaks the dtrain store protocol (documented in
-// src/dist/store/server.ts) over one TCP connection, with the job token.
+// src/distributed/store/server.ts) over one TCP connection, with the job token.
 #pragma once
 
 #include <gloo/rendezvous/store.h>

@@ -8,7 +8,7 @@
  * @module
  */
 
-import { barrier, isInitialized, type ProcessGroup, worldGroup } from "../dist/mod.ts";
+import { barrier, isInitialized, type ProcessGroup, worldGroup } from "../distributed/mod.ts";
 import type { Module } from "../nn/module.ts";
 import type { Optimizer, OptimizerStateDict, ParamState } from "../optim/optimizer.ts";
 import { Tensor } from "../tensor/tensor.ts";

@@ -5,7 +5,7 @@
  * @module
  */
 
-import { getRank, getWorldSize } from "../dist/mod.ts";
+import { getRank, getWorldSize } from "../distributed/mod.ts";
 import type { Sized } from "./dataset.ts";
 import { checkSeed, permutation } from "./_random.ts";
 import { checkEpoch, checkState, type Sampler, type SamplerState } from "./sampler.ts";

@@ -1,7 +1,7 @@
 /**
  * Writing every byte to a synchronous sink. `writeSync` may write fewer bytes than it is given (to
  * a pipe, a terminal or a file on a full disk), so every caller loops; this is that loop, once.
- * The store's sockets have their own asynchronous `writeAll` (src/dist/store/protocol.ts).
+ * The store's sockets have their own asynchronous `writeAll` (src/distributed/store/protocol.ts).
  * @module
  */
 

@@ -4,8 +4,8 @@
  * @module
  */
 
-import { formatDiagnosis } from "../dist/ledger_exchange.ts";
-import { diagnoseLedgerDir } from "../dist/ledger_read.ts";
+import { formatDiagnosis } from "../distributed/ledger_exchange.ts";
+import { diagnoseLedgerDir } from "../distributed/ledger_read.ts";
 
 if (import.meta.main) {
   const [dir, ...rest] = Deno.args;

@@ -41,7 +41,7 @@
  */
 
 import { join } from "node:path";
-import { StoreClient } from "../dist/store/client.ts";
+import { StoreClient } from "../distributed/store/client.ts";
 import { printLedgerDiagnosis } from "./ledger.ts";
 import type { LaunchOptions } from "./options.ts";
 import { Heartbeat, HeartbeatWatch } from "./heartbeat.ts";

@@ -16,8 +16,8 @@
  * @module
  */
 
-import { DistError } from "../dist/errors.ts";
-import { StoreClient, type StoreClientOptions } from "../dist/store/client.ts";
+import { DistError } from "../distributed/errors.ts";
+import { StoreClient, type StoreClientOptions } from "../distributed/store/client.ts";
 
 /** How often a launcher in a round adds to its heartbeat counter. */
 export const HEARTBEAT_MS = 1000;

@@ -7,9 +7,9 @@
  */
 
 import { resolve } from "node:path";
-import { exitWithParent } from "../dist/lifetime.ts";
-import { StoreServer } from "../dist/store/server.ts";
-import { checkToken, storeReach } from "../dist/store/token.ts";
+import { exitWithParent } from "../distributed/lifetime.ts";
+import { StoreServer } from "../distributed/store/server.ts";
+import { checkToken, storeReach } from "../distributed/store/token.ts";
 import { mergeRankTraces } from "../profile/merge.ts";
 import { discardProfile } from "../profile/tracer.ts";
 import { watchDumpSignal } from "./dump_signal.ts";
@@ -87,7 +87,7 @@ export async function launch(options: LaunchOptions): Promise<number> {
 }
 
 /**
- * The job secret: DTRAIN_TOKEN, checked on every node (src/dist/store/token.ts), or a fresh one
+ * The job secret: DTRAIN_TOKEN, checked on every node (src/distributed/store/token.ts), or a fresh one
  * for a single-node job.
  */
 function jobToken(options: LaunchOptions): string {

@@ -1,5 +1,5 @@
 /**
- * The launcher's side of the flight recorder (src/dist/ledger.ts): its workers write their
+ * The launcher's side of the flight recorder (src/distributed/ledger.ts): its workers write their
  * ledgers into the run's log folder; after a failed run, and on SIGUSR1 while the job runs, it
  * prints the diagnosis of those files, as `deno task debug LOG_DIR` does afterwards. It asks them
  * through a file (`writeLedgerOnRequest`), not by passing the signal on: Deno opens its
@@ -8,10 +8,10 @@
  */
 
 import { resolve } from "node:path";
-import { formatDiagnosis } from "../dist/ledger_exchange.ts";
-import { ledgerFile, ledgerRequestFile } from "../dist/ledger_files.ts";
-import { diagnoseLedgerDir, readLedgerDir } from "../dist/ledger_read.ts";
-import { NO_CULPRIT } from "../dist/ledger_analysis.ts";
+import { formatDiagnosis } from "../distributed/ledger_exchange.ts";
+import { ledgerFile, ledgerRequestFile } from "../distributed/ledger_files.ts";
+import { diagnoseLedgerDir, readLedgerDir } from "../distributed/ledger_read.ts";
+import { NO_CULPRIT } from "../distributed/ledger_analysis.ts";
 import { writeTextFileAtomic } from "../io/private_files.ts";
 
 /** Where the workers write their ledgers: DTRAIN_LEDGER_DIR if set, else the log folder. */

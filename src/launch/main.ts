@@ -3,7 +3,7 @@
  * @module
  */
 
-import { DistError } from "../dist/errors.ts";
+import { DistError } from "../distributed/errors.ts";
 import { holdDumpSignal } from "./dump_signal.ts";
 import { discardProfile, unwritableTrace } from "../profile/tracer.ts";
 import { launch } from "./launcher.ts";

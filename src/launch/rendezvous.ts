@@ -4,7 +4,7 @@
  * @module
  */
 
-import type { StoreClient } from "../dist/store/client.ts";
+import type { StoreClient } from "../distributed/store/client.ts";
 import type { Heartbeat } from "./heartbeat.ts";
 import type { LaunchOptions } from "./options.ts";
 

@@ -17,7 +17,7 @@
  */
 
 import { existsSync } from "node:fs";
-import { allReduce } from "../dist/mod.ts";
+import { allReduce } from "../distributed/mod.ts";
 import { tensor } from "../tensor/creation.ts";
 
 /** The variable that names the stop file in a worker's environment. */

@@ -37,7 +37,7 @@ export function runnable(url: string | URL): string {
 }
 
 /** Preloaded into every worker: it dies with the launcher whatever its script does. */
-const WORKER_BOOTSTRAP = runnable(new URL("../dist/worker_bootstrap.ts", import.meta.url));
+const WORKER_BOOTSTRAP = runnable(new URL("../distributed/worker_bootstrap.ts", import.meta.url));
 
 /**
  * The signals the launcher passes on to every worker (a terminal's hangup and quit as well as
@@ -254,7 +254,7 @@ export class Supervisor {
         OMP_NUM_THREADS: String(threads),
       };
       if (this.#placement.stopFile) env[STOP_FILE_ENV] = this.#placement.stopFile;
-      // Each rank's flight recorder (src/dist/ledger.ts) lands beside its log.
+      // Each rank's flight recorder (src/distributed/ledger.ts) lands beside its log.
       env.DTRAIN_LEDGER_DIR = ledgerDirOf(this.logDir);
       removeLedgerFile(env.DTRAIN_LEDGER_DIR, rank);
       // Workers write to pipes; this lets rank 0 redraw its progress line on our terminal.

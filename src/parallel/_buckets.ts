@@ -7,8 +7,8 @@
  * @module
  */
 
-import { DistError, emptyShared } from "../dist/mod.ts";
-import type { ProcessGroup } from "../dist/mod.ts";
+import { DistError, emptyShared } from "../distributed/mod.ts";
+import type { ProcessGroup } from "../distributed/mod.ts";
 import { noGrad } from "../tensor/autograd.ts";
 import { getDevice } from "../tensor/device/mod.ts";
 import type { Device } from "../tensor/storage.ts";
@@ -42,7 +42,7 @@ export interface Bucket {
  * Assigns `params` (given in registration order) to buckets. Each bucket is closed once its size
  * reaches the cap, so a parameter larger than the cap gets a bucket of its own. `alloc` makes
  * each bucket's zero-filled flat buffer, one after another in bucket order (DDP's allocation is
- * collective: memory every rank maps, see src/dist/shared_tensor.ts).
+ * collective: memory every rank maps, see src/distributed/shared_tensor.ts).
  */
 export async function assignBuckets(
   params: readonly { name: string; param: Tensor }[],

@@ -5,8 +5,8 @@
  * @module
  */
 
-import { type ProcessGroup, Work } from "../dist/mod.ts";
-import { diagnosePending } from "../dist/_pending_diagnosis.ts";
+import { type ProcessGroup, Work } from "../distributed/mod.ts";
+import { diagnosePending } from "../distributed/_pending_diagnosis.ts";
 import type { Module } from "../nn/module.ts";
 import { Parameter } from "../nn/parameter.ts";
 import { noGrad } from "../tensor/autograd.ts";

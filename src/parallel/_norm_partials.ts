@@ -5,7 +5,7 @@
  * @module
  */
 
-import type { ProcessGroup } from "../dist/process_group.ts";
+import type { ProcessGroup } from "../distributed/process_group.ts";
 import type { GatherPartials } from "../nn/utils/clip_grad.ts";
 import { tensor } from "../tensor/creation.ts";
 import type { Device } from "../tensor/storage.ts";

@@ -11,7 +11,7 @@
  * @module
  */
 
-import type { ProcessGroup, Work } from "../dist/mod.ts";
+import type { ProcessGroup, Work } from "../distributed/mod.ts";
 import { tensor } from "../tensor/creation.ts";
 import type { Tensor } from "../tensor/tensor.ts";
 import { adoptBucketView, type Bucket } from "./_buckets.ts";

@@ -4,9 +4,9 @@
  * @module
  */
 
-import type { ProcessGroup } from "../dist/mod.ts";
-import { allGather } from "../dist/mod.ts";
-import { hash32 } from "../dist/_agree.ts";
+import type { ProcessGroup } from "../distributed/mod.ts";
+import { allGather } from "../distributed/mod.ts";
+import { hash32 } from "../distributed/_agree.ts";
 import { tensor, zeros } from "../tensor/creation.ts";
 import { DEFAULT_DEVICE } from "../tensor/device/mod.ts";
 import { formatShape, sameShape, type Tensor } from "../tensor/tensor.ts";

@@ -32,12 +32,12 @@
  * @module
  */
 
-import { broadcast, getWorldSize, worldGroup } from "../dist/mod.ts";
-import type { ProcessGroup, Work } from "../dist/mod.ts";
+import { broadcast, getWorldSize, worldGroup } from "../distributed/mod.ts";
+import type { ProcessGroup, Work } from "../distributed/mod.ts";
 import { Module } from "../nn/module.ts";
 import { nowUs, record, tagNext } from "../profile/tracer.ts";
-import { callerScope } from "../dist/ledger.ts";
-import { diagnosedOnFailure } from "../dist/_pending_diagnosis.ts";
+import { callerScope } from "../distributed/ledger.ts";
+import { diagnosedOnFailure } from "../distributed/_pending_diagnosis.ts";
 import type { Tensor } from "../tensor/tensor.ts";
 import {
   adoptBucketView,
@@ -190,7 +190,7 @@ export class DistributedDataParallel<M extends Module = Module> extends Module {
    */
   backward(loss: Tensor): Promise<void> {
     // One capture of the user's line for every bucket (see [Note: call sites at the cost of a
-    // capture] in src/dist/ledger.ts).
+    // capture] in src/distributed/ledger.ts).
     // A blocking collective inside the backward (tensor parallelism) is diagnosed on failure.
     return diagnosedOnFailure(callerScope(() => this.#backward(loss)));
   }

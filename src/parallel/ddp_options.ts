@@ -3,7 +3,7 @@
  * @module
  */
 
-import type { ProcessGroup } from "../dist/mod.ts";
+import type { ProcessGroup } from "../distributed/mod.ts";
 import type { MixedPrecisionPolicy } from "./mixed_precision.ts";
 
 /** Options of {@linkcode DistributedDataParallel}. */

@@ -16,10 +16,10 @@
  * @module
  */
 
-import type { DeviceMesh } from "../dist/device_mesh.ts";
-import { initDeviceMesh } from "../dist/device_mesh.ts";
-import { getRank, getWorldSize, isInitialized } from "../dist/mod.ts";
-import type { ProcessGroup } from "../dist/process_group.ts";
+import type { DeviceMesh } from "../distributed/device_mesh.ts";
+import { initDeviceMesh } from "../distributed/device_mesh.ts";
+import { getRank, getWorldSize, isInitialized } from "../distributed/mod.ts";
+import type { ProcessGroup } from "../distributed/process_group.ts";
 import { ConfigError, type TrainConfig } from "./_schema.ts";
 import { checkPipelineFits } from "./_pp_config.ts";
 

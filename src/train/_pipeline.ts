@@ -18,9 +18,9 @@
  * @module
  */
 
-import { allReduce, broadcast } from "../dist/collectives.ts";
-import { irecv, isend } from "../dist/p2p.ts";
-import type { ProcessGroup } from "../dist/process_group.ts";
+import { allReduce, broadcast } from "../distributed/collectives.ts";
+import { irecv, isend } from "../distributed/p2p.ts";
+import type { ProcessGroup } from "../distributed/process_group.ts";
 import { ModuleDict } from "../nn/container.ts";
 import type { GPT } from "../nn/gpt.ts";
 import { Module } from "../nn/module.ts";

@@ -1,6 +1,6 @@
 /** Checking that every rank of a job resumed from the same snapshot. @module */
 
-import { allGather } from "../dist/mod.ts";
+import { allGather } from "../distributed/mod.ts";
 import { tensor, zeros } from "../tensor/creation.ts";
 
 /**

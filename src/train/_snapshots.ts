@@ -8,7 +8,7 @@ import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { CheckpointError } from "../checkpoint/mod.ts";
 import { removeStaleTemporaries } from "../io/private_files.ts";
-import { barrier } from "../dist/mod.ts";
+import { barrier } from "../distributed/mod.ts";
 import type { Module } from "../nn/module.ts";
 import type { Optimizer } from "../optim/optimizer.ts";
 import { stateChecksum } from "./_stats.ts";

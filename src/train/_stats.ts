@@ -3,7 +3,7 @@
  * @module
  */
 
-import { allReduce } from "../dist/mod.ts";
+import { allReduce } from "../distributed/mod.ts";
 import type { Module } from "../nn/module.ts";
 import { tensor } from "../tensor/creation.ts";
 

@@ -7,7 +7,7 @@
  * @module
  */
 
-import type { BackendName } from "../dist/backend.ts";
+import type { BackendName } from "../distributed/backend.ts";
 import { deviceName, FAMILIES, type FamilyName } from "../tensor/device/mod.ts";
 import type { Device } from "../tensor/storage.ts";
 

@@ -10,8 +10,8 @@
  * @module
  */
 
-import { getRank, getWorldSize, isInitialized } from "../dist/mod.ts";
-import { warnStragglers } from "../dist/stragglers.ts";
+import { getRank, getWorldSize, isInitialized } from "../distributed/mod.ts";
+import { warnStragglers } from "../distributed/stragglers.ts";
 import { CheckpointError } from "../checkpoint/mod.ts";
 import type { Module } from "../nn/module.ts";
 import type { Optimizer } from "../optim/optimizer.ts";

@@ -14,7 +14,12 @@ import { dirname, join } from "node:path";
 import { setNumThreads } from "../tensor/threads.ts";
 import { deviceProblem, groupBackend } from "./devices.ts";
 import { CheckpointError, save } from "../checkpoint/mod.ts";
-import { destroyProcessGroup, diagnoseError, DistError, initProcessGroup } from "../dist/mod.ts";
+import {
+  destroyProcessGroup,
+  diagnoseError,
+  DistError,
+  initProcessGroup,
+} from "../distributed/mod.ts";
 import { launch } from "../launch/launcher.ts";
 import { holdDumpSignal } from "../launch/dump_signal.ts";
 import { UnsafePathError } from "../io/private_files.ts";

@@ -13,7 +13,7 @@ import { AdamW } from "../optim/adamw.ts";
 import type { Optimizer } from "../optim/optimizer.ts";
 import { SGD } from "../optim/sgd.ts";
 import { type FSDPModule, fullyShard } from "../parallel/fsdp/fully_shard.ts";
-import type { DeviceMesh } from "../dist/device_mesh.ts";
+import type { DeviceMesh } from "../distributed/device_mesh.ts";
 import type { MixedPrecisionPolicy } from "../parallel/mixed_precision.ts";
 import { withAutocast } from "./precision.ts";
 import { mseLoss } from "../tensor/ops/nn.ts";

@@ -8,8 +8,8 @@
 
 import type { DataLoader } from "../data/dataloader.ts";
 import type { DistributedSampler } from "../data/distributed_sampler.ts";
-import { getRank, getWorldSize, isInitialized } from "../dist/mod.ts";
-import { warnStragglers } from "../dist/stragglers.ts";
+import { getRank, getWorldSize, isInitialized } from "../distributed/mod.ts";
+import { warnStragglers } from "../distributed/stragglers.ts";
 import type { Module } from "../nn/module.ts";
 import type { Optimizer } from "../optim/optimizer.ts";
 import { DistributedDataParallel } from "../parallel/ddp.ts";

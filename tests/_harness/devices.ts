@@ -10,7 +10,7 @@
  */
 
 import { cuda, emu } from "../../mod.ts";
-import type { TensorLike } from "../../src/dist/backend.ts";
+import type { TensorLike } from "../../src/distributed/backend.ts";
 
 /** True when a GPU is usable. */
 export const hasGpu: boolean = cuda.isAvailable();

@@ -4,7 +4,7 @@
  * @module
  */
 
-import type { TensorLike } from "../../src/dist/backend.ts";
+import type { TensorLike } from "../../src/distributed/backend.ts";
 
 /** A typed array seen as a contiguous f32 or i32 tensor. */
 export interface ArrayTensor extends TensorLike {

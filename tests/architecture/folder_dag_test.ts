@@ -14,7 +14,7 @@ import { fileURLToPath } from "node:url";
 const LAYERS: readonly (readonly string[])[] = [
   ["tensor", "io"], // tensors, autograd and the device seam; files, atomic writes, printable names
   ["safetensors", "profile"], // the tensor file format; the tracer and its timelines
-  ["dist"], // process groups, collectives, the store
+  ["distributed"], // process groups, collectives, the store
   ["data", "optim"], // datasets and loaders; optimizers over tensors and their schedules
   ["nn"], // modules, GPT (whose configureOptimizers builds an AdamW)
   ["parallel"], // DDP, FSDP, tensor and pipeline parallelism over nn's modules

@@ -16,7 +16,7 @@ import {
   getRank,
   initDeviceMesh,
   initProcessGroup,
-} from "../../src/dist/mod.ts";
+} from "../../src/distributed/mod.ts";
 import type { GPT } from "../../src/nn/gpt.ts";
 import * as parallel from "../../src/parallel/mod.ts";
 import { tidyAsync } from "../../src/tensor/scope.ts";

@@ -11,7 +11,11 @@
  */
 
 import { loadSharded, saveSharded } from "../../src/checkpoint/mod.ts";
-import { destroyProcessGroup, initDeviceMesh, initProcessGroup } from "../../src/dist/mod.ts";
+import {
+  destroyProcessGroup,
+  initDeviceMesh,
+  initProcessGroup,
+} from "../../src/distributed/mod.ts";
 import * as parallel from "../../src/parallel/mod.ts";
 import { crossEntropy } from "../../src/tensor/ops/cross_entropy.ts";
 import type { Tensor } from "../../src/tensor/tensor.ts";

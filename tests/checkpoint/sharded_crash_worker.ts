@@ -12,7 +12,7 @@
 
 import { digests } from "./_digests.ts";
 import { saveSharded } from "../../src/checkpoint/mod.ts";
-import { getRank, initProcessGroup } from "../../src/dist/mod.ts";
+import { getRank, initProcessGroup } from "../../src/distributed/mod.ts";
 import { fullStateDict, fullyShard } from "../../src/parallel/mod.ts";
 import { tidyAsync } from "../../src/tensor/scope.ts";
 import {

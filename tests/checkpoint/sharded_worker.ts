@@ -13,7 +13,12 @@ import {
   readShardedMetadata,
   saveSharded,
 } from "../../src/checkpoint/mod.ts";
-import { barrier, destroyProcessGroup, getRank, initProcessGroup } from "../../src/dist/mod.ts";
+import {
+  barrier,
+  destroyProcessGroup,
+  getRank,
+  initProcessGroup,
+} from "../../src/distributed/mod.ts";
 import { fullStateDict, fullyShard } from "../../src/parallel/mod.ts";
 import { tidyAsync } from "../../src/tensor/scope.ts";
 import { runWorker } from "../_harness/worker.ts";

@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { existsSync } from "node:fs";
 import { tensor } from "../../mod.ts";
-import { allReduce, destroyProcessGroup, initProcessGroup } from "../../src/dist/mod.ts";
+import { allReduce, destroyProcessGroup, initProcessGroup } from "../../src/distributed/mod.ts";
 import { freePort } from "../_harness/ranks.ts";
 import { ROOT } from "../_harness/processes.ts";
 import { claimingGpu, deviceTest, hasGpu, isHostBuild } from "../_harness/devices.ts";

@@ -5,7 +5,12 @@
 // stand-in (make test). The blocking send and receive need a peer, so two processes: not here.
 import assert from "node:assert/strict";
 import { tensor, zeros } from "../../mod.ts";
-import { barrier, destroyProcessGroup, initProcessGroup, worldGroup } from "../../src/dist/mod.ts";
+import {
+  barrier,
+  destroyProcessGroup,
+  initProcessGroup,
+  worldGroup,
+} from "../../src/distributed/mod.ts";
 import { freePort } from "../_harness/ranks.ts";
 import { gpuTest } from "../_harness/devices.ts";
 

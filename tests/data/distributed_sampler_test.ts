@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { existsSync } from "node:fs";
-import { destroyProcessGroup, initProcessGroup } from "../../src/dist/mod.ts";
+import { destroyProcessGroup, initProcessGroup } from "../../src/distributed/mod.ts";
 import { DistributedSampler, type DistributedSamplerOptions } from "../../src/data/mod.ts";
 
 /** Every rank's indices for one epoch. */

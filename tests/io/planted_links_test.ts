@@ -10,7 +10,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { writeLedgerFile } from "../../src/dist/ledger_files.ts";
+import { writeLedgerFile } from "../../src/distributed/ledger_files.ts";
 import {
   openAppend,
   ownFolder,

@@ -4,7 +4,7 @@
 // reaches the inspector] in src/launch/dump_signal.ts). Real launcher, real workers, real sockets.
 import assert from "node:assert/strict";
 import { markedProcesses, withTempDir } from "../_harness/processes.ts";
-import { launchLedgerWorkers } from "../dist/_ledger.ts";
+import { launchLedgerWorkers } from "../distributed/_ledger.ts";
 
 const NOBODY = 65534;
 const isRoot = Deno.uid() === 0;

@@ -5,7 +5,7 @@
 // `paramDtype` "bf16" computes the forward on bf16 copies with f32 gradients.
 import assert from "node:assert/strict";
 import { assertAllOk, runRanks } from "../_harness/ranks.ts";
-import { type Half, halfReduce, roundTo } from "../dist/workers/_half.ts";
+import { type Half, halfReduce, roundTo } from "../distributed/workers/_half.ts";
 
 const worker = new URL("./workers/ddp_bf16.ts", import.meta.url);
 

@@ -1,7 +1,7 @@
 // fullyShard's states and refusals in a world of one process (the multi-rank behaviour is in
 // fsdp_test.ts): what the module's attributes hold, which memory exists, and the errors.
 import assert from "node:assert/strict";
-import { destroyProcessGroup, initProcessGroup } from "../../src/dist/mod.ts";
+import { destroyProcessGroup, initProcessGroup } from "../../src/distributed/mod.ts";
 import { MLP, Sequential } from "../../src/nn/container.ts";
 import { Linear } from "../../src/nn/layers.ts";
 import { Module } from "../../src/nn/module.ts";

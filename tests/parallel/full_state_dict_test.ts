@@ -10,7 +10,7 @@ import assert from "node:assert/strict";
 import { assertAllOk, runRanks } from "../_harness/ranks.ts";
 import { describe, markedProcesses, markerEnv, withTempDir } from "../_harness/processes.ts";
 import { load } from "../../src/safetensors/safetensors.ts";
-import { destroyProcessGroup, initProcessGroup } from "../../src/dist/mod.ts";
+import { destroyProcessGroup, initProcessGroup } from "../../src/distributed/mod.ts";
 import { MLP } from "../../src/nn/container.ts";
 import { fullStateDict, fullyShard } from "../../src/parallel/mod.ts";
 import { relativeError } from "../_harness/close.ts";

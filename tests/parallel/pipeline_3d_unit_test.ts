@@ -4,7 +4,11 @@
 // size-1 TP and FSDP are left out) training the GPT like the whole model on the whole batch,
 // clipped.
 import assert from "node:assert/strict";
-import { destroyProcessGroup, initDeviceMesh, initProcessGroup } from "../../src/dist/mod.ts";
+import {
+  destroyProcessGroup,
+  initDeviceMesh,
+  initProcessGroup,
+} from "../../src/distributed/mod.ts";
 import { Parameter } from "../../src/nn/parameter.ts";
 import { clipGradNorm } from "../../src/nn/utils/clip_grad.ts";
 import * as parallel from "../../src/parallel/mod.ts";

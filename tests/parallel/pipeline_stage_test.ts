@@ -3,7 +3,7 @@
 // world of one (Interleaved1F1B with 4 stages on the rank, and GPipe with one) trained like the
 // whole model on the whole batch.
 import assert from "node:assert/strict";
-import { destroyProcessGroup, initProcessGroup } from "../../src/dist/mod.ts";
+import { destroyProcessGroup, initProcessGroup } from "../../src/distributed/mod.ts";
 import * as parallel from "../../src/parallel/mod.ts";
 import { noGrad } from "../../src/tensor/autograd.ts";
 import { Parameter } from "../../src/nn/parameter.ts";

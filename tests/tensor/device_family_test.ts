@@ -55,7 +55,7 @@ const TOY_RECORD = `  toy: {
 const PROBE = `import assert from "node:assert/strict";
 import { autocast, dist, getAutocastDtype, isAutocastEnabled, tensor } from "./tree/mod.ts";
 import { DataLoader, TensorDataset } from "./tree/src/data/mod.ts";
-import { BACKENDS } from "./tree/src/dist/backends.ts";
+import { BACKENDS } from "./tree/src/distributed/backends.ts";
 import { parseTrainArgs } from "./tree/src/train/config.ts";
 import { deviceProblem, groupBackend, processDevice } from "./tree/src/train/devices.ts";
 import { USAGE } from "./tree/src/train/usage.ts";

@@ -19,7 +19,7 @@ import {
   initProcessGroup,
   reduceScatter,
   worldGroup,
-} from "../../src/dist/mod.ts";
+} from "../../src/distributed/mod.ts";
 import { freePort } from "../_harness/ranks.ts";
 import { load } from "../../src/checkpoint/mod.ts";
 import { ROOT, runDeno, withTempDir } from "../_harness/processes.ts";

@@ -13,7 +13,7 @@
  * @module
  */
 
-import type { ProcessGroup, Work } from "../../dist/mod.ts";
+import type { ProcessGroup, Work } from "../../distributed/mod.ts";
 import { noGrad } from "../../tensor/autograd.ts";
 import { itemSize } from "../../tensor/dtype.ts";
 import { contiguousStrides, Tensor } from "../../tensor/tensor.ts";

@@ -4,7 +4,7 @@
  * @module
  */
 
-import type { DeviceMesh, ProcessGroup } from "../../dist/mod.ts";
+import type { DeviceMesh, ProcessGroup } from "../../distributed/mod.ts";
 
 /** Whether a parameter group's full parameters exist (FSDP2's `ShardedState`). */
 export enum ShardedState {

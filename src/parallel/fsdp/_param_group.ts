@@ -28,7 +28,7 @@
  * @module
  */
 
-import { BlockingWork, type ProcessGroup, type Work } from "../../dist/mod.ts";
+import { BlockingWork, type ProcessGroup, type Work } from "../../distributed/mod.ts";
 import { isGradEnabled, record } from "../../tensor/autograd.ts";
 import { Tensor } from "../../tensor/tensor.ts";
 import type { ResolvedPolicy } from "../mixed_precision.ts";

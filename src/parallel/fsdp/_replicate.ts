@@ -11,7 +11,7 @@
  * @module
  */
 
-import { type ProcessGroup, Work } from "../../dist/mod.ts";
+import { type ProcessGroup, Work } from "../../distributed/mod.ts";
 import type { Tensor } from "../../tensor/tensor.ts";
 
 /** The last all-reduce issue queued on each replicate group (settled once it is issued). */

@@ -18,9 +18,9 @@
  * @module
  */
 
-import { DeviceMesh, type ProcessGroup, worldGroup } from "../../dist/mod.ts";
-import { callerScope } from "../../dist/ledger.ts";
-import { diagnosedOnFailure } from "../../dist/_pending_diagnosis.ts";
+import { DeviceMesh, type ProcessGroup, worldGroup } from "../../distributed/mod.ts";
+import { callerScope } from "../../distributed/ledger.ts";
+import { diagnosedOnFailure } from "../../distributed/_pending_diagnosis.ts";
 import type { Module } from "../../nn/module.ts";
 import { Parameter } from "../../nn/parameter.ts";
 import { registerShardedGradient, shardedGradientGatherers } from "../../nn/utils/clip_grad.ts";
@@ -312,7 +312,7 @@ function attach(
     lastStats: { get: () => state.root.lastStats, enumerable: false, configurable: true },
     worldSize: { value: worldSize, enumerable: false, configurable: true },
   });
-  // One capture of the user's line for the gathers of the whole forward (src/dist/ledger.ts).
+  // One capture of the user's line for the gathers of the whole forward (src/distributed/ledger.ts).
   const hooked = module.forward as (...inputs: unknown[]) => unknown;
   Object.defineProperty(
     module,

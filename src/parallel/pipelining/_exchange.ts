@@ -16,8 +16,8 @@
  * @module
  */
 
-import { irecv, isend } from "../../dist/p2p.ts";
-import type { ProcessGroup } from "../../dist/process_group.ts";
+import { irecv, isend } from "../../distributed/p2p.ts";
+import type { ProcessGroup } from "../../distributed/process_group.ts";
 import { tensor, zeros } from "../../tensor/creation.ts";
 import type { FloatDType } from "../../tensor/dtype.ts";
 import type { Tensor } from "../../tensor/tensor.ts";

@@ -7,7 +7,7 @@
  * @module
  */
 
-import { irecv, isend } from "../../dist/p2p.ts";
+import { irecv, isend } from "../../distributed/p2p.ts";
 import { noGrad } from "../../tensor/autograd.ts";
 import { zeros } from "../../tensor/creation.ts";
 import type { PipelineStage } from "./stage.ts";

@@ -15,7 +15,7 @@
  * @module
  */
 
-import { DeviceMesh } from "../../dist/device_mesh.ts";
+import { DeviceMesh } from "../../distributed/device_mesh.ts";
 import type { GPT } from "../../nn/gpt.ts";
 import type { Parameter } from "../../nn/parameter.ts";
 import {

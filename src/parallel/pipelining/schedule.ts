@@ -6,9 +6,9 @@
  * @module
  */
 
-import { agreeAcrossRanks } from "../../dist/_agree.ts";
-import { callerScope } from "../../dist/ledger.ts";
-import { diagnosePending } from "../../dist/_pending_diagnosis.ts";
+import { agreeAcrossRanks } from "../../distributed/_agree.ts";
+import { callerScope } from "../../distributed/ledger.ts";
+import { diagnosePending } from "../../distributed/_pending_diagnosis.ts";
 import { noGrad } from "../../tensor/autograd.ts";
 import { cat } from "../../tensor/ops/indexing.ts";
 import type { Tensor } from "../../tensor/tensor.ts";

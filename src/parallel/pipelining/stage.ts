@@ -5,8 +5,8 @@
  * @module
  */
 
-import { worldGroup } from "../../dist/init.ts";
-import type { ProcessGroup } from "../../dist/process_group.ts";
+import { worldGroup } from "../../distributed/init.ts";
+import type { ProcessGroup } from "../../distributed/process_group.ts";
 import { backwardAsync } from "../../tensor/autograd.ts";
 import type { Tensor } from "../../tensor/tensor.ts";
 import type { Module } from "../../nn/module.ts";

@@ -6,7 +6,7 @@
  * @module
  */
 
-import type { ProcessGroup } from "../../dist/process_group.ts";
+import type { ProcessGroup } from "../../distributed/process_group.ts";
 import { noGrad } from "../../tensor/autograd.ts";
 import { cat } from "../../tensor/ops/indexing.ts";
 import { Tensor } from "../../tensor/tensor.ts";

@@ -5,7 +5,7 @@
  * @module
  */
 
-import type { ProcessGroup } from "../../dist/process_group.ts";
+import type { ProcessGroup } from "../../distributed/process_group.ts";
 import type { Module } from "../../nn/module.ts";
 import { Parameter } from "../../nn/parameter.ts";
 import { registerShardedGradient } from "../../nn/utils/clip_grad.ts";

@@ -11,7 +11,7 @@
  * @module
  */
 
-import type { ProcessGroup } from "../../dist/process_group.ts";
+import type { ProcessGroup } from "../../distributed/process_group.ts";
 import { record } from "../../tensor/autograd.ts";
 import type { Tensor } from "../../tensor/tensor.ts";
 import { allReduced, chunkOf, gatheredAlong, reduceScattered } from "./_comm.ts";

@@ -9,7 +9,7 @@ import { setGPTLoss } from "../../nn/gpt.ts";
 import type { Module } from "../../nn/module.ts";
 import { GPTStageModule } from "../pipelining/split_gpt.ts";
 import { vocabParallelCrossEntropy } from "./loss.ts";
-import type { DeviceMesh } from "../../dist/device_mesh.ts";
+import type { DeviceMesh } from "../../distributed/device_mesh.ts";
 import { parallelizeModule } from "./parallelize.ts";
 import { Replicate, Shard } from "./placement.ts";
 import { ColwiseParallel, type ParallelStyle, RowwiseParallel } from "./style.ts";

@@ -6,7 +6,7 @@
  * @module
  */
 
-import type { ProcessGroup } from "../../dist/process_group.ts";
+import type { ProcessGroup } from "../../distributed/process_group.ts";
 import { record } from "../../tensor/autograd.ts";
 import { tensor } from "../../tensor/creation.ts";
 import { formatShape } from "../../tensor/layout.ts";

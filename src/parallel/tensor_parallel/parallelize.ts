@@ -4,7 +4,7 @@
  * @module
  */
 
-import type { DeviceMesh } from "../../dist/device_mesh.ts";
+import type { DeviceMesh } from "../../distributed/device_mesh.ts";
 import type { Module } from "../../nn/module.ts";
 import { Parameter } from "../../nn/parameter.ts";
 import { refuseSplitFusedQKV } from "./_fused_qkv.ts";

@@ -6,7 +6,7 @@
  * @module
  */
 
-import type { ProcessGroup } from "../../dist/process_group.ts";
+import type { ProcessGroup } from "../../distributed/process_group.ts";
 import type { Tensor } from "../../tensor/tensor.ts";
 
 /** Split along `dim` in equal chunks, rank r holding chunk r (PyTorch's `Shard`). */

@@ -33,7 +33,7 @@ export interface FamilyRecord {
   readonly hostMemory: boolean;
   /**
    * The collective backend that reaches its own memory (a row of `BACKENDS` in
-   * src/dist/backends.ts, which derives what each row reaches from here); null for host memory.
+   * src/distributed/backends.ts, which derives what each row reaches from here); null for host memory.
    */
   readonly communicator: string | null;
   /** autocast's lower-precision dtype unless a scope says otherwise (PyTorch's defaults). */

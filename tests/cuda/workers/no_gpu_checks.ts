@@ -4,13 +4,13 @@
 // it means something only in such a process.
 import assert from "node:assert/strict";
 import { cuda, nn, tensor } from "../../../mod.ts";
-import { DistError } from "../../../src/dist/errors.ts";
+import { DistError } from "../../../src/distributed/errors.ts";
 import {
   allReduce,
   destroyProcessGroup,
   initProcessGroup,
   worldGroup,
-} from "../../../src/dist/mod.ts";
+} from "../../../src/distributed/mod.ts";
 import { DataLoader, type Dataset } from "../../../src/data/mod.ts";
 import { pinnedBytes } from "../../../src/tensor/device/cuda_pinned.ts";
 import type { Tensor } from "../../../mod.ts";

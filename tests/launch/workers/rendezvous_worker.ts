@@ -5,7 +5,7 @@
  * @module
  */
 
-import { allReduce, destroyProcessGroup, initProcessGroup } from "../../../src/dist/mod.ts";
+import { allReduce, destroyProcessGroup, initProcessGroup } from "../../../src/distributed/mod.ts";
 import { tensor } from "../../../src/tensor/creation.ts";
 
 const round = Deno.env.get("DTRAIN_RESTART_COUNT");

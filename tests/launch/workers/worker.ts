@@ -13,7 +13,7 @@
  * @module
  */
 
-import { initProcessGroup } from "../../../src/dist/mod.ts";
+import { initProcessGroup } from "../../../src/distributed/mod.ts";
 
 const VARS = [
   "RANK",

@@ -11,7 +11,7 @@ import {
   getRank,
   getWorldSize,
   initProcessGroup,
-} from "../../../src/dist/mod.ts";
+} from "../../../src/distributed/mod.ts";
 import { GPT } from "../../../src/nn/gpt.ts";
 import { AdamW } from "../../../src/optim/adamw.ts";
 import {

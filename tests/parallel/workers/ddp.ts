@@ -14,7 +14,7 @@ import {
   getRank,
   getWorldSize,
   initProcessGroup,
-} from "../../../src/dist/mod.ts";
+} from "../../../src/distributed/mod.ts";
 import { Linear } from "../../../src/nn/layers.ts";
 import { Module } from "../../../src/nn/module.ts";
 import { MLP } from "../../../src/nn/container.ts";

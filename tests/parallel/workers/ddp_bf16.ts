@@ -7,7 +7,7 @@
  * @module
  */
 
-import { destroyProcessGroup, getRank, initProcessGroup } from "../../../src/dist/mod.ts";
+import { destroyProcessGroup, getRank, initProcessGroup } from "../../../src/distributed/mod.ts";
 import { MLP } from "../../../src/nn/container.ts";
 import { DistributedDataParallel } from "../../../src/parallel/mod.ts";
 import type { MixedPrecisionPolicy } from "../../../src/parallel/mixed_precision.ts";

@@ -6,7 +6,7 @@
  * @module
  */
 
-import { destroyProcessGroup, getRank, initProcessGroup } from "../../../src/dist/mod.ts";
+import { destroyProcessGroup, getRank, initProcessGroup } from "../../../src/distributed/mod.ts";
 import { DistributedDataParallel } from "../../../src/parallel/mod.ts";
 import { startProfile, stopProfile } from "../../../src/profile/tracer.ts";
 import { tidyAsync } from "../../../src/tensor/scope.ts";

@@ -7,7 +7,7 @@
  * @module
  */
 
-import { destroyProcessGroup, getRank, initProcessGroup } from "../../../src/dist/mod.ts";
+import { destroyProcessGroup, getRank, initProcessGroup } from "../../../src/distributed/mod.ts";
 import { DistributedDataParallel } from "../../../src/parallel/mod.ts";
 import { tidyAsync } from "../../../src/tensor/scope.ts";
 import { envInt, runWorker } from "../../_harness/worker.ts";

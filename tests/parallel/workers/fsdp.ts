@@ -15,7 +15,7 @@ import {
   getRank,
   getWorldSize,
   initProcessGroup,
-} from "../../../src/dist/mod.ts";
+} from "../../../src/distributed/mod.ts";
 import { clipGradNorm } from "../../../src/nn/utils/clip_grad.ts";
 import { MLP } from "../../../src/nn/container.ts";
 import { randn } from "../../../src/tensor/creation.ts";

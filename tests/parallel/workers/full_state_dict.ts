@@ -19,7 +19,7 @@ import {
   getRank,
   initDeviceMesh,
   initProcessGroup,
-} from "../../../src/dist/mod.ts";
+} from "../../../src/distributed/mod.ts";
 import type { Module, StateDict } from "../../../src/nn/module.ts";
 import * as parallel from "../../../src/parallel/mod.ts";
 import { crossEntropy } from "../../../src/tensor/ops/cross_entropy.ts";

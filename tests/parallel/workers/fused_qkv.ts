@@ -6,7 +6,11 @@
  * @module
  */
 
-import { destroyProcessGroup, initDeviceMesh, initProcessGroup } from "../../../src/dist/mod.ts";
+import {
+  destroyProcessGroup,
+  initDeviceMesh,
+  initProcessGroup,
+} from "../../../src/distributed/mod.ts";
 import { GPT } from "../../../src/nn/gpt.ts";
 import * as parallel from "../../../src/parallel/mod.ts";
 import { manualSeed } from "../../../src/tensor/random.ts";

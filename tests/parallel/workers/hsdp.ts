@@ -21,7 +21,7 @@ import {
   initDeviceMesh,
   initProcessGroup,
   worldGroup,
-} from "../../../src/dist/mod.ts";
+} from "../../../src/distributed/mod.ts";
 import { MLP } from "../../../src/nn/container.ts";
 import {
   applyActivationCheckpointing,

@@ -8,7 +8,11 @@
  * @module
  */
 
-import { destroyProcessGroup, initDeviceMesh, initProcessGroup } from "../../../src/dist/mod.ts";
+import {
+  destroyProcessGroup,
+  initDeviceMesh,
+  initProcessGroup,
+} from "../../../src/distributed/mod.ts";
 import { runWorker } from "../../_harness/worker.ts";
 import { type Case, trainCase } from "./tp_problem.ts";
 

@@ -13,7 +13,7 @@ import {
   getRank,
   getWorldSize,
   initProcessGroup,
-} from "../../../src/dist/mod.ts";
+} from "../../../src/distributed/mod.ts";
 import * as parallel from "../../../src/parallel/mod.ts";
 import type { Tensor } from "../../../src/tensor/tensor.ts";
 import { runWorker } from "../../_harness/worker.ts";

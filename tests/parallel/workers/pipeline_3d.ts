@@ -13,7 +13,7 @@ import {
   type DeviceMesh,
   initDeviceMesh,
   initProcessGroup,
-} from "../../../src/dist/mod.ts";
+} from "../../../src/distributed/mod.ts";
 import type { Module } from "../../../src/nn/module.ts";
 import * as parallel from "../../../src/parallel/mod.ts";
 import { crossEntropy } from "../../../src/tensor/ops/cross_entropy.ts";

@@ -13,7 +13,7 @@ import {
   getRank,
   getWorldSize,
   initProcessGroup,
-} from "../../../src/dist/mod.ts";
+} from "../../../src/distributed/mod.ts";
 import * as parallel from "../../../src/parallel/mod.ts";
 import { cat } from "../../../src/tensor/ops/indexing.ts";
 import { runWorker } from "../../_harness/worker.ts";

@@ -16,7 +16,7 @@ import {
   getWorldSize,
   initDeviceMesh,
   initProcessGroup,
-} from "../../../src/dist/mod.ts";
+} from "../../../src/distributed/mod.ts";
 import { GPT } from "../../../src/nn/gpt.ts";
 import { Embedding, Linear } from "../../../src/nn/layers.ts";
 import { Sequential } from "../../../src/nn/container.ts";

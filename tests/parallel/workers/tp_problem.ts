@@ -15,7 +15,7 @@ import type { Module } from "../../../src/nn/module.ts";
 import { fullyShard, localShard } from "../../../src/parallel/fsdp/fully_shard.ts";
 import { applyActivationCheckpointing } from "../../../src/parallel/activation_checkpoint.ts";
 import { parallelizeGPT } from "../../../src/parallel/tensor_parallel/gpt_plan.ts";
-import type { DeviceMesh } from "../../../src/dist/mod.ts";
+import type { DeviceMesh } from "../../../src/distributed/mod.ts";
 import {
   Shard,
   shardRanges,

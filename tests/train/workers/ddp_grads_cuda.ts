@@ -17,7 +17,7 @@ import {
   getWorldSize,
   initProcessGroup,
   worldGroup,
-} from "../../../src/dist/mod.ts";
+} from "../../../src/distributed/mod.ts";
 import { maxRelativeError } from "../../_harness/close.ts";
 
 // 30 s: every NCCL call is aborted after this, so a hang ends well inside the test's 45 s.
