@@ -6,6 +6,7 @@
 
 import assert from "node:assert/strict";
 import { fileURLToPath } from "node:url";
+import { importsOf, typeScriptFiles } from "../_harness/imports.ts";
 
 /**
  * The layers, lowest first; the folders of one row are peers and do not import each other. The
@@ -26,41 +27,6 @@ const LAYERS: readonly (readonly string[])[] = [
 const REPO = fileURLToPath(new URL("../../", import.meta.url));
 const SRC = `${REPO}src/`;
 const FFI = `${REPO}ffi/`;
-
-/** Every .ts file under `dir`. */
-function sources(dir: string): string[] {
-  return [...Deno.readDirSync(dir)].flatMap((entry) => {
-    const path = `${dir}${entry.name}`;
-    if (entry.isDirectory) return sources(`${path}/`);
-    return entry.name.endsWith(".ts") ? [path] : [];
-  });
-}
-
-/** One import of a file: its specifier as written, or null for a dynamic import of no literal. */
-interface Import {
-  specifier: string | null;
-  line: number;
-}
-
-/**
- * Every import in `text`: static `import` / `export ... from` declarations (type-only ones too,
- * side-effect imports too) and dynamic `import(...)`, whose argument must be a string literal to
- * be read (otherwise `specifier` is null).
- */
-function imports(text: string): Import[] {
-  const clause = String
-    .raw`(?:type\s+)?(?:[\w$]+\s*,\s*)?(?:[\w$]+|\*(?:\s+as\s+[\w$]+)?|\{[^}]*\})`;
-  const declaration = new RegExp(
-    String.raw`^(?:(?:import|export)\s+${clause}\s+from\s+|import\s+)["']([^"']+)["']`,
-    "gm",
-  );
-  const dynamic = /\bimport\(\s*(?:["']([^"']+)["']\s*[,)])?/g;
-  const lineOf = (index: number) => text.slice(0, index).split("\n").length;
-  return [
-    ...[...text.matchAll(declaration)].map((m) => ({ specifier: m[1], line: lineOf(m.index) })),
-    ...[...text.matchAll(dynamic)].map((m) => ({ specifier: m[1] ?? null, line: lineOf(m.index) })),
-  ];
-}
 
 /** The layer of each folder named in LAYERS. */
 const layerOf = new Map(LAYERS.flatMap((row, layer) => row.map((folder) => [folder, layer])));
@@ -88,7 +54,7 @@ function readGraph(files: string[]): { edges: Edge[]; unreadable: string[] } {
     const from = folderOf(file);
     const name = file.slice(REPO.length);
     if (!layerOf.has(from)) unreadable.push(`${name} is in no folder of LAYERS`);
-    for (const { specifier, line } of imports(Deno.readTextFileSync(file))) {
+    for (const { specifier, line } of importsOf(Deno.readTextFileSync(file))) {
       const at = `${name}:${line}`;
       if (specifier === null) {
         unreadable.push(`${at} imports a computed specifier, which no reader can check`);
@@ -157,7 +123,7 @@ Deno.test("every folder of src/ has one layer, and every folder LAYERS names exi
 });
 
 Deno.test("the folders of src/ import only the layers beneath them", () => {
-  const files = sources(SRC);
+  const files = typeScriptFiles(SRC);
   assert.ok(files.length > 200, `found only ${files.length} files under ${SRC}`);
   const { edges, unreadable } = readGraph(files);
   assert.ok(edges.length > 300, `found only ${edges.length} imports between folders`);
@@ -182,19 +148,22 @@ Deno.test("the import reader sees every kind of import, type-only and dynamic on
     'export const m = "from ./m.ts";',
     ' * import { n } from "./n.ts"; (a doc example: it imports mod.ts, not the file\'s folder)',
   ].join("\n");
-  assert.deepEqual(imports(text), [
-    { specifier: "./a.ts", line: 1 },
-    { specifier: "./b.ts", line: 2 },
-    { specifier: "./c.ts", line: 3 },
-    { specifier: "./d.ts", line: 7 },
-    { specifier: "./e.ts", line: 8 },
-    { specifier: "./f.ts", line: 9 },
-    { specifier: "./g.ts", line: 10 },
-    { specifier: "../h.ts", line: 11 },
-    { specifier: "./i.ts", line: 12 },
-    { specifier: "jsr:@std/assert", line: 15 },
-    { specifier: "./k.ts", line: 13 },
-    { specifier: null, line: 14 },
+  const read = importsOf(text).map(({ specifier, line, typeOnly, dynamic }) =>
+    `${specifier} ${line}${typeOnly ? " type" : ""}${dynamic ? " dynamic" : ""}`
+  );
+  assert.deepEqual(read, [
+    "./a.ts 1",
+    "./b.ts 2 type",
+    "./c.ts 3",
+    "./d.ts 7",
+    "./e.ts 8 type",
+    "./f.ts 9",
+    "./g.ts 10",
+    "../h.ts 11",
+    "./i.ts 12",
+    "jsr:@std/assert 15",
+    "./k.ts 13 dynamic",
+    "null 14 dynamic",
   ]);
 });
 

@@ -6,27 +6,24 @@
 
 import assert from "node:assert/strict";
 import { fileURLToPath } from "node:url";
+import { importsOf, typeScriptFiles } from "../_harness/imports.ts";
 import { FAMILY_NAMES } from "../../src/tensor/device/mod.ts";
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 const SEAM = `${ROOT}src/tensor/device/`;
 
-/** Every .ts file under `dir`. */
-function sources(dir: string): string[] {
-  return [...Deno.readDirSync(dir)].flatMap((entry) => {
-    const path = `${dir}${entry.name}`;
-    if (entry.isDirectory) return sources(`${path}/`);
-    return entry.name.endsWith(".ts") ? [path] : [];
-  });
-}
-
-const aboveSeam = [...sources(`${ROOT}src/`), ...sources(`${ROOT}bench/`), `${ROOT}mod.ts`]
+const aboveSeam = [
+  ...typeScriptFiles(`${ROOT}src/`),
+  ...typeScriptFiles(`${ROOT}bench/`),
+  `${ROOT}mod.ts`,
+]
   .filter((file) => !file.startsWith(SEAM));
 
-/** The relative specifiers `file` imports or re-exports from, type-only ones too. */
+/** The relative specifiers `file` imports or re-exports from, type-only and dynamic ones too. */
 function specifiers(file: string): string[] {
-  const text = Deno.readTextFileSync(file);
-  return [...text.matchAll(/^(?:import|export)\s[^;]*?["'](\.[^"']+)["'];/gm)].map((m) => m[1]);
+  return importsOf(Deno.readTextFileSync(file)).flatMap(({ specifier }) =>
+    specifier?.startsWith(".") ? [specifier] : []
+  );
 }
 
 Deno.test("no file outside src/tensor/device/ imports a device's own module", () => {

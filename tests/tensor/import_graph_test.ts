@@ -4,28 +4,20 @@
 
 import assert from "node:assert/strict";
 import { fileURLToPath } from "node:url";
+import { importsOf, typeScriptFiles } from "../_harness/imports.ts";
 
 const ROOT = fileURLToPath(new URL("../../src/tensor/", import.meta.url));
-
-/** Every .ts file under `dir`. */
-function sources(dir: string): string[] {
-  return [...Deno.readDirSync(dir)].flatMap((entry) => {
-    const path = `${dir}${entry.name}`;
-    if (entry.isDirectory) return sources(`${path}/`);
-    return entry.name.endsWith(".ts") ? [path] : [];
-  });
-}
 
 /**
  * The files under `root` that `path` loads at run time: its static `import` and `export ... from`
  * declarations, without `import type` and `export type` (erased when compiled).
  */
 function runtimeImports(path: string, root: string): string[] {
-  const text = Deno.readTextFileSync(path);
-  const declarations = /^(?:import|export)\s+(type\s+)?(?:[^;"']*?\s+from\s+)?["']([^"']+)["'];/gm;
-  return [...text.matchAll(declarations)]
-    .filter(([, typeOnly, specifier]) => typeOnly === undefined && specifier.startsWith("."))
-    .map(([, , specifier]) => fileURLToPath(new URL(specifier, `file://${path}`)))
+  return importsOf(Deno.readTextFileSync(path))
+    .filter(({ specifier, typeOnly, dynamic }) =>
+      !typeOnly && !dynamic && specifier !== null && specifier.startsWith(".")
+    )
+    .map(({ specifier }) => fileURLToPath(new URL(specifier!, `file://${path}`)))
     .filter((target) => target.startsWith(root));
 }
 
@@ -49,7 +41,7 @@ function circles(graph: Map<string, string[]>): string[][] {
 }
 
 Deno.test("src/tensor has no runtime import circle", () => {
-  const files = sources(ROOT);
+  const files = typeScriptFiles(ROOT);
   assert.ok(files.length > 30, `found only ${files.length} files under ${ROOT}`);
   const graph = new Map(files.map((file) => [file, runtimeImports(file, ROOT)]));
   const edges = [...graph.values()].reduce((n, targets) => n + targets.length, 0);
