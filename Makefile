@@ -31,14 +31,24 @@ CUDA_OBJ := $(patsubst csrc/cuda/%.cu,$(BUILD)/cuda/%.o,$(CUDA_SRC)) $(BUILD)/cu
 
 DENO = $(shell scripts/bootstrap.sh | tail -n 1)
 
-.PHONY: all build deps train test bench check clean cuda cuda-host cuda-host-asan
+.PHONY: all build build-cpu build-train deps train test bench check clean cuda cuda-host cuda-host-asan
 
 all: build
 
 deps:
 	@scripts/bootstrap.sh >/dev/null
 
-build: deps $(BUILD)/libdtrain.so $(if $(GLOO_SRC),$(BUILD)/libdtrain_gloo.so) cuda
+# The CPU libraries: what every job needs.
+build-cpu: deps $(BUILD)/libdtrain.so $(if $(GLOO_SRC),$(BUILD)/libdtrain_gloo.so)
+
+# Everything: the CPU libraries and, where nvcc is, the CUDA library (make test checks it).
+build: build-cpu cuda
+
+# What `make train` builds: the CUDA library only where a GPU is (nvidia-smi lists one) or NVCC
+# is given (make train NVCC=/path/to/nvcc, or in the environment). Compiling it takes about a
+# minute, which a machine without a GPU spent for nothing before its first step.
+TRAIN_CUDA := $(if $(or $(shell nvidia-smi -L 2>/dev/null | grep -m1 GPU),$(filter command line environment,$(origin NVCC))),cuda)
+build-train: build-cpu $(TRAIN_CUDA)
 
 $(BUILD)/libdtrain.so: $(CORE_SRC) $(CORE_HDR)
 	@mkdir -p $(BUILD)
@@ -124,7 +134,7 @@ $(BUILD)/cuda_host/libnccl_standin.so: $(wildcard tests/cuda/host/nccl/*.cc) csr
 	@mkdir -p $(BUILD)/cuda_host
 	$(CXX) $(CXXFLAGS) -shared -o $@ $(filter %.cc,$^) -lgloo -lpthread
 
-train: build
+train: build-train
 	$(DENO) run -A --v8-flags=--expose-gc src/train/main.ts $(ARGS)
 
 # Where the GPU tests run: on the host build (CUDA=host, the default where nvidia-smi lists no GPU)

@@ -41,4 +41,17 @@ if [[ ! -x .tools/node_modules/.bin/deno ]] || ! .tools/node_modules/.bin/deno -
   mkdir -p .tools
   npm install --prefix .tools --no-audit --no-fund --loglevel=error "deno@$DENO_VERSION" >&2
 fi
-echo "$PWD/.tools/node_modules/.bin/deno"
+deno_bin="$PWD/.tools/node_modules/.bin/deno"
+# The docs' commands are `deno task ...`: make the pinned Deno reachable by that name. As root,
+# link it into /usr/local/bin (on PATH on Debian and Ubuntu); otherwise say the line to run.
+if ! command -v deno >/dev/null; then
+  if [[ $(id -u) -eq 0 && -d /usr/local/bin && -w /usr/local/bin && ! -e /usr/local/bin/deno ]] &&
+    [[ ":$PATH:" == *:/usr/local/bin:* ]]; then
+    ln -s "$deno_bin" /usr/local/bin/deno
+    echo "bootstrap: linked /usr/local/bin/deno to $deno_bin" >&2
+  else
+    echo "bootstrap: deno is not on PATH; for the docs' \`deno task\` commands, run:" >&2
+    echo "  export PATH=\"$PWD/.tools/node_modules/.bin:\$PATH\"" >&2
+  fi
+fi
+echo "$deno_bin"
