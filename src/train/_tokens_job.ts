@@ -7,7 +7,8 @@ import { tensor } from "../tensor/creation.ts";
 import { manualSeed } from "../tensor/random.ts";
 import type { TrainConfig } from "./_schema.ts";
 import { finalWeights, wholeGPT } from "./_final_weights.ts";
-import { fromMeta, type Tokenizer } from "../data/tokenizer.ts";
+import { fromMeta } from "../data/tokenizer.ts";
+import { decodeInVocab } from "./_sample_source.ts";
 import { checkTokenData, type TokenMeta } from "./_tokens.ts";
 import type { IterResult, IterTrainer } from "./iter_trainer.ts";
 
@@ -35,23 +36,6 @@ export async function sampleTokens(model: GPT, meta: TokenMeta): Promise<string>
   const fresh = tokens.subarray(start.length);
   if (codec === null) return `(token ids: no meta.json to decode them) ${fresh.join(" ")}`;
   return decodeInVocab(codec, fresh);
-}
-
-/**
- * Decodes `ids`, each run of ids inside the tokenizer's vocabulary at once; an id beyond it (a
- * model with a larger vocabulary, GPT-2's on a char data set) reads as U+FFFD.
- */
-function decodeInVocab(codec: Tokenizer, ids: ArrayLike<number>): string {
-  let text = "", run: number[] = [];
-  for (const id of Array.from(ids)) {
-    if (id < codec.vocabSize) {
-      run.push(id);
-      continue;
-    }
-    text += codec.decode(run) + "\uFFFD";
-    run = [];
-  }
-  return text + codec.decode(run);
 }
 
 /** `text`'s ids, or token 0 when the tokenizer cannot encode it (a table without a newline). */

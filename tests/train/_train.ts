@@ -94,6 +94,21 @@ export function readSaved(path: string): Saved {
   return saved;
 }
 
+/**
+ * Reads a run's model.safetensors as a state dict: the tied `lm_head.weight`, which the file
+ * holds once (as `transformer.wte.weight`), back beside it.
+ */
+export function readModelFile(path: string): Saved {
+  const saved = readSaved(path);
+  const embedding = "transformer.wte.weight", head = "lm_head.weight";
+  assert.equal(saved.shapes[head], undefined, `${path} stores the tied ${head} once`);
+  if (saved.tensors[embedding] !== undefined) {
+    saved.tensors[head] = saved.tensors[embedding];
+    saved.shapes[head] = saved.shapes[embedding];
+  }
+  return saved;
+}
+
 /** The `model.*` tensors of a snapshot, without the prefix. */
 export function modelWeights(saved: Saved): Record<string, Float32Array | Int32Array> {
   return Object.fromEntries(

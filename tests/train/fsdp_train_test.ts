@@ -19,6 +19,7 @@ import {
   HOOKED_MAIN,
   launchHooked,
   modelWeights,
+  readModelFile,
   readSaved,
   SMALL_JOB,
   smallCorpus,
@@ -60,7 +61,7 @@ Deno.test("train --strategy fsdp trains a GPT over 2 ranks to DDP's weights, gra
     const index = JSON.parse(await Deno.readTextFile(join(dir, "fsdp", "snap", "index.json")));
     assert.equal(index.worldSize, 2);
     assert.deepEqual([index.extra.strategy, index.extra.epochsRun], ["fsdp", 1]);
-    const model = readSaved(modelFile);
+    const model = readModelFile(modelFile);
     assert.deepEqual(model.shapes["transformer.h.1.attn.c_attn.weight"], [48, 16]);
     assert.deepEqual(model.shapes["lm_head.weight"], [256, 16]);
     for (const rank of [0, 1]) {

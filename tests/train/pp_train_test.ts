@@ -9,7 +9,7 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { withTempDir } from "../_harness/processes.ts";
 import { freePort } from "../_harness/ranks.ts";
-import { assertSucceeded, readSaved, smallCorpus, train } from "./_train.ts";
+import { assertSucceeded, readModelFile, readSaved, smallCorpus, train } from "./_train.ts";
 import {
   assertStepsClose,
   assertTrainedClose,
@@ -120,7 +120,7 @@ Deno.test("train --pp 2 under GPipe, 1F1B and Interleaved 1F1B, --pp 4 under 1F1
       console.log(`${label}: worst relative error ${worst.toExponential(1)}`);
     }
     // The final model.safetensors is the whole model.
-    const whole = readSaved(join(dir, "layout0", "model.safetensors")).tensors as Weights;
+    const whole = readModelFile(join(dir, "layout0", "model.safetensors")).tensors as Weights;
     assertTrainedClose(whole, reference, grad0, "--pp 2 model.safetensors");
   });
 });

@@ -1,0 +1,94 @@
+/**
+ * What `deno task sample --init-from DIR` samples from: the GPT in DIR (a run folder's
+ * model.safetensors, or a Hugging Face GPT-2 folder) and the tokenizer that encodes the prompt
+ * and decodes the samples (the run's meta.json, or GPT-2's, as nanoGPT's sample.py picks).
+ * @module
+ */
+
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import { CheckpointError } from "../safetensors/errors.ts";
+import { GPT } from "../nn/gpt.ts";
+import { loadMeta, type Tokenizer } from "../data/tokenizer.ts";
+import { gpt2Tokenizer } from "../data/tokenizer_gpt2.ts";
+import { loadModelFile } from "./model_file.ts";
+
+/** A model to sample from, its tokenizer, and how each was found (for the user). */
+export interface SampleSource {
+  model: GPT;
+  tokenizer: Tokenizer;
+  /** Lines saying what was loaded from where. */
+  notes: string[];
+}
+
+/** GPT-2's vocabulary: a smaller model cannot have been trained on its tokens. */
+const GPT2_VOCAB = 50257;
+
+/**
+ * Loads the GPT in `dir` (absolute) and its tokenizer: from `dataDir/meta.json` when given, else
+ * from the meta.json of the data folder the run recorded, else GPT-2's (nanoGPT's "No meta.pkl
+ * found, assuming GPT-2 encodings").
+ *
+ * @param dir A run folder (model.safetensors, as the train job writes it at the end of a run) or a
+ *   Hugging Face GPT-2 folder (config.json and model.safetensors).
+ * @param dataDir A data folder whose meta.json decodes the tokens (`--data-dir`), or null.
+ * @throws CheckpointError naming the absolute path of the folder or file that is missing or wrong.
+ */
+export async function loadSampleSource(dir: string, dataDir: string | null): Promise<SampleSource> {
+  const weights = join(dir, "model.safetensors");
+  if (!existsSync(dir)) throw new CheckpointError(dir, "not found (--init-from)");
+  const notes: string[] = [];
+  let model: GPT, recorded: string | null = null;
+  const pretrained = existsSync(join(dir, "config.json"));
+  if (pretrained) {
+    model = GPT.fromPretrained(dir);
+    notes.push(`loaded GPT-2 weights from ${dir}`);
+  } else if (existsSync(weights)) {
+    const saved = loadModelFile(weights);
+    model = saved.model;
+    recorded = saved.dataDir;
+    notes.push(`loaded ${weights}`);
+  } else {
+    throw new CheckpointError(
+      dir,
+      "has neither model.safetensors (the train job writes it beside the snapshot at the end " +
+        "of a run) nor config.json (a Hugging Face GPT-2 folder)",
+    );
+  }
+  const metaDir = dataDir ?? recorded;
+  if (metaDir !== null && existsSync(join(metaDir, "meta.json"))) {
+    notes.push(`loading meta from ${join(metaDir, "meta.json")}`);
+    return { model, tokenizer: await loadMeta(metaDir), notes };
+  }
+  if (dataDir !== null) {
+    throw new CheckpointError(join(dataDir, "meta.json"), "not found (--data-dir)");
+  }
+  // A GPT-2 folder is GPT-2's tokens, as nanoGPT's init_from='gpt2*' assumes.
+  if (!pretrained && model.config.vocabSize < GPT2_VOCAB) {
+    const where = recorded === null ? "" : ` (the run's data folder ${recorded} has none)`;
+    throw new CheckpointError(
+      weights,
+      `its vocabulary of ${model.config.vocabSize} is not GPT-2's and no meta.json decodes it` +
+        `${where}: give --data-dir DIR with the meta.json deno task prepare wrote`,
+    );
+  }
+  notes.push("no meta.json found, assuming GPT-2 encodings");
+  return { model, tokenizer: await gpt2Tokenizer(), notes };
+}
+
+/**
+ * Decodes `ids`, each run of ids inside the tokenizer's vocabulary at once; an id beyond it (a
+ * model with a vocabulary padded past GPT-2's, as nanoGPT's 50304) reads as U+FFFD.
+ */
+export function decodeInVocab(codec: Tokenizer, ids: ArrayLike<number>): string {
+  let text = "", run: number[] = [];
+  for (const id of Array.from(ids)) {
+    if (id < codec.vocabSize) {
+      run.push(id);
+      continue;
+    }
+    text += codec.decode(run) + "\uFFFD";
+    run = [];
+  }
+  return text + codec.decode(run);
+}
