@@ -9,6 +9,7 @@ import { getDevice } from "../tensor/device/mod.ts";
 import type { DType, NativeBuffer, ReduceOp, TensorLike } from "./backend.ts";
 import { DTYPE_BYTES, REDUCE_OPS } from "./backend.ts";
 import { DistError } from "./errors.ts";
+import { addressOf } from "./ownership.ts";
 
 /**
  * A DistError "invalid": a bad argument, caught before anything was sent.
@@ -38,7 +39,7 @@ export function bufferOf(what: string, role: string, t: TensorLike): NativeBuffe
   if (!Number.isSafeInteger(count) || count < 0) {
     throw invalid(`${what}: ${role} has an invalid element count ${count}`);
   }
-  const ptr = t.ptr;
+  const ptr = addressOf(t);
   if (ptr === null && count > 0) throw invalid(`${what}: ${role} has a null data pointer`);
   return { ptr, count, dtype: t.dtype as DType };
 }

@@ -14,6 +14,7 @@ import { nbytes } from "./backend.ts";
 import { type Capability, entryOf } from "./backends.ts";
 import type { IssueOrder } from "./issue_order.ts";
 import type { ProcessGroup } from "./process_group.ts";
+import { hold } from "./ownership.ts";
 import { trackTensor } from "./track.ts";
 import { BlockingWork } from "./work.ts";
 import { diagnoseLater, orDiagnoseLater } from "./_pending_diagnosis.ts";
@@ -69,11 +70,10 @@ export class CallingThreadCollectives {
     const { outs, input } = gatherBuffers(what, group.size, out, t);
     const tensors = [...[out].flat(), t];
     const backend = this.#idle(what, tensors, "allGatherStart");
-    for (const x of tensors) x.storage?.retain();
-    const release = () => tensors.forEach((x) => x.storage?.release());
     // Timed from the start to the end of the wait: the backend does not say when the bytes moved.
     const bytes = group.size * nbytes(input);
     const tracked = trackTensor(group.name, "allGather", t, bytes, { started: true }).start();
+    const release = hold(tensors, what, tracked, "call .waitBlocking() on its BlockingWork");
     let started;
     try {
       started = backend.allGatherStart(outs, input);

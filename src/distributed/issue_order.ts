@@ -8,6 +8,7 @@
 
 import type { Backend, Done, TensorLike } from "./backend.ts";
 import { entryOf } from "./backends.ts";
+import { hold } from "./ownership.ts";
 import type { Tracked } from "./track.ts";
 import { Work } from "./work.ts";
 
@@ -52,8 +53,9 @@ export class IssueOrder {
     tensors: TensorLike[],
   ): Work {
     // The pointers were read at queue time: hold the memory behind them (and the tensor
-    // objects, for those without a storage) until the collective has ended.
-    for (const t of tensors) t.storage?.retain();
+    // objects, for those without a storage) until the collective has ended, and refuse any
+    // other use of them meanwhile.
+    const release = hold(tensors, tracked.entry?.op ?? "a collective", tracked);
     const invoke = () => {
       tracked.start();
       try {
@@ -79,7 +81,7 @@ export class IssueOrder {
       })
       .finally(() => {
         this.#inFlight--;
-        for (const t of tensors) t.storage?.release();
+        release();
       });
     const previous = this.#tail;
     this.#tail = done.then(() => previous, () => previous);

@@ -16,6 +16,7 @@ import { DistError } from "./errors.ts";
 import type { PostedP2P, TensorLike } from "./backend.ts";
 import { nbytes } from "./backend.ts";
 import { worldGroup } from "./init.ts";
+import { hold } from "./ownership.ts";
 import { trackPointToPoint } from "./track.ts";
 import type { ProcessGroup } from "./process_group.ts";
 import { Work } from "./work.ts";
@@ -76,14 +77,14 @@ function prepare(
   }
   return () => {
     const posted = backend.postP2P({ kind, peer: at, buf, tag, shape });
-    t.storage?.retain();
     const me = group.ranks[group.rank];
     const tracked = trackPointToPoint(group.name, kind, t, nbytes(buf), me, peer, tag).start();
+    const release = hold([t], what, tracked);
     return {
       group,
       posted,
       settle: (err?: unknown) => {
-        t.storage?.release();
+        release();
         tracked.settle(err);
       },
     };

@@ -37,6 +37,11 @@ export class Tracked {
     this.#tag = tag;
   }
 
+  /** Its ledger entry (op number, call site), or null when the ledger is off. */
+  get entry(): LedgerEntry | null {
+    return this.#entry;
+  }
+
   /** Notes the peer of a point-to-point operation. */
   peer(rank: number): void {
     if (this.#entry) this.#entry.peer = rank;

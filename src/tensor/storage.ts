@@ -24,6 +24,16 @@
  * and reading `b.ptr` allocates). So each address handed out is a key in a WeakMap whose value is
  * the owner: while the address object is in use, on the stack or in an argument list, the memory
  * it points to stays allocated.
+ *
+ * [Note: collectives own their tensors]
+ * A collective in flight (an awaited `Work`, a started all-gather, an `isend`/`irecv`) reads and
+ * writes its tensors' bytes on another thread until it settles. PyTorch's `all_reduce` blocks, so
+ * a user coming from it reads the tensor at once and, with no error, sees this rank's own value.
+ * So the process group claims each tensor's Storage when it issues a collective and unclaims it
+ * when the collective settles (before any `await` of it resumes), and `Tensor.ptr`, which every
+ * kernel, copy and host read goes through, throws the claim's error while one is held: a view
+ * shares its Storage, so it is covered too. The collectives themselves read their pointers once,
+ * when issued, before the claim. The check costs one field read per pointer taken.
  * @module
  */
 
@@ -57,6 +67,18 @@ function pin(ptr: Deno.PointerValue, owner: object | undefined): Deno.PointerVal
   return ptr;
 }
 
+/**
+ * A collective in flight that owns a storage's bytes (see [Note: collectives own their tensors]).
+ */
+export interface Claim {
+  /**
+   * The error for a use of the storage while the collective is in flight.
+   *
+   * @param what The tensor being used, as `f32 [4]`.
+   */
+  refuse(what: string): Error;
+}
+
 /** A reference-counted block of device memory shared by a tensor and its views. */
 export class Storage {
   /** The block's address; null once freed. */
@@ -69,6 +91,10 @@ export class Storage {
   readonly backend: DeviceBackend;
   /** Bumped by every in-place write (see [Note: saved-tensor versions] in autograd.ts). */
   version = 0;
+  /** The collective in flight that owns the bytes, or null (see [Note: collectives own their tensors]). */
+  claimedBy: Claim | null = null;
+  /** Further collectives holding the bytes at once (a tensor sent to two peers). */
+  #moreClaims: Claim[] | null = null;
   #refs = 0;
   #block: DeviceBlock;
   /** Whether only a collection would free the block if dropped (see [Note: collecting dropped tensors]). */
@@ -121,6 +147,31 @@ export class Storage {
   /** Adds a user (a tensor or view). */
   retain(): void {
     this.#refs++;
+  }
+
+  /**
+   * Marks the bytes as owned by a collective in flight, until {@linkcode unclaim}.
+   *
+   * @param claim The collective.
+   */
+  claim(claim: Claim): void {
+    if (this.claimedBy === null) this.claimedBy = claim;
+    else (this.#moreClaims ??= []).push(claim);
+  }
+
+  /**
+   * Ends a claim: the collective has settled.
+   *
+   * @param claim The collective that settled.
+   */
+  unclaim(claim: Claim): void {
+    const more = this.#moreClaims;
+    if (this.claimedBy === claim) {
+      this.claimedBy = more?.shift() ?? null;
+    } else if (more !== null && more.includes(claim)) {
+      more.splice(more.indexOf(claim), 1);
+    }
+    if (more?.length === 0) this.#moreClaims = null;
   }
 
   /**

@@ -187,8 +187,19 @@ export class Tensor extends TensorHost implements Disposable {
     return this.#disposed;
   }
 
-  /** The address of the first element (for kernels and collectives). */
+  /** The address of the first element; throws while a collective in flight owns the bytes. */
   get ptr(): Deno.PointerValue {
+    const claim = this.storage.claimedBy;
+    if (claim !== null) throw claim.refuse(`${this.dtype} ${formatShape(this.shape)}`);
+    return this.collectivePtr;
+  }
+
+  /**
+   * `ptr` unchecked (see [Note: collectives own their tensors] in storage.ts): a collective takes
+   * it when issued, ordered behind those in flight.
+   * @ignore dtrain-internal
+   */
+  get collectivePtr(): Deno.PointerValue {
     // Keyed on the storage's address: FSDP frees and re-allocates a storage under its tensors.
     if (this.#ptr !== undefined && this.#base === this.storage.ptr) return this.#ptr;
     if (this.#disposed || this.storage.ptr === null) {
