@@ -4,19 +4,11 @@
  * @module
  */
 
+import { gpt2Encoder } from "./_gpt2_bpe.ts";
 import type { Tokenizer, TokenizerMeta } from "./tokenizer.ts";
 
 /** GPT-2's end-of-text token, `<|endoftext|>`. */
 const EOT_TEXT = "<|endoftext|>";
-
-// [Note: tiktoken's whitespace] tiktoken splits text with Rust's regex, whose `\s` is Unicode's
-// White_Space property; JavaScript's `\s` differs in two characters: it leaves out U+0085 (NEL)
-// and adds U+FEFF (the byte-order mark). js-tiktoken ships GPT-2's pattern with JavaScript's `\s`,
-// so " \u0085" or " \uFEFF" would split differently from tiktoken (and from Hugging Face's
-// tokenizers, whose Oniguruma `\s` is White_Space too). The pattern is GPT-2's, with `\s` spelled
-// as the property. (tiktoken's own spelling, `\s++$|\s+(?!\S)|\s`, matches the same pieces.)
-const GPT2_PATTERN = String
-  .raw`'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\p{White_Space}\p{L}\p{N}]+|\p{White_Space}+(?!\P{White_Space})|\p{White_Space}+`;
 
 /** The GPT-2 tokenizer: {@linkcode Tokenizer} plus tiktoken's end-of-text handling. */
 export interface Gpt2Tokenizer extends Tokenizer {
@@ -40,8 +32,9 @@ let cached: Gpt2Tokenizer | undefined;
  * `<|endoftext|>` in the text as the special token 50256 (as nanoGPT's `sample.py`:
  * `enc.encode(s, allowed_special={"<|endoftext|>"})`); `encodeOrdinary` reads it as text. The
  * rank table is built once (about 50k entries) and shared by every call. It is imported on the
- * first call, not with dtrain (545 KB that every process importing mod.ts would otherwise parse),
- * so the call is asynchronous.
+ * first call, not with dtrain (545 KB that every process importing mod.ts would otherwise parse
+ * and fetch), so the call is asynchronous. Encoding caches the ids of each distinct piece of text
+ * (see src/data/bpe.ts; the pattern, with its note on `\s`, is in src/data/_gpt2_bpe.ts).
  *
  * @returns The tokenizer.
  *
@@ -57,30 +50,27 @@ let cached: Gpt2Tokenizer | undefined;
  */
 export async function gpt2Tokenizer(): Promise<Gpt2Tokenizer> {
   if (cached !== undefined) return cached;
-  const [{ Tiktoken }, { default: gpt2Ranks }] = await Promise.all([
-    import("js-tiktoken/lite"),
-    import("js-tiktoken/ranks/gpt2"),
-  ]);
+  const bpe = await gpt2Encoder();
   if (cached !== undefined) return cached;
-  const bpe = new Tiktoken({ ...gpt2Ranks, pat_str: GPT2_PATTERN });
   const vocabSize = 50257, eot = 50256;
+  const special = new Map([[EOT_TEXT, eot]]);
+  const utf8 = new TextDecoder();
   cached = {
     name: "gpt2",
     vocabSize,
     eot,
-    encode: (text) => bpe.encode(text, [EOT_TEXT], []),
-    encodeOrdinary: (text) => bpe.encode(text, [], []),
+    encode: (text) => Array.from(bpe.encodeWithSpecial(text, special)),
+    encodeOrdinary: (text) => Array.from(bpe.encodeOrdinary(text)),
     decode(ids) {
-      const list = Array.from(ids);
-      for (let i = 0; i < list.length; i++) {
-        const id = list[i];
+      for (let i = 0; i < ids.length; i++) {
+        const id = ids[i];
         if (!Number.isInteger(id) || id < 0 || id >= vocabSize) {
           throw new RangeError(
             `gpt2 tokenizer: id ${id} at position ${i} is outside the vocabulary [0, ${vocabSize})`,
           );
         }
       }
-      return bpe.decode(list);
+      return utf8.decode(bpe.decodeBytes(ids));
     },
     toMeta: (): TokenizerMeta => ({ tokenizer: "gpt2", vocabSize, eot }),
   };

@@ -1,7 +1,7 @@
 /**
  * Where prepare may cut a corpus: the train/validation split at a code point (as Python's
  * `data[:int(n*0.9)]` counts characters), and chunk boundaries at which GPT-2's BPE gives the same
- * ids for the parts as for the whole, so that large inputs encode in pieces with progress.
+ * ids for the parts as for the whole, so that large inputs stream and encode in parallel pieces.
  * @module
  */
 
@@ -37,36 +37,49 @@ export function codePointLength(text: string): number {
   return text.length - pairs;
 }
 
+// [Note: safe chunk boundaries] No piece of GPT-2's pattern (src/data/tokenizer_gpt2.ts) holds a
+// character that is not whitespace followed by one that is: the optional space of ` ?\p{L}+`,
+// ` ?\p{N}+` and ` ?[^\s\p{L}\p{N}]+` comes first, the contractions hold no whitespace, and the
+// whitespace alternatives hold nothing else. So between such two characters the whole text has a
+// piece boundary, and since the pattern only looks ahead (one character, in `\s+(?!\S)`), the
+// pieces of the part before (ending in the non-whitespace character) and of the part after
+// (matched from the same position on the same text) are those of the whole: the ids of the parts,
+// joined, are the ids of the whole. tests/prepare/prepare_stream_test.ts holds this on real and
+// hostile text cut at every such boundary. A character tokenizer may cut anywhere but inside a
+// surrogate pair, which such a cut never is.
+
+/** Unicode's White_Space (the `\s` of tiktoken's Rust regex), as GPT-2's pattern spells it. */
 const WHITE_SPACE = /\p{White_Space}/u;
 
-// [Note: safe chunk boundaries] GPT-2's pattern (src/data/tokenizer_gpt2.ts) matches a newline
-// only in a run of whitespace, so in "X\nY" with X and Y not whitespace the "\n" is a piece of its
-// own, whether the text goes on after it (it is then matched by `\s+`) or ends there (by
-// `\s+(?!\S)`), and the next piece starts at Y either way: the pieces, hence the ids, of the two
-// parts cut after the "\n" are those of the whole. A character tokenizer may cut anywhere but
-// inside a surrogate pair, which such a cut never is.
+function isWhiteSpace(unit: number): boolean {
+  if (unit < 0x80) return unit === 0x20 || (unit >= 0x09 && unit <= 0x0d);
+  // White_Space has no astral code points, so one UTF-16 unit decides.
+  return WHITE_SPACE.test(String.fromCharCode(unit));
+}
 
 /**
- * The end of the chunk that starts at `start`: the first safe boundary (after a newline between
- * two characters that are not whitespace) at or after `start + size`, or `end` when there is none
- * before it.
+ * The first safe boundary of `text` at or after `from`: an index `i` where `text[i - 1]` is not
+ * whitespace and `text[i]` is, so that GPT-2's ids of `text.slice(0, i)` and `text.slice(i)`,
+ * joined, are those of `text`; -1 when there is none.
  *
  * @param text The text.
- * @param start Where the chunk starts.
- * @param end Where the text to encode ends.
- * @param size The least chunk length wanted (UTF-16 units).
- * @returns Where the chunk ends.
+ * @param from The least index wanted.
+ * @returns The boundary, or -1.
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { safeBoundary } from "./_split.ts";
+ * equal(safeBoundary("to be  or", 3), 5);
+ * equal(safeBoundary("one", 0), -1);
+ * ```
  */
-export function chunkEnd(text: string, start: number, end: number, size: number): number {
-  let from = start + size;
-  while (from < end) {
-    const newline = text.indexOf("\n", from - 1);
-    const cut = newline + 1;
-    if (newline < 0 || cut >= end) return end;
-    if (newline > start && !WHITE_SPACE.test(text[newline - 1]) && !WHITE_SPACE.test(text[cut])) {
-      return cut;
-    }
-    from = cut + 1;
+export function safeBoundary(text: string, from: number): number {
+  let before = from > 0 ? isWhiteSpace(text.charCodeAt(from - 1)) : true;
+  for (let i = Math.max(from, 0); i < text.length; i++) {
+    const space = isWhiteSpace(text.charCodeAt(i));
+    if (space && !before) return i;
+    before = space;
   }
-  return end;
+  return -1;
 }

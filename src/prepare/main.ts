@@ -12,10 +12,14 @@ import { parseArgs } from "node:util";
 import { progressBar } from "./_progress.ts";
 import { prepare, PrepareError, type PrepareOptions, TOKENIZERS } from "./prepare.ts";
 
+/** The cores --workers uses by default. */
+const CORES = navigator.hardwareConcurrency;
+
 const USAGE = `usage: deno task prepare --tokenizer ${
   TOKENIZERS.join("|")
 } --input FILE... --out DIR
                          [--val-fraction 0.1] [--eot] [--force] [--errors strict|replace]
+                         [--workers N]
 
 Tokenizes the input files (UTF-8, read in order as one corpus) and writes into DIR, as nanoGPT's
 data/<name>/prepare.py scripts: train.bin (the first 1 - val-fraction of the characters) and
@@ -32,6 +36,8 @@ vocabSize, for char its itos/stoi table, and the token counts).
   --force               overwrite train.bin, val.bin and meta.json if they are there
   --errors strict       bytes of an input that are not UTF-8: strict (the default, as nanoGPT's
                         prepare.py) refuses the file naming the byte; replace reads each as U+FFFD
+  --workers N           gpt2 only: encode on N threads (default: every core, here ${CORES});
+                        the ids are the same for every N
   --help                print this and exit
 `;
 
@@ -44,6 +50,7 @@ interface PrepareArgs {
   eot: boolean;
   force: boolean;
   errors: NonNullable<PrepareOptions["errors"]>;
+  workers?: number;
 }
 
 /**
@@ -68,6 +75,7 @@ export function parsePrepareArgs(args: string[]): PrepareArgs | "help" {
         eot: { type: "boolean" },
         force: { type: "boolean" },
         errors: { type: "string" },
+        workers: { type: "string" },
         help: { type: "boolean" },
       },
     });
@@ -92,6 +100,15 @@ export function parsePrepareArgs(args: string[]): PrepareArgs | "help" {
   if (!(valFraction >= 0 && valFraction < 1)) {
     throw new PrepareError(`--val-fraction: must be a number in [0, 1), got "${rawFraction}"`);
   }
+  let workers: number | undefined;
+  if (values.workers !== undefined) {
+    workers = /^\s*$/.test(values.workers) ? NaN : Number(values.workers);
+    if (!(Number.isInteger(workers) && workers >= 1)) {
+      throw new PrepareError(
+        `--workers: must be a whole number at least 1, got "${values.workers}"`,
+      );
+    }
+  }
   // prepare() names an unknown handler.
   const errors = (values.errors ?? "strict") as PrepareArgs["errors"];
   return {
@@ -102,6 +119,7 @@ export function parsePrepareArgs(args: string[]): PrepareArgs | "help" {
     eot: values.eot ?? false,
     force: values.force ?? false,
     errors,
+    workers,
   };
 }
 

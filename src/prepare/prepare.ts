@@ -5,14 +5,16 @@
  * @module
  */
 
-import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync } from "node:fs";
+import { existsSync, mkdirSync, renameSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { charTokenizer, type TokenizerMeta } from "../data/tokenizer.ts";
-import { type Gpt2Tokenizer, gpt2Tokenizer } from "../data/tokenizer_gpt2.ts";
-import { notRegularFile } from "../io/regular_file.ts";
+import { charTokenizer, type Tokenizer, type TokenizerMeta } from "../data/tokenizer.ts";
+import { gpt2Encoder } from "../data/_gpt2_bpe.ts";
+import { gpt2Tokenizer } from "../data/tokenizer_gpt2.ts";
 import { writeAll } from "../io/write_all.ts";
-import { chunkEnd, codePointLength, codePointOffset } from "./_split.ts";
-import { invalidUtf8At } from "./_utf8.ts";
+import { type Boundary, ChunkEncoder, TokenWriter, WriteError } from "./_encode.ts";
+import { EncoderPool } from "./_pool.ts";
+import { BLOCK_BYTES, InputError, readTextBlocks } from "./_read.ts";
+import { codePointLength, codePointOffset, safeBoundary } from "./_split.ts";
 
 /** The tokenizers prepare knows. */
 export const TOKENIZERS = ["gpt2", "char"] as const;
@@ -26,8 +28,11 @@ export const OUTPUTS = ["train.bin", "val.bin", "meta.json"] as const;
 /** The largest id a uint16 `.bin` file holds. */
 const MAX_ID = 0xffff;
 
-/** Text encoded per chunk, so that progress moves and the ids of one chunk stay small. */
-const CHUNK = 1 << 20;
+/**
+ * The least text (UTF-16 units) of a chunk encoded at once: large enough that sending it to a
+ * worker costs little next to encoding it, small enough that progress moves and memory stays low.
+ */
+export const CHUNK_CHARS = 1 << 18;
 
 /** A wrong argument or an unusable input or output; the message names it. */
 export class PrepareError extends Error {
@@ -60,8 +65,18 @@ export interface PrepareOptions {
    * refuses the file naming the byte; `"replace"` reads each as U+FFFD.
    */
   errors?: (typeof DECODE_ERRORS)[number];
-  /** Called as encoding advances, with the characters (UTF-16 units) done of `total`. */
+  /** Called as encoding advances, with the characters (code points) done of `total`. */
   progress?: (done: number, total: number) => void;
+  /**
+   * gpt2 only: the Web Workers that encode chunks in parallel (default: every core,
+   * `navigator.hardwareConcurrency`); 1 encodes on the calling thread. The ids are the same for
+   * every count.
+   */
+  workers?: number;
+  /** The least chunk length (UTF-16 units) cut from the text (default {@linkcode CHUNK_CHARS}). */
+  chunkChars?: number;
+  /** The bytes read from an input at a time (default 1 MiB). */
+  blockBytes?: number;
 }
 
 /** What {@linkcode prepare} wrote: the contents of `meta.json`. */
@@ -79,8 +94,11 @@ export type PrepareMeta = TokenizerMeta & {
  * inputs' texts, one after the other) splits at character `floor(n * (1 - valFraction))` of its
  * `n` characters (code points): nanoGPT's `data[:int(n*0.9)]`, so Tiny Shakespeare with `"char"`
  * gives its 65 characters, 1,003,854 train and 111,540 validation tokens. With `"gpt2"` each part
- * is encoded as tiktoken's `encode_ordinary` (as nanoGPT's shakespeare prepare). Files are written
- * beside their final names and renamed when complete, so a failure leaves earlier ones intact.
+ * is encoded as tiktoken's `encode_ordinary` (as nanoGPT's shakespeare prepare). The inputs are
+ * streamed twice (once to count and check them, once to encode), in blocks, so memory does not
+ * grow with their size; the chunks encode on `workers` threads and are written in order. Files
+ * are written beside their final names and renamed when complete, so a failure leaves earlier ones
+ * intact.
  *
  * @param options See {@linkcode PrepareOptions}.
  * @returns The metadata written to `meta.json`.
@@ -111,11 +129,29 @@ export async function prepare(options: PrepareOptions): Promise<PrepareMeta> {
     );
   }
   if (inputs.length === 0) throw new PrepareError("--input: no input file given");
-  const texts = inputs.map((path) => readInput(path, errors));
+  const workers = options.workers ?? navigator.hardwareConcurrency ?? 1;
+  if (!(Number.isInteger(workers) && workers >= 1)) {
+    throw new PrepareError(`--workers: must be a whole number at least 1, got ${workers}`);
+  }
+  const chunkChars = options.chunkChars ?? CHUNK_CHARS;
+  const blockBytes = options.blockBytes ?? BLOCK_BYTES;
+  const blocks = (path: string) => inputError(() => readTextBlocks(path, errors, blockBytes));
+
+  // The first pass counts the corpus's characters (where the validation part starts), finds the
+  // character table, and refuses a bad input before any output is touched.
+  let total = 0;
+  const chars = name === "char" ? new Set<string>() : undefined;
+  for (const path of inputs) {
+    for (const block of blocks(path)) {
+      total += codePointLength(block);
+      if (chars !== undefined) { for (const char of block) chars.add(char); }
+    }
+  }
   checkOutputs(out, force);
 
-  const corpus = texts.join("");
-  const tokenizer = name === "gpt2" ? await gpt2Tokenizer() : charTokenizer(corpus);
+  const tokenizer: Tokenizer = chars === undefined
+    ? await gpt2Tokenizer()
+    : charTokenizer([...chars].join(""));
   if (tokenizer.vocabSize - 1 > MAX_ID) {
     throw new PrepareError(
       `--tokenizer ${name}: vocabulary of ${tokenizer.vocabSize} tokens has ids up to ` +
@@ -123,92 +159,114 @@ export async function prepare(options: PrepareOptions): Promise<PrepareMeta> {
     );
   }
   makeOutDir(out);
-  const cut = codePointOffset(corpus, Math.floor(codePointLength(corpus) * (1 - valFraction)));
-  const ends: number[] = [];
-  for (const text of texts) ends.push((ends.at(-1) ?? 0) + text.length);
-  const encode = name === "gpt2"
-    ? (text: string) => (tokenizer as Gpt2Tokenizer).encodeOrdinary(text)
-    : (text: string) => tokenizer.encode(text);
-  const counter = { done: 0, total: corpus.length, progress: options.progress };
-  const eotId = eot ? (tokenizer as Gpt2Tokenizer).eot : undefined;
+  const cut = Math.floor(total * (1 - valFraction));
 
   const pid = Deno.pid;
   const partial = (file: string) => join(out, `.${file}.partial-${pid}`);
+  const pool = chars === undefined && workers > 1 ? new EncoderPool(workers) : undefined;
   try {
-    const trainTokens = writing(out, "train.bin", () =>
-      writeBin(
-        partial("train.bin"),
-        corpus,
-        0,
-        cut,
-        ends,
-        encode,
-        eotId,
-        counter,
-      ));
-    const valTokens = writing(
-      out,
-      "val.bin",
-      () => writeBin(partial("val.bin"), corpus, cut, corpus.length, ends, encode, eotId, counter),
-    );
-    const meta: PrepareMeta = { ...tokenizer.toMeta(), dtype: "uint16", trainTokens, valTokens };
+    const train = writing(out, () => new TokenWriter("train.bin", partial("train.bin")));
+    const val = writing(out, () => new TokenWriter("val.bin", partial("val.bin")));
+    try {
+      const encoder = await chunkEncoder(tokenizer, pool, chunkChars);
+      // Each file's text, and the train and validation parts, are encoded on their own, with
+      // a file's end-of-text after its last character, in the part that holds that character.
+      let done = 0, part = train;
+      for (const path of inputs) {
+        const fileStart = done;
+        for (const block of blocks(path)) {
+          const length = codePointLength(block);
+          if (part === train && done + length > cut) {
+            const at = codePointOffset(block, cut - done);
+            if (at > 0) await writing(out, () => encoder.add(block.slice(0, at), train));
+            part = val;
+            if (at < block.length) await writing(out, () => encoder.add(block.slice(at), val));
+          } else await writing(out, () => encoder.add(block, part));
+          done += length;
+          options.progress?.(done, total);
+        }
+        if (eot && done > fileStart) {
+          await writing(out, () => encoder.addIds(Uint16Array.of(EOT_ID), part));
+        }
+      }
+      await writing(out, () => encoder.drain());
+      options.progress?.(done, total);
+    } finally {
+      train.close();
+      val.close();
+    }
+    const meta: PrepareMeta = {
+      ...tokenizer.toMeta(),
+      dtype: "uint16",
+      trainTokens: train.tokens,
+      valTokens: val.tokens,
+    };
     const json = new TextEncoder().encode(JSON.stringify(meta, null, 2) + "\n");
-    writing(out, "meta.json", () => writeFile(partial("meta.json"), json));
+    writing(out, () => writeFile("meta.json", partial("meta.json"), json));
     for (const file of OUTPUTS) {
-      writing(out, file, () => renameSync(partial(file), join(out, file)));
+      writing(out, () => rename(file, partial(file), join(out, file)));
     }
     return meta;
   } finally {
+    pool?.close();
     for (const file of OUTPUTS) rmSync(partial(file), { force: true });
   }
 }
 
+/** GPT-2's end-of-text id, which `eot` appends after each file. */
+const EOT_ID = 50256;
+
 /**
- * Runs `write`, one step of writing `file` into `out`; a failure (a full disk, say) becomes one
- * message naming the folder, the file and the reason, the earlier outputs left as they were.
+ * The chunk encoder of `tokenizer`: GPT-2's on `pool`'s workers (or this thread), cut at safe
+ * boundaries; a character table's on this thread, cut anywhere (a block never splits a character).
  */
-function writing<T>(out: string, file: string, write: () => T): T {
+async function chunkEncoder(
+  tokenizer: Tokenizer,
+  pool: EncoderPool | undefined,
+  chunkChars: number,
+): Promise<ChunkEncoder> {
+  if (tokenizer.name !== "gpt2") {
+    const anywhere: Boundary = (text) => text.length;
+    return new ChunkEncoder((text) => Uint16Array.from(tokenizer.encode(text)), anywhere, 1, 1);
+  }
+  if (pool !== undefined) {
+    // Two chunks per worker: one encoding, one waiting, so no worker idles while the main thread
+    // reads and writes; memory stays a few chunks whatever the input's size.
+    return new ChunkEncoder((text) => pool.encode(text), safeBoundary, chunkChars, 2 * pool.size);
+  }
+  const bpe = await gpt2Encoder();
+  return new ChunkEncoder((text) => bpe.encodeOrdinary(text), safeBoundary, chunkChars, 1);
+}
+
+/** Runs `read`, turning an unusable input into a PrepareError naming it. */
+function* inputError(read: () => Generator<string>): Generator<string> {
   try {
-    return write();
+    yield* read();
   } catch (error) {
-    if (error instanceof PrepareError) throw error;
-    const full = (error as { code?: string }).code === "ENOSPC";
-    throw new PrepareError(
-      `--out ${out}: writing ${file} failed: ${(error as Error).message}; ` +
-        (full ? "free space on that disk or choose another --out, " : "") +
-        "and the outputs there were left as they were",
-    );
+    if (error instanceof InputError) throw new PrepareError(error.message);
+    throw error;
   }
 }
 
-function readInput(path: string, errors: PrepareOptions["errors"]): string {
-  let bytes: Uint8Array;
+/**
+ * Runs `write`, one step of writing into `out`; a failure (a full disk, say) becomes one message
+ * naming the folder, the file and the reason, the earlier outputs left as they were.
+ */
+function writing<T>(out: string, write: () => T): T {
+  const named = (error: unknown): never => {
+    if (!(error instanceof WriteError)) throw error;
+    const full = (error.cause as { code?: string }).code === "ENOSPC";
+    throw new PrepareError(
+      `--out ${out}: writing ${error.file} failed: ${error.message}; ` +
+        (full ? "free space on that disk or choose another --out, " : "") +
+        "and the outputs there were left as they were",
+    );
+  };
   try {
-    const other = notRegularFile(path);
-    if (other !== null) throw new PrepareError(`--input ${path}: is ${other}, not a regular file`);
-    bytes = readFileSync(path);
+    const result = write();
+    return (result instanceof Promise ? result.catch(named) : result) as T;
   } catch (error) {
-    if (error instanceof PrepareError) throw error;
-    const missing = (error as { code?: string }).code === "ENOENT" ||
-      error instanceof Deno.errors.NotFound;
-    throw new PrepareError(
-      `--input ${path}: ${
-        missing ? "no such file" : `cannot read it: ${(error as Error).message}`
-      }`,
-    );
-  }
-  // Python's open() keeps a byte-order mark as U+FEFF, and so does this.
-  const strict = errors === "strict";
-  try {
-    return new TextDecoder("utf-8", { fatal: strict, ignoreBOM: true }).decode(bytes);
-  } catch {
-    const at = invalidUtf8At(bytes);
-    const seen = Array.from(bytes.subarray(at, at + 4), (b) => b.toString(16).padStart(2, "0"));
-    throw new PrepareError(
-      `--input ${path}: not UTF-8 at byte ${at} (0x${seen.join(" 0x")} ...), where nanoGPT's ` +
-        "prepare.py raises UnicodeDecodeError; convert the file to UTF-8, or pass " +
-        "--errors replace to read such bytes as U+FFFD",
-    );
+    return named(error);
   }
 }
 
@@ -234,66 +292,22 @@ function makeOutDir(out: string): void {
   }
 }
 
-function writeFile(path: string, bytes: Uint8Array): void {
-  let file;
+function writeFile(name: string, path: string, bytes: Uint8Array): void {
+  let file: Deno.FsFile | undefined;
   try {
     file = Deno.openSync(path, { write: true, create: true, truncate: true });
-  } catch (error) {
-    throw new PrepareError(`--out: cannot write ${path}: ${(error as Error).message}`);
-  }
-  try {
     writeAll(file, bytes);
-  } finally {
-    file.close();
-  }
-}
-
-/**
- * Encodes `corpus[start, end)` into the uint16 file `path`, chunk by chunk, each input file's part
- * on its own (its end, with `eot`, followed by that id); returns the number of tokens.
- */
-function writeBin(
-  path: string,
-  corpus: string,
-  start: number,
-  end: number,
-  fileEnds: number[],
-  encode: (text: string) => ArrayLike<number>,
-  eot: number | undefined,
-  counter: { done: number; total: number; progress?: (done: number, total: number) => void },
-): number {
-  let file;
-  try {
-    file = Deno.openSync(path, { write: true, create: true, truncate: true });
   } catch (error) {
-    throw new PrepareError(`--out: cannot write ${path}: ${(error as Error).message}`);
-  }
-  let tokens = 0;
-  try {
-    let fileStart = 0;
-    for (const fileEnd of fileEnds) {
-      const from = Math.max(start, fileStart), to = Math.min(end, fileEnd);
-      // A file's end-of-text goes with its last character.
-      const ownsEot = eot !== undefined && fileEnd > fileStart && fileEnd > start && fileEnd <= end;
-      fileStart = fileEnd;
-      for (let pos = from; pos < to;) {
-        const next = chunkEnd(corpus, pos, to, CHUNK);
-        tokens += writeIds(file, encode(corpus.slice(pos, next)));
-        counter.done += next - pos;
-        counter.progress?.(counter.done, counter.total);
-        pos = next;
-      }
-      if (ownsEot) tokens += writeIds(file, [eot!]);
-    }
+    throw new WriteError(name, error as Error);
   } finally {
-    file.close();
+    file?.close();
   }
-  counter.progress?.(counter.done, counter.total);
-  return tokens;
 }
 
-/** Writes ids as uint16 in the platform's order: every platform Deno runs on is little-endian. */
-function writeIds(file: Deno.FsFile, ids: ArrayLike<number>): number {
-  writeAll(file, new Uint8Array(Uint16Array.from(ids).buffer));
-  return ids.length;
+function rename(name: string, from: string, to: string): void {
+  try {
+    renameSync(from, to);
+  } catch (error) {
+    throw new WriteError(name, error as Error);
+  }
 }

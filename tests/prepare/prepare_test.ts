@@ -4,7 +4,6 @@ import assert from "node:assert/strict";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { charTokenizer, gpt2Tokenizer, loadMeta } from "../../src/data/mod.ts";
-import { chunkEnd } from "../../src/prepare/_split.ts";
 import { prepare, PrepareError } from "../../src/prepare/prepare.ts";
 import { ROOT, runDeno, withTempDir } from "../_harness/processes.ts";
 
@@ -91,25 +90,6 @@ Deno.test("prepare gpt2: encode_ordinary of each part, --val-fraction, <|endofte
     assert.equal(train.filter((id) => id === 50256).length, 1, "the literal one stays text");
     return Promise.resolve();
   });
-});
-
-Deno.test("chunkEnd: GPT-2's ids of the chunks, joined, are those of the whole text", async () => {
-  const enc = await gpt2Tokenizer();
-  const text = corpus(120) + "x\ny\n \nz\n\n  w\r\nv\n\t\nu\nend";
-  const whole = enc.encodeOrdinary(text);
-  for (const size of [1, 5, 17, 64]) {
-    const ids: number[] = [];
-    let chunks = 0;
-    for (let pos = 0; pos < text.length; chunks++) {
-      const next = chunkEnd(text, pos, text.length, size);
-      assert.ok(next > pos && next <= text.length);
-      ids.push(...enc.encodeOrdinary(text.slice(pos, next)));
-      pos = next;
-    }
-    assert.ok(chunks > 10, `size ${size}: ${chunks} chunks`);
-    assert.deepEqual(ids, whole, `size ${size}`);
-  }
-  assert.equal(chunkEnd("no newline at all", 0, 17, 2), 17);
 });
 
 Deno.test("prepare refuses, naming it: unknown tokenizer, missing input, vocabulary over uint16, bad --out", async () => {
