@@ -7,6 +7,7 @@
  */
 
 import { resolve } from "node:path";
+import { DistError } from "../distributed/errors.ts";
 import { exitWithParent } from "../distributed/lifetime.ts";
 import { StoreServer } from "../distributed/store/server.ts";
 import { checkToken, storeReach } from "../distributed/store/token.ts";
@@ -15,7 +16,7 @@ import { discardProfile } from "../profile/tracer.ts";
 import { watchDumpSignal } from "./dump_signal.ts";
 import { runElastic } from "./elastic.ts";
 import { dumpLedgers, printLedgerDiagnosis } from "./ledger.ts";
-import type { LaunchOptions } from "./options.ts";
+import { BUSY_PORT_HINT, type LaunchOptions } from "./options.ts";
 import {
   describeExit,
   FORWARDED_SIGNALS,
@@ -35,9 +36,9 @@ export async function launch(options: LaunchOptions): Promise<number> {
   const token = jobToken(options);
   const logDir = options.logDir || await Deno.makeTempDir({ prefix: "dtrain-launch-" });
   ownLogFolder(logDir);
-  const store = options.nodeRank === 0
-    ? StoreServer.listen({ hostname: options.masterAddr, port: options.masterPort, token })
-    : null;
+  const store = options.nodeRank === 0 ? hostStore(options, token) : null;
+  // Port 0 was a free port: the workers meet on the one the store took.
+  if (store !== null) options = { ...options, masterPort: store.port };
   // Kept after the job, whatever its end: said first so that it can be followed while it runs.
   console.error(`launch: per-rank logs in ${resolve(logDir)}`);
   const supervisor = new Supervisor(options, token, logDir);
@@ -83,6 +84,21 @@ export async function launch(options: LaunchOptions): Promise<number> {
     await store?.close();
     // The workers' DTRAIN_PROFILE timelines (one per rank) become one trace file.
     await mergeRankTraces(Deno.env.get("DTRAIN_PROFILE"));
+  }
+}
+
+/**
+ * The job's store, on node 0. A busy port is the one mistake a user makes here often (another
+ * job on the machine): its error says which flags choose another.
+ * @throws DistError (code "store") naming the address, and for a busy port the flags.
+ */
+function hostStore(options: LaunchOptions, token: string): StoreServer {
+  try {
+    return StoreServer.listen({ hostname: options.masterAddr, port: options.masterPort, token });
+  } catch (error) {
+    const busy = error instanceof DistError && error.cause instanceof Deno.errors.AddrInUse;
+    if (!busy) throw error;
+    throw new DistError("store", `${error.message}; ${BUSY_PORT_HINT}`, { cause: error.cause });
   }
 }
 

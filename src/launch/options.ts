@@ -6,6 +6,7 @@
 
 import { parseArgs } from "node:util";
 import { z } from "zod";
+import { userPath } from "./user_cwd.ts";
 
 /** How to launch a job on this node. */
 export interface LaunchOptions {
@@ -19,8 +20,10 @@ export interface LaunchOptions {
   nodeRank: number;
   /** Address of node 0, where the rendezvous store listens. */
   masterAddr: string;
-  /** Port of the rendezvous store. */
+  /** Port of the rendezvous store; 0 on a single node: a free port, taken when the store starts. */
   masterPort: number;
+  /** torchrun's `--standalone`: one node, its store on a free port of 127.0.0.1. */
+  standalone?: boolean;
   /** How many times the whole group is restarted after a failure. */
   maxRestarts: number;
   /** Folder for one log file per rank (a fresh temporary folder when empty). */
@@ -46,9 +49,11 @@ export const LauncherFieldsSchema = z.object({
   minNodes: z.number().int().min(1, "MIN must be at least 1 in --nnodes MIN:MAX").optional(),
   nodeRank: z.number().int().nonnegative(),
   masterAddr: z.string().min(1),
-  masterPort: z.number().int().min(1).max(65535),
+  /** 0: a free port, which only a single node can take (several nodes must agree on one). */
+  masterPort: z.number().int().min(0).max(65535),
   maxRestarts: z.number().int().nonnegative(),
   logDir: z.string(),
+  standalone: z.boolean(),
 });
 
 /** The launcher's flags, validated. */
@@ -60,16 +65,94 @@ export const LauncherFlagsSchema = LauncherFieldsSchema.strict().refine(
   path: ["nnodes"],
 });
 
-/** The launcher's defaults (torchrun's: one process, one node, 127.0.0.1:29500). */
+/**
+ * The port every node of a multi-node job meets on when `--master-port` is not given
+ * (torchrun's). A single node needs no agreed port: it takes a free one.
+ */
+export const MULTI_NODE_PORT = 29500;
+
+/**
+ * The launcher's defaults (torchrun's: one process, one node, 127.0.0.1). `masterPort` 0 is a
+ * free port; {@linkcode settleMasterPort} makes it {@linkcode MULTI_NODE_PORT} for several nodes.
+ */
 export const LAUNCHER_DEFAULTS: z.infer<typeof LauncherFieldsSchema> = {
   nprocPerNode: 1,
   nnodes: 1,
   nodeRank: 0,
   masterAddr: "127.0.0.1",
-  masterPort: 29500,
+  masterPort: 0,
   maxRestarts: 0,
   logDir: "",
+  standalone: false,
 };
+
+/** The launcher's fields that the port rule reads and settles. */
+export interface PortFields {
+  nnodes: number;
+  nodeRank: number;
+  masterAddr: string;
+  masterPort: number;
+  standalone?: boolean;
+}
+
+/** The flag of each field the port rule names. */
+const PORT_RULE_FLAGS: Record<string, string> = {
+  nnodes: "--nnodes",
+  nodeRank: "--node-rank",
+  masterAddr: "--master-addr",
+  masterPort: "--master-port",
+};
+
+/**
+ * Applies the port rule to parsed flags, as torchrun users expect: `--standalone` is one node
+ * whose store takes a free port of 127.0.0.1, and it refuses the flags that would place the job
+ * elsewhere; without it, one node takes a free port unless `--master-port` is given, and several
+ * nodes meet on `--master-port` (default 29500), never on port 0, which each node would pick
+ * differently.
+ *
+ * @param fields The parsed fields; `masterAddr` and `masterPort` are settled in place.
+ * @param given The fields the user set (by flag or config file).
+ * @returns What is wrong: the flag to blame and why, or null.
+ */
+export function settleMasterPort(
+  fields: PortFields,
+  given: ReadonlySet<string>,
+): { flag: string; message: string } | null {
+  if (fields.standalone) {
+    const clash = Object.keys(PORT_RULE_FLAGS).find((field) =>
+      given.has(field) &&
+      !(field === "nnodes" && fields.nnodes === 1) &&
+      !(field === "nodeRank" && fields.nodeRank === 0)
+    );
+    if (clash !== undefined) {
+      return {
+        flag: "--standalone",
+        message: `runs one node with its store on a free port of 127.0.0.1: leave out ` +
+          `${PORT_RULE_FLAGS[clash]} (or drop --standalone to place the store yourself)`,
+      };
+    }
+    fields.masterAddr = "127.0.0.1";
+    fields.masterPort = 0;
+    return null;
+  }
+  if (fields.nnodes === 1) return null;
+  if (!given.has("masterPort")) {
+    fields.masterPort = MULTI_NODE_PORT;
+    return null;
+  }
+  if (fields.masterPort === 0) {
+    return {
+      flag: "--master-port",
+      message: `a multi-node job's nodes must meet on one port; 0 (a free port) works on one ` +
+        `node only, got 0`,
+    };
+  }
+  return null;
+}
+
+/** What to add to the error of a store that cannot be hosted on a busy port. */
+export const BUSY_PORT_HINT = "pick another with --master-port P, or, on one node, leave " +
+  "--master-port out (or give --standalone) to take a free port";
 
 /** Command-line flag names of the launcher's fields, spelled like torchrun's. */
 export const LAUNCHER_FLAGS = {
@@ -93,7 +176,10 @@ export const LAUNCH_USAGE = `usage: deno task launch [options] SCRIPT [SCRIPT_AR
   --node-rank R        this node's index (default 0); in an elastic job node 0 only hosts the
                        store, and ranks follow the order in which nodes join each round
   --master-addr A      address of node 0's rendezvous store (default 127.0.0.1)
-  --master-port P      its port (default 29500)
+  --master-port P      its port (default: a free port on one node, 29500 for several nodes,
+                       which must all give the same)
+  --standalone         one node, its store on a free port of 127.0.0.1 (torchrun's flag; it
+                       refuses --nnodes above 1, --node-rank, --master-addr and --master-port)
   --max-restarts K     restart the whole group up to K times after a failure (default 0;
                        counted per job, not per node)
   --log-dir D          one log file per rank (default: a new temporary folder)
@@ -119,7 +205,10 @@ export class LaunchArgsError extends Error {
 export function parseLaunchArgs(args: string[]): LaunchOptions | "help" {
   const scriptIndex = findScript(args);
   const own = scriptIndex < 0 ? args : args.slice(0, scriptIndex);
-  const options: Record<string, { type: "string" | "boolean" }> = { help: { type: "boolean" } };
+  const options: Record<string, { type: "string" | "boolean" }> = {
+    help: { type: "boolean" },
+    standalone: { type: "boolean" },
+  };
   for (const flag of Object.keys(LAUNCHER_FLAGS)) options[flag] = { type: "string" };
   let parsed;
   try {
@@ -133,15 +222,22 @@ export function parseLaunchArgs(args: string[]): LaunchOptions | "help" {
       "no script given; usage: deno task launch [options] SCRIPT [ARGS...]",
     );
   }
-  const values: Record<string, unknown> = { ...LAUNCHER_DEFAULTS };
+  const values: Record<string, unknown> = {
+    ...LAUNCHER_DEFAULTS,
+    standalone: parsed.values.standalone === true,
+  };
+  const given = new Set<string>();
   for (const [flag, field] of Object.entries(LAUNCHER_FLAGS)) {
     const raw = parsed.values[flag];
     if (typeof raw !== "string") continue;
+    given.add(field);
     const range = field === "nnodes" ? splitNodes(raw) : null;
     if (range !== null) {
       Object.assign(values, range);
-    } else if (field === "masterAddr" || field === "logDir") {
+    } else if (field === "masterAddr") {
       values[field] = raw;
+    } else if (field === "logDir") {
+      values[field] = userPath(raw);
     } else {
       const n = decimalNumber(raw);
       if (typeof n === "string") throw new LaunchArgsError(`--${flag}: ${n}`);
@@ -157,11 +253,14 @@ export function parseLaunchArgs(args: string[]): LaunchOptions | "help" {
       : Object.entries(LAUNCHER_FLAGS).find(([, f]) => f === field)?.[0] ?? field;
     throw new LaunchArgsError(`--${flag}: ${issue.message}`);
   }
+  const problem = settleMasterPort(result.data, given);
+  if (problem !== null) throw new LaunchArgsError(`${problem.flag}: ${problem.message}`);
   const { minNodes, ...rest } = result.data;
   return {
     ...rest,
     minNodes: minNodes ?? rest.nnodes,
-    script: args[scriptIndex],
+    // The user's script, from the folder they typed it in (`deno task` runs in the repository).
+    script: userPath(args[scriptIndex]),
     scriptArgs: args.slice(scriptIndex + 1),
   };
 }
@@ -230,7 +329,7 @@ function findScript(args: string[]): number {
   for (let i = 0; i < args.length; i++) {
     const arg = args[i];
     if (!arg.startsWith("-") || arg === "-") return i;
-    if (arg === "--help") continue;
+    if (arg === "--help" || arg === "--standalone") continue;
     const eq = arg.indexOf("=");
     const flag = eq < 0 ? arg : arg.slice(0, eq);
     if (flag.slice(2) in LAUNCHER_FLAGS) {

@@ -7,15 +7,19 @@
 import { z } from "zod";
 import { LAUNCHER_DEFAULTS, LauncherFieldsSchema } from "../launch/options.ts";
 import { FAMILY_NAMES } from "../tensor/device/mod.ts";
+import { spelled } from "./_flags.ts";
 
-/** An invalid configuration or command line; `field` names the culprit. */
+/**
+ * An invalid configuration or command line; `field` names the culprit, and the message names it
+ * as the user set it (see [Note: errors name what the user typed] in _flags.ts).
+ */
 export class ConfigError extends Error {
   /**
-   * @param field The offending field or flag.
+   * @param field The offending field (camelCase) or flag.
    * @param message What is wrong with it.
    */
   constructor(readonly field: string, message: string) {
-    super(`${field}: ${message}`);
+    super(`${spelled(field)}: ${message}`);
     this.name = "ConfigError";
   }
 }

@@ -9,10 +9,11 @@ import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import type { z } from "zod";
-import { printable, quote } from "../io/printable.ts";
-import { notRegularFile } from "../io/regular_file.ts";
-import { badFlagValue, decimalNumber, splitNodes } from "../launch/options.ts";
-import { FLAGS } from "./_flags.ts";
+import { quote } from "../io/printable.ts";
+import { badFlagValue, decimalNumber, settleMasterPort, splitNodes } from "../launch/options.ts";
+import { userPath } from "../launch/user_cwd.ts";
+import { FLAGS, setFileSpellings, spelled } from "./_flags.ts";
+import { readConfigFile } from "./_config_file.ts";
 import { discardProfile, unwritableTrace } from "../profile/tracer.ts";
 import { CheckpointError } from "../safetensors/errors.ts";
 import { readPretrainedConfig } from "../nn/gpt_pretrained.ts";
@@ -26,7 +27,6 @@ import {
   type TrainConfig,
   TrainConfigSchema,
 } from "./_schema.ts";
-import { parseNanoGptConfig } from "./nanogpt_config.ts";
 import { checkLayoutFits, resolveDegrees, shardedSnapshots } from "./_layout.ts";
 
 export {
@@ -78,12 +78,14 @@ function formatIssue(issue: z.core.$ZodIssue): ConfigError {
  * @throws ConfigError for any invalid input, naming the field.
  */
 export function parseTrainArgs(args: string[], notes: string[] = []): TrainConfig | "help" {
+  setFileSpellings(new Map());
   const options: Record<string, { type: "string" | "boolean" }> = {
     config: { type: "string" },
     help: { type: "boolean" },
+    standalone: { type: "boolean" },
   };
   for (const flag of Object.keys(FLAGS)) options[flag] = { type: "string" };
-  // Every flag but --help takes a value, so positionals are known without parseArgs, which would
+  // Every flag but --help and --standalone takes a value, so positionals are known without parseArgs, which would
   // read a negative positional such as `-1` as an unknown short option.
   const flagArgs: string[] = [], positionals: string[] = [];
   for (let i = 0; i < args.length; i++) {
@@ -94,7 +96,7 @@ export function parseTrainArgs(args: string[], notes: string[] = []): TrainConfi
     }
     const eq = arg.indexOf("=");
     const flag = eq < 0 ? arg : arg.slice(0, eq);
-    if (arg === "--help" || !Object.hasOwn(options, flag.slice(2))) {
+    if (arg === "--help" || arg === "--standalone" || !Object.hasOwn(options, flag.slice(2))) {
       flagArgs.push(arg); // parseArgs names an unknown flag
       continue;
     }
@@ -113,11 +115,14 @@ export function parseTrainArgs(args: string[], notes: string[] = []): TrainConfi
   if (parsed.values.help) return "help";
   const fromFile: Record<string, unknown> = {}, given: Record<string, unknown> = {};
   let datasetName: string | undefined;
+  let fileKeys = new Map<string, string>();
   if (typeof parsed.values.config === "string") {
-    const read = readConfigFile(parsed.values.config, notes);
+    const read = readConfigFile(userPath(parsed.values.config), notes);
     Object.assign(fromFile, read.fields);
     datasetName = read.datasetName;
+    fileKeys = read.keys;
   }
+  if (parsed.values.standalone) given.standalone = true;
 
   if (positionals.length > 2) {
     throw new ConfigError(
@@ -137,6 +142,10 @@ export function parseTrainArgs(args: string[], notes: string[] = []): TrainConfi
     if (range !== null) Object.assign(given, range);
     else given[field] = convert(field, raw);
   }
+  // A flag overrides the file: the error names the flag then.
+  const overridden = (field: string) =>
+    given[field] !== undefined || (field === "snapshot" && given.outDir !== undefined);
+  setFileSpellings(new Map([...fileKeys].filter(([field]) => !overridden(field))));
   const all = { ...fromFile, ...given };
   checkOneKind(all);
   const tokens = all.dataset === "tokens";
@@ -160,7 +169,17 @@ export function parseTrainArgs(args: string[], notes: string[] = []): TrainConfi
   if (all.dataDir === undefined && datasetName !== undefined) {
     all.dataDir = join("data", datasetName);
   }
-  const config = validateConfig({ ...base, ...all });
+  if (tokens && all.gradientAccumulationSteps === undefined) {
+    all.gradientAccumulationSteps = defaultAccumulation({ ...base, ...all } as TrainConfig);
+  }
+  const settled = { ...base, ...all } as TrainConfig;
+  for (const field of PATH_FIELDS) settled[field] = userPath(settled[field]);
+  if (settled.initFrom !== "scratch" && settled.initFrom !== "resume") {
+    settled.initFrom = userPath(settled.initFrom);
+  }
+  const portProblem = settleMasterPort(settled, new Set(Object.keys(all)));
+  if (portProblem !== null) throw new ConfigError(portProblem.flag, portProblem.message);
+  const config = validateConfig(settled);
   // The ranks write the trace when the run ends: a path they cannot write is refused now.
   const trace = config.profile || Deno.env.get("DTRAIN_PROFILE");
   const unwritable = trace ? unwritableTrace(trace) : null;
@@ -184,6 +203,27 @@ function convert(field: keyof TrainConfig, raw: string): unknown {
     return value;
   }
   return NUMERIC.has(field) ? parseNumber(field, raw) : raw;
+}
+
+/** Fields that hold a path the user typed, resolved from the folder they typed it in. */
+const PATH_FIELDS = ["dataRoot", "dataDir", "outDir", "snapshot", "profile", "logDir"] as const;
+
+/** The world size the job (or, on a rank, its launcher) runs at. */
+function worldSizeOf(config: TrainConfig): number {
+  const launched = Number(Deno.env.get("WORLD_SIZE"));
+  return Deno.env.get("RANK") !== undefined && launched > 0
+    ? launched
+    : config.nprocPerNode * config.nnodes;
+}
+
+/**
+ * `--gradient-accumulation-steps` when the user did not set it: one micro-step per data-parallel
+ * rank, so the default works on any world size (nanoGPT's value is the global count, divided by
+ * the world size, and its train.py asserts that it divides).
+ */
+function defaultAccumulation(config: TrainConfig): number {
+  const dpSize = worldSizeOf(config) / (config.tp || 1);
+  return Number.isInteger(dpSize) && dpSize > 0 ? dpSize : 1;
 }
 
 /** Fields only iteration-based training (`--dataset tokens`, as nanoGPT's train.py) reads. */
@@ -235,62 +275,6 @@ function parseNumber(field: string, raw: string): number {
   return value;
 }
 
-function readConfigFile(
-  path: string,
-  notes: string[],
-): { fields: Record<string, unknown>; datasetName?: string } {
-  let text: string;
-  try {
-    // A FIFO would block the read; a directory's error names the path only in passing.
-    const other = notRegularFile(path);
-    if (other !== null) throw new Error(`it is ${other}, expected a JSON or nanoGPT .py file`);
-    text = Deno.readTextFileSync(path);
-  } catch (error) {
-    throw new ConfigError("config", `cannot read ${path}: ${(error as Error).message}`);
-  }
-  if (path.endsWith(".py")) {
-    try {
-      const read = parseNanoGptConfig(text, path);
-      notes.push(...read.notes);
-      return read;
-    } catch (error) {
-      throw new ConfigError("config", (error as Error).message);
-    }
-  }
-  let value: unknown;
-  // JSON reads 1e400 as Infinity, which would reach the schema as a number "received number".
-  // The reviver sees the innermost value first: the path grows outward as its holders come.
-  let outOfRange: { path: string[]; holder: unknown; source: string } | undefined;
-  function reviver(this: unknown, key: string, v: unknown, context?: { source?: string }) {
-    if (outOfRange === undefined && typeof v === "number" && !Number.isFinite(v)) {
-      outOfRange = { path: [key], holder: this, source: `${context?.source}` };
-    } else if (outOfRange !== undefined && v === outOfRange.holder && key !== "") {
-      outOfRange = { ...outOfRange, path: [key, ...outOfRange.path], holder: this };
-    }
-    return v;
-  }
-  try {
-    value = JSON.parse(text, reviver);
-  } catch (error) {
-    // V8's message quotes the text around the error, which may be any bytes.
-    const why = printable((error as Error).message);
-    throw new ConfigError(
-      "config",
-      `${path} is not valid JSON: ${why} (a nanoGPT config file ends in .py)`,
-    );
-  }
-  if (outOfRange !== undefined) {
-    throw new ConfigError(
-      outOfRange.path.filter((k) => k !== "").map(printable).join(".") || "config",
-      `${path}: ${printable(outOfRange.source)} is out of range (numbers up to 1.8e308)`,
-    );
-  }
-  if (value === null || typeof value !== "object" || Array.isArray(value)) {
-    throw new ConfigError("config", `${path} must hold a JSON object`);
-  }
-  return { fields: value as Record<string, unknown> };
-}
-
 /** Validates a complete config object (all fields present), naming the first bad field. */
 export function validateConfig(value: unknown): TrainConfig {
   const result = TrainConfigSchema.safeParse(value, { reportInput: true });
@@ -314,7 +298,10 @@ export function validateConfig(value: unknown): TrainConfig {
     );
   }
   if (config.nEmbd % config.nHead !== 0) {
-    throw new ConfigError("nHead", `must divide nEmbd (${config.nEmbd}), got ${config.nHead}`);
+    throw new ConfigError(
+      "nHead",
+      `must divide ${spelled("nEmbd")} (${config.nEmbd}), got ${config.nHead}`,
+    );
   }
   checkLayoutFits(config);
   // An elastic job's world size is known when it starts (each rank resolves the degrees again).
@@ -327,7 +314,7 @@ export function validateConfig(value: unknown): TrainConfig {
   if (config.nodeRank >= config.nnodes) {
     throw new ConfigError(
       "nodeRank",
-      `must be below nnodes (${config.nnodes}), got ${config.nodeRank}`,
+      `must be below ${spelled("nnodes")} (${config.nnodes}), got ${config.nodeRank}`,
     );
   }
   const tooBig = exceedsMemory(config, undefined, pretrained);
@@ -358,23 +345,30 @@ function checkIterations(config: TrainConfig): GptSizes | undefined {
         `model.safetensors; nothing is downloaded), got ${quote(from)}`,
     );
   }
-  // The ranks of one TP group run one replica's micro-steps together.
-  const worldSize = config.nprocPerNode * config.nnodes, dpSize = worldSize / config.tp;
-  if (config.gradientAccumulationSteps % dpSize !== 0) {
+  // The ranks of one TP group run one replica's micro-steps together. An elastic job's world
+  // size is known on its ranks (WORLD_SIZE), which check it again.
+  const worldSize = worldSizeOf(config), dpSize = worldSize / config.tp;
+  const elastic = config.minNodes !== undefined && config.minNodes !== config.nnodes;
+  const steps = config.gradientAccumulationSteps;
+  if (!elastic && Number.isInteger(dpSize) && steps % dpSize !== 0) {
     const size = config.tp === 1
       ? `the world size (${worldSize} processes)`
       : `the data-parallel size (${dpSize}: ${worldSize} processes / --tp ${config.tp})`;
+    const below = steps - (steps % dpSize), above = below + dpSize;
+    const works = below > 0 ? `${below} or ${above}` : `${above}`;
     throw new ConfigError(
       "gradientAccumulationSteps",
-      `must be a multiple of ${size}: as in nanoGPT, each data-parallel rank runs ` +
-        `gradientAccumulationSteps / their number micro-steps, got ` +
-        `${config.gradientAccumulationSteps}`,
+      `must be a multiple of ${size}: as nanoGPT's train.py, it counts the micro-steps of an ` +
+        `iteration over all ranks, and each runs 1/${dpSize} of them; ${works} would work ` +
+        `(left unset, it is ${dpSize}), got ${steps}`,
     );
   }
   if (config.decayLr && config.lrDecayIters <= config.warmupIters) {
     throw new ConfigError(
       "lrDecayIters",
-      `must exceed warmupIters (${config.warmupIters}): nanoGPT's get_lr decays over the ` +
+      `must exceed ${
+        spelled("warmupIters")
+      } (${config.warmupIters}): nanoGPT's get_lr decays over the ` +
         `iterations between them, got ${config.lrDecayIters}`,
     );
   }

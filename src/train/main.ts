@@ -208,6 +208,7 @@ export async function main(args: string[]): Promise<number> {
         nodeRank: config.nodeRank,
         masterAddr: config.masterAddr,
         masterPort: config.masterPort,
+        standalone: config.standalone,
         maxRestarts: config.maxRestarts,
         logDir: config.logDir || join(dirname(config.snapshot), "logs"),
         script: runnable(import.meta.url),

@@ -20,6 +20,8 @@ export interface NanoGptConfig {
   datasetName?: string;
   /** One line per key read but ignored (wandb_*, compile, ...), for the job to print. */
   notes: string[];
+  /** How the file spells each field it sets, for errors to name (`n_layer in c.py:3`). */
+  keys: Map<string, string>;
 }
 
 /** A mapping that reads the value as it is, of one Python kind. */
@@ -177,9 +179,10 @@ export function readPyAssignments(
  * ```
  */
 export function parseNanoGptConfig(text: string, where: string): NanoGptConfig {
-  const config: NanoGptConfig = { fields: {}, notes: [] };
+  const config: NanoGptConfig = { fields: {}, notes: [], keys: new Map() };
   for (const [key, { value, kind, line }] of readPyAssignments(text, where)) {
     const at = `${where}:${line}`;
+    const spell = (field: keyof TrainConfig) => config.keys.set(field, `${key} in ${at}`);
     const wrong = (want: string) =>
       new Error(`${at}: ${key} must be ${want}, got ${kind} ${quote(value)}`);
     // Own keys only: `__proto__`, `constructor` or `toString` are no setting of nanoGPT's.
@@ -189,11 +192,14 @@ export function parseNanoGptConfig(text: string, where: string): NanoGptConfig {
       if (typeof value !== "string") throw wrong("a string");
       config.fields.dataset = "tokens";
       config.datasetName = value;
+      spell("dataset");
+      spell("dataDir");
     } else if (key === "device") {
       if (typeof value !== "string") throw wrong("a string");
       // nanoGPT's 'cuda:1' picks a GPU; here each rank takes its local rank's device of the family.
       const family = /^([a-z][a-z0-9_]*):\d+$/.exec(value)?.[1];
       config.fields.device = family ?? value;
+      spell("device");
       if (family) config.notes.push(`${at}: device ${value} read as ${family}`);
     } else if (key === "dtype") {
       if (typeof value !== "string") throw wrong("a string");
@@ -205,6 +211,7 @@ export function parseNanoGptConfig(text: string, where: string): NanoGptConfig {
         );
       }
       config.fields.dtype = dtype;
+      spell("dtype");
     } else if (Object.hasOwn(FIELDS, key)) {
       const [field, want] = FIELDS[key];
       const fits = want === kind || (want === "float" && kind === "int");
@@ -212,6 +219,9 @@ export function parseNanoGptConfig(text: string, where: string): NanoGptConfig {
         throw wrong(want === "float" ? "a number" : `${want === "int" ? "an" : "a"} ${want}`);
       }
       config.fields[field] = value;
+      spell(field);
+      // nanoGPT's out_dir is where the snapshot goes.
+      if (field === "outDir") spell("snapshot");
     } else {
       throw new Error(
         `${at}: unknown nanoGPT config key ${quote(key)} (known: ` +

@@ -15,7 +15,7 @@ import { assertSucceeded, smallCorpus, train } from "./_train.ts";
 Deno.test("--dtype takes f32 and bf16, and refuses anything else naming the flag", () => {
   assert.equal((parseTrainArgs([]) as TrainConfig).dtype, "f32");
   assert.equal((parseTrainArgs(["--dtype", "bf16"]) as TrainConfig).dtype, "bf16");
-  assert.throws(() => parseTrainArgs(["--dtype", "f16"]), /^ConfigError: dtype: .*"f32".*"bf16"/);
+  assert.throws(() => parseTrainArgs(["--dtype", "f16"]), /^ConfigError: --dtype: .*"f32".*"bf16"/);
 });
 
 Deno.test("nanoGPT's dtype = 'bfloat16' reads as bf16; 'float16' is refused for want of a GradScaler", () => {

@@ -62,8 +62,8 @@ Deno.test(
         /^config: FILE:1: "10+\.\.\. \(\d+ more characters\) is out of range/,
       ],
       ["c.py", "n_layer = 9007199254740993\n", /"9007199254740993" is out of range/],
-      ["c.json", '{"lr": 1e400}', /^lr: FILE: 1e400 is out of range \(numbers up to 1\.8e308\)$/],
-      ["c.json", '{"hidden": [16, -1e999]}', /^hidden\.1: FILE: -1e999 is out of range/],
+      ["c.json", '{"lr": 1e400}', /^lr in FILE: 1e400 is out of range \(numbers up to 1\.8e308\)$/],
+      ["c.json", '{"hidden": [16, -1e999]}', /^hidden\.1 in FILE: -1e999 is out of range/],
       ["c.json", "1e400", /^config: FILE: 1e400 is out of range/],
     ];
     for (const [name, text, message] of cases) assert.match(refusal(dir, name, text), message);
@@ -86,9 +86,9 @@ Deno.test(
       [
         "c.json",
         '{"model": "\\u001b[31mgpt"}',
-        /^model: Invalid option: .* \(got "\\u001b\[31mgpt"\)$/,
+        /^model in FILE: Invalid option: .* \(got "\\u001b\[31mgpt"\)$/,
       ],
-      ["c.json", '{"epochs": "\\u0007"}', /^epochs: Invalid input: .* \(got "\\u0007"\)$/],
+      ["c.json", '{"epochs": "\\u0007"}', /^epochs in FILE: Invalid input: .* \(got "\\u0007"\)$/],
       ["c.json", '{"a\\u001b": 1}', /^config: Unrecognized key: "a\\u001b"$/],
       ["c.json", "\u001b[31m", /^config: FILE is not valid JSON: Unexpected token '\\u001b'/],
       [

@@ -16,7 +16,7 @@ const CASES: { args: string[]; message: RegExp }[] = [
   {
     args: ["--hidden", "1e12"],
     message: new RegExp(
-      "^train: hidden: --hidden 1000000000000 gives the mlp 7\\.95e\\+14 parameters: with their " +
+      "^train: --hidden: --hidden 1000000000000 gives the mlp 7\\.95e\\+14 parameters: with their " +
         "gradients and sgd state about 16\\.9 PiB on this machine \\(2 process\\(es\\) holding " +
         `the whole model\\), more than its ${shownMemory.replace(".", "\\.")} of memory$`,
     ),
@@ -24,16 +24,16 @@ const CASES: { args: string[]; message: RegExp }[] = [
   {
     args: ["--model", "gpt", "--n-embd", "1048576", "--n-head", "1", "--strategy", "fsdp"],
     message:
-      /^train: nEmbd: --n-layer 4 --n-embd 1048576 --block-size 128 gives the gpt 5\.28e\+13 parameters: .* about 768 TiB on this machine \(sharded over 1 node\(s\)\), more than its /,
+      /^train: --n-embd: --n-layer 4 --n-embd 1048576 --block-size 128 gives the gpt 5\.28e\+13 parameters: .* about 768 TiB on this machine \(sharded over 1 node\(s\)\), more than its /,
   },
   {
     args: ["--nproc-per-node", "0x2"],
     message:
-      /^train: nprocPerNode: expected a number, got "0x2" \(numbers are read in decimal only\)$/,
+      /^train: --nproc-per-node: expected a number, got "0x2" \(numbers are read in decimal only\)$/,
   },
-  { args: ["--epochs", "0o7"], message: /^train: epochs: expected a number, got "0o7"/ },
-  { args: ["--lr", "0b1"], message: /^train: lr: expected a number, got "0b1"/ },
-  { args: ["--nnodes", "0:2"], message: /^train: minNodes: MIN must be at least 1 in --nnodes/ },
+  { args: ["--epochs", "0o7"], message: /^train: --epochs: expected a number, got "0o7"/ },
+  { args: ["--lr", "0b1"], message: /^train: --lr: expected a number, got "0b1"/ },
+  { args: ["--nnodes", "0:2"], message: /^train: --nnodes: MIN must be at least 1 in --nnodes/ },
 ];
 
 Deno.test("train exits 2 naming the size and the memory, or the number not in decimal, creating nothing", async (t) => {

@@ -9,43 +9,43 @@ import { assertSucceeded, train } from "./_train.ts";
 type Files = Record<string, string>;
 
 const CASES: { name: string; args: string[]; files?: Files; message: RegExp }[] = [
-  { name: "negative epochs", args: ["--epochs=-1"], message: /^train: epochs: Too small/ },
+  { name: "negative epochs", args: ["--epochs=-1"], message: /^train: --epochs: Too small/ },
   {
     name: "negative epochs as a separate argument",
     args: ["--epochs", "-1"],
-    message: /^train: epochs: Too small/,
+    message: /^train: --epochs: Too small/,
   },
   {
     name: "negative positional epochs",
     args: ["-1", "1"],
-    message: /^train: epochs: Too small/,
+    message: /^train: --epochs: Too small/,
   },
   {
     name: "negative learning rate",
     args: ["--lr", "-0.5"],
-    message: /^train: lr: Too small/,
+    message: /^train: --lr: Too small/,
   },
   {
     name: "unknown model",
     args: ["--model", "resnet"],
-    message: /^train: model: Invalid option: expected one of "mlp"\|"linear"/,
+    message: /^train: --model: Invalid option: expected one of "mlp"\|"linear"/,
   },
   {
     name: "unreadable config file",
     args: ["--config", "missing.json"],
-    message: /^train: config: cannot read missing\.json: /,
+    message: /^train: config: cannot read \/\S+\/missing\.json: /,
   },
   {
     name: "config file that is not JSON",
     args: ["--config", "bad.json"],
     files: { "bad.json": '{"epochs": 1,' },
-    message: /^train: config: bad\.json is not valid JSON: /,
+    message: /^train: config: \/\S+\/bad\.json is not valid JSON: /,
   },
   {
     name: "config file that is not an object",
     args: ["--config", "list.json"],
     files: { "list.json": "[1, 2]" },
-    message: /^train: config: list\.json must hold a JSON object$/,
+    message: /^train: config: \/\S+\/list\.json must hold a JSON object$/,
   },
   {
     name: "unknown config key",
@@ -56,19 +56,24 @@ const CASES: { name: string; args: string[]; files?: Files; message: RegExp }[] 
   {
     name: "non-numeric batch size",
     args: ["--batch-size", "lots"],
-    message: /^train: batchSize: expected a number, got "lots"$/,
+    message: /^train: --batch-size: expected a number, got "lots"$/,
   },
   {
     name: "batch size given as a string in the config file",
     args: ["--config", "string.json"],
     files: { "string.json": '{"batchSize": "64"}' },
-    message: /^train: batchSize: Invalid input: expected number, received string \(got "64"\)$/,
+    message:
+      /^train: batchSize in \/\S+\/string\.json: Invalid input: expected number, received string \(got "64"\)$/,
   },
-  { name: "zero batch size", args: ["--batch-size", "0"], message: /^train: batchSize: Too small/ },
+  {
+    name: "zero batch size",
+    args: ["--batch-size", "0"],
+    message: /^train: --batch-size: Too small/,
+  },
   {
     name: "negative straggler threshold",
     args: ["--straggler-ms", "-1"],
-    message: /^train: stragglerMs: Too small/,
+    message: /^train: --straggler-ms: Too small/,
   },
   {
     name: "unknown flag",
@@ -103,12 +108,12 @@ const CASES: { name: string; args: string[]; files?: Files; message: RegExp }[] 
   {
     name: "unknown strategy",
     args: ["--strategy", "zero3"],
-    message: /^train: strategy: Invalid option: expected one of "ddp"\|"fsdp" \(got "zero3"\)$/,
+    message: /^train: --strategy: Invalid option: expected one of "ddp"\|"fsdp" \(got "zero3"\)$/,
   },
   {
     name: "node rank outside the nodes",
     args: ["--nnodes", "2", "--node-rank", "2"],
-    message: /^train: nodeRank: must be below nnodes \(2\), got 2$/,
+    message: /^train: --node-rank: must be below --nnodes \(2\), got 2$/,
   },
 ];
 
@@ -201,7 +206,11 @@ Deno.test("train passes on the launcher's refusals as one message without a stac
     assert.deepEqual(run.leftovers, []);
     assert.match(
       run.stderr,
-      new RegExp(`^train: cannot host the store on 127\\.0\\.0\\.1:${port}: `),
+      new RegExp(
+        `^train: cannot host the store on 127\\.0\\.0\\.1:${port}: address already in use.*; ` +
+          `pick another with --master-port P, or, on one node, leave --master-port out \\(or ` +
+          `give --standalone\\) to take a free port\n$`,
+      ),
     );
     assert.equal(run.stderr.trimEnd().split("\n").length, 1, run.stderr);
     assert.equal(run.stdout, "", "no worker started");

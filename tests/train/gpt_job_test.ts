@@ -81,6 +81,6 @@ Deno.test("--model gpt brings its own defaults, and text and gpt only go togethe
   );
   assert.throws(
     () => parseTrainArgs(["--model", "gpt", "--n-embd", "30", "--n-head", "4"]),
-    /nHead: must divide nEmbd \(30\), got 4/,
+    /--n-head: must divide --n-embd \(30\), got 4/,
   );
 });

@@ -3,7 +3,7 @@
 // flags), the lead's headline command line, and the lines and keys that are refused.
 import assert from "node:assert/strict";
 import { existsSync } from "node:fs";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import { ROOT, withTempDir } from "../_harness/processes.ts";
 import { parseTrainArgs, type TrainConfig } from "../../src/train/config.ts";
 import { parseNanoGptConfig } from "../../src/train/nanogpt_config.ts";
@@ -73,8 +73,9 @@ function parsed(args: string[], notes: string[] = []): TrainConfig {
 function assertShakespeareChar(config: TrainConfig, notes: string[]): void {
   assert.equal(config.dataset, "tokens");
   assert.equal(config.model, "gpt");
-  assert.equal(config.dataDir, join("data", "shakespeare_char"));
-  assert.equal(config.snapshot, join("out-shakespeare-char", "snapshot.safetensors"));
+  // Relative paths are the user's, resolved from the folder they ran the job in.
+  assert.equal(config.dataDir, resolve("data", "shakespeare_char"));
+  assert.equal(config.snapshot, resolve("out-shakespeare-char", "snapshot.safetensors"));
   const want: Partial<TrainConfig> = {
     evalInterval: 250,
     evalIters: 200,
@@ -184,7 +185,7 @@ Deno.test("a copy of train_shakespeare_char.py parses; flags override it; the he
     const snap = parsed(["--config", file, "--out-dir", "o", "--snapshot", join(dir, "s.st")]);
     assert.equal(snap.snapshot, join(dir, "s.st"));
     const fsdp = parsed(["--config", file, "--strategy", "fsdp"]);
-    assert.equal(fsdp.snapshot, join("out-shakespeare-char", "snapshot"));
+    assert.equal(fsdp.snapshot, resolve("out-shakespeare-char", "snapshot"));
     const bools = parsed(["--config", file, "--always-save-checkpoint", "True", "--bias", "1"]);
     assert.deepEqual([bools.alwaysSaveCheckpoint, bools.bias], [true, true]);
   });
@@ -192,7 +193,7 @@ Deno.test("a copy of train_shakespeare_char.py parses; flags override it; the he
 
 Deno.test("--dataset tokens takes nanoGPT's defaults and the JSON config file still works", async () => {
   const config = parsed(["--dataset", "tokens", "--data-dir", "d"]);
-  assert.equal(config.snapshot, join("out", "snapshot.safetensors"));
+  assert.equal(config.snapshot, resolve("out", "snapshot.safetensors"));
   assert.deepEqual(
     [config.maxIters, config.evalInterval, config.evalIters, config.warmupIters, config.minLr],
     [600000, 2000, 200, 2000, 6e-5],
@@ -210,7 +211,11 @@ Deno.test("--dataset tokens takes nanoGPT's defaults and the JSON config file st
       JSON.stringify({ dataset: "tokens", dataDir: "x", maxIters: 7 }),
     );
     const fromJson = parsed(["--config", file, "--eval-iters", "3"]);
-    assert.deepEqual([fromJson.dataDir, fromJson.maxIters, fromJson.evalIters], ["x", 7, 3]);
+    assert.deepEqual([fromJson.dataDir, fromJson.maxIters, fromJson.evalIters], [
+      resolve("x"),
+      7,
+      3,
+    ]);
   });
 });
 
@@ -264,19 +269,19 @@ Deno.test("the job refuses what its kind of training would ignore, and nanoGPT's
   });
   const tokens = ["--dataset", "tokens", "--data-dir", "d"];
   const refused: [string[], RegExp][] = [
-    [[...tokens, "--epochs", "2"], /^epochs: is for epoch-based training/],
-    [["--model", "gpt", "--max-iters", "5"], /^maxIters: is for iteration-based training/],
-    [["--dataset", "tokens"], /^dataDir: --dataset tokens needs --data-dir DIR/],
+    [[...tokens, "--epochs", "2"], /^--epochs: is for epoch-based training/],
+    [["--model", "gpt", "--max-iters", "5"], /^--max-iters: is for iteration-based training/],
+    [["--dataset", "tokens"], /^--data-dir: --dataset tokens needs --data-dir DIR/],
     [
       [...tokens, "--nproc-per-node", "2", "--gradient-accumulation-steps", "3"],
-      /^gradientAccumulationSteps: must be a multiple of the world size \(2 processes\)/,
+      /^--gradient-accumulation-steps: must be a multiple of the world size \(2 processes\)/,
     ],
     [
       [...tokens, "--warmup-iters", "10", "--lr-decay-iters", "10"],
-      /^lrDecayIters: must exceed warmupIters \(10\)/,
+      /^--lr-decay-iters: must exceed --warmup-iters \(10\)/,
     ],
-    [[...tokens, "--bias", "yes"], /^bias: expected true or false/],
-    [[...tokens, "--model", "mlp"], /^model: --dataset tokens needs --model gpt/],
+    [[...tokens, "--bias", "yes"], /^--bias: expected true or false/],
+    [[...tokens, "--model", "mlp"], /^--model: --dataset tokens needs --model gpt/],
   ];
   for (const [args, message] of refused) assertThrowsMessage(() => parseTrainArgs(args), message);
 });

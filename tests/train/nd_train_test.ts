@@ -164,7 +164,7 @@ Deno.test("train refuses degrees that do not fit the world size, a --tp that doe
       [["--nproc-per-node", "4", "--tp", "3"], /tp: must divide nHead \(4\)/],
       [
         ["--nproc-per-node", "2", "--dp-shard", "2"],
-        /dpShard: 2 shards the parameters, which is --strategy fsdp/,
+        /--dp-shard: 2 shards the parameters, which is --strategy fsdp/,
       ],
       [
         ["--nproc-per-node", "3", "--tp", "2", "--n-head", "2", "--n-embd", "32"],

@@ -162,19 +162,19 @@ Deno.test("train refuses a pipeline that does not fit before any process starts:
       ],
       [
         ["--nproc-per-node", "3", "--pp", "3"],
-        /nLayer: must be a multiple of the pipeline's 3 stages, so that each holds as many blocks, got 8/,
+        /--n-layer: must be a multiple of the pipeline's 3 stages, so that each holds as many blocks, got 8/,
       ],
       [
         ["--nproc-per-node", "4", "--pp", "4", "--n-layer", "4", "--pp-schedule", "interleaved"],
-        /nLayer: must be a multiple of the pipeline's 8 stages \(2 per rank under --pp-schedule interleaved\)/,
+        /--n-layer: must be a multiple of the pipeline's 8 stages \(2 per rank under --pp-schedule interleaved\)/,
       ],
       [
         ["--nproc-per-node", "2", "--pp", "2", "--microbatches", "3", "--batch-size", "16"],
-        /batchSize: must be a multiple of the 3 microbatches, got 16/,
+        /--batch-size: must be a multiple of the 3 microbatches, got 16/,
       ],
       [
         ["--nproc-per-node", "4", "--pp", "4", "--batch-size", "6"],
-        /batchSize: must be a multiple of the 4 microbatches \(--microbatches defaults to --pp\)/,
+        /--batch-size: must be a multiple of the 4 microbatches \(--microbatches defaults to --pp\)/,
       ],
       [
         ["--nproc-per-node", "4", "--pp", "4", "--microbatches", "2"],
@@ -194,7 +194,7 @@ Deno.test("train refuses a pipeline that does not fit before any process starts:
       ],
       [
         ["--nproc-per-node", "4", "--pp", "2", "--tp", "2"],
-        /sequenceParallel: --sequence-parallel true \(the default; give --sequence-parallel false\) does not compose with --pp in the train job yet/,
+        /--sequence-parallel: --sequence-parallel true \(the default; give --sequence-parallel false\) does not compose with --pp in the train job yet/,
       ],
       [
         ["--nproc-per-node", "2", "--pp", "2", "--dtype", "bf16"],

@@ -26,7 +26,7 @@ Deno.test("train --init-from exits 2 at once on a config.json the weights contra
     assert.equal(run.code, 2, run.stderr);
     assert.equal(
       run.stderr.trim().split("\n")[0],
-      `train: initFrom: ${gpt2}/config.json: n_layer is 1000000000, but model.safetensors has ` +
+      `train: --init-from: ${gpt2}/config.json: n_layer is 1000000000, but model.safetensors has ` +
         "tensors of 2 blocks (h.0 to h.1); the two files disagree",
     );
     assert.doesNotMatch(run.stdout, /Initializing from GPT-2 weights/);
@@ -54,7 +54,7 @@ Deno.test(
         assert.match(
           e.message,
           new RegExp(
-            `^initFrom: ${gpt2}/config\\.json's n_layer 1, n_embd ${width}, n_positions 16 and ` +
+            `^--init-from: ${gpt2}/config\\.json's n_layer 1, n_embd ${width}, n_positions 16 and ` +
               "vocab_size 101 gives the gpt [0-9.e+]+ parameters: with their gradients and adamw " +
               "state about .* on this machine \\(1 process\\(es\\) holding the whole model\\), " +
               "more than its .* of memory$",

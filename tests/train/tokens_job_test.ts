@@ -164,14 +164,14 @@ Deno.test("train --dataset tokens refuses a missing data dir, a train.bin too sh
     };
     await expectRefusal(
       ["--data-dir", join(dir, "nowhere")],
-      /^train: dataDir: .*nowhere does not exist/,
+      /^train: --data-dir: .*nowhere does not exist/,
     );
     const short = join(dir, "short");
     await writeCharData(short);
     await Deno.writeFile(join(short, "train.bin"), uint16Bytes(Array(16).fill(1)));
     await expectRefusal(
       ["--data-dir", short],
-      /^train: dataDir: .*train\.bin holds 16 tokens, fewer than blockSize \+ 1 = 17/,
+      /^train: --data-dir: .*train\.bin holds 16 tokens, fewer than blockSize \+ 1 = 17/,
     ); // deno-fmt-ignore
     await Deno.writeTextFile(join(dir, "c.py"), "# nanoGPT style\nbatch_size = 4\nn_layers = 2\n");
     await expectRefusal(
@@ -232,6 +232,6 @@ Deno.test("train --init-from DIR starts from GPT-2 weights (GPT.fromPretrained),
     assert.ok("model.transformer.h.1.attn.c_attn.bias" in saved.tensors);
     const missing = await train([...job, "--init-from", join(dir, "gpt2-xl")]);
     assert.equal(missing.code, 2);
-    assert.match(missing.stderr, /^train: initFrom: expected scratch, resume or a folder of GPT-2/);
+    assert.match(missing.stderr, /^train: --init-from: expected scratch, resume or a folder of GPT-2/);
   });
 });
