@@ -6,6 +6,7 @@
  * @module
  */
 
+import { applyingSettings } from "./_report_config.ts";
 import type { TrainConfig } from "./config.ts";
 import type { MetricRecord } from "./metrics.ts";
 
@@ -37,21 +38,28 @@ interface Chart {
   series: { label: string; color: string; values: (number | null)[]; points: boolean }[];
   /** Shown instead of the chart when it has no data. */
   empty: string;
+  /** Whether the page shows it without data (a run in progress), or only once it has some. */
+  always: boolean;
 }
 
-/** Aligns `(x, y)` series on the union of their x values. */
+/** Aligns `(x, y)` series on the union of their x values; a series with no point is left out. */
 function align(
   lines: { label: string; color: string; points: boolean; data: [number, number][] }[],
 ): Pick<Chart, "x" | "series"> {
   const x = [...new Set(lines.flatMap((l) => l.data.map(([v]) => v)))].sort((a, b) => a - b);
-  const series = lines.map(({ label, color, points, data }) => {
+  const series = lines.filter((l) => l.data.length > 0).map(({ label, color, points, data }) => {
     const at = new Map(data);
     return { label, color, points, values: x.map((v) => at.get(v) ?? null) };
   });
   return { x, series };
 }
 
-function charts(records: readonly MetricRecord[]): Chart[] {
+/** The charts with data, or shown until they have some (`always`). */
+function charts(records: readonly MetricRecord[], config: TrainConfig): Chart[] {
+  return allCharts(records, config).filter((c) => c.always || c.x.length > 0);
+}
+
+function allCharts(records: readonly MetricRecord[], config: TrainConfig): Chart[] {
   const steps = records.filter((r) => r.kind === "step");
   const epochs = records.filter((r) => r.kind === "epoch");
   // An iteration-based run's estimate_loss of both splits, every eval_interval iterations.
@@ -76,6 +84,7 @@ function charts(records: readonly MetricRecord[]): Chart[] {
     xLabel: "step",
     yLabel: "loss",
     empty: "no step finished yet",
+    always: true,
     ...align([
       {
         label: "logged steps",
@@ -106,7 +115,9 @@ function charts(records: readonly MetricRecord[]): Chart[] {
     title: "Test accuracy",
     xLabel: "epoch",
     yLabel: "accuracy (%)",
-    empty: "this dataset has no test set",
+    empty: "no epoch finished yet",
+    // Only Fashion-MNIST has a test set: other runs never fill this chart.
+    always: config.dataset === "fashion-mnist",
     ...align([{
       label: "test accuracy",
       color: "#2ca02c",
@@ -119,6 +130,7 @@ function charts(records: readonly MetricRecord[]): Chart[] {
     xLabel: "step",
     yLabel: "samples/s",
     empty: "no step finished yet",
+    always: true,
     ...align([{ label: "samples/s (all ranks)", color: "#9467bd", points: false, data: rate }]),
   }, {
     id: "gradnorm",
@@ -126,6 +138,7 @@ function charts(records: readonly MetricRecord[]): Chart[] {
     xLabel: "step",
     yLabel: "L2 norm",
     empty: "no step logged yet",
+    always: false,
     ...align([{
       label: "gradient norm",
       color: "#ff7f0e",
@@ -143,11 +156,12 @@ const scriptJson = (value: unknown) => JSON.stringify(value).replace(/</g, "\\u0
 
 /** Draws every chart with uPlot (runs in the page). */
 const DRAW = `
+const plots = [];
 for (const c of CHARTS) {
   const el = document.getElementById(c.id);
   if (c.x.length === 0) { el.textContent = c.empty; el.className = "empty"; continue; }
-  new uPlot({
-    width: 560, height: 260, legend: { live: false },
+  plots.push([el, new uPlot({
+    width: el.clientWidth, height: 280, legend: { live: false },
     scales: { x: { time: false } },
     // Steps and epochs are whole numbers: no tick at epoch 1.5.
     axes: [{ label: c.xLabel, incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000] },
@@ -156,8 +170,12 @@ for (const c of CHARTS) {
       label: s.label, stroke: s.color, width: 2, spanGaps: true,
       points: { show: s.points || c.x.length === 1, size: 7, fill: s.color },
     }))],
-  }, [c.x, ...c.series.map((s) => s.values)], el);
-}`;
+  }, [c.x, ...c.series.map((s) => s.values)], el)]);
+}
+// The charts fill their grid cells, whatever the window's width.
+addEventListener("resize", () => {
+  for (const [el, plot] of plots) plot.setSize({ width: el.clientWidth, height: 280 });
+});`;
 
 /**
  * The page for `records` of a run with `config`.
@@ -197,10 +215,11 @@ export function renderReport(
       `updated ${last.time}`
     : `epoch ${last.epoch}/${config.epochs}, step ${last.step}, loss ${last.loss.toFixed(4)}` +
       `${accuracy}; updated ${last.time}`;
-  const rows = Object.entries({ ...config, worldSize }).map(([key, value]) =>
-    `<tr><td>${escapeHtml(key)}</td><td>${escapeHtml(String(value))}</td></tr>`
+  const rows = [...applyingSettings(config), ["worldSize", worldSize]].map(([key, value]) =>
+    `<tr><td>${escapeHtml(String(key))}</td><td>${escapeHtml(String(value))}</td></tr>`
   ).join("\n");
-  const sections = charts(records).map((c) =>
+  const shown = charts(records, config);
+  const sections = shown.map((c) =>
     `<section><h2>${c.title}</h2><div id="${c.id}"></div></section>`
   ).join("\n");
   return `<!doctype html>
@@ -210,7 +229,9 @@ export function renderReport(
 <title>dtrain: ${escapeHtml(config.model)} on ${escapeHtml(config.dataset)}</title>
 <style>${assets.style}
 body { font-family: system-ui, sans-serif; margin: 24px; color: #222; }
-.grid { display: grid; grid-template-columns: repeat(auto-fill, 580px); gap: 16px; }
+.grid { display: grid; grid-template-columns: repeat(auto-fit, minmax(min(100%, 480px), 1fr));
+  gap: 16px; }
+.grid > section { min-width: 0; }
 h2 { font-size: 16px; margin: 8px 0; }
 .empty { color: #888; padding: 16px 0; }
 table { border-collapse: collapse; font-size: 13px; }
@@ -229,7 +250,7 @@ ${rows}
 </table>
 <script>${assets.script}</script>
 <script>
-const CHARTS = ${scriptJson(charts(records))};
+const CHARTS = ${scriptJson(shown)};
 ${DRAW}
 </script>
 </body>
