@@ -7,7 +7,8 @@
  * PyTorch reads it with nanoGPT's model as its `ckpt.pt`:
  * `model = GPT(GPTConfig(**json.loads(meta["model_args"])))`, then
  * `model.load_state_dict(load_file(path), strict=False)` (the only missing key is `lm_head.weight`,
- * which nanoGPT's GPT ties to `transformer.wte.weight`).
+ * which nanoGPT's GPT ties to `transformer.wte.weight`), or `safetensors.torch.load_model(model,
+ * path)`, which matches the shared names itself (tests/fixtures/gen_model_file.py checks both).
  * @module
  */
 
@@ -53,8 +54,9 @@ export function withoutTiedHead(weights: StateDict): StateDict {
 }
 
 /**
- * Writes `weights` (a tied head once) to `path`, with `{format: "pt"}` and, for a GPT, its
- * `model_args` and the absolute path of its data folder (`data_dir`) when it has one.
+ * Writes `weights` (a tied head once, its alias in the metadata as `save_model` records one) to
+ * `path`, with `{format: "pt"}` and, for a GPT, its `model_args` and the absolute path of its data
+ * folder (`data_dir`) when it has one.
  *
  * @param path The file, conventionally `DIR/model.safetensors`.
  * @param weights The whole model's state dict.
@@ -81,7 +83,10 @@ export function saveModelFile(
     metadata.model_args = JSON.stringify(args);
   }
   if (dataDir) metadata.data_dir = resolve(dataDir);
-  save(path, withoutTiedHead(weights), metadata);
+  const stored = withoutTiedHead(weights);
+  // safetensors' save_model records each dropped alias so: the name removed, the name kept.
+  if (stored !== weights) metadata[HEAD] = EMBEDDING;
+  save(path, stored, metadata);
 }
 
 /** A GPT read back from a run's model.safetensors, and the data folder it was trained on. */
