@@ -70,8 +70,13 @@ export class BytePairEncoder {
   /**
    * @param table The ranks, as js-tiktoken ships them.
    * @param pattern The pre-tokenizer's regular expression source (flags `gu` are added).
+   * @param cacheLimit The pieces remembered before the cache is emptied (bounds its memory).
    */
-  constructor(table: TiktokenRanks, pattern: string) {
+  constructor(
+    table: TiktokenRanks,
+    pattern: string,
+    private readonly cacheLimit: number = CACHE_LIMIT,
+  ) {
     this.pattern = new RegExp(pattern, "gu");
     for (const line of table.bpe_ranks.split("\n")) {
       if (line === "") continue;
@@ -113,7 +118,7 @@ export class BytePairEncoder {
       }
       const ids = this.mergePiece(piece);
       if (piece.length <= CACHE_PIECE_LIMIT) {
-        if (cache.size >= CACHE_LIMIT) cache.clear();
+        if (cache.size >= this.cacheLimit) cache.clear();
         cache.set(piece, ids.length === 1 ? ids[0] : ids);
       }
       out.pushAll(ids);

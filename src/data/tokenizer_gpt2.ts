@@ -54,7 +54,9 @@ export async function gpt2Tokenizer(): Promise<Gpt2Tokenizer> {
   if (cached !== undefined) return cached;
   const vocabSize = 50257, eot = 50256;
   const special = new Map([[EOT_TEXT, eot]]);
-  const utf8 = new TextDecoder();
+  // Python's bytes.decode (tiktoken's decode) keeps a leading byte-order mark as U+FEFF; the
+  // WHATWG decoder drops it unless told not to.
+  const utf8 = new TextDecoder("utf-8", { ignoreBOM: true });
   cached = {
     name: "gpt2",
     vocabSize,
