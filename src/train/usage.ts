@@ -49,7 +49,9 @@ const EPOCHS = `usage: deno task train [EPOCHS SAVE_EVERY] [options]
   --nproc-per-node N       worker processes on this machine (default ${DEFAULTS.nprocPerNode}; 1 = no launcher)
   --nnodes N|MIN:MAX --node-rank R --master-addr A --master-port P --max-restarts K --log-dir D
                            multi-node launch, spelled like torchrun (--log-dir: default logs/
-                           beside the snapshot)
+                           beside the snapshot); --master-port: default a free port on one node,
+                           29500 for several nodes, which must all give the same
+  --standalone             one node, its store on a free port of 127.0.0.1 (torchrun's flag)
 ${DEVICE}
   --dtype f32|bf16         (default f32) bf16: forward and backward under autocast to bf16 (as
                            nanoGPT's dtype = 'bfloat16'), DDP all-reduces and FSDP all-gathers and
@@ -107,9 +109,10 @@ model's shape, which stays the job's small one unless a config file sets it)
   --log-interval N         log the loss every N iterations (default ${T.logInterval})
   --init-from scratch|resume|DIR  (default ${T.initFrom}) resume: from the snapshot; DIR: GPT-2
                            weights (GPT.fromPretrained); a restarted worker resumes its snapshot
-  --gradient-accumulation-steps N  micro-steps per iteration over all ranks, the loss divided by
-                           it, gradients synchronised at the last (default ${T.gradientAccumulationSteps}); a multiple
-                           of the data-parallel size (world size / --tp)
+  --gradient-accumulation-steps N  micro-steps per iteration over all ranks (nanoGPT's global
+                           count: each data-parallel rank runs N / their number), the loss divided
+                           by it, gradients synchronised at the last; a multiple of the
+                           data-parallel size (world size / --tp), which is the default
   --batch-size N           micro-batch size (default ${T.batchSize}); --lr X (default ${T.lr})
   --beta1 X --beta2 X      AdamW's betas (defaults ${T.beta1}, ${T.beta2}); --weight-decay X (default ${T.weightDecay})
   --grad-clip X            clip the gradient norm at X, 0 = off (default ${T.gradClip})
@@ -127,5 +130,11 @@ lr_decay_iters, min_lr, device and dtype ('float32' or 'bfloat16'; 'float16', wh
 nanoGPT's GradScaler, is refused); wandb_*, compile and backend are read and ignored.
 `;
 
+const PATHS = `
+Relative paths (--config, --data-root, --data-dir, --out-dir, --snapshot, --init-from, --profile,
+--log-dir, a nanoGPT config's dataset) are read from the folder deno task was run in (INIT_CWD).
+Errors name a setting as it was given: its flag, or its key in the config file.
+`;
+
 /** The usage text printed by `--help`. */
-export const USAGE: string = EPOCHS + ITERATIONS;
+export const USAGE: string = EPOCHS + ITERATIONS + PATHS;
