@@ -81,8 +81,8 @@ export function setGPTLoss(model: GPT, loss: GPTLoss): void {
   lossOverrides.set(model, loss);
 }
 
-/** A100 bf16 dense peak, the unit of nanoGPT's `estimate_mfu`. */
-const A100_BF16_PEAK_FLOPS = 312e12;
+/** An A100's bf16 dense peak in FLOP/s (312 T), the unit of nanoGPT's `estimate_mfu`. */
+export const A100_BF16_PEAK_FLOPS = 312e12;
 
 /**
  * A GPT language model (nanoGPT's `GPT`): `forward(idx, targets)` maps i32 tokens [B, T] to
@@ -248,23 +248,29 @@ export class GPT extends Module {
   }
 
   /**
-   * nanoGPT's `estimate_mfu`: model flops utilisation as a fraction of an A100's bf16 peak
-   * (312 TFLOPS), counting 6N + 12·L·H·Q·T flops per token (PaLM, appendix B) over blockSize
-   * tokens per forward-backward.
+   * nanoGPT's `estimate_mfu`: model flops utilisation as a fraction of `peakFlops` (by default an
+   * A100's bf16 peak, 312 TFLOPS, as nanoGPT), counting 6N + 12·L·H·Q·T flops per token (PaLM,
+   * appendix B) over blockSize tokens per forward-backward.
    *
    * @param fwdbwdPerIter Forward-backward passes per iteration (batch size × accumulation steps).
    * @param dt Seconds per iteration.
    * @param numParams The parameters counted (default `numParams()`: nanoGPT's). A fully sharded
    *   GPT's parameters are this rank's shards, so a caller passes the whole model's, counted
    *   before sharding.
+   * @param peakFlops The FLOP/s that count as 100% (the train job's: this machine's, on a CPU).
    */
-  estimateMfu(fwdbwdPerIter: number, dt: number, numParams: number = this.numParams()): number {
+  estimateMfu(
+    fwdbwdPerIter: number,
+    dt: number,
+    numParams: number = this.numParams(),
+    peakFlops: number = A100_BF16_PEAK_FLOPS,
+  ): number {
     const n = numParams;
     const { nLayer: l, nHead: h, nEmbd, blockSize: t } = this.config;
     const q = Math.floor(nEmbd / h);
     const flopsPerToken = 6 * n + 12 * l * h * q * t;
     const flopsPerIter = flopsPerToken * t * fwdbwdPerIter;
-    return flopsPerIter * (1 / dt) / A100_BF16_PEAK_FLOPS;
+    return flopsPerIter * (1 / dt) / peakFlops;
   }
 
   /**

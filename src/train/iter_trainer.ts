@@ -31,6 +31,7 @@ import { type Layout, shardedSnapshots, worldLayout } from "./_layout.ts";
 import { parallelizeModel } from "./parallelize.ts";
 import { openTokenData, type TokenData } from "./_tokens.ts";
 import { getLr } from "./_nanogpt.ts";
+import { peakFlops, peakFlopsFlag } from "./_peak_flops.ts";
 import { sumOverRanks } from "./_stats.ts";
 import { checkStep } from "./_finite.ts";
 import { clipToNorm } from "./_clip.ts";
@@ -217,6 +218,8 @@ export class IterTrainer {
   async train(): Promise<IterResult> {
     const c = this.config, first = this.iterNum;
     let [x, y] = this.getBatch("train");
+    // Every rank measures at once: each gets the share of the cores it trains with.
+    const peak = peakFlops(c.device, this.device, c.dtype, peakFlopsFlag(c));
     let t0 = performance.now(), localIter = 0, runningMfu = -1, lastLoss = NaN, rate = 0;
     let losses: IterResult["losses"] = null;
     try {
@@ -250,13 +253,14 @@ export class IterTrainer {
           lastLoss = lossf;
           if (localIter >= 5) { // let the loop settle, as nanoGPT
             // The whole model's flops for this dp rank's batches, shared by its TP group.
-            const mfu = this.#gpt.estimateMfu(c.batchSize * this.microSteps, dt, this.#params) /
+            const fwdbwd = c.batchSize * this.microSteps;
+            const mfu = this.#gpt.estimateMfu(fwdbwd, dt, this.#params, peak.flops) /
               this.layout.degrees.tp;
             runningMfu = runningMfu === -1 ? mfu : 0.9 * runningMfu + 0.1 * mfu;
           }
           this.log(
             `iter ${this.iterNum}: loss ${lossf.toFixed(4)}, time ${(dt * 1000).toFixed(2)}ms, ` +
-              `mfu ${(runningMfu * 100).toFixed(2)}%`,
+              `mfu ${(runningMfu * 100).toFixed(2)}% (of ${peak.label})`,
           );
           await this.#runLog?.add({
             kind: "step",
