@@ -3,7 +3,16 @@
 // tensor throws an error naming the collective, its op number, the line that issued it and how
 // to wait for it, and the same uses give the right values once it was awaited.
 import assert from "node:assert/strict";
-import { assertAllOk, runRanks } from "../_harness/ranks.ts";
+import {
+  allReduce,
+  destroyProcessGroup,
+  DistError,
+  initProcessGroup,
+} from "../../src/distributed/mod.ts";
+import { setLedgerSize } from "../../src/distributed/ledger.ts";
+import { full } from "../../src/tensor/creation.ts";
+import { allocatedBytes } from "../../src/tensor/storage.ts";
+import { assertAllOk, freePort, runRanks } from "../_harness/ranks.ts";
 
 const worker = new URL("./workers/ownership.ts", import.meta.url);
 const source = Deno.readTextFileSync(worker).split("\n");
@@ -98,3 +107,38 @@ for (const [backend, shm] of [["Gloo", "0"], ["shared memory", "1"]] as const) {
     }
   });
 }
+
+Deno.test("in one process, an owned tensor may be disposed, and with the ledger off the error still names the collective and how to wait", async () => {
+  await initProcessGroup({
+    initMethod: `tcp://127.0.0.1:${freePort()}`,
+    rank: 0,
+    worldSize: 1,
+    timeoutMs: 5000,
+  });
+  try {
+    // Disposing is no use of the bytes: the collective keeps them until it settles.
+    const before = allocatedBytes();
+    const gone = full([256], 1);
+    const sending = allReduce(gone);
+    gone.dispose();
+    assert.notEqual(gone.storage.ptr, null, "the collective holds the memory");
+    await sending;
+    assert.equal(allocatedBytes(), before, "freed once settled");
+
+    setLedgerSize(0);
+    const t = full([2], 5);
+    const work = allReduce(t);
+    assert.throws(() => t.toArray(), (err: unknown) => {
+      const message = (err as Error).message;
+      assert.ok(err instanceof DistError && err.code === "invalid", message);
+      assert.ok(message.startsWith("a collective (op number and call site unknown"), message);
+      assert.ok(message.includes(AWAIT), message);
+      return true;
+    });
+    await work.wait();
+    assert.deepEqual(Array.from(t.toArray()), [5, 5]);
+  } finally {
+    setLedgerSize(2000);
+    await destroyProcessGroup();
+  }
+});
