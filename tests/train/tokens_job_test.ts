@@ -176,7 +176,7 @@ Deno.test("train --dataset tokens refuses a missing data dir, a train.bin too sh
     await Deno.writeTextFile(join(dir, "c.py"), "# nanoGPT style\nbatch_size = 4\nn_layers = 2\n");
     await expectRefusal(
       ["--config", "c.py", "--data-dir", short],
-      /^train: config: c\.py:3: unknown nanoGPT config key "n_layers"/,
+      /^train: config: \/\S+\/c\.py:3: unknown nanoGPT config key "n_layers"/,
     ); // deno-fmt-ignore
     const good = join(dir, "good");
     await writeCharData(good);
