@@ -49,10 +49,18 @@ export async function loadSampleSource(dir: string, dataDir: string | null): Pro
     recorded = saved.dataDir;
     notes.push(`loaded ${weights}`);
   } else {
+    // A run stopped before its end has its snapshot only, which does not record the GPT's shape.
+    const snapshot = ["snapshot.safetensors", "snapshot"].find((name) =>
+      existsSync(join(dir, name))
+    );
+    const stopped = snapshot === undefined
+      ? ""
+      : `; its ${snapshot} is a run's that did not reach its end: run it on with --init-from ` +
+        "resume and it writes model.safetensors when it finishes";
     throw new CheckpointError(
       dir,
       "has neither model.safetensors (the train job writes it beside the snapshot at the end " +
-        "of a run) nor config.json (a Hugging Face GPT-2 folder)",
+        `of a run) nor config.json (a Hugging Face GPT-2 folder)${stopped}`,
     );
   }
   const metaDir = dataDir ?? recorded;

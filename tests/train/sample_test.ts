@@ -143,7 +143,12 @@ Deno.test("sample: bad flags and missing files are refused with exit 2, naming t
     [["--init-from", "missing"], new RegExp(`${join(dir, "missing")}: not found`)],
     [["--init-from", "data"], new RegExp(`${join(dir, "data")}: has neither model.safetensors`)],
     [["--data-dir", "out"], new RegExp(`${join(dir, "out", "meta.json")}: not found`)],
+    [["--init-from", "stopped"], /stopped: has neither .*; its snapshot\.safetensors is a run's/],
   ];
+  // A run stopped before its end: its snapshot, no model.safetensors.
+  await Deno.mkdir(join(dir, "stopped"), { recursive: true });
+  const snapshot = join(dir, "out", "snapshot.safetensors");
+  await Deno.copyFile(snapshot, join(dir, "stopped", "snapshot.safetensors"));
   for (const [flags, message] of cases) {
     const from = flags[0] === "--init-from" ? [] : ["--init-from", "out"];
     const run = await sample(["--max-new-tokens", "2", ...from, ...flags]);
