@@ -8,8 +8,10 @@
 import type { StartedCollective } from "./backend.ts";
 
 /**
- * A collective in flight. Await it (or `wait()`) to learn that it finished; the tensors
- * must stay untouched until then (their storage stays allocated even if they are disposed).
+ * A collective in flight. Await it (or `wait()`) to learn that it finished. Until then it owns
+ * its tensors: any use of them through dtrain throws an error naming it (see [Note: collectives
+ * own their tensors] in src/tensor/storage.ts), and their storage stays allocated even if they
+ * are disposed.
  */
 export class Work implements PromiseLike<void> {
   #done: Promise<void>;
@@ -47,8 +49,9 @@ export class Work implements PromiseLike<void> {
 }
 
 /**
- * A collective running on a native thread of its own. The tensors must stay untouched until
- * `waitBlocking` returns (their storage stays allocated even if they are disposed meanwhile).
+ * A collective running on a native thread of its own. It owns its tensors until `waitBlocking`
+ * returns, as a `Work` does until it settles (their storage stays allocated even if they are
+ * disposed meanwhile).
  *
  * @example Start an all-gather, work meanwhile, then wait
  * ```ts
