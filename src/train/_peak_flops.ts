@@ -23,6 +23,7 @@ export function peakFlopsFlag(config: object): number | undefined {
 
 /** A peak in FLOP/s, and how the log line names it. */
 export interface PeakFlops {
+  /** FLOP/s that count as 100%. */
   flops: number;
   /** What the MFU is a fraction of, e.g. `cpu f32 matmul 48.1 GFLOP/s, measured`. */
   label: string;

@@ -15,7 +15,9 @@ import { loadModelFile } from "./model_file.ts";
 
 /** A model to sample from, its tokenizer, and how each was found (for the user). */
 export interface SampleSource {
+  /** The model, on cpu, in training mode. */
   model: GPT;
+  /** Encodes the prompt and decodes the samples. */
   tokenizer: Tokenizer;
   /** Lines saying what was loaded from where. */
   notes: string[];

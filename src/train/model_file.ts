@@ -91,6 +91,7 @@ export function saveModelFile(
 
 /** A GPT read back from a run's model.safetensors, and the data folder it was trained on. */
 export interface SavedGPT {
+  /** The model, on cpu, in training mode. */
   model: GPT;
   /** The absolute path of its data folder (meta.json decodes its tokens), or null. */
   dataDir: string | null;

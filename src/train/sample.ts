@@ -40,7 +40,11 @@ Relative paths are the folder's you ran the command from (INIT_CWD under deno ta
 
 /** A bad command line: the message names the flag. */
 export class SampleUsageError extends Error {
-  /** @param message What is wrong, naming the flag. */
+  /**
+   * Builds the error.
+   *
+   * @param message What is wrong, naming the flag.
+   */
   constructor(message: string) {
     super(message);
     this.name = "SampleUsageError";
@@ -53,12 +57,17 @@ export interface SampleOptions {
   initFrom: string;
   /** The prompt's text (a FILE: prompt already read). */
   start: string;
+  /** Samples to draw (nanoGPT's num_samples). */
   numSamples: number;
+  /** Tokens generated after the prompt in each sample. */
   maxNewTokens: number;
+  /** Divides the logits before sampling. */
   temperature: number;
-  /** Null: every token. */
+  /** Sample among the k most likely tokens; null: every token. */
   topK: number | null;
+  /** The random generator's seed, set once before the first sample. */
   seed: number;
+  /** The device family the model runs on (`--device`). */
   device: TrainDevice;
   /** Absolute path of the data folder with meta.json, or null. */
   dataDir: string | null;
