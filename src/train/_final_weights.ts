@@ -54,7 +54,12 @@ function saveWhole(
   if (trainer.rank === 0) {
     const path = join(dirname(trainer.config.snapshot), "model.safetensors");
     const { config } = trainer;
-    saveModelFile(path, weights, shape, config.dataset === "tokens" ? config.dataDir : undefined);
+    const data = config.dataset === "tokens"
+      ? { dataDir: config.dataDir }
+      : config.dataset === "text"
+      ? { bytes: true as const }
+      : undefined;
+    saveModelFile(path, weights, shape, data);
     trainer.log(`model saved to ${path}`);
   }
   return weights;

@@ -32,6 +32,12 @@ interface ModelArgs {
   dropout: number;
 }
 
+/**
+ * What a GPT's tokens are, for decoding its samples: the data folder of a `--dataset tokens` run
+ * (its meta.json), or the bytes of UTF-8 text (`--dataset text`).
+ */
+export type ModelData = { dataDir: string } | { bytes: true };
+
 /** Whether two tensors hold the same shape and bits (a tied pair, even gathered as two copies). */
 function sameValues(a: Tensor, b: Tensor): boolean {
   if (a === b) return true;
@@ -55,19 +61,19 @@ export function withoutTiedHead(weights: StateDict): StateDict {
 
 /**
  * Writes `weights` (a tied head once, its alias in the metadata as `save_model` records one) to
- * `path`, with `{format: "pt"}` and, for a GPT, its `model_args` and the absolute path of its data
- * folder (`data_dir`) when it has one.
+ * `path`, with `{format: "pt"}` and, for a GPT, its `model_args` and what its tokens are: the
+ * absolute path of its data folder (`data_dir`), or `tokens: "bytes"`.
  *
  * @param path The file, conventionally `DIR/model.safetensors`.
  * @param weights The whole model's state dict.
  * @param gpt The model's shape when it is a GPT.
- * @param dataDir The folder of its train.bin and meta.json (`--data-dir`), if any.
+ * @param data What its tokens are, if known: its data folder (recorded absolute) or UTF-8 bytes.
  */
 export function saveModelFile(
   path: string,
   weights: StateDict,
   gpt?: Readonly<GPTConfig>,
-  dataDir?: string,
+  data?: ModelData,
 ): void {
   const metadata: Record<string, string> = { format: "pt" };
   if (gpt !== undefined) {
@@ -82,7 +88,8 @@ export function saveModelFile(
     };
     metadata.model_args = JSON.stringify(args);
   }
-  if (dataDir) metadata.data_dir = resolve(dataDir);
+  if (data !== undefined && "dataDir" in data) metadata.data_dir = resolve(data.dataDir);
+  if (data !== undefined && "bytes" in data) metadata.tokens = "bytes";
   const stored = withoutTiedHead(weights);
   // safetensors' save_model records each dropped alias so: the name removed, the name kept.
   if (stored !== weights) metadata[HEAD] = EMBEDDING;
@@ -95,6 +102,8 @@ export interface SavedGPT {
   model: GPT;
   /** The absolute path of its data folder (meta.json decodes its tokens), or null. */
   dataDir: string | null;
+  /** Whether its tokens are the bytes of UTF-8 text (a `--dataset text` run's). */
+  bytes: boolean;
 }
 
 /**
@@ -142,7 +151,8 @@ export function loadModelFile(path: string): SavedGPT {
     } catch (error) {
       fail(`does not fit model_args ${metadata.model_args}: ${(error as Error).message}`);
     }
-    return { model: model!, dataDir: metadata.data_dir ?? null };
+    const bytes = metadata.tokens === "bytes";
+    return { model: model!, dataDir: metadata.data_dir ?? null, bytes };
   } finally {
     for (const t of Object.values(tensors)) t.dispose();
   }

@@ -44,7 +44,7 @@ Deno.test("model.safetensors stores a GPT's tied embedding once (4 bytes a param
     const config = { vocabSize: 300, blockSize: 8, nLayer: 2, nHead: 2, nEmbd: 32, bias: true };
     const gpt = new GPT(config);
     const path = join(dir, "model.safetensors");
-    saveModelFile(path, gpt.stateDict(), gpt.config, dir);
+    saveModelFile(path, gpt.stateDict(), gpt.config, { dataDir: dir });
     const { tensors, metadata } = readHeader(path);
     assert.equal(tensors["lm_head.weight"], undefined);
     assert.deepEqual(tensors["transformer.wte.weight"].shape, [300, 32]);
@@ -55,6 +55,7 @@ Deno.test("model.safetensors stores a GPT's tied embedding once (4 bytes a param
     const tokens = [[1, 299, 3, 7], [0, 0, 150, 42]];
     const back = loadModelFile(path);
     assert.equal(back.dataDir, dir);
+    assert.equal(back.bytes, false);
     assert.ok(back.model.lm_head.weight === back.model.transformer.wte.weight, "tied again");
     assert.deepEqual(logits(back.model, tokens), logits(gpt, tokens));
   });

@@ -12,7 +12,7 @@ import { tensor } from "../../src/tensor/creation.ts";
 import { loadModelFile } from "../../src/train/model_file.ts";
 import { ROOT, runDeno, type RunResult } from "../_harness/processes.ts";
 import { writeCharData } from "./_tokens.ts";
-import { assertSucceeded, readSaved, train } from "./_train.ts";
+import { assertSucceeded, readSaved, smallCorpus, train } from "./_train.ts";
 
 const SEPARATOR = "---------------";
 const SHAPE = ["--n-layer", "2", "--n-head", "2", "--n-embd", "16", "--block-size", "16"];
@@ -125,6 +125,19 @@ Deno.test("sample: --init-from a Hugging Face GPT-2 folder decodes with GPT-2's 
   const outside = await sample([...args.slice(0, 2), "--start", "\n"]);
   assert.equal(outside.code, 2);
   assert.match(outside.stderr, /--start: token \d+ is outside the model's vocabulary of 101/);
+});
+
+Deno.test("sample: a --dataset text run's model decodes as the UTF-8 bytes it trained on", async () => {
+  const run = await train([
+    ...["--model", "gpt", "--data-root", await smallCorpus(dir), "--epochs", "1"],
+    ...["--max-steps", "3", "--batch-size", "8", "--threads", "1", ...SHAPE],
+    ...["--snapshot", join(dir, "text", "snap.safetensors")],
+  ]);
+  assertSucceeded(run);
+  const drawn = await sample(["--init-from", "text", "--start", "Ünï", "--max-new-tokens", "12"]);
+  assertSucceeded(drawn);
+  assert.match(drawn.stderr, /decoding tokens as the bytes of UTF-8 text/);
+  for (const text of samples(drawn.stdout)) assert.ok(text.startsWith("Ünï"), text);
 });
 
 Deno.test("sample: bad flags and missing files are refused with exit 2, naming the flag or the absolute path", async () => {
