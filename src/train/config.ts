@@ -162,18 +162,25 @@ export function parseTrainArgs(args: string[], notes: string[] = []): TrainConfi
   // file) wins, and --snapshot over --out-dir.
   const inDir = (dir: unknown) =>
     typeof dir === "string" ? join(dir, fsdp ? "snapshot" : "snapshot.safetensors") : undefined;
-  const snapshot = given.snapshot ?? inDir(given.outDir) ?? fromFile.snapshot ??
-    inDir(fromFile.outDir) ?? (tokens ? inDir(base.outDir) : undefined);
+  const typed = given.snapshot ?? inDir(given.outDir) ?? fromFile.snapshot ??
+    inDir(fromFile.outDir);
+  const snapshot = typed ?? (tokens ? inDir(base.outDir) : undefined);
   if (snapshot !== undefined) all.snapshot = snapshot;
+  // The paths the user gave are theirs; the defaults stay where the job keeps its runs.
+  const usersPaths = new Set(Object.keys({ ...fromFile, ...given }));
+  if (typed !== undefined) usersPaths.add("snapshot");
   // nanoGPT's `dataset = 'name'` reads data/<name>, unless a data dir is given.
   if (all.dataDir === undefined && datasetName !== undefined) {
     all.dataDir = join("data", datasetName);
+    usersPaths.add("dataDir");
   }
   if (tokens && all.gradientAccumulationSteps === undefined) {
     all.gradientAccumulationSteps = defaultAccumulation({ ...base, ...all } as TrainConfig);
   }
   const settled = { ...base, ...all } as TrainConfig;
-  for (const field of PATH_FIELDS) settled[field] = userPath(settled[field]);
+  for (const field of PATH_FIELDS) {
+    if (usersPaths.has(field)) settled[field] = userPath(settled[field]);
+  }
   if (settled.initFrom !== "scratch" && settled.initFrom !== "resume") {
     settled.initFrom = userPath(settled.initFrom);
   }
