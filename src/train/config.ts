@@ -6,7 +6,7 @@
  */
 
 import { existsSync } from "node:fs";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import type { z } from "zod";
 import { quote } from "../io/printable.ts";
@@ -166,7 +166,8 @@ export function parseTrainArgs(args: string[], notes: string[] = []): TrainConfi
     inDir(fromFile.outDir);
   const snapshot = typed ?? (tokens ? inDir(base.outDir) : undefined);
   if (snapshot !== undefined) all.snapshot = snapshot;
-  // The paths the user gave are theirs; the defaults stay where the job keeps its runs.
+  // The paths the user gave are theirs; the defaults stay where the job keeps its runs (under
+  // deno task, the repository's root).
   const usersPaths = new Set(Object.keys({ ...fromFile, ...given }));
   if (typed !== undefined) usersPaths.add("snapshot");
   // nanoGPT's `dataset = 'name'` reads data/<name>, unless a data dir is given.
@@ -178,8 +179,10 @@ export function parseTrainArgs(args: string[], notes: string[] = []): TrainConfi
     all.gradientAccumulationSteps = defaultAccumulation({ ...base, ...all } as TrainConfig);
   }
   const settled = { ...base, ...all } as TrainConfig;
+  // Absolute either way, so that every file error names the path it tried.
   for (const field of PATH_FIELDS) {
-    if (usersPaths.has(field)) settled[field] = userPath(settled[field]);
+    const path = settled[field];
+    if (path !== "") settled[field] = usersPaths.has(field) ? userPath(path) : resolve(path);
   }
   if (settled.initFrom !== "scratch" && settled.initFrom !== "resume") {
     settled.initFrom = userPath(settled.initFrom);

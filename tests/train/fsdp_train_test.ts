@@ -267,11 +267,11 @@ Deno.test("--strategy fsdp keeps its snapshot in a folder of its own unless --sn
     assert.ok(config !== "help");
     return [config.strategy, config.snapshot];
   };
-  assert.deepEqual(snapshotOf(), ["ddp", "runs/default/snapshot.safetensors"]);
-  assert.deepEqual(snapshotOf("--strategy", "fsdp"), ["fsdp", "runs/fsdp/snapshot"]);
+  assert.deepEqual(snapshotOf(), ["ddp", resolve("runs/default/snapshot.safetensors")]);
+  assert.deepEqual(snapshotOf("--strategy", "fsdp"), ["fsdp", resolve("runs/fsdp/snapshot")]);
   assert.deepEqual(snapshotOf("--strategy", "fsdp", "--model", "gpt"), [
     "fsdp",
-    "runs/gpt-fsdp/snapshot",
+    resolve("runs/gpt-fsdp/snapshot"),
   ]);
   // A path given is the user's, from the folder they ran the job in.
   assert.deepEqual(snapshotOf("--strategy", "fsdp", "--snapshot", "x"), ["fsdp", resolve("x")]);

@@ -2,7 +2,7 @@
 // DDP ranks prints its validation loss each epoch, ends with the `done: ..., validation loss X`
 // line and a generated sample, and resumes from its snapshot; the config is checked.
 import assert from "node:assert/strict";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import { withTempDir } from "../_harness/processes.ts";
 import { freePort } from "../_harness/ranks.ts";
 import { parseTrainArgs } from "../../src/train/config.ts";
@@ -67,7 +67,7 @@ Deno.test("--model gpt brings its own defaults, and text and gpt only go togethe
   assert.ok(config !== "help");
   assert.equal(config.dataset, "text");
   assert.equal(config.optimizer, "adamw");
-  assert.equal(config.snapshot, "runs/gpt/snapshot.safetensors");
+  assert.equal(config.snapshot, resolve("runs/gpt/snapshot.safetensors"));
   const flagsWin = parseTrainArgs(["--model", "gpt", "--lr", "0.01", "--optimizer", "sgd"]);
   assert.ok(flagsWin !== "help");
   assert.deepEqual([flagsWin.lr, flagsWin.optimizer], [0.01, "sgd"]);

@@ -193,7 +193,7 @@ Deno.test("a copy of train_shakespeare_char.py parses; flags override it; the he
 
 Deno.test("--dataset tokens takes nanoGPT's defaults and the JSON config file still works", async () => {
   const config = parsed(["--dataset", "tokens", "--data-dir", "d"]);
-  assert.equal(config.snapshot, join("out", "snapshot.safetensors"));
+  assert.equal(config.snapshot, resolve("out", "snapshot.safetensors"));
   assert.deepEqual(
     [config.maxIters, config.evalInterval, config.evalIters, config.warmupIters, config.minLr],
     [600000, 2000, 200, 2000, 6e-5],
