@@ -14,8 +14,12 @@ export interface TiktokenRanks {
   special_tokens: Record<string, number>;
 }
 
-/** Pieces cached before the cache is emptied, so that memory stays bounded on any corpus. */
-const CACHE_LIMIT = 1 << 20;
+/**
+ * Pieces cached before the cache is emptied, so that memory stays bounded on any corpus (about
+ * 100 bytes a piece): the most frequent pieces of natural text, which make most of its tokens,
+ * come back within a few thousand pieces after each emptying.
+ */
+const CACHE_LIMIT = 1 << 16;
 /** Pieces longer than this (UTF-16 units) are merged every time rather than cached. */
 const CACHE_PIECE_LIMIT = 256;
 
@@ -62,8 +66,11 @@ export class BytePairEncoder {
   private readonly ranks = new Map<string, number>();
   /** Each rank's bytes, for decoding. */
   private readonly tokenBytes: Uint8Array[] = [];
-  /** A piece of text to its ids: a number for a one-token piece, else the ids. */
-  private readonly cache = new Map<string, number | Uint16Array>();
+  /**
+   * A piece of text to its ids: a number for a one-token piece, else the ids as the UTF-16 units
+   * of a string (far smaller in V8 than a typed array per piece).
+   */
+  private readonly cache = new Map<string, number | string>();
   private readonly pattern: RegExp;
   private readonly utf8 = new TextEncoder();
 
@@ -113,13 +120,13 @@ export class BytePairEncoder {
       const known = cache.get(piece);
       if (known !== undefined) {
         if (typeof known === "number") out.push(known);
-        else out.pushAll(known);
+        else for (let k = 0; k < known.length; k++) out.push(known.charCodeAt(k));
         continue;
       }
       const ids = this.mergePiece(piece);
       if (piece.length <= CACHE_PIECE_LIMIT) {
         if (cache.size >= this.cacheLimit) cache.clear();
-        cache.set(piece, ids.length === 1 ? ids[0] : ids);
+        cache.set(piece, ids.length === 1 ? ids[0] : String.fromCharCode(...ids));
       }
       out.pushAll(ids);
     }

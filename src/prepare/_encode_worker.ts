@@ -5,6 +5,7 @@
  */
 
 import { gpt2Encoder } from "../data/_gpt2_bpe.ts";
+import { IdBuffer } from "../data/bpe.ts";
 import type { ChunkReply, ChunkRequest } from "./_pool.ts";
 
 /** The worker's global scope, as far as this module uses it (the project's lib is the window's). */
@@ -14,11 +15,15 @@ const scope = self as unknown as {
 };
 
 const encoder = gpt2Encoder();
+/** One buffer for every chunk, so that encoding leaves no grown buffers behind for the GC. */
+const buffer = new IdBuffer(1 << 18);
 
 scope.onmessage = async (event: MessageEvent<ChunkRequest>) => {
   const { seq, text } = event.data;
   try {
-    const ids = (await encoder).encodeOrdinary(text);
+    buffer.length = 0;
+    (await encoder).encodeOrdinaryInto(text, buffer);
+    const ids = buffer.toArray();
     scope.postMessage({ seq, ids } satisfies ChunkReply, [ids.buffer as ArrayBuffer]);
   } catch (error) {
     scope.postMessage(
