@@ -95,7 +95,8 @@ Deno.test("train refuses to resume when the ranks see different snapshots, namin
     assert.notEqual(run.code, 0, run.stdout);
     assert.deepEqual(run.leftovers, []);
     const message = new RegExp(
-      "resume: the ranks did not load the same snapshot from snap\\.safetensors " +
+      // Each rank names the absolute path it tried, its own node's.
+      "resume: the ranks did not load the same snapshot from \\S+/node[01]/snap\\.safetensors " +
         "\\(rank 0: epoch 1 \\(model checksum [0-9a-f]{8}\\); rank 1: no snapshot\\); " +
         "put --snapshot on a filesystem every node shares",
     );
