@@ -232,6 +232,9 @@ Deno.test("train --init-from DIR starts from GPT-2 weights (GPT.fromPretrained),
     assert.ok("model.transformer.h.1.attn.c_attn.bias" in saved.tensors);
     const missing = await train([...job, "--init-from", join(dir, "gpt2-xl")]);
     assert.equal(missing.code, 2);
-    assert.match(missing.stderr, /^train: --init-from: expected scratch, resume or a folder of GPT-2/);
+    assert.match(
+      missing.stderr,
+      /^train: --init-from: expected scratch, resume or a folder of GPT-2/,
+    );
   });
 });
