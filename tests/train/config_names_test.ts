@@ -94,19 +94,26 @@ Deno.test("gradient accumulation left unset is one micro-step per data-parallel 
   }
 });
 
-Deno.test("a 2-process token run trains with the defaults, as nanoGPT scales its accumulation", async () => {
+Deno.test("a 2-process token run trains with the defaults, and with a global count as nanoGPT's", async () => {
   await withTempDir("dtrain_accumulation_", async (dir) => {
     const data = join(dir, "data");
     await writeCharData(data);
-    const run = await train([
+    const job = [
       ...["--dataset", "tokens", "--data-dir", data, "--out-dir", join(dir, "out")],
       ...["--n-layer", "1", "--n-head", "2", "--n-embd", "16", "--block-size", "16"],
       ...["--batch-size", "4", "--threads", "1", "--max-iters", "2", "--eval-interval", "2"],
       ...["--eval-iters", "1", "--warmup-iters", "1", "--lr-decay-iters", "2"],
       ...["--nproc-per-node", "2"],
-    ], { timeoutMs: 120_000 });
-    assertSucceeded(run);
-    // nanoGPT's tokens_per_iter: 2 micro-steps (one per rank) × batch 4 × block 16.
-    assert.match(unprefixed(run.stdout), /^tokens per iteration will be: 128$/m, run.stdout);
+    ];
+    // nanoGPT's tokens_per_iter: micro-steps over all ranks × batch 4 × block 16; left unset,
+    // one micro-step per rank (2), and 4 given is 2 on each rank.
+    for (
+      const [extra, tokens] of [[[], 128], [["--gradient-accumulation-steps", "4"], 256]] as const
+    ) {
+      const run = await train([...job, ...extra], { timeoutMs: 120_000 });
+      assertSucceeded(run);
+      const want = new RegExp(`^tokens per iteration will be: ${tokens}$`, "m");
+      assert.match(unprefixed(run.stdout), want, run.stdout);
+    }
   });
 });
