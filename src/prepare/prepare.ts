@@ -9,7 +9,6 @@ import { existsSync, mkdirSync, renameSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { charTokenizer, type Tokenizer, type TokenizerMeta } from "../data/tokenizer.ts";
 import { gpt2Encoder } from "../data/_gpt2_bpe.ts";
-import { gpt2Tokenizer } from "../data/tokenizer_gpt2.ts";
 import { writeAll } from "../io/write_all.ts";
 import { type Boundary, ChunkEncoder, TokenWriter, WriteError } from "./_encode.ts";
 import { EncoderPool } from "./_pool.ts";
@@ -137,38 +136,40 @@ export async function prepare(options: PrepareOptions): Promise<PrepareMeta> {
   const blockBytes = options.blockBytes ?? BLOCK_BYTES;
   const blocks = (path: string) => inputError(() => readTextBlocks(path, errors, blockBytes));
 
-  // The first pass counts the corpus's characters (where the validation part starts), finds the
-  // character table, and refuses a bad input before any output is touched.
-  let total = 0;
-  const chars = name === "char" ? new Set<string>() : undefined;
-  for (const path of inputs) {
-    for (const block of blocks(path)) {
-      total += codePointLength(block);
-      if (chars !== undefined) { for (const char of block) chars.add(char); }
-    }
-  }
-  checkOutputs(out, force);
-
-  const tokenizer: Tokenizer = chars === undefined
-    ? await gpt2Tokenizer()
-    : charTokenizer([...chars].join(""));
-  if (tokenizer.vocabSize - 1 > MAX_ID) {
-    throw new PrepareError(
-      `--tokenizer ${name}: vocabulary of ${tokenizer.vocabSize} tokens has ids up to ` +
-        `${tokenizer.vocabSize - 1}, more than uint16 holds (${MAX_ID})`,
-    );
-  }
-  makeOutDir(out);
-  const cut = Math.floor(total * (1 - valFraction));
-
+  // The workers start (and load GPT-2's rank table) while this thread reads the inputs once.
+  const pool = name === "gpt2" && workers > 1 ? new EncoderPool(workers) : undefined;
   const pid = Deno.pid;
   const partial = (file: string) => join(out, `.${file}.partial-${pid}`);
-  const pool = chars === undefined && workers > 1 ? new EncoderPool(workers) : undefined;
+  let wrote = false;
   try {
+    // The first pass counts the corpus's characters (where the validation part starts), finds
+    // the character table, and refuses a bad input before any output is touched.
+    let total = 0;
+    const chars = name === "char" ? new Set<string>() : undefined;
+    for (const path of inputs) {
+      for (const block of blocks(path)) {
+        total += codePointLength(block);
+        if (chars !== undefined) { for (const char of block) chars.add(char); }
+      }
+    }
+    checkOutputs(out, force);
+
+    const table = chars === undefined ? undefined : charTokenizer([...chars].join(""));
+    const tokenizerMeta = table?.toMeta() ?? GPT2_META;
+    if (tokenizerMeta.vocabSize - 1 > MAX_ID) {
+      throw new PrepareError(
+        `--tokenizer ${name}: vocabulary of ${tokenizerMeta.vocabSize} tokens has ids up to ` +
+          `${tokenizerMeta.vocabSize - 1}, more than uint16 holds (${MAX_ID})`,
+      );
+    }
+    makeOutDir(out);
+    wrote = true;
+    const cut = Math.floor(total * (1 - valFraction));
+
     const train = writing(out, () => new TokenWriter("train.bin", partial("train.bin")));
     const val = writing(out, () => new TokenWriter("val.bin", partial("val.bin")));
     try {
-      const encoder = await chunkEncoder(tokenizer, pool, chunkChars);
+      const encoder = await chunkEncoder(table, pool, chunkChars);
       // Each file's text, and the train and validation parts, are encoded on their own, with
       // a file's end-of-text after its last character, in the part that holds that character.
       let done = 0, part = train;
@@ -196,7 +197,7 @@ export async function prepare(options: PrepareOptions): Promise<PrepareMeta> {
       val.close();
     }
     const meta: PrepareMeta = {
-      ...tokenizer.toMeta(),
+      ...tokenizerMeta,
       dtype: "uint16",
       trainTokens: train.tokens,
       valTokens: val.tokens,
@@ -209,23 +210,27 @@ export async function prepare(options: PrepareOptions): Promise<PrepareMeta> {
     return meta;
   } finally {
     pool?.close();
-    for (const file of OUTPUTS) rmSync(partial(file), { force: true });
+    if (wrote) { for (const file of OUTPUTS) rmSync(partial(file), { force: true }); }
   }
 }
 
 /** GPT-2's end-of-text id, which `eot` appends after each file. */
 const EOT_ID = 50256;
 
+/** What `meta.json` records for GPT-2 (as `gpt2Tokenizer().toMeta()`, without loading it). */
+const GPT2_META: TokenizerMeta = { tokenizer: "gpt2", vocabSize: 50257, eot: EOT_ID };
+
 /**
  * The chunk encoder of `tokenizer`: GPT-2's on `pool`'s workers (or this thread), cut at safe
  * boundaries; a character table's on this thread, cut anywhere (a block never splits a character).
  */
 async function chunkEncoder(
-  tokenizer: Tokenizer,
+  table: Tokenizer | undefined,
   pool: EncoderPool | undefined,
   chunkChars: number,
 ): Promise<ChunkEncoder> {
-  if (tokenizer.name !== "gpt2") {
+  if (table !== undefined) {
+    const tokenizer = table;
     const anywhere: Boundary = (text) => text.length;
     return new ChunkEncoder((text) => Uint16Array.from(tokenizer.encode(text)), anywhere, 1, 1);
   }
