@@ -62,6 +62,7 @@ export const FLAGS = {
   "ac-every": "acEvery",
   profile: "profile",
   "straggler-ms": "stragglerMs",
+  "peak-flops": "peakFlops",
   ...LAUNCHER_FLAGS,
 } as const satisfies Record<string, keyof TrainConfig>;
 

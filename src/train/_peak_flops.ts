@@ -12,13 +12,9 @@ import { randn } from "../tensor/creation.ts";
 import type { Device } from "../tensor/storage.ts";
 import { A100_BF16_PEAK_FLOPS } from "../nn/gpt.ts";
 
-/**
- * `--peak-flops` when the job's flags have it (0 or absent: not given). The flag belongs to the
- * job's schema; until it is there, DTRAIN_PEAK_FLOPS gives the same.
- */
-export function peakFlopsFlag(config: object): number | undefined {
-  const value = (config as { peakFlops?: unknown }).peakFlops;
-  return typeof value === "number" && value > 0 ? value : undefined;
+/** `--peak-flops`, or undefined when not given (its default, 0). */
+export function peakFlopsFlag(config: { peakFlops: number }): number | undefined {
+  return config.peakFlops > 0 ? config.peakFlops : undefined;
 }
 
 /** A peak in FLOP/s, and how the log line names it. */

@@ -90,6 +90,7 @@ export const TrainConfigSchema = z.object({
   acEvery: positiveInt,
   profile: z.string(),
   stragglerMs: z.number().nonnegative(),
+  peakFlops: z.number().nonnegative(),
 }).extend(LauncherFieldsSchema.shape).strict();
 
 /** A validated training configuration. */
@@ -157,6 +158,7 @@ export const DEFAULTS: TrainConfig = {
   acEvery: 2,
   profile: "",
   stragglerMs: 0,
+  peakFlops: 0,
   ...LAUNCHER_DEFAULTS,
   nprocPerNode: 2,
 };

@@ -90,6 +90,8 @@ ${DEVICE}
   --profile PATH           write a Chrome trace (Perfetto, chrome://tracing) of every rank to PATH
   --straggler-ms MS        at each log step, name the rank that arrives last at collectives when
                            its mean lag over the recent ones passes MS (default 0: off)
+  --peak-flops X           the FLOP/s that MFU is a fraction of (default 0: on cuda an A100's bf16
+                           312e12, as nanoGPT; on a CPU its matmul rate, measured at the start)
 `;
 
 const ITERATIONS = `

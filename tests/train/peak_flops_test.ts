@@ -86,6 +86,9 @@ Deno.test("the train job's iteration line says what its MFU is a fraction of", a
     // 1 MFLOP/s is far below what the run does: well over 100%.
     const mfu = /^iter 8: .*mfu ([\d.]+)% \(of DTRAIN_PEAK_FLOPS 1 MFLOP\/s\)$/m.exec(given.stdout);
     assert.ok(mfu && Number(mfu[1]) > 100, given.stdout);
+    const flag = await train([...job, "--out-dir", join(dir, "c"), "--peak-flops", "1e6"]);
+    assertSucceeded(flag);
+    assert.match(flag.stdout, /^iter 8: .*mfu [\d.]+% \(of --peak-flops 1 MFLOP\/s\)$/m);
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
