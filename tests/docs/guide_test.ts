@@ -10,7 +10,6 @@
 import assert from "node:assert/strict";
 import { dirname, join, relative } from "node:path";
 import { describe as describeProcs, ROOT, runDeno } from "../_harness/processes.ts";
-import { freePort } from "../_harness/ranks.ts";
 
 /** The files in `dir` (relative to the repository root) whose names match `pattern`, sorted. */
 function filesIn(dir: string, pattern: RegExp): string[] {
@@ -283,11 +282,8 @@ for (const file of examples) {
   Deno.test(`${file} prints what its chapter says`, async (t) => {
     for (const run of parseExample(file)) {
       await t.step(run.command, async () => {
-        // A free port for the launcher's store unless the line names one: the default, 29500,
-        // may be taken by another job on this machine.
-        const args = run.task && !run.args.includes("--master-port")
-          ? ["launch", "--master-port", String(freePort()), ...run.args.slice(1)]
-          : run.args;
+        // As the reader types it: on one node the launcher's store takes a free port.
+        const args = run.args;
         const result = await runDeno({
           args,
           task: run.task,

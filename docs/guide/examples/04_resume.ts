@@ -11,20 +11,11 @@ import { checkpoint } from "../../../mod.ts";
 const JOB = ["--dataset", "synthetic", "--model", "mlp", "--hidden", "16", "--batch-size", "32"];
 const dir = await Deno.makeTempDir({ prefix: "guide_resume_" });
 
-/** A port no one listens on, for the launcher's store (its default, 29500, may be in use). */
-function freePort(): string {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  listener.close();
-  return String(listener.addr.port);
-}
-
 /** Runs `deno task train` with JOB and `args`; returns what it printed. */
 async function train(...args: string[]): Promise<string> {
   const out = await new Deno.Command(Deno.execPath(), {
-    args: [
-      ...["run", "-A", "--v8-flags=--expose-gc", "src/train/main.ts", ...JOB, ...args],
-      ...["--master-port", freePort()],
-    ],
+    // No --master-port: on one node the job's store takes a free port.
+    args: ["run", "-A", "--v8-flags=--expose-gc", "src/train/main.ts", ...JOB, ...args],
     env: { NO_COLOR: "1" },
   }).output();
   const text = new TextDecoder().decode(out.stdout) + new TextDecoder().decode(out.stderr);
