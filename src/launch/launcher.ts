@@ -34,13 +34,19 @@ export async function launch(options: LaunchOptions): Promise<number> {
   // the merged trace at exit.
   discardProfile();
   const token = jobToken(options);
+  // Without --log-dir the logs go to a temporary folder, removed when the job succeeds: a run
+  // that needs them is one that failed, and a folder per run would pile up in the temp dir.
+  const temporary = !options.logDir;
   const logDir = options.logDir || await Deno.makeTempDir({ prefix: "dtrain-launch-" });
   ownLogFolder(logDir);
   const store = options.nodeRank === 0 ? hostStore(options, token) : null;
   // Port 0 was a free port: the workers meet on the one the store took.
   if (store !== null) options = { ...options, masterPort: store.port };
-  // Kept after the job, whatever its end: said first so that it can be followed while it runs.
-  console.error(`launch: per-rank logs in ${resolve(logDir)}`);
+  // Said first so that it can be followed while it runs.
+  console.error(
+    `launch: per-rank logs in ${resolve(logDir)}` +
+      (temporary ? " (removed if the job succeeds; --log-dir DIR keeps them)" : ""),
+  );
   const supervisor = new Supervisor(options, token, logDir);
   const handlers = FORWARDED_SIGNALS.map((s) => [s, () => supervisor.interrupt(s)] as const);
   for (const [s, h] of handlers) Deno.addSignalListener(s, h);
@@ -49,42 +55,55 @@ export async function launch(options: LaunchOptions): Promise<number> {
   const stopWatching = watchDumpSignal(() =>
     void dumpLedgers(supervisor.runningRanks(), logDir, supervisor.localRanks())
   );
+  let code = 1;
   try {
-    // Elastic jobs, and multi-node jobs that may restart: every node restarts in the same round,
-    // and restarts are counted per job, in the store.
-    if (options.minNodes < options.nnodes || (options.nnodes > 1 && options.maxRestarts > 0)) {
-      return await runElastic(options, token, supervisor);
-    }
-    for (let attempt = 0; attempt <= options.maxRestarts; attempt++) {
-      const failed = await supervisor.runGroup(attempt);
-      // Interrupted is interrupted, even when the workers shut down cleanly on the signal.
-      if (supervisor.interruptedBy) return signalExitCode(supervisor.interruptedBy);
-      if (failed === null) return 0;
-      const tail = await logTail(supervisor.logPath(failed.localRank), 20);
-      printLedgerDiagnosis(logDir, supervisor.localRanks());
-      const how = describeExit(failed);
-      if (attempt < options.maxRestarts) {
-        console.error(
-          `launch: rank ${failed.rank} ${how}; restarting the group (restart ${
-            attempt + 1
-          }/${options.maxRestarts})`,
-        );
-        continue;
-      }
-      console.error(
-        `launch: rank ${failed.rank} (local rank ${failed.localRank}) ${how}; ` +
-          `last lines of ${supervisor.logPath(failed.localRank)}:\n${tail}`,
-      );
-      return 1;
-    }
-    return 1;
+    code = await runAttempts(options, token, supervisor, logDir);
+    return code;
   } finally {
     for (const [s, h] of handlers) Deno.removeSignalListener(s, h);
     stopWatching();
     await store?.close();
     // The workers' DTRAIN_PROFILE timelines (one per rank) become one trace file.
     await mergeRankTraces(Deno.env.get("DTRAIN_PROFILE"));
+    if (temporary && code === 0) await Deno.remove(logDir, { recursive: true }).catch(() => {});
   }
+}
+
+/** Runs the job's attempts (restarts included); resolves to the launcher's exit code. */
+async function runAttempts(
+  options: LaunchOptions,
+  token: string,
+  supervisor: Supervisor,
+  logDir: string,
+): Promise<number> {
+  // Elastic jobs, and multi-node jobs that may restart: every node restarts in the same round,
+  // and restarts are counted per job, in the store.
+  if (options.minNodes < options.nnodes || (options.nnodes > 1 && options.maxRestarts > 0)) {
+    return await runElastic(options, token, supervisor);
+  }
+  for (let attempt = 0; attempt <= options.maxRestarts; attempt++) {
+    const failed = await supervisor.runGroup(attempt);
+    // Interrupted is interrupted, even when the workers shut down cleanly on the signal.
+    if (supervisor.interruptedBy) return signalExitCode(supervisor.interruptedBy);
+    if (failed === null) return 0;
+    const tail = await logTail(supervisor.logPath(failed.localRank), 20);
+    printLedgerDiagnosis(logDir, supervisor.localRanks());
+    const how = describeExit(failed);
+    if (attempt < options.maxRestarts) {
+      console.error(
+        `launch: rank ${failed.rank} ${how}; restarting the group (restart ${
+          attempt + 1
+        }/${options.maxRestarts})`,
+      );
+      continue;
+    }
+    console.error(
+      `launch: rank ${failed.rank} (local rank ${failed.localRank}) ${how}; ` +
+        `last lines of ${supervisor.logPath(failed.localRank)}:\n${tail}`,
+    );
+    return 1;
+  }
+  return 1;
 }
 
 /**

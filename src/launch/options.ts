@@ -182,7 +182,7 @@ export const LAUNCH_USAGE = `usage: deno task launch [options] SCRIPT [SCRIPT_AR
                        refuses --nnodes above 1, --node-rank, --master-addr and --master-port)
   --max-restarts K     restart the whole group up to K times after a failure (default 0;
                        counted per job, not per node)
-  --log-dir D          one log file per rank (default: a new temporary folder)
+  --log-dir D          one log file per rank (default: a temporary folder, removed on success)
 
 Workers get RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT,
 DTRAIN_TOKEN and a BLAS thread count. Multi-node jobs need the same DTRAIN_TOKEN on every node.
