@@ -235,9 +235,9 @@ async function chunkEncoder(
     return new ChunkEncoder((text) => Uint16Array.from(tokenizer.encode(text)), anywhere, 1, 1);
   }
   if (pool !== undefined) {
-    // Two chunks per worker: one encoding, one waiting, so no worker idles while the main thread
+    // Four chunks per worker: some always waiting, so no worker idles while the main thread
     // reads and writes; memory stays a few chunks whatever the input's size.
-    return new ChunkEncoder((text) => pool.encode(text), safeBoundary, chunkChars, 2 * pool.size);
+    return new ChunkEncoder((text) => pool.encode(text), safeBoundary, chunkChars, 4 * pool.size);
   }
   const bpe = await gpt2Encoder();
   return new ChunkEncoder((text) => bpe.encodeOrdinary(text), safeBoundary, chunkChars, 1);
