@@ -88,7 +88,7 @@ Deno.test("BytePairEncoder stays exact past its cache's limit, and on pieces too
   const bpe = new BytePairEncoder(gpt2Ranks, GPT2_PATTERN, 1000);
   const words: string[] = [];
   for (let i = 0; i < 20_000; i++) words.push(" w" + i.toString(36) + "q" + (i % 7 ? "" : " w0q"));
-  const text = words.join("") + " " + "x".repeat(5000) + " ".repeat(3000) + "end";
+  const text = words.join("") + " " + "x".repeat(1000) + " ".repeat(600) + "end";
   assertSameIds(bpe.encodeOrdinary(text), reference.encode(text, [], []), "many words");
 });
 
