@@ -35,6 +35,7 @@ export function gpt2Encoder(): Promise<BytePairEncoder> {
     // (not through deno.json's import map) so that it resolves from a published package too;
     // tests/data/tokenizer_bpe_test.ts holds the version equal to deno.json's.
     const specifier = [JS_TIKTOKEN, "ranks", "gpt2"].join("/");
+    // import target: npm:js-tiktoken/ranks/gpt2
     const { default: ranks } = await import(specifier) as { default: TiktokenRanks };
     return new BytePairEncoder(ranks, GPT2_PATTERN);
   })();

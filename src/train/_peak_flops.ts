@@ -10,7 +10,7 @@
 import { noGrad } from "../tensor/autograd.ts";
 import { randn } from "../tensor/creation.ts";
 import type { Device } from "../tensor/storage.ts";
-import { A100_BF16_PEAK_FLOPS } from "../nn/gpt.ts";
+import { FAMILIES, type FamilyRecord, isFamilyName } from "../tensor/device/mod.ts";
 
 /** `--peak-flops`, or undefined when not given (its default, 0). */
 export function peakFlopsFlag(config: { peakFlops: number }): number | undefined {
@@ -63,8 +63,9 @@ export function measureMatmulFlops(device: Device, dtype: "f32" | "bf16"): numbe
 }
 
 /**
- * The peak to report MFU against: `given` (FLOP/s) when set, else DTRAIN_PEAK_FLOPS, else on
- * CUDA an A100's bf16 peak (nanoGPT's), else the measured rate of this machine's matmul.
+ * The peak to report MFU against: `given` (FLOP/s) when set, else DTRAIN_PEAK_FLOPS, else the
+ * family's nominal peak (cuda's: an A100's bf16, nanoGPT's), else the measured rate of this
+ * machine's matmul.
  *
  * @param family The job's device family (`--device`).
  * @param device This process's device.
@@ -87,11 +88,10 @@ export function peakFlops(
     }
     return { flops, label: `DTRAIN_PEAK_FLOPS ${formatFlops(flops)}` };
   }
-  if (family === "cuda") {
-    return {
-      flops: A100_BF16_PEAK_FLOPS,
-      label: `an A100's bf16 ${formatFlops(A100_BF16_PEAK_FLOPS)}`,
-    };
+  const record: FamilyRecord | undefined = isFamilyName(family) ? FAMILIES[family] : undefined;
+  const nominal = record?.nominalPeak;
+  if (nominal !== undefined) {
+    return { flops: nominal.flops, label: `${nominal.of} ${formatFlops(nominal.flops)}` };
   }
   const flops = measureMatmulFlops(device, dtype);
   return { flops, label: `${family} ${dtype} matmul ${formatFlops(flops)}, measured` };

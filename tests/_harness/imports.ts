@@ -28,9 +28,20 @@ export interface Import {
 }
 
 /**
+ * What a computed `import(...)` at `index` loads, as the line above it declares it
+ * (`// import target: npm:js-tiktoken`), or null when it does not say: a computed specifier is
+ * read only where its file names what it builds.
+ */
+function declaredTarget(text: string, index: number): string | null {
+  const lineStart = text.lastIndexOf("\n", index) + 1;
+  const above = text.slice(text.lastIndexOf("\n", lineStart - 2) + 1, lineStart);
+  return /^\s*\/\/ import target: (\S+)\s*$/.exec(above)?.[1] ?? null;
+}
+
+/**
  * Every import in `text`: static `import` / `export ... from` declarations (type-only ones and
- * side-effect imports too) and dynamic `import(...)`, whose argument must be a string literal to
- * be read.
+ * side-effect imports too) and dynamic `import(...)`, whose argument is read when it is a string
+ * literal, or when the line above declares what a computed one loads.
  */
 export function importsOf(text: string): Import[] {
   const clause = String
@@ -49,7 +60,7 @@ export function importsOf(text: string): Import[] {
       dynamic: false,
     })),
     ...[...text.matchAll(dynamic)].map((m) => ({
-      specifier: m[1] ?? null,
+      specifier: m[1] ?? declaredTarget(text, m.index),
       line: lineOf(m.index),
       typeOnly: false,
       dynamic: true,

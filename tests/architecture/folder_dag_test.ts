@@ -147,6 +147,8 @@ Deno.test("the import reader sees every kind of import, type-only and dynamic on
     'import { assert } from "jsr:@std/assert";',
     'export const m = "from ./m.ts";',
     ' * import { n } from "./n.ts"; (a doc example: it imports mod.ts, not the file\'s folder)',
+    "  // import target: npm:o@1/p",
+    "  const o = await import([O, p].join());",
   ].join("\n");
   const read = importsOf(text).map(({ specifier, line, typeOnly, dynamic }) =>
     `${specifier} ${line}${typeOnly ? " type" : ""}${dynamic ? " dynamic" : ""}`
@@ -164,6 +166,7 @@ Deno.test("the import reader sees every kind of import, type-only and dynamic on
     "jsr:@std/assert 15",
     "./k.ts 13 dynamic",
     "null 14 dynamic",
+    "npm:o@1/p 19 dynamic",
   ]);
 });
 

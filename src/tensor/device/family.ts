@@ -52,7 +52,16 @@ export interface FamilyRecord {
   unavailableReason(): string;
   /** How many of its devices this process sees (call only when available). */
   deviceCount(): number;
+  /**
+   * The peak model FLOPs utilisation is a fraction of when the user gives none, for a family whose
+   * devices have a nominal one (cuda: an A100's bf16, nanoGPT's unit); absent, the train job
+   * measures its matmul rate instead.
+   */
+  readonly nominalPeak?: { readonly flops: number; readonly of: string };
 }
+
+/** An A100's bf16 dense peak in FLOP/s (312 T), the unit of nanoGPT's `estimate_mfu`. */
+export const A100_BF16_PEAK_FLOPS = 312e12;
 
 /** The families dtrain ships, by name. */
 export const FAMILIES = {
@@ -73,6 +82,7 @@ export const FAMILIES = {
   },
   cuda: {
     create: createCudaDevice,
+    nominalPeak: { flops: A100_BF16_PEAK_FLOPS, of: "an A100's bf16" },
     single: false,
     hostMemory: false,
     communicator: "nccl",

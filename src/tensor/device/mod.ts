@@ -21,6 +21,7 @@ export {
   type SeamName,
 } from "./kernels.ts";
 export {
+  A100_BF16_PEAK_FLOPS,
   type CommunicatorName,
   DEFAULT_ACCELERATOR,
   DEFAULT_DEVICE,
