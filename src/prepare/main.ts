@@ -10,10 +10,13 @@
 
 import { parseArgs } from "node:util";
 import { progressBar } from "./_progress.ts";
-import { prepare, PrepareError, type PrepareOptions, TOKENIZERS } from "./prepare.ts";
-
-/** The cores --workers uses by default. */
-const CORES = navigator.hardwareConcurrency;
+import {
+  DEFAULT_WORKERS,
+  prepare,
+  PrepareError,
+  type PrepareOptions,
+  TOKENIZERS,
+} from "./prepare.ts";
 
 const USAGE = `usage: deno task prepare --tokenizer ${
   TOKENIZERS.join("|")
@@ -36,7 +39,8 @@ vocabSize, for char its itos/stoi table, and the token counts).
   --force               overwrite train.bin, val.bin and meta.json if they are there
   --errors strict       bytes of an input that are not UTF-8: strict (the default, as nanoGPT's
                         prepare.py) refuses the file naming the byte; replace reads each as U+FFFD
-  --workers N           gpt2 only: encode on N threads (default: every core, here ${CORES});
+  --workers N           gpt2 only: encode on N threads (default: every core up to 8, here
+                        ${DEFAULT_WORKERS});
                         the ids are the same for every N
   --help                print this and exit
 `;
