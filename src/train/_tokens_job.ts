@@ -64,9 +64,16 @@ function doneLine(result: IterResult): string {
 /**
  * Ends a rank's iteration-based run: EXIT_STOPPED when the launcher stopped it, else the final
  * weights (gathered under FSDP; DTRAIN_WEIGHTS_DUMP as the epoch-based job), and on rank 0 the
- * last line and a sample. Resolves to the rank's exit code.
+ * last line, a sample and where the job's time went (`time: ...`, the last line). Resolves to
+ * the rank's exit code.
  */
 export async function finishTokensRun(trainer: IterTrainer, result: IterResult): Promise<number> {
+  const code = await trainer.times.measure("end", () => finish(trainer, result));
+  if (trainer.rank === 0) console.log(trainer.times.summary());
+  return code;
+}
+
+async function finish(trainer: IterTrainer, result: IterResult): Promise<number> {
   if (trainer.stoppedOnRequest) {
     if (trainer.rank === 0) {
       console.log(

@@ -39,6 +39,7 @@ import { checkResumeAcrossRanks } from "./_resume.ts";
 import { RunLog } from "./metrics.ts";
 import { ddpPolicy, withAutocast } from "./precision.ts";
 import { resumeSnapshot, type SnapshotPlace, writeSnapshot } from "./_snapshots.ts";
+import { TimeSplit } from "./_time_split.ts";
 
 /** What an iteration-based run reports. */
 export interface IterResult {
@@ -70,6 +71,8 @@ export class IterTrainer {
   bestValLoss = NO_VAL_LOSS;
   /** Whether the launcher's request ended the run, with iterations left. */
   stoppedOnRequest = false;
+  /** Where this process's time went; the job prints it at its end. */
+  readonly times: TimeSplit = new TimeSplit();
   /** Micro-steps per iteration on this rank (nanoGPT divides them over the ranks). */
   readonly microSteps: number;
   readonly #fsdp: FSDPModule | null;
@@ -179,21 +182,32 @@ export class IterTrainer {
 
   /**
    * nanoGPT's `estimate_loss`: the mean loss over `evalIters` random batches of each split, in
-   * evaluation mode, then averaged over the ranks.
+   * evaluation mode. The data-parallel ranks share the batches (dp rank r scores batches r,
+   * r + dpSize, ...), so that the job scores `evalIters` of each split, as nanoGPT's one process
+   * does, in 1/dpSize of the time; the sums over the ranks make the means.
    */
   async estimateLoss(): Promise<{ train: number; val: number }> {
+    const { evalIters } = this.config, { dpRank, dpSize } = this.layout;
+    const mine = Math.max(0, Math.ceil((evalIters - dpRank) / dpSize));
+    // Every rank runs as many forwards (one whose share is smaller scores a batch it does not
+    // count): a sharded forward gathers parameters from every rank, and each strategy draws as
+    // many batches, so that DDP and FSDP train on the same ones after it.
+    const forwards = Math.ceil(evalIters / dpSize);
     this.model.eval();
-    const mean = (split: "train" | "val") => {
-      let sum = 0;
-      for (let k = 0; k < this.config.evalIters; k++) {
-        sum += tidy(() => noGrad(() => this.#loss(...this.getBatch(split)).item()));
+    const sum = (split: "train" | "val") => {
+      let total = 0;
+      for (let k = 0; k < forwards; k++) {
+        const loss = tidy(() => noGrad(() => this.#loss(...this.getBatch(split)).item()));
+        if (k < mine) total += loss;
       }
-      return sum / this.config.evalIters;
+      return total;
     };
-    const train = mean("train"), val = mean("val");
+    const train = sum("train"), val = sum("val");
     this.model.train();
-    const [t, v] = await sumOverRanks([train, val], this.worldSize);
-    return { train: t / this.worldSize, val: v / this.worldSize };
+    // A TP group scores its dp rank's batches together: each of its ranks counts them, which
+    // leaves the means as they are.
+    const [t, v, n] = await sumOverRanks([train, val, mine], this.worldSize);
+    return { train: t / n, val: v / n };
   }
 
   /**
@@ -222,15 +236,20 @@ export class IterTrainer {
     const peak = peakFlops(c.device, this.device, c.dtype, peakFlopsFlag(c));
     let t0 = performance.now(), localIter = 0, runningMfu = -1, lastLoss = NaN, rate = 0;
     let losses: IterResult["losses"] = null;
+    const times = this.times;
+    // Everything before the first iteration: the process, the data, the model, FSDP, the peak.
+    times.add("start-up", performance.now());
     try {
       while (true) {
         const lr = c.decayLr ? getLr(this.iterNum, c) : c.lr;
         for (const group of this.optimizer.paramGroups) group.lr = lr;
         if (this.iterNum % c.evalInterval === 0) {
-          losses = await this.estimateLoss();
-          await this.#evaluated(losses, lr, rate);
+          const estimated = await times.measure("evaluation", () => this.estimateLoss());
+          losses = estimated;
+          await this.#evaluated(estimated, lr, rate);
         }
         if (this.iterNum === 0 && c.evalOnly) break;
+        const iterStart = performance.now();
         let loss = 0;
         for (let micro = 0; micro < this.microSteps; micro++) {
           loss = await this.#microStep(x, y, micro === this.microSteps - 1);
@@ -272,10 +291,14 @@ export class IterTrainer {
             gradNorm: norm,
           });
         }
+        const stop = await stopAgreed(this.worldSize);
+        const iterMs = performance.now() - iterStart;
+        times.add("iterations", iterMs);
+        if (localIter === 0) times.firstIterationMs = iterMs;
         this.iterNum++;
         localIter++;
         if (this.iterNum > c.maxIters) break;
-        if (await stopAgreed(this.worldSize)) {
+        if (stop) {
           this.stoppedOnRequest = true;
           await this.saveSnapshot();
           break;
@@ -315,12 +338,16 @@ export class IterTrainer {
   /** Writes the snapshot (every rank calls it): the model, optimizer, iter_num, best_val_loss. */
   async saveSnapshot(): Promise<void> {
     if (this.rank === 0) this.log(`saving checkpoint to ${this.config.snapshot}`);
-    await writeSnapshot(this.#place, this.model, this.optimizer, {
-      epochsRun: 0,
-      step: this.iterNum,
-      sampler: { epoch: 0, seed: this.config.seed },
-      bestValLoss: this.bestValLoss,
-    });
+    await this.times.measure(
+      "checkpoints",
+      () =>
+        writeSnapshot(this.#place, this.model, this.optimizer, {
+          epochsRun: 0,
+          step: this.iterNum,
+          sampler: { epoch: 0, seed: this.config.seed },
+          bestValLoss: this.bestValLoss,
+        }),
+    );
   }
 
   get #place(): SnapshotPlace {

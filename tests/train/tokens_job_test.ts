@@ -60,7 +60,8 @@ Deno.test("train --dataset tokens logs as nanoGPT, saves when the val loss impro
     assert.equal(meta.bestValLoss.toFixed(4), last.val.toFixed(4));
     const done = /^done: iter 21, 21 iterations here, .* val loss ([\d.]+)/m.exec(run.stdout);
     assert.ok(done, run.stdout);
-    const sample = /^sample:\n([\s\S]*)$/m.exec(run.stdout)?.[1] ?? "";
+    // The sample, up to the job's last line (where its time went).
+    const sample = /^sample:\n([\s\S]*)\ntime: .*\n?(?![\s\S])/m.exec(run.stdout)?.[1] ?? "";
     assert.ok(sample.length >= 400, `a 500-token sample: ${sample}`);
     assert.ok([...sample.trimEnd()].every((c) => chars.includes(c)), sample);
     const records: MetricRecord[] = (await Deno.readTextFile(join(out, "metrics.jsonl"))).trim()
