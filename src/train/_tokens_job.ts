@@ -5,6 +5,7 @@ import type { GPT } from "../nn/gpt.ts";
 import { EXIT_STOPPED } from "../launch/stop_request.ts";
 import { tensor } from "../tensor/creation.ts";
 import { manualSeed } from "../tensor/random.ts";
+import { getNumThreads, setNumThreads } from "../tensor/threads.ts";
 import type { TrainConfig } from "./_schema.ts";
 import { finalWeights, wholeGPT } from "./_final_weights.ts";
 import { fromMeta } from "../data/tokenizer.ts";
@@ -88,6 +89,11 @@ async function finish(trainer: IterTrainer, result: IterResult): Promise<number>
   if (trainer.rank === 0) {
     console.log(doneLine(result));
     const meta = trainer.data.meta;
+    // The other ranks are done: the sample (500 forwards, a third of a small run's time on one
+    // thread) takes every core this node gave them, unless --threads fixed the count.
+    if (trainer.config.threads === 0) {
+      setNumThreads(Math.max(getNumThreads(), navigator.hardwareConcurrency));
+    }
     console.log(`sample:\n${await sampleTokens(wholeGPT(trainer, weights), meta)}`);
   }
   return 0;
