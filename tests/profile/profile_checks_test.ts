@@ -96,7 +96,7 @@ Deno.test({
           ] as const;
           for (const [how, run] of runs) {
             assert.equal(run.code, 2, `${how} ${what}: ${run.stderr}`);
-            const field = how === "--profile" ? "profile" : "DTRAIN_PROFILE";
+            const field = how === "--profile" ? "--profile" : "DTRAIN_PROFILE";
             assert.match(run.stderr, new RegExp(`^train: ${field}: ${message.source}`), what);
             assert.equal(run.stderr.match(/^train: /gm)?.length, 1, run.stderr);
             assert.doesNotMatch(run.stderr, /no trace written|^\s+at /m, "one message");
