@@ -5,8 +5,9 @@
  * `alwaysSaveCheckpoint`), on one process or on every rank of a DDP or FSDP job.
  *
  * Two things differ from train.py, both for several ranks: every rank evaluates (a fully sharded
- * model's forward needs them all) and the losses are averaged over the ranks; and a resumed run
- * reseeds from the seed, the rank and the iteration, so its ranks draw different batches.
+ * model's forward needs them all), scoring its share of the `evalIters` batches, and the sums over
+ * the ranks make the means; and a resumed run reseeds from the seed, the rank and the iteration,
+ * so its ranks draw different batches.
  * @module
  */
 
