@@ -8,7 +8,7 @@
  */
 
 import { arange, rand, tensor } from "../tensor/creation.ts";
-import { A100_BF16_PEAK_FLOPS } from "../tensor/device/mod.ts";
+import { A100_BF16_PEAK_FLOPS as A100_PEAK } from "../tensor/device/mod.ts";
 import { noGrad } from "../tensor/autograd.ts";
 import { crossEntropy } from "../tensor/ops/cross_entropy.ts";
 import type { Tensor } from "../tensor/tensor.ts";
@@ -82,7 +82,8 @@ export function setGPTLoss(model: GPT, loss: GPTLoss): void {
   lossOverrides.set(model, loss);
 }
 
-export { A100_BF16_PEAK_FLOPS };
+/** An A100's bf16 dense peak in FLOP/s (312 T), the unit of nanoGPT's `estimate_mfu`. */
+export const A100_BF16_PEAK_FLOPS: number = A100_PEAK;
 
 /**
  * A GPT language model (nanoGPT's `GPT`): `forward(idx, targets)` maps i32 tokens [B, T] to
