@@ -32,7 +32,7 @@ import { type Layout, shardedSnapshots, worldLayout } from "./_layout.ts";
 import { parallelizeModel } from "./parallelize.ts";
 import { openTokenData, type TokenData } from "./_tokens.ts";
 import { getLr } from "./_nanogpt.ts";
-import { peakFlops, peakFlopsFlag } from "./_peak_flops.ts";
+import { type PeakFlops, peakFlops, peakFlopsFlag } from "./_peak_flops.ts";
 import { sumOverRanks } from "./_stats.ts";
 import { checkStep } from "./_finite.ts";
 import { clipToNorm } from "./_clip.ts";
@@ -233,12 +233,12 @@ export class IterTrainer {
   async train(): Promise<IterResult> {
     const c = this.config, first = this.iterNum;
     let [x, y] = this.getBatch("train");
-    // Every rank measures at once: each gets the share of the cores it trains with.
-    const peak = peakFlops(c.device, this.device, c.dtype, peakFlopsFlag(c));
+    // MFU's peak, known once the loop has settled (see below).
+    let peak: PeakFlops | null = null;
     let t0 = performance.now(), localIter = 0, runningMfu = -1, lastLoss = NaN, rate = 0;
     let losses: IterResult["losses"] = null;
     const times = this.times;
-    // Everything before the first iteration: the process, the data, the model, FSDP, the peak.
+    // Everything before the first iteration: the process, the data, the model, FSDP.
     times.add("start-up", performance.now());
     try {
       while (true) {
@@ -250,6 +250,16 @@ export class IterTrainer {
           await this.#evaluated(estimated, lr, rate);
         }
         if (this.iterNum === 0 && c.evalOnly) break;
+        if (localIter === 5 && peak === null) {
+          // When MFU is first logged (from the sixth iteration, as nanoGPT), every rank at once, so
+          // each measures with the share of the cores it trains with; a shorter run never pays for
+          // it. The measurement is kept out of the iteration's time.
+          const start = performance.now();
+          peak = peakFlops(c.device, this.device, c.dtype, peakFlopsFlag(c));
+          const ms = performance.now() - start;
+          times.add("start-up", ms);
+          t0 += ms;
+        }
         const iterStart = performance.now();
         let loss = 0;
         for (let micro = 0; micro < this.microSteps; micro++) {
@@ -271,7 +281,7 @@ export class IterTrainer {
         }
         if (this.iterNum % c.logInterval === 0 && this.rank === 0) {
           lastLoss = lossf;
-          if (localIter >= 5) { // let the loop settle, as nanoGPT
+          if (peak !== null) { // from the sixth iteration: the loop has settled, as nanoGPT
             // The whole model's flops for this dp rank's batches, shared by its TP group.
             const fwdbwd = c.batchSize * this.microSteps;
             const mfu = this.#gpt.estimateMfu(fwdbwd, dt, this.#params, peak.flops) /
@@ -280,7 +290,7 @@ export class IterTrainer {
           }
           this.log(
             `iter ${this.iterNum}: loss ${lossf.toFixed(4)}, time ${(dt * 1000).toFixed(2)}ms, ` +
-              `mfu ${(runningMfu * 100).toFixed(2)}% (of ${peak.label})`,
+              `mfu ${(runningMfu * 100).toFixed(2)}%${peak ? ` (of ${peak.label})` : ""}`,
           );
           await this.#runLog?.add({
             kind: "step",
