@@ -65,7 +65,9 @@ export function logLines(stdout: string): {
   for (const line of unprefixed(stdout).split("\n")) {
     const e = /^step (\d+): train loss ([\d.]+), val loss ([\d.]+)$/.exec(line);
     if (e) evals.push({ iter: Number(e[1]), train: Number(e[2]), val: Number(e[3]) });
-    const i = /^iter (\d+): loss [\d.]+, time [\d.]+ms, mfu -?[\d.]+%(?: \(of [^)]+\))?$/.exec(line);
+    const i = /^iter (\d+): loss [\d.]+, time [\d.]+ms, mfu -?[\d.]+%(?: \(of [^)]+\))?$/.exec(
+      line,
+    );
     if (i) iters.push(Number(i[1]));
     if (line.startsWith("saving checkpoint to ")) saves.push(evals.at(-1)?.iter ?? -1);
   }
