@@ -32,6 +32,7 @@ export type { HalfDType } from "./src/tensor/dtype.ts";
 export type { TensorMath } from "./src/tensor/tensor_math.ts";
 export type { TensorIndexing } from "./src/tensor/tensor_indexing.ts";
 export type { TensorHost } from "./src/tensor/tensor_host.ts";
+export type { TensorShape } from "./src/tensor/tensor_shape.ts";
 export { allocatedBytes, type Claim, type Device, type Storage } from "./src/tensor/storage.ts";
 export { type Bf16MatmulBackend, bf16MatmulBackend } from "./src/tensor/device/bf16_gemm.ts";
 export {

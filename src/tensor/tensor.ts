@@ -14,9 +14,7 @@ import * as inplaceMath from "./ops/inplace_math.ts";
 import { repr } from "./repr.ts";
 import { contiguousStrides, formatShape, normalizeDim, shapeSize } from "./layout.ts";
 import * as shapeOps from "./ops/shape.ts";
-import * as sliceOps from "./ops/slice.ts";
-import { viewDType } from "./ops/views.ts";
-import { TensorHost } from "./tensor_host.ts";
+import { TensorShape } from "./tensor_shape.ts";
 
 // The layout helpers, dtypes and `copyInto` have their own files; these re-exports keep the imports of
 // the layers above (`from "../tensor/tensor.ts"`) working.
@@ -56,7 +54,7 @@ export interface TensorOptions {
  * assert.deepStrictEqual(x.grad!.toArray(), new Float32Array([2, 4, 6]));
  * ```
  */
-export class Tensor extends TensorHost implements Disposable {
+export class Tensor extends TensorShape implements Disposable {
   /** Dimensions, outermost first. */
   readonly shape: readonly number[];
   /** Element steps between neighbours along each dimension. */
@@ -273,71 +271,6 @@ export class Tensor extends TensorHost implements Disposable {
   /** A contiguous copy that stays in the graph. */
   clone(): Tensor {
     return shapeOps.clone(this);
-  }
-
-  // ---------------------------------------------------------------- shape
-
-  /** The same elements in a new shape (one dimension may be -1); a view when possible. */
-  reshape(...shape: number[] | [readonly number[]]): Tensor {
-    const dims = (Array.isArray(shape[0]) ? shape[0] : shape) as readonly number[];
-    return shapeOps.reshape(this, dims);
-  }
-
-  /**
-   * The same memory in a new shape (one dimension may be -1). Like PyTorch's `view`, it never
-   * copies: a tensor whose layout cannot be viewed so (a transposed one) throws; use `reshape`.
-   */
-  view(...shape: number[] | [readonly number[]]): Tensor;
-  /** The same memory read as a dtype of the same size, e.g. u16 bits as bf16 (see `viewDType`). */
-  view(dtype: DType): Tensor;
-  view(...args: number[] | [readonly number[]] | [DType]): Tensor {
-    if (typeof args[0] === "string") return viewDType(this, args[0]);
-    return shapeOps.view(this, (Array.isArray(args[0]) ? args[0] : args) as readonly number[]);
-  }
-
-  /** Flattens dimensions `startDim`..`endDim` into one. */
-  flatten(startDim = 0, endDim = -1): Tensor {
-    return shapeOps.flatten(this, startDim, endDim);
-  }
-
-  /** A view with two dimensions swapped. */
-  transpose(dim0: number, dim1: number): Tensor {
-    return shapeOps.transpose(this, dim0, dim1);
-  }
-
-  /** The transpose of a 2-d tensor (a view). */
-  t(): Tensor {
-    return shapeOps.t(this);
-  }
-
-  /** The transpose of a 2-d tensor (PyTorch's `.T`). */
-  get T(): Tensor {
-    return this.t();
-  }
-
-  /** Elements `start` to `start + length - 1` along `dim` (a view; see `narrow`). */
-  narrow(dim: number, start: number, length: number): Tensor {
-    return sliceOps.narrow(this, dim, start, length);
-  }
-
-  /** The slice at `index` along `dim`, that dimension removed (a view; see `select`). */
-  select(dim: number, index: number): Tensor {
-    return sliceOps.select(this, dim, index);
-  }
-
-  /** Views of `splitSize` elements along `dim`, or of the given sizes (see `split`). */
-  split(splitSizeOrSections: number | readonly number[], dim = 0): Tensor[] {
-    return sliceOps.split(this, splitSizeOrSections, dim);
-  }
-
-  /** `chunks` views of equal size along `dim` (see `chunk`). */
-  chunk(chunks: number, dim = 0): Tensor[] {
-    return sliceOps.chunk(this, chunks, dim);
-  }
-
-  /** A broadcast view to `shape`. */
-  expand(...shape: number[]): Tensor {
-    return shapeOps.expand(this, shape);
   }
 
   /**
