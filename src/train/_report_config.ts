@@ -5,6 +5,7 @@
  * @module
  */
 
+import { EPOCH_ONLY, ITERATION_ONLY } from "./_training_kinds.ts";
 import type { TrainConfig } from "./config.ts";
 
 type Applies = (config: TrainConfig) => boolean;
@@ -36,31 +37,14 @@ const ONLY_WHEN: Partial<Record<keyof TrainConfig, Applies>> = {
   beta2: (c) => c.optimizer === "adamw",
   dpShard: (c) => c.strategy === "fsdp",
   dpReplicate: (c) => c.strategy === "fsdp",
-  // An epoch run's schedule, data and snapshots.
-  epochs,
-  saveEvery: epochs,
-  saveEverySteps: epochs,
-  lrSchedule: epochs,
-  warmupSteps: and(epochs, (c) => c.lrSchedule !== "constant"),
-  maxSteps: epochs,
-  logEvery: epochs,
-  dataRoot: epochs,
+  // The settings of one kind of training (_training_kinds.ts), some only under a schedule.
+  ...Object.fromEntries(ITERATION_ONLY.map((field) => [field, iterations])),
+  ...Object.fromEntries(EPOCH_ONLY.map((field) => [field, epochs])),
   snapshot: epochs,
-  // nanoGPT's iteration settings.
-  maxIters: iterations,
-  evalInterval: iterations,
-  evalIters: iterations,
-  logInterval: iterations,
-  evalOnly: iterations,
-  alwaysSaveCheckpoint: iterations,
-  initFrom: iterations,
-  gradientAccumulationSteps: iterations,
-  decayLr: iterations,
+  warmupSteps: and(epochs, (c) => c.lrSchedule !== "constant"),
   warmupIters: and(iterations, (c) => c.decayLr),
   lrDecayIters: and(iterations, (c) => c.decayLr),
   minLr: and(iterations, (c) => c.decayLr),
-  dataDir: iterations,
-  outDir: iterations,
 };
 
 /**

@@ -14,6 +14,7 @@ import { badFlagValue, decimalNumber, settleMasterPort, splitNodes } from "../la
 import { userPath } from "../launch/user_cwd.ts";
 import { FLAGS, setFileSpellings, spelled } from "./_flags.ts";
 import { readConfigFile } from "./_config_file.ts";
+import { checkOneKind } from "./_training_kinds.ts";
 import { discardProfile, unwritableTrace } from "../profile/tracer.ts";
 import { CheckpointError } from "../safetensors/errors.ts";
 import { readPretrainedConfig } from "../nn/gpt_pretrained.ts";
@@ -234,49 +235,6 @@ function worldSizeOf(config: TrainConfig): number {
 function defaultAccumulation(config: TrainConfig): number {
   const dpSize = worldSizeOf(config) / (config.tp || 1);
   return Number.isInteger(dpSize) && dpSize > 0 ? dpSize : 1;
-}
-
-/** Fields only iteration-based training (`--dataset tokens`, as nanoGPT's train.py) reads. */
-const ITERATION_ONLY = [
-  "dataDir",
-  "outDir",
-  "maxIters",
-  "evalInterval",
-  "evalIters",
-  "logInterval",
-  "evalOnly",
-  "alwaysSaveCheckpoint",
-  "initFrom",
-  "gradientAccumulationSteps",
-  "decayLr",
-  "warmupIters",
-  "lrDecayIters",
-  "minLr",
-] as const;
-/** Fields only epoch-based training (every other dataset) reads. */
-const EPOCH_ONLY = [
-  "epochs",
-  "saveEvery",
-  "saveEverySteps",
-  "lrSchedule",
-  "warmupSteps",
-  "maxSteps",
-  "logEvery",
-  "dataRoot",
-] as const;
-
-/** Refuses a setting that the chosen kind of training would silently ignore. */
-function checkOneKind(given: Record<string, unknown>): void {
-  const tokens = given.dataset === "tokens";
-  const stray = (tokens ? EPOCH_ONLY : ITERATION_ONLY).find((f) => given[f] !== undefined);
-  if (stray === undefined) return;
-  throw new ConfigError(
-    stray,
-    tokens
-      ? "is for epoch-based training; --dataset tokens trains by iterations as nanoGPT " +
-        "(--max-iters, --eval-interval, --warmup-iters, --lr-decay-iters, --out-dir, ...)"
-      : "is for iteration-based training, with --dataset tokens (nanoGPT's train.bin/val.bin)",
-  );
 }
 
 function parseNumber(field: string, raw: string): number {
