@@ -110,20 +110,25 @@ export class CallingThreadCollectives {
 
   /**
    * The backend for a blocking call on `tensors`: one with its own issue queue orders the call
-   * after everything issued before it; another needs nothing in flight (`#idle`).
+   * after everything issued before it; another needs nothing in flight.
    */
   #blocking(what: string, tensors: TensorLike[], needs: Capability): Backend {
     const backend = this.#group.serving(what, tensors, needs);
-    return entryOf(backend.name).queued ? backend : this.#idle(what, tensors, needs);
+    if (!entryOf(backend.name).queued) this.#refuseInFlight(what);
+    return backend;
   }
 
   /** The backend for `tensors`, when nothing issued earlier is still queued behind this thread. */
   #idle(what: string, tensors: TensorLike[], needs: Capability): Backend {
     const backend = this.#group.serving(what, tensors, needs);
+    this.#refuseInFlight(what);
+    return backend;
+  }
+
+  #refuseInFlight(what: string): void {
     const inFlight = this.#order.inFlight;
     if (inFlight > 0) {
       throw invalid(`${what}: ${inFlight} collective(s) still in flight; await them first`);
     }
-    return backend;
   }
 }
