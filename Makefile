@@ -31,6 +31,9 @@ CUDA_OBJ := $(patsubst csrc/cuda/%.cu,$(BUILD)/cuda/%.o,$(CUDA_SRC)) $(BUILD)/cu
 
 DENO = $(shell scripts/bootstrap.sh | tail -n 1)
 
+# Whether nvidia-smi lists a GPU here (asked once): what make train builds and make test runs on.
+HAS_GPU := $(shell nvidia-smi -L 2>/dev/null | grep -m1 GPU)
+
 .PHONY: all build build-cpu build-train deps train test bench check clean cuda cuda-host cuda-host-asan
 
 all: build
@@ -47,7 +50,7 @@ build: build-cpu cuda
 # What `make train` builds: the CUDA library only where a GPU is (nvidia-smi lists one) or NVCC
 # is given (make train NVCC=/path/to/nvcc, or in the environment). Compiling it takes about a
 # minute, which a machine without a GPU spent for nothing before its first step.
-TRAIN_CUDA := $(if $(or $(shell nvidia-smi -L 2>/dev/null | grep -m1 GPU),$(filter command line environment,$(origin NVCC))),cuda)
+TRAIN_CUDA := $(if $(or $(HAS_GPU),$(filter command line environment,$(origin NVCC))),cuda)
 build-train: build-cpu $(TRAIN_CUDA)
 
 $(BUILD)/libdtrain.so: $(CORE_SRC) $(CORE_HDR)
@@ -139,7 +142,7 @@ train: build-train
 
 # Where the GPU tests run: on the host build (CUDA=host, the default where nvidia-smi lists no GPU)
 # or on the GPU with the real library (CUDA=gpu); scripts/test.sh says which.
-CUDA ?= $(if $(shell nvidia-smi -L 2>/dev/null | grep -m1 GPU),gpu,host)
+CUDA ?= $(if $(HAS_GPU),gpu,host)
 
 test: build $(if $(filter host,$(CUDA)),cuda-host cuda-host-asan)
 	DENO=$(DENO) DTRAIN_TEST_CUDA=$(CUDA) scripts/test.sh
