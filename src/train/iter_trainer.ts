@@ -17,7 +17,7 @@ import { CheckpointError } from "../checkpoint/mod.ts";
 import type { Module } from "../nn/module.ts";
 import type { Optimizer } from "../optim/optimizer.ts";
 import { DistributedDataParallel } from "../parallel/ddp.ts";
-import type { FSDPModule } from "../parallel/fsdp/fully_shard.ts";
+import { type FSDPModule, fsdpStateOf } from "../parallel/fsdp/fully_shard.ts";
 import { noGrad } from "../tensor/autograd.ts";
 import { manualSeed } from "../tensor/random.ts";
 import { tidy, tidyAsync } from "../tensor/scope.ts";
@@ -203,7 +203,10 @@ export class IterTrainer {
       }
       return total;
     };
-    const train = sum("train"), val = sum("val");
+    // A sharded model gathers its parameters once for all of the evaluation's forwards.
+    const state = this.#fsdp && fsdpStateOf(this.#fsdp);
+    const both = () => [sum("train"), sum("val")];
+    const [train, val] = state ? await state.keepGathered(both) : both();
     this.model.train();
     // A TP group scores its dp rank's batches together: each of its ranks counts them, which
     // leaves the means as they are.

@@ -9,7 +9,7 @@ import { fsdpStateOf, fullyShard, gradientDivideFactors } from "../../src/parall
 import { noGrad } from "../../src/tensor/autograd.ts";
 import { randn } from "../../src/tensor/creation.ts";
 import { manualSeed } from "../../src/tensor/random.ts";
-import { tidyAsync } from "../../src/tensor/scope.ts";
+import { tidy, tidyAsync } from "../../src/tensor/scope.ts";
 import { allocatedBytes } from "../../src/tensor/storage.ts";
 import type { Tensor } from "../../src/tensor/tensor.ts";
 
@@ -222,5 +222,39 @@ Deno.test("forwardPrefetch false gathers the module only when its forward starts
     assert.deepEqual(net.seen, ["sharded", "sharded"]);
     // The root still starts the first module's gather ahead.
     assert.equal(model.lastStats.forwardPrefetches, 1);
+  });
+});
+
+Deno.test("keepGathered gathers each group once for an evaluation's forwards, which equal the resharding ones, and reshards after", async () => {
+  await inWorldOfOne(async () => {
+    manualSeed(3);
+    const probe = new Probe(4, 6);
+    fullyShard(probe);
+    const model = fullyShard(new Sequential(probe, new Linear(6, 2)));
+    const shard = probe.weight;
+    const xs = [randn([3, 4]), randn([3, 4]), randn([3, 4])];
+    const forward = (x: Tensor) => tidy(() => noGrad(() => Array.from(model.forward(x).toArray())));
+    const resharding = xs.map(forward);
+    const state = fsdpStateOf(model)!;
+    const before = allocatedBytes();
+    const seen: Tensor[] = [];
+    const kept = await state.keepGathered(() =>
+      xs.map((x) => {
+        const out = forward(x);
+        seen.push(probe.seen);
+        assert.notEqual(probe.weight, shard, "the full parameter stays between forwards");
+        return out;
+      })
+    );
+    assert.deepEqual(kept, resharding);
+    assert.ok(seen.every((w) => w === seen[0]), "one gathered parameter served every forward");
+    assert.equal(probe.weight, shard, "resharded when the evaluation ends");
+    assert.equal(seen[0].storage.ptr, null, "its memory freed");
+    assert.equal(allocatedBytes(), before);
+    assert.equal(state.keepsGathered, false);
+    await assert.rejects(
+      fsdpStateOf(probe)!.keepGathered(() => {}),
+      /keepGathered\(\) must be called on the root/,
+    );
   });
 });

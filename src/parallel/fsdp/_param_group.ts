@@ -52,6 +52,8 @@ export interface StepRecorder {
   readonly sync: boolean;
   /** The root's own group. */
   readonly group: FSDPParamGroup | null;
+  /** Whether forwards without a graph keep the full parameters (see `FSDPState.keepGathered`). */
+  readonly keepsGathered: boolean;
   /** Called by each group's pre-forward, in forward order. */
   ranForward(group: FSDPParamGroup): void;
   /** The group whose backward comes after `group`'s (the one to prefetch). */
@@ -229,7 +231,10 @@ export class FSDPParamGroup {
     if (this.recomputing) return output;
     const grad = isGradEnabled();
     const hooked = grad ? this.#hookOutputs(output) : output;
-    if ((this.reshardAfterForward && this.root.group !== this) || !grad) this.reshard();
+    const reshard = grad
+      ? this.reshardAfterForward && this.root.group !== this
+      : !this.root.keepsGathered;
+    if (reshard) this.reshard();
     this.training = TrainingState.Idle;
     return hooked as T;
   }

@@ -36,6 +36,7 @@ export class FSDPState implements StepRecorder {
   #counting = emptyStats();
   #inBackward = false;
   #sync = true;
+  #keepsGathered = false;
 
   /** @param group The group of this call's own parameters (set right after construction). */
   constructor(public group: FSDPParamGroup | null = null) {}
@@ -48,6 +49,30 @@ export class FSDPState implements StepRecorder {
   /** Whether gradients are reduced (false inside `noSync`). */
   get sync(): boolean {
     return this.#sync;
+  }
+
+  /** Whether forwards without a graph keep the full parameters (inside `keepGathered`). */
+  get keepsGathered(): boolean {
+    return this.#keepsGathered;
+  }
+
+  /**
+   * Runs `fn`, whose forwards run without a graph (an evaluation), with each group's full
+   * parameters gathered once and kept for all of them, then reshards every group. An evaluation
+   * of k batches otherwise gathers the whole model k times, where no backward or optimizer step
+   * can change the shards in between; the price is the full model's memory for its duration, as
+   * DDP holds all along.
+   */
+  async keepGathered<R>(fn: () => R | Promise<R>): Promise<R> {
+    if (this.root !== this) throw new Error("FSDP: keepGathered() must be called on the root");
+    if (this.#inBackward) throw new Error("FSDP.keepGathered: a backward is in progress");
+    this.#keepsGathered = true;
+    try {
+      return await fn();
+    } finally {
+      this.#keepsGathered = false;
+      for (const group of this.groups) group.reshard();
+    }
   }
 
   /** Records `group`'s forward, once per step. */
