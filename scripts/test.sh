@@ -8,6 +8,13 @@ DENO=${DENO:-$(scripts/bootstrap.sh | tail -n 1)}
 mkdir -p build
 log=build/test.log
 
+# torchrun's port 29500 is held for the whole run, as another job on the machine would hold it: no
+# test may depend on a fixed port (issue 36). Where something else already holds it, so much the
+# better; the holder is stopped on exit however the run ends.
+"$DENO" run --allow-net scripts/hold_port.ts 29500 &
+port_holder=$!
+trap 'kill "$port_holder" 2>/dev/null' EXIT
+
 # The GPU tests ([cuda] and the NCCL ones) run on the host build of the CUDA library where there is
 # no GPU (make cuda-host: the CPU, with stand-ins for cuBLAS and NCCL from tests/cuda/host/), chosen
 # here by name, never found by accident; DTRAIN_TEST_CUDA=gpu (make test CUDA=gpu) leaves the real
