@@ -13,11 +13,20 @@
 import { dtrainSymbols, Status } from "./dtrain.ts";
 import { lazyLibrary, type Symbols } from "./load.ts";
 
-/** libdtrain's table without the CPU thread pool, which the CUDA library has no use for. */
-function withoutThreadPool<T extends typeof dtrainSymbols>(
+/**
+ * libdtrain's table without its CPU-only sections of dtrain.h, which the CUDA library has no use
+ * for: the thread pool, and the file mappings (host memory, which libdtrain maps for either device).
+ */
+function withoutCpuOnly<T extends typeof dtrainSymbols>(
   table: T,
-): Omit<T, "dt_set_num_threads" | "dt_get_num_threads"> {
-  const { dt_set_num_threads: _set, dt_get_num_threads: _get, ...rest } = table;
+): Omit<T, "dt_set_num_threads" | "dt_get_num_threads" | "dt_map_file" | "dt_unmap_file"> {
+  const {
+    dt_set_num_threads: _set,
+    dt_get_num_threads: _get,
+    dt_map_file: _map,
+    dt_unmap_file: _unmap,
+    ...rest
+  } = table;
   return rest;
 }
 
@@ -31,7 +40,7 @@ export const attentionSymbols = {
 } as const;
 
 const symbols = {
-  ...withoutThreadPool(dtrainSymbols),
+  ...withoutCpuOnly(dtrainSymbols),
   // runtime.cu (and alloc.cu: dt_cuda_allocated_bytes_on)
   dt_cuda_device_count: { parameters: ["buffer"], result: "i32" }, // int dt_cuda_device_count(int32_t *count)
   dt_cuda_device_name: { parameters: ["i32", "buffer", "i64"], result: "i32" }, // (int32_t index, char *buf, int64_t len)

@@ -132,6 +132,9 @@ const symbols = {
   dt_gather_u8_f32: { parameters: [ptr, i64, ptr, i64, i64, f32, f32, ptr], result: i32 },
   dt_gather_rows: { parameters: [ptr, i64, ptr, i64, i64, ptr], result: i32 },
   dt_gather_u8_i32: { parameters: [ptr, i64, ptr, i64, ptr], result: i32 },
+  // mapped_file.c
+  dt_map_file: { parameters: [buf, i32, buf, buf, buf], result: i32 },
+  dt_unmap_file: { parameters: [ptr, i64], result: i32 },
 } as const satisfies Deno.ForeignLibraryInterface;
 
 /** The functions of `libdtrain.so` (64-bit sizes take numbers: [Note: 64-bit integers] in load.ts). */
@@ -193,6 +196,9 @@ export const CompareOp = { eq: 0, ne: 1, lt: 2, le: 3, gt: 4, ge: 5 } as const;
 
 /** Element types as the kernels number them (enum dt_dtype in csrc/core/dtrain.h). */
 export const DTypeCode = { f32: 0, i32: 1, bool: 2, bf16: 3, f16: 4 } as const;
+
+/** How a file mapping will be read: `dt_map_file`'s madvise hint (enum dt_map_access in csrc/core/dtrain.h). */
+export const MapAccess = { normal: 0, random: 1, sequential: 2 } as const;
 
 /** `dt_cross_entropy`'s reduction of the per-row losses (enum dt_reduction in csrc/core/dtrain.h). */
 export const ReductionCode = { none: 0, mean: 1, sum: 2 } as const;

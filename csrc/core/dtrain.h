@@ -245,6 +245,18 @@ int dt_gather_rows(const void *src, int64_t src_rows, const int32_t *indices, in
 int dt_gather_u8_i32(const uint8_t *src, int64_t src_len, const int32_t *indices, int64_t n,
                      int32_t *dst);
 
+/* ---------------------------------------------------------------- mapped_file.c (CPU only) */
+
+/* How a mapping will be read, the madvise hint of dt_map_file (MapAccess in ffi/dtrain.ts). */
+enum dt_map_access { DT_MAP_NORMAL = 0, DT_MAP_RANDOM = 1, DT_MAP_SEQUENTIAL = 2 };
+/* Maps the whole file at `path` read-only and shared: pages are read on first touch and stay the
+ * page cache's. An empty file maps to NULL with length 0. On failure (DT_EINVAL) *out_errno holds
+ * errno (0 for a bad argument) and the message names the path. */
+int dt_map_file(const char *path, int32_t access, void **out_ptr, int64_t *out_len,
+                int32_t *out_errno);
+/* Releases a mapping of dt_map_file; NULL with length 0 (an empty file's) is a no-op. */
+int dt_unmap_file(void *ptr, int64_t len);
+
 #ifdef __cplusplus
 }
 #endif

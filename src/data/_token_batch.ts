@@ -24,17 +24,21 @@ function widened(tokens: Uint16Array, shape: number[], device: Device): Tensor {
   return wide;
 }
 
+/** Fills `into` with the tokens from token `start` on (`into.length` of them). */
+export type ReadTokens = (start: number, into: Uint16Array<ArrayBuffer>) => void;
+
 /**
- * x[b] = tokens[starts[b] .. starts[b] + T) and y[b] the same shifted by one, both i32 [B, T].
+ * x[b] = tokens[starts[b] .. starts[b] + T) and y[b] the same shifted by one, both i32 [B, T]:
+ * only these rows are read from the token stream.
  *
- * @param tokens The token stream (host memory).
+ * @param read Copies tokens out of the stream (a mapped file).
  * @param starts The first token of each row; each row reads T + 1 tokens.
  * @param blockSize T.
  * @param device Where the tensors go.
  * @returns `[x, y]`.
  */
 export function windowBatch(
-  tokens: Uint16Array,
+  read: ReadTokens,
   starts: readonly number[],
   blockSize: number,
   device: Device,
@@ -42,8 +46,8 @@ export function windowBatch(
   const rows = starts.length, shape = [rows, blockSize];
   const x = new Uint16Array(rows * blockSize), y = new Uint16Array(rows * blockSize);
   starts.forEach((s, b) => {
-    x.set(tokens.subarray(s, s + blockSize), b * blockSize);
-    y.set(tokens.subarray(s + 1, s + 1 + blockSize), b * blockSize);
+    read(s, x.subarray(b * blockSize, (b + 1) * blockSize));
+    read(s + 1, y.subarray(b * blockSize, (b + 1) * blockSize));
   });
   return [widened(x, shape, device), widened(y, shape, device)];
 }

@@ -1,10 +1,13 @@
 /**
  * nanoGPT's token files (`train.bin`, `val.bin`, written by `data/<name>/prepare.py`): uint16
- * little-endian token ids with no header, read whole once, and served as nanoGPT's `get_batch`
- * serves them.
+ * little-endian token ids with no header, memory-mapped as nanoGPT's `np.memmap` maps them (a
+ * file larger than memory costs only the pages its batches touch), and served as nanoGPT's
+ * `get_batch` serves them.
  * @module
  */
 
+import { resolve } from "node:path";
+import { MappedFile } from "../io/mapped_file.ts";
 import { notRegularFile } from "../io/regular_file.ts";
 import { tensor } from "../tensor/creation.ts";
 import { randintNumbers } from "../tensor/random.ts";
@@ -18,10 +21,13 @@ export interface TokenBatchOptions {
   device?: Device;
 }
 
-/** An Error naming the file that could not be read, and why (a missing file says so). */
+/**
+ * An Error naming the file that could not be read by its absolute path (a relative one says
+ * little in a launched worker's log), and why (a missing file says so).
+ */
 export function unreadable(path: string, error: unknown): Error {
   const reason = error instanceof Deno.errors.NotFound ? "no such file" : String(error);
-  return new Error(`${path}: cannot read it (${reason})`, { cause: error });
+  return new Error(`${resolve(path)}: cannot read it (${reason})`, { cause: error });
 }
 
 /**
@@ -42,8 +48,25 @@ export function checkTokenFile(path: string): void {
 }
 
 /**
- * The tokens of one nanoGPT `.bin` file, held in memory as the file's bytes (one read; batches
- * copy only their windows).
+ * Maps `path` read-only, as an Error naming its absolute path when it cannot be.
+ *
+ * @param path A token file or shard (checked to be a regular file first).
+ * @param access The read-ahead hint: `random` for scattered windows, `sequential` for a stream.
+ * @returns The mapping, released by its `dispose`.
+ */
+export function mapTokenFile(path: string, access: "random" | "sequential"): MappedFile {
+  checkTokenFile(path);
+  try {
+    return MappedFile.open(path, access);
+  } catch (error) {
+    throw unreadable(path, error);
+  }
+}
+
+/**
+ * The tokens of one nanoGPT `.bin` file, mapped into memory, not read: pages are read as batches
+ * touch them, so a file larger than memory serves batches with the process's memory growing only
+ * by their rows. `dispose()` (or `using`) releases the mapping; reading after it throws.
  *
  * @example A batch as nanoGPT's get_batch draws it
  * ```ts
@@ -57,61 +80,81 @@ export function checkTokenFile(path: string): void {
  * const [x, y] = tokens.getBatch(2, 3);
  * assert.deepStrictEqual(x.shape, [2, 3]);
  * assert.deepStrictEqual(y.toArray(), x.toArray().map((v) => v + 1));
+ * tokens.dispose();
  * Deno.removeSync(path);
  * ```
  */
-export class TokenFile {
-  /** The file read. */
+export class TokenFile implements Disposable {
+  /** The file mapped. */
   readonly path: string;
-  /** The token ids, a view of the file's bytes. */
-  readonly tokens: Uint16Array;
+  readonly #file: MappedFile;
+  #tokens: Uint16Array | null = null;
 
-  private constructor(path: string, bytes: Uint8Array) {
+  private constructor(path: string, file: MappedFile) {
     this.path = path;
-    if (bytes.byteLength % 2 !== 0) {
-      throw new RangeError(
-        `${path}: ${bytes.byteLength} bytes is not a whole number of uint16 tokens ` +
-          "(a nanoGPT .bin file holds 2 bytes per token)",
-      );
-    }
-    // A fresh buffer from readFile starts 2-aligned; copy otherwise (a view needs alignment).
-    const aligned = bytes.byteOffset % 2 === 0 ? bytes : bytes.slice();
-    this.tokens = new Uint16Array(aligned.buffer, aligned.byteOffset, aligned.byteLength / 2);
+    this.#file = file;
   }
 
   /**
-   * Reads a nanoGPT token file (uint16 little-endian, no header).
+   * Maps a nanoGPT token file (uint16 little-endian, no header).
    *
    * @param path The `.bin` file.
    * @returns Its tokens.
-   * @throws Error naming the file when it cannot be read or has an odd byte length.
+   * @throws Error naming the file when it cannot be mapped or has an odd byte length.
    */
-  static async open(path: string): Promise<TokenFile> {
-    checkTokenFile(path);
-    let bytes: Uint8Array;
+  static open(path: string): Promise<TokenFile> {
     try {
-      bytes = await Deno.readFile(path);
+      return Promise.resolve(TokenFile.openSync(path));
     } catch (error) {
-      throw unreadable(path, error);
+      return Promise.reject(error);
     }
-    return new TokenFile(path, bytes);
   }
 
-  /** {@linkcode TokenFile.open} without the wait. */
+  /** {@linkcode TokenFile.open} without the wait (mapping a file does not read it). */
   static openSync(path: string): TokenFile {
-    checkTokenFile(path);
-    let bytes: Uint8Array;
-    try {
-      bytes = Deno.readFileSync(path);
-    } catch (error) {
-      throw unreadable(path, error);
+    const file = mapTokenFile(path, "random");
+    if (file.byteLength % 2 !== 0) {
+      file.dispose();
+      throw new RangeError(
+        `${resolve(path)}: ${file.byteLength} bytes is not a whole number of uint16 tokens ` +
+          "(a nanoGPT .bin file holds 2 bytes per token)",
+      );
     }
-    return new TokenFile(path, bytes);
+    return new TokenFile(path, file);
   }
 
-  /** The number of tokens (`len(data)` in nanoGPT). */
+  /** The number of tokens (`len(data)` in nanoGPT); still answered after `dispose`. */
   get length(): number {
-    return this.tokens.length;
+    return this.#file.byteLength / 2;
+  }
+
+  /**
+   * The token ids, a view of the mapped pages (no copy), made on first use. Detached (length 0)
+   * by `dispose`. Batches do not use it: V8 counts a view of a large file against its heap and
+   * collects more often while one is alive.
+   *
+   * @throws Error once disposed.
+   */
+  get tokens(): Uint16Array {
+    this.#checkLive("tokens");
+    this.#tokens ??= new Uint16Array(this.#file.buffer());
+    return this.#tokens;
+  }
+
+  /** Whether {@linkcode TokenFile.dispose} has released the mapping. */
+  get disposed(): boolean {
+    return this.#file.disposed;
+  }
+
+  /** Releases the mapping (views of `tokens` become empty); idempotent. */
+  dispose(): void {
+    this.#tokens = null;
+    this.#file.dispose();
+  }
+
+  /** `using tokens = TokenFile.openSync(...)` releases the mapping at the end of the block. */
+  [Symbol.dispose](): void {
+    this.dispose();
   }
 
   /**
@@ -130,10 +173,11 @@ export class TokenFile {
     blockSize: number,
     options: TokenBatchOptions = {},
   ): [Tensor, Tensor] {
+    this.#checkLive("getBatch");
     checkPositive("getBatch", "batchSize", batchSize);
     this.#checkBlock("getBatch", blockSize);
     const offsets = randintNumbers(0, this.length - blockSize, batchSize);
-    return windowBatch(this.tokens, offsets, blockSize, options.device ?? "cpu");
+    return windowBatch(this.#read, offsets, blockSize, options.device ?? "cpu");
   }
 
   /**
@@ -150,6 +194,7 @@ export class TokenFile {
     blockSize: number,
     options: TokenBatchOptions = {},
   ): [Tensor, Tensor] {
+    this.#checkLive("batchAt");
     this.#checkBlock("batchAt", blockSize);
     if (offsets.length === 0) throw new RangeError("batchAt: no offsets given");
     offsets.forEach((o, b) => {
@@ -160,12 +205,25 @@ export class TokenFile {
         );
       }
     });
-    return windowBatch(this.tokens, offsets, blockSize, options.device ?? "cpu");
+    return windowBatch(this.#read, offsets, blockSize, options.device ?? "cpu");
   }
 
   /** All the tokens as a u16 tensor [length] (a copy, on `device`; convert with `.to("i32")`). */
   toTensor(device: Device = "cpu"): Tensor {
     return tensor(this.tokens, [this.length], { dtype: "u16", device });
+  }
+
+  /** Copies tokens out of the mapping: only the pages of the rows asked for are read. */
+  readonly #read = (start: number, into: Uint16Array<ArrayBuffer>): void => {
+    this.#file.copyInto(into, 2 * start);
+  };
+
+  #checkLive(op: string): void {
+    if (this.disposed) {
+      throw new Error(
+        `${op}: ${this.path} was unmapped by dispose(); open it again to read its tokens`,
+      );
+    }
   }
 
   #checkBlock(op: string, blockSize: number): void {

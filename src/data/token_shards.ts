@@ -5,11 +5,12 @@
  * @module
  */
 
-import { basename, dirname, join } from "node:path";
+import { basename, dirname, join, resolve } from "node:path";
+import type { MappedFile } from "../io/mapped_file.ts";
 import type { Device } from "../tensor/storage.ts";
 import type { Tensor } from "../tensor/tensor.ts";
 import { checkPositive, contiguousBatch } from "./_token_batch.ts";
-import { checkTokenFile, unreadable } from "./token_file.ts";
+import { checkTokenFile, mapTokenFile, unreadable } from "./token_file.ts";
 
 /** The first int32 of an llm.c GPT-2 token shard. */
 export const SHARD_MAGIC = 20240520;
@@ -112,7 +113,8 @@ export interface DistributedDataLoaderOptions {
  * shards in sorted order, each read sequentially; batch k of a shard gives rank r the B * T + 1
  * tokens at `B*T*r + k*B*T*numProcesses`, as `[x, y]` i32 [B, T], and a shard ends when its
  * next batch would not fit for every rank (all ranks move on together). After the last shard
- * it starts over from the first. Only the batch is read from disk each step.
+ * it starts over from the first. The current shard is memory-mapped: each step reads only its
+ * batch's pages, and `close()` (or `using`) releases the mapping.
  *
  * @example Two ranks share one shard
  * ```ts
@@ -141,8 +143,8 @@ export class DistributedDataLoader implements Disposable {
   readonly #rank: number;
   readonly #world: number;
   readonly #device: Device;
-  readonly #buffer: Uint16Array;
-  #file: Deno.FsFile | null = null;
+  readonly #buffer: Uint16Array<ArrayBuffer>;
+  #file: MappedFile | null = null;
   #shard = 0;
   #sample = 0;
 
@@ -217,19 +219,17 @@ export class DistributedDataLoader implements Disposable {
       this.#open((this.#shard + 1) % this.files.length);
     }
     const position = this.#sample * stride + this.#rank * this.#b * this.#t;
-    const bytes = new Uint8Array(this.#buffer.buffer);
-    try {
-      readAt(this.#file!, SHARD_HEADER_BYTES + 2 * position, bytes);
-    } catch (error) {
-      throw new Error(`${this.files[this.#shard]}: ${(error as Error).message}`, { cause: error });
+    if (this.#file === null) {
+      throw new Error("nextBatch: the DistributedDataLoader is closed; reset() reopens it");
     }
+    this.#file.copyInto(this.#buffer, SHARD_HEADER_BYTES + 2 * position);
     this.#sample++;
     return contiguousBatch(this.#buffer, this.#b, this.#t, this.#device);
   }
 
-  /** Closes the open shard; idempotent. */
+  /** Releases the open shard's mapping; idempotent (`reset()` opens the first shard again). */
   close(): void {
-    this.#file?.close();
+    this.#file?.dispose();
     this.#file = null;
   }
 
@@ -240,11 +240,19 @@ export class DistributedDataLoader implements Disposable {
 
   #open(shard: number): void {
     this.close();
-    try {
-      this.#file = Deno.openSync(this.files[shard]);
-    } catch (error) {
-      throw unreadable(this.files[shard], error);
+    const path = this.files[shard];
+    const file = mapTokenFile(path, "sequential");
+    // Checked against the header when the loader was made; a shard rewritten since then would
+    // be read past its end.
+    const expected = SHARD_HEADER_BYTES + 2 * this.#counts[shard];
+    if (file.byteLength !== expected) {
+      file.dispose();
+      throw new Error(
+        `${resolve(path)}: ${file.byteLength} bytes now, ${expected} when its header was checked ` +
+          "(the shard changed while the loader was open)",
+      );
     }
+    this.#file = file;
     this.#shard = shard;
     this.#sample = 0;
   }

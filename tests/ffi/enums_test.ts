@@ -7,6 +7,7 @@ import {
   BinaryOp,
   CompareOp,
   DTypeCode,
+  MapAccess,
   ReductionCode,
   Status,
   UnaryOp,
@@ -41,6 +42,7 @@ Deno.test("ffi/dtrain.ts numbers each enum of libdtrain as csrc/core/dtrain.h an
   assert.deepEqual({ ...CompareOp }, enumMembers(core, "dt_compare_op", camel()));
   assert.deepEqual({ ...DTypeCode }, enumMembers(core, "dt_dtype", camel()));
   assert.deepEqual({ ...ReductionCode }, enumMembers(core, "dt_reduction", camel("REDUCTION_")));
+  assert.deepEqual({ ...MapAccess }, enumMembers(core, "dt_map_access", camel("MAP_")));
 });
 
 Deno.test("ffi/cuda.ts numbers each enum of libdtrain_cuda as csrc/cuda/dtrain_cuda.h does", () => {

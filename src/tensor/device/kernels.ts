@@ -2,10 +2,11 @@
  * The kernels of the device seam, derived from libdtrain's FFI table (ffi/dtrain.ts) by name: a
  * kernel's seam name is its C name camelCased (`dt_matmul_batched` is `matmulBatched`), and every
  * function of the table is a kernel except the runtime's own (errors, the allocator, the thread
- * pool: {@linkcode RUNTIME_SYMBOLS}). Every device builds its table with {@linkcode bindKernels}:
- * the cpu device from libdtrain, the cuda device from libdtrain_cuda, which exports the same
- * prototypes (csrc/core/dtrain.h). A new kernel is its line in ffi/dtrain.ts and its documented
- * member in {@linkcode Kernels}; the compiler checks that the two name the same kernels.
+ * pool, file mappings: {@linkcode RUNTIME_SYMBOLS}). Every device builds its table with
+ * {@linkcode bindKernels}: the cpu device from libdtrain, the cuda device from libdtrain_cuda,
+ * which exports the same prototypes (csrc/core/dtrain.h). A new kernel is its line in
+ * ffi/dtrain.ts and its documented member in {@linkcode Kernels}; the compiler checks that the two
+ * name the same kernels.
  * @module
  */
 
@@ -27,6 +28,8 @@ export const RUNTIME_SYMBOLS = [
   "dt_get_num_threads",
   "dt_copy",
   "dt_matmul_bf16_backend",
+  "dt_map_file",
+  "dt_unmap_file",
 ] as const satisfies readonly (keyof KernelAbi)[];
 
 /** The C name of a kernel (`dt_matmul_batched`). */
