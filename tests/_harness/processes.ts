@@ -102,6 +102,8 @@ export interface RunOptions {
   args: string[];
   /** Run `deno task ARGS` (with the repository's deno.json) instead of `deno run`. */
   task?: boolean;
+  /** Run `bash -c ARGS[0]` (a command line as a page prints it) instead of `deno run`. */
+  shell?: boolean;
   /** Hard limit; then every marked process is killed and the run fails naming them. */
   timeoutMs: number;
   /** Extra environment (the job variables of the caller's environment are dropped). */
@@ -142,14 +144,18 @@ function runEnv(marker: string, tmp: string, options: RunOptions): Record<string
 }
 
 /**
- * Runs `deno run -A --v8-flags=--expose-gc ARGS` (or `deno task ARGS`) and waits for it and its output.
+ * Runs `deno run -A --v8-flags=--expose-gc ARGS` (or `deno task ARGS`, or a shell line) and waits
+ * for it and its output.
  * @throws Error naming every marked process still running at the timeout (all killed first).
  */
 export async function runDeno(options: RunOptions): Promise<RunResult> {
   const marker = crypto.randomUUID();
   const tmp = await Deno.makeTempDir({ prefix: "dtrain_run_" });
-  const child = new Deno.Command(Deno.execPath(), {
-    args: options.task ? ["task", ...options.args] : [...DENO_RUN, ...options.args],
+  const [program, args] = options.shell
+    ? ["bash", ["-c", options.args[0]]]
+    : [Deno.execPath(), options.task ? ["task", ...options.args] : [...DENO_RUN, ...options.args]];
+  const child = new Deno.Command(program, {
+    args,
     cwd: options.cwd ?? ROOT,
     clearEnv: true,
     env: runEnv(marker, tmp, options),

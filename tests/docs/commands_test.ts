@@ -1,8 +1,8 @@
 // The commands README.md and docs/nanogpt.md print are commands dtrain takes as printed: each
 // `make` target exists, each `deno task` is a task of deno.json, and each task's flags parse (the
 // train job's with nanoGPT's config file in the user's folder, where the page says it is), so a
-// renamed flag or task cannot leave the first page a user reads wrong. Running them end to end
-// is the quick start's job (`make train`) and the nanoGPT tests'.
+// renamed flag or task cannot leave the first page a user reads wrong. fresh_clone_test.ts runs
+// them end to end.
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { ROOT, withTempDir } from "../_harness/processes.ts";
@@ -11,26 +11,7 @@ import { parsePrepareArgs } from "../../src/prepare/main.ts";
 import { parseTrainArgs } from "../../src/train/config.ts";
 import { parseSampleArgs } from "../../src/train/sample.ts";
 import { SHAKESPEARE_CHAR } from "../train/_nanogpt_config.ts";
-
-const PAGES = ["README.md", "docs/nanogpt.md"];
-
-/** The words of a shell line: quotes grouped, `# comments` dropped. */
-function words(line: string): string[] {
-  const out: string[] = [];
-  for (const m of line.matchAll(/"([^"]*)"|'([^']*)'|(#.*$)|(\S+)/g)) {
-    if (m[3] !== undefined) break;
-    out.push(m[1] ?? m[2] ?? m[4]);
-  }
-  return out;
-}
-
-/** Every command of the page's `sh` blocks, continuation lines joined. */
-function commandsOf(page: string): string[][] {
-  const text = Deno.readTextFileSync(join(ROOT, page));
-  return [...text.matchAll(/^```sh\n([\s\S]*?)^```/gm)].flatMap(([, block]) =>
-    block.replace(/\\\n/g, " ").split("\n").map(words).filter((w) => w.length > 0)
-  );
-}
+import { commandsOf, PAGES, words } from "./_commands.ts";
 
 const tasks = Object.keys(JSON.parse(Deno.readTextFileSync(join(ROOT, "deno.json"))).tasks);
 const makefile = Deno.readTextFileSync(join(ROOT, "Makefile"));
