@@ -9,6 +9,8 @@ export * from "./mixed_precision.ts";
 export * from "./fsdp/fully_shard.ts";
 export * from "./fsdp/full_state_dict.ts";
 export * from "./activation_checkpoint.ts";
+export * from "./local_sgd.ts";
+export * from "./diloco.ts";
 
 import type * as fsdp from "./fsdp/_common.ts";
 /**
