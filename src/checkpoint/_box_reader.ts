@@ -1,20 +1,25 @@
 /**
  * Reads boxes out of a sharded checkpoint's files into a rank's local tensors: for each local box,
- * every saved box that meets it, its overlap copied (see [Note: boxes] in _boxes.ts). Each file
- * is loaded once, and only when a box in it is needed.
+ * every saved box that meets it, its overlap copied (see [Note: boxes] in _boxes.ts). Files are
+ * opened once, when a box in them is first needed, and read piece by piece: an overlap that is a
+ * run of whole rows in both the file and the tensor (every load onto the layout it was saved
+ * from, and FSDP's row shards on any world size) is read straight into the tensor; any other is
+ * read (only the rows it spans) into a temporary and copied. No second copy of the state is held.
  * @module
  */
 
-import { formatShape, type Tensor } from "../tensor/tensor.ts";
-import { copyPart, type Holding, intersect } from "./_boxes.ts";
-import { type Index, indexPath } from "./_sharded_index.ts";
+import { formatShape, Tensor } from "../tensor/tensor.ts";
+import { type Box, copyPart, type Holding, intersect, type LocalBox, volume } from "./_boxes.ts";
+import { type Index, indexPath, type SavedBox } from "./_sharded_index.ts";
 import { CheckpointError } from "../safetensors/errors.ts";
-import { load } from "../safetensors/safetensors.ts";
+import { TensorFile } from "../safetensors/_tensor_file.ts";
+import type { TensorEntry } from "../safetensors/_header.ts";
+
+const F32_BYTES = 4;
 
 /** Copies the parts of a checkpoint's tensors that a rank holds into its tensors. */
 export class BoxReader {
-  #files = new Map<number, Record<string, Tensor>>();
-  #views = new Map<string, Tensor>();
+  #files = new Map<number, TensorFile>();
   /**
    * @param dir The checkpoint folder.
    * @param index Its validated index.
@@ -38,8 +43,7 @@ export class BoxReader {
       for (const box of held.boxes) {
         for (const piece of entry.pieces) {
           const part = intersect(box, piece);
-          if (part === null) continue;
-          copyPart(target, box, this.#tensor(piece.file, piece.key, piece.length), piece, part);
+          if (part !== null) this.#copy(target, box, piece, part);
         }
       }
     } finally {
@@ -47,33 +51,69 @@ export class BoxReader {
     }
   }
 
-  /** Tensor `key` of file `file`, checked to be f32 of `shape`. */
-  #tensor(file: number, key: string, shape: readonly number[]): Tensor {
-    let tensors = this.#files.get(file);
-    const path = `${this.dir}/${this.index.files[file]}`;
-    if (tensors === undefined) {
-      tensors = load(path).tensors;
-      this.#files.set(file, tensors);
+  /** Copies `part`, the overlap of saved box `piece` with `target`'s box `box`, into `target`. */
+  #copy(target: Tensor, box: LocalBox, piece: SavedBox, part: Box): void {
+    const { file, stored } = this.#stored(piece);
+    // Elements per row of the part: every dimension after the first.
+    const rowElements = volume({ start: [], length: part.length.slice(1) });
+    const fromRow = part.start[0] - piece.start[0], rows = part.length[0];
+    const fileOffset = fromRow * rowElements * F32_BYTES, nbytes = rows * rowElements * F32_BYTES;
+    const wholeRows = part.length.every((n, d) =>
+      d === 0 || (n === piece.length[d] && n === target.shape[d] && box.at[d] === 0)
+    );
+    if (
+      wholeRows && target.dtype === "f32" && target.isContiguous() &&
+      target.storage.backend.isHostMemory
+    ) {
+      const into = target.narrow(0, part.start[0] - box.start[0] + box.at[0], rows);
+      try {
+        if (nbytes > 0) file.readInto(stored, fileOffset, into.ptr!, nbytes);
+      } finally {
+        into.dispose();
+      }
+      return;
     }
-    const t = tensors[key];
-    if (t === undefined) {
-      throw new CheckpointError(path, `lacks "${key}", which the index places there`);
+    // The rows of the piece that the part spans, whole: one run of the file.
+    const spanLength = [rows, ...piece.length.slice(1)];
+    const span = Tensor.empty(spanLength, "f32");
+    try {
+      const spanBytes = volume({ start: [], length: spanLength }) * F32_BYTES;
+      if (spanBytes > 0) {
+        file.readInto(stored, fromRow * (spanBytes / rows), span.ptr!, spanBytes);
+      }
+      const spanBox = { start: [part.start[0], ...piece.start.slice(1)], length: spanLength };
+      copyPart(target, box, span, spanBox, part);
+    } finally {
+      span.dispose();
     }
-    if (t.dtype !== "f32" || t.numel() !== shape.reduce((a, b) => a * b, 1)) {
-      throw new CheckpointError(
-        path,
-        `"${key}" is ${t.dtype} ${formatShape(t.shape)}, the index says f32 ${formatShape(shape)}`,
-      );
-    }
-    if (formatShape(t.shape) === formatShape(shape)) return t;
-    // A version-1 file stores 0-d tensors as they are; their box is [1].
-    const id = `${file}/${key}`;
-    return this.#views.get(id) ?? this.#views.set(id, t.view([...shape])).get(id)!;
   }
 
-  /** Frees every loaded tensor. */
+  /** The open file holding `piece`, and its entry, checked to be f32 of the piece's size. */
+  #stored(piece: SavedBox): { file: TensorFile; stored: TensorEntry } {
+    let file = this.#files.get(piece.file);
+    if (file === undefined) {
+      file = TensorFile.open(`${this.dir}/${this.index.files[piece.file]}`);
+      this.#files.set(piece.file, file);
+    }
+    const stored = file.entry(piece.key);
+    if (stored === undefined) {
+      throw new CheckpointError(file.path, `lacks "${piece.key}", which the index places there`);
+    }
+    // A version-1 file stores 0-d tensors as they are; their box is [1]: only the count matters.
+    const count = stored.shape.reduce((a, b) => a * b, 1);
+    if (stored.dtype !== "f32" || count !== volume(piece)) {
+      throw new CheckpointError(
+        file.path,
+        `"${piece.key}" is ${stored.dtype} ${formatShape(stored.shape)}, the index says f32 ${
+          formatShape(piece.length)
+        }`,
+      );
+    }
+    return { file, stored };
+  }
+
+  /** Closes every open file. */
   dispose(): void {
-    for (const v of this.#views.values()) v.dispose();
-    for (const tensors of this.#files.values()) for (const t of Object.values(tensors)) t.dispose();
+    for (const file of this.#files.values()) file.close();
   }
 }

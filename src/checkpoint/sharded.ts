@@ -25,7 +25,7 @@ import {
   readRankPieces,
   writeRankPieces,
 } from "./_sharded_index.ts";
-import { save } from "../safetensors/safetensors.ts";
+import { save, saveBytes, type TensorBytes, withHostBytes } from "../safetensors/safetensors.ts";
 
 // deno-lint-ignore no-explicit-any
 type AnyOptimizer = Optimizer<any>;
@@ -124,7 +124,6 @@ export async function saveSharded(dir: string, options: SaveShardedOptions): Pro
   const pieceList = `${folder}/rank-${rank}.json`;
   let ranks: ReturnType<typeof readRankPieces>;
   let merged: ReturnType<typeof mergeScalars>;
-  const mine: Record<string, Tensor> = {};
   try {
     writeRankPieces(pieceList, { pieces, scalars, paramGroups: groups ?? null });
     await sync(); // every rank's piece list is there: each can tell which of its boxes it writes
@@ -137,29 +136,54 @@ export async function saveSharded(dir: string, options: SaveShardedOptions): Pro
       await sync();
       throw err;
     }
-    for (const [name, { pieces }] of Object.entries(assignBoxes(ranks, folder))) {
-      const { t, held: h } = held.get(name) ?? {};
-      for (const piece of pieces) {
-        if (piece.file !== rank) continue;
-        const box = h!.boxes.find((b) =>
-          b.start.join() === piece.start.join() &&
-          b.length.join() === piece.length.join()
-        )!;
-        mine[piece.key] = extract(t!, h!.localShape, box);
-      }
-    }
-    save(`${folder}/rank-${rank}.safetensors`, mine);
+    saveBytes(`${folder}/rank-${rank}.safetensors`, myBoxes(held, ranks, rank, folder));
   } catch (err) {
     removeIfThere(pieceList);
     throw err;
-  } finally {
-    for (const t of Object.values(mine)) t.dispose();
   }
   await sync();
   if (rank === 0) {
     commitIndex(dir, buildIndex(dir, generation, ranks, merged, options.extra ?? {}));
   }
   await sync();
+}
+
+/**
+ * The boxes this rank writes (those no lower rank holds, see `assignBoxes`), each taken from its
+ * tensor only when the file reaches it: a box that is contiguous in the local tensor (a whole
+ * tensor, an FSDP row range) is written from the tensor's own memory, any other is copied out
+ * alone and freed once written, so a save never holds a second copy of the state.
+ */
+function myBoxes(
+  held: Map<string, { t: Tensor; held: Holding }>,
+  ranks: ReturnType<typeof readRankPieces>,
+  rank: number,
+  folder: string,
+): TensorBytes[] {
+  const mine: TensorBytes[] = [];
+  for (const [name, { pieces }] of Object.entries(assignBoxes(ranks, folder))) {
+    const { t, held: h } = held.get(name) ?? {};
+    for (const piece of pieces) {
+      if (piece.file !== rank) continue;
+      const box = h!.boxes.find((b) =>
+        b.start.join() === piece.start.join() && b.length.join() === piece.length.join()
+      )!;
+      mine.push({
+        name: piece.key,
+        dtype: t!.dtype,
+        shape: box.length,
+        withBytes(write) {
+          const part = extract(t!, h!.localShape, box);
+          try {
+            withHostBytes(part, write);
+          } finally {
+            part.dispose();
+          }
+        },
+      });
+    }
+  }
+  return mine;
 }
 
 /** What a sharded checkpoint holds, as {@linkcode readShardedMetadata} reads it from the index. */

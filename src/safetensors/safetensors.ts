@@ -6,15 +6,12 @@
  */
 
 import { writeFileAtomic } from "../io/private_files.ts";
-import { notRegularFile } from "../io/regular_file.ts";
 import { writeAll } from "../io/write_all.ts";
-import { copyInto, itemSize, Tensor } from "../tensor/tensor.ts";
+import { copyInto, Tensor } from "../tensor/tensor.ts";
 import type { DType } from "../tensor/dtype.ts";
-import { decodeHeader, encodeHeader, type Header, layout, MAX_HEADER_BYTES } from "./_header.ts";
+import { encodeHeader, layout } from "./_header.ts";
+import { forEachChunk, TensorFile } from "./_tensor_file.ts";
 import { CheckpointError } from "./errors.ts";
-
-/** Tensor bytes move between native memory and the file in pieces of this size. */
-const CHUNK_BYTES = 16 * 1024 * 1024;
 
 /** What `load` returns: the tensors by name, and the file's `__metadata__`. */
 export interface Checkpoint {
@@ -24,26 +21,35 @@ export interface Checkpoint {
   metadata: Record<string, string>;
 }
 
-/** Calls `visit(view, at)` on consecutive views of `nbytes` of native memory at `ptr`. */
-function forEachChunk(
-  ptr: Deno.PointerObject,
-  nbytes: number,
-  visit: (view: Uint8Array, at: number) => void,
-): void {
-  for (let at = 0; at < nbytes; at += CHUNK_BYTES) {
-    const length = Math.min(CHUNK_BYTES, nbytes - at);
-    visit(new Uint8Array(Deno.UnsafePointerView.getArrayBuffer(ptr, length, at)), at);
-  }
+/**
+ * One tensor to write with {@linkcode saveBytes}: its name, dtype and shape, and its row-major
+ * bytes, produced only when its turn comes (a box copied out of a larger tensor, a staged block
+ * another thread holds), so that a save never holds more than one such copy at a time.
+ * @ignore dtrain-internal
+ */
+export interface TensorBytes {
+  /** The tensor's name in the file. */
+  name: string;
+  /** Its element type. */
+  dtype: DType;
+  /** Its dimensions. */
+  shape: readonly number[];
+  /** Calls `write` once with the address of its row-major bytes in host memory. */
+  withBytes(write: (ptr: Deno.PointerObject | null) => void): void;
 }
 
-/** Writes `t`'s elements row-major, straight from host memory (a GPU tensor through a host copy). */
-function writeTensor(file: Deno.FsFile, t: Tensor): void {
+/**
+ * Calls `write` with the address of `t`'s row-major bytes in host memory: its own memory when it
+ * is contiguous there, else a host copy (of a strided view, of a GPU tensor) freed afterwards;
+ * null for an empty tensor.
+ * @ignore dtrain-internal
+ */
+export function withHostBytes(t: Tensor, write: (ptr: Deno.PointerObject | null) => void): void {
   const inPlace = t.isContiguous() && t.storage.backend.isHostMemory;
   const source = inPlace ? t : Tensor.empty(t.shape, t.dtype);
   try {
     if (source !== t) copyInto(source, t);
-    const nbytes = t.numel() * itemSize(t.dtype);
-    if (nbytes > 0) forEachChunk(source.ptr!, nbytes, (view) => writeAll(file, view));
+    write(t.numel() === 0 ? null : source.ptr);
   } finally {
     if (source !== t) source.dispose();
   }
@@ -103,32 +109,43 @@ export function save(
       refuse(`metadata ${JSON.stringify(key)} is ${typeof value}, not a string`);
     }
   }
-  const byName = new Map(named);
-  const entries = layout(named.map(([name, t]) => ({ name, dtype: t.dtype, shape: t.shape })));
+  const sources = named.map(([name, t]): TensorBytes => ({
+    name,
+    dtype: t.dtype,
+    shape: t.shape,
+    withBytes: (write) => withHostBytes(t, write),
+  }));
+  saveBytes(path, sources, metadata);
+}
+
+/**
+ * Writes a safetensors file as {@linkcode save} does (atomically, laid out as the reference
+ * implementation lays it out), each tensor's bytes taken from its source in turn.
+ *
+ * @param path The file to create or replace.
+ * @param sources The tensors, checked by the caller (names unique, none `__metadata__`).
+ * @param metadata `__metadata__`, when given.
+ * @ignore dtrain-internal
+ */
+export function saveBytes(
+  path: string,
+  sources: readonly TensorBytes[],
+  metadata?: Record<string, string>,
+): void {
+  const byName = new Map(sources.map((s) => [s.name, s]));
+  const entries = layout(sources.map(({ name, dtype, shape }) => ({ name, dtype, shape })));
   const header = encodeHeader(entries, metadata);
   writeFileAtomic(path, (file) => {
     const prefix = new Uint8Array(8 + header.length);
     new DataView(prefix.buffer).setBigUint64(0, BigInt(header.length), true);
     prefix.set(header, 8);
     writeAll(file, prefix);
-    for (const entry of entries) writeTensor(file, byName.get(entry.name)!);
-  });
-}
-
-/** Fills `view` from the file's current position; fails if the file ends first. */
-function readExactly(path: string, file: Deno.FsFile, view: Uint8Array, what: string): void {
-  for (let done = 0; done < view.length;) {
-    const n = file.readSync(view.subarray(done));
-    if (n === null) {
-      throw new CheckpointError(
-        path,
-        `file ended ${
-          view.length - done
-        } bytes early while reading ${what} (changed while loading?)`,
-      );
+    for (const entry of entries) {
+      byName.get(entry.name)!.withBytes((ptr) => {
+        if (ptr !== null) forEachChunk(ptr, entry.end - entry.begin, (v) => writeAll(file, v));
+      });
     }
-    done += n;
-  }
+  });
 }
 
 /** A safetensors file's header: what {@linkcode load} would allocate, read without the data. */
@@ -137,37 +154,6 @@ export interface SafetensorsHeader {
   tensors: Record<string, { dtype: DType; shape: readonly number[] }>;
   /** The string-to-string `__metadata__` map; `{}` when the file has none. */
   metadata: Record<string, string>;
-}
-
-/**
- * Opens `path` (a regular file: a directory or FIFO is named, never read) and reads and checks
- * its header; the file is left at the first data byte.
- */
-function openHeader(path: string): { file: Deno.FsFile } & Header {
-  const fail = (problem: string): never => {
-    throw new CheckpointError(path, problem);
-  };
-  const other = notRegularFile(path);
-  if (other !== null) fail(`is ${other}, expected a safetensors file`);
-  const file = Deno.openSync(path, { read: true });
-  try {
-    const size = file.statSync().size;
-    if (size < 8) fail(`file is ${size} bytes, too short for the 8-byte header length`);
-    const prefix = new Uint8Array(8);
-    readExactly(path, file, prefix, "the header length");
-    const headerBytes = new DataView(prefix.buffer).getBigUint64(0, true);
-    if (headerBytes > BigInt(MAX_HEADER_BYTES)) {
-      fail(`header length ${headerBytes} exceeds the limit of ${MAX_HEADER_BYTES} bytes`);
-    }
-    const n = Number(headerBytes);
-    if (8 + n > size) fail(`header length ${n} runs past the end of the ${size}-byte file`);
-    const headerView = new Uint8Array(n);
-    readExactly(path, file, headerView, "the header");
-    return { file, ...decodeHeader(path, headerView, size - 8 - n) };
-  } catch (error) {
-    file.close();
-    throw error;
-  }
 }
 
 /**
@@ -190,8 +176,8 @@ function openHeader(path: string): { file: Deno.FsFile } & Header {
  * ```
  */
 export function readHeader(path: string): SafetensorsHeader {
-  const { file, entries, metadata } = openHeader(path);
-  file.close();
+  using file = TensorFile.open(path);
+  const { entries, metadata } = file;
   const tensors = Object.fromEntries(
     entries.map(({ name, dtype, shape }) => [name, { dtype, shape }]),
   );
@@ -221,22 +207,18 @@ export function readHeader(path: string): SafetensorsHeader {
  * ```
  */
 export function load(path: string): Checkpoint {
-  const { file: opened, entries, metadata } = openHeader(path);
-  using file = opened;
+  using file = TensorFile.open(path);
   const loaded: [string, Tensor][] = [];
   try {
     // The entries tile the data region in offset order, so one sequential pass reads them all.
-    for (const entry of entries) {
+    for (const entry of file.entries) {
       const t = Tensor.empty(entry.shape, entry.dtype);
       loaded.push([entry.name, t]);
-      if (t.numel() === 0) continue;
-      forEachChunk(t.ptr!, entry.end - entry.begin, (view, at) => {
-        readExactly(path, file, view, `tensor ${JSON.stringify(entry.name)} at byte ${at}`);
-      });
+      if (t.numel() > 0) file.readInto(entry, 0, t.ptr!, entry.end - entry.begin);
     }
   } catch (error) {
     for (const [, t] of loaded) t.dispose();
     throw error;
   }
-  return { tensors: Object.fromEntries(loaded), metadata };
+  return { tensors: Object.fromEntries(loaded), metadata: file.metadata };
 }
