@@ -7,7 +7,7 @@
  * @module
  */
 
-import { arange, rand, tensor } from "../tensor/creation.ts";
+import { arange } from "../tensor/creation.ts";
 import { A100_BF16_PEAK_FLOPS as A100_PEAK } from "../tensor/device/mod.ts";
 import { noGrad } from "../tensor/autograd.ts";
 import { crossEntropy } from "../tensor/ops/cross_entropy.ts";
@@ -15,12 +15,15 @@ import type { Tensor } from "../tensor/tensor.ts";
 import { AdamW } from "../optim/adamw.ts";
 import { type GPTConfig, GPTTransformer, type PretrainedOverrides } from "./gpt_blocks.ts";
 import { loadPretrained, readPretrainedConfig } from "./gpt_pretrained.ts";
+import { generateTokens } from "./_generate.ts";
+import type { KVCache } from "./kv_cache.ts";
 import { normal } from "./init.ts";
 import { Embedding, Linear } from "./layers.ts";
 import { Module } from "./module.ts";
 import { Parameter } from "./parameter.ts";
 
 export * from "./gpt_blocks.ts";
+export * from "./kv_cache.ts";
 
 type Resolved = Required<GPTConfig>;
 
@@ -180,21 +183,31 @@ export class GPT extends Module {
    * nanoGPT's forward. idx: i32 tokens [B, T] with T <= blockSize. With `targets` (i32 [B, T],
    * -1 where a position is not scored): the logits [B, T, vocabSize] and their mean
    * cross-entropy (`ignoreIndex: -1`). Without: only the last position goes through `lm_head`
-   * (nanoGPT's inference-time saving), logits [B, 1, vocabSize], and `loss` null.
+   * (nanoGPT's inference-time saving), logits [B, 1, vocabSize], and `loss` null. With a
+   * `cache` (under `noGrad`, dropout off), idx holds the positions after the `cache.length`
+   * cached ones, which they attend over too and which they join (see {@linkcode KVCache}).
    */
-  forward(idx: Tensor, targets: Tensor): { logits: Tensor; loss: Tensor };
+  forward(idx: Tensor, targets: Tensor, cache?: KVCache): { logits: Tensor; loss: Tensor };
   /** Without targets: the last position's logits [B, 1, vocabSize], and a null loss. */
-  forward(idx: Tensor, targets?: null): { logits: Tensor; loss: null };
+  forward(idx: Tensor, targets?: null, cache?: KVCache): { logits: Tensor; loss: null };
   /** With targets or without (see the first signature). */
-  forward(idx: Tensor, targets?: Tensor | null): GPTOutput;
-  forward(idx: Tensor, targets?: Tensor | null): GPTOutput {
+  forward(idx: Tensor, targets?: Tensor | null, cache?: KVCache): GPTOutput;
+  forward(idx: Tensor, targets?: Tensor | null, cache?: KVCache): GPTOutput {
     if (idx.dtype !== "i32" || idx.ndim !== 2) {
       throw new TypeError(`GPT: expected i32 tokens [B, T], got ${idx.dtype} [${idx.shape}]`);
     }
-    const t = idx.shape[1];
-    if (t > this.config.blockSize) {
+    const t = idx.shape[1], block = this.config.blockSize;
+    if (cache && cache.layers.length !== this.transformer.h.length) {
       throw new RangeError(
-        `GPT: cannot forward a sequence of length ${t}, block size is only ${this.config.blockSize}`,
+        `GPT: a KVCache of ${cache.layers.length} layers for ${this.transformer.h.length} blocks`,
+      );
+    }
+    const start = cache?.length ?? 0;
+    if (start + t > block) {
+      throw new RangeError(
+        start === 0
+          ? `GPT: cannot forward a sequence of length ${t}, block size is only ${block}`
+          : `GPT: cannot forward ${t} positions after ${start} cached ones, block size is only ${block}`,
       );
     }
     if (targets && (targets.dtype !== "i32" || `${targets.shape}` !== `${idx.shape}`)) {
@@ -204,9 +217,10 @@ export class GPT extends Module {
     }
     const tr = this.transformer;
     // On the embeddings' device: positions made on cpu would not index a model elsewhere.
-    const pos = arange(0, t, 1, { dtype: "i32", device: tr.wpe.weight.device });
+    const pos = arange(start, start + t, 1, { dtype: "i32", device: tr.wpe.weight.device });
     let x = tr.drop.forward(tr.wte.forward(idx).add(tr.wpe.forward(pos)));
-    for (const block of tr.h) x = block.forward(x);
+    let layer = 0;
+    for (const block of tr.h) x = block.forward(x, cache?.layers[layer++]);
     x = tr.ln_f.forward(x);
     if (!targets) return { logits: this.lm_head.forward(x.narrow(1, t - 1, 1)), loss: null };
     const logits = this.lm_head.forward(x);
@@ -303,62 +317,12 @@ export class GPT extends Module {
    * Continues each row of `idx` [B, T] by `maxNewTokens` tokens, sampling each from the model's
    * distribution at the last position (cropped to the block size), like nanoGPT's `generate`.
    * Uses dtrain's random generator (`manualSeed` makes it repeatable). Call `eval()` first to turn
-   * dropout off. `idx` is on the model's device, and so are the tokens returned.
+   * dropout off. `idx` is on the model's device, and so are the tokens returned. While the
+   * sequence fits the block, each step reads only the new token and attends over the keys and
+   * values kept from before (a {@linkcode KVCache}); the tokens are those of nanoGPT's full
+   * forwards under the same seed (see [Note: cached generation samples nanoGPT's tokens]).
    */
   generate(idx: Tensor, maxNewTokens: number, options: GenerateOptions = {}): Tensor {
-    const temperature = options.temperature ?? 1;
-    if (!(temperature > 0)) {
-      throw new RangeError(`generate: temperature must be positive, got ${temperature}`);
-    }
-    const topK = options.topK;
-    if (topK !== undefined && !(Number.isInteger(topK) && topK > 0)) {
-      throw new RangeError(`generate: topK must be a positive integer, got ${topK}`);
-    }
-    if (idx.dtype !== "i32" || idx.ndim !== 2) {
-      throw new TypeError(`generate: expected i32 tokens [B, T], got ${idx.dtype} [${idx.shape}]`);
-    }
-    const [b, t0] = idx.shape;
-    const v = this.config.vocabSize, block = this.config.blockSize;
-    const rows = Array.from({ length: b }, () => [] as number[]);
-    const start = idx.toArray();
-    for (let r = 0; r < b; r++) rows[r].push(...start.subarray(r * t0, (r + 1) * t0));
-    noGrad(() => {
-      for (let step = 0; step < maxNewTokens; step++) {
-        const context = rows.flatMap((row) => row.slice(-block));
-        const t = context.length / b;
-        const tokens = tensor(context, [b, t], { dtype: "i32", device: idx.device });
-        // A bf16 or f16 model's logits are read as f32.
-        const last = this.forward(tokens).logits.select(1, -1);
-        const logits = last.to("f32").toArray() as Float32Array;
-        const uniforms = rand([b]).toArray();
-        for (let r = 0; r < b; r++) {
-          rows[r].push(sample(logits.subarray(r * v, (r + 1) * v), temperature, topK, uniforms[r]));
-        }
-      }
-    });
-    return tensor(rows.flat(), [b, t0 + maxNewTokens], { dtype: "i32", device: idx.device });
+    return generateTokens(this, idx, maxNewTokens, options);
   }
-}
-
-/** Draws an index from softmax(logits / temperature) restricted to the top k, by inverse CDF. */
-function sample(
-  logits: Float32Array,
-  temperature: number,
-  topK: number | undefined,
-  u: number,
-): number {
-  const scaled = Array.from(logits, (x) => x / temperature);
-  if (topK !== undefined && topK < scaled.length) {
-    const kth = [...scaled].sort((a, b) => b - a)[topK - 1];
-    for (let i = 0; i < scaled.length; i++) if (scaled[i] < kth) scaled[i] = -Infinity;
-  }
-  const max = Math.max(...scaled);
-  const weights = scaled.map((x) => Math.exp(x - max));
-  const total = weights.reduce((a, b) => a + b, 0);
-  let acc = 0;
-  for (let i = 0; i < weights.length; i++) {
-    acc += weights[i] / total;
-    if (u < acc) return i;
-  }
-  return weights.findLastIndex((w) => w > 0);
 }

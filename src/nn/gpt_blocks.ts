@@ -7,6 +7,7 @@
 import { packedCausalAttention } from "../tensor/ops/attention.ts";
 import type { Tensor } from "../tensor/tensor.ts";
 import { ModuleDict, ModuleList } from "./container.ts";
+import type { LayerKVCache } from "./kv_cache.ts";
 import { Dropout, Embedding, GELU, LayerNorm, Linear } from "./layers.ts";
 import { Module } from "./module.ts";
 
@@ -72,12 +73,17 @@ export class CausalSelfAttention extends Module {
    * `scaled_dot_product_attention` and heads merged back, as one fused op that reads the heads in
    * place in `c_attn`'s output (the same numbers, without the copies). The head count is read
    * from `c_attn`'s weight, so that under tensor parallelism (each rank holding its heads' q, k
-   * and v rows) each rank attends over its own heads.
+   * and v rows) each rank attends over its own heads. With `cache`, x holds the positions after
+   * the cached ones, which it attends over too, and which it joins (see `KVCache`).
    */
-  forward(x: Tensor): Tensor {
+  forward(x: Tensor, cache?: LayerKVCache): Tensor {
     const dropoutP = this.training ? this.attn_dropout.p : 0;
     const heads = this.c_attn.weight.shape[0] / (3 * this.#headSize);
-    const y = packedCausalAttention(this.c_attn.forward(x), heads, dropoutP);
+    if (cache && dropoutP > 0) {
+      throw new Error("CausalSelfAttention: a KVCache needs attention dropout off (call eval())");
+    }
+    const qkv = this.c_attn.forward(x);
+    const y = cache ? cache.attend(qkv, heads) : packedCausalAttention(qkv, heads, dropoutP);
     return this.resid_dropout.forward(this.c_proj.forward(y));
   }
 }
@@ -136,9 +142,9 @@ export class Block extends Module {
     this.mlp = new MLPBlock(config);
   }
 
-  /** x + attn(ln_1(x)), then + mlp(ln_2(x)). */
-  forward(x: Tensor): Tensor {
-    const h = x.add(this.attn.forward(this.ln_1.forward(x)));
+  /** x + attn(ln_1(x)), then + mlp(ln_2(x)); `cache` is the attention's (see `KVCache`). */
+  forward(x: Tensor, cache?: LayerKVCache): Tensor {
+    const h = x.add(this.attn.forward(this.ln_1.forward(x), cache));
     return h.add(this.mlp.forward(this.ln_2.forward(h)));
   }
 }
