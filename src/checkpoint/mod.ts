@@ -23,3 +23,4 @@
 export * from "../safetensors/mod.ts";
 export * from "./object.ts";
 export * from "./sharded.ts";
+export * from "./sharded_save.ts";

@@ -1,7 +1,8 @@
 // A sharded save SIGKILLed on real rank processes at four points of its commit protocol: a rank
 // half-way through its shard file, a rank's shard file in place but not its piece list, the new
 // index written but not yet renamed, the new index renamed but the old generation not yet removed.
-// The checkpoint the index names loads, byte for byte the previous one before the rename and the
+// The same for an asynchronous save killed in its background writer, while the next training
+// step runs. The checkpoint the index names loads, byte for byte the previous one before the rename and the
 // new one after it; nothing half-written is visible; the next save (on another world size)
 // commits a folder with nothing left over from the crash.
 import assert from "node:assert/strict";
@@ -56,8 +57,15 @@ const POINTS = [
   },
 ];
 
-for (const { point, rank, committed, evidence } of POINTS) {
-  Deno.test(`a sharded save SIGKILLed at "${point}" (rank ${rank} of 2) leaves the ${committed ? "new" : "previous"} checkpoint loadable and nothing half-written visible; the next save commits a clean folder`, async () => {
+// A background save (ASYNC=1) is killed in its writer thread at the points that thread reaches.
+const CASES = [
+  ...POINTS.map((p) => ({ ...p, background: false })),
+  ...POINTS.filter((p) => p.point !== "pieces").map((p) => ({ ...p, background: true })),
+];
+
+for (const { point, rank, committed, evidence, background } of CASES) {
+  const kind = background ? "an asynchronous sharded save's background writer" : "a sharded save";
+  Deno.test(`${kind} SIGKILLed at "${point}" (rank ${rank} of 2) leaves the ${committed ? "new" : "previous"} checkpoint loadable and nothing half-written visible; the next save commits a clean folder`, async () => {
     const dir = Deno.makeTempDirSync({ prefix: "dtrain_sharded_crash_" });
     try {
       const marker = crypto.randomUUID();
@@ -66,7 +74,13 @@ for (const { point, rank, committed, evidence } of POINTS) {
         worker,
         worldSize: 2,
         timeoutMs: 60_000,
-        env: { DIR: dir, CRASH_POINT: point, CRASH_RANK: String(rank), ...markerEnv(marker) },
+        env: {
+          DIR: dir,
+          CRASH_POINT: point,
+          CRASH_RANK: String(rank),
+          ASYNC: background ? "1" : "0",
+          ...markerEnv(marker),
+        },
         // The whole job goes down with the rank, as under the launcher.
         onLine: (r, line, procs) => {
           if (line !== `crash: ${point}`) return;
