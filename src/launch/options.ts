@@ -6,7 +6,7 @@
 
 import { parseArgs } from "node:util";
 import { z } from "zod";
-import { userPath } from "./user_cwd.ts";
+import { userPath } from "../io/user_cwd.ts";
 
 /** How to launch a job on this node. */
 export interface LaunchOptions {

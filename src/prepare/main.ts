@@ -10,6 +10,7 @@
 
 import { parseArgs } from "node:util";
 import { progressBar } from "./_progress.ts";
+import { userPath } from "../io/user_cwd.ts";
 import {
   DEFAULT_WORKERS,
   prepare,
@@ -117,8 +118,10 @@ export function parsePrepareArgs(args: string[]): PrepareArgs | "help" {
   const errors = (values.errors ?? "strict") as PrepareArgs["errors"];
   return {
     tokenizer: values.tokenizer,
-    inputs,
-    out: values.out,
+    // The user's paths, from the folder they ran `deno task prepare` in (src/io/user_cwd.ts):
+    // every file error then names the absolute path it tried.
+    inputs: inputs.map(userPath),
+    out: userPath(values.out),
     valFraction,
     eot: values.eot ?? false,
     force: values.force ?? false,

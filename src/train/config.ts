@@ -11,7 +11,7 @@ import { parseArgs } from "node:util";
 import type { z } from "zod";
 import { quote } from "../io/printable.ts";
 import { badFlagValue, decimalNumber, settleMasterPort, splitNodes } from "../launch/options.ts";
-import { userPath } from "../launch/user_cwd.ts";
+import { userPath } from "../io/user_cwd.ts";
 import { FLAGS, setFileSpellings, spelled } from "./_flags.ts";
 import { readConfigFile } from "./_config_file.ts";
 import { checkOneKind } from "./_training_kinds.ts";

@@ -10,7 +10,6 @@
  */
 
 import { readFileSync } from "node:fs";
-import { resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { CheckpointError } from "../safetensors/errors.ts";
 import { noGrad } from "../tensor/autograd.ts";
@@ -19,6 +18,7 @@ import { FAMILY_NAMES } from "../tensor/device/mod.ts";
 import { manualSeed } from "../tensor/random.ts";
 import { decodeInVocab, loadSampleSource } from "./_sample_source.ts";
 import { deviceProblem, processDevice, type TrainDevice } from "./devices.ts";
+import { userPath } from "../io/user_cwd.ts";
 
 /** The script's `--help` text. */
 export const SAMPLE_USAGE = `usage: deno task sample [options]   (nanoGPT's sample.py)
@@ -71,11 +71,6 @@ export interface SampleOptions {
   device: TrainDevice;
   /** Absolute path of the data folder with meta.json, or null. */
   dataDir: string | null;
-}
-
-/** `path` made absolute against the folder the user ran the command from. */
-function userPath(path: string): string {
-  return resolve(Deno.env.get("INIT_CWD") ?? Deno.cwd(), path);
 }
 
 /** `text` as an integer of at least `min`, or a usage error naming `flag`. */

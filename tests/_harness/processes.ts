@@ -28,7 +28,9 @@ export function markerEnv(marker: string): Record<string, string> {
  */
 const JOB_VARS = new RegExp(
   "^(RANK|LOCAL_RANK|WORLD_SIZE|LOCAL_WORLD_SIZE|GROUP_RANK|MASTER_ADDR|MASTER_PORT|" +
-    "DTRAIN_(TOKEN|STORE_HOSTED|RESTART_COUNT|LAUNCHER_PID|NUM_THREADS|WEIGHTS_DUMP|TEST_.*))$",
+    "DTRAIN_(TOKEN|STORE_HOSTED|RESTART_COUNT|LAUNCHER_PID|NUM_THREADS|WEIGHTS_DUMP|TEST_.*)|" +
+    // `deno task` sets the user's folder; a run started by a test is not inside one.
+    "INIT_CWD)$",
 );
 
 /** A live process that carries a run's marker. */

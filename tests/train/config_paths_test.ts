@@ -68,3 +68,24 @@ Deno.test("the launcher runs the script the user named from INIT_CWD", async () 
     assert.ok(existsSync(join(dir, "logs", "rank_0.log")), "--log-dir is the user's too");
   });
 });
+
+Deno.test("prepare reads its inputs and writes its folder from INIT_CWD, and names the absolute path of a missing input", async () => {
+  await withTempDir("dtrain_user_cwd_", async (dir) => {
+    await Deno.writeTextFile(join(dir, "input.txt"), "to be or not to be\n".repeat(50));
+    const env = { INIT_CWD: dir };
+    const args = [`${ROOT}src/prepare/main.ts`, "--tokenizer", "char", "--out", "data/chars"];
+    const run = await runDeno({ env, timeoutMs: 30_000, args: [...args, "--input", "input.txt"] });
+    assertSucceeded(run);
+    assert.ok(existsSync(join(dir, "data", "chars", "train.bin")), run.stdout);
+    const missing = await runDeno({
+      env,
+      timeoutMs: 30_000,
+      args: [...args, "--input", "gone.txt"],
+    });
+    assert.equal(missing.code, 2, missing.stderr);
+    assert.ok(
+      missing.stderr.includes(`--input ${join(dir, "gone.txt")}: no such file`),
+      missing.stderr,
+    );
+  });
+});
