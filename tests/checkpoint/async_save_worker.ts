@@ -1,0 +1,66 @@
+/**
+ * Worker for async_save_test.ts: trains FSDP steps of the MLP problem on 2 ranks with asynchronous
+ * saves to DIR, changing the model while each is written, and returns what each save must
+ * hold and what loading it gave:
+ * - save 1 (extra step 1), then a training step overlapping its write; once done, a fresh sharded
+ *   model loads it;
+ * - saves 2 and 3 issued back to back (the third waits for the second), then a step.
+ * @module
+ */
+
+import { loadSharded, saveSharded } from "../../src/checkpoint/mod.ts";
+import { destroyProcessGroup, getRank, initProcessGroup } from "../../src/distributed/mod.ts";
+import { fullStateDict, fullyShard } from "../../src/parallel/mod.ts";
+import { tidyAsync } from "../../src/tensor/scope.ts";
+import { runWorker } from "../_harness/worker.ts";
+import {
+  batchLoss,
+  buildModel,
+  buildOptimizer,
+  innerModules,
+  ROWS,
+  stateValues,
+} from "../parallel/workers/fsdp_problem.ts";
+
+const dir = Deno.env.get("DIR")!;
+await initProcessGroup({ backend: "gloo", timeoutMs: 20_000 });
+const rank = getRank();
+
+function sharded() {
+  const built = buildModel("mlp");
+  for (const m of innerModules(built)) fullyShard(m);
+  const model = fullyShard(built);
+  return { model, optimizer: buildOptimizer(model.parameters()) };
+}
+
+await runWorker(async () => {
+  try {
+    const { model, optimizer } = sharded();
+    const step = (index: number) =>
+      tidyAsync(async () => {
+        await model.backward(batchLoss("mlp", model, index, rank * ROWS, (rank + 1) * ROWS));
+        optimizer.step();
+        optimizer.zeroGrad();
+      });
+
+    await step(0);
+    const first = await saveSharded(dir, { model, optimizer, extra: { step: 1 }, async: true });
+    const saved1 = stateValues(await fullStateDict(model));
+    await step(1); // changes every parameter while the first save may still be writing
+    await first.done;
+    const fresh = sharded();
+    const extra1 = loadSharded(dir, fresh);
+    const loaded1 = stateValues(await fullStateDict(fresh.model));
+
+    const second = await saveSharded(dir, { model, optimizer, extra: { step: 2 }, async: true });
+    const third = await saveSharded(dir, { model, optimizer, extra: { step: 3 }, async: true });
+    const saved3 = stateValues(await fullStateDict(model));
+    await step(2);
+    await third.done;
+    await second.done; // already settled: the third waited for it
+    const generations = [first.generation, second.generation, third.generation];
+    return { saved1, loaded1, extra1, saved3, generations };
+  } finally {
+    await destroyProcessGroup();
+  }
+});
