@@ -43,6 +43,7 @@ export const FLAGS = {
   "lr-decay-iters": "lrDecayIters",
   "min-lr": "minLr",
   snapshot: "snapshot",
+  "async-snapshots": "asyncSnapshots",
   seed: "seed",
   threads: "threads",
   "max-steps": "maxSteps",

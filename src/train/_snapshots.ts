@@ -28,6 +28,31 @@ export interface SnapshotPlace {
   strategy: Strategy;
   rank: number;
   worldSize: number;
+  /** `--async-snapshots`: a sharded snapshot is written in the background. */
+  inBackground?: boolean;
+}
+
+/**
+ * The job's background snapshot in flight (at most one: the next waits for it), and the error
+ * it failed with, which the next snapshot throws. A process that exits waits for it
+ * (checkpoint/_background_write.ts).
+ */
+let background: { path: string; done: Promise<void>; error?: unknown } | null = null;
+
+/** Waits for the background snapshot in flight; throws its failure as a CheckpointError. */
+async function backgroundSettled(): Promise<void> {
+  const last = background;
+  if (last === null) return;
+  await last.done;
+  background = null;
+  if ("error" in last) {
+    throw new CheckpointError(
+      last.path,
+      `the background snapshot failed (${(last.error as Error).message}); the snapshot ` +
+        `before it is intact`,
+      { cause: last.error },
+    );
+  }
 }
 
 /** The file that holds a snapshot's progress: DDP's one file, or a sharded folder's index. */
@@ -74,7 +99,9 @@ export function resumeSnapshot(
 }
 
 /**
- * Writes a snapshot atomically; every rank calls it, and it returns once the snapshot is there.
+ * Writes a snapshot atomically; every rank calls it, and it returns once the snapshot is there,
+ * or, with `place.inBackground`, once the state is staged and its write in flight (after the
+ * previous one's, whose failure it throws).
  * @throws DivergedError on every rank, writing nothing, when the state holds NaN or infinity.
  * @throws CheckpointError naming the snapshot when the file system refuses the write (a full
  *   disk, no permission); the previous snapshot stays as it was.
@@ -89,7 +116,22 @@ export async function writeSnapshot(
   const sharded = strategy === "fsdp";
   await checkFiniteBeforeSave(path, info.step ?? 0, model, optimizer, sharded, worldSize);
   try {
-    if (strategy === "fsdp") return await saveShardedSnapshot(path, model, optimizer, info);
+    await backgroundSettled();
+    if (strategy === "fsdp" && place.inBackground) {
+      const pending = await saveShardedSnapshot(path, model, optimizer, info, true);
+      const entry: NonNullable<typeof background> = { path, done: Promise.resolve() };
+      // Said at once, since training goes on; the next snapshot then fails the job with it.
+      entry.done = pending!.done.catch((error) => {
+        entry.error = error;
+        console.error(`rank ${rank}: the background snapshot to ${path} failed: ${error}`);
+      });
+      background = entry;
+      return;
+    }
+    if (strategy === "fsdp") {
+      await saveShardedSnapshot(path, model, optimizer, info);
+      return;
+    }
     if (rank === 0) saveSnapshot(path, model, optimizer, info);
   } catch (error) {
     // An operating system error has a code (ENOSPC, EACCES, ...): one line, not a stack trace.

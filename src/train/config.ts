@@ -272,6 +272,13 @@ export function validateConfig(value: unknown): TrainConfig {
     );
   }
   checkLayoutFits(config);
+  if (config.asyncSnapshots && !shardedSnapshots(config)) {
+    throw new ConfigError(
+      "asyncSnapshots",
+      "writes sharded snapshots in the background (--strategy fsdp, --tp or --pp); a " +
+        "--strategy ddp snapshot is one file that rank 0 writes, got --async-snapshots true",
+    );
+  }
   // An elastic job's world size is known when it starts (each rank resolves the degrees again).
   const worldSize = config.nprocPerNode * config.nnodes;
   const world = `--nproc-per-node ${config.nprocPerNode} × --nnodes ${config.nnodes}`;

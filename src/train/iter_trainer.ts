@@ -366,7 +366,8 @@ export class IterTrainer {
 
   get #place(): SnapshotPlace {
     const path = this.config.snapshot, strategy = shardedSnapshots(this.config) ? "fsdp" : "ddp";
-    return { path, strategy, rank: this.rank, worldSize: this.worldSize };
+    const inBackground = this.config.asyncSnapshots;
+    return { path, strategy, rank: this.rank, worldSize: this.worldSize, inBackground };
   }
 }
 

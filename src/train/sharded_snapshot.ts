@@ -12,6 +12,7 @@ import { z } from "zod";
 import {
   CheckpointError,
   loadSharded,
+  type PendingSave,
   readShardedMetadata,
   saveSharded,
   type ShardedMetadata,
@@ -93,14 +94,16 @@ export function checkShardedSnapshot(
 
 /**
  * Writes a sharded snapshot of the fully sharded `model` and its optimizer to the folder `path`;
- * every rank calls it, and it returns when the snapshot is committed.
+ * every rank calls it. It returns when the snapshot is committed, or, `inBackground`, once the
+ * state is staged, with the save in flight (`checkpoint.saveSharded`'s `async`).
  */
 export async function saveShardedSnapshot(
   path: string,
   model: Module,
   optimizer: Optimizer<{ lr: number }>,
   info: SnapshotInfo,
-): Promise<void> {
+  inBackground = false,
+): Promise<PendingSave | void> {
   // Every rank writes in it, so no other user may (io/private_files.ts); the folders above it
   // may be shared, as /tmp, but not renamed by another user.
   ownFolder(path, {
@@ -108,6 +111,7 @@ export async function saveShardedSnapshot(
     fix: "remove it, or give --snapshot a path in a folder of your own",
   });
   const extra = { version: 1, strategy: "fsdp", ...info, rng: getRngState() };
+  if (inBackground) return await saveSharded(path, { model, optimizer, extra, async: true });
   await saveSharded(path, { model, optimizer, extra });
 }
 

@@ -361,7 +361,8 @@ export class Trainer {
 
   get #place(): SnapshotPlace {
     const path = this.config.snapshot, strategy = shardedSnapshots(this.config) ? "fsdp" : "ddp";
-    return { path, strategy, rank: this.rank, worldSize: this.worldSize };
+    const inBackground = this.config.asyncSnapshots;
+    return { path, strategy, rank: this.rank, worldSize: this.worldSize, inBackground };
   }
 
   async #meanOverRanks(value: number): Promise<number> {

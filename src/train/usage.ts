@@ -36,6 +36,8 @@ const EPOCHS = `usage: deno task train [EPOCHS SAVE_EVERY] [options]
                            --lr-schedule cosine --warmup-steps ${GPT_DEFAULTS.warmupSteps} --weight-decay ${GPT_DEFAULTS.weightDecay} --batch-size ${GPT_DEFAULTS.batchSize} --epochs ${GPT_DEFAULTS.epochs} --snapshot ${GPT_DEFAULTS.snapshot}
   --snapshot PATH          snapshot file; an existing one is resumed (default ${DEFAULTS.snapshot});
                            metrics.jsonl, report.html and logs/ (one per rank) go beside it
+  --async-snapshots true|false  write sharded snapshots in the background while training goes
+                           on (DCP's async_save; default ${DEFAULTS.asyncSnapshots}): a copy of the state is held meanwhile
   --config FILE.json|FILE.py settings as JSON (camelCase keys), or a nanoGPT config file as it
                            is (its key = literal lines, snake_case names; see below); flags
                            override it
