@@ -211,18 +211,20 @@ export class DistributedDataLoader implements Disposable {
    * one has no whole batch left for every rank.
    *
    * @returns `[x, y]`: i32 [B, T], y the tokens one after x's.
+   * @throws Error once closed (until `reset()`).
    */
   nextBatch(): [Tensor, Tensor] {
+    // Checked first: at a shard's end the loader would otherwise map the next one and go on.
+    if (this.#file === null) {
+      throw new Error("nextBatch: the DistributedDataLoader is closed; reset() reopens it");
+    }
     const stride = this.#b * this.#t * this.#world;
     // llm.c's shard_num_samples: batches whose B*T+1 tokens fit for the last rank too.
     if (this.#sample >= Math.floor((this.#counts[this.#shard] - 1) / stride)) {
       this.#open((this.#shard + 1) % this.files.length);
     }
     const position = this.#sample * stride + this.#rank * this.#b * this.#t;
-    if (this.#file === null) {
-      throw new Error("nextBatch: the DistributedDataLoader is closed; reset() reopens it");
-    }
-    this.#file.copyInto(this.#buffer, SHARD_HEADER_BYTES + 2 * position);
+    this.#file!.copyInto(this.#buffer, SHARD_HEADER_BYTES + 2 * position);
     this.#sample++;
     return contiguousBatch(this.#buffer, this.#b, this.#t, this.#device);
   }
