@@ -1,10 +1,12 @@
 // nn.KVCache and the cached GPT.generate: each incremental step's logits equal a full forward's
 // over the same prefix (1e-5), and generate samples the tokens of nanoGPT's loop (a full forward
 // over the last blockSize tokens per new token, then one rand([B]) draw), written out here, for
-// prompts that fit the block, runs past it (the crop), batch 2, temperature and top k.
+// prompts that fit the block, runs past it (the crop), batch 2, temperature and top k; and the
+// cache's steps on each accelerator (emu, cuda) against the cpu's full forward.
 import assert from "node:assert/strict";
 import { allocatedBytes, manualSeed, nn, noGrad, rand, type Tensor, tensor } from "../../mod.ts";
 import { maxRelativeError } from "../_harness/close.ts";
+import { deviceTest } from "../_harness/devices.ts";
 
 const CONFIG = { vocabSize: 19, blockSize: 8, nLayer: 2, nHead: 2, nEmbd: 16 };
 
@@ -97,6 +99,30 @@ Deno.test("KVCache: chunks of several positions attend causally over the cached 
     at += size;
   }
 });
+
+deviceTest(
+  "KVCache on an accelerator: its steps give the cpu's full-forward logits (1e-5)",
+  (device) => {
+    const row = [9, 9, 1, 0, 14, 2, 6, 3];
+    const targets = (n: number, on: string) =>
+      tensor(new Array(n).fill(0), [1, n], { dtype: "i32", device: on });
+    const whole = noGrad(() =>
+      tinyGPT().forward(tokens([row]), targets(row.length, "cpu")).logits.toArray()
+    );
+    const model = tinyGPT().to(device);
+    using cache = new nn.KVCache(CONFIG.nLayer, CONFIG.blockSize);
+    const v = CONFIG.vocabSize;
+    let at = 0;
+    for (const size of [3, 1, 2, 1, 1]) {
+      const chunk = tensor(row.slice(at, at + size), [1, size], { dtype: "i32", device });
+      const logits = noGrad(() => model.forward(chunk, targets(size, device), cache).logits);
+      assert.equal(logits.device, device);
+      const err = maxRelativeError(logits.toArray(), whole.subarray(at * v, (at + size) * v));
+      assert.ok(err <= 1e-5, `positions ${at}..${at + size - 1}: rel err ${err}`);
+      at += size;
+    }
+  },
+);
 
 Deno.test("GPT.generate with its cache samples nanoGPT's full-forward tokens, past the block", () => {
   const model = tinyGPT();
