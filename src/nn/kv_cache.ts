@@ -64,9 +64,8 @@ export class LayerKVCache {
     const rows = this.#rows ??= keep(qkv.newEmpty([this.#capacity, b, c3]));
     if (rows.shape[1] !== b || rows.shape[2] !== c3 || rows.dtype !== qkv.dtype) {
       throw new RangeError(
-        `KVCache: expected ${rows.dtype} [${b === rows.shape[1] ? b : rows.shape[1]}, T, ${
-          rows.shape[2]
-        }] rows as before, got ${qkv.dtype} [${qkv.shape}]`,
+        `KVCache: holds ${rows.dtype} rows of [B ${rows.shape[1]}, 3C ${rows.shape[2]}], got ` +
+          `${qkv.dtype} [${qkv.shape}]`,
       );
     }
     rows.narrow(0, start, t).copy_(qkv.transpose(0, 1));

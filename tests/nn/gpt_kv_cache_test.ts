@@ -171,6 +171,10 @@ Deno.test("KVCache refuses positions past its capacity, gradients, dropout and a
     /cannot forward 3 positions after 6 cached ones, block size is only 8/,
   );
   assert.throws(
+    () => noGrad(() => model.forward(tokens([[1], [2]]), null, cache)),
+    /holds f32 rows of \[B 1, 3C 48\], got f32 \[2,1,48\]/,
+  );
+  assert.throws(
     () => noGrad(() => model.forward(tokens([[1]]), null, new nn.KVCache(3, 8))),
     /a KVCache of 3 layers for 2 blocks/,
   );
