@@ -23,20 +23,9 @@ import {
 import { noGrad } from "../tensor/autograd.ts";
 import { tidy } from "../tensor/scope.ts";
 import type { Tensor } from "../tensor/tensor.ts";
+import { type Box, boxShape, type LocalBox, wholeBox } from "./_box_geometry.ts";
 
-/** A block of the full tensor: `start` and `length` per dimension. */
-export interface Box {
-  /** The first index held, per dimension. */
-  start: number[];
-  /** How many indices are held, per dimension (all positive). */
-  length: number[];
-}
-
-/** A box of the full tensor and where it sits in the rank's local tensor. */
-export interface LocalBox extends Box {
-  /** The box's first index in the local tensor, per dimension. */
-  at: number[];
-}
+export { type Box, boxShape, intersect, type LocalBox, volume, wholeBox } from "./_box_geometry.ts";
 
 /** What a rank holds of one full tensor. */
 export interface Holding {
@@ -46,22 +35,6 @@ export interface Holding {
   localShape: number[];
   /** Its boxes (none when it holds nothing, an FSDP rank past the last row). */
   boxes: LocalBox[];
-}
-
-/** `shape`, a 0-d one promoted to [1] (see [Note: boxes]). */
-export function boxShape(shape: readonly number[]): number[] {
-  return shape.length === 0 ? [1] : [...shape];
-}
-
-/** The one box of a whole tensor of `shape`, at the local origin. */
-export function wholeBox(shape: readonly number[]): LocalBox {
-  const full = boxShape(shape);
-  return { start: full.map(() => 0), length: full, at: full.map(() => 0) };
-}
-
-/** The number of elements in `box`. */
-export function volume(box: Box): number {
-  return box.length.reduce((a, b) => a * b, 1);
 }
 
 /**
@@ -106,19 +79,6 @@ export function holding(param: Tensor): Holding {
     });
   }
   return { shape, localShape: [fsdp.rows, ...beforeFsdp.slice(1)], boxes: cut };
-}
-
-/** The overlap of two boxes, or null when they do not meet. */
-export function intersect(a: Box, b: Box): Box | null {
-  const start: number[] = [], length: number[] = [];
-  for (let d = 0; d < a.start.length; d++) {
-    const lo = Math.max(a.start[d], b.start[d]);
-    const hi = Math.min(a.start[d] + a.length[d], b.start[d] + b.length[d]);
-    if (lo >= hi) return null;
-    start.push(lo);
-    length.push(hi - lo);
-  }
-  return { start, length };
 }
 
 /** `t` narrowed to `length` elements from `from` on every dimension (a view). */

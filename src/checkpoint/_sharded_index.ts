@@ -24,7 +24,7 @@ import {
   StateScalarsSchema,
 } from "../optim/hyperparameters.ts";
 import { removeStaleTemporaries, writeFileAtomic } from "./_atomic.ts";
-import { boxShape, intersect, volume } from "./_boxes.ts";
+import { boxShape, intersect, volume } from "./_box_geometry.ts";
 import { CheckpointError } from "../safetensors/errors.ts";
 
 /** The index's format tag: version 2 records N-D boxes (version 1, dim-0 row ranges, still loads). */

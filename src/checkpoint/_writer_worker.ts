@@ -6,7 +6,7 @@
  * @module
  */
 
-import { saveBytes, type TensorBytes } from "../safetensors/safetensors.ts";
+import { saveBytes, type TensorBytes } from "../safetensors/_writer.ts";
 import { writeTextFileAtomic } from "../io/private_files.ts";
 import type { WriteJob, WriteResult } from "./_background_write.ts";
 import { commitIndex } from "./_sharded_index.ts";

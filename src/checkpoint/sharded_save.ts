@@ -14,7 +14,8 @@ import type { Optimizer } from "../optim/optimizer.ts";
 import type { DType } from "../tensor/dtype.ts";
 import { copyInto } from "../tensor/inplace.ts";
 import { Tensor } from "../tensor/tensor.ts";
-import { saveBytes, withHostBytes } from "../safetensors/safetensors.ts";
+import { withHostBytes } from "../safetensors/safetensors.ts";
+import { saveBytes } from "../safetensors/_writer.ts";
 import { writeInBackground } from "./_background_write.ts";
 import { extract, type Holding, holding } from "./_boxes.ts";
 import {

@@ -19,7 +19,8 @@
  */
 
 import { z } from "zod";
-import { type DType, formatShape, itemSize, shapeSize } from "../tensor/tensor.ts";
+import { type DType, itemSize } from "../tensor/dtype.ts";
+import { formatShape, shapeSize } from "../tensor/layout.ts";
 import { printable } from "../io/printable.ts";
 import { CheckpointError } from "./errors.ts";
 
