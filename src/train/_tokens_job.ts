@@ -22,8 +22,12 @@ export function refuseBadTokenData(config: TrainConfig): void {
 }
 
 /**
- * nanoGPT sample.py's sample: 500 tokens after a newline, temperature 0.8, top 200, decoded with
- * meta.json's tokenizer (its token ids without one).
+ * nanoGPT sample.py's sample after a newline, temperature 0.8, top 200, decoded with meta.json's
+ * tokenizer (its token ids without one): up to sample.py's 500 tokens, but no more than the
+ * context holds, where every step reads one token through the KV cache. Past the context, each
+ * token is a forward over the whole window (nanoGPT's crop), as long as 30-40 training
+ * iterations for 250 tokens of a small model: the job's last line would be mostly sampling.
+ * `deno task sample --max-new-tokens N` samples longer.
  */
 export async function sampleTokens(model: GPT, meta: TokenMeta): Promise<string> {
   manualSeed(1337);
@@ -33,7 +37,8 @@ export async function sampleTokens(model: GPT, meta: TokenMeta): Promise<string>
   const device = model.parameters()[0].device;
   const prompt = tensor(Int32Array.from(start), [1, start.length], { dtype: "i32", device });
   const topK = Math.min(200, meta.vocabSize);
-  const tokens = model.generate(prompt, 500, { temperature: 0.8, topK }).toArray();
+  const length = Math.min(500, model.config.blockSize - start.length);
+  const tokens = model.generate(prompt, length, { temperature: 0.8, topK }).toArray();
   const fresh = tokens.subarray(start.length);
   if (codec === null) return `(token ids: no meta.json to decode them) ${fresh.join(" ")}`;
   return decodeInVocab(codec, fresh);
