@@ -70,10 +70,12 @@ fi
 
 # Ranks on one host talk over shared memory by default; the distributed tests run once more over
 # Gloo (DTRAIN_SHM=0), the transport between hosts, so that both keep their guarantees. The tests
-# of shared memory itself and of the emu backend (whose transport it is) choose their transport
-# in every run: a second run would repeat the first.
+# of shared memory itself and of the emu backend (whose transport it is), and those that name
+# every transport in one run (the half-precision collectives), choose their transport in every
+# run: a second run would repeat the first.
 pinned_transport=(tests/distributed/shm_setup_test.ts tests/distributed/shm_test.ts
-  tests/distributed/shm_netns_test.ts tests/distributed/emu_test.ts)
+  tests/distributed/shm_netns_test.ts tests/distributed/emu_test.ts
+  tests/distributed/half_collectives_test.ts)
 mapfile -t gloo_tests < <(find tests/distributed tests/parallel -name '*_test.ts' |
   grep -vxF -f <(printf '%s\n' "${pinned_transport[@]}") | sort)
 gloo_log=build/test-gloo.log
