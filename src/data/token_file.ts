@@ -15,6 +15,12 @@ import type { Device } from "../tensor/storage.ts";
 import type { Tensor } from "../tensor/tensor.ts";
 import { checkPositive, windowBatch } from "./_token_batch.ts";
 
+/** Options of {@linkcode TokenFile.open}. */
+export interface TokenFileOptions {
+  /** The vocabulary's size: a batch holding a token at or above it is refused, naming it. */
+  vocabSize?: number;
+}
+
 /** Options of {@linkcode TokenFile.getBatch} and {@linkcode TokenFile.batchAt}. */
 export interface TokenBatchOptions {
   /** Where `x` and `y` go ("cpu" unless said otherwise). */
@@ -88,30 +94,37 @@ export class TokenFile implements Disposable {
   /** The file mapped. */
   readonly path: string;
   readonly #file: MappedFile;
+  readonly #vocabSize: number | undefined;
   #tokens: Uint16Array | null = null;
 
-  private constructor(path: string, file: MappedFile) {
+  private constructor(path: string, file: MappedFile, vocabSize: number | undefined) {
     this.path = path;
     this.#file = file;
+    this.#vocabSize = vocabSize;
   }
 
   /**
    * Maps a nanoGPT token file (uint16 little-endian, no header).
    *
    * @param path The `.bin` file.
+   * @param options `vocabSize`: every batch checks that its tokens are below it (meta.json's
+   * vocabulary), naming the file and the token's position; a check of the whole file up front
+   * would read every page of a file that may be larger than memory.
    * @returns Its tokens.
    * @throws Error naming the file when it cannot be mapped or has an odd byte length.
    */
-  static open(path: string): Promise<TokenFile> {
+  static open(path: string, options: TokenFileOptions = {}): Promise<TokenFile> {
     try {
-      return Promise.resolve(TokenFile.openSync(path));
+      return Promise.resolve(TokenFile.openSync(path, options));
     } catch (error) {
       return Promise.reject(error);
     }
   }
 
   /** {@linkcode TokenFile.open} without the wait (mapping a file does not read it). */
-  static openSync(path: string): TokenFile {
+  static openSync(path: string, options: TokenFileOptions = {}): TokenFile {
+    const { vocabSize } = options;
+    if (vocabSize !== undefined) checkPositive("TokenFile.open", "vocabSize", vocabSize);
     const file = mapTokenFile(path, "random");
     if (file.byteLength % 2 !== 0) {
       file.dispose();
@@ -120,7 +133,7 @@ export class TokenFile implements Disposable {
           "(a nanoGPT .bin file holds 2 bytes per token)",
       );
     }
-    return new TokenFile(path, file);
+    return new TokenFile(path, file, vocabSize);
   }
 
   /** The number of tokens (`len(data)` in nanoGPT); still answered after `dispose`. */
@@ -216,6 +229,15 @@ export class TokenFile implements Disposable {
   /** Copies tokens out of the mapping: only the pages of the rows asked for are read. */
   readonly #read = (start: number, into: Uint16Array<ArrayBuffer>): void => {
     this.#file.copyInto(into, 2 * start);
+    const vocabSize = this.#vocabSize;
+    if (vocabSize === undefined || vocabSize > 0xffff) return;
+    const at = into.findIndex((t) => t >= vocabSize);
+    if (at >= 0) {
+      throw new RangeError(
+        `${resolve(this.path)}: token ${into[at]} at position ${start + at} is outside the ` +
+          `vocabulary of ${vocabSize} (meta.json)`,
+      );
+    }
   };
 
   #checkLive(op: string): void {

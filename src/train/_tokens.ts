@@ -1,5 +1,5 @@
 /**
- * The data of `--dataset tokens`: nanoGPT's `train.bin` and `val.bin` (uint16 tokens, read once)
+ * The data of `--dataset tokens`: nanoGPT's `train.bin` and `val.bin` (uint16 tokens, mapped)
  * (data.TokenFile, whose `getBatch` is nanoGPT's `get_batch`) and `meta.json` (the vocabulary
  * size and the tokenizer that decodes a sample: data.readMeta), checked for the job.
  * @module
@@ -88,18 +88,13 @@ function readSplit(dir: string, name: string, blockSize: number, vocabSize: numb
   if (!existsSync(path)) throw missingSplit(dir, name);
   let file: TokenFile;
   try {
-    file = TokenFile.openSync(path);
+    // Each batch checks its tokens against the vocabulary: a scan of the whole file here would
+    // read every page of one that may be larger than memory (OpenWebText's is 18 GB).
+    file = TokenFile.openSync(path, { vocabSize });
   } catch (error) {
     throw new ConfigError("dataDir", (error as Error).message);
   }
   tooShort(path, file.length, blockSize);
-  const top = file.tokens.reduce((m, t) => Math.max(m, t), 0);
-  if (top >= vocabSize) {
-    throw new ConfigError(
-      "dataDir",
-      `${path} holds token ${top}, outside the vocabulary of ${vocabSize} (meta.json)`,
-    );
-  }
   return file;
 }
 

@@ -170,3 +170,28 @@ Deno.test("TokenFile names a path that is a directory or a FIFO, without reading
     Deno.removeSync(dir, { recursive: true });
   }
 });
+
+Deno.test("with vocabSize, a batch holding a token outside the vocabulary is refused, naming the file, the token and its position", () => {
+  const { path, bytes, dir } = writeTokens(200);
+  try {
+    // Token 50000 planted at position 150; everything else is below 50257, the file's range.
+    new DataView(bytes.buffer).setUint16(300, 50000, true);
+    Deno.writeFileSync(path, bytes);
+    using file = data.TokenFile.openSync(path, { vocabSize: 50001 });
+    const [x] = file.batchAt([0, 40], 8);
+    assert.deepEqual(x.shape, [2, 8]);
+    using strict = data.TokenFile.openSync(path, { vocabSize: 50000 });
+    assert.throws(
+      () => strict.batchAt([100, 145], 8),
+      new RegExp(
+        `^RangeError: ${path}: token 50000 at position 150 is outside the vocabulary of 50000`,
+      ),
+    );
+    assert.throws(
+      () => data.TokenFile.openSync(path, { vocabSize: 0 }),
+      /vocabSize must be a positive integer, got 0/,
+    );
+  } finally {
+    Deno.removeSync(dir, { recursive: true });
+  }
+});
