@@ -263,7 +263,7 @@ export class NodeNetwork implements AsyncDisposable {
 }
 
 /** SIGKILLs every process in the namespaces, until none is left (or 5 s have passed). */
-async function killIn(namespaces: readonly string[]): Promise<void> {
+export async function killIn(namespaces: readonly string[]): Promise<void> {
   const deadline = Date.now() + 5000;
   for (;;) {
     const pids = (await Promise.all(namespaces.map(pidsIn))).flat();
@@ -280,7 +280,7 @@ async function killIn(namespaces: readonly string[]): Promise<void> {
 }
 
 /** The processes inside a namespace. */
-async function pidsIn(namespace: string): Promise<number[]> {
+export async function pidsIn(namespace: string): Promise<number[]> {
   const out = await ip("netns", "pids", namespace);
   return out.split("\n").filter((line) => line.trim() !== "").map(Number);
 }
