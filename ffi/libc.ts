@@ -1,7 +1,8 @@
 /**
  * The few libc calls dtrain needs for process hygiene (Linux): a parent-death signal for launched
  * processes, the file-descriptor limit of the store host, and the launcher's hold on SIGUSR1 (a
- * blocked signal taken with sigtimedwait, and the re-exec that blocks it in every thread). Opened
+ * blocked signal taken with sigtimedwait, and the re-exec that blocks it in every thread), and the
+ * lowest priority for a checkpoint's background writer thread. Opened
  * lazily, since only launched workers, launchers and store hosts use it.
  * @module
  */
@@ -18,6 +19,15 @@ const symbols = {
     result: "i32",
   },
   getppid: { parameters: [], result: "i32" }, // pid_t getppid(void)
+  gettid: { parameters: [], result: "i32" }, // pid_t gettid(void) (glibc 2.30+)
+  setpriority: {
+    parameters: [
+      "i32", // int which (PRIO_PROCESS: with a thread id, that thread alone on Linux)
+      "u32", // id_t who
+      "i32", // int prio (nice value, -20..19)
+    ],
+    result: "i32",
+  },
   getrlimit: {
     parameters: [
       "i32", // int resource
@@ -66,6 +76,8 @@ const symbols = {
 
 /** prctl option that asks for a signal when the parent thread dies (linux/prctl.h). */
 export const PR_SET_PDEATHSIG = 1;
+/** setpriority's `which` for a process, or on Linux a thread given by its id. */
+export const PRIO_PROCESS = 0;
 /** getrlimit/setrlimit resource of open file descriptors (x86-64 and aarch64 Linux). */
 export const RLIMIT_NOFILE = 7;
 

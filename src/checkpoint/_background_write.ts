@@ -25,7 +25,6 @@
  */
 
 import type { DType } from "../tensor/dtype.ts";
-import type { Tensor } from "../tensor/tensor.ts";
 import type { Index } from "./_sharded_index.ts";
 
 /** One staged box, as the worker receives it: its address in host memory (null when empty). */
@@ -86,8 +85,8 @@ function waitAtExit(): void {
 }
 
 /**
- * Starts writing `tensors` (staged: host memory no one else changes, kept alive until the write
- * is done, then disposed) in a new worker, and committing the save as [Note: asynchronous
+ * Starts writing the `staged` bytes (memory no one else changes, kept alive until the write is
+ * done) in a new worker, and committing the save as [Note: asynchronous
  * sharded saves] says.
  *
  * @returns A promise that settles when this rank's part is committed (rank 0: the index renamed
@@ -95,15 +94,17 @@ function waitAtExit(): void {
  */
 export function writeInBackground(
   job: Omit<WriteJob, "tensors" | "hooks" | "finished">,
-  staged: { name: string; t: Tensor }[],
+  staged: { name: string; dtype: DType; shape: number[]; bytes: Uint8Array }[],
 ): Promise<void> {
   const finished = new SharedArrayBuffer(4);
   const flag = new Int32Array(finished);
-  const tensors: StagedTensor[] = staged.map(({ name, t }) => ({
+  const tensors: StagedTensor[] = staged.map(({ name, dtype, shape, bytes }) => ({
     name,
-    dtype: t.dtype,
-    shape: [...t.shape],
-    address: t.numel() === 0 ? null : BigInt(Deno.UnsafePointer.value(t.ptr)),
+    dtype,
+    shape,
+    address: bytes.length === 0
+      ? null
+      : BigInt(Deno.UnsafePointer.value(Deno.UnsafePointer.of(bytes))),
   }));
   if (!exitHookInstalled) {
     globalThis.addEventListener("unload", waitAtExit);
@@ -115,7 +116,7 @@ export function writeInBackground(
     const settle = (result: WriteResult) => {
       worker.terminate();
       inFlight.delete(flag);
-      for (const { t } of staged) t.dispose();
+      staged.length = 0; // the worker is done with them
       if (result.ok) resolve();
       else reject(new Error(result.message));
     };

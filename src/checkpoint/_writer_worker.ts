@@ -10,6 +10,7 @@ import { saveBytes, type TensorBytes } from "../safetensors/_writer.ts";
 import { writeTextFileAtomic } from "../io/private_files.ts";
 import type { WriteJob, WriteResult } from "./_background_write.ts";
 import { commitIndex } from "./_sharded_index.ts";
+import { libc, PRIO_PROCESS } from "../../ffi/libc.ts";
 
 /** How often the folder is looked at while waiting for the other ranks. */
 const POLL_MS = 5;
@@ -74,11 +75,22 @@ async function run(job: WriteJob): Promise<void> {
   }
 }
 
+/**
+ * Gives this thread the lowest scheduling priority (nice 19): the write is in no hurry, and the
+ * training thread it runs beside should keep the cores (the kernel's copy of the bytes into the
+ * page cache counts as this thread's). Where libc cannot be opened the thread keeps its priority.
+ */
+function yieldToTraining(): void {
+  const c = libc();
+  if (c !== null) c.setpriority(PRIO_PROCESS, c.gettid(), 19);
+}
+
 self.onmessage = async (event: MessageEvent<WriteJob>) => {
   const job = event.data;
   let result: WriteResult = { ok: true };
   try {
     if (job.hooks !== null) await import(job.hooks);
+    yieldToTraining();
     await run(job);
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);
