@@ -119,6 +119,7 @@ export class Storage {
     this.ptr = pin(block.ptr, block.owner);
     this.nbytes = nbytes;
     this.device = this.backend.name;
+    notePeak();
     if (block.owner === undefined) {
       unowned.register(this, { backend: this.backend, block }, this);
       maybeCollect();
@@ -196,6 +197,7 @@ export class Storage {
     const block = this.backend.alloc(this.nbytes, false);
     this.#block = block;
     this.ptr = pin(block.ptr, block.owner);
+    notePeak();
     if (block.owner === undefined) unowned.register(this, { backend: this.backend, block }, this);
   }
 
@@ -215,6 +217,29 @@ export class Storage {
  */
 export function allocatedBytes(): number {
   return allocatedBytesOnAll();
+}
+
+/** The most {@linkcode allocatedBytes} seen at an allocation since the last reset. */
+let peakBytes = 0;
+
+/** Raises the peak to the bytes held now (called after each allocation). */
+function notePeak(): void {
+  const live = allocatedBytesOnAll();
+  if (live > peakBytes) peakBytes = live;
+}
+
+/**
+ * The most bytes tensors held at once since the process started or the last
+ * {@linkcode resetPeakAllocatedBytes} (as `torch.cuda.max_memory_allocated`): what the train job's
+ * planner predicts, read after each allocation.
+ */
+export function peakAllocatedBytes(): number {
+  return Math.max(peakBytes, allocatedBytesOnAll());
+}
+
+/** Starts the peak of {@linkcode peakAllocatedBytes} again from the bytes held now. */
+export function resetPeakAllocatedBytes(): void {
+  peakBytes = allocatedBytesOnAll();
 }
 
 /**

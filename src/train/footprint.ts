@@ -1,7 +1,9 @@
 /**
  * What a training configuration's model needs in memory, counted from its sizes before anything is
  * allocated, so that a size the machine cannot hold (`--hidden 1e12`) is refused up front naming
- * the size and the memory, instead of failing out of memory once the processes run.
+ * the size and the memory, instead of failing out of memory once the processes run. The whole
+ * step's peak (activations, logits, gathered shards) is the planner's (plan.ts, plan_memory.ts),
+ * which the launching process checks against the memory available before any rank starts.
  * @module
  */
 
@@ -112,7 +114,8 @@ function count(n: number): string {
   return n < 1e6 ? String(n) : n.toPrecision(3);
 }
 
-function bytes(n: number): string {
+/** `n` bytes in the unit a message reads best: `1.50 GiB`. */
+export function bytes(n: number): string {
   const units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
   let i = 0;
   while (n >= 1024 && i < units.length - 1) n /= 1024, i++;

@@ -27,6 +27,14 @@ import { runnable } from "../launch/supervisor.ts";
 import { EXIT_STOPPED } from "../launch/stop_request.ts";
 import { startProfile } from "../profile/tracer.ts";
 import { ConfigError, parseTrainArgs, type TrainConfig, USAGE } from "./config.ts";
+import {
+  availableMemory,
+  formatPlan,
+  planConfig,
+  planSync,
+  resolveAutoBatch,
+  unfitReason,
+} from "./plan.ts";
 import { buildModel, buildOptimizer, loadTask, taskShape } from "./model.ts";
 import { checkSamplerFits, checkSnapshot, snapshotMismatch } from "./snapshot.ts";
 import { progressFile } from "./_snapshots.ts";
@@ -157,7 +165,11 @@ export async function main(args: string[]): Promise<number> {
   let config: TrainConfig | "help";
   const notes: string[] = [];
   const launched = Deno.env.get("RANK") !== undefined;
+  // --dry-run prints the plan (plan.ts) and starts nothing; the ranks get the resolved arguments.
+  const dryRun = args.includes("--dry-run");
+  args = args.filter((arg) => arg !== "--dry-run");
   try {
+    args = resolveAutoBatch(args, notes);
     config = parseTrainArgs(args, notes);
     // The launcher's workers parse the same arguments: the notes are printed once, here.
     if (!launched) { for (const note of notes) console.log(`train: ${note}`); }
@@ -177,6 +189,20 @@ export async function main(args: string[]): Promise<number> {
   const problem = deviceProblem(config.device, config.nprocPerNode);
   if (problem !== null) {
     console.error(`train: ${problem}`);
+    return 2;
+  }
+  if (dryRun) {
+    console.log(formatPlan(config, await planConfig(config), availableMemory()));
+    return 0;
+  }
+  // A plan whose ranks on this node do not fit its memory is refused before any starts (host
+  // memory: the cpu device's tensors live there; an elastic job's world size is not known yet).
+  const elastic = config.minNodes !== undefined && config.minNodes !== config.nnodes;
+  const unfit = !launched && config.device === "cpu" && !elastic
+    ? unfitReason(planSync(config), availableMemory())
+    : null;
+  if (unfit !== null) {
+    console.error(`train: ${unfit}`);
     return 2;
   }
   // The workers start their timelines from the environment; a single process starts its own.
