@@ -16,6 +16,9 @@
 
 import { fileURLToPath } from "node:url";
 import { killIn, NETNS_SKIP, pidsIn, tail } from "../infrastructure/netns_cluster.ts";
+import { awaitLine, hostEnv, run, which } from "./link_commands.ts";
+
+export { hostEnv };
 
 const BRIDGE_SOURCE = fileURLToPath(new URL("./delay_bridge.c", import.meta.url));
 const PROBE = fileURLToPath(new URL("./link_probe.ts", import.meta.url));
@@ -55,65 +58,10 @@ export interface HostCommand {
   env: Record<string, string>;
 }
 
-function which(program: string): boolean {
-  try {
-    return new Deno.Command(program, { args: ["-V"], stdout: "null", stderr: "null" })
-      .outputSync().code !== 127;
-  } catch {
-    return false;
-  }
-}
-
 /** Why a throttled link cannot be made here (not root, no `tc`, no C compiler), or null. */
 export const LINK_SKIP: string | null = NETNS_SKIP ??
   (!which("tc") ? "iproute2's `tc` is not installed" : null) ??
   (!which("cc") ? "no C compiler (`cc`) to build the delaying bridge" : null);
-
-/** The environment a command on a host starts from: a clean one that still finds deno's cache. */
-export function hostEnv(extra: Record<string, string> = {}): Record<string, string> {
-  return {
-    PATH: Deno.env.get("PATH") ?? "/usr/bin:/bin",
-    HOME: Deno.env.get("HOME") ?? "/root",
-    ...(Deno.env.has("DENO_DIR") ? { DENO_DIR: Deno.env.get("DENO_DIR")! } : {}),
-    NO_COLOR: "1",
-    DENO_NO_UPDATE_CHECK: "1",
-    ...extra,
-  };
-}
-
-async function run(program: string, args: string[]): Promise<string> {
-  const output = await new Deno.Command(program, { args, stdout: "piped", stderr: "piped" })
-    .output();
-  const decoder = new TextDecoder();
-  if (!output.success) {
-    throw new Error(`${program} ${args.join(" ")}: ${decoder.decode(output.stderr).trim()}`);
-  }
-  return decoder.decode(output.stdout);
-}
-
-/** Reads `stream` line by line until a line equal to `want`, then keeps draining it. */
-async function awaitLine(
-  stream: ReadableStream<Uint8Array>,
-  want: string,
-  what: string,
-): Promise<{ drained: Promise<string> }> {
-  const reader = stream.pipeThrough(new TextDecoderStream()).getReader();
-  let seen = "";
-  for (;;) {
-    const { value, done } = await reader.read();
-    if (done) throw new Error(`${what} exited before printing "${want}":\n${tail(seen)}`);
-    seen += value;
-    if (seen.split("\n").slice(0, -1).includes(want)) break;
-  }
-  const drained = (async () => {
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) return seen;
-      seen += value;
-    }
-  })();
-  return { drained };
-}
 
 /** Links made by this process, so that two at once get distinct names and subnets. */
 let serial = 0;
@@ -245,6 +193,16 @@ export class ThrottledLink implements AsyncDisposable {
   /** The processes on host `host`. */
   pids(host: 0 | 1): Promise<number[]> {
     return pidsIn(this.hosts[host].name);
+  }
+
+  /**
+   * The bytes host `host` has sent onto the link so far (its interface's counter: every frame,
+   * headers and retransmissions included).
+   */
+  async txBytes(host: 0 | 1): Promise<number> {
+    const { name, iface } = this.hosts[host];
+    const [stats] = JSON.parse(await run("ip", ["-n", name, "-s", "-j", "link", "show", iface]));
+    return Number(stats.stats64.tx.bytes);
   }
 
   /** SIGKILLs every process on both hosts (the bridge, in the router, stays). */
