@@ -8,7 +8,7 @@
 
 import { dirname } from "node:path";
 import { z } from "zod";
-import { CheckpointError, load, save } from "../checkpoint/mod.ts";
+import { CheckpointError, load, readHeader, save } from "../checkpoint/mod.ts";
 import { ownFolder } from "../io/private_files.ts";
 import type { Module } from "../nn/module.ts";
 import type { Optimizer, OptimizerStateDict, ParamState } from "../optim/optimizer.ts";
@@ -61,12 +61,9 @@ const TENSOR_NAME = /^(model\.\S+|optimizer\.\d+\.[A-Za-z]\w*)$/;
  * @throws CheckpointError naming the file and the first bad field and value.
  */
 export function checkSnapshot(path: string): z.infer<typeof SnapshotMetaSchema> {
-  const { tensors, metadata } = load(path);
-  try {
-    return checkContents(path, Object.keys(tensors), metadata);
-  } finally {
-    for (const t of Object.values(tensors)) t.dispose();
-  }
+  // The header alone: the tensors' bytes are not needed to check their names.
+  const { tensors, metadata } = readHeader(path);
+  return checkContents(path, Object.keys(tensors), metadata);
 }
 
 function checkContents(
@@ -272,11 +269,10 @@ export function snapshotMismatch(
   model: Module,
   optimizer: Optimizer<{ lr: number }>,
 ): string | null {
-  const { tensors, metadata } = load(path);
+  const { tensors, metadata } = readHeader(path);
   const saved = new Map<string, readonly number[]>();
-  for (const [name, t] of Object.entries(tensors)) {
-    if (name.startsWith("model.")) saved.set(name.slice("model.".length), t.shape);
-    t.dispose();
+  for (const [name, { shape }] of Object.entries(tensors)) {
+    if (name.startsWith("model.")) saved.set(name.slice("model.".length), shape);
   }
   // checkSnapshot has validated the metadata.
   return fitMismatch(saved, JSON.parse(metadata.dtrain).optimizer.paramGroups[0], model, optimizer);
