@@ -75,19 +75,21 @@ export function setWriterHooks(url: string | null): void {
   hooks = url;
 }
 
-/** The completion flags of the writes in flight, waited for when the process exits. */
-const inFlight = new Set<Int32Array>();
+/** The completion flags of the writes in flight, and how long each may take, for the exit. */
+const inFlight = new Map<Int32Array, number>();
 let exitHookInstalled = false;
 
-/** Blocks until every write in flight is done: `unload` cannot await, and Deno.exit fires it. */
+/**
+ * Blocks until every write in flight is done: `unload` cannot await, and Deno.exit fires it. A
+ * writer that died without a word (its module failed to load) is waited for its timeout at most.
+ */
 function waitAtExit(): void {
-  for (const flag of inFlight) Atomics.wait(flag, 0, 0);
+  for (const [flag, timeoutMs] of inFlight) Atomics.wait(flag, 0, 0, timeoutMs);
 }
 
 /**
  * Starts writing the `staged` bytes (memory no one else changes, kept alive until the write is
- * done) in a new worker, and committing the save as [Note: asynchronous
- * sharded saves] says.
+ * done) in a new worker, and committing the save as [Note: asynchronous sharded saves] says.
  *
  * @returns A promise that settles when this rank's part is committed (rank 0: the index renamed
  *   into place; others: the index names this generation), rejecting with the worker's error.
@@ -110,13 +112,15 @@ export function writeInBackground(
     globalThis.addEventListener("unload", waitAtExit);
     exitHookInstalled = true;
   }
-  inFlight.add(flag);
+  // Its write, then the wait for the other ranks, which the job's timeout bounds.
+  inFlight.set(flag, 2 * job.timeoutMs);
   const worker = new Worker(new URL("./_writer_worker.ts", import.meta.url), { type: "module" });
   return new Promise<void>((resolve, reject) => {
     const settle = (result: WriteResult) => {
       worker.terminate();
       inFlight.delete(flag);
-      staged.length = 0; // the worker is done with them
+      // The worker read the staged buffers through their addresses: they stayed reachable here.
+      staged.length = 0;
       if (result.ok) resolve();
       else reject(new Error(result.message));
     };

@@ -62,7 +62,8 @@ export interface PendingSave {
   generation: number;
   /**
    * Settles once the save is committed: on rank 0 when its index is in place, on the others
-   * when they have seen it. Rejects with the error of whichever rank's write failed.
+   * when they have seen it. Rejects with the error of whichever rank's write failed; await it (a
+   * failure nothing awaits ends the process, as any unhandled rejection does).
    */
   done: Promise<void>;
 }
