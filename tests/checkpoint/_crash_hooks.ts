@@ -5,7 +5,9 @@
 // - "pieces": its piece list renamed into place, before it writes its safetensors file;
 // - "index-rename": (rank 0) the new index written and synced, just before its rename;
 // - "cleanup": (rank 0) the new index renamed into place, before generation 1 is removed.
-// It prints "crash: POINT" first; the test then kills the other ranks, as a launcher would.
+// It prints "crash: POINT" first; the test then kills the other ranks, as a launcher would. One
+// point fails instead of crashing:
+// - "shard-write-fails": writing its safetensors file throws, as a full disk would.
 
 /** Prints the crash line and SIGKILLs this process (all its threads). */
 function crash(point: string): never {
@@ -18,7 +20,7 @@ function crash(point: string): never {
 export function arm(point: string): void {
   const { openSync, renameSync, removeSync } = Deno;
   const writeSync = Deno.FsFile.prototype.writeSync;
-  if (point === "shard-write") {
+  if (point === "shard-write" || point === "shard-write-fails") {
     const shardFiles = new WeakSet<Deno.FsFile>();
     Object.assign(Deno, {
       openSync(path: string | URL, options?: Deno.OpenOptions) {
@@ -30,6 +32,7 @@ export function arm(point: string): void {
     Deno.FsFile.prototype.writeSync = function (bytes) {
       if (!shardFiles.has(this)) return writeSync.call(this, bytes);
       writeSync.call(this, bytes.subarray(0, Math.max(1, bytes.length >> 1)));
+      if (point === "shard-write-fails") throw new Error("No space left on device (injected)");
       crash(point);
     };
   } else if (point === "pieces" || point === "index-rename") {

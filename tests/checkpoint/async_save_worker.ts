@@ -4,11 +4,13 @@
  * hold and what loading it gave:
  * - save 1 (extra step 1), then a training step overlapping its write; once done, a fresh sharded
  *   model loads it;
- * - saves 2 and 3 issued back to back (the third waits for the second), then a step.
+ * - saves 2 and 3 issued back to back (the third waits for the second), then a step;
+ * - save 4, whose write fails on rank 1 (FAIL_RANK; a hook of _crash_hooks.ts), and save 5.
  * @module
  */
 
 import { loadSharded, saveSharded } from "../../src/checkpoint/mod.ts";
+import { setWriterHooks } from "../../src/checkpoint/_background_write.ts";
 import { destroyProcessGroup, getRank, initProcessGroup } from "../../src/distributed/mod.ts";
 import { fullStateDict, fullyShard } from "../../src/parallel/mod.ts";
 import { tidyAsync } from "../../src/tensor/scope.ts";
@@ -54,12 +56,24 @@ await runWorker(async () => {
 
     const second = await saveSharded(dir, { model, optimizer, extra: { step: 2 }, async: true });
     const third = await saveSharded(dir, { model, optimizer, extra: { step: 3 }, async: true });
-    const saved3 = stateValues(await fullStateDict(model));
     await step(2);
     await third.done;
     await second.done; // already settled: the third waited for it
     const generations = [first.generation, second.generation, third.generation];
-    return { saved1, loaded1, extra1, saved3, generations };
+
+    const failRank = Number(Deno.env.get("FAIL_RANK"));
+    if (rank === failRank) {
+      setWriterHooks(new URL("./_writer_crash_hooks.ts", import.meta.url).href);
+    }
+    const fourth = await saveSharded(dir, { model, optimizer, extra: { step: 4 }, async: true });
+    const failure = await fourth.done.then(() => "committed", (error) => error.message);
+    setWriterHooks(null);
+    const extraAfterFailure = loadSharded(dir, sharded());
+    const fifth = await saveSharded(dir, { model, optimizer, extra: { step: 5 }, async: true });
+    await fifth.done;
+    const saved5 = stateValues(await fullStateDict(model));
+    generations.push(fourth.generation, fifth.generation);
+    return { saved1, loaded1, extra1, saved5, failure, extraAfterFailure, generations };
   } finally {
     await destroyProcessGroup();
   }
