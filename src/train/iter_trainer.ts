@@ -322,7 +322,8 @@ export class IterTrainer {
       x.dispose();
       y.dispose();
     }
-    await this.#runLog?.writeReport();
+    // report.html, with every logged step: counted at the end, not left as an unnamed gap.
+    await this.times.measure("end", () => this.#runLog?.writeReport());
     const { iterNum, bestValLoss } = this;
     return { iterNum, itersHere: iterNum - first, lastLoss, losses, bestValLoss };
   }
@@ -332,16 +333,18 @@ export class IterTrainer {
     const { train, val } = losses;
     if (this.rank === 0) {
       this.log(`step ${this.iterNum}: train loss ${train.toFixed(4)}, val loss ${val.toFixed(4)}`);
-      await this.#runLog?.add({
-        kind: "eval",
-        step: this.iterNum,
-        epoch: 0,
-        loss: train,
-        trainLoss: train,
-        validationLoss: val,
-        lr,
-        samplesPerSecond: rate,
-      });
+      // The record is the evaluation's too (metrics.jsonl is appended and synced).
+      await this.times.measure("evaluation", () =>
+        this.#runLog?.add({
+          kind: "eval",
+          step: this.iterNum,
+          epoch: 0,
+          loss: train,
+          trainLoss: train,
+          validationLoss: val,
+          lr,
+          samplesPerSecond: rate,
+        }));
     }
     if (val < this.bestValLoss || this.config.alwaysSaveCheckpoint) {
       this.bestValLoss = val;
