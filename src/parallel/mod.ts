@@ -11,6 +11,7 @@ export * from "./fsdp/full_state_dict.ts";
 export * from "./activation_checkpoint.ts";
 export * from "./local_sgd.ts";
 export * from "./diloco.ts";
+export * from "./ft/mod.ts";
 
 import type * as fsdp from "./fsdp/_common.ts";
 /**

@@ -1,0 +1,198 @@
+// Fault-tolerant replicas as real processes (tests/parallel/workers/ft_replica.ts), the test
+// hosting the store that keeps the quorums: a replica SIGKILLed mid-step is dropped and the
+// others' next step commits; a replacement joins, heals from a live peer and ends equal to its
+// peers bit for bit (weights and AdamW's moments); a SIGSTOPped replica is dropped after the
+// collective timeout; across the failures every sample is taken at most once, and the samples
+// no step took are the ones the manager reports.
+import assert from "node:assert/strict";
+import { StoreClient } from "../../src/distributed/store/client.ts";
+import { StoreServer } from "../../src/distributed/store/server.ts";
+import { stepSamples } from "../../src/parallel/ft/samples.ts";
+import { type RankProcess, type RankResult, runRanks } from "../_harness/ranks.ts";
+
+const worker = new URL("./workers/ft_replica.ts", import.meta.url);
+const TOKEN = "ft-test-token";
+const BATCH = 12;
+
+interface Event {
+  replica: number;
+  event: string;
+  step: number;
+  start?: number;
+  end?: number;
+  members?: number[];
+  healed?: boolean;
+}
+
+function parse(line: string): Event | null {
+  return line.startsWith('{"replica"') ? JSON.parse(line) : null;
+}
+
+/** Each replica's JSON event lines. */
+function eventsOf(results: RankResult[]): Event[] {
+  return results.flatMap((r) => r.stdout.split("\n").map(parse).filter((e) => e !== null));
+}
+
+/**
+ * Checks every committed step: all who printed its commit name the same members and took their
+ * share of `stepSamples` (a member killed before printing took its share too); no sample is taken
+ * twice in the run, and the samples of steps 0..steps−1 that no share holds are the remainders.
+ * @returns The samples skipped.
+ */
+function checkSamples(events: Event[], steps: number): number {
+  const commits = events.filter((e) => e.event === "commit");
+  const taken = new Map<number, number>();
+  let skipped = 0;
+  for (let step = 0; step < steps; step++) {
+    const printed = commits.filter((e) => e.step === step);
+    assert.ok(printed.length > 0, `step ${step} never committed`);
+    const members = printed[0].members!;
+    const split = stepSamples(step, BATCH, members.length);
+    for (const e of printed) {
+      assert.deepEqual(e.members, members, `step ${step}: replica ${e.replica}'s quorum`);
+      const share = split.shares[members.indexOf(e.replica)];
+      assert.deepEqual({ start: e.start, end: e.end }, share, `step ${step}, replica ${e.replica}`);
+    }
+    split.shares.forEach(({ start, end }, i) => {
+      for (let n = start; n < end; n++) {
+        assert.ok(!taken.has(n), `sample ${n}: taken by ${taken.get(n)} and by ${members[i]}`);
+        taken.set(n, members[i]);
+      }
+    });
+    skipped += split.skipped === null ? 0 : split.skipped.end - split.skipped.start;
+  }
+  assert.equal(taken.size + skipped, steps * BATCH);
+  return skipped;
+}
+
+async function withStore<T>(fn: (port: number, client: StoreClient) => Promise<T>): Promise<T> {
+  const server = StoreServer.listen({ hostname: "127.0.0.1", port: 0, token: TOKEN });
+  const client = await StoreClient.connect({
+    hostname: "127.0.0.1",
+    port: server.port,
+    token: TOKEN,
+  });
+  try {
+    return await fn(server.port, client);
+  } finally {
+    client.close();
+    await server.close();
+  }
+}
+
+function replicaEnv(port: number, steps: number) {
+  return (replica: number): Record<string, string> => ({
+    START_KEY: "test/start",
+    FT_PORT: String(port),
+    FT_TOKEN: TOKEN,
+    REPLICA: String(replica),
+    STEPS: String(steps),
+    BATCH: String(BATCH),
+    TIMEOUT_MS: "2000",
+    JOIN_MS: "1000",
+  });
+}
+
+function signal(procs: RankProcess[], rank: number, sig: Deno.Signal): void {
+  procs.find((p) => p.rank === rank)?.child.kill(sig);
+}
+
+Deno.test("Manager: a replica SIGKILLed mid-step is dropped, the others' next step commits, and a replacement heals and ends equal to its peers bit for bit", async () => {
+  const STEPS = 10, KILL_AT = 3;
+  await withStore(async (port, client) => {
+    const base = replicaEnv(port, STEPS);
+    let killed = false;
+    const connected = new Set<number>();
+    const results = await runRanks({
+      worker,
+      worldSize: 4,
+      timeoutMs: 60_000,
+      env: (r) =>
+        r === 3
+          ? { ...base(r), WAIT_KEY: "test/replace", START_KEY: "" }
+          : { ...base(r), PAUSE_AT: String(KILL_AT + 2), PAUSE_KEY: "test/joining" },
+      onLine: (rank, line, procs) => {
+        const e = parse(line);
+        if (e?.event === "connected") connected.add(rank);
+        if (connected.size === 3) client.set("test/start", "1");
+        if (rank === 3 && e?.event === "connected") client.set("test/joining", "1");
+        if (!killed && rank === 1 && e?.event === "computed" && e.step === KILL_AT) {
+          killed = true;
+          signal(procs, 1, "SIGKILL");
+          client.set("test/replace", "1");
+        }
+      },
+    });
+    const byReplica = Object.fromEntries(results.map((r) => [r.rank, r]));
+    assert.ok(killed, "replica 1 never reached the step it was to be killed at");
+    assert.equal(byReplica[1].signal, "SIGKILL");
+    for (const r of [0, 2, 3]) {
+      assert.equal(byReplica[r].code, 0, `replica ${r}: ${byReplica[r].stderr.slice(-2000)}`);
+    }
+    const events = eventsOf(results);
+    // Replica 1 took no step past the one it died in, and the others went on without it.
+    const after = events.filter((e) => e.event === "commit" && e.step > KILL_AT);
+    assert.ok(after.every((e) => e.replica !== 1 && !e.members!.includes(1)));
+    const next = events.find((e) => e.event === "commit" && !e.members!.includes(1));
+    assert.ok(
+      next !== undefined && next.step <= KILL_AT + 1,
+      `first step without 1: ${next?.step}`,
+    );
+    // The replacement healed before its first step (at a step past 0) and took part to the end.
+    const [zero, two, three] = [0, 2, 3].map((r) => byReplica[r].result!);
+    assert.ok((three.healedAtStep as number) > KILL_AT, `healed at ${three.healedAtStep}`);
+    assert.ok(events.some((e) => e.replica === 3 && e.event === "commit"));
+    for (const other of [two, three]) {
+      assert.equal(other.weights, zero.weights, "weights differ from replica 0's");
+      assert.equal(other.optimizerState, zero.optimizerState, "AdamW state differs");
+      assert.deepEqual(other.optimizerSteps, zero.optimizerSteps);
+    }
+    const skipped = checkSamples(events, STEPS);
+    assert.equal(zero.samplesSkipped, skipped);
+    assert.equal(three.samplesSkipped, skipped, "the healed replica's count came from its peer");
+  });
+});
+
+Deno.test("Manager: a SIGSTOPped replica is dropped after the collective timeout and the others finish", async () => {
+  const STEPS = 6, STOP_AT = 2;
+  await withStore(async (port, client) => {
+    let stoppedAt = 0, resumedAt = 0;
+    const connected = new Set<number>();
+    const finished = new Set<number>();
+    const results = await runRanks({
+      worker,
+      worldSize: 3,
+      timeoutMs: 60_000,
+      env: replicaEnv(port, STEPS),
+      onLine: (rank, line, procs) => {
+        const e = parse(line);
+        if (e?.event === "connected") connected.add(rank);
+        if (connected.size === 3) client.set("test/start", "1");
+        if (stoppedAt === 0 && rank === 1 && e?.event === "computed" && e.step === STOP_AT) {
+          stoppedAt = performance.now();
+          signal(procs, 1, "SIGSTOP");
+        }
+        if (stoppedAt > 0 && resumedAt === 0 && e?.event === "commit" && !e.members!.includes(1)) {
+          resumedAt = performance.now();
+        }
+        if (rank !== 1 && line.startsWith('{"ok":true')) finished.add(rank);
+        if (finished.size === 2) signal(procs, 1, "SIGKILL");
+      },
+    });
+    assert.ok(stoppedAt > 0, "replica 1 never reached the step it was to be stopped at");
+    for (const r of [0, 2]) {
+      assert.equal(results[r].code, 0, `replica ${r}: ${results[r].stderr.slice(-2000)}`);
+    }
+    const events = eventsOf(results);
+    const without = events.filter((e) => e.event === "commit" && !e.members!.includes(1));
+    const retry = without.reduce((a, b) => b.step < a.step ? b : a);
+    assert.deepEqual(retry.members, [0, 2]);
+    assert.ok(retry.step <= STOP_AT + 1, `first step without replica 1: ${retry.step}`);
+    // Replica 1 was dropped after the collective's 2 s timeout and the quorum's 1 s wait for a
+    // straggler, or only the latter when the stop caught it between steps.
+    const dropMs = resumedAt - stoppedAt;
+    assert.ok(dropMs >= 1_000 && dropMs < 15_000, `dropped after ${dropMs} ms`);
+    const skipped = checkSamples(events, STEPS);
+    assert.equal(results[0].result!.samplesSkipped, skipped);
+  });
+});
