@@ -105,12 +105,36 @@ function whereAmI(
  */
 export async function saveSharded(
   dir: string,
-  options: SaveShardedOptions & { async: true },
-): Promise<PendingSave>;
-export async function saveSharded(
-  dir: string,
   options: SaveShardedOptions & { async?: false },
 ): Promise<void>;
+/**
+ * Saves as above, in the background (PyTorch's `dcp.async_save`): returns once this rank has
+ * staged what it writes, with the save in flight; its `done` settles when it is committed.
+ *
+ * @param dir The checkpoint folder.
+ * @param options See {@linkcode SaveShardedOptions}, with `async: true`.
+ * @returns The save in flight.
+ *
+ * @example Train on while the checkpoint is written
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { checkpoint, nn, noGrad } from "../../mod.ts";
+ * const dir = Deno.makeTempDirSync();
+ * const model = new nn.Linear(3, 2);
+ * const before = model.weight.toArray();
+ * const pending = await checkpoint.saveSharded(dir, { model, async: true });
+ * noGrad(() => model.weight.fill_(0)); // what was staged is what is saved
+ * await pending.done;
+ * const copy = new nn.Linear(3, 2);
+ * checkpoint.loadSharded(dir, { model: copy });
+ * assert.deepEqual(copy.weight.toArray(), before);
+ * Deno.removeSync(dir, { recursive: true });
+ * ```
+ */
+export async function saveSharded(
+  dir: string,
+  options: SaveShardedOptions & { async: true },
+): Promise<PendingSave>;
 export async function saveSharded(
   dir: string,
   options: SaveShardedOptions,
