@@ -12,7 +12,8 @@ import { Tensor } from "../tensor/tensor.ts";
 import { BoxReader } from "./_box_reader.ts";
 import { boxShape, holding, wholeBox } from "./_boxes.ts";
 import { type Index, readIndex } from "./_sharded_index.ts";
-import { save } from "../safetensors/safetensors.ts";
+import { withHostBytes } from "../safetensors/safetensors.ts";
+import { saveBytes, type TensorBytes } from "../safetensors/_writer.ts";
 
 // deno-lint-ignore no-explicit-any
 type AnyOptimizer = Optimizer<any>;
@@ -135,7 +136,8 @@ function loadOptimizer(
 
 /**
  * Writes the model of a sharded checkpoint as one safetensors file with its full tensors and
- * the module's names, as PyTorch's `load_file` (and nanoGPT, for `nn.GPT`) reads it.
+ * the module's names, as PyTorch's `load_file` (and nanoGPT, for `nn.GPT`) reads it. One full
+ * tensor is held at a time, assembled from its pieces when the file reaches it.
  *
  * @param dir The checkpoint folder.
  * @param outFile The safetensors file to write (atomically).
@@ -143,17 +145,25 @@ function loadOptimizer(
 export function consolidate(dir: string, outFile: string): void {
   const index = readIndex(dir, true)!;
   const reader = new BoxReader(dir, index);
-  const full: Record<string, Tensor> = {};
   try {
-    for (const [name, { shape }] of Object.entries(index.tensors)) {
-      if (!name.startsWith("model/")) continue;
-      const t = Tensor.empty(shape, "f32");
-      full[name.slice("model/".length)] = t;
-      reader.read(name, t, { shape, localShape: boxShape(shape), boxes: [wholeBox(shape)] });
-    }
-    save(outFile, full, { format: "pt" });
+    const sources = Object.entries(index.tensors)
+      .filter(([name]) => name.startsWith("model/"))
+      .map(([name, { shape }]): TensorBytes => ({
+        name: name.slice("model/".length),
+        dtype: "f32",
+        shape,
+        withBytes(write) {
+          const t = Tensor.empty(shape, "f32");
+          try {
+            reader.read(name, t, { shape, localShape: boxShape(shape), boxes: [wholeBox(shape)] });
+            withHostBytes(t, write);
+          } finally {
+            t.dispose();
+          }
+        },
+      }));
+    saveBytes(outFile, sources, { format: "pt" });
   } finally {
     reader.dispose();
-    for (const t of Object.values(full)) t.dispose();
   }
 }
