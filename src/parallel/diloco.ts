@@ -5,7 +5,7 @@
  * @module
  */
 
-import type { ProcessGroup } from "../distributed/mod.ts";
+import { ProcessGroup } from "../distributed/process_group.ts";
 import type { Module } from "../nn/module.ts";
 import type { Parameter } from "../nn/parameter.ts";
 import type { Optimizer, OptimizerStateDict } from "../optim/optimizer.ts";
@@ -15,6 +15,7 @@ import { noGrad } from "../tensor/grad_mode.ts";
 import { tidyAsync } from "../tensor/scope.ts";
 import { formatShape, sameShape, type Tensor } from "../tensor/tensor.ts";
 import * as compression from "./_compression.ts";
+import type { Manager } from "./ft/manager.ts";
 import {
   broadcastFromFirst,
   checkSyncEvery,
@@ -41,6 +42,14 @@ export interface DiLoCoOptions {
   outerOptimizer?: Optimizer<{ lr: number }>;
   /** The replicas (default: the world); on a 2-D mesh, the replicate dimension's group. */
   group?: ProcessGroup;
+  /**
+   * Fault-tolerant replicas instead of `group`: every sync averages over the manager's quorum and
+   * commits only if every member finished it (else the period's inner steps are dropped and θ
+   * stays); a quorum is formed at `create` and after every sync, so a replica that joins heals
+   * (DiLoCo's state is registered as "diloco") and starts the next period with the others.
+   * Register the model's and the inner optimizer's state with the manager before `create`.
+   */
+  manager?: Manager;
   /**
    * The type the pseudo-gradients travel in (default "f32"): "bf16" halves the bytes, "int8"
    * quarters them (one f32 scale per parameter, max|x|/127).
@@ -130,7 +139,8 @@ export class DiLoCo {
   readonly pseudoGradientDtype: PseudoGradientDtype;
   /** What the last outer step cost (null before the first). */
   lastSync: DiLoCoSyncStats | null = null;
-  readonly #group: ProcessGroup;
+  readonly #group: ProcessGroup | null;
+  readonly #manager: Manager | null;
   readonly #named: [string, Parameter][];
   readonly #params: Parameter[];
   readonly #original: Tensor[];
@@ -142,7 +152,7 @@ export class DiLoCo {
     innerOptimizer: Optimizer<{ lr: number }>,
     outerOptimizer: Optimizer<{ lr: number }>,
     options: Required<Pick<DiLoCoOptions, "syncEvery" | "pseudoGradientDtype" | "errorFeedback">>,
-    group: ProcessGroup,
+    group: ProcessGroup | Manager,
     named: [string, Parameter][],
   ) {
     this.model = model;
@@ -150,7 +160,7 @@ export class DiLoCo {
     this.outerOptimizer = outerOptimizer;
     this.syncEvery = options.syncEvery;
     this.pseudoGradientDtype = options.pseudoGradientDtype;
-    this.#group = group;
+    [this.#group, this.#manager] = group instanceof ProcessGroup ? [group, null] : [null, group];
     this.#named = named;
     this.#params = named.map(([, p]) => p);
     this.#original = this.#params.map((p) => persistent(noGrad(() => p.clone())));
@@ -190,7 +200,7 @@ export class DiLoCo {
         'DiLoCo: errorFeedback needs a pseudoGradientDtype of "bf16" or "int8" (f32 loses nothing)',
       );
     }
-    const group = replicaGroup(options.group, "DiLoCo");
+    const group = options.manager ?? replicaGroup(options.group, "DiLoCo");
     const named = trainableParameters(model, "DiLoCo");
     const outerOptimizer = options.outerOptimizer ??
       new SGD(named.map(([, p]) => p), { lr: 0.7, momentum: 0.9, nesterov: true });
@@ -203,8 +213,8 @@ export class DiLoCo {
           "every time",
       );
     }
-    await broadcastFromFirst(named.map(([, p]) => p), group);
-    return new DiLoCo(
+    if (group instanceof ProcessGroup) await broadcastFromFirst(named.map(([, p]) => p), group);
+    const diloco = new DiLoCo(
       model,
       innerOptimizer,
       outerOptimizer,
@@ -212,6 +222,14 @@ export class DiLoCo {
       group,
       named,
     );
+    if (options.manager) {
+      options.manager.registerState("diloco", {
+        stateDict: () => diloco.stateDict(),
+        loadStateDict: (s) => diloco.loadStateDict(s as DiLoCoStateDict),
+      });
+      await options.manager.startQuorum();
+    }
+    return diloco;
   }
 
   /**
@@ -239,12 +257,12 @@ export class DiLoCo {
       const pseudoGradient = noGrad(() => flatF32(this.#original).sub(flatF32(this.#params)));
       if (this.#residual !== null) noGrad(() => pseudoGradient.add_(flatF32(this.#residual!)));
       const segments = this.#named.map(([name, p]) => ({ name, numel: p.numel() }));
-      const { average, lost, bytes } = await compression.averageOverGroup(
-        pseudoGradient,
-        this.pseudoGradientDtype,
-        segments,
-        this.#group,
-      );
+      const averaged = await this.#average(pseudoGradient, segments);
+      if (averaged === null) {
+        noGrad(() => this.#params.forEach((p, i) => p.copy_(this.#original[i])));
+        return 0;
+      }
+      const { average, lost, bytes } = averaged;
       noGrad(() => {
         if (this.#residual !== null) {
           unflatten(lost!, this.#params).forEach((run, i) => this.#residual![i].copy_(run));
@@ -255,6 +273,23 @@ export class DiLoCo {
     });
     this.#localStep = 0;
     this.lastSync = { bytes, ms: performance.now() - started };
+    await this.#manager?.startQuorum();
+  }
+
+  /** The replicas' average; null when the manager's quorum did not commit the sync. */
+  async #average(
+    pseudoGradient: Tensor,
+    segments: compression.Segment[],
+  ): Promise<compression.CompressedAverage | null> {
+    const average = (group: ProcessGroup) =>
+      compression.averageOverGroup(pseudoGradient, this.pseudoGradientDtype, segments, group);
+    const manager = this.#manager;
+    if (manager === null) return await average(this.#group!);
+    let averaged = null;
+    if (manager.errored === null && manager.group !== null) {
+      averaged = await average(manager.group).catch((err) => (manager.reportError(err), null));
+    }
+    return await manager.shouldCommit() ? averaged : null;
   }
 
   /** θ back into the model, the averaged pseudo-gradient as `.grad`, the outer step, the new θ. */

@@ -1,0 +1,68 @@
+/**
+ * Worker for ft_diloco_test.ts: one fault-tolerant DiLoCo replica (H = `H` inner AdamW steps per
+ * outer step, syncs through a `Manager`) until `STEPS` outer steps have committed. Inner step i
+ * of an outer step takes the i-th of H equal slices of the manager's share. It prints the same
+ * events as ft_replica.ts (a commit carries the whole share), and last θ's SHA-256.
+ * @module
+ */
+
+import { StoreClient } from "../../../src/distributed/store/client.ts";
+import { AdamW } from "../../../src/optim/adamw.ts";
+import { DiLoCo, Manager } from "../../../src/parallel/mod.ts";
+import { tidy } from "../../../src/tensor/scope.ts";
+import type { Tensor } from "../../../src/tensor/tensor.ts";
+import { envInt, runWorker } from "../../_harness/worker.ts";
+import { batchLoss, buildModel } from "./problem.ts";
+
+const REPLICA = envInt("REPLICA", 0), STEPS = envInt("STEPS", 4), H = envInt("H", 2);
+const store = {
+  hostname: "127.0.0.1",
+  port: envInt("FT_PORT", 0),
+  token: Deno.env.get("FT_TOKEN")!,
+};
+
+function emit(event: Record<string, unknown>): void {
+  console.log(JSON.stringify({ replica: REPLICA, ...event }));
+}
+
+await runWorker(async () => {
+  using cues = await StoreClient.connect({ ...store, timeoutMs: 60_000 });
+  const manager = await Manager.connect({
+    store,
+    replicaId: REPLICA,
+    batchSize: envInt("BATCH", 12),
+    timeoutMs: envInt("TIMEOUT_MS", 2_000),
+    joinTimeoutMs: envInt("JOIN_MS", 1_000),
+  });
+  const model = buildModel(100 + REPLICA);
+  const inner = new AdamW(model.parameters(), { lr: 0.01 });
+  manager.registerState("model", {
+    stateDict: () => model.stateDict(),
+    loadStateDict: (s) => model.loadStateDict(s as Record<string, Tensor>),
+  });
+  manager.registerState("inner", {
+    stateDict: () => inner.stateDict(),
+    loadStateDict: (s) => inner.loadStateDict(s as ReturnType<AdamW["stateDict"]>),
+  });
+  emit({ event: "connected", step: 0 });
+  await cues.wait(["test/start"], 60_000);
+  const diloco = await DiLoCo.create(model, inner, { syncEvery: H, manager });
+  while (manager.currentStep < STEPS) {
+    const step = manager.currentStep;
+    const members = manager.quorum!.members.map((m) => m.replicaId);
+    const { start, end } = manager.samples();
+    const slice = (end - start) / H;
+    for (let i = 0; i < H; i++) {
+      inner.zeroGrad();
+      tidy(() => batchLoss(model, 0, start + i * slice, start + (i + 1) * slice).backward());
+      emit({ event: "computed", step, inner: i });
+      await diloco.step();
+    }
+    const committed = manager.currentStep > step;
+    emit({ event: committed ? "commit" : "abort", step, start, end, members });
+  }
+  const theta = Object.values(diloco.stateDict().original).map((t) => Array.from(t.toArray()));
+  diloco.dispose();
+  await manager.close();
+  return { theta };
+});
