@@ -16,7 +16,7 @@ import { taskShape } from "./model.ts";
 import { readPretrainedConfig } from "../nn/gpt_pretrained.ts";
 import { type MemoryPlan, planMemory } from "./plan_memory.ts";
 import { planTime, rankThreads, type TimePlan } from "./plan_time.ts";
-import { machineNumbers } from "./plan_machine.ts";
+import { machineNumbers, presentSlowdown } from "./plan_machine.ts";
 import { bytes } from "./footprint.ts";
 
 /** A configuration's plan for one rank. */
@@ -77,14 +77,16 @@ const BASELINE_RSS = 80 * 2 ** 20;
 export async function planConfig(config: TrainConfig, withTime = true): Promise<Plan> {
   const { gpt, vocabSize } = shapesOf(config);
   const memory = planMemory(config, gpt, vocabSize);
-  const machine = withTime ? await machineNumbers(rankThreads(config)) : null;
+  const threads = rankThreads(config);
+  const machine = withTime ? await machineNumbers(threads) : null;
   const baseline = machine?.baselineRssBytes ?? BASELINE_RSS;
+  const load = machine ? presentSlowdown(machine, threads) : 1;
   return {
     batchSize: config.batchSize,
     ranksOnNode: config.nprocPerNode,
     memory,
     rssBytes: memory.peak + baseline,
-    time: machine ? planTime(config, machine, gpt, vocabSize) : null,
+    time: machine ? planTime(config, machine, gpt, vocabSize, load) : null,
   };
 }
 
@@ -127,7 +129,11 @@ export function formatPlan(config: TrainConfig, plan: Plan, available: number | 
       `  step time per rank: ${ms(t.seconds)} (matmuls ${ms(t.compute)}, memory-bound ` +
         `${ms(t.memoryBound)}, kernel calls ${ms(t.calls)}, collectives ` +
         `${ms(t.communication)}; ${(t.flops / 1e9).toPrecision(3)} GFLOP` +
-        (t.oversubscription > 1 ? `, ${t.oversubscription}× oversubscribed cores` : "") + ")",
+        (t.oversubscription > 1
+          ? `; ${t.oversubscription.toFixed(2)}× for cores shared by the ranks and the ` +
+            `machine's present load (${t.load.toFixed(2)}× on one thread)`
+          : "") +
+        ")",
     );
   }
   if (available !== null) {

@@ -15,7 +15,9 @@ import { setNumThreads } from "../tensor/threads.ts";
 export interface MachineNumbers {
   /** f32 matmul FLOP/s of [n, n] × [n, n] by n (64, 128, 256, 512). */
   matmulFlops: Record<string, number>;
-  /** Seconds of one small elementwise kernel call (the per-op floor of a small model). */
+  /** bf16 matmul FLOP/s at n = 256 (the bf16 engine dtrain picked on this CPU). */
+  bf16MatmulFlops: number;
+  /** Seconds of one small op forward and backward (the per-op floor of a small model). */
   opSeconds: number;
   /** Bytes per second an elementwise copy of a large tensor moves (read + write). */
   copyBytesPerSecond: number;
@@ -43,16 +45,20 @@ export function cpuModel(): string {
   return Deno.build.arch;
 }
 
-/** The time of `fn` at its best of `repeats` runs after one to warm up, in seconds. */
-function best(fn: () => void, repeats: number): number {
+/**
+ * The median time of `fn` over `repeats` runs after one to warm up, in seconds: the median, not the
+ * best, so that a machine shared with other work is measured as the job will find it.
+ */
+function median(fn: () => void, repeats: number): number {
   fn();
-  let min = Infinity;
+  const times: number[] = [];
   for (let i = 0; i < repeats; i++) {
     const t0 = performance.now();
     fn();
-    min = Math.min(min, performance.now() - t0);
+    times.push(performance.now() - t0);
   }
-  return min / 1000;
+  times.sort((a, b) => a - b);
+  return times[Math.floor(repeats / 2)] / 1000;
 }
 
 /** Measures the compute numbers in this process at `threads` threads. */
@@ -60,22 +66,31 @@ function measureCompute(
   threads: number,
 ): Omit<MachineNumbers, "allReduce" | "baselineRssBytes"> {
   setNumThreads(threads);
+  // A small op forward and its backward, autograd's bookkeeping included: the floor of each
+  // layer's call in a small model's step.
+  const factor = randn([64]);
+  const opSeconds = median(() => {
+    let y = randn([64], { requiresGrad: true });
+    for (let i = 0; i < 50; i++) y = y.mul(factor);
+    y.sum().backward();
+  }, 9) / 50;
   return noGrad(() => {
     const matmulFlops: Record<string, number> = {};
     for (const n of [64, 128, 256, 512]) {
       const a = randn([n, n]), b = randn([n, n]);
-      const s = best(() => a.matmul(b).dispose(), n >= 512 ? 5 : 20);
+      const s = median(() => a.matmul(b).dispose(), n >= 512 ? 5 : 20);
       matmulFlops[n] = 2 * n ** 3 / s;
       a.dispose(), b.dispose();
     }
+    const a16 = randn([256, 256]).to("bf16"), b16 = randn([256, 256]).to("bf16");
+    const bf16MatmulFlops = 2 * 256 ** 3 / median(() => a16.matmul(b16).dispose(), 9);
+    a16.dispose(), b16.dispose();
     const small = randn([64]);
-    const opSeconds = best(() => {
-      for (let i = 0; i < 100; i++) small.add(small).dispose();
-    }, 5) / 100;
     const count = 8 * 2 ** 20, big = randn([count]);
-    const copySeconds = best(() => big.mul(2).dispose(), 5);
+    const copySeconds = median(() => big.mul(2).dispose(), 5);
     big.dispose(), small.dispose();
-    return { matmulFlops, opSeconds, copyBytesPerSecond: 2 * count * 4 / copySeconds };
+    const copyBytesPerSecond = 2 * count * 4 / copySeconds;
+    return { matmulFlops, bf16MatmulFlops, opSeconds, copyBytesPerSecond };
   });
 }
 
@@ -103,6 +118,24 @@ async function measureAllReduce(): Promise<MachineNumbers["allReduce"]> {
 }
 
 /**
+ * How much slower this machine computes now than when its numbers were measured (at least 1):
+ * a [128, 128] matmul's median over about 50 ms against the cached rate. A machine shared with
+ * other work runs the job at its present load; this puts that load into the plan.
+ *
+ * @param machine The cached numbers.
+ * @param threads The thread count they were measured at.
+ */
+export function presentSlowdown(machine: MachineNumbers, threads: number): number {
+  setNumThreads(threads);
+  return noGrad(() => {
+    const a = randn([128, 128]), b = randn([128, 128]);
+    const rate = 2 * 128 ** 3 / median(() => a.matmul(b).dispose(), 15);
+    a.dispose(), b.dispose();
+    return Math.max(1, machine.matmulFlops[128] / rate);
+  });
+}
+
+/**
  * The resident set of a fresh process that loaded what a rank loads (the train job's modules,
  * libdtrain and its BLAS, one tensor), less its tensors: what a rank's RSS has on top of them.
  */
@@ -127,7 +160,8 @@ async function measureBaselineRss(): Promise<number> {
  */
 export async function machineNumbers(threads: number): Promise<MachineNumbers> {
   const path = machineCachePath();
-  const key = `${cpuModel()} × ${threads} threads`;
+  // The version names what is measured and how: numbers of an older planner are measured again.
+  const key = `v2 ${cpuModel()} × ${threads} threads`;
   let cache: Record<string, MachineNumbers> = {};
   try {
     cache = JSON.parse(await Deno.readTextFile(path));

@@ -82,12 +82,13 @@ export function planMemory(config: TrainConfig, gpt?: GptSizes, vocabSize?: numb
     const widths = [inputs, ...(config.model === "mlp" ? config.hidden : []), outputs];
     // Each layer keeps its input and its pre-activation output; backward holds one gradient more.
     const acts = widths.reduce((sum, w) => sum + 2 * B * w, 0);
-    const statesBytes = params * F32 * (1 + moments);
+    // DDP peaks at the end of the forward, before any gradient exists (see the note).
+    const grads = config.strategy === "ddp" && dp > 1 ? 0 : 1;
     return total({
-      states: statesBytes + params * F32,
+      states: params * F32 * (1 + moments + grads),
       activations: acts * F32,
       logits: 2 * B * outputs * F32,
-      parallel: dp > 1 ? params * F32 : 0,
+      parallel: 0,
       batch: B * (inputs + 1) * F32,
     });
   }
@@ -115,8 +116,11 @@ export function planMemory(config: TrainConfig, gpt?: GptSizes, vocabSize?: numb
   const kept = localL - checkpointed;
   const perBlockActs = tp > 1 ? 21.5 * N * C : 18 * N * C;
   const lse = B * H * T;
+  // Beyond the terms counted, the measured peak holds up to 5.5·N·C more from width 256 on
+  // (none at 64, 2·N·C at 128): backward's temporaries of that size, not yet attributed.
+  const unattributed = Math.min(5.5, Math.max(0, (C - 64) * 5.5 / 192)) * N * C;
   let activations = (kept * perBlockActs + checkpointed * 5 * N * C) * inFlight +
-    (checkpointed > 0 ? 10 * N * C : 0) + 2 * N * C + lse;
+    (checkpointed > 0 ? 10 * N * C : 0) + 2 * N * C + lse + unattributed;
   let gradsAtPeak = localL * blockParams + (pp > 1 ? outside / pp : outside);
   let parallel = 0; // bytes
   if (config.strategy === "ddp" && dp > 1 && tp === 1 && pp === 1) {
@@ -134,7 +138,10 @@ export function planMemory(config: TrainConfig, gpt?: GptSizes, vocabSize?: numb
   const localParams = (localL * blockParams + (pp > 1 ? outside / pp : outside)) / shard;
   const states = localParams * (stateCount - 1) * F32 + (gradsAtPeak / shard) * F32;
   const logits = (3 * N * V * F32) / (config.lossParallel && tp > 1 ? tp : 1);
-  const bf16 = config.dtype === "bf16" ? (localParams * 2 + 4 * N * C * localL) : 0;
+  // bf16 autocast: a bf16 copy of each weight, and per block the bf16 copies of the matmuls'
+  // inputs and outputs kept for backward beside the f32 activations (58 bytes per token and
+  // width, measured).
+  const bf16 = config.dtype === "bf16" ? localParams * 2 + 58 * N * C * localL : 0;
   return total({
     states,
     activations: activations * F32 + bf16,

@@ -25,8 +25,13 @@ export interface TimePlan {
   calls: number;
   /** Collectives at the measured all-reduce bandwidth and latency. */
   communication: number;
-  /** How much slower the ranks compute for sharing too few cores (1 when each has its own). */
+  /**
+   * How much slower the ranks compute for sharing the cores, with each other and with the
+   * machine's present load (1 when each thread has a core of its own).
+   */
   oversubscription: number;
+  /** How much slower the machine computes now, under its present load, than when measured. */
+  load: number;
   /** The sum: the step's seconds. */
   seconds: number;
 }
@@ -71,6 +76,7 @@ export function planTime(
   machine: MachineNumbers,
   gpt?: GptSizes,
   vocabSize?: number,
+  load = 1,
 ): TimePlan {
   const world = config.nprocPerNode * config.nnodes;
   const { dpReplicate, dpShard, tp, pp } = resolveDegrees(config, world);
@@ -78,7 +84,12 @@ export function planTime(
   const params = parameterCount(config, gpt);
   const B = config.batchSize;
   const cores = navigator.hardwareConcurrency;
-  const oversubscription = Math.max(1, (config.nprocPerNode * rankThreads(config)) / cores);
+  // The ranks' threads share the cores with each other and with the machine's other work: `load`
+  // is how much slower one thread runs now than when the machine was measured, which on `cores`
+  // cores means about load·cores − 1 other runnable threads; the job's own threads join them.
+  const ownThreads = config.nprocPerNode * rankThreads(config);
+  const others = load > 1 ? load * cores - 1 : 0;
+  const oversubscription = Math.max(1, (others + ownThreads) / cores);
   let flops: number, elementBytes: number, calls: number, width: number;
   if (config.model !== "gpt") {
     const { inputs, outputs } = DATASET_SHAPES[config.dataset];
@@ -107,7 +118,11 @@ export function planTime(
     calls = 70 * (L + checkpointed) + 40 + 16 * (4 + 12 * L);
     width = C;
   }
-  const compute = flops / matmulRate(machine, width) * oversubscription;
+  // The bf16 engine's rate relative to f32's at the size both were measured at.
+  const dtypeRate = config.dtype === "bf16"
+    ? machine.bf16MatmulFlops / machine.matmulFlops[256]
+    : 1;
+  const compute = flops / (matmulRate(machine, width) * dtypeRate) * oversubscription;
   const memoryBound = elementBytes / machine.copyBytesPerSecond * oversubscription;
   const callSeconds = calls * machine.opSeconds * oversubscription;
   let communication = 0;
@@ -124,6 +139,8 @@ export function planTime(
     const N = B * config.blockSize;
     communication += 2 * (pp - 1) * allReduceSeconds(machine, N * config.nEmbd * 4 / 2, 2);
   }
+  // Shared-memory collectives are copies by the ranks' threads: they share the cores as well.
+  communication *= oversubscription;
   const seconds = compute + memoryBound + callSeconds + communication;
   return {
     flops,
@@ -132,6 +149,7 @@ export function planTime(
     calls: callSeconds,
     communication,
     oversubscription,
+    load,
     seconds,
   };
 }
