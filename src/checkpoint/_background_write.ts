@@ -18,13 +18,16 @@
  * A rank whose write fails leaves `gen-N/rank-R.failed` with its error, which stops the others'
  * waiting. Until the index's rename the previous checkpoint is the one that loads, whatever is
  * killed when; a killed save's `gen-N/` is emptied by the next save, as after a synchronous one.
- * A save waits for the previous one to the same folder, and a process that exits (`Deno.exit`
- * included) with a save in flight waits for it first, as Python waits for DCP's writer thread.
+ * A save waits for the previous one to the same folder, a load (or a look at the index) of the
+ * folder blocks until this process's save to it is committed, and a process that exits
+ * (`Deno.exit` included) with a save in flight waits for it first, as Python waits for DCP's
+ * writer thread.
  * tests/checkpoint/async_crash_test.ts kills real ranks during the background write and commit.
  * @module
  */
 
 import type { DType } from "../tensor/dtype.ts";
+import { resolve } from "node:path";
 import type { Index } from "./_sharded_index.ts";
 
 /** One staged box, as the worker receives it: its address in host memory (null when empty). */
@@ -75,16 +78,22 @@ export function setWriterHooks(url: string | null): void {
   hooks = url;
 }
 
-/** The completion flags of the writes in flight, and how long each may take, for the exit. */
-const inFlight = new Map<Int32Array, number>();
+/** The completion flags of the writes in flight, with their folders and how long each may take. */
+const inFlight = new Map<Int32Array, { dir: string; timeoutMs: number }>();
 let exitHookInstalled = false;
 
 /**
- * Blocks until every write in flight is done: `unload` cannot await, and Deno.exit fires it. A
- * writer that died without a word (its module failed to load) is waited for its timeout at most.
+ * Blocks until this process's background saves in flight (to `dir`, or all of them) are done:
+ * what a load or a look at the index does first, so that it sees the save it follows, and what
+ * the process does when it exits. The writers run on threads of their own, and the other ranks'
+ * on theirs, so blocking this thread holds up nothing they wait for. A writer that died without a
+ * word (its module failed to load) is waited for its timeout at most.
  */
-function waitAtExit(): void {
-  for (const [flag, timeoutMs] of inFlight) Atomics.wait(flag, 0, 0, timeoutMs);
+export function waitForBackgroundSaves(dir?: string): void {
+  const folder = dir === undefined ? undefined : resolve(dir);
+  for (const [flag, write] of inFlight) {
+    if (folder === undefined || write.dir === folder) Atomics.wait(flag, 0, 0, write.timeoutMs);
+  }
 }
 
 /**
@@ -109,11 +118,12 @@ export function writeInBackground(
       : BigInt(Deno.UnsafePointer.value(Deno.UnsafePointer.of(bytes))),
   }));
   if (!exitHookInstalled) {
-    globalThis.addEventListener("unload", waitAtExit);
+    // `unload` cannot await, and Deno.exit fires it.
+    globalThis.addEventListener("unload", () => waitForBackgroundSaves());
     exitHookInstalled = true;
   }
   // Its write, then the wait for the other ranks, which the job's timeout bounds.
-  inFlight.set(flag, 2 * job.timeoutMs);
+  inFlight.set(flag, { dir: resolve(job.dir), timeoutMs: 2 * job.timeoutMs });
   const worker = new Worker(new URL("./_writer_worker.ts", import.meta.url), { type: "module" });
   return new Promise<void>((resolve, reject) => {
     const settle = (result: WriteResult) => {

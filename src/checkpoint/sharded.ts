@@ -9,6 +9,7 @@
 import type { Module } from "../nn/module.ts";
 import type { Optimizer, OptimizerStateDict, ParamState } from "../optim/optimizer.ts";
 import { Tensor } from "../tensor/tensor.ts";
+import { waitForBackgroundSaves } from "./_background_write.ts";
 import { BoxReader } from "./_box_reader.ts";
 import { boxShape, holding, wholeBox } from "./_boxes.ts";
 import { type Index, readIndex } from "./_sharded_index.ts";
@@ -42,7 +43,8 @@ export interface ShardedMetadata {
 
 /**
  * Reads what the sharded checkpoint in `dir` holds without loading a tensor: what a job checks
- * before it builds anything on a checkpoint.
+ * before it builds anything on a checkpoint. A background save to `dir` that this process has in
+ * flight is waited for first.
  *
  * @param dir The checkpoint folder.
  * @returns Its metadata, or null when `dir` holds no checkpoint (no index: nothing was committed).
@@ -62,6 +64,7 @@ export interface ShardedMetadata {
  * ```
  */
 export function readShardedMetadata(dir: string): ShardedMetadata | null {
+  waitForBackgroundSaves(dir);
   const index = readIndex(dir, false);
   if (index === null) return null;
   const { worldSize, generation, paramGroups, extra } = index;
@@ -73,7 +76,8 @@ export function readShardedMetadata(dir: string): ShardedMetadata | null {
 
 /**
  * Loads a checkpoint written by {@linkcode saveSharded} on any number of ranks into `model` (and
- * `optimizer`), each rank reading the rows it holds. Returns the saved `extra`.
+ * `optimizer`), each rank reading the rows it holds, straight into its tensors. Returns the saved
+ * `extra`. A background save to `dir` that this process has in flight is waited for first.
  *
  * @param dir The checkpoint folder.
  * @param options See {@linkcode LoadShardedOptions}.
@@ -81,6 +85,7 @@ export function readShardedMetadata(dir: string): ShardedMetadata | null {
  * @throws CheckpointError naming the index or file that is missing, malformed or mismatched.
  */
 export function loadSharded(dir: string, options: LoadShardedOptions): Record<string, unknown> {
+  waitForBackgroundSaves(dir);
   const index = readIndex(dir, true)!;
   const reader = new BoxReader(dir, index);
   try {
@@ -143,6 +148,7 @@ function loadOptimizer(
  * @param outFile The safetensors file to write (atomically).
  */
 export function consolidate(dir: string, outFile: string): void {
+  waitForBackgroundSaves(dir);
   const index = readIndex(dir, true)!;
   const reader = new BoxReader(dir, index);
   try {

@@ -2,8 +2,8 @@
  * Worker for async_save_test.ts: trains FSDP steps of the MLP problem on 2 ranks with asynchronous
  * saves to DIR, changing the model while each is written, and returns what each save must
  * hold and what loading it gave:
- * - save 1 (extra step 1), then a training step overlapping its write; once done, a fresh sharded
- *   model loads it;
+ * - save 1 (extra step 1), then a training step overlapping its write, then a fresh sharded model
+ *   loads it without awaiting it first;
  * - saves 2 and 3 issued back to back (the third waits for the second), then a step;
  * - save 4, whose write fails on rank 1 (FAIL_RANK; a hook of _crash_hooks.ts), and save 5.
  * @module
@@ -49,9 +49,11 @@ await runWorker(async () => {
     const first = await saveSharded(dir, { model, optimizer, extra: { step: 1 }, async: true });
     const saved1 = stateValues(await fullStateDict(model));
     await step(1); // changes every parameter while the first save may still be writing
-    await first.done;
+    // Not awaited: the load blocks until this rank's save is committed (it is the first one, so
+    // a load that did not wait would find no checkpoint at all).
     const fresh = sharded();
     const extra1 = loadSharded(dir, fresh);
+    await first.done;
     const loaded1 = stateValues(await fullStateDict(fresh.model));
 
     const second = await saveSharded(dir, { model, optimizer, extra: { step: 2 }, async: true });
