@@ -21,7 +21,8 @@ const EPOCHS = `usage: deno task train [EPOCHS SAVE_EVERY] [options]
   --save-every N           write a snapshot every N epochs (default ${DEFAULTS.saveEvery})
   --save-every-steps N     also every N steps within an epoch (default 0: off); a job restarted
                            from one goes on from that sample, at any world size
-  --batch-size N           samples per batch and process (default ${DEFAULTS.batchSize})
+  --batch-size N|auto      samples per batch and process (default ${DEFAULTS.batchSize}); auto: the largest
+                           that the planner fits in this node's memory, at most the default
   --lr X                   learning rate (default ${DEFAULTS.lr})
   --optimizer sgd|adamw    (default ${DEFAULTS.optimizer}); --momentum X, --weight-decay X
   --lr-schedule constant|cosine (default ${DEFAULTS.lrSchedule}); cosine: linear warmup over
@@ -94,6 +95,10 @@ ${DEVICE}
                            its mean lag over the recent ones passes MS (default 0: off)
   --peak-flops X           the FLOP/s that MFU is a fraction of (default 0: on cuda an A100's bf16
                            312e12, as nanoGPT; on a CPU its matmul rate, measured at the start)
+  --dry-run                print the plan (deno task plan): each rank's peak tensor memory and
+                           RSS, and its step time, from the shapes and this machine's measured
+                           rates; start nothing. A plan whose ranks do not fit this node's
+                           MemAvailable (or env DTRAIN_MEM_AVAILABLE, bytes) is refused
 `;
 
 const ITERATIONS = `
@@ -117,7 +122,8 @@ model's shape, which stays the job's small one unless a config file sets it)
                            count: each data-parallel rank runs N / their number), the loss divided
                            by it, gradients synchronised at the last; a multiple of the
                            data-parallel size (world size / --tp), which is the default
-  --batch-size N           micro-batch size (default ${T.batchSize}); --lr X (default ${T.lr})
+  --batch-size N|auto      micro-batch size (default ${T.batchSize}; auto: the largest that fits, dividing
+                           it, the accumulation steps raised to keep the global batch); --lr X (default ${T.lr})
   --beta1 X --beta2 X      AdamW's betas (defaults ${T.beta1}, ${T.beta2}); --weight-decay X (default ${T.weightDecay})
   --grad-clip X            clip the gradient norm at X, 0 = off (default ${T.gradClip})
   --decay-lr true|false    nanoGPT's get_lr (default ${T.decayLr}): linear warmup over --warmup-iters N,
