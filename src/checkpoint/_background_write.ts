@@ -78,6 +78,20 @@ export function setWriterHooks(url: string | null): void {
   hooks = url;
 }
 
+/**
+ * Staging buffers of finished writes by byte length, for the next background save (as
+ * torchtitan's `async_with_pinned_mem` keeps its pinned ones): a fresh buffer costs the calling
+ * thread its page faults and zero-fill, about as long again as the copy (1.8 s for 1 GiB against
+ * 0.25 s measured). A buffer is here only while no write uses it, so saves to several folders at
+ * once never share one; the pool holds at most what the saves in flight at once staged.
+ */
+const stagingPool = new Map<number, Uint8Array[]>();
+
+/** A buffer of `nbytes` for staging: one a finished write gave back, or a new one. */
+export function stagingBuffer(nbytes: number): Uint8Array {
+  return stagingPool.get(nbytes)?.pop() ?? new Uint8Array(nbytes);
+}
+
 /** The completion flags of the writes in flight, with their folders and how long each may take. */
 const inFlight = new Map<Int32Array, { dir: string; timeoutMs: number }>();
 let exitHookInstalled = false;
@@ -129,8 +143,13 @@ export function writeInBackground(
     const settle = (result: WriteResult) => {
       worker.terminate();
       inFlight.delete(flag);
-      // The worker read the staged buffers through their addresses: they stayed reachable here.
-      staged.length = 0;
+      // The worker read the staged buffers through their addresses (they stayed reachable until
+      // now); the next save may stage into them.
+      for (const { bytes } of staged) {
+        const free = stagingPool.get(bytes.length) ?? [];
+        free.push(bytes);
+        stagingPool.set(bytes.length, free);
+      }
       if (result.ok) resolve();
       else reject(new Error(result.message));
     };

@@ -15,7 +15,7 @@ import { type DType, itemSize } from "../tensor/dtype.ts";
 import type { Tensor } from "../tensor/tensor.ts";
 import { withHostBytes } from "../safetensors/safetensors.ts";
 import { saveBytes } from "../safetensors/_writer.ts";
-import { writeInBackground } from "./_background_write.ts";
+import { stagingBuffer, writeInBackground } from "./_background_write.ts";
 import { extract, type Holding, holding } from "./_boxes.ts";
 import {
   assignBoxes,
@@ -45,8 +45,7 @@ export interface SaveShardedOptions {
    * Write in the background (PyTorch's `dcp.async_save`): once every rank has staged a copy of
    * what it writes, `saveSharded` returns a {@linkcode PendingSave} and training may change the
    * model at once (see [Note: asynchronous sharded saves] in _background_write.ts). The staging
-   * buffers hold this rank's share of the state again, and are kept for the next background save
-   * to the same folder.
+   * buffers hold this rank's share of the state again, and are kept for the next background save.
    */
   async?: boolean;
   /**
@@ -203,7 +202,7 @@ export async function saveSharded(
       const timeoutMs = options.timeoutMs ?? 10 * 60_000;
       const job = { dir, generation, rank, worldSize: size, index, timeoutMs };
       const key = resolve(dir);
-      const done = writeInBackground(job, stage(key, boxes));
+      const done = writeInBackground(job, stage(boxes));
       inFlight.set(key, done);
       done.catch(() => {}).finally(() => inFlight.get(key) === done && inFlight.delete(key));
       return { generation, done };
@@ -236,43 +235,27 @@ export async function saveSharded(
 }
 
 /**
- * Staging buffers by folder and box name, kept for the next background save to the folder (as
- * torchtitan's `async_with_pinned_mem` keeps its pinned ones): a fresh buffer costs the calling
- * thread its page faults and zero-fill, about as long again as the copy (1.8 s for 1 GiB against
- * 0.25 s measured), and the next save only starts once the last one's write is done.
- */
-const stagingBuffers = new Map<string, Map<string, Uint8Array>>();
-
-/**
  * Copies the bytes of each of `boxes` into memory of its own for a background write: plain
- * ArrayBuffers rather than tensors, whose allocator would hand over the buffers it keeps for the
- * next step's gradients (of the same sizes), and that step would fault in fresh pages instead.
+ * ArrayBuffers (from the staging pool of _background_write.ts) rather than tensors, whose
+ * allocator would hand over the buffers it keeps for the next step's gradients (of the same
+ * sizes), and that step would fault in fresh pages instead.
  */
 function stage(
-  dir: string,
   boxes: { name: string; part: BoxPart }[],
 ): { name: string; dtype: DType; shape: number[]; bytes: Uint8Array }[] {
-  const kept = stagingBuffers.get(dir) ?? new Map<string, Uint8Array>();
-  const used = new Map<string, Uint8Array>();
-  const staged = boxes.map(({ name, part }) => {
+  return boxes.map(({ name, part }) => {
     const t = part.take();
     try {
-      const nbytes = t.numel() * itemSize(t.dtype);
-      const old = kept.get(name);
-      const bytes = old?.length === nbytes ? old : new Uint8Array(nbytes);
+      const bytes = stagingBuffer(t.numel() * itemSize(t.dtype));
       withHostBytes(t, (ptr) => {
-        if (ptr !== null) {
-          bytes.set(new Uint8Array(Deno.UnsafePointerView.getArrayBuffer(ptr, nbytes)));
-        }
+        if (ptr === null) return;
+        bytes.set(new Uint8Array(Deno.UnsafePointerView.getArrayBuffer(ptr, bytes.length)));
       });
-      used.set(name, bytes);
       return { name, dtype: part.dtype, shape: part.shape, bytes };
     } finally {
       t.dispose();
     }
   });
-  stagingBuffers.set(dir, used);
-  return staged;
 }
 
 /** A box this rank writes: its dtype and shape, and `take()` to get it (dispose it after). */
