@@ -1,6 +1,7 @@
 // The quorum rounds and the commit vote against a real store, with clients in one process: the
 // first round waits for every live replica, a member whose connection closes is left out at once
-// and the quorum id changes, and one "no" aborts the step for every member.
+// and the quorum id changes, one "no" aborts the step for every member, and old rounds' keys are
+// deleted without stranding a replica that comes back to one.
 import assert from "node:assert/strict";
 import { StoreClient } from "../../src/distributed/store/client.ts";
 import { StoreServer } from "../../src/distributed/store/server.ts";
@@ -51,6 +52,17 @@ Deno.test("quorum: rounds among live replicas, a closed one left out at once, an
     assert.equal(await voteCommit(a, keys, second, 0, true, 2_000), true);
     const third = await joinQuorum(a, keys, member(0, 2), 3, timeouts);
     assert.equal(third.quorumId, second.quorumId, "the same members keep their communicator");
+    // Each decider forgets the round two before its own: the store holds a bounded set of keys.
+    const held: number[] = []; // round 4 forgets round 2, which had another shape
+    for (let round = 4; round <= 9; round++) {
+      const q = await joinQuorum(a, keys, member(0, round - 1), round, timeouts);
+      assert.equal(await voteCommit(a, keys, q, 0, true, 2_000), true);
+      held.push(await a.numKeys());
+    }
+    assert.equal(new Set(held.slice(1)).size, 1, `keys held after rounds 4..9: ${held}`);
+    // A replica that comes back to a forgotten round goes to the one after the last decided.
+    const stale = await joinQuorum(a, keys, member(0, 1), 2, timeouts);
+    assert.equal(stale.round, 10);
   } finally {
     a.close();
     b.close();

@@ -117,7 +117,7 @@ export async function liveReplicas(store: StoreClient): Promise<Set<number>> {
 
 /** The round a replica that has taken part in none enters: the one after the last decided. */
 export async function nextRound(store: StoreClient, keys: QuorumKeys): Promise<number> {
-  return Number(await peek(store, keys.latest) ?? 0) + 1;
+  return await latestRound(store, keys) + 1;
 }
 
 /**
@@ -141,9 +141,34 @@ export async function joinQuorum(
 ): Promise<Quorum> {
   const started = performance.now();
   for (let r = round;; r++) {
+    // A round up to the last decided one was decided without this replica (it had not entered
+    // it), and its keys may be gone: go straight to the round after.
+    r = Math.max(r, await latestRound(store, keys) + 1);
     const quorum = await decideRound(store, keys, me, r, timeouts, started);
-    if (quorum.members.some((m) => m.replicaId === me.replicaId)) return quorum;
+    if (quorum?.members.some((m) => m.replicaId === me.replicaId)) return quorum;
   }
+}
+
+/** The last decided round's number (0 before the first). */
+async function latestRound(store: StoreClient, keys: QuorumKeys): Promise<number> {
+  return Number(await peek(store, keys.latest) ?? 0);
+}
+
+/**
+ * Deletes round `round`'s keys. The decider of a round deletes those of the round two before: every
+ * live replica has left it, and `joinQuorum` never enters a round at or below the last decided.
+ */
+async function forget(store: StoreClient, keys: QuorumKeys, round: number): Promise<void> {
+  const decided = await peek(store, keys.quorum(round));
+  const count = await store.add(keys.count(round), 0);
+  const stale = [keys.count(round), keys.quorum(round), keys.commit(round)];
+  for (let n = 1; n <= count; n++) stale.push(keys.entry(round, n));
+  if (decided !== null) {
+    for (const m of (JSON.parse(decided) as Quorum).members) {
+      stale.push(keys.vote(round, m.replicaId));
+    }
+  }
+  for (const key of stale) await store.delete(key);
 }
 
 async function decideRound(
@@ -153,7 +178,7 @@ async function decideRound(
   round: number,
   timeouts: QuorumTimeouts,
   started: number,
-): Promise<Quorum> {
+): Promise<Quorum | null> {
   const entry = await store.add(keys.count(round), 1);
   await store.set(keys.entry(round, entry), JSON.stringify(me));
   const entered = performance.now();
@@ -164,6 +189,8 @@ async function decideRound(
   for (;;) {
     const decided = await peek(store, keys.quorum(round));
     if (decided !== null) return JSON.parse(decided) as Quorum;
+    // Decided and forgotten while this replica was stopped inside it: it is behind.
+    if (await latestRound(store, keys) >= round) return null;
     const count = await store.add(keys.count(round), 0);
     // An entry counted but not written yet is read at a later poll: its writer is between the
     // two calls, or was stopped there (and is then left out like any straggler).
@@ -191,7 +218,10 @@ async function decideRound(
     if (members.length >= timeouts.minReplicas && ready) {
       const proposal = JSON.stringify(proposeQuorum(round, members, previous));
       const stored = decoder.decode(await store.compareSet(keys.quorum(round), "", proposal));
-      if (stored === proposal) await store.set(keys.latest, String(round));
+      if (stored === proposal) {
+        await store.set(keys.latest, String(round));
+        if (round > 2) await forget(store, keys, round - 2);
+      }
       return JSON.parse(stored) as Quorum;
     }
     if (performance.now() - started >= timeouts.quorumTimeoutMs) {
@@ -234,6 +264,9 @@ export async function voteCommit(
   for (;;) {
     const decided = await peek(store, keys.commit(round));
     if (decided !== null) return decided === "1";
+    // The others are two rounds on and the decision forgotten (this replica was stopped): what it
+    // was is unknown here, so this replica takes no step and heals at its next quorum.
+    if (await latestRound(store, keys) >= round + 2) return false;
     for (const m of quorum.members) {
       if (votes.has(m.replicaId)) continue;
       const v = await peek(store, keys.vote(round, m.replicaId));
