@@ -58,10 +58,11 @@ export interface HostCommand {
   env: Record<string, string>;
 }
 
-/** Why a throttled link cannot be made here (not root, no `tc`, no C compiler), or null. */
+/** Why a throttled link cannot be made here (not root, no `tc`, C compiler or `setsid`), or null. */
 export const LINK_SKIP: string | null = NETNS_SKIP ??
   (!which("tc") ? "iproute2's `tc` is not installed" : null) ??
-  (!which("cc") ? "no C compiler (`cc`) to build the delaying bridge" : null);
+  (!which("cc") ? "no C compiler (`cc`) to build the delaying bridge" : null) ??
+  (!which("setsid") ? "util-linux's `setsid` (for the cleanup watchdog) is not installed" : null);
 
 /** Links made by this process, so that two at once get distinct names and subnets. */
 let serial = 0;
