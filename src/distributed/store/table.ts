@@ -69,7 +69,10 @@ export class StoreTable {
         const timeoutMs = r.u32();
         r.end();
         if (!await this.#waitFor([key], timeoutMs)) return timeoutFrame();
-        return ok.raw(this.#data.get(key)!).frame();
+        // Another connection's delete can run between the wait's end and here: the key is
+        // answered as missing, not with a crash that ends this connection.
+        const value = this.#data.get(key);
+        return value === undefined ? timeoutFrame() : ok.raw(value).frame();
       }
       case Op.wait: {
         const n = r.u32();
