@@ -8,7 +8,10 @@
 
 import { dirname } from "node:path";
 import { z } from "zod";
-import { CheckpointError, load, readHeader, save } from "../checkpoint/mod.ts";
+import { CheckpointError, readHeader, save } from "../checkpoint/mod.ts";
+import type { TensorEntry } from "../safetensors/_header.ts";
+import { TensorFile } from "../safetensors/_tensor_file.ts";
+import { noGrad } from "../tensor/autograd.ts";
 import { ownFolder } from "../io/private_files.ts";
 import type { Module } from "../nn/module.ts";
 import type { Optimizer, OptimizerStateDict, ParamState } from "../optim/optimizer.ts";
@@ -19,7 +22,7 @@ import {
   StateScalarsSchema,
 } from "../optim/hyperparameters.ts";
 import { getRngState, setRngState } from "../tensor/random.ts";
-import type { Tensor } from "../tensor/tensor.ts";
+import { formatShape, Tensor } from "../tensor/tensor.ts";
 
 const count = z.number().int().nonnegative();
 const decimal = z.string().regex(/^\d+$/, "expected a decimal integer string");
@@ -205,6 +208,8 @@ export function saveSnapshot(
 
 /**
  * Restores a snapshot into `model` and `optimizer` (and the global RNG); returns its progress.
+ * The tensors are read from the file straight into the parameters and the optimizer's buffers,
+ * one at a time, so that no second copy of the state is held (see `standIn`).
  * @throws CheckpointError naming the file and the field when it is not a valid dtrain snapshot
  *   or does not fit the model or optimizer.
  */
@@ -213,16 +218,27 @@ export function loadSnapshot(
   model: Module,
   optimizer: Optimizer<{ lr: number }>,
 ): SnapshotInfo {
-  const { tensors, metadata } = load(path);
+  using file = TensorFile.open(path);
+  const meta = checkContents(path, file.entries.map((e) => e.name), file.metadata);
+  const standIns: Tensor[] = [];
+  // The tensor each of the file's tensors is loaded into, or (for an optimizer buffer, which
+  // loadStateDict allocates) one of the same shape: its parameter.
+  const own = model.stateDict();
+  const paramOf = new Map(
+    optimizer.paramGroups.flatMap((g, i) =>
+      g.params.map((p, j) => [meta.optimizer.paramGroups[i]?.params[j], p] as const)
+    ),
+  );
   try {
-    const meta = checkContents(path, Object.keys(tensors), metadata);
     const modelState: Record<string, Tensor> = {};
     const optimState: Record<number, ParamState> = {};
-    for (const [name, t] of Object.entries(tensors)) {
-      if (name.startsWith("model.")) {
-        modelState[name.slice("model.".length)] = t;
+    for (const entry of file.entries) {
+      if (entry.name.startsWith("model.")) {
+        const name = entry.name.slice("model.".length);
+        modelState[name] = standIn(entry, own[name], standIns);
       } else {
-        const [, index, field] = name.split(".");
+        const [, index, field] = entry.name.split(".");
+        const t = standIn(entry, paramOf.get(Number(index)), standIns);
         (optimState[Number(index)] ??= {})[field] = t;
       }
     }
@@ -246,11 +262,56 @@ export function loadSnapshot(
         `does not fit the optimizer: ${(error as Error).message}`,
       );
     }
+    for (const [name, t] of Object.entries(model.stateDict())) {
+      readInto(file, file.entry(`model.${name}`)!, t);
+    }
+    const params = optimizer.paramGroups.flatMap((g, i) =>
+      g.params.map((p, j) => [meta.optimizer.paramGroups[i].params[j], p] as const)
+    );
+    for (const [index, p] of params) {
+      for (const [field, t] of Object.entries(optimizer.state.get(p) ?? {})) {
+        if (typeof t !== "number") readInto(file, file.entry(`optimizer.${index}.${field}`)!, t);
+      }
+    }
     setRngState(meta.rng);
     const { epochsRun, step, sampler, bestValLoss } = meta;
     return { epochsRun, step, sampler, ...(bestValLoss === undefined ? {} : { bestValLoss }) };
   } finally {
-    for (const t of Object.values(tensors)) t.dispose();
+    for (const t of standIns) t.dispose();
+  }
+}
+
+/**
+ * A stand-in for the file's tensor `entry` that holds no memory of its own: `like` (the tensor it
+ * is loaded into, or one of its shape) when shape and dtype match, else one element expanded to
+ * its shape. `loadStateDict` checks the model's and the optimizer's names, shapes and dtypes
+ * against it with the messages it always gives, and fills the parameters and buffers from it; the
+ * file's bytes are then read over them (`readInto`), one tensor at a time.
+ */
+function standIn(entry: TensorEntry, like: Tensor | undefined, made: Tensor[]): Tensor {
+  const fits = like !== undefined && like.dtype === entry.dtype &&
+    formatShape(like.shape) === formatShape(entry.shape);
+  const base = fits ? like.detach() : Tensor.empty([], entry.dtype);
+  made.push(base);
+  if (fits) return base;
+  const t = base.expand(...entry.shape);
+  made.push(t);
+  return t;
+}
+
+/** Reads `entry` of `file` into `t`: straight into its memory, or through a copy that converts. */
+function readInto(file: TensorFile, entry: TensorEntry, t: Tensor): void {
+  const nbytes = entry.end - entry.begin;
+  if (t.dtype === entry.dtype && t.isContiguous() && t.storage.backend.isHostMemory) {
+    if (nbytes > 0) file.readInto(entry, 0, t.ptr!, nbytes);
+    return;
+  }
+  const read = Tensor.empty(entry.shape, entry.dtype);
+  try {
+    if (nbytes > 0) file.readInto(entry, 0, read.ptr!, nbytes);
+    noGrad(() => t.copy_(read));
+  } finally {
+    read.dispose();
   }
 }
 
