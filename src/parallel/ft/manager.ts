@@ -20,37 +20,8 @@ import {
   QuorumKeys,
   voteCommit,
 } from "./quorum.ts";
+import { type ManagerOptions, type Settings, withDefaults } from "./manager_options.ts";
 import { type SampleRange, stepSamples } from "./samples.ts";
-
-/** Options of {@linkcode Manager.connect}. */
-export interface ManagerOptions {
-  /** The store that keeps the quorums (torchft's Lighthouse): its host, port and job token. */
-  store: { hostname: string; port: number; token: string };
-  /** This replica's id: a non-negative integer no other live replica has. */
-  replicaId: number;
-  /** Samples per step over all replicas (for `samples()` and the skipped count). */
-  batchSize: number;
-  /** Fewest replicas a quorum may have (default 1). */
-  minReplicas?: number;
-  /**
-   * Bound on each collective, on forming a communicator, on healing and on the commit vote
-   * (default 30 s): a hung member fails the step after it.
-   */
-  timeoutMs?: number;
-  /** How long a quorum waits for live replicas that have not entered it (default 2 s). */
-  joinTimeoutMs?: number;
-  /** Longest wait for a quorum at all, e.g. for a newcomer while the others step (default 5 min). */
-  quorumTimeoutMs?: number;
-  /** Store keys' prefix, to run several jobs on one store (default "dtrain/ft/"). */
-  prefix?: string;
-  /** Address the communicator binds (default: this side's address of the store connection). */
-  host?: string;
-  /** Consecutive failed steps after which `shouldCommit` throws (default: never). */
-  maxRetries?: number;
-}
-
-/** The options with their defaults. */
-type Settings = Required<Omit<ManagerOptions, "maxRetries" | "host">> & { maxRetries?: number };
 
 /** What a replica's manager shares with one that heals from it. */
 interface ManagerState {
@@ -74,6 +45,32 @@ interface ManagerState {
  * there, which retries the same step with the same samples split over them. A replica that starts
  * later (or again) enters a quorum and receives the registered state (`registerState`) from a
  * member at the highest step before its first step.
+ *
+ * @example One replica's step (a quorum of one)
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { dist, nn, ones, optim, parallel } from "../../../mod.ts";
+ * // The store that keeps the quorums: in a job, a process that outlives the replicas.
+ * const server = dist.StoreServer.listen({ hostname: "127.0.0.1", port: 0, token: "t" });
+ * const store = { hostname: "127.0.0.1", port: server.port, token: "t" };
+ * const manager = await parallel.Manager.connect({ store, replicaId: 0, batchSize: 4 });
+ * const model = new nn.Linear(4, 1);
+ * const optimizer = new optim.SGD(model.parameters(), { lr: 0.1 });
+ * manager.registerState("model", {
+ *   stateDict: () => model.stateDict(),
+ *   loadStateDict: (s) => model.loadStateDict(s as nn.StateDict),
+ * });
+ * const quorum = await manager.startQuorum();
+ * assert.deepEqual(quorum.members.map((m) => m.replicaId), [0]);
+ * assert.deepEqual(manager.samples(), { start: 0, end: 4 });
+ * optimizer.zeroGrad();
+ * model.forward(ones([4, 4])).sum().backward();
+ * assert.equal(await manager.allReduce(model.weight.grad!), true);
+ * if (await manager.shouldCommit()) optimizer.step();
+ * assert.equal(manager.currentStep, 1);
+ * await manager.close();
+ * await server.close();
+ * ```
  */
 export class Manager {
   /** This replica's id. */
@@ -119,38 +116,13 @@ export class Manager {
    * @throws DistError when the store cannot be reached.
    */
   static async connect(options: ManagerOptions): Promise<Manager> {
-    for (
-      const [name, v, least] of [
-        ["replicaId", options.replicaId, 0],
-        ["batchSize", options.batchSize, 1],
-        ["minReplicas", options.minReplicas ?? 1, 1],
-      ] as const
-    ) {
-      if (!Number.isInteger(v) || v < least) {
-        throw new RangeError(`Manager: ${name} must be an integer of at least ${least}, got ${v}`);
-      }
-    }
-    const timeoutMs = options.timeoutMs ?? 30_000;
+    const settings = withDefaults(options);
     const store = await StoreClient.connect({
       ...options.store,
       rank: LIVENESS_RANK_BASE + options.replicaId,
-      timeoutMs,
+      timeoutMs: settings.timeoutMs,
     });
-    return new Manager(
-      {
-        store: options.store,
-        replicaId: options.replicaId,
-        batchSize: options.batchSize,
-        minReplicas: options.minReplicas ?? 1,
-        timeoutMs,
-        joinTimeoutMs: options.joinTimeoutMs ?? 2_000,
-        quorumTimeoutMs: options.quorumTimeoutMs ?? 300_000,
-        prefix: options.prefix ?? "dtrain/ft/",
-        maxRetries: options.maxRetries,
-      },
-      store,
-      options.host ?? store.localAddress,
-    );
+    return new Manager(settings, store, options.host ?? store.localAddress);
   }
 
   /**
