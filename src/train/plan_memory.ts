@@ -117,8 +117,9 @@ export function planMemory(config: TrainConfig, gpt?: GptSizes, vocabSize?: numb
   const perBlockActs = tp > 1 ? 21.5 * N * C : 18 * N * C;
   const lse = B * H * T;
   // Beyond the terms counted, the measured peak holds up to 5.5·N·C more from width 256 on
-  // (none at 64, 2·N·C at 128): backward's temporaries of that size, not yet attributed.
-  const unattributed = Math.min(5.5, Math.max(0, (C - 64) * 5.5 / 192)) * N * C;
+  // (none at 64, 2·N·C at 128) unless every block is checkpointed: backward's temporaries of that
+  // size, not yet attributed.
+  const unattributed = kept > 0 ? Math.min(5.5, Math.max(0, (C - 64) * 5.5 / 192)) * N * C : 0;
   let activations = (kept * perBlockActs + checkpointed * 5 * N * C) * inFlight +
     (checkpointed > 0 ? 10 * N * C : 0) + 2 * N * C + lse + unattributed;
   let gradsAtPeak = localL * blockParams + (pp > 1 ? outside / pp : outside);

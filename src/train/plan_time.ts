@@ -96,7 +96,9 @@ export function planTime(
     const widths = [inputs, ...(config.model === "mlp" ? config.hidden : []), outputs];
     flops = 6 * B * params;
     elementBytes = widths.reduce((s, w) => s + 4 * B * w * 4, 0);
-    calls = widths.length * 12;
+    // Per layer a matmul, a bias and an activation, each forward and backward; the loss; and
+    // the optimizer's update of each weight and bias.
+    calls = 3 * (widths.length - 1) + 5 + 2 * (widths.length - 1);
     width = Math.max(...widths.slice(1));
   } else {
     const L = Math.ceil((gpt?.nLayer ?? config.nLayer) / pp), C = gpt?.nEmbd ?? config.nEmbd;
@@ -115,7 +117,9 @@ export function planTime(
     // read backward; the logits likewise; the optimizer reads and writes every state.
     elementBytes = 4 * 18 * N * C * 4 * L / tp + 4 * 3 * N * V * 4 / tp +
       2 * (2 + momentsOf(config)) * params * 4 / (tp * dpShard);
-    calls = 70 * (L + checkpointed) + 40 + 16 * (4 + 12 * L);
+    // About 15 autograd ops per block (two norms, four linears, attention, GELU, residuals), ten
+    // outside (embeddings, final norm, head, loss), the optimizer's update of each tensor.
+    calls = 15 * (L + checkpointed) + 10 + (4 + 12 * L);
     width = C;
   }
   // The bf16 engine's rate relative to f32's at the size both were measured at.
