@@ -69,3 +69,34 @@ Deno.test("quorum: rounds among live replicas, a closed one left out at once, an
     await server.close();
   }
 });
+
+Deno.test("quorum: a member alone never goes on while the rest of its last quorum lives (no split brain)", async () => {
+  const server = StoreServer.listen({ hostname: "127.0.0.1", port: 0, token: TOKEN });
+  const connect = (id: number) =>
+    StoreClient.connect({
+      hostname: "127.0.0.1",
+      port: server.port,
+      token: TOKEN,
+      rank: LIVENESS_RANK_BASE + id,
+    });
+  const [a, b] = [await connect(0), await connect(1)];
+  const quick = { minReplicas: 1, joinTimeoutMs: 100, quorumTimeoutMs: 10_000 };
+  try {
+    await Promise.all([
+      joinQuorum(a, keys, member(0), 1, quick),
+      joinQuorum(b, keys, member(1), 1, quick),
+    ]);
+    // Replica 1 lives but is busy: replica 0 waits past its join timeout for it.
+    let alone = false;
+    const next = joinQuorum(a, keys, member(0, 1), 2, quick).then((q) => (alone = true, q));
+    await new Promise((r) => setTimeout(r, 500));
+    assert.equal(alone, false, "replica 0 made a quorum of itself beside a live replica 1");
+    const both = await Promise.all([next, joinQuorum(b, keys, member(1, 1), 2, quick)]);
+    assert.deepEqual(both[0].members.map((m) => m.replicaId), [0, 1]);
+    assert.deepEqual(both[0], both[1]);
+  } finally {
+    a.close();
+    b.close();
+    await server.close();
+  }
+});

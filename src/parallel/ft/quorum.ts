@@ -126,8 +126,9 @@ export async function nextRound(store: StoreClient, keys: QuorumKeys): Promise<n
  *
  * A round is decided once at least `minReplicas` live replicas have entered it and either every
  * live member of the last quorum has (torchft's fast quorum), or, in the first round, every live
- * replica has, or `joinTimeoutMs` has passed since this replica entered and a member of the last
- * quorum is among them (a newcomer alone never outvotes live members busy with a step). A member
+ * replica has, or `joinTimeoutMs` has passed since this replica entered and more than half of the
+ * last quorum's live members are among them (a minority never goes on beside the majority: two
+ * live replicas of which one hangs wait until it dies, as torchft's Lighthouse does). A member
  * that entered and then lost its store connection (killed) is left out.
  *
  * @throws DistError "timeout" after `quorumTimeoutMs` without a quorum, naming who entered.
@@ -147,6 +148,12 @@ export async function joinQuorum(
     const quorum = await decideRound(store, keys, me, r, timeouts, started);
     if (quorum?.members.some((m) => m.replicaId === me.replicaId)) return quorum;
   }
+}
+
+/** Round `round`'s quorum, or null when it is not decided or forgotten. */
+async function peekQuorum(store: StoreClient, keys: QuorumKeys, round: number) {
+  const text = await peek(store, keys.quorum(round));
+  return text === null ? null : JSON.parse(text) as Quorum;
 }
 
 /** The last decided round's number (0 before the first). */
@@ -183,14 +190,18 @@ async function decideRound(
   await store.set(keys.entry(round, entry), JSON.stringify(me));
   const entered = performance.now();
   const previousText = round > 1 ? await peek(store, keys.quorum(round - 1)) : null;
+  // A round is entered once the one before is decided; a missing decision was forgotten, so
+  // this round is decided too: move on rather than judge it without the last quorum.
+  if (round > 1 && previousText === null) return await peekQuorum(store, keys, round);
   const previous = previousText === null ? null : JSON.parse(previousText) as Quorum;
   const seen = new Map<number, QuorumMember>();
   const read = new Set<number>();
   for (;;) {
     const decided = await peek(store, keys.quorum(round));
     if (decided !== null) return JSON.parse(decided) as Quorum;
-    // Decided and forgotten while this replica was stopped inside it: it is behind.
-    if (await latestRound(store, keys) >= round) return null;
+    // Decided and forgotten while this replica was stopped inside it: it is behind. (Decided
+    // since the peek above, it is read again: the decision is set before `latest`.)
+    if (await latestRound(store, keys) >= round) return await peekQuorum(store, keys, round);
     const count = await store.add(keys.count(round), 0);
     // An entry counted but not written yet is read at a later poll: its writer is between the
     // two calls, or was stopped there (and is then left out like any straggler).
@@ -210,10 +221,11 @@ async function decideRound(
     const awaited = previous === null
       ? [...live]
       : previous.members.map((m) => m.replicaId).filter((id) => live.has(id));
-    // A newcomer that waited alone must not make a quorum of itself while the last quorum's
-    // members live (they are busy with their step): at least one of them has to be here.
-    const carriesOn = previous === null || awaited.length === 0 ||
-      awaited.some((id) => ids.has(id));
+    // Without every live member of the last quorum, more than half of them must be here: a
+    // minority (a newcomer alone, a member whose peers are busy with a long step) never goes on
+    // as a quorum of its own beside the majority (split brain).
+    const present = awaited.filter((id) => ids.has(id)).length;
+    const carriesOn = previous === null || awaited.length === 0 || 2 * present > awaited.length;
     const ready = awaited.every((id) => ids.has(id)) || (waited && carriesOn);
     if (members.length >= timeouts.minReplicas && ready) {
       const proposal = JSON.stringify(proposeQuorum(round, members, previous));
