@@ -41,7 +41,11 @@ Deno.test("DiLoCo with a Manager: a replica killed before the outer step fails t
       failed === KILL_AT || failed === KILL_AT + 1,
       `failed syncs: ${JSON.stringify(aborted)}`,
     );
-    assert.deepEqual(aborted.map((e) => e.step), [failed, failed], `one failed sync each: ${JSON.stringify(events)}`);
+    assert.deepEqual(
+      aborted.map((e) => e.step),
+      [failed, failed],
+      `one failed sync each: ${JSON.stringify(events)}`,
+    );
     const retried = events.filter((e) => e.event === "commit" && e.step === failed);
     assert.deepEqual(retried.map((e) => e.members), [[0, 2], [0, 2]]);
     assert.deepEqual(results[2].result!.theta, results[0].result!.theta, "θ differs");
