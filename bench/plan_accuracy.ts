@@ -45,6 +45,8 @@ const CONFIGS: string[] = [
   "--model gpt --nproc-per-node 4 --n-layer 4 --n-embd 128 --block-size 128 --batch-size 8 --strategy fsdp",
   "--model gpt --nproc-per-node 4 --n-layer 4 --n-embd 128 --block-size 128 --batch-size 8 --strategy fsdp --dp-replicate 2",
   "--model gpt --nproc-per-node 4 --n-layer 4 --n-embd 128 --block-size 128 --batch-size 8 --tp 2",
+  "--model gpt --nproc-per-node 2 --n-layer 4 --n-embd 128 --block-size 128 --batch-size 8 --pp 2",
+  "--model gpt --nproc-per-node 2 --n-layer 4 --n-embd 256 --block-size 128 --batch-size 8 --pp 2 --microbatches 4",
 ];
 
 /** Where the run's snapshots go (never written: the worker trains a few steps only). */

@@ -27,7 +27,10 @@ import { type GptSizes, parameterCount } from "./footprint.ts";
  * - DDP peaks at the end of the forward, before any gradient exists, plus one bucket of gradients
  *   in flight; FSDP holds 1/W of every state and one gathered block (plus the next, prefetched);
  *   tensor parallelism splits the block's weights and its heads' activations but the residual
- *   stream is gathered for each matmul (21.5·N·C per block measured on 2 ranks).
+ *   stream is gathered for each matmul (21.5·N·C per block measured on 2 ranks); a pipeline
+ *   stage holds its blocks' activations for every micro-batch of the step (measured with 2, 4
+ *   and 8 micro-batches under 1F1B), what it sent and received, and the last stage a copy of the
+ *   tied embedding.
  * These counts were measured on float32; bf16 autocast adds a bf16 copy of each weight used
  * (2 bytes per parameter) and keeps the matmul inputs' bf16 copies for backward.
  */
@@ -102,7 +105,9 @@ export function planMemory(config: TrainConfig, gpt?: GptSizes, vocabSize?: numb
   // A pipeline stage holds its share of the blocks; its micro-batches are B / microbatches.
   const localL = Math.ceil(L / pp);
   const micro = pp > 1 ? Math.max(1, Math.floor(B / (config.microbatches || pp))) : B;
-  const inFlight = pp > 1 ? Math.min(config.microbatches || pp, pp) : 1;
+  // Measured: a stage's peak holds every micro-batch's saved activations (as GPipe), whatever
+  // the schedule, so the step's whole batch counts.
+  const inFlight = pp > 1 ? Math.floor(B / micro) : 1;
   const N = micro * T;
   const shard = config.strategy === "fsdp" ? dpShard : 1;
   const blockParams = perBlock / tp;
@@ -136,6 +141,9 @@ export function planMemory(config: TrainConfig, gpt?: GptSizes, vocabSize?: numb
     parallel = (3 * blockParams + outside) * F32;
   }
   if (tp > 1) activations += 4.5 * N * C;
+  // A pipeline stage also holds the activations it sent and the gradients it received for every
+  // micro-batch, and the last stage its own copy of the tied embedding (with its states).
+  if (pp > 1) parallel += (2 * B * T * C + V * C * stateCount) * F32;
   const localParams = (localL * blockParams + (pp > 1 ? outside / pp : outside)) / shard;
   const states = localParams * (stateCount - 1) * F32 + (gradsAtPeak / shard) * F32;
   const logits = (3 * N * V * F32) / (config.lossParallel && tp > 1 ? tp : 1);

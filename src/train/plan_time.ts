@@ -126,9 +126,13 @@ export function planTime(
   const dtypeRate = config.dtype === "bf16"
     ? machine.bf16MatmulFlops / machine.matmulFlops[256]
     : 1;
-  const compute = flops / (matmulRate(machine, width) * dtypeRate) * oversubscription;
-  const memoryBound = elementBytes / machine.copyBytesPerSecond * oversubscription;
-  const callSeconds = calls * machine.opSeconds * oversubscription;
+  // A pipeline of pp stages over m micro-batches idles (pp − 1) of its m + pp − 1 slots (the
+  // bubble), and runs each op once per micro-batch.
+  const microbatches = pp > 1 ? config.microbatches || pp : 1;
+  const bubble = (microbatches + pp - 1) / microbatches;
+  const compute = flops / (matmulRate(machine, width) * dtypeRate) * oversubscription * bubble;
+  const memoryBound = elementBytes / machine.copyBytesPerSecond * oversubscription * bubble;
+  const callSeconds = calls * microbatches * machine.opSeconds * oversubscription * bubble;
   let communication = 0;
   const gradBytes = params * 4 / (tp * pp);
   if (config.strategy === "ddp") communication += allReduceSeconds(machine, gradBytes, dp);
