@@ -66,6 +66,39 @@ Deno.test("plan: a small GPT's predicted peak is the allocator's measured peak w
   }
 });
 
+Deno.test("plan: FSDP's predicted peak per rank is the larger measured peak of 2 real ranks within 5%", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const root = await smallCorpus(dir);
+    const flags = [
+      ...SMALL_GPT,
+      ...["--nproc-per-node", "2", "--strategy", "fsdp", "--n-layer", "2", "--n-embd", "64"],
+      ...["--block-size", "64", "--batch-size", "4", "--data-root", root],
+      ...["--snapshot", join(dir, "fsdp")],
+    ];
+    const predicted = planMemory(configOf(flags, dir)).peak;
+    const run = await runDeno({
+      timeoutMs: 30_000,
+      args: [
+        `${ROOT}src/launch/main.ts`,
+        ...["--nproc-per-node", "2", "--standalone", `${ROOT}bench/plan_worker.ts`, ...flags],
+      ],
+      env: { DTRAIN_TOKEN: "plan-test" },
+    });
+    assert.equal(run.code, 0, run.stderr);
+    const peaks = [...run.stdout.matchAll(/PLAN_MEASURED (\{.*\})/g)]
+      .map((m) => JSON.parse(m[1]).peakBytes as number);
+    assert.equal(peaks.length, 2, run.stdout);
+    const measured = Math.max(...peaks), error = predicted / measured - 1;
+    assert.ok(
+      Math.abs(error) <= 0.05,
+      `predicted ${predicted}, measured ${peaks} (${(error * 100).toFixed(1)}%)`,
+    );
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
 /** A cache of machine numbers for this CPU at 1 thread, so that a dry run measures nothing. */
 async function machineCache(dir: string): Promise<string> {
   const numbers: MachineNumbers = {
