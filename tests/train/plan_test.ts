@@ -14,6 +14,7 @@ import { planMemory } from "../../src/train/plan_memory.ts";
 import { cpuModel, type MachineNumbers } from "../../src/train/plan_machine.ts";
 import { ROOT, runDeno } from "../_harness/processes.ts";
 import { smallCorpus, train } from "./_train.ts";
+import { writeCharData } from "./_tokens.ts";
 
 /** The allocator's peak of a fresh process that trains `flags` for 3 steps (bench/plan_worker.ts). */
 async function measuredPeak(flags: string[]): Promise<number> {
@@ -175,6 +176,33 @@ Deno.test("plan: --batch-size auto picks the largest micro-batch that fits", asy
       () => resolveAutoBatch([...flags, "--batch-size=auto"]),
       /not even a micro-batch of 1 fits: the plan needs/,
     );
+  } finally {
+    if (before === undefined) Deno.env.delete("DTRAIN_MEM_AVAILABLE");
+    else Deno.env.set("DTRAIN_MEM_AVAILABLE", before);
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("plan: --batch-size auto on a token job divides its batch and keeps the global batch", async () => {
+  const dir = await Deno.makeTempDir();
+  const before = Deno.env.get("DTRAIN_MEM_AVAILABLE");
+  try {
+    const data = join(dir, "data");
+    await writeCharData(data);
+    // nanoGPT's micro-batch 12, 2 micro-steps per iteration on one process: a global batch of 24.
+    const flags = [
+      ...["--dataset", "tokens", "--data-dir", data, "--out-dir", join(dir, "out")],
+      ...["--gradient-accumulation-steps", "2", "--threads", "1"],
+    ];
+    const need = (b: number) => planSync(configOf([...flags, "--batch-size", String(b)], dir));
+    // Room for micro-batch 5, not 6: the largest divisor of 12 that fits is 4.
+    const available = Math.floor((need(5).rssBytes + need(6).rssBytes) / 2);
+    Deno.env.set("DTRAIN_MEM_AVAILABLE", String(available));
+    const notes: string[] = [];
+    const config = parseTrainArgs(resolveAutoBatch([...flags, "--batch-size", "auto"], notes));
+    assert.equal((config as TrainConfig).batchSize, 4);
+    assert.equal((config as TrainConfig).gradientAccumulationSteps, 6);
+    assert.match(notes[0], /micro-batch 4, --gradient-accumulation-steps 6 \(global batch 24/);
   } finally {
     if (before === undefined) Deno.env.delete("DTRAIN_MEM_AVAILABLE");
     else Deno.env.set("DTRAIN_MEM_AVAILABLE", before);
