@@ -2,7 +2,7 @@
 // hosting the store that keeps the quorums: a replica SIGKILLed mid-step is dropped and the
 // others' next step commits; a replacement joins, heals from a live peer and ends equal to its
 // peers bit for bit (weights and AdamW's moments); a SIGSTOPped replica is dropped after the
-// collective timeout; across the failures every sample is taken at most once, and the samples
+// collective timeout and, resumed, heals and rejoins; across the failures every sample is taken at most once, and the samples
 // no step took are the ones the manager reports.
 import assert from "node:assert/strict";
 import { runRanks } from "../_harness/ranks.ts";
@@ -66,17 +66,22 @@ Deno.test("Manager: a replica SIGKILLed mid-step is dropped, the others' next st
   });
 });
 
-Deno.test("Manager: a SIGSTOPped replica is dropped after the collective timeout and the others finish", async () => {
-  const STEPS = 6, STOP_AT = 2;
+Deno.test("Manager: a SIGSTOPped replica is dropped after the collective timeout; resumed, it finds its step voted down, heals and ends equal to the others", async () => {
+  const STEPS = 8, STOP_AT = 2, PAUSE_AT = 5;
   await withStore(async (port, client) => {
-    let stoppedAt = 0, resumedAt = 0;
+    let stoppedAt = 0, droppedAt = 0, resumed = false;
     const connected = new Set<number>();
-    const finished = new Set<number>();
     const results = await runRanks({
       worker,
       worldSize: 3,
       timeoutMs: 60_000,
-      env: replicaEnv(port, STEPS),
+      // The others wait at step PAUSE_AT until the resumed replica is back, so that it rejoins
+      // before the run ends.
+      env: (r) => ({
+        ...replicaEnv(port, STEPS)(r),
+        PAUSE_AT: String(PAUSE_AT),
+        PAUSE_KEY: "test/back",
+      }),
       onLine: (rank, line, procs) => {
         const e = parse(line);
         if (e?.event === "connected") connected.add(rank);
@@ -85,15 +90,18 @@ Deno.test("Manager: a SIGSTOPped replica is dropped after the collective timeout
           stoppedAt = performance.now();
           signal(procs, 1, "SIGSTOP");
         }
-        if (stoppedAt > 0 && resumedAt === 0 && e?.event === "commit" && !e.members!.includes(1)) {
-          resumedAt = performance.now();
+        if (stoppedAt > 0 && droppedAt === 0 && e?.event === "commit" && !e.members!.includes(1)) {
+          droppedAt = performance.now();
         }
-        if (rank !== 1 && line.startsWith('{"ok":true')) finished.add(rank);
-        if (finished.size === 2) signal(procs, 1, "SIGKILL");
+        if (!resumed && e?.event === "commit" && e.step === PAUSE_AT - 1) {
+          resumed = true;
+          signal(procs, 1, "SIGCONT");
+        }
+        if (rank === 1 && resumed && e?.event === "abort") client.set("test/back", "1");
       },
     });
     assert.ok(stoppedAt > 0, "replica 1 never reached the step it was to be stopped at");
-    for (const r of [0, 2]) {
+    for (const r of [0, 1, 2]) {
       assert.equal(results[r].code, 0, `replica ${r}: ${results[r].stderr.slice(-2000)}`);
     }
     const events = eventsOf(results);
@@ -103,9 +111,17 @@ Deno.test("Manager: a SIGSTOPped replica is dropped after the collective timeout
     assert.ok(retry.step <= STOP_AT + 1, `first step without replica 1: ${retry.step}`);
     // Replica 1 was dropped after the collective's 2 s timeout and the quorum's 1 s wait for a
     // straggler, or only the latter when the stop caught it between steps.
-    const dropMs = resumedAt - stoppedAt;
+    const dropMs = droppedAt - stoppedAt;
     assert.ok(dropMs >= 1_000 && dropMs < 15_000, `dropped after ${dropMs} ms`);
+    // Resumed, it took no step of its own: its step was voted down, and it healed to rejoin.
+    const [zero, one, two] = results.map((r) => r.result!);
+    assert.ok((one.healedAtStep as number) >= PAUSE_AT - 1, `healed at ${one.healedAtStep}`);
+    assert.ok(events.some((e) => e.replica === 1 && e.event === "commit" && e.step >= PAUSE_AT));
+    for (const other of [one, two]) {
+      assert.equal(other.weights, zero.weights, "weights differ from replica 0's");
+      assert.equal(other.optimizerState, zero.optimizerState, "AdamW state differs");
+    }
     const skipped = checkSamples(events, STEPS);
-    assert.equal(results[0].result!.samplesSkipped, skipped);
+    assert.equal(zero.samplesSkipped, skipped);
   });
 });

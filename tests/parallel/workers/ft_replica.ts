@@ -73,12 +73,12 @@ await runWorker(async () => {
   emit({ event: "connected", step: 0 });
   await cue(Deno.env.get("START_KEY"));
   const pauseAt = envInt("PAUSE_AT", -1);
-  let healedAtStep: number | null = null;
+  let healedAtStep: number | null = null; // the last step this replica healed at
   while (manager.currentStep < STEPS) {
     if (manager.currentStep === pauseAt) await cue(Deno.env.get("PAUSE_KEY"));
     const quorum = await manager.startQuorum();
     const step = manager.currentStep;
-    if (manager.healed && healedAtStep === null) healedAtStep = step;
+    if (manager.healed) healedAtStep = step;
     const members = quorum.members.map((m) => m.replicaId);
     emit({ event: "quorum", step, members, quorumId: quorum.quorumId, healed: manager.healed });
     const { start, end } = manager.samples();
