@@ -32,7 +32,7 @@ interface TensorSlot {
 const SENDABLE: readonly DType[] = ["f32", "i32", "bf16", "f16"];
 
 /** The tree with each tensor replaced by its slot, and the tensors in slot order. */
-function split(tree: unknown, tensors: Tensor[], path: string): unknown {
+function split(tree: unknown, tensors: Tensor[], path: string, group: ProcessGroup): unknown {
   if (tree instanceof Tensor) {
     if (!SENDABLE.includes(tree.dtype)) {
       throw new DistError(
@@ -40,19 +40,20 @@ function split(tree: unknown, tensors: Tensor[], path: string): unknown {
         `heal: ${path} is ${tree.dtype}; a healing peer receives ${SENDABLE.join(", ")} tensors`,
       );
     }
-    if (tree.device !== "cpu") {
+    if (!group.reaches(tree.device)) {
       throw new DistError(
         "invalid",
-        `heal: ${path} is on ${tree.device}; healing sends host tensors`,
+        `heal: ${path} is on ${tree.device}, which the quorum's communicator does not reach; ` +
+          "copy it to the host in the registered stateDict()",
       );
     }
     tensors.push(tree.isContiguous() ? tree : tree.contiguous());
     return { $tensor: tensors.length - 1, shape: [...tree.shape], dtype: tree.dtype };
   }
-  if (Array.isArray(tree)) return tree.map((v, i) => split(v, tensors, `${path}[${i}]`));
+  if (Array.isArray(tree)) return tree.map((v, i) => split(v, tensors, `${path}[${i}]`, group));
   if (tree !== null && typeof tree === "object") {
     return Object.fromEntries(
-      Object.entries(tree).map(([k, v]) => [k, split(v, tensors, `${path}.${k}`)]),
+      Object.entries(tree).map(([k, v]) => [k, split(v, tensors, `${path}.${k}`, group)]),
     );
   }
   return tree;
@@ -95,7 +96,7 @@ export async function broadcastState(
   const sending = group.ranks[group.rank] === source;
   const tensors: Tensor[] = [];
   const layout = sending
-    ? new TextEncoder().encode(JSON.stringify(split(state, tensors, "state")))
+    ? new TextEncoder().encode(JSON.stringify(split(state, tensors, "state", group)))
     : null;
   const length = tensor(Int32Array.of(layout?.length ?? 0), [1], { dtype: "i32" });
   await group.broadcast(length, source).wait();
