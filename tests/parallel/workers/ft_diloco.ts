@@ -2,7 +2,8 @@
  * Worker for ft_diloco_test.ts: one fault-tolerant DiLoCo replica (H = `H` inner AdamW steps per
  * outer step, syncs through a `Manager`) until `STEPS` outer steps have committed. Inner step i
  * of an outer step takes the i-th of H equal slices of the manager's share. It prints the same
- * events as ft_replica.ts (a commit carries the whole share), and last θ's SHA-256.
+ * events as ft_replica.ts (a commit carries the whole share), and last θ and the last step it
+ * healed at.
  * @module
  */
 
@@ -26,7 +27,11 @@ function emit(event: Record<string, unknown>): void {
 }
 
 await runWorker(async () => {
+  // The test's cues, as in ft_replica.ts: WAIT_KEY holds a replacement back, START_KEY the first
+  // step, PAUSE_KEY the outer step PAUSE_AT (until the replacement is up).
   using cues = await StoreClient.connect({ ...store, timeoutMs: 60_000 });
+  const cue = (key: string | undefined) => key ? cues.wait([key], 60_000) : Promise.resolve();
+  await cue(Deno.env.get("WAIT_KEY"));
   const manager = await Manager.connect({
     store,
     replicaId: REPLICA,
@@ -45,10 +50,14 @@ await runWorker(async () => {
     loadStateDict: (s) => inner.loadStateDict(s as ReturnType<AdamW["stateDict"]>),
   });
   emit({ event: "connected", step: 0 });
-  await cues.wait(["test/start"], 60_000);
+  await cue(Deno.env.get("START_KEY"));
   const diloco = await DiLoCo.create(model, inner, { syncEvery: H, manager });
+  const pauseAt = envInt("PAUSE_AT", -1);
+  let healedAtStep: number | null = null; // the last step this replica healed at
   while (manager.currentStep < STEPS) {
+    if (manager.currentStep === pauseAt) await cue(Deno.env.get("PAUSE_KEY"));
     const step = manager.currentStep;
+    if (manager.healed) healedAtStep = step;
     const members = manager.quorum!.members.map((m) => m.replicaId);
     const { start, end } = manager.samples();
     const slice = (end - start) / H;
@@ -64,5 +73,5 @@ await runWorker(async () => {
   const theta = Object.values(diloco.stateDict().original).map((t) => Array.from(t.toArray()));
   diloco.dispose();
   await manager.close();
-  return { theta };
+  return { theta, healedAtStep };
 });
