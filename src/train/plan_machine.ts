@@ -119,8 +119,10 @@ async function measureAllReduce(): Promise<MachineNumbers["allReduce"]> {
 
 /**
  * How much slower this machine computes now than when its numbers were measured (at least 1):
- * a [128, 128] matmul's median over about 50 ms against the cached rate. A machine shared with
- * other work runs the job at its present load; this puts that load into the plan.
+ * [256, 256] matmuls back to back for 300 ms against the cached rate. A machine shared with other
+ * work runs the job at its present load; this puts that load into the plan. It runs for 300 ms,
+ * not a few, because a thread that just woke runs ahead of the others for its first tens of
+ * milliseconds (the scheduler's credit for having slept), while a training step does not.
  *
  * @param machine The cached numbers.
  * @param threads The thread count they were measured at.
@@ -128,10 +130,16 @@ async function measureAllReduce(): Promise<MachineNumbers["allReduce"]> {
 export function presentSlowdown(machine: MachineNumbers, threads: number): number {
   setNumThreads(threads);
   return noGrad(() => {
-    const a = randn([128, 128]), b = randn([128, 128]);
-    const rate = 2 * 128 ** 3 / median(() => a.matmul(b).dispose(), 15);
+    const a = randn([256, 256]), b = randn([256, 256]);
+    const start = performance.now();
+    let products = 0;
+    while (performance.now() - start < 300) {
+      a.matmul(b).dispose();
+      products++;
+    }
+    const rate = products * 2 * 256 ** 3 / ((performance.now() - start) / 1000);
     a.dispose(), b.dispose();
-    return Math.max(1, machine.matmulFlops[128] / rate);
+    return Math.max(1, machine.matmulFlops[256] / rate);
   });
 }
 
