@@ -93,3 +93,26 @@ export function replicaEnv(port: number, steps: number) {
 export function signal(procs: RankProcess[], rank: number, sig: Deno.Signal): void {
   procs.find((p) => p.rank === rank)?.child.kill(sig);
 }
+
+/**
+ * Sets `key` once replica `replicaId` has entered the quorum round after the last decided one:
+ * the others, held at a step until `key`, then find it in their next round (so it joins before
+ * the run ends, however slow its start). Reads the default prefix's keys.
+ */
+export async function releaseOnceEntered(
+  client: StoreClient,
+  replicaId: number,
+  key: string,
+): Promise<void> {
+  const peek = (k: string) => client.get(k, 0).then((b) => new TextDecoder().decode(b), () => null);
+  for (let tries = 0; tries < 1_000; tries++) {
+    const next = Number(await peek("dtrain/ft/latest") ?? 0) + 1;
+    const count = await client.add(`dtrain/ft/r${next}/count`, 0);
+    const entries = await Promise.all(
+      Array.from({ length: count }, (_, n) => peek(`dtrain/ft/r${next}/entry${n + 1}`)),
+    );
+    if (entries.some((e) => e !== null && JSON.parse(e).replicaId === replicaId)) break;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  await client.set(key, "1");
+}

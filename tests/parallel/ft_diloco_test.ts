@@ -4,7 +4,15 @@
 // heals at a later sync, and all end with equal θ; no sample is taken twice.
 import assert from "node:assert/strict";
 import { runRanks } from "../_harness/ranks.ts";
-import { checkSamples, eventsOf, parse, replicaEnv, signal, withStore } from "./_ft_events.ts";
+import {
+  checkSamples,
+  eventsOf,
+  parse,
+  releaseOnceEntered,
+  replicaEnv,
+  signal,
+  withStore,
+} from "./_ft_events.ts";
 
 const worker = new URL("./workers/ft_diloco.ts", import.meta.url);
 
@@ -26,7 +34,7 @@ Deno.test("DiLoCo with a Manager: a replica killed before the outer step fails t
         const e = parse(line);
         if (e?.event === "connected") connected.add(rank);
         if (connected.size === 3) client.set("test/start", "1");
-        if (rank === 3 && e?.event === "connected") client.set("test/joining", "1");
+        if (rank === 3 && e?.event === "connected") releaseOnceEntered(client, 3, "test/joining");
         if (!killed && rank === 1 && e?.event === "computed" && e.step === KILL_AT) {
           // Its first inner step of the outer step: the sync it would join has not started.
           killed = true;
@@ -56,7 +64,12 @@ Deno.test("DiLoCo with a Manager: a replica killed before the outer step fails t
     }
     // The replacement healed at a sync (θ, the outer momentum, the inner AdamW) and took part.
     const [zero, , two, three] = results.map((r) => r.result!);
-    assert.ok((three.healedAtStep as number) >= KILL_AT, `healed at ${three.healedAtStep}`);
+    assert.ok(
+      (three.healedAtStep as number) >= KILL_AT,
+      `healed at ${three.healedAtStep}: ${
+        JSON.stringify(events.filter((e) => e.event !== "computed"))
+      }`,
+    );
     assert.ok(events.some((e) => e.replica === 3 && e.event === "commit"));
     assert.deepEqual(two.theta, zero.theta, "θ of replica 2 differs");
     assert.deepEqual(three.theta, zero.theta, "θ of the replacement differs");

@@ -6,7 +6,15 @@
 // no step took are the ones the manager reports.
 import assert from "node:assert/strict";
 import { runRanks } from "../_harness/ranks.ts";
-import { checkSamples, eventsOf, parse, replicaEnv, signal, withStore } from "./_ft_events.ts";
+import {
+  checkSamples,
+  eventsOf,
+  parse,
+  releaseOnceEntered,
+  replicaEnv,
+  signal,
+  withStore,
+} from "./_ft_events.ts";
 
 const worker = new URL("./workers/ft_replica.ts", import.meta.url);
 Deno.test("Manager: a replica SIGKILLed mid-step is dropped, the others' next step commits, and a replacement heals and ends equal to its peers bit for bit", async () => {
@@ -27,7 +35,7 @@ Deno.test("Manager: a replica SIGKILLed mid-step is dropped, the others' next st
         const e = parse(line);
         if (e?.event === "connected") connected.add(rank);
         if (connected.size === 3) client.set("test/start", "1");
-        if (rank === 3 && e?.event === "connected") client.set("test/joining", "1");
+        if (rank === 3 && e?.event === "connected") releaseOnceEntered(client, 3, "test/joining");
         if (!killed && rank === 1 && e?.event === "computed" && e.step === KILL_AT) {
           killed = true;
           signal(procs, 1, "SIGKILL");

@@ -81,6 +81,8 @@ export class Manager {
   readonly timeoutMs: number;
   readonly #options: Settings;
   readonly #store: StoreClient;
+  /** Deletes old rounds' keys beside the steps (a connection that counts for no liveness). */
+  readonly #housekeeper: StoreClient;
   readonly #keys: QuorumKeys;
   readonly #host: string;
   readonly #states = new Map<string, ReplicaState>();
@@ -96,6 +98,7 @@ export class Manager {
   private constructor(
     options: Settings,
     store: StoreClient,
+    housekeeper: StoreClient,
     host: string,
   ) {
     this.#options = options;
@@ -103,6 +106,7 @@ export class Manager {
     this.batchSize = options.batchSize;
     this.timeoutMs = options.timeoutMs;
     this.#store = store;
+    this.#housekeeper = housekeeper;
     this.#keys = new QuorumKeys(options.prefix);
     this.#host = host;
   }
@@ -122,7 +126,15 @@ export class Manager {
       rank: LIVENESS_RANK_BASE + options.replicaId,
       timeoutMs: settings.timeoutMs,
     });
-    return new Manager(settings, store, options.host ?? store.localAddress);
+    const housekeeper = await StoreClient.connect({
+      ...options.store,
+      timeoutMs: settings.timeoutMs,
+    })
+      .catch((err) => {
+        store.close();
+        throw err;
+      });
+    return new Manager(settings, store, housekeeper, options.host ?? store.localAddress);
   }
 
   /**
@@ -203,7 +215,14 @@ export class Manager {
       ? await nextRound(this.#store, this.#keys)
       : this.#quorum.round + 1;
     const me = { replicaId: this.replicaId, step: this.#step, errored: this.#commitFailures > 0 };
-    const quorum = await joinQuorum(this.#store, this.#keys, me, round, this.#options);
+    const quorum = await joinQuorum(
+      this.#store,
+      this.#keys,
+      me,
+      round,
+      this.#options,
+      this.#housekeeper,
+    );
     const regroup = quorum.quorumId !== this.#quorum?.quorumId || this.#group === null;
     this.#quorum = quorum;
     this.#errored = null;
@@ -368,5 +387,6 @@ export class Manager {
     await this.#group?.destroy();
     this.#group = null;
     this.#store.close();
+    this.#housekeeper.close();
   }
 }

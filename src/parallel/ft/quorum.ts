@@ -131,6 +131,8 @@ export async function nextRound(store: StoreClient, keys: QuorumKeys): Promise<n
  * live replicas of which one hangs wait until it dies, as torchft's Lighthouse does). A member
  * that entered and then lost its store connection (killed) is left out.
  *
+ * @param housekeeper A second connection for deleting old rounds' keys off the step's path
+ *   (without it they are deleted on `store`, in turn).
  * @throws DistError "timeout" after `quorumTimeoutMs` without a quorum, naming who entered.
  */
 export async function joinQuorum(
@@ -139,13 +141,14 @@ export async function joinQuorum(
   me: QuorumMember,
   round: number,
   timeouts: QuorumTimeouts,
+  housekeeper?: StoreClient,
 ): Promise<Quorum> {
   const started = performance.now();
   for (let r = round;; r++) {
     // A round up to the last decided one was decided without this replica (it had not entered
     // it), and its keys may be gone: go straight to the round after.
     r = Math.max(r, await latestRound(store, keys) + 1);
-    const quorum = await decideRound(store, keys, me, r, timeouts, started);
+    const quorum = await decideRound(store, keys, me, r, timeouts, started, housekeeper);
     if (quorum?.members.some((m) => m.replicaId === me.replicaId)) return quorum;
   }
 }
@@ -185,6 +188,7 @@ async function decideRound(
   round: number,
   timeouts: QuorumTimeouts,
   started: number,
+  housekeeper: StoreClient | undefined,
 ): Promise<Quorum | null> {
   const entry = await store.add(keys.count(round), 1);
   await store.set(keys.entry(round, entry), JSON.stringify(me));
@@ -196,12 +200,15 @@ async function decideRound(
   const previous = previousText === null ? null : JSON.parse(previousText) as Quorum;
   const seen = new Map<number, QuorumMember>();
   const read = new Set<number>();
+  let polls = 0;
   for (;;) {
     const decided = await peek(store, keys.quorum(round));
     if (decided !== null) return JSON.parse(decided) as Quorum;
     // Decided and forgotten while this replica was stopped inside it: it is behind. (Decided
     // since the peek above, it is read again: the decision is set before `latest`.)
-    if (await latestRound(store, keys) >= round) return await peekQuorum(store, keys, round);
+    if (polls++ > 0 && await latestRound(store, keys) >= round) {
+      return await peekQuorum(store, keys, round);
+    }
     const count = await store.add(keys.count(round), 0);
     // An entry counted but not written yet is read at a later poll: its writer is between the
     // two calls, or was stopped there (and is then left out like any straggler).
@@ -232,7 +239,9 @@ async function decideRound(
       const stored = decoder.decode(await store.compareSet(keys.quorum(round), "", proposal));
       if (stored === proposal) {
         await store.set(keys.latest, String(round));
-        if (round > 2) await forget(store, keys, round - 2);
+        // On a connection of its own when there is one: off this step's path.
+        if (round > 2 && housekeeper) forget(housekeeper, keys, round - 2).catch(() => {});
+        else if (round > 2) await forget(store, keys, round - 2);
       }
       return JSON.parse(stored) as Quorum;
     }
@@ -273,12 +282,13 @@ export async function voteCommit(
   await store.set(keys.vote(round, replicaId), vote ? "1" : "0");
   const deadline = performance.now() + timeoutMs;
   const votes = new Map<number, string>();
+  let polls = 0;
   for (;;) {
     const decided = await peek(store, keys.commit(round));
     if (decided !== null) return decided === "1";
     // The others are two rounds on and the decision forgotten (this replica was stopped): what it
     // was is unknown here, so this replica takes no step and heals at its next quorum.
-    if (await latestRound(store, keys) >= round + 2) return false;
+    if (polls++ > 0 && await latestRound(store, keys) >= round + 2) return false;
     for (const m of quorum.members) {
       if (votes.has(m.replicaId)) continue;
       const v = await peek(store, keys.vote(round, m.replicaId));
