@@ -89,6 +89,9 @@ self.onmessage = async (event: MessageEvent<WriteJob>) => {
   const job = event.data;
   let result: WriteResult = { ok: true };
   try {
+    // Set only in-process, by the crash tests' setWriterHooks (never from a file or the
+    // environment), to reach the worker's file calls.
+    // import target: caller:setWriterHooks
     if (job.hooks !== null) await import(job.hooks);
     yieldToTraining();
     await run(job);

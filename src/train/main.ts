@@ -12,6 +12,7 @@
 import { existsSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { setNumThreads } from "../tensor/threads.ts";
+import { FAMILIES } from "../tensor/device/mod.ts";
 import { deviceProblem, groupBackend } from "./devices.ts";
 import { CheckpointError, save } from "../checkpoint/mod.ts";
 import {
@@ -198,7 +199,7 @@ export async function main(args: string[]): Promise<number> {
   // A plan whose ranks on this node do not fit its memory is refused before any starts (host
   // memory: the cpu device's tensors live there; an elastic job's world size is not known yet).
   const elastic = config.minNodes !== undefined && config.minNodes !== config.nnodes;
-  const unfit = !launched && config.device === "cpu" && !elastic
+  const unfit = !launched && FAMILIES[config.device].hostMemory && !elastic
     ? unfitReason(planSync(config), availableMemory())
     : null;
   if (unfit !== null) {

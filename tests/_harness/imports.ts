@@ -30,7 +30,9 @@ export interface Import {
 /**
  * What a computed `import(...)` at `index` loads, as the line above it declares it
  * (`// import target: npm:js-tiktoken`), or null when it does not say: a computed specifier is
- * read only where its file names what it builds.
+ * read only where its file names what it builds. A module that running code names, not this
+ * tree (the crash tests' hooks in a checkpoint writer), is declared `caller:FUNCTION`, after the
+ * function through which it is named; like a package, it is no file of the tree to follow.
  */
 function declaredTarget(text: string, index: number): string | null {
   const lineStart = text.lastIndexOf("\n", index) + 1;
