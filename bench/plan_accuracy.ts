@@ -18,7 +18,21 @@ import { parseTrainArgs, type TrainConfig } from "../src/train/config.ts";
 import { planConfig } from "../src/train/plan.ts";
 import type { RankMeasurement } from "./plan_worker.ts";
 
-/** The configurations: the train job's flags, from the small GPTs to a 12 × 768 one. */
+/** Where the token configurations' random GPT-2 token data goes (written before they run). */
+const SCRATCH = await Deno.makeTempDir({ prefix: "plan_accuracy_" });
+const TOKENS = `--dataset tokens --data-dir ${SCRATCH}/tokens --out-dir ${SCRATCH}/out ` +
+  "--max-iters 5 --eval-iters 1 --always-save-checkpoint false --gradient-accumulation-steps 1";
+
+/** Random token ids below GPT-2's 50,257, as nanoGPT's uint16 train.bin and val.bin. */
+async function writeTokens(dir: string): Promise<void> {
+  await Deno.mkdir(dir, { recursive: true });
+  for (const [name, count] of [["train", 300_000], ["val", 30_000]] as const) {
+    const ids = new Uint16Array(count).map(() => Math.floor(Math.random() * 50257));
+    await Deno.writeFile(`${dir}/${name}.bin`, new Uint8Array(ids.buffer));
+  }
+}
+
+/** The configurations: the train job's flags, from the small GPTs to GPT-2 124M. */
 const CONFIGS: string[] = [
   "--nproc-per-node 1 --dataset fashion-mnist",
   "--nproc-per-node 2 --dataset fashion-mnist --batch-size 256",
@@ -47,10 +61,11 @@ const CONFIGS: string[] = [
   "--model gpt --nproc-per-node 4 --n-layer 4 --n-embd 128 --block-size 128 --batch-size 8 --tp 2",
   "--model gpt --nproc-per-node 2 --n-layer 4 --n-embd 128 --block-size 128 --batch-size 8 --pp 2",
   "--model gpt --nproc-per-node 2 --n-layer 4 --n-embd 256 --block-size 128 --batch-size 8 --pp 2 --microbatches 4",
+  // nanoGPT's token job on GPT-2's 50,304-token vocabulary (random tokens), where the logits
+  // dominate: a small GPT, then GPT-2 124M at block 1024.
+  `${TOKENS} --n-layer 2 --n-embd 128 --n-head 4 --block-size 128 --batch-size 4`,
+  `${TOKENS} --n-layer 12 --n-embd 768 --n-head 12 --block-size 1024 --batch-size 1`,
 ];
-
-/** Where the run's snapshots go (never written: the worker trains a few steps only). */
-const SCRATCH = await Deno.makeTempDir({ prefix: "plan_accuracy_" });
 
 /** Runs `flags` on its ranks and returns every rank's measurement. */
 async function measure(flags: string[], config: TrainConfig): Promise<RankMeasurement[]> {
@@ -95,6 +110,7 @@ if (import.meta.main) {
       "step predicted ms | step measured ms | error |",
   );
   console.log("|---|---|---|---|---|---|---|---|---|");
+  await writeTokens(`${SCRATCH}/tokens`);
   const errors: { memory: number; time: number }[] = [];
   const rows: unknown[] = [];
   for (const [i, line] of chosen) {

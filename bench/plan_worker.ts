@@ -8,6 +8,7 @@
 
 import { parseTrainArgs, type TrainConfig } from "../src/train/config.ts";
 import { Trainer } from "../src/train/trainer.ts";
+import { IterTrainer } from "../src/train/iter_trainer.ts";
 import { makeLayout, shardedSnapshots } from "../src/train/_layout.ts";
 import { setNumThreads } from "../src/tensor/threads.ts";
 import { peakAllocatedBytes, resetPeakAllocatedBytes } from "../src/tensor/storage.ts";
@@ -47,6 +48,7 @@ export async function measureRank(
   if (grouped) await initProcessGroup({ backend: groupBackend(config.device), ...alone });
   try {
     const layout = await makeLayout(config);
+    if (config.dataset === "tokens") return await measureIterations(config, layout);
     const trainer = new Trainer(config, () => {}, layout);
     await trainer.init();
     trainer.model.train();
@@ -75,6 +77,32 @@ export async function measureRank(
   } finally {
     if (grouped) await destroyProcessGroup();
   }
+}
+
+/**
+ * A token job (`--dataset tokens`, nanoGPT's loop) measured through its own log: the peak over the
+ * whole run (its first evaluation included) and the median of the iterations' times after the
+ * first two. Give it `--max-iters`, `--eval-iters 1` and `--always-save-checkpoint false`.
+ */
+async function measureIterations(
+  config: TrainConfig,
+  layout: Awaited<ReturnType<typeof makeLayout>>,
+): Promise<RankMeasurement> {
+  const lines: string[] = [];
+  const trainer = new IterTrainer(config, (line) => lines.push(line), layout);
+  await trainer.init();
+  await trainer.train();
+  const times = lines.flatMap((line) => {
+    const m = line.match(/^iter (\d+): .* time ([\d.]+)ms/);
+    return m && Number(m[1]) >= 2 ? [Number(m[2])] : [];
+  }).sort((a, b) => a - b);
+  const peakBytes = peakAllocatedBytes();
+  return {
+    rank: trainer.rank,
+    peakBytes,
+    steadyPeakBytes: peakBytes,
+    stepMs: times[Math.floor(times.length / 2)],
+  };
 }
 
 if (import.meta.main) {

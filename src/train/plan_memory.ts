@@ -145,19 +145,27 @@ export function planMemory(config: TrainConfig, gpt?: GptSizes, vocabSize?: numb
   // micro-batch, and the last stage its own copy of the tied embedding (with its states).
   if (pp > 1) parallel += (2 * B * T * C + V * C * stateCount) * F32;
   const localParams = (localL * blockParams + (pp > 1 ? outside / pp : outside)) / shard;
-  const states = localParams * (stateCount - 1) * F32 + (gradsAtPeak / shard) * F32;
-  const logits = (3 * N * V * F32) / (config.lossParallel && tp > 1 ? tp : 1);
+  const values = localParams * (stateCount - 1) * F32;
+  const states = values + (gradsAtPeak / shard) * F32;
+  const vocabShards = config.lossParallel && tp > 1 ? tp : 1;
   // bf16 autocast: a bf16 copy of each weight, and per block the bf16 copies of the matmuls'
   // inputs and outputs kept for backward beside the f32 activations (58 bytes per token and
   // width, measured).
   const bf16 = config.dtype === "bf16" ? localParams * 2 + 58 * N * C * localL : 0;
-  return total({
+  const common = { activations: activations * F32 + bf16, parallel, batch: 2 * B * T * 4 };
+  // Two moments compete for the peak. At the loss's backward: the values and moments, every
+  // saved activation, the logits, the loss's softmax and the logits' gradient (3·N·V), no
+  // parameter gradient yet. At the end of backward: the gradients too, the logits (the
+  // activations live until the step's scope ends) and backward's temporaries (2·N·256 floats
+  // measured with the byte vocabulary; they do not grow with V: a 50,304-token job peaks at the
+  // loss). Under DDP the first is the peak (gradsAtPeak above).
+  const atLoss = total({ ...common, states: values, logits: 3 * N * V * F32 / vocabShards });
+  const atEnd = total({
+    ...common,
     states,
-    activations: activations * F32 + bf16,
-    logits,
-    parallel,
-    batch: 2 * B * T * 4,
+    logits: (N * V + 2 * N * Math.min(V, 256)) * F32 / vocabShards,
   });
+  return atLoss.peak > atEnd.peak ? atLoss : atEnd;
 }
 
 function total(parts: Omit<MemoryPlan, "peak">): MemoryPlan {
