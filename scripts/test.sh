@@ -33,9 +33,11 @@ fi
 # - the tests that mostly wait (a SLURM cluster's timeouts, dead and hung ranks named after their
 #   timeouts, elastic rounds re-forming): measured at 4-13% of the CPU for their wall time, their
 #   waits overlap the main run's work. Their deadlines hold under far heavier load than this.
+# - the docs' commands run in a fresh clone (a third of the CPU for their wall time: processes
+#   starting, a clone, a build checked).
 waiting_tests=(tests/infrastructure/slurm_test.ts tests/launch/elastic_death_test.ts
   tests/launch/launcher_test.ts tests/distributed/faults_test.ts tests/launch/elastic_join_test.ts
-  tests/infrastructure/netns_elastic_test.ts)
+  tests/infrastructure/netns_elastic_test.ts tests/docs/fresh_clone_test.ts)
 beside_tests=("${waiting_tests[@]}")
 if [[ "${DTRAIN_TEST_CUDA:-host}" == host ]]; then
   beside_tests=(tests/cuda/reductions_test.ts tests/train/train_agree_cuda_test.ts
