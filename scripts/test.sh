@@ -80,9 +80,13 @@ cat "$beside_log"
 # of shared memory itself and of the emu backend (whose transport it is), and those that name
 # every transport in one run (the half-precision collectives), choose their transport in every
 # run: a second run would repeat the first.
+# The fault-tolerant replicas make their own Gloo groups per quorum, the throttled link joins two
+# network namespaces (Gloo between hosts), and the store's table has no transport: the same.
 pinned_transport=(tests/distributed/shm_setup_test.ts tests/distributed/shm_test.ts
   tests/distributed/shm_netns_test.ts tests/distributed/emu_test.ts
-  tests/distributed/half_collectives_test.ts)
+  tests/distributed/half_collectives_test.ts tests/distributed/store_table_test.ts
+  tests/distributed/throttled_link_test.ts tests/parallel/diloco_link_test.ts
+  tests/parallel/ft_manager_test.ts tests/parallel/ft_diloco_test.ts tests/parallel/ft_quorum_test.ts)
 mapfile -t gloo_tests < <(find tests/distributed tests/parallel -name '*_test.ts' |
   grep -vxF -f <(printf '%s\n' "${pinned_transport[@]}") | sort)
 gloo_log=build/test-gloo.log
