@@ -3,7 +3,7 @@
 // shard rows, equal on both replicas), clipped norms and weights after 3 AdamW steps, without and
 // with activation checkpointing; mixed precision; and sharded checkpoints resharded between HSDP 2 × 2, FSDP 4, FSDP 2 and one process.
 import assert from "node:assert/strict";
-import { saveSharded } from "../../src/checkpoint/sharded.ts";
+import { saveSharded } from "../../src/checkpoint/sharded_save.ts";
 import { assertAllOk, runRanks } from "../_harness/ranks.ts";
 import { describe, markedProcesses, markerEnv } from "../_harness/processes.ts";
 import { stateValues } from "./workers/fsdp_problem.ts";

@@ -13,7 +13,8 @@
  * @module
  */
 
-import { loadSharded, saveSharded } from "../../../src/checkpoint/sharded.ts";
+import { loadSharded } from "../../../src/checkpoint/sharded.ts";
+import { saveSharded } from "../../../src/checkpoint/sharded_save.ts";
 import {
   destroyProcessGroup,
   type DeviceMesh,
