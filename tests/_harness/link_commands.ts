@@ -45,7 +45,8 @@ export async function awaitLine(
   want: string,
   what: string,
 ): Promise<{ drained: Promise<string> }> {
-  const reader = stream.pipeThrough(new TextDecoderStream()).getReader();
+  const reader = (stream as ReadableStream<BufferSource>).pipeThrough(new TextDecoderStream())
+    .getReader();
   let seen = "";
   for (;;) {
     const { value, done } = await reader.read();
