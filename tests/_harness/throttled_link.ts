@@ -17,6 +17,7 @@
 import { fileURLToPath } from "node:url";
 import { killIn, NETNS_SKIP, pidsIn, tail } from "../infrastructure/netns_cluster.ts";
 import { awaitLine, hostEnv, run, which } from "./link_commands.ts";
+import { runInNamespaces } from "./namespace_runs.ts";
 
 export { hostEnv };
 
@@ -217,47 +218,16 @@ export class ThrottledLink implements AsyncDisposable {
    *   hosts is killed.
    */
   async run(commands: readonly HostCommand[], timeoutMs: number): Promise<HostRun[]> {
-    const exited = commands.map(() => false);
-    const runs = commands.map(async ({ host, args, env }, i): Promise<HostRun> => {
-      const child = new Deno.Command("ip", {
-        args: this.commandLine(host, args).slice(1),
+    const ends = await runInNamespaces(
+      commands.map(({ host, args, env }) => ({
+        ipArgs: this.commandLine(host, args).slice(1),
         env,
-        clearEnv: true,
-        stdin: "null",
-        stdout: "piped",
-        stderr: "piped",
-      }).spawn();
-      const [stdout, stderr, status] = await Promise.all([
-        new Response(child.stdout).text(),
-        new Response(child.stderr).text(),
-        child.status,
-      ]);
-      exited[i] = true;
-      return { host, code: status.code, stdout, stderr };
-    });
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const timeout = new Promise<"timeout">((resolve) => {
-      timer = setTimeout(() => resolve("timeout"), timeoutMs);
-    });
-    try {
-      const finished = await Promise.race([Promise.all(runs), timeout]);
-      if (finished !== "timeout") return finished;
-      const hung = exited.flatMap((done, i) => (done ? [] : [i]));
-      await this.killHosts();
-      const partial = await Promise.all(runs);
-      throw new Error(
-        `command${hung.length === 1 ? "" : "s"} ${hung.join(" and ")} still running after ` +
-          `${timeoutMs} ms (every process on the hosts killed)\n` +
-          partial.map((r, i) =>
-            `command ${i} on host ${r.host} (${
-              hung.includes(i) ? "hung" : `exited with ${r.code}`
-            }), last lines:\n${tail(r.stdout + r.stderr)}`
-          ).join("\n"),
-      );
-    } finally {
-      clearTimeout(timer);
-      await Promise.allSettled(runs);
-    }
+      })),
+      timeoutMs,
+      () => this.killHosts(),
+      (i) => `command ${i} on host ${commands[i].host}`,
+    );
+    return ends.map((end, i) => ({ host: commands[i].host, ...end }));
   }
 
   /** Starts link_probe's server on host B once; resolves when it listens. */

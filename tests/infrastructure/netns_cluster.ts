@@ -6,6 +6,8 @@
 // Addresses live only inside the namespaces and the bridge made here, so nothing is ever sent
 // outside them.
 
+import { runInNamespaces } from "../_harness/namespace_runs.ts";
+
 /** One namespace standing in for a node. */
 export interface NetnsNode {
   /** The namespace's name (`ip netns exec NAME ...`). */
@@ -215,49 +217,16 @@ export class NodeNetwork implements AsyncDisposable {
     commands: readonly { args: string[]; env: Record<string, string> }[],
     timeoutMs: number,
   ): Promise<NodeRun[]> {
-    const exited = commands.map(() => false);
-    const spawned = commands.map(({ args, env }, i) =>
-      new Deno.Command("ip", {
-        args: this.commandLine(i, args).slice(1),
-        env,
-        clearEnv: true,
-        stdin: "null",
-        stdout: "piped",
-        stderr: "piped",
-      }).spawn()
-    );
-    const runs = spawned.map(async (child, node): Promise<NodeRun> => {
-      const [stdout, stderr, status] = await Promise.all([
-        new Response(child.stdout).text(),
-        new Response(child.stderr).text(),
-        child.status,
-      ]);
-      exited[node] = true;
-      return { node, code: status.code, stdout, stderr };
-    });
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const timeout = new Promise<"timeout">((resolve) => {
-      timer = setTimeout(() => resolve("timeout"), timeoutMs);
-    });
     try {
-      const finished = await Promise.race([Promise.all(runs), timeout]);
-      if (finished !== "timeout") return finished;
-      const hung = exited.flatMap((done, node) => (done ? [] : [node]));
-      await this.killAll();
-      const partial = await Promise.all(runs);
-      throw new Error(
-        `node${hung.length === 1 ? "" : "s"} ${hung.join(" and ")} still running after ` +
-          `${timeoutMs} ms (hung; every process in the namespaces killed)\n` +
-          partial.map((run) =>
-            `node ${run.node} (${
-              hung.includes(run.node) ? "hung" : `exited with ${run.code}`
-            }), last lines:\n${tail(run.stdout + run.stderr)}`
-          ).join("\n"),
+      const ends = await runInNamespaces(
+        commands.map(({ args, env }, i) => ({ ipArgs: this.commandLine(i, args).slice(1), env })),
+        timeoutMs,
+        () => this.killAll(),
+        (node) => `node ${node}`,
       );
+      return ends.map((end, node) => ({ node, ...end }));
     } finally {
-      clearTimeout(timer);
       await this.killAll();
-      await Promise.allSettled(runs);
     }
   }
 }
@@ -285,8 +254,4 @@ export async function pidsIn(namespace: string): Promise<number[]> {
   return out.split("\n").filter((line) => line.trim() !== "").map(Number);
 }
 
-/** The last lines of a process's output, indented, for a failure message. */
-export function tail(text: string, lines = 20): string {
-  if (text.trim() === "") return "  (no output)";
-  return text.trimEnd().split("\n").slice(-lines).map((line) => `  ${line}`).join("\n");
-}
+export { tail } from "../_harness/namespace_runs.ts";
