@@ -56,16 +56,23 @@ def main():
                                    device_type="cpu")
     g = torch.Generator().manual_seed(1 + c.rank)
     step_ms = []
+    phase_ms = []  # forward, backward (with its communication), optimizer of each timed step
     for step in range(c.warmup + c.steps):
         idx = torch.randint(0, c.vocab, (c.batch, c.block + 1), generator=g)
         start = time.perf_counter()
         x, y = idx[:, :-1].contiguous(), idx[:, 1:].contiguous()  # as nanoGPT's get_batch
         _, loss = model(x, y)
+        loss_value = loss.item()
+        forward_end = time.perf_counter()
         loss.backward()
+        backward_end = time.perf_counter()
         opt.step()
         opt.zero_grad(set_to_none=True)
+        end = time.perf_counter()
         if step >= c.warmup:
-            step_ms.append(1000 * (time.perf_counter() - start))
+            step_ms.append(1000 * (end - start))
+            phase_ms.append([1000 * (forward_end - start), 1000 * (backward_end - forward_end),
+                             1000 * (end - backward_end)])
     if world > 1:
         dist.barrier()
     print("BENCH_RESULT " + json.dumps({
@@ -75,8 +82,9 @@ def main():
         "worldSize": world,
         "tokensPerSecond": c.steps * c.batch * c.block * world / (sum(step_ms) / 1000),
         "stepMs": step_ms,
+        "phaseMs": phase_ms,
         "peakRssBytes": peak_rss_bytes(),
-        "loss": loss.item(),
+        "loss": loss_value,
     }), flush=True)
     if world > 1:
         dist.destroy_process_group()

@@ -14,6 +14,7 @@ import { AdamW } from "../src/optim/adamw.ts";
 import { DistributedDataParallel, fullyShard } from "../src/parallel/mod.ts";
 import { tensor } from "../src/tensor/creation.ts";
 import { tidyAsync } from "../src/tensor/scope.ts";
+import { peakAllocatedBytes } from "../src/tensor/storage.ts";
 import { setNumThreads } from "../src/tensor/threads.ts";
 import type { Tensor } from "../src/tensor/tensor.ts";
 import { benchGPT, peakRssBytes, report } from "./workload.ts";
@@ -66,21 +67,32 @@ let seed = 1 + rank;
 const random = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
 
 const stepMs: number[] = [];
+// Forward, backward (with its communication) and optimizer milliseconds of each timed step: the
+// coarse profile BENCHMARKS.md explains the ratios with.
+const phaseMs: number[][] = [];
 let lastLoss = 0;
 const steps = int("steps"), warmup = int("warmup");
 for (let step = 0; step < warmup + steps; step++) {
   const tokens = Int32Array.from({ length: B * (T + 1) }, () => Math.floor(random() * V));
   const start = performance.now();
+  let phase: number[] = [];
   lastLoss = await tidyAsync(async () => {
     const x = tensor(tokens.filter((_, i) => i % (T + 1) !== T), [B, T], { dtype: "i32" });
     const y = tensor(tokens.filter((_, i) => i % (T + 1) !== 0), [B, T], { dtype: "i32" });
     const loss = forward(x, y);
+    const value = loss.item();
+    const forwardEnd = performance.now();
     await backward(loss);
+    const backwardEnd = performance.now();
     optimizer.step();
     optimizer.zeroGrad();
-    return loss.item();
+    phase = [forwardEnd - start, backwardEnd - forwardEnd, performance.now() - backwardEnd];
+    return value;
   });
-  if (step >= warmup) stepMs.push(performance.now() - start);
+  if (step >= warmup) {
+    stepMs.push(performance.now() - start);
+    phaseMs.push(phase);
+  }
 }
 if (group) await barrier();
 const seconds = stepMs.reduce((a, b) => a + b, 0) / 1000;
@@ -91,6 +103,9 @@ report({
   worldSize: world,
   tokensPerSecond: (steps * B * T * world) / seconds,
   stepMs,
+  phaseMs,
+  // The high-water mark of native tensor memory, against which peak RSS shows the rest.
+  peakTensorBytes: peakAllocatedBytes(),
   peakRssBytes: peakRssBytes(),
   loss: lastLoss,
 });
