@@ -8,7 +8,7 @@
  * any rank, with the ratios) and the raw results as JSON.
  *
  * Usage: deno run -A bench/gpt2_124m.ts [--block=1024] [--batch=1] [--steps=2] [--warmup=1]
- *   [--rows=single,ddp,fsdp] [--python=PATH (else DTRAIN_BENCH_PYTHON, else python3)]
+ *   [--rows=single,ddp,fsdp] [--rounds=1] [--python=PATH (else DTRAIN_BENCH_PYTHON, else python3)]
  * @module
  */
 
