@@ -47,6 +47,8 @@ export interface RunRanksOptions {
   token?: string;
   /** Called for each stdout line as it arrives, e.g. to kill a rank at a chosen point. */
   onLine?: (rank: number, line: string, procs: RankProcess[]) => void;
+  /** Flags of `deno run` before the worker (after `-A`), e.g. `--no-code-cache`. */
+  denoFlags?: string[];
 }
 
 /** A port nobody listens on right now. */
@@ -89,7 +91,7 @@ export async function runRanks(options: RunRanksOptions): Promise<RankResult[]> 
     const running = ranks.map((rank) => {
       const extra = typeof options.env === "function" ? options.env(rank) : options.env ?? {};
       const child = new Deno.Command(Deno.execPath(), {
-        args: ["run", "-A", options.worker.href],
+        args: ["run", "-A", ...options.denoFlags ?? [], options.worker.href],
         env: {
           RANK: String(rank),
           LOCAL_RANK: String(rank),

@@ -65,8 +65,12 @@ Deno.test("under a file size limit (ulimit -f) below the segment, rank 0 fails n
     worker,
     worldSize: 2,
     timeoutMs: 30_000,
-    // 64 MiB: above the files deno itself writes (its caches), below the 256 MiB segment of
-    // 2 ranks staging 64 MiB each.
+    // Deno's V8 code cache is one SQLite file in DENO_DIR that grows with every module path it
+    // has compiled (every clone and worktree): past the limit, a write to it would kill the rank
+    // with SIGXFSZ before dtrain's own check.
+    denoFlags: ["--no-code-cache"],
+    // 64 MiB: above the other files deno writes (its smaller caches), below the 256 MiB segment
+    // of 2 ranks staging 64 MiB each.
     env: {
       MODE: "fsize",
       FSIZE: String(64 << 20),
