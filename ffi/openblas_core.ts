@@ -15,7 +15,7 @@
  *
  * @example Pick from flags
  * ```ts
- * import { assertEquals } from "node:assert/strict";
+ * import { equal as assertEquals } from "node:assert/strict";
  * import { coreTypeFor } from "./openblas_core.ts";
  * assertEquals(coreTypeFor(new Set(["avx2", "fma"])), "Haswell");
  * assertEquals(coreTypeFor(new Set(["sse3"])), undefined);

@@ -44,7 +44,7 @@ if [[ "${DTRAIN_TEST_CUDA:-host}" == host ]]; then
     tests/train/pp_train_cuda_test.ts "${beside_tests[@]}")
 fi
 beside_log=build/test-beside.log
-"$DENO" test -A --v8-flags=--expose-gc "${beside_tests[@]}" >"$beside_log" 2>&1 &
+"$DENO" test -A --no-check --v8-flags=--expose-gc "${beside_tests[@]}" >"$beside_log" 2>&1 &
 beside_pid=$!
 trap 'kill "$port_holder" "$beside_pid" 2>/dev/null' EXIT
 # The main run names every other test file: with --doc, deno test applies no --ignore to them.
@@ -54,7 +54,11 @@ mapfile -t main_tests < <(find tests -regex '.*\(_test\|\.test\|/test\)\.\(ts\|t
 static_failed=0
 targets=$(ls -d mod.ts src ffi tests bench docs/guide 2>/dev/null | tr '\n' ' ')
 # `doc --lint mod.ts`: every export JSR renders has JSDoc, and no public type names a private one.
-for check in "fmt --check" "lint" "doc --lint mod.ts" "check $targets"; do
+# The type check is here once, JSDoc examples and the Markdown pages' code blocks included: every
+# `deno test` below runs with --no-check (each would otherwise type-check its files again, about
+# two minutes of the main run).
+for check in "fmt --check" "lint" "doc --lint mod.ts" "check --doc $targets" \
+  "check --doc-only README.md docs/reference/"; do
   echo "== deno $check"
   # shellcheck disable=SC2086
   "$DENO" $check || static_failed=$((static_failed + 1))
@@ -66,7 +70,7 @@ echo "== line cap"
 
 echo "== deno test"
 # Doc examples (README.md, docs/reference/ and JSDoc) run as tests too, so the examples stay true.
-"$DENO" test -A --doc --v8-flags=--expose-gc \
+"$DENO" test -A --no-check --doc --v8-flags=--expose-gc \
   README.md docs/reference/ mod.ts src/ "${main_tests[@]}" "$@" 2>&1 | tee "$log"
 test_rc=${PIPESTATUS[0]}
 
@@ -91,7 +95,7 @@ mapfile -t gloo_tests < <(find tests/distributed tests/parallel -name '*_test.ts
   grep -vxF -f <(printf '%s\n' "${pinned_transport[@]}") | sort)
 gloo_log=build/test-gloo.log
 echo "== deno test, distributed tests again over Gloo (DTRAIN_SHM=0)"
-DTRAIN_SHM=0 "$DENO" test -A --v8-flags=--expose-gc "${gloo_tests[@]}" \
+DTRAIN_SHM=0 "$DENO" test -A --no-check --v8-flags=--expose-gc "${gloo_tests[@]}" \
   tests/train/ddp_train_test.ts tests/train/elastic_test.ts "$@" 2>&1 | tee "$gloo_log"
 gloo_rc=${PIPESTATUS[0]}
 

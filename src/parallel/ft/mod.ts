@@ -5,7 +5,4 @@
  */
 
 export * from "./manager.ts";
-export type { ManagerOptions } from "./manager_options.ts";
-export type { ReplicaState } from "./heal.ts";
-export type { Quorum, QuorumMember } from "./quorum.ts";
 export * from "./samples.ts";
