@@ -35,9 +35,14 @@ fi
 #   waits overlap the main run's work. Their deadlines hold under far heavier load than this.
 # - the docs' commands run in a fresh clone (a third of the CPU for their wall time: processes
 #   starting, a clone, a build checked).
+# - and, to even the two streams out, more tests that spend most of their time starting processes:
+#   the guide's examples, the pipeline train jobs, the JSR package served, shared-memory set-up
+#   killed (12-24% of the CPU for their wall time).
 waiting_tests=(tests/infrastructure/slurm_test.ts tests/launch/elastic_death_test.ts
   tests/launch/launcher_test.ts tests/distributed/faults_test.ts tests/launch/elastic_join_test.ts
-  tests/infrastructure/netns_elastic_test.ts tests/docs/fresh_clone_test.ts)
+  tests/infrastructure/netns_elastic_test.ts tests/docs/fresh_clone_test.ts
+  tests/docs/guide_test.ts tests/train/pp_train_test.ts tests/jsr/package_test.ts
+  tests/distributed/shm_setup_test.ts)
 beside_tests=("${waiting_tests[@]}")
 if [[ "${DTRAIN_TEST_CUDA:-host}" == host ]]; then
   beside_tests=(tests/cuda/reductions_test.ts tests/train/train_agree_cuda_test.ts
