@@ -160,8 +160,10 @@ Deno.test("prepare gpt2's memory does not grow with the input: 3 MB and 12 MB in
       Deno.removeSync(input);
     }
     const [small, large] = peaks.map((p) => p / 2 ** 20);
+    // Streamed, the two peaks differ by the ids' cache filling (up to 8 MiB seen); an input held
+    // as text (twice, as UTF-16) would add over 20 MiB for the larger one.
     assert.ok(
-      large - small < 8,
+      large - small < 16,
       `peak ${small.toFixed(0)} MiB for 3 MB, ${large.toFixed(0)} MiB for 12 MB`,
     );
   });
