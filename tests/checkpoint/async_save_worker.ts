@@ -12,38 +12,20 @@
 import { loadSharded, saveSharded } from "../../src/checkpoint/mod.ts";
 import { setWriterHooks } from "../../src/checkpoint/_background_write.ts";
 import { destroyProcessGroup, getRank, initProcessGroup } from "../../src/distributed/mod.ts";
-import { fullStateDict, fullyShard } from "../../src/parallel/mod.ts";
-import { tidyAsync } from "../../src/tensor/scope.ts";
+import { fullStateDict } from "../../src/parallel/mod.ts";
 import { runWorker } from "../_harness/worker.ts";
-import {
-  batchLoss,
-  buildModel,
-  buildOptimizer,
-  innerModules,
-  ROWS,
-  stateValues,
-} from "../parallel/workers/fsdp_problem.ts";
+import { stateValues } from "../parallel/workers/fsdp_problem.ts";
+import { shardedMlp } from "./_sharded_mlp.ts";
 
 const dir = Deno.env.get("DIR")!;
 await initProcessGroup({ backend: "gloo", timeoutMs: 20_000 });
 const rank = getRank();
 
-function sharded() {
-  const built = buildModel("mlp");
-  for (const m of innerModules(built)) fullyShard(m);
-  const model = fullyShard(built);
-  return { model, optimizer: buildOptimizer(model.parameters()) };
-}
+const sharded = () => shardedMlp(rank);
 
 await runWorker(async () => {
   try {
-    const { model, optimizer } = sharded();
-    const step = (index: number) =>
-      tidyAsync(async () => {
-        await model.backward(batchLoss("mlp", model, index, rank * ROWS, (rank + 1) * ROWS));
-        optimizer.step();
-        optimizer.zeroGrad();
-      });
+    const { model, optimizer, step } = sharded();
 
     await step(0);
     const first = await saveSharded(dir, { model, optimizer, extra: { step: 1 }, async: true });

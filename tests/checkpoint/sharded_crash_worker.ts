@@ -12,16 +12,9 @@ import { digests } from "./_digests.ts";
 import { saveSharded } from "../../src/checkpoint/mod.ts";
 import { setWriterHooks } from "../../src/checkpoint/_background_write.ts";
 import { getRank, initProcessGroup } from "../../src/distributed/mod.ts";
-import { fullStateDict, fullyShard } from "../../src/parallel/mod.ts";
-import { tidyAsync } from "../../src/tensor/scope.ts";
-import {
-  batchLoss,
-  buildModel,
-  buildOptimizer,
-  innerModules,
-  ROWS,
-  stateValues,
-} from "../parallel/workers/fsdp_problem.ts";
+import { fullStateDict } from "../../src/parallel/mod.ts";
+import { stateValues } from "../parallel/workers/fsdp_problem.ts";
+import { shardedMlp } from "./_sharded_mlp.ts";
 
 const dir = Deno.env.get("DIR")!, point = Deno.env.get("CRASH_POINT")!;
 const crashRank = Number(Deno.env.get("CRASH_RANK"));
@@ -31,16 +24,7 @@ const background = Deno.env.get("ASYNC") === "1";
 
 await initProcessGroup({ backend: "gloo", timeoutMs: 20_000 });
 const rank = getRank();
-const built = buildModel("mlp");
-for (const m of innerModules(built)) fullyShard(m);
-const model = fullyShard(built);
-const optimizer = buildOptimizer(model.parameters());
-const step = (index: number) =>
-  tidyAsync(async () => {
-    await model.backward(batchLoss("mlp", model, index, rank * ROWS, (rank + 1) * ROWS));
-    optimizer.step();
-    optimizer.zeroGrad();
-  });
+const { model, optimizer, step } = shardedMlp(rank);
 
 await step(0);
 if (background) {
