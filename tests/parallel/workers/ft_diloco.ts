@@ -11,21 +11,11 @@ import { StoreClient } from "../../../src/distributed/store/client.ts";
 import { AdamW } from "../../../src/optim/adamw.ts";
 import { DiLoCo, Manager } from "../../../src/parallel/mod.ts";
 import { tidy } from "../../../src/tensor/scope.ts";
-import type { Tensor } from "../../../src/tensor/tensor.ts";
 import { envInt, runWorker } from "../../_harness/worker.ts";
 import { batchLoss, buildModel } from "./problem.ts";
+import { emit, registerTraining, REPLICA, store } from "./_ft_worker.ts";
 
-const REPLICA = envInt("REPLICA", 0), STEPS = envInt("STEPS", 4), H = envInt("H", 2);
-const store = {
-  hostname: "127.0.0.1",
-  port: envInt("FT_PORT", 0),
-  token: Deno.env.get("FT_TOKEN")!,
-};
-
-function emit(event: Record<string, unknown>): void {
-  console.log(JSON.stringify({ replica: REPLICA, ...event }));
-}
-
+const STEPS = envInt("STEPS", 4), H = envInt("H", 2);
 await runWorker(async () => {
   // The test's cues, as in ft_replica.ts: WAIT_KEY holds a replacement back, START_KEY the first
   // step, PAUSE_KEY the outer step PAUSE_AT (until the replacement is up).
@@ -41,14 +31,7 @@ await runWorker(async () => {
   });
   const model = buildModel(100 + REPLICA);
   const inner = new AdamW(model.parameters(), { lr: 0.01 });
-  manager.registerState("model", {
-    stateDict: () => model.stateDict(),
-    loadStateDict: (s) => model.loadStateDict(s as Record<string, Tensor>),
-  });
-  manager.registerState("inner", {
-    stateDict: () => inner.stateDict(),
-    loadStateDict: (s) => inner.loadStateDict(s as ReturnType<AdamW["stateDict"]>),
-  });
+  registerTraining(manager, model, inner, "inner");
   emit({ event: "connected", step: 0 });
   await cue(Deno.env.get("START_KEY"));
   const diloco = await DiLoCo.create(model, inner, { syncEvery: H, manager });

@@ -16,18 +16,9 @@ import type { Tensor } from "../../../src/tensor/tensor.ts";
 import { tidy } from "../../../src/tensor/scope.ts";
 import { envInt, runWorker } from "../../_harness/worker.ts";
 import { batchLoss, buildModel } from "./problem.ts";
+import { emit, registerTraining, REPLICA, store } from "./_ft_worker.ts";
 
-const REPLICA = envInt("REPLICA", 0), STEPS = envInt("STEPS", 10), BATCH = envInt("BATCH", 12);
-const store = {
-  hostname: "127.0.0.1",
-  port: envInt("FT_PORT", 0),
-  token: Deno.env.get("FT_TOKEN")!,
-};
-
-function emit(event: Record<string, unknown>): void {
-  console.log(JSON.stringify({ replica: REPLICA, ...event }));
-}
-
+const STEPS = envInt("STEPS", 10), BATCH = envInt("BATCH", 12);
 /** The tensors' bytes, in order. */
 function bytesOf(tensors: Tensor[]): Uint8Array {
   const parts = tensors.map((t) => new Uint8Array((t.toArray() as Float32Array).slice().buffer));
@@ -62,14 +53,7 @@ await runWorker(async () => {
   const model = buildModel(100 + REPLICA);
   const params = model.parameters();
   const optimizer = new AdamW(params, { lr: 0.01 });
-  manager.registerState("model", {
-    stateDict: () => model.stateDict(),
-    loadStateDict: (s) => model.loadStateDict(s as Record<string, Tensor>),
-  });
-  manager.registerState("optimizer", {
-    stateDict: () => optimizer.stateDict(),
-    loadStateDict: (s) => optimizer.loadStateDict(s as ReturnType<AdamW["stateDict"]>),
-  });
+  registerTraining(manager, model, optimizer, "optimizer");
   emit({ event: "connected", step: 0 });
   await cue(Deno.env.get("START_KEY"));
   const pauseAt = envInt("PAUSE_AT", -1);
