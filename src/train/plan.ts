@@ -69,24 +69,21 @@ function shapesOf(config: TrainConfig): { gpt?: GptSizes; vocabSize?: number } {
 const BASELINE_RSS = 80 * 2 ** 20;
 
 /**
- * Plans `config` for one rank of this node.
+ * Plans `config` for one rank of this node: {@linkcode planSync}'s memory, with the step time and
+ * the runtime's baseline from this machine's numbers (measured once, then cached).
  *
  * @param config A validated train configuration.
- * @param withTime Whether to predict the step time (measures the machine once, then cached).
  */
-export async function planConfig(config: TrainConfig, withTime = true): Promise<Plan> {
+export async function planConfig(config: TrainConfig): Promise<Plan> {
+  const plan = planSync(config);
   const { gpt, vocabSize } = shapesOf(config);
-  const memory = planMemory(config, gpt, vocabSize);
   const threads = rankThreads(config);
-  const machine = withTime ? await machineNumbers(threads) : null;
-  const baseline = machine?.baselineRssBytes ?? BASELINE_RSS;
-  const load = machine ? presentSlowdown(machine, threads) : 1;
+  const machine = await machineNumbers(threads);
+  const load = presentSlowdown(machine, threads);
   return {
-    batchSize: config.batchSize,
-    ranksOnNode: config.nprocPerNode,
-    memory,
-    rssBytes: memory.peak + baseline,
-    time: machine ? planTime(config, machine, gpt, vocabSize, load) : null,
+    ...plan,
+    rssBytes: plan.memory.peak + machine.baselineRssBytes,
+    time: planTime(config, machine, gpt, vocabSize, load),
   };
 }
 
