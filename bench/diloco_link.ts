@@ -14,7 +14,7 @@
  */
 
 import { fileURLToPath } from "node:url";
-import { hostEnv, LINK_SKIP, ThrottledLink } from "../tests/_harness/throttled_link.ts";
+import { LINK_SKIP, ThrottledLink } from "../tests/_harness/throttled_link.ts";
 import { tail } from "../tests/infrastructure/netns_cluster.ts";
 import { argValue } from "./workload.ts";
 
@@ -51,13 +51,9 @@ interface Row {
 
 async function runMode(link: ThrottledLink, mode: "ddp" | "diloco"): Promise<Row> {
   const before = await Promise.all([link.txBytes(0), link.txBytes(1)]);
-  const token = crypto.randomUUID();
-  const runs = await link.run(
-    ([0, 1] as const).map((rank) => ({
-      host: rank,
-      args: [Deno.execPath(), "run", "-A", WORKER, `--mode=${mode}`, `--data=${data}`, ...passed],
-      env: hostEnv({ RANK: String(rank), MASTER: link.hosts[0].address, DTRAIN_TOKEN: token }),
-    })),
+  const runs = await link.runRanks(
+    [WORKER, `--mode=${mode}`, `--data=${data}`, ...passed],
+    {},
     RUN_TIMEOUT_MS,
   );
   const replicas = runs.map((run) => {

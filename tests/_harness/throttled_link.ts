@@ -19,7 +19,6 @@ import { killIn, NETNS_SKIP, pidsIn, tail } from "../infrastructure/netns_cluste
 import { awaitLine, hostEnv, run, which } from "./link_commands.ts";
 import { runInNamespaces } from "./namespace_runs.ts";
 
-export { hostEnv };
 
 const BRIDGE_SOURCE = fileURLToPath(new URL("./delay_bridge.c", import.meta.url));
 const PROBE = fileURLToPath(new URL("./link_probe.ts", import.meta.url));
@@ -210,6 +209,22 @@ export class ThrottledLink implements AsyncDisposable {
   /** SIGKILLs every process on both hosts (the bridge, in the router, stays). */
   killHosts(): Promise<void> {
     return killIn(this.hosts.map((h) => h.name));
+  }
+
+  /**
+   * Runs `deno run -A ARGS` as rank 0 on host A and rank 1 on host B, rank 0's host as MASTER and
+   * one fresh DTRAIN_TOKEN, with `env` besides; see {@linkcode ThrottledLink.run}.
+   */
+  runRanks(args: string[], env: Record<string, string>, timeoutMs: number): Promise<HostRun[]> {
+    const token = crypto.randomUUID(), master = this.hosts[0].address;
+    return this.run(
+      ([0, 1] as const).map((rank) => ({
+        host: rank,
+        args: [Deno.execPath(), "run", "-A", ...args],
+        env: hostEnv({ ...env, RANK: String(rank), MASTER: master, DTRAIN_TOKEN: token }),
+      })),
+      timeoutMs,
+    );
   }
 
   /**

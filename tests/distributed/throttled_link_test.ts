@@ -4,7 +4,7 @@
 // Gloo's own connections, not only the store's. Needs root; skipped where the link cannot be made.
 import assert from "node:assert/strict";
 import { fileURLToPath } from "node:url";
-import { hostEnv, LINK_SKIP, ThrottledLink } from "../_harness/throttled_link.ts";
+import { LINK_SKIP, ThrottledLink } from "../_harness/throttled_link.ts";
 import { tail } from "../infrastructure/netns_cluster.ts";
 
 const WORKER = fileURLToPath(new URL("./workers/link_allreduce.ts", import.meta.url));
@@ -25,20 +25,7 @@ Deno.test({
       const mbit = await link.bandwidthMbit();
       assert.ok(mbit >= 80 && mbit <= 110, `bandwidth ${mbit.toFixed(1)} Mbit/s, expected 80–110`);
 
-      const token = crypto.randomUUID();
-      const runs = await link.run(
-        ([0, 1] as const).map((rank) => ({
-          host: rank,
-          args: [Deno.execPath(), "run", "-A", WORKER],
-          env: hostEnv({
-            RANK: String(rank),
-            MASTER: link.hosts[0].address,
-            DTRAIN_TOKEN: token,
-            ROUNDS: "8",
-          }),
-        })),
-        RUN_TIMEOUT_MS,
-      );
+      const runs = await link.runRanks([WORKER], { ROUNDS: "8" }, RUN_TIMEOUT_MS);
       const results = runs.map((run) => {
         assert.equal(run.code, 0, `rank ${run.host}:\n${tail(run.stdout + run.stderr, 30)}`);
         return JSON.parse(run.stdout.trim().split("\n").at(-1)!) as {

@@ -5,7 +5,7 @@
 // the link cannot be made.
 import assert from "node:assert/strict";
 import { fileURLToPath } from "node:url";
-import { hostEnv, LINK_SKIP, ThrottledLink } from "../_harness/throttled_link.ts";
+import { LINK_SKIP, ThrottledLink } from "../_harness/throttled_link.ts";
 import { tail } from "../infrastructure/netns_cluster.ts";
 
 const WORKER = fileURLToPath(new URL("./workers/diloco_link.ts", import.meta.url));
@@ -29,19 +29,9 @@ Deno.test({
   ignore: LINK_SKIP !== null,
   async fn() {
     await using link = await ThrottledLink.create();
-    const token = crypto.randomUUID();
-    const runs = await link.run(
-      ([0, 1] as const).map((rank) => ({
-        host: rank,
-        args: [Deno.execPath(), "run", "-A", WORKER],
-        env: hostEnv({
-          RANK: String(rank),
-          MASTER: link.hosts[0].address,
-          DTRAIN_TOKEN: token,
-          H: String(H),
-          ROUNDS: String(ROUNDS),
-        }),
-      })),
+    const runs = await link.runRanks(
+      [WORKER],
+      { H: String(H), ROUNDS: String(ROUNDS) },
       RUN_TIMEOUT_MS,
     );
     const [a, b] = runs.map((run) => {
