@@ -19,7 +19,6 @@ import { killIn, NETNS_SKIP, pidsIn, tail } from "../infrastructure/netns_cluste
 import { awaitLine, hostEnv, run, which } from "./link_commands.ts";
 import { runInNamespaces } from "./namespace_runs.ts";
 
-
 const BRIDGE_SOURCE = fileURLToPath(new URL("./delay_bridge.c", import.meta.url));
 const PROBE = fileURLToPath(new URL("./link_probe.ts", import.meta.url));
 /** The port link_probe listens on in host B (namespaces are private, so it never clashes). */
